@@ -1,0 +1,5 @@
+"""Rail-optimized layout rules: each returns violations in the DESIGN.md shape."""
+
+from topology.rules.violation import Code, Violation
+
+__all__ = ["Code", "Violation"]
