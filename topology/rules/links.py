@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from topology.layout import nic_rail
 from topology.model import Device, Link, Role
 from topology.rules.context import RuleContext
+from topology.rules.servers import nic_home
 from topology.rules.violation import Code, Violation
 
 _TIER_HINT = {
@@ -35,7 +37,7 @@ def check_links(ctx: RuleContext) -> list[Violation]:
         if long_haul:
             out.extend(_dci(link, a, b, ctx))
         elif frozenset({a.role, b.role}) not in allowed:
-            out.append(_tier(link, a, b))
+            out.append(_tier(ctx, link, a, b))
             continue
         want = ctx.expected_speed(a, b)
         if link.speed_gbps is not None and want is not None and link.speed_gbps != want:
@@ -53,13 +55,20 @@ def check_links(ctx: RuleContext) -> list[Violation]:
     return out
 
 
-def _tier(link: Link, a: Device, b: Device) -> Violation:
+def _tier(ctx: RuleContext, link: Link, a: Device, b: Device) -> Violation:
     low, high = sorted((a, b), key=lambda d: list(Role).index(d.role))
+    fix = f"remove this cable; {_TIER_HINT[low.role]}"
+    if low.role is Role.SERVER:
+        nic = link.a if link.a.device == low.name else link.b
+        rail = nic_rail(nic.port)
+        home = nic_home(ctx, low, rail) if rail is not None and rail < ctx.layout.spec.rails else None
+        if home:
+            fix = f"move {nic} from {link.other(nic.device, nic.port)} to {home}"
     return Violation(
         Code.TIER_VIOLATION,
         f"{link.a} ({a.role.value}) is cabled to {link.b} ({b.role.value}): a {low.role.value}-{high.role.value}"
         " link breaks the Clos tiers",
-        f"remove this cable; {_TIER_HINT[low.role]}",
+        fix,
         [a.name, b.name],
         [str(link.a), str(link.b)],
     )

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from topology.layout import parse_name
+from topology.layout import nic_rail, parse_name
 from topology.model import Device, Link, Role
 from topology.rules.context import RuleContext
 from topology.rules.violation import Code, Violation
@@ -200,6 +200,9 @@ def _oversubscription(ctx: RuleContext) -> list[Violation]:
                 if far is None:
                     continue
                 if far.role is down_role:
+                    # A miscabled server NIC is reported (and fixed) on its own; it does not count here.
+                    if down_role is Role.SERVER and not _belongs(dev, far, link):
+                        continue
                     down += ctx.speed(link)
                 elif far.role is up_role:
                     up += ctx.speed(link)
@@ -221,3 +224,8 @@ def _oversubscription(ctx: RuleContext) -> list[Violation]:
                     )
                 )
     return out
+
+
+def _belongs(leaf: Device, server: Device, link: Link) -> bool:
+    rail = nic_rail(link.other(leaf.name).port)
+    return rail == leaf.rail and server.group == leaf.group

@@ -43,10 +43,12 @@ def check_servers(ctx: RuleContext) -> list[Violation]:
             near = link.a if link.a.device == server.name else link.b
             far = link.other(server.name, near.port)
             rail = nic_rail(near.port)
-            leaf = ctx.dev(far.device)
-            if rail is None or leaf is None or leaf.role is not Role.LEAF:
-                continue  # not a NIC port, or not on a leaf (TIER_VIOLATION says so)
+            if rail is None:
+                continue  # not a NIC port
             cabled.add(rail)
+            leaf = ctx.dev(far.device)
+            if leaf is None or leaf.role is not Role.LEAF:
+                continue  # cabled, but not to a leaf: TIER_VIOLATION says where it belongs
             group = server.group
             if group is None or (leaf.rail == rail and leaf.group == group):
                 continue
@@ -77,6 +79,16 @@ def check_servers(ctx: RuleContext) -> list[Violation]:
     out.extend(_missing_servers(ctx))
     out.extend(_report_misplaced(ctx, misplaced))
     return out
+
+
+def nic_home(ctx: RuleContext, server: Device, rail: int) -> str | None:
+    """Where server NIC `rail` belongs: leaf:port for blueprint servers, the leaf otherwise."""
+    if server.group is None:
+        return None
+    index = _server_index(ctx, server) if ctx.layout.device(server.name) is not None else None
+    if index is not None:
+        return str(ctx.layout.server_leaf_port(server.group, index, rail))
+    return ctx.leaf_at.get((server.group, rail))
 
 
 def _server_index(ctx: RuleContext, server: Device) -> int | None:

@@ -1,0 +1,1 @@
+"""Everything that talks to a switch: the Driver protocol and per-platform drivers (eos, sonic)."""

@@ -1,0 +1,70 @@
+"""The `fabricd` command line: one line and exit 2 on any error we can name; --debug shows the traceback."""
+
+from __future__ import annotations
+
+import sys
+import traceback
+
+import click
+import typer
+
+from fabricd import __version__
+from fabricd.cli.output import EXIT_TROUBLE, err_console
+from fabricd.cli.topology_cmd import app as topology_app
+from fabricd.cli.validate_cmd import validate_command
+from topology.errors import FabricdError
+
+app = typer.Typer(
+    name="fabricd",
+    help="Fabric controller for rail-optimized RoCE GPU fabrics and long-haul DCI links.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+)
+
+
+def _version(value: bool) -> None:
+    if value:
+        print(f"fabricd {__version__}")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _root(
+    debug: bool = typer.Option(False, "--debug", help="Show tracebacks for errors."),
+    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Show the version."),
+) -> None:
+    """fabricd: exit 0 clean, 1 findings/violations/changes, 2 could not do the job."""
+
+
+app.command("validate")(validate_command)
+app.add_typer(topology_app, name="topology")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the console script; returns the exit code."""
+    args = sys.argv[1:] if argv is None else argv
+    debug = "--debug" in args
+    try:
+        rv = app(args=args, standalone_mode=False, prog_name="fabricd")
+    except FabricdError as exc:
+        if debug:
+            traceback.print_exc()
+        err_console().print(f"fabricd: error: {exc}", markup=False, highlight=False)
+        return _exit(EXIT_TROUBLE, argv)
+    except click.exceptions.Exit as exc:
+        return _exit(exc.exit_code, argv)
+    except click.exceptions.Abort:
+        err_console().print("fabricd: aborted", markup=False)
+        return _exit(EXIT_TROUBLE, argv)
+    except click.exceptions.ClickException as exc:
+        # Usage errors (unknown option, missing argument): click's message, exit 2.
+        exc.show()
+        return _exit(EXIT_TROUBLE, argv)
+    return _exit(rv if isinstance(rv, int) else 0, argv)
+
+
+def _exit(code: int, argv: list[str] | None) -> int:
+    if argv is None:
+        sys.exit(code)
+    return code

@@ -1,0 +1,45 @@
+"""`fabricd topology ...`: blueprint generation and exports."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from fabricd.cli.output import err_console, write_or_print
+from topology.blueprint import generate_blueprint
+from topology.cabling_io import dump_cabling
+from topology.errors import FabricdError
+from topology.exports import EXPORT_FORMATS, export
+from topology.fabric import Fabric
+from topology.labels import complete_labels
+from topology.loaders import load_cabling
+from topology.spec import load_spec
+
+app = typer.Typer(help="Blueprints and exports of the fabric model.", no_args_is_help=True)
+
+
+@app.command("blueprint")
+def blueprint_command(
+    spec: Path = typer.Option(..., "--spec", "-s", help="Fabric spec (YAML)."),
+    output: Path = typer.Option(..., "--output", "-o", help="Where to write: .json or .yaml/.yml."),
+) -> None:
+    """Write the complete cabling the spec implies (devices + links, deterministic names)."""
+    cabling = generate_blueprint(load_spec(spec))
+    dump_cabling(cabling, output)
+    err_console().print(f"wrote {output}: {len(cabling.devices)} devices, {len(cabling.links)} links")
+
+
+@app.command("export")
+def export_command(
+    spec: Path = typer.Option(..., "--spec", "-s", help="Fabric spec (YAML)."),
+    cabling: Path | None = typer.Option(None, "--cabling", "-c", help="As-built cabling (default: blueprint)."),
+    fmt: str = typer.Option(..., "--format", "-f", help=f"One of: {', '.join(EXPORT_FORMATS)}."),
+    output: Path | None = typer.Option(None, "--output", "-o", help="Write to this file instead of stdout."),
+) -> None:
+    """Export the fabric: Slurm topology.conf, NCCL host order, containerlab topology, or JSON."""
+    if fmt not in EXPORT_FORMATS:
+        raise FabricdError(f"--format '{fmt}' is unknown; use one of: {', '.join(EXPORT_FORMATS)}")
+    fabric_spec = load_spec(spec)
+    source = load_cabling(cabling) if cabling is not None else generate_blueprint(fabric_spec)
+    write_or_print(export(fmt, Fabric(complete_labels(source)), fabric_spec), output)
