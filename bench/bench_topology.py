@@ -26,14 +26,18 @@ from topology.validate import validate
 
 SIZES = {
     # 16,384 GPUs: 512 leaves + 256 spines + 64 superspines (domain.md)
-    "16k": dict(name="p16k", rails=8, aggregation_groups=64, servers_per_group=32, spines_per_rail=32,
-                superspines=64),
+    "16k": dict(name="p16k", rails=8, aggregation_groups=64, servers_per_group=32, spines_per_rail=32, superspines=64),
     # 131,072 GPUs: 4,096 leaves + 256 spines + 128 superspines, ~393k links
-    "131k": dict(name="p131k", rails=8, aggregation_groups=512, servers_per_group=32, spines_per_rail=32,
-                 superspines=128),
+    "131k": dict(
+        name="p131k",
+        rails=8,
+        aggregation_groups=512,
+        servers_per_group=32,
+        spines_per_rail=32,
+        superspines=128,
+    ),
     # baseline comparison size (the naive checker is quadratic)
-    "2k": dict(name="p2k", rails=8, aggregation_groups=8, servers_per_group=32, spines_per_rail=8,
-               superspines=8),
+    "2k": dict(name="p2k", rails=8, aggregation_groups=8, servers_per_group=32, spines_per_rail=8, superspines=8),
 }
 TARGETS = {"16k": 3.0, "131k": 30.0}
 
@@ -49,8 +53,12 @@ def one_size(size: str) -> dict[str, object]:
     t2 = time.perf_counter()
     assert result.ok, result.summary
     return {
-        "size": size, "gpus": spec.gpus, "links": len(bp.links), "blueprint_s": round(t1 - t0, 3),
-        "validate_s": round(t2 - t1, 3), "total_s": round(t2 - t0, 3),
+        "size": size,
+        "gpus": spec.gpus,
+        "links": len(bp.links),
+        "blueprint_s": round(t1 - t0, 3),
+        "validate_s": round(t2 - t1, 3),
+        "total_s": round(t2 - t0, 3),
         "peak_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
     }
 
@@ -69,8 +77,9 @@ def naive_validate(spec: FabricSpec, g: nx.MultiGraph) -> int:
                 if leaf.rail != int(port[3:]) or leaf.group != dev.group:
                     problems += 1
         elif dev.role is Role.LEAF:
-            per_spine = Counter(v if u == name else u for u, v, _ in mine if devices[v if u == name else u].role
-                                is Role.SPINE)
+            per_spine = Counter(
+                v if u == name else u for u, v, _ in mine if devices[v if u == name else u].role is Role.SPINE
+            )
             spines = [s for s, d in devices.items() if d.role is Role.SPINE and d.rail == dev.rail]
             problems += sum(1 for s in spines if per_spine[s] < 1)
     return problems
@@ -90,13 +99,18 @@ def baseline(size: str) -> dict[str, object]:
     naive = naive_validate(spec, graph)
     t3 = time.perf_counter()
     assert ours.ok and naive == 0
-    return {"size": size, "gpus": spec.gpus, "links": len(bp.links), "ours_s": round(t1 - t0, 3),
-            "naive_s": round(t3 - t2, 3), "speedup": round((t3 - t2) / (t1 - t0), 1)}
+    return {
+        "size": size,
+        "gpus": spec.gpus,
+        "links": len(bp.links),
+        "ours_s": round(t1 - t0, 3),
+        "naive_s": round(t3 - t2, 3),
+        "speedup": round((t3 - t2) / (t1 - t0), 1),
+    }
 
 
 def child(kind: str, size: str) -> dict[str, object]:
-    out = subprocess.run([sys.executable, __file__, "--child", kind, size], capture_output=True, text=True,
-                         check=True)
+    out = subprocess.run([sys.executable, __file__, "--child", kind, size], capture_output=True, text=True, check=True)
     result: dict[str, object] = json.loads(out.stdout)
     return result
 
@@ -110,17 +124,23 @@ def main() -> None:
         kind, size = args.child
         print(json.dumps(one_size(size) if kind == "size" else baseline(size)))
         return
-    print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
-          f"python {platform.python_version()}; each run pinned to one core")
+    print(
+        f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
+        f"python {platform.python_version()}; each run pinned to one core"
+    )
     for size in ["16k"] if args.quick else ["16k", "131k"]:
         r = child("size", size)
         ok = "PASS" if float(str(r["total_s"])) < TARGETS[size] and float(str(r["peak_mb"])) < 2048 else "FAIL"
-        print(f"{r['gpus']:>7} GPUs {r['links']:>7} links: blueprint {r['blueprint_s']} s + validate "
-              f"{r['validate_s']} s = {r['total_s']} s (target < {TARGETS[size]} s), peak {r['peak_mb']} MB "
-              f"(target < 2048) {ok}")
+        print(
+            f"{r['gpus']:>7} GPUs {r['links']:>7} links: blueprint {r['blueprint_s']} s + validate "
+            f"{r['validate_s']} s = {r['total_s']} s (target < {TARGETS[size]} s), peak {r['peak_mb']} MB "
+            f"(target < 2048) {ok}"
+        )
     b = child("baseline", "2k")
-    print(f"baseline on {b['gpus']} GPUs / {b['links']} links: ours {b['ours_s']} s, naive edge-scan "
-          f"{b['naive_s']} s -> ours is {b['speedup']}x faster")
+    print(
+        f"baseline on {b['gpus']} GPUs / {b['links']} links: ours {b['ours_s']} s, naive edge-scan "
+        f"{b['naive_s']} s -> ours is {b['speedup']}x faster"
+    )
 
 
 if __name__ == "__main__":

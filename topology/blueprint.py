@@ -33,7 +33,14 @@ def generate_blueprint(spec: FabricSpec) -> Cabling:
             devices.append(Device(server, Role.SERVER, group=g))
             leaf_port = port(i + 1)
             for r in range(s.rails):
-                add_link(Link(Endpoint(server, nics[r]), Endpoint(leaves[r], leaf_port), s.server_link_gbps, cab.server))
+                add_link(
+                    Link(
+                        Endpoint(server, nics[r]),
+                        Endpoint(leaves[r], leaf_port),
+                        s.server_link_gbps,
+                        cab.server,
+                    )
+                )
 
     par = lay.leaf_spine_parallel
     up_base = s.servers_per_group + 1

@@ -12,6 +12,7 @@ from topology.errors import CablingError
 from topology.model import Cabling, Device, Endpoint, Link, Role
 from topology.sourcefile import load_document, raise_validation_error, write_atomic, yaml_line
 
+
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -61,7 +62,9 @@ def cabling_from_data(data: object, source: str, path: Path | None = None) -> Ca
     for i, d in enumerate(doc.devices):
         if d.name in names:
             raise CablingError(
-                source, f"device '{d.name}' is listed twice; keep one entry", line=where(["devices", i]),
+                source,
+                f"device '{d.name}' is listed twice; keep one entry",
+                line=where(["devices", i]),
                 field=f"devices[{i}].name",
             )
         names.add(d.name)
@@ -77,11 +80,10 @@ def cabling_from_data(data: object, source: str, path: Path | None = None) -> Ca
                     field=f"links[{i}].{side}.device",
                 )
         if ln.a.device == ln.b.device and ln.a.port == ln.b.port:
-            raise CablingError(
-                source, "link connects a port to itself", line=where(["links", i]), field=f"links[{i}]"
-            )
-        links.append(Link(Endpoint(ln.a.device, ln.a.port), Endpoint(ln.b.device, ln.b.port), ln.speed_gbps,
-                          ln.length_m))
+            raise CablingError(source, "link connects a port to itself", line=where(["links", i]), field=f"links[{i}]")
+        links.append(
+            Link(Endpoint(ln.a.device, ln.a.port), Endpoint(ln.b.device, ln.b.port), ln.speed_gbps, ln.length_m)
+        )
     return Cabling(devices=devices, links=links, source=source)
 
 
@@ -101,7 +103,6 @@ def dump_cabling(cabling: Cabling, path: str | Path) -> None:
     else:
         raise CablingError(str(p), "unknown output format; name the file .json, .yaml or .yml")
     write_atomic(p, text)
-
 
 
 _PLAIN = re.compile(r"^[A-Za-z_][A-Za-z0-9_./-]*$")

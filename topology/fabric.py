@@ -62,7 +62,11 @@ class Fabric:
         return self._devices.get(name)
 
     def devices(
-        self, role: Role | str | None = None, *, rail: int | None = None, group: int | None = None,
+        self,
+        role: Role | str | None = None,
+        *,
+        rail: int | None = None,
+        group: int | None = None,
         local_only: bool = False,
     ) -> list[Device]:
         """Devices filtered by role, rail and aggregation group, in cabling order."""
@@ -179,4 +183,3 @@ class Fabric:
                 yield da, db, link
             elif da.role is role_b and db.role is role_a:
                 yield db, da, link
-

@@ -25,7 +25,8 @@ def complete_labels(cabling: Cabling) -> Cabling:
     notes: list[dict[str, object]] = list(cabling.inferred)
 
     def set_label(name: str, field: str, value: int, source: str) -> None:
-        devices[name] = replace(devices[name], **{field: value})
+        dev = devices[name]
+        devices[name] = replace(dev, rail=value) if field == "rail" else replace(dev, group=value)
         notes.append({"device": name, "field": field, "value": value, "from": source})
 
     wants = {Role.LEAF: ("rail", "group"), Role.SPINE: ("rail",), Role.SERVER: ("group",)}

@@ -134,9 +134,9 @@ class Layout:
         plat = s.platforms
         if p.role is Role.SERVER:
             assert p.group is not None and p.index is not None
-            if p.group < s.aggregation_groups and p.index < s.servers_per_group:
-                if name == self.server_name(p.group, p.index):
-                    return Device(name, Role.SERVER, group=p.group)
+            fits = p.group < s.aggregation_groups and p.index < s.servers_per_group
+            if fits and name == self.server_name(p.group, p.index):
+                return Device(name, Role.SERVER, group=p.group)
             return None
         if p.role is Role.LEAF:
             assert p.group is not None and p.rail is not None

@@ -43,7 +43,7 @@ def load_document(path: Path, error: type[InputError]) -> Any:
         except json.JSONDecodeError as exc:
             raise error(str(path), f"invalid JSON: {exc.msg} (column {exc.colno})", line=exc.lineno) from None
     try:
-        return yaml.load(text, Loader=_SafeLoader)  # noqa: S506 - a safe loader
+        return yaml.load(text, Loader=_SafeLoader)
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark
         line = mark.line + 1 if mark is not None else None
@@ -112,4 +112,6 @@ def write_atomic(path: Path, text: str) -> None:
         tmp.replace(path)
     except OSError as exc:
         tmp.unlink(missing_ok=True)
-        raise OutputError(f"{path}: cannot write ({exc.strerror}); check that the directory exists and is writable") from None
+        raise OutputError(
+            f"{path}: cannot write ({exc.strerror}); check that the directory exists and is writable"
+        ) from None

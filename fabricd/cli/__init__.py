@@ -5,7 +5,6 @@ from __future__ import annotations
 import sys
 import traceback
 
-import click
 import typer
 
 from fabricd import __version__
@@ -52,14 +51,18 @@ def main(argv: list[str] | None = None) -> int:
             traceback.print_exc()
         err_console().print(f"fabricd: error: {exc}", markup=False, highlight=False)
         return _exit(EXIT_TROUBLE, argv)
-    except click.exceptions.Exit as exc:
+    except typer.Exit as exc:
         return _exit(exc.exit_code, argv)
-    except click.exceptions.Abort:
+    except typer.Abort:
         err_console().print("fabricd: aborted", markup=False)
         return _exit(EXIT_TROUBLE, argv)
-    except click.exceptions.ClickException as exc:
-        # Usage errors (unknown option, missing argument): click's message, exit 2.
-        exc.show()
+    except typer.TyperException as exc:
+        # Usage errors (unknown option, missing option): typer's own message and usage line, exit 2.
+        show = getattr(exc, "show", None)
+        if callable(show):
+            show()
+        else:
+            err_console().print(f"fabricd: error: {exc}", markup=False)
         return _exit(EXIT_TROUBLE, argv)
     return _exit(rv if isinstance(rv, int) else 0, argv)
 

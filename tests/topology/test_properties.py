@@ -13,8 +13,14 @@ from topology.spec import FabricSpec
 from topology.validate import validate
 
 SPEC = FabricSpec.model_validate(
-    {"name": "prop", "rails": 4, "aggregation_groups": 3, "servers_per_group": 3, "spines_per_rail": 2,
-     "superspines": 2}
+    {
+        "name": "prop",
+        "rails": 4,
+        "aggregation_groups": 3,
+        "servers_per_group": 3,
+        "spines_per_rail": 2,
+        "superspines": 2,
+    }
 )
 BP = generate_blueprint(SPEC)
 RAIL = {d.name: d.rail for d in BP.devices if d.role is Role.LEAF}

@@ -58,9 +58,7 @@ def test_two_swapped_cables_are_one_swap(small_spec: FabricSpec, small_blueprint
     assert "swapped" in v.message
 
 
-def test_swap_between_servers_of_two_groups_is_group_split(
-    small_spec: FabricSpec, small_blueprint: Cabling
-) -> None:
+def test_swap_between_servers_of_two_groups_is_group_split(small_spec: FabricSpec, small_blueprint: Cabling) -> None:
     bad = swap_far_ends(small_blueprint, "gpu-g0-000:nic2", "gpu-g1-000:nic2")
     [v] = validate(small_spec, bad).violations
     assert v.code is Code.GROUP_SPLIT
@@ -88,7 +86,10 @@ def test_cross_rail_uplink_names_the_spine_it_belongs_on(small_spec: FabricSpec,
 
 
 def test_tier_violation_leaf_to_leaf(small_spec: FabricSpec, small_blueprint: Cabling) -> None:
-    bad = add(small_blueprint, Link(Endpoint("leaf-g0-r0", "Ethernet40/1"), Endpoint("leaf-g1-r0", "Ethernet40/1"), 400, 3))
+    bad = add(
+        small_blueprint,
+        Link(Endpoint("leaf-g0-r0", "Ethernet40/1"), Endpoint("leaf-g1-r0", "Ethernet40/1"), 400, 3),
+    )
     [v] = validate(small_spec, bad).violations
     assert v.code is Code.TIER_VIOLATION
     assert v.ports == ["leaf-g0-r0:Ethernet40/1", "leaf-g1-r0:Ethernet40/1"]
@@ -127,7 +128,10 @@ def test_missing_leaf_spine_link_names_both_ends(small_spec: FabricSpec, small_b
 
 
 def test_port_reuse(small_spec: FabricSpec, small_blueprint: Cabling) -> None:
-    bad = add(small_blueprint, Link(Endpoint("spine-r0-0", "Ethernet1/1"), Endpoint("ssp-1", "Ethernet60/1"), 400, 150))
+    bad = add(
+        small_blueprint,
+        Link(Endpoint("spine-r0-0", "Ethernet1/1"), Endpoint("ssp-1", "Ethernet60/1"), 400, 150),
+    )
     result = validate(small_spec, bad)
     reuse = [v for v in result.violations if v.code is Code.PORT_REUSE]
     assert len(reuse) == 1
@@ -145,7 +149,11 @@ def test_speed_mismatch(small_spec: FabricSpec, small_blueprint: Cabling) -> Non
 
 def test_unknown_device(small_spec: FabricSpec, small_blueprint: Cabling) -> None:
     stray = Device("leaf-g7-r0", Role.LEAF, rail=0, group=7, platform="eos")
-    bad = add(small_blueprint, Link(Endpoint("leaf-g7-r0", "Ethernet1/1"), Endpoint("spine-r0-0", "Ethernet50/1"), 400, 30), [stray])
+    bad = add(
+        small_blueprint,
+        Link(Endpoint("leaf-g7-r0", "Ethernet1/1"), Endpoint("spine-r0-0", "Ethernet50/1"), 400, 30),
+        [stray],
+    )
     result = validate(small_spec, bad)
     v = next(v for v in result.violations if v.code is Code.UNKNOWN_DEVICE)
     assert v.devices == ["leaf-g7-r0"]

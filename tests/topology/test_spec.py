@@ -36,8 +36,14 @@ def test_defaults_apply(tmp_path: Path) -> None:
     ("text", "expected"),
     [
         (GOOD + "railz: 3\n", "spec.yaml:6: field 'railz': unknown key"),
-        (GOOD + "cable_m: {server: 3, leaf_spyne: 30}\n", "spec.yaml:6: field 'cable_m.leaf_spyne': unknown key"),
-        (GOOD.replace("rails: 2", "rails: two"), "spec.yaml:2: field 'rails': Input should be a valid integer"),
+        (
+            GOOD + "cable_m: {server: 3, leaf_spyne: 30}\n",
+            "spec.yaml:6: field 'cable_m.leaf_spyne': unknown key",
+        ),
+        (
+            GOOD.replace("rails: 2", "rails: two"),
+            "spec.yaml:2: field 'rails': Input should be a valid integer",
+        ),
         (GOOD.replace("spines_per_rail: 1\n", ""), "field 'spines_per_rail': required field is missing"),
         (GOOD + "dci:\n  - name: b\n    distance_km: -5\n", "spec.yaml:8: field 'dci[0].distance_km'"),
         (GOOD + "platforms: {leaf: junos}\n", "field 'platforms.leaf': Input should be 'eos' or 'sonic'"),

@@ -57,8 +57,12 @@ class RuleContext:
         if a.role is Role.DR and b.role is Role.DR:
             dci = self.layout.dci_of(a.name if not a.is_remote else b.name)
             return dci.link_gbps if dci else None
-        if roles in ({Role.LEAF, Role.SPINE}, {Role.SPINE, Role.SUPERSPINE}, {Role.DR, Role.SUPERSPINE},
-                     {Role.DR, Role.SPINE}):
+        if roles in (
+            {Role.LEAF, Role.SPINE},
+            {Role.SPINE, Role.SUPERSPINE},
+            {Role.DR, Role.SUPERSPINE},
+            {Role.DR, Role.SPINE},
+        ):
             return spec.fabric_link_gbps
         return None
 

@@ -78,11 +78,12 @@ def _dci(link: Link, a: Device, b: Device, ctx: RuleContext) -> list[Violation]:
     out = []
     local_non_dr = [(d, ep) for d, ep in ((a, link.a), (b, link.b)) if not d.is_remote and d.role is not Role.DR]
     if local_non_dr:
+        ends = ", ".join(f"{d.name} ({d.role.value})" for d, _ in local_non_dr)
         out.append(
             Violation(
                 Code.DCI_NOT_ON_DR,
-                f"long-haul link {link.a} - {link.b} ends on {', '.join(f'{d.name} ({d.role.value})' for d, _ in local_non_dr)},"
-                " which cannot hold its PFC headroom or generate CNP",
+                f"long-haul link {link.a} - {link.b} ends on {ends}, which cannot hold its PFC headroom"
+                " or generate CNP",
                 "terminate long-haul links on a DR switch; connect the campus to the DR instead",
                 [a.name, b.name],
                 [str(ep) for _, ep in local_non_dr],

@@ -34,7 +34,7 @@ def _count_to(ctx: RuleContext, device: str, role: Role) -> tuple[Counter[str], 
 
 def _leaf_spine(ctx: RuleContext) -> list[Violation]:
     out = []
-    lay, spec = ctx.layout, ctx.layout.spec
+    lay = ctx.layout
     need = lay.leaf_spine_parallel
     for (group, rail), leaf in sorted(ctx.leaf_at.items()):
         counts, pairs = _count_to(ctx, leaf, Role.SPINE)
@@ -63,7 +63,7 @@ def _leaf_spine(ctx: RuleContext) -> list[Violation]:
                     Code.CROSS_RAIL_UPLINK,
                     f"{near} (rail {rail} leaf) goes to {link.other(leaf, near.port)}, a spine of rail {sp.rail}",
                     f"move the cable from {link.other(leaf, near.port)} to {where}",
-                    [leaf, sp.name] + ([where.split(':')[0]] if ':' in where else []),
+                    [leaf, sp.name] + ([where.split(":")[0]] if ":" in where else []),
                     [str(near), str(link.other(leaf, near.port))],
                 )
             )
@@ -75,8 +75,12 @@ def _leaf_spine(ctx: RuleContext) -> list[Violation]:
                     Code.MISSING_LINK,
                     f"{leaf} has {have} of {need} links to {spine}"
                     + (f" (missing {', '.join(f'{a} - {b}' for a, b in ends)})" if ends else ""),
-                    (f"cable {', '.join(f'{a} to {b}' for a, b in ends)}" if ends else
-                     f"add {short} link(s) between {leaf} and {spine}") + " (leaf-spine full mesh inside each rail)",
+                    (
+                        f"cable {', '.join(f'{a} to {b}' for a, b in ends)}"
+                        if ends
+                        else f"add {short} link(s) between {leaf} and {spine}"
+                    )
+                    + " (leaf-spine full mesh inside each rail)",
                     [leaf, spine],
                     [p for pair in ends for p in pair],
                 )
@@ -84,7 +88,9 @@ def _leaf_spine(ctx: RuleContext) -> list[Violation]:
     return out
 
 
-def _expected_pair_ports(ctx: RuleContext, leaf: str, spine: str, group: int, blueprint: bool) -> tuple[str, str] | None:
+def _expected_pair_ports(
+    ctx: RuleContext, leaf: str, spine: str, group: int, blueprint: bool
+) -> tuple[str, str] | None:
     free = _free_blueprint_ports(ctx, leaf, spine, group, blueprint)
     return free[0] if free else None
 
@@ -115,7 +121,7 @@ def _missing_ends(
 
 
 def _spine_superspine(ctx: RuleContext) -> list[Violation]:
-    out = []
+    out: list[Violation] = []
     lay, spec = ctx.layout, ctx.layout.spec
     if not spec.superspines:
         return out

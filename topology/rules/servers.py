@@ -64,9 +64,7 @@ def check_servers(ctx: RuleContext) -> list[Violation]:
                 continue
             nic = Endpoint(server.name, f"nic{rail}")
             want_leaf = ctx.leaf_at.get((server.group, rail), ctx.layout.leaf_name(server.group, rail))
-            where = (
-                str(ctx.layout.server_leaf_port(server.group, index, rail)) if index is not None else want_leaf
-            )
+            where = str(ctx.layout.server_leaf_port(server.group, index, rail)) if index is not None else want_leaf
             out.append(
                 Violation(
                     Code.MISSING_LINK,

@@ -1,0 +1,5 @@
+"""`python -m fabricd` runs the CLI."""
+
+from fabricd.cli import main
+
+main()
