@@ -41,6 +41,9 @@ class LinkEntry(_Strict):
 class CablingFile(_Strict):
     devices: list[DeviceEntry]
     links: list[LinkEntry]
+    # What `fabricd topology export --format json` adds around the cabling; read and ignored.
+    name: str | None = None
+    summary: dict[str, object] | None = None
 
 
 def cabling_from_data(data: object, source: str, path: Path | None = None) -> Cabling:

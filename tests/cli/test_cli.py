@@ -148,3 +148,11 @@ def test_console_script_exit_code_and_debug_traceback(tmp_path: Path) -> None:
         [*cmd, "--debug", "validate", "--spec", missing], capture_output=True, text=True, check=False
     )
     assert debug.returncode == 2 and "Traceback" in debug.stderr
+
+
+def test_exported_json_validates_as_cabling(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    target = tmp_path / "fabric.json"
+    code, _, err = run(capsys, "topology", "export", "--spec", SMALL, "--format", "json", "-o", str(target))
+    assert code == 0, err
+    code, out, _ = run(capsys, "validate", "--spec", SMALL, "--cabling", str(target), "--format", "json")
+    assert code == 0 and json.loads(out)["summary"]["links"] == 96
