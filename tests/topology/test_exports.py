@@ -286,9 +286,7 @@ def test_clab_to_eos_rejects_non_data_interfaces(bad: str) -> None:
 
 
 def test_clab_names_the_bad_port(small_spec: FabricSpec, small_blueprint: Cabling) -> None:
-    first = next(
-        ln for ln in small_blueprint.links if ln.a.device.startswith("leaf") and "spine" in ln.b.device
-    )
+    first = next(ln for ln in small_blueprint.links if ln.a.device.startswith("leaf") and "spine" in ln.b.device)
     bad = replace(first, a=Endpoint(first.a.device, "Port-Channel1"))
     links = [bad if ln is first else ln for ln in small_blueprint.links]
     with pytest.raises(FabricdError, match=f"{first.a.device}:Port-Channel1"):

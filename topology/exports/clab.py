@@ -84,9 +84,7 @@ def clab_topology(fabric: Fabric, spec: FabricSpec, *, image: str = CEOS_IMAGE) 
         "# Interfaces: ethX_Y is EOS EthernetX/Y, ethX is EthernetX (https://containerlab.dev/manual/kinds/ceos/).",
     ]
     if len(switches) > CEOS_NODES_PER_HOST:
-        lines.append(
-            f"# note: cEOS-lab runs about {CEOS_NODES_PER_HOST} nodes per host; spread the lab over hosts."
-        )
+        lines.append(f"# note: cEOS-lab runs about {CEOS_NODES_PER_HOST} nodes per host; spread the lab over hosts.")
     lines += [
         f"name: {q(spec.name)}",
         "topology:",

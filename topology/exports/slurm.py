@@ -38,9 +38,7 @@ def slurm_topology(fabric: Fabric, spec: FabricSpec) -> str:
     for group, servers in groups.items():
         name = ag_switch_name(group)
         if name == spec.name:
-            raise FabricdError(
-                f"spec name '{spec.name}' clashes with a Slurm AG switch name; rename the spec"
-            )
+            raise FabricdError(f"spec name '{spec.name}' clashes with a Slurm AG switch name; rename the spec")
         ag_names.append(name)
         leaves = group_leaves(fabric, group)
         lines.append(f"# {name}: aggregation group {group}, rail leaves {' '.join(leaves) or '(none found)'}")
