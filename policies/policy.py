@@ -1,0 +1,152 @@
+"""The policy file (YAML): tuning defaults for RoCE AI fabrics, per-platform capabilities and overrides.
+
+Every default cites where its number comes from (shared/reference/domain.md and platforms.md).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from topology.errors import InputError
+from topology.sourcefile import load_document, raise_validation_error
+
+
+class PolicyError(InputError):
+    """The policy file is invalid."""
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class PfcPolicy(_Strict):
+    enabled: bool = True
+    mtu_bytes: int = Field(9216, ge=1500, le=16384)
+    # SONiC (Mellanox) headroom: peer response = pause quanta x 64 B; 905 quanta at 400G/800G, 394 at 100G
+    # (domain.md, "PFC headroom").
+    peer_response_quanta_high_speed: int = Field(905, ge=0)
+    peer_response_quanta_low_speed: int = Field(394, ge=0)
+    gearbox_delay_bytes: int = Field(0, ge=0)
+    mac_phy_delay_bytes: int = Field(0, ge=0)
+    cell_occupancy: float = Field(1.0, ge=1.0, le=4.0)
+
+
+class EcnPolicy(_Strict):
+    enabled: bool = True
+    # Thresholds as time at line rate, converted per port speed (bytes = s x speed / 8). 12-120 us is
+    # NVIDIA's RoCE TC3 default of 150 KB-1.5 MB at 100G (domain.md, "ECN / DCQCN").
+    min_us: float = Field(12.0, gt=0)
+    max_us: float = Field(120.0, gt=0)
+    # SONiC AZURE_LOSSLESS marks with probability 5% at the max threshold (platforms.md, "SONiC config_db").
+    max_probability: int = Field(5, ge=1, le=100)
+    # Long haul: thresholds follow the bandwidth-delay product (draft-tian-ccwg-long-haul-cnp, domain.md).
+    dci_min_bdp_fraction: float = Field(0.2, gt=0, le=4)
+    dci_max_bdp_fraction: float = Field(1.0, gt=0, le=4)
+
+    @model_validator(mode="after")
+    def _ordered(self) -> EcnPolicy:
+        if self.min_us >= self.max_us:
+            raise ValueError("min_us must be below max_us")
+        if self.dci_min_bdp_fraction >= self.dci_max_bdp_fraction:
+            raise ValueError("dci_min_bdp_fraction must be below dci_max_bdp_fraction")
+        return self
+
+
+class WatchdogPolicy(_Strict):
+    enabled: bool = True
+    action: Literal["drop", "no-drop", "notify-only"] = "drop"
+    # SONiC PFC_WD defaults: detection 200 ms, restoration 200 ms, poll 200 ms, action drop (platforms.md).
+    timeout_ms: int = Field(200, ge=10, le=5000)
+    polling_ms: int = Field(200, ge=10, le=1000)
+    recovery_ms: int = Field(200, ge=10, le=60000)
+
+
+class DlbPolicy(_Strict):
+    mode: Literal["off", "flowlet", "per-packet"] = "flowlet"
+    # Juniper's default flowlet inactivity interval (domain.md, "Load balancing").
+    inactivity_us: int = Field(256, ge=1, le=100000)
+    # Added to twice the largest one-way path-delay difference, so a flowlet gap always covers it.
+    margin_us: int = Field(16, ge=0)
+
+
+class PlatformCaps(_Strict):
+    buffer_mb: float = Field(64.0, gt=0, description="packet buffer of a switch of this platform")
+    headroom_share: float = Field(0.5, gt=0, le=1, description="share of the buffer PFC headroom may take")
+    dr_generated_cnp: bool = Field(True, description="can a DR of this platform generate CNP itself")
+
+
+class Settings(_Strict):
+    """The per-port sections an override may change."""
+
+    pfc: PfcPolicy = PfcPolicy()
+    ecn: EcnPolicy = EcnPolicy()
+    watchdog: WatchdogPolicy = WatchdogPolicy()
+    dlb: DlbPolicy = DlbPolicy()
+
+
+class OverrideMatch(_Strict):
+    role: Literal["leaf", "spine", "superspine", "dr"] | None = None
+    device: str | None = None
+    link_class: Literal["server", "fabric", "dci"] | None = None
+
+
+class Override(_Strict):
+    match: OverrideMatch
+    set: dict[str, dict[str, Any]]
+
+    @model_validator(mode="after")
+    def _known_sections(self) -> Override:
+        unknown = set(self.set) - set(Settings.model_fields)
+        if unknown:
+            raise ValueError(f"unknown section(s) {sorted(unknown)}; use {sorted(Settings.model_fields)}")
+        Settings.model_validate(self.set)  # fields and values are checked now, not at render time
+        return self
+
+    @property
+    def specificity(self) -> int:
+        m = self.match
+        return (m.device is not None) * 4 + (m.link_class is not None) * 2 + (m.role is not None)
+
+
+class Policy(_Strict):
+    lossless_priorities: list[int] = Field(default_factory=lambda: [3])
+    cnp_priority: int = Field(6, ge=0, le=7)
+    # RoCEv2 data on DSCP 26 -> traffic class 3, CNP on DSCP 48 -> traffic class 6 (the common RoCE mapping).
+    dscp_to_tc: dict[int, int] = Field(default_factory=lambda: {26: 3, 48: 6})
+    link_debounce_ms: int = Field(0, ge=0, le=30000, description="0: report flaps as they happen")
+    settings: Settings = Settings()
+    platforms: dict[str, PlatformCaps] = Field(
+        default_factory=lambda: {"eos": PlatformCaps(), "sonic": PlatformCaps(dr_generated_cnp=False)}
+    )
+    overrides: list[Override] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _priorities(self) -> Policy:
+        for p in self.lossless_priorities:
+            if not 0 <= p <= 7:
+                raise ValueError(f"lossless priority {p} is not 0-7")
+        if self.cnp_priority in self.lossless_priorities:
+            raise ValueError("cnp_priority must not be a lossless priority (CNP must never be paused)")
+        return self
+
+    def caps(self, platform: str | None) -> PlatformCaps:
+        return self.platforms.get(platform or "", PlatformCaps())
+
+
+def load_policy(path: str | Path | None) -> Policy:
+    """The policy file, or the built-in defaults when no path is given."""
+    if path is None:
+        return Policy()
+    p = Path(path)
+    data = load_document(p, PolicyError)
+    if data is None:
+        return Policy()
+    if not isinstance(data, dict):
+        raise PolicyError(str(p), "a policy must be a mapping (settings, platforms, overrides, ...)")
+    try:
+        return Policy.model_validate(data)
+    except ValidationError as exc:
+        raise_validation_error(p, exc, PolicyError)
