@@ -1,0 +1,1 @@
+"""Arista EOS: pyavd rendering (napalm sessions and netmiko CLI come with the apply path)."""
