@@ -45,7 +45,8 @@ def structured_config(dev: DeviceIntent) -> dict[str, Any]:
 
 
 def _interface(p: PortIntent, lossless: list[int], debounce_ms: int) -> dict[str, Any]:
-    intf: dict[str, Any] = {"name": p.port, "description": p.peer, "qos": {"trust": "dscp"}}
+    # No description: descriptions belong to whoever cables the fabric; fabricd owns only lossless settings.
+    intf: dict[str, Any] = {"name": p.port, "qos": {"trust": "dscp"}}
     if p.pfc.enabled:
         intf["priority_flow_control"] = {
             "enabled": True,

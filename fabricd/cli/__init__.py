@@ -10,6 +10,7 @@ import typer
 from fabricd import __version__
 from fabricd.cli.intent_cmd import intent_command
 from fabricd.cli.output import EXIT_TROUBLE, err_console
+from fabricd.cli.plan_cmd import plan_command
 from fabricd.cli.topology_cmd import app as topology_app
 from fabricd.cli.validate_cmd import validate_command
 from topology.errors import FabricdError
@@ -39,6 +40,7 @@ def _root(
 
 app.command("validate")(validate_command)
 app.command("intent")(intent_command)
+app.command("plan")(plan_command)
 app.add_typer(topology_app, name="topology")
 
 

@@ -1,0 +1,97 @@
+"""`fabricd plan`: per switch, the diff from running to intended config and the commands that would be
+pushed. Changes nothing. Exit 0 no changes, 1 changes, 2 trouble (any device that could not be planned)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+from hier_config.exceptions import DuplicateChildError
+from rich.progress import Progress
+from rich.table import Table
+
+from drivers.eos.plan import DevicePlan, plan_device
+from drivers.eos.render import render
+from fabricd.cli.output import EXIT_CLEAN, EXIT_FINDINGS, EXIT_TROUBLE, console, emit_json, err_console
+from policies.intent import derive_intent
+from policies.policy import load_policy
+from topology.blueprint import generate_blueprint
+from topology.errors import FabricdError
+from topology.fabric import Fabric
+from topology.labels import complete_labels
+from topology.loaders import load_cabling
+from topology.spec import load_spec
+
+
+def plan_command(
+    spec: Path = typer.Option(..., "--spec", "-s", help="Fabric spec (YAML)."),
+    running_dir: Path | None = typer.Option(
+        None, "--running-dir", help="Saved running configs, one DIR/<device>.cfg per switch (offline plan)."
+    ),
+    policy: Path | None = typer.Option(None, "--policy", "-p", help="Policy (YAML); default: built-in defaults."),
+    cabling: Path | None = typer.Option(None, "--cabling", "-c", help="As-built cabling (default: blueprint)."),
+    device: list[str] = typer.Option([], "--device", "-d", help="Only these devices (repeatable)."),
+    fmt: str = typer.Option("text", "--format", "-f", help="text for people, json for scripts."),
+) -> None:
+    """Dry run: what would change on each switch, as a unified diff and the exact EOS commands."""
+    if fmt not in ("text", "json"):
+        raise FabricdError(f"--format '{fmt}' is unknown; use text or json")
+    if running_dir is None:
+        raise FabricdError(
+            "a live plan needs an inventory and the device driver, not built yet; "
+            "save running configs and pass --running-dir DIR"
+        )
+    if not running_dir.is_dir():
+        raise FabricdError(f"{running_dir}: not a directory; pass the folder holding <device>.cfg files")
+    fabric_spec = load_spec(spec)
+    source = load_cabling(cabling) if cabling is not None else generate_blueprint(fabric_spec)
+    fabric = Fabric(complete_labels(source))
+    unknown = [d for d in device if d not in fabric or not fabric.device(d).is_switch]
+    if unknown:
+        raise FabricdError(f"--device {', '.join(unknown)}: not a switch of this fabric; check the name")
+    intent = derive_intent(fabric, fabric_spec, load_policy(policy), set(device) if device else None)
+    plans: list[DevicePlan] = []
+    with Progress(console=err_console(), transient=True, disable=len(intent.devices) < 20) as progress:
+        task = progress.add_task("planning", total=len(intent.devices))
+        for dev in intent.devices:
+            plans.append(_plan_one(dev.device, running_dir, render(dev), {p.port for p in dev.ports}))
+            progress.advance(task)
+    if fmt == "json":
+        emit_json({"devices": [p.to_dict() for p in plans]})
+    else:
+        _print(plans)
+    if any(p.error for p in plans):
+        raise typer.Exit(EXIT_TROUBLE)
+    raise typer.Exit(EXIT_FINDINGS if any(p.changed for p in plans) else EXIT_CLEAN)
+
+
+def _plan_one(device: str, running_dir: Path, intended: str, ports: set[str]) -> DevicePlan:
+    """One device's plan; a device whose running config cannot be read fails alone."""
+    path = running_dir / f"{device}.cfg"
+    try:
+        running = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return DevicePlan(device, error=f"{path}: no saved running config; save `show running-config` there")
+    except (OSError, UnicodeDecodeError) as exc:
+        return DevicePlan(device, error=f"{path}: cannot read ({exc})")
+    try:
+        return plan_device(device, running, intended, ports)
+    except DuplicateChildError as exc:
+        return DevicePlan(device, error=f"{path}: cannot parse the running config ({exc})")
+
+
+def _print(plans: list[DevicePlan]) -> None:
+    out = console()
+    for p in plans:
+        if p.changed:
+            out.rule(f"{p.device}")
+            out.print(p.diff, markup=False, highlight=False)
+            out.print("commands:", style="bold")
+            out.print("\n".join(p.commands), markup=False, highlight=False)
+    table = Table(title="plan", header_style="bold")
+    for col in ("device", "result", "commands"):
+        table.add_column(col)
+    for p in plans:
+        result = f"[red]error[/red]: {p.error}" if p.error else ("changes" if p.changed else "no change")
+        table.add_row(p.device, result, str(len(p.commands)))
+    out.print(table)

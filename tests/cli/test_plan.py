@@ -1,0 +1,79 @@
+"""`fabricd plan` offline from saved running configs: diffs, commands, scope, and per-device failures."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from drivers.eos.render import render
+from fabricd.cli import main
+from policies.intent import derive_intent
+from policies.policy import Policy
+from tests.conftest import EXAMPLES
+from topology.blueprint import generate_blueprint
+from topology.fabric import Fabric
+from topology.spec import load_spec
+
+SMALL = str(EXAMPLES / "small-pod.yaml")
+DEVICES = ["leaf-g0-r0", "spine-r0-0"]
+UNRELATED = "router bgp 65001\n   neighbor 10.0.0.1 remote-as 65000\n!\n"
+
+
+def plan(capsys: pytest.CaptureFixture[str], running_dir: Path) -> tuple[int, dict[str, dict[str, object]]]:
+    args = ["plan", "--spec", SMALL, "--running-dir", str(running_dir), "--format", "json"]
+    for d in DEVICES:
+        args += ["--device", d]
+    code = main(args)
+    data = json.loads(capsys.readouterr().out)
+    return code, {d["device"]: d for d in data["devices"]}
+
+
+def test_plan_shows_changes_only_within_fabricd_scope(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    for d in DEVICES:
+        (tmp_path / f"{d}.cfg").write_text(
+            f"hostname {d}\n!\ninterface Ethernet1/1\n   description keep-me\n!\n" + UNRELATED
+        )
+    code, plans = plan(capsys, tmp_path)
+    assert code == 1
+    leaf = plans["leaf-g0-r0"]
+    commands = leaf["commands"]
+    assert isinstance(commands, list)
+    assert "interface Ethernet1/1" in commands
+    assert "   priority-flow-control priority 3 no-drop" in commands
+    assert "qos map dscp 26 to traffic-class 3" in commands
+    assert not any("bgp" in c or "description" in c or "hostname" in c for c in commands)
+    assert "+   priority-flow-control on" in str(leaf["diff"])
+
+
+def test_plan_after_apply_shows_no_changes(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    spec = load_spec(SMALL)
+    intent = derive_intent(Fabric(generate_blueprint(spec)), spec, Policy(), set(DEVICES))
+    for dev in intent.devices:  # the running config once the plan is applied: ours plus what was there
+        (tmp_path / f"{dev.device}.cfg").write_text(UNRELATED + render(dev))
+    code, plans = plan(capsys, tmp_path)
+    assert code == 0
+    assert all(p["changed"] is False and p["commands"] == [] for p in plans.values())
+
+
+def test_a_device_without_running_config_fails_alone(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    (tmp_path / "leaf-g0-r0.cfg").write_text("hostname leaf-g0-r0\n")
+    code, plans = plan(capsys, tmp_path)
+    assert code == 2
+    assert plans["leaf-g0-r0"]["changed"] is True and plans["leaf-g0-r0"]["error"] is None
+    assert "spine-r0-0.cfg: no saved running config" in str(plans["spine-r0-0"]["error"])
+
+
+def test_plan_without_running_dir_says_what_to_do(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["plan", "--spec", SMALL]) == 2
+    assert "pass --running-dir DIR" in capsys.readouterr().err
+
+
+def test_an_unparsable_running_config_fails_alone(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    (tmp_path / "leaf-g0-r0.cfg").write_text("hostname a\nhostname a\n")
+    (tmp_path / "spine-r0-0.cfg").write_text("hostname spine-r0-0\n")
+    code, plans = plan(capsys, tmp_path)
+    assert code == 2
+    assert "cannot parse the running config" in str(plans["leaf-g0-r0"]["error"])
+    assert plans["spine-r0-0"]["error"] is None and plans["spine-r0-0"]["changed"] is True
