@@ -8,10 +8,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from topology.errors import InputError
-from topology.sourcefile import load_document, raise_validation_error
+from topology.sourcefile import load_document, load_model
 
 
 class PolicyError(InputError):
@@ -142,11 +142,6 @@ def load_policy(path: str | Path | None) -> Policy:
         return Policy()
     p = Path(path)
     data = load_document(p, PolicyError)
-    if data is None:
+    if data is None:  # an empty file: the defaults
         return Policy()
-    if not isinstance(data, dict):
-        raise PolicyError(str(p), "a policy must be a mapping (settings, platforms, overrides, ...)")
-    try:
-        return Policy.model_validate(data)
-    except ValidationError as exc:
-        raise_validation_error(p, exc, PolicyError)
+    return load_model(p, Policy, PolicyError, "a policy", "settings, platforms, overrides, ...", data)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import itertools
 from collections import defaultdict
-from collections.abc import Iterator
 
 import networkx as nx
 
@@ -172,14 +171,3 @@ class Fabric:
         if link is None:
             raise FabricdError(f"'{nic}' is not cabled in this fabric")
         return link.other(device, port).device
-
-    def iter_pairs(self, role_a: Role, role_b: Role) -> Iterator[tuple[Device, Device, Link]]:
-        """Links whose ends have these two roles, yielded as (a-role device, b-role device, link)."""
-        for link in self.cabling.links:
-            da, db = self._devices.get(link.a.device), self._devices.get(link.b.device)
-            if da is None or db is None:
-                continue
-            if da.role is role_a and db.role is role_b:
-                yield da, db, link
-            elif da.role is role_b and db.role is role_a:
-                yield db, da, link

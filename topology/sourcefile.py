@@ -9,10 +9,10 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any, NoReturn, TypeVar
 
 import yaml
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from topology.errors import InputError, OutputError
 
@@ -115,3 +115,18 @@ def write_atomic(path: Path, text: str) -> None:
         raise OutputError(
             f"{path}: cannot write ({exc.strerror}); check that the directory exists and is writable"
         ) from None
+
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def load_model(path: Path, model: type[M], error: type[InputError], what: str, keys: str, data: Any = None) -> M:
+    """Validate a YAML/JSON mapping file into `model`; errors name the file, the line and the field."""
+    if data is None:
+        data = load_document(path, error)
+    if not isinstance(data, dict):
+        raise error(str(path), f"{what} must be a mapping ({keys})")
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        raise_validation_error(path, exc, error)

@@ -5,10 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal, Self
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from topology.errors import SpecError
-from topology.sourcefile import load_document, raise_validation_error
+from topology.sourcefile import load_model
 
 PlatformName = Literal["eos", "sonic"]
 
@@ -85,11 +85,4 @@ class FabricSpec(_Strict):
 
 def load_spec(path: str | Path) -> FabricSpec:
     """Read and validate a fabric spec; errors name the file, the line and the field."""
-    p = Path(path)
-    data = load_document(p, SpecError)
-    if not isinstance(data, dict):
-        raise SpecError(str(p), "a fabric spec must be a mapping (name, rails, aggregation_groups, ...)")
-    try:
-        return FabricSpec.model_validate(data)
-    except ValidationError as exc:
-        raise_validation_error(p, exc, SpecError)
+    return load_model(Path(path), FabricSpec, SpecError, "a fabric spec", "name, rails, aggregation_groups, ...")

@@ -7,15 +7,10 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
+from fabricd.cli.inputs import load_fabric, selected_switches
 from fabricd.cli.output import Format, console, emit_json
 from policies.intent import Intent, derive_intent
 from policies.policy import load_policy
-from topology.blueprint import generate_blueprint
-from topology.errors import FabricdError
-from topology.fabric import Fabric
-from topology.labels import complete_labels
-from topology.loaders import load_cabling
-from topology.spec import load_spec
 
 
 def intent_command(
@@ -26,14 +21,9 @@ def intent_command(
     fmt: Format = typer.Option(Format.table, "--format", "-f", help="json for scripts, table for people."),
 ) -> None:
     """Derive PFC/ECN/CNP/watchdog/DLB intent per switch port; changes nothing."""
-    fabric_spec = load_spec(spec)
+    fabric_spec, fabric = load_fabric(spec, cabling)
     pol = load_policy(policy)
-    source = load_cabling(cabling) if cabling is not None else generate_blueprint(fabric_spec)
-    fabric = Fabric(complete_labels(source))
-    unknown = [d for d in device if d not in fabric or not fabric.device(d).is_switch]
-    if unknown:
-        raise FabricdError(f"--device {', '.join(unknown)}: not a switch of this fabric; check the name")
-    intent = derive_intent(fabric, fabric_spec, pol, set(device) if device else None)
+    intent = derive_intent(fabric, fabric_spec, pol, selected_switches(fabric, device))
     if fmt is Format.json:
         emit_json(intent.model_dump(mode="json"))
     else:

@@ -12,15 +12,11 @@ from rich.table import Table
 
 from drivers.eos.plan import DevicePlan, plan_device
 from drivers.eos.render import render
+from fabricd.cli.inputs import load_fabric, selected_switches
 from fabricd.cli.output import EXIT_CLEAN, EXIT_FINDINGS, EXIT_TROUBLE, console, emit_json, err_console
 from policies.intent import derive_intent
 from policies.policy import load_policy
-from topology.blueprint import generate_blueprint
 from topology.errors import FabricdError
-from topology.fabric import Fabric
-from topology.labels import complete_labels
-from topology.loaders import load_cabling
-from topology.spec import load_spec
 
 
 def plan_command(
@@ -43,13 +39,8 @@ def plan_command(
         )
     if not running_dir.is_dir():
         raise FabricdError(f"{running_dir}: not a directory; pass the folder holding <device>.cfg files")
-    fabric_spec = load_spec(spec)
-    source = load_cabling(cabling) if cabling is not None else generate_blueprint(fabric_spec)
-    fabric = Fabric(complete_labels(source))
-    unknown = [d for d in device if d not in fabric or not fabric.device(d).is_switch]
-    if unknown:
-        raise FabricdError(f"--device {', '.join(unknown)}: not a switch of this fabric; check the name")
-    intent = derive_intent(fabric, fabric_spec, load_policy(policy), set(device) if device else None)
+    fabric_spec, fabric = load_fabric(spec, cabling)
+    intent = derive_intent(fabric, fabric_spec, load_policy(policy), selected_switches(fabric, device))
     plans: list[DevicePlan] = []
     with Progress(console=err_console(), transient=True, disable=len(intent.devices) < 20) as progress:
         task = progress.add_task("planning", total=len(intent.devices))

@@ -6,14 +6,12 @@ from pathlib import Path
 
 import typer
 
+from fabricd.cli.inputs import load_fabric
 from fabricd.cli.output import err_console, write_or_print
 from topology.blueprint import generate_blueprint
 from topology.cabling_io import dump_cabling
 from topology.errors import FabricdError
 from topology.exports import EXPORT_FORMATS, export
-from topology.fabric import Fabric
-from topology.labels import complete_labels
-from topology.loaders import load_cabling
 from topology.spec import load_spec
 
 app = typer.Typer(help="Blueprints and exports of the fabric model.", no_args_is_help=True)
@@ -40,6 +38,5 @@ def export_command(
     """Export the fabric: Slurm topology.conf, NCCL host order, containerlab topology, or JSON."""
     if fmt not in EXPORT_FORMATS:
         raise FabricdError(f"--format '{fmt}' is unknown; use one of: {', '.join(EXPORT_FORMATS)}")
-    fabric_spec = load_spec(spec)
-    source = load_cabling(cabling) if cabling is not None else generate_blueprint(fabric_spec)
-    write_or_print(export(fmt, Fabric(complete_labels(source)), fabric_spec), output)
+    fabric_spec, fabric = load_fabric(spec, cabling)
+    write_or_print(export(fmt, fabric, fabric_spec), output)

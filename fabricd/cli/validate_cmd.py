@@ -7,9 +7,8 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
+from fabricd.cli.inputs import load_as_built
 from fabricd.cli.output import EXIT_CLEAN, EXIT_FINDINGS, Format, console, emit_json
-from topology.blueprint import generate_blueprint
-from topology.loaders import load_cabling
 from topology.spec import load_spec
 from topology.validate import ValidationResult, validate
 
@@ -27,7 +26,7 @@ def validate_command(
 ) -> None:
     """Check cabling against the rail-optimized layout; exit 0 clean, 1 violations, 2 bad input."""
     fabric_spec = load_spec(spec)
-    as_built = load_cabling(cabling) if cabling is not None else generate_blueprint(fabric_spec)
+    as_built = load_as_built(fabric_spec, cabling)
     result = validate(fabric_spec, as_built)
     if fmt is Format.json:
         emit_json(result.to_dict())
