@@ -1,0 +1,91 @@
+"""Counter columns of a twin port, and the steady traffic model that moves them.
+
+Counters are lazy: each port keeps a uint64 base, a float rate per second and the time the base was taken,
+so a value is `base + rate * (now - t0)` computed only when someone reads it. A change of state (fault,
+shutdown, config) rebases the port first, so counters stay monotonic across rate changes. uint64 addition
+wraps at 2**64 exactly as a switch's 64-bit counter does.
+"""
+
+from __future__ import annotations
+
+import zlib
+
+import numpy as np
+
+PRIORITIES = tuple(range(8))
+
+# /interfaces/interface/state/counters/<leaf>
+INTERFACE_COUNTERS = (
+    "in-pkts",
+    "out-pkts",
+    "in-octets",
+    "out-octets",
+    "in-unicast-pkts",
+    "out-unicast-pkts",
+    "in-errors",
+    "in-fcs-errors",
+    "in-discards",
+    "out-discards",
+    "carrier-transitions",
+)
+# /interfaces/interface/ethernet/state/counters/<leaf>
+ETHERNET_COUNTERS = ("in-crc-errors", "in-mac-pause-frames", "out-mac-pause-frames", "in-symbol-error")
+# .../ethernet/phys/phy[index=1]/ingress/fec/state/<leaf>
+FEC_COUNTERS = ("corrected-codewords", "uncorrected-codewords")
+# .../ethernet/pfc/priorities/priority[index=P]/state/<leaf>
+PFC_COUNTERS = ("in-frames", "out-frames", "pfc-on-total-rx-time")
+# /qos/interfaces/interface/output/queues/queue[name=Q]/state/<leaf>
+QUEUE_COUNTERS = ("transmit-pkts", "transmit-octets", "dropped-pkts", "ecn-marked-pkts", "wred-dropped-pkts")
+# .../ethernet/pfc/watchdog/tx-queues/tx-queue[index=Q][queue-type=UNICAST]/state/<leaf>
+WATCHDOG_COUNTERS = ("stuck-count", "recovery-count")
+
+
+def _columns() -> tuple[str, ...]:
+    cols = [f"if.{c}" for c in INTERFACE_COUNTERS]
+    cols += [f"eth.{c}" for c in ETHERNET_COUNTERS]
+    cols += [f"fec.{c}" for c in FEC_COUNTERS]
+    cols += [f"pfc{p}.{c}" for p in PRIORITIES for c in PFC_COUNTERS]
+    cols += [f"q{q}.{c}" for q in PRIORITIES for c in QUEUE_COUNTERS]
+    cols += [f"wd{q}.{c}" for q in PRIORITIES for c in WATCHDOG_COUNTERS]
+    return tuple(cols)
+
+
+COLUMNS = _columns()
+COL = {name: i for i, name in enumerate(COLUMNS)}
+
+# RoCE traffic: 4096-byte payloads plus headers; the lossless class carries almost everything.
+FRAME_BYTES = 4200
+QUEUE_SHARE = {3: 0.95, 6: 0.005, 0: 0.045}
+# Pause quanta are 512 bit times; a paused sender keeps refreshing at about half the pause time
+# (IEEE 802.1Qbb, 65535 quanta per frame), so a fully paused 400G port sees ~24k frames/s.
+PAUSE_QUANTA = 65535
+PAUSE_REFRESH = 2.0
+# Pre-FEC BER of a healthy 400G-FR4 link is around 1e-8..1e-6 (RS(544,514) corrects up to ~2.4e-4).
+HEALTHY_PRE_FEC_BER = 2e-8
+CODEWORD_BITS = 5440
+
+
+def pause_frames_per_s(speed_gbps: float) -> float:
+    return speed_gbps * 1e9 / (PAUSE_QUANTA * 512) * PAUSE_REFRESH
+
+
+def utilisation(device: str, port: str) -> float:
+    """A steady, plausible load per port (30-60 %), deterministic so tests and traces are repeatable."""
+    h = zlib.crc32(f"{device}:{port}".encode())
+    return 0.30 + (h % 3001) / 10000.0
+
+
+def baseline_rates(speed_gbps: float, util: float) -> np.ndarray:
+    """Per-second rates of every column for a healthy, unpaused port carrying `util` of its line rate."""
+    rates = np.zeros(len(COLUMNS), dtype=np.float64)
+    octets = speed_gbps * 1e9 * util / 8.0
+    pkts = octets / FRAME_BYTES
+    for d in ("in", "out"):
+        rates[COL[f"if.{d}-pkts"]] = pkts
+        rates[COL[f"if.{d}-unicast-pkts"]] = pkts
+        rates[COL[f"if.{d}-octets"]] = octets
+    for q, share in QUEUE_SHARE.items():
+        rates[COL[f"q{q}.transmit-pkts"]] = pkts * share
+        rates[COL[f"q{q}.transmit-octets"]] = octets * share
+    rates[COL["fec.corrected-codewords"]] = speed_gbps * 1e9 * HEALTHY_PRE_FEC_BER
+    return rates

@@ -1,0 +1,375 @@
+"""The twin's fabric state: switches, ports, links, and the effects faults and config have on counters.
+
+Everything here is driven by explicit times (unix ns) so tests can step it; the servers call
+`Twin.advance(now)` from their loop. State changes mark the twin dirty; the next `advance` rebases every
+port's counters at that instant and recomputes rates from the whole state (traffic model, admin/oper state,
+PFC pause propagation, corruption, optics), which keeps the rules in one place instead of in each fault.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import time
+import zlib
+from collections import deque
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from topology.fabric import Fabric
+from topology.model import Endpoint, Link, Role
+
+from .counters import (
+    CODEWORD_BITS,
+    COL,
+    COLUMNS,
+    HEALTHY_PRE_FEC_BER,
+    baseline_rates,
+    pause_frames_per_s,
+    utilisation,
+)
+
+NS = 1_000_000_000
+LinkKey = tuple[Endpoint, Endpoint]
+OperListener = Callable[[str, str, bool, int], None]
+
+
+def link_key(a: Endpoint, b: Endpoint) -> LinkKey:
+    return (a, b) if (a.device, a.port) <= (b.device, b.port) else (b, a)
+
+
+@dataclass
+class PortConfig:
+    """What the running config says about one port (the config engine keeps this in step)."""
+
+    admin_up: bool = True
+    pfc_enabled: bool = False
+    no_drop: frozenset[int] = frozenset()
+    # queue -> (min_bytes, max_bytes, max_probability %)
+    ecn: dict[int, tuple[int, int, int]] = field(default_factory=dict)
+    watchdog: bool = False
+
+    def honours_pause(self, priority: int) -> bool:
+        return self.pfc_enabled and priority in self.no_drop
+
+
+@dataclass(frozen=True)
+class PauseSource:
+    """`sender` keeps `priority` on its link paused for `fraction` of the time (a NIC storm, a deadlock edge)."""
+
+    sender: Endpoint
+    priority: int
+    fraction: float = 1.0
+    # A stuck queue backs up its switch, which pauses its own upstream ports (how a storm spreads).
+    propagate: bool = True
+
+
+class Switch:
+    def __init__(self, name: str, role: Role, platform: str, ports: list[str], speeds: list[float], boot_ns: int):
+        self.name = name
+        self.role = role
+        self.platform = platform
+        self.ports = ports
+        self.index = {p: i for i, p in enumerate(ports)}
+        self.speeds = np.asarray(speeds, dtype=np.float64)
+        n = len(ports)
+        self.baseline = np.stack([baseline_rates(s, utilisation(name, p)) for p, s in zip(ports, speeds, strict=True)])
+        if n == 0:
+            self.baseline = np.zeros((0, len(COLUMNS)))
+        self.base = np.zeros((n, len(COLUMNS)), dtype=np.uint64)
+        self.rate = self.baseline.copy()
+        self.t0 = np.full(n, boot_ns, dtype=np.int64)
+        self.oper_up = np.ones(n, dtype=bool)
+        h = np.array([zlib.crc32(f"{name}:{p}".encode()) % 100 for p in ports], dtype=np.float64)
+        self.rx_power_nominal = -2.5 + h / 100.0  # dBm, healthy DR4/FR4 receive power
+        self.rx_power = self.rx_power_nominal.copy()
+        self.pre_fec_ber = np.full(n, HEALTHY_PRE_FEC_BER)
+        self.config = [PortConfig() for _ in ports]
+        self.boot_ns = boot_ns
+        self.rebooting_until = 0
+        # gNMI: a stream drop bumps the epoch (servers end their streams) and blocks new ones until the time.
+        self.stream_epoch = 0
+        self.gnmi_blocked_until = 0
+
+    def values(self, now_ns: int, rows: slice | np.ndarray | None = None) -> np.ndarray:
+        """Cumulative counters (uint64, wrapping at 2**64) of the given ports at `now_ns`."""
+        sel = slice(None) if rows is None else rows
+        dt = (now_ns - self.t0[sel]).astype(np.float64) / NS
+        grown: np.ndarray = (self.rate[sel] * dt[:, None]).astype(np.uint64)
+        return self.base[sel] + grown  # type: ignore[no-any-return]
+
+    def value(self, port: str, column: str, now_ns: int) -> int:
+        i = self.index[port]
+        return int(self.values(now_ns, np.array([i]))[0, COL[column]])
+
+    def rebase(self, now_ns: int) -> None:
+        self.base = self.values(now_ns)
+        self.t0[:] = now_ns
+
+    def reset_counters(self, now_ns: int) -> None:
+        self.base[:] = 0
+        self.t0[:] = now_ns
+
+    def bump(self, row: int, column: str, by: int = 1) -> None:
+        self.base[row, COL[column]] += np.uint64(by)
+
+
+class Twin:
+    """All switches of one fabric, plus the endpoints (server NICs, far-end DRs) they connect to."""
+
+    def __init__(self, fabric: Fabric, clock: Callable[[], int] = time.time_ns):
+        self.fabric = fabric
+        self.clock = clock
+        now = clock()
+        self.switches: dict[str, Switch] = {}
+        self.peers: dict[tuple[str, str], Endpoint] = {}
+        self.links: dict[LinkKey, float] = {}  # link -> speed
+        for dev in fabric.switches():
+            if dev.is_remote:
+                continue
+            ports, speeds = [], []
+            for link in sorted(fabric.links_of(dev.name), key=lambda lk: _port_order(_local(lk, dev.name).port)):
+                local = _local(link, dev.name)
+                ports.append(local.port)
+                speeds.append(float(link.speed_gbps or 0))
+                self.peers[(dev.name, local.port)] = link.other(dev.name, local.port)
+                self.links[link_key(link.a, link.b)] = float(link.speed_gbps or 0)
+            self.switches[dev.name] = Switch(dev.name, dev.role, dev.platform or "eos", ports, speeds, now)
+        self.link_down: set[LinkKey] = set()
+        self.flap_down: set[LinkKey] = set()
+        self.pause_sources: dict[str, list[PauseSource]] = {}
+        self.corruption: dict[tuple[str, str], float] = {}  # receiving (device, port) -> frame error rate
+        self.optics_loss_db: dict[tuple[str, str], float] = {}
+        self.silent: dict[str, float] = {}  # switch -> rate of packets corrupted inside it
+        self.oper_events: deque[tuple[int, str, str, bool]] = deque(maxlen=10_000)
+        self.listeners: list[OperListener] = []
+        self._timers: list[tuple[int, int, Callable[[int], None]]] = []
+        self._seq = itertools.count()
+        self.dirty = True
+        self.now = now
+        self.advance(now)
+
+    # --- queries -------------------------------------------------------------------------------
+    def switch(self, name: str) -> Switch:
+        try:
+            return self.switches[name]
+        except KeyError:
+            raise KeyError(f"no switch {name!r} in this twin") from None
+
+    def peer(self, device: str, port: str) -> Endpoint | None:
+        return self.peers.get((device, port))
+
+    def is_switch(self, device: str) -> bool:
+        return device in self.switches
+
+    def port_config(self, device: str, port: str) -> PortConfig:
+        sw = self.switch(device)
+        return sw.config[sw.index[port]]
+
+    # --- changes -------------------------------------------------------------------------------
+    def set_port_config(self, device: str, port: str, config: PortConfig) -> None:
+        sw = self.switch(device)
+        sw.config[sw.index[port]] = config
+        self.dirty = True
+
+    def schedule(self, at_ns: int, action: Callable[[int], None]) -> None:
+        heapq.heappush(self._timers, (at_ns, next(self._seq), action))
+
+    def touch(self) -> None:
+        self.dirty = True
+
+    def advance(self, now_ns: int | None = None) -> int:
+        """Run due timers (each at its own time) and bring rates up to date; returns the time reached."""
+        now = self.clock() if now_ns is None else now_ns
+        while self._timers and self._timers[0][0] <= now:
+            at, _, action = heapq.heappop(self._timers)
+            if self.dirty:
+                self._recompute(at)
+            action(at)
+            self.dirty = True
+        if self.dirty:
+            self._recompute(now)
+        self.now = max(self.now, now)
+        return now
+
+    # --- the rules -----------------------------------------------------------------------------
+    def _endpoint_admin_up(self, ep: Endpoint, now: int) -> bool:
+        sw = self.switches.get(ep.device)
+        if sw is None:
+            return True
+        return sw.config[sw.index[ep.port]].admin_up and now >= sw.rebooting_until
+
+    def _link_up(self, key: LinkKey, now: int) -> bool:
+        a, b = key
+        return (
+            key not in self.link_down
+            and key not in self.flap_down
+            and self._endpoint_admin_up(a, now)
+            and self._endpoint_admin_up(b, now)
+        )
+
+    def _recompute(self, now: int) -> None:
+        for sw in self.switches.values():
+            sw.rebase(now)
+        changes: list[tuple[str, str, bool]] = []
+        for sw in self.switches.values():
+            new_up = np.array(
+                [self._link_up(link_key(Endpoint(sw.name, p), self.peers[(sw.name, p)]), now) for p in sw.ports],
+                dtype=bool,
+            )
+            flipped = np.nonzero(new_up != sw.oper_up)[0]
+            for row in flipped:
+                sw.bump(int(row), "if.carrier-transitions")
+                changes.append((sw.name, sw.ports[row], bool(new_up[row])))
+            sw.oper_up = new_up
+            sw.rate = sw.baseline * new_up[:, None]
+            sw.rx_power = np.where(new_up, sw.rx_power_nominal, -40.0)
+            sw.pre_fec_ber = np.where(new_up, HEALTHY_PRE_FEC_BER, 0.0)
+        self._apply_pauses()
+        self._apply_ecn()
+        self._apply_physical()
+        self.dirty = False
+        for device, port, up in changes:
+            self.oper_events.append((now, device, port, up))
+            for listener in self.listeners:
+                listener(device, port, up, now)
+
+    def _row(self, ep: Endpoint) -> tuple[Switch, int] | None:
+        sw = self.switches.get(ep.device)
+        if sw is None:
+            return None
+        row = sw.index[ep.port]
+        return (sw, row) if sw.oper_up[row] else None
+
+    def _pause(
+        self, sender: Endpoint, priority: int, fraction: float, stuck: dict[tuple[str, str, int], float]
+    ) -> bool:
+        """Apply one pause on the link from `sender`; True if the receiver honours it fully (its queue is stuck)."""
+        receiver = self.peers.get((sender.device, sender.port)) if self.is_switch(sender.device) else None
+        if receiver is None:
+            receiver = self._receiver_of_endpoint(sender)
+        if receiver is None:
+            return False
+        tx = self._row(sender)
+        rx = self._row(receiver)
+        if tx is None and self.is_switch(sender.device):
+            return False
+        if rx is None and self.is_switch(receiver.device):
+            return False
+        frames = pause_frames_per_s(self.links.get(link_key(sender, receiver), 400.0)) * fraction
+        if tx is not None:
+            sw, row = tx
+            sw.rate[row, COL[f"pfc{priority}.out-frames"]] += frames
+            sw.rate[row, COL["eth.out-mac-pause-frames"]] += frames
+        if rx is None:
+            return False
+        sw, row = rx
+        sw.rate[row, COL[f"pfc{priority}.in-frames"]] += frames
+        sw.rate[row, COL["eth.in-mac-pause-frames"]] += frames
+        if not sw.config[row].honours_pause(priority):
+            return False
+        key = (sw.name, sw.ports[row], priority)
+        f = min(1.0, max(fraction, stuck.get(key, 0.0)))
+        if f <= stuck.get(key, 0.0):
+            return f >= 0.99
+        stuck[key] = f
+        return f >= 0.99
+
+    def _receiver_of_endpoint(self, ep: Endpoint) -> Endpoint | None:
+        for link in self.fabric.links_on_port(ep.device, ep.port):
+            return link.other(ep.device, ep.port)
+        return None
+
+    def _apply_pauses(self) -> None:
+        # Receiving port -> paused fraction of its egress queue, after propagation.
+        paused: dict[tuple[str, str, int], float] = {}
+        frontier: list[tuple[str, int, int]] = []  # (switch whose egress queue is stuck, priority, hop)
+        for sources in self.pause_sources.values():
+            for src in sources:
+                if self._pause(src.sender, src.priority, src.fraction, paused) and src.propagate:
+                    receiver = self.peers.get((src.sender.device, src.sender.port)) or self._receiver_of_endpoint(
+                        src.sender
+                    )
+                    if receiver is not None:
+                        frontier.append((receiver.device, src.priority, 1))
+        # A switch with a stuck egress fills its ingress buffers and pauses its other ports: fully toward
+        # switches one hop from the origin, partially beyond (traffic still drains, so it is not stuck).
+        seen: set[tuple[str, int]] = set()
+        while frontier:
+            device, prio, hop = frontier.pop()
+            if (device, prio) in seen or hop > 2:
+                continue
+            seen.add((device, prio))
+            sw = self.switches[device]
+            for row, port in enumerate(sw.ports):
+                if not sw.oper_up[row] or not sw.config[row].honours_pause(prio):
+                    continue
+                if (device, port, prio) in paused:
+                    continue  # the stuck port itself
+                peer = self.peers[(device, port)]
+                fraction = 1.0 if hop == 1 and self.is_switch(peer.device) else 0.5
+                if self._pause(Endpoint(device, port), prio, fraction, paused):
+                    frontier.append((peer.device, prio, hop + 1))
+        for (device, port, prio), f in paused.items():
+            sw = self.switches[device]
+            row = sw.index[port]
+            sw.rate[row, COL[f"pfc{prio}.pfc-on-total-rx-time"]] += f * NS
+            for c in ("transmit-pkts", "transmit-octets"):
+                sw.rate[row, COL[f"q{prio}.{c}"]] *= 1.0 - f
+            # Egress stops; the port's own out counters follow its queue.
+            for c in ("if.out-pkts", "if.out-unicast-pkts", "if.out-octets"):
+                sw.rate[row, COL[c]] *= 1.0 - f * 0.95
+
+    def _apply_ecn(self) -> None:
+        for sw in self.switches.values():
+            for row, cfg in enumerate(sw.config):
+                for q, (min_b, _max_b, _prob) in cfg.ecn.items():
+                    # Lower thresholds mark more: ~1 % of packets at a 1 MB minimum under this load.
+                    frac = min(0.2, 0.01 * 1_000_000 / max(min_b, 1))
+                    sw.rate[row, COL[f"q{q}.ecn-marked-pkts"]] = sw.rate[row, COL[f"q{q}.transmit-pkts"]] * frac
+
+    def _apply_physical(self) -> None:
+        for (device, port), loss in self.optics_loss_db.items():
+            hit = self._row(Endpoint(device, port))
+            if hit is None:
+                continue
+            sw, row = hit
+            sw.rx_power[row] = sw.rx_power_nominal[row] - loss
+            # Each 3 dB lost costs about a decade of pre-FEC BER; past ~6 dB FEC stops coping.
+            ber = HEALTHY_PRE_FEC_BER * 10 ** (loss / 3.0)
+            sw.pre_fec_ber[row] = ber
+            sw.rate[row, COL["fec.corrected-codewords"]] = sw.speeds[row] * 1e9 * ber
+            if loss > 6.0:
+                self._corrupt(sw, row, 1e-6 * 10 ** ((loss - 6.0) / 2.0))
+        for (device, port), rate in self.corruption.items():
+            hit = self._row(Endpoint(device, port))
+            if hit is not None:
+                self._corrupt(hit[0], hit[1], rate)
+
+    @staticmethod
+    def _corrupt(sw: Switch, row: int, frame_error_rate: float) -> None:
+        pkts = sw.rate[row, COL["if.in-pkts"]]
+        bad = pkts * frame_error_rate
+        for c in ("if.in-errors", "if.in-fcs-errors", "eth.in-crc-errors", "fec.uncorrected-codewords"):
+            sw.rate[row, COL[c]] = max(sw.rate[row, COL[c]], bad)
+        sw.rate[row, COL["eth.in-symbol-error"]] = max(sw.rate[row, COL["eth.in-symbol-error"]], 2 * bad)
+        sw.pre_fec_ber[row] = max(sw.pre_fec_ber[row], min(1e-2, 2.4e-4 + frame_error_rate * 1e-2))
+        bits = sw.speeds[row] * 1e9
+        sw.rate[row, COL["fec.corrected-codewords"]] = max(
+            sw.rate[row, COL["fec.corrected-codewords"]], bits / CODEWORD_BITS * min(1.0, frame_error_rate * 100)
+        )
+
+    # --- convenience for faults and servers -----------------------------------------------------
+    def ports_of_links(self, keys: Iterable[LinkKey]) -> list[Endpoint]:
+        return [ep for key in keys for ep in key if self.is_switch(ep.device)]
+
+
+def _local(link: Link, device: str) -> Endpoint:
+    return link.a if link.a.device == device else link.b
+
+
+def _port_order(port: str) -> tuple[int, ...]:
+    digits = "".join(ch if ch.isdigit() else " " for ch in port).split()
+    return tuple(int(d) for d in digits)
