@@ -188,7 +188,7 @@ class Twin:
             if self.dirty:
                 self._recompute(at)
             action(at)
-            self.dirty = True
+            self._recompute(at)
         if self.dirty:
             self._recompute(now)
         self.now = max(self.now, now)
@@ -247,9 +247,7 @@ class Twin:
         self, sender: Endpoint, priority: int, fraction: float, stuck: dict[tuple[str, str, int], float]
     ) -> bool:
         """Apply one pause on the link from `sender`; True if the receiver honours it fully (its queue is stuck)."""
-        receiver = self.peers.get((sender.device, sender.port)) if self.is_switch(sender.device) else None
-        if receiver is None:
-            receiver = self._receiver_of_endpoint(sender)
+        receiver = self.peer_of(sender)
         if receiver is None:
             return False
         tx = self._row(sender)
@@ -277,10 +275,13 @@ class Twin:
         stuck[key] = f
         return f >= 0.99
 
-    def _receiver_of_endpoint(self, ep: Endpoint) -> Endpoint | None:
-        for link in self.fabric.links_on_port(ep.device, ep.port):
-            return link.other(ep.device, ep.port)
-        return None
+    def peer_of(self, ep: Endpoint) -> Endpoint | None:
+        """The far end of the link on `ep`, which may be a server NIC or far-end DR port."""
+        peer = self.peers.get((ep.device, ep.port))
+        if peer is not None:
+            return peer
+        link = self.fabric.link_of(ep.device, ep.port)
+        return link.other(ep.device, ep.port) if link else None
 
     def _apply_pauses(self) -> None:
         # Receiving port -> paused fraction of its egress queue, after propagation.
@@ -289,9 +290,7 @@ class Twin:
         for sources in self.pause_sources.values():
             for src in sources:
                 if self._pause(src.sender, src.priority, src.fraction, paused) and src.propagate:
-                    receiver = self.peers.get((src.sender.device, src.sender.port)) or self._receiver_of_endpoint(
-                        src.sender
-                    )
+                    receiver = self.peer_of(src.sender)
                     if receiver is not None:
                         frontier.append((receiver.device, src.priority, 1))
         # A switch with a stuck egress fills its ingress buffers and pauses its other ports: fully toward

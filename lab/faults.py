@@ -1,0 +1,301 @@
+"""Fault injection: each fault changes twin state, is logged with its time, and can be cleared.
+
+Tests compare what fabricd found with `FaultInjector.log`, so every record says what was injected, where,
+when it started and when it was cleared.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from topology.model import Endpoint
+
+from .model import NS, LinkKey, PauseSource, Twin, link_key
+
+
+class FaultError(ValueError):
+    """A fault request the twin cannot carry out (unknown kind, device or port, bad value)."""
+
+
+@dataclass
+class FaultRecord:
+    id: str
+    kind: str
+    params: dict[str, Any]
+    start_ns: int
+    devices: list[str]
+    ports: list[str]
+    cleared_ns: int | None = None
+    undo: Callable[[int], object] | None = field(default=None, repr=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "kind": self.kind,
+            "params": self.params,
+            "start_ts": self.start_ns,
+            "cleared_ts": self.cleared_ns,
+            "devices": self.devices,
+            "ports": self.ports,
+        }
+
+
+class FaultInjector:
+    KINDS = (
+        "link_flap",
+        "link_down",
+        "pfc_storm",
+        "pfc_deadlock",
+        "link_corruption",
+        "silent_corruption",
+        "optics",
+        "reboot",
+        "gnmi_drop",
+        "microburst",
+    )
+
+    def __init__(self, twin: Twin, on_reboot: Callable[[str, int], None] | None = None):
+        self.twin = twin
+        self.log: list[FaultRecord] = []
+        self._ids = itertools.count(1)
+        # The config engine reloads the startup config of a rebooted switch.
+        self.on_reboot = on_reboot
+
+    # --- public --------------------------------------------------------------------------------
+    def inject(self, kind: str, params: dict[str, Any], now_ns: int | None = None) -> FaultRecord:
+        handler = getattr(self, f"_{kind}", None) if kind in self.KINDS else None
+        if handler is None:
+            raise FaultError(f"unknown fault kind '{kind}': use one of {', '.join(self.KINDS)}")
+        now = self.twin.advance(now_ns)
+        record: FaultRecord = handler(dict(params), now)
+        self.log.append(record)
+        self.twin.touch()
+        self.twin.advance(now)
+        return record
+
+    def clear(self, fault_id: str | None = None, now_ns: int | None = None) -> list[FaultRecord]:
+        """Clear one fault by id, or every active one; returns what was cleared."""
+        now = self.twin.advance(now_ns)
+        active = [r for r in self.log if r.cleared_ns is None]
+        if fault_id is not None:
+            active = [r for r in active if r.id == fault_id]
+            if not active:
+                raise FaultError(f"no active fault '{fault_id}' (see `fabricd lab status`)")
+        for record in active:
+            if record.undo is not None:
+                record.undo(now)
+            record.cleared_ns = now
+        self.twin.touch()
+        self.twin.advance(now)
+        return active
+
+    def active(self) -> list[FaultRecord]:
+        return [r for r in self.log if r.cleared_ns is None]
+
+    # --- argument helpers ----------------------------------------------------------------------
+    def _endpoint(self, text: Any, what: str = "port") -> Endpoint:
+        if not isinstance(text, str) or ":" not in text:
+            raise FaultError(f"{what} must be 'device:port', got {text!r}")
+        device, port = text.split(":", 1)
+        if (device, port) in self.twin.peers:
+            return Endpoint(device, port)
+        if self.twin.fabric.link_of(device, port) is not None:
+            return Endpoint(device, port)  # a server NIC or far-end DR port
+        raise FaultError(f"{what} '{text}' is not a cabled port of this fabric")
+
+    def _link(self, params: dict[str, Any]) -> tuple[LinkKey, Endpoint]:
+        end = self._endpoint(params.get("port") or params.get("link"), "link")
+        peer = self.twin.peer_of(end)
+        if peer is None:
+            raise FaultError(f"'{end}' has no peer")
+        return link_key(end, peer), end
+
+    def _switch(self, params: dict[str, Any]) -> str:
+        name = params.get("device")
+        if not isinstance(name, str) or name not in self.twin.switches:
+            raise FaultError(f"device {name!r} is not a switch of this twin")
+        return name
+
+    @staticmethod
+    def _number(params: dict[str, Any], key: str, default: float, low: float, high: float) -> float:
+        raw = params.get(key, default)
+        try:
+            value = float(raw)
+        except (TypeError, ValueError):
+            raise FaultError(f"{key} must be a number, got {raw!r}") from None
+        if not low <= value <= high:
+            raise FaultError(f"{key} must be between {low:g} and {high:g}, got {value:g}")
+        return value
+
+    def _record(self, kind: str, params: dict[str, Any], now: int, eps: list[Endpoint]) -> FaultRecord:
+        devices = sorted({e.device for e in eps})
+        return FaultRecord(f"f{next(self._ids)}", kind, params, now, devices, [str(e) for e in eps])
+
+    # --- kinds ---------------------------------------------------------------------------------
+    def _link_down(self, params: dict[str, Any], now: int) -> FaultRecord:
+        key, _ = self._link(params)
+        self.twin.link_down.add(key)
+        rec = self._record("link_down", params, now, list(key))
+        rec.undo = lambda _t: self.twin.link_down.discard(key)
+        return rec
+
+    def _link_flap(self, params: dict[str, Any], now: int) -> FaultRecord:
+        key, _ = self._link(params)
+        count = int(self._number(params, "count", 5, 1, 1000))
+        period = self._number(params, "period_s", 1.0, 0.01, 3600)
+        down_for = self._number(params, "down_s", period / 2, 0.001, period)
+        params.update(count=count, period_s=period, down_s=down_for)
+        cancelled = False
+
+        def go_down(_t: int) -> None:
+            if not cancelled:
+                self.twin.flap_down.add(key)
+
+        def go_up(_t: int) -> None:
+            self.twin.flap_down.discard(key)
+
+        for i in range(count):
+            start = now + int(i * period * NS)
+            self.twin.schedule(start, go_down)
+            self.twin.schedule(start + int(down_for * NS), go_up)
+        rec = self._record("link_flap", params, now, list(key))
+
+        def undo(_t: int) -> None:
+            nonlocal cancelled
+            cancelled = True
+            self.twin.flap_down.discard(key)
+
+        rec.undo = undo
+        return rec
+
+    def _pfc_storm(self, params: dict[str, Any], now: int) -> FaultRecord:
+        nic = self._endpoint(params.get("nic"), "nic")
+        if self.twin.is_switch(nic.device):
+            raise FaultError(f"nic '{nic}' must be a server NIC (server:nicK); a storm starts at an endpoint")
+        prio = int(self._number(params, "priority", 3, 0, 7))
+        params["priority"] = prio
+        return self._pause_fault("pfc_storm", params, now, [PauseSource(nic, prio)])
+
+    def _microburst(self, params: dict[str, Any], now: int) -> FaultRecord:
+        """A pause shorter than any watchdog's detection time, while traffic keeps draining."""
+        nic = self._endpoint(params.get("nic"), "nic")
+        prio = int(self._number(params, "priority", 3, 0, 7))
+        duration = self._number(params, "duration_ms", 20, 1, 1000)
+        params.update(priority=prio, duration_ms=duration)
+        rec = self._pause_fault("microburst", params, now, [PauseSource(nic, prio, fraction=0.3, propagate=False)])
+        self.twin.schedule(now + int(duration * 1e6), lambda t: self._end(rec, t))
+        return rec
+
+    def _pfc_deadlock(self, params: dict[str, Any], now: int) -> FaultRecord:
+        """A cycle of switches A -> B -> ... -> A in which every egress queue waits on the next switch."""
+        cycle = params.get("cycle")
+        if isinstance(cycle, str):
+            cycle = [c.strip() for c in cycle.split(",") if c.strip()]
+        if not isinstance(cycle, list) or len(cycle) < 2:
+            raise FaultError("cycle must list at least two switches in order, e.g. leaf-g0-r0,spine-r0-0,...")
+        prio = int(self._number(params, "priority", 3, 0, 7))
+        sources, eps = [], []
+        for a, b in zip(cycle, cycle[1:] + cycle[:1], strict=True):
+            ports = [(p, peer) for (d, p), peer in self.twin.peers.items() if d == a and peer.device == b]
+            if a not in self.twin.switches or not ports:
+                raise FaultError(f"no link from {a} to {b}: a deadlock cycle must follow cabled switch links")
+            port, peer = sorted(ports)[0]
+            # B pauses A on their link, so A's egress queue toward B is stuck waiting on B.
+            sources.append(PauseSource(peer, prio, propagate=False))
+            eps.append(Endpoint(a, port))
+        params.update(cycle=cycle, priority=prio)
+        rec = self._pause_fault("pfc_deadlock", params, now, sources)
+        rec.ports = [str(e) for e in eps]
+        return rec
+
+    def _pause_fault(self, kind: str, params: dict[str, Any], now: int, sources: list[PauseSource]) -> FaultRecord:
+        rec = self._record(kind, params, now, [s.sender for s in sources])
+        self.twin.pause_sources[rec.id] = sources
+        rec.undo = lambda _t: self.twin.pause_sources.pop(rec.id, None)
+        return rec
+
+    def _end(self, rec: FaultRecord, now: int) -> None:
+        if rec.cleared_ns is None and rec.undo is not None:
+            rec.undo(now)
+            rec.cleared_ns = now
+
+    def _link_corruption(self, params: dict[str, Any], now: int) -> FaultRecord:
+        key, end = self._link(params)
+        rate = self._number(params, "rate", 1e-5, 1e-12, 1.0)
+        direction = params.get("direction", "rx")
+        if direction not in ("rx", "tx", "both"):
+            raise FaultError(f"direction must be rx, tx or both (seen from {end}), got {direction!r}")
+        other = key[1] if key[0] == end else key[0]
+        # rx: frames arriving at the named port are corrupted; tx: frames it sends are.
+        receivers = {"rx": [end], "tx": [other], "both": [end, other]}[direction]
+        receivers = [r for r in receivers if self.twin.is_switch(r.device)]
+        if not receivers:
+            raise FaultError(f"'{end}' {direction}: the corrupted side must be a switch port to show in counters")
+        params.update(rate=rate, direction=direction)
+        for r in receivers:
+            self.twin.corruption[(r.device, r.port)] = rate
+        rec = self._record("link_corruption", params, now, receivers)
+
+        def undo(_t: int) -> None:
+            for r in receivers:
+                self.twin.corruption.pop((r.device, r.port), None)
+
+        rec.undo = undo
+        return rec
+
+    def _silent_corruption(self, params: dict[str, Any], now: int) -> FaultRecord:
+        device = self._switch(params)
+        rate = self._number(params, "rate", 1e-3, 1e-9, 1.0)
+        params["rate"] = rate
+        self.twin.silent[device] = rate
+        rec = self._record("silent_corruption", params, now, [])
+        rec.devices = [device]
+        rec.undo = lambda _t: self.twin.silent.pop(device, None)
+        return rec
+
+    def _optics(self, params: dict[str, Any], now: int) -> FaultRecord:
+        end = self._endpoint(params.get("port"), "port")
+        if not self.twin.is_switch(end.device):
+            raise FaultError(f"port '{end}' must be a switch port (its receiver sees the power loss)")
+        loss = self._number(params, "loss_db", 4.0, 0.1, 30)
+        params["loss_db"] = loss
+        self.twin.optics_loss_db[(end.device, end.port)] = loss
+        rec = self._record("optics", params, now, [end])
+        rec.undo = lambda _t: self.twin.optics_loss_db.pop((end.device, end.port), None)
+        return rec
+
+    def _reboot(self, params: dict[str, Any], now: int) -> FaultRecord:
+        device = self._switch(params)
+        down = self._number(params, "down_s", 5.0, 0.0, 3600)
+        params["down_s"] = down
+        sw = self.twin.switch(device)
+        sw.reset_counters(now)
+        sw.boot_ns = now
+        sw.rebooting_until = now + int(down * NS)
+        sw.stream_epoch += 1
+        sw.gnmi_blocked_until = sw.rebooting_until
+        if self.on_reboot is not None:
+            self.on_reboot(device, now)
+        self.twin.schedule(sw.rebooting_until, lambda _t: None)  # ports come back up at this time
+        rec = self._record("reboot", params, now, [])
+        rec.devices = [device]
+        return rec
+
+    def _gnmi_drop(self, params: dict[str, Any], now: int) -> FaultRecord:
+        device = self._switch(params)
+        seconds = self._number(params, "seconds", 30.0, 0.0, 86400)
+        params["seconds"] = seconds
+        sw = self.twin.switch(device)
+        sw.stream_epoch += 1
+        sw.gnmi_blocked_until = now + int(seconds * NS)
+        rec = self._record("gnmi_drop", params, now, [])
+        rec.devices = [device]
+
+        def undo(_t: int) -> None:
+            sw.gnmi_blocked_until = 0
+
+        rec.undo = undo
+        return rec

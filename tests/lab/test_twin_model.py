@@ -1,0 +1,196 @@
+"""The twin's state model: counters, oper state, pause propagation and faults, driven by explicit time."""
+
+from __future__ import annotations
+
+import pytest
+
+from lab.counters import COL
+from lab.faults import FaultError, FaultInjector
+from lab.model import NS, PortConfig, Twin
+from lab.probes import ProbeGenerator
+from topology.fabric import Fabric
+from topology.model import Cabling
+
+T0 = 1_700_000_000 * NS
+LOSSLESS = PortConfig(pfc_enabled=True, no_drop=frozenset({3}))
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = T0
+
+    def __call__(self) -> int:
+        return self.now
+
+
+@pytest.fixture
+def twin(small_blueprint: Cabling) -> Twin:
+    return Twin(Fabric(small_blueprint), clock=Clock())
+
+
+def lossless(twin: Twin) -> None:
+    for name, sw in twin.switches.items():
+        for port in sw.ports:
+            twin.set_port_config(name, port, LOSSLESS)
+
+
+def rate(twin: Twin, device: str, port: str, column: str) -> float:
+    sw = twin.switch(device)
+    return float(sw.rate[sw.index[port], COL[column]])
+
+
+def test_only_local_switches_with_their_cabled_ports(twin: Twin) -> None:
+    assert len(twin.switches) == 8 + 8 + 2  # leaves, spines (2 per rail), superspines of small-pod
+    leaf = twin.switch("leaf-g0-r0")
+    assert leaf.ports[:2] == ["Ethernet1/1", "Ethernet2/1"]
+    assert twin.peer("leaf-g0-r0", "Ethernet1/1") is not None
+
+
+def test_counters_grow_at_plausible_rates_and_never_go_back(twin: Twin) -> None:
+    leaf = twin.switch("leaf-g0-r0")
+    a = leaf.value("Ethernet1/1", "if.in-octets", T0 + NS)
+    b = leaf.value("Ethernet1/1", "if.in-octets", T0 + 2 * NS)
+    gbps = (b - a) * 8 / 1e9
+    assert 0.25 * 400 <= gbps <= 0.65 * 400
+    twin.set_port_config("leaf-g0-r0", "Ethernet1/1", LOSSLESS)
+    twin.advance(T0 + 3 * NS)
+    assert leaf.value("Ethernet1/1", "if.in-octets", T0 + 3 * NS) >= b
+
+
+def test_shutdown_takes_both_ends_down_and_counts_carrier_transitions(twin: Twin) -> None:
+    events: list[tuple[str, str, bool, int]] = []
+    twin.listeners.append(lambda d, p, up, ts: events.append((d, p, up, ts)))
+    peer = twin.peer("leaf-g0-r0", "Ethernet5/1")
+    assert peer is not None
+    twin.set_port_config("leaf-g0-r0", "Ethernet5/1", PortConfig(admin_up=False))
+    twin.advance(T0 + NS)
+    assert sorted((d, p, up) for d, p, up, _ in events) == sorted(
+        [("leaf-g0-r0", "Ethernet5/1", False), (peer.device, peer.port, False)]
+    )
+    assert all(ts == T0 + NS for *_, ts in events)
+    sw = twin.switch(peer.device)
+    assert sw.value(peer.port, "if.carrier-transitions", T0 + NS) == 1
+    frozen = sw.value(peer.port, "if.in-pkts", T0 + NS)
+    assert sw.value(peer.port, "if.in-pkts", T0 + 5 * NS) == frozen
+
+
+def test_counter_wraps_at_64_bits(twin: Twin) -> None:
+    sw = twin.switch("spine-r0-0")
+    row = sw.index[sw.ports[0]]
+    sw.base[row, COL["if.in-octets"]] = 2**64 - 10
+    assert sw.value(sw.ports[0], "if.in-octets", T0 + NS) < 2**40
+
+
+def test_storm_from_nic_stops_leaf_egress_and_spreads_upstream(twin: Twin) -> None:
+    lossless(twin)
+    faults = FaultInjector(twin)
+    faults.inject("pfc_storm", {"nic": "gpu-g0-000:nic0", "priority": 3}, T0 + NS)
+    origin = ("leaf-g0-r0", "Ethernet1/1")
+    assert rate(twin, *origin, "pfc3.pfc-on-total-rx-time") == NS
+    assert rate(twin, *origin, "q3.transmit-pkts") == 0
+    assert rate(twin, *origin, "pfc3.in-frames") > 20_000  # ~24k refreshes/s keep a 400G port paused
+    # The leaf pauses its spines fully (their egress toward it is stuck) ...
+    up = twin.peer("leaf-g0-r0", "Ethernet5/1")
+    assert up is not None
+    assert rate(twin, up.device, up.port, "q3.transmit-pkts") == 0
+    assert rate(twin, "leaf-g0-r0", "Ethernet5/1", "pfc3.out-frames") > 0
+    # ... and further out traffic still drains: paused part of the time only.
+    far = twin.peer("spine-r0-0", "Ethernet3/1")
+    assert far is not None and far.device == "leaf-g1-r0"
+    assert rate(twin, far.device, far.port, "q3.transmit-pkts") > 0
+    assert rate(twin, far.device, far.port, "pfc3.pfc-on-total-rx-time") == pytest.approx(0.5 * NS)
+    faults.clear(now_ns=T0 + 2 * NS)
+    assert rate(twin, *origin, "pfc3.pfc-on-total-rx-time") == 0
+
+
+def test_pause_is_ignored_where_pfc_is_off(twin: Twin) -> None:
+    FaultInjector(twin).inject("pfc_storm", {"nic": "gpu-g0-000:nic0"}, T0 + NS)
+    assert rate(twin, "leaf-g0-r0", "Ethernet1/1", "pfc3.in-frames") > 0
+    assert rate(twin, "leaf-g0-r0", "Ethernet1/1", "q3.transmit-pkts") > 0
+    assert rate(twin, "leaf-g0-r0", "Ethernet5/1", "pfc3.out-frames") == 0
+
+
+def test_deadlock_cycle_has_every_queue_stuck_and_no_origin(twin: Twin) -> None:
+    lossless(twin)
+    rec = FaultInjector(twin).inject("pfc_deadlock", {"cycle": "leaf-g0-r0,spine-r0-0,leaf-g1-r0,spine-r0-1"}, T0 + NS)
+    assert len(rec.ports) == 4
+    for ep in rec.ports:
+        device, port = ep.split(":")
+        assert rate(twin, device, port, "q3.transmit-pkts") == 0
+        assert rate(twin, device, port, "pfc3.pfc-on-total-rx-time") == NS
+    assert rate(twin, "leaf-g0-r0", "Ethernet1/1", "pfc3.in-frames") == 0  # no NIC pauses anyone
+
+
+def test_flaps_follow_their_schedule(twin: Twin) -> None:
+    FaultInjector(twin).inject("link_flap", {"port": "leaf-g0-r0:Ethernet5/1", "count": 3, "period_s": 1.0}, T0)
+    twin.advance(T0 + 10 * NS)
+    changes = [(ts, up) for ts, d, p, up in twin.oper_events if (d, p) == ("leaf-g0-r0", "Ethernet5/1")]
+    assert [up for _, up in changes] == [False, True] * 3
+    assert [ts - T0 for ts, _ in changes][:2] == [0, NS // 2]
+    assert twin.switch("leaf-g0-r0").value("Ethernet5/1", "if.carrier-transitions", T0 + 10 * NS) == 6
+
+
+def test_corruption_shows_on_the_receiving_port_and_optics_on_power(twin: Twin) -> None:
+    faults = FaultInjector(twin)
+    faults.inject("link_corruption", {"port": "spine-r0-0:Ethernet1/1", "rate": 1e-4}, T0 + NS)
+    pkts = rate(twin, "spine-r0-0", "Ethernet1/1", "if.in-pkts")
+    assert rate(twin, "spine-r0-0", "Ethernet1/1", "if.in-fcs-errors") == pytest.approx(pkts * 1e-4)
+    assert rate(twin, "leaf-g0-r0", "Ethernet5/1", "if.in-fcs-errors") == 0
+    faults.inject("optics", {"port": "leaf-g0-r0:Ethernet6/1", "loss_db": 5}, T0 + NS)
+    leaf = twin.switch("leaf-g0-r0")
+    row = leaf.index["Ethernet6/1"]
+    assert leaf.rx_power[row] == pytest.approx(leaf.rx_power_nominal[row] - 5)
+
+
+def test_reboot_resets_counters_and_drops_streams(twin: Twin) -> None:
+    sw = twin.switch("spine-r1-0")
+    assert sw.value(sw.ports[0], "if.in-pkts", T0 + 100 * NS) > 0
+    twin.advance(T0 + 100 * NS)
+    FaultInjector(twin).inject("reboot", {"device": "spine-r1-0", "down_s": 5}, T0 + 100 * NS)
+    assert sw.stream_epoch == 1
+    assert not sw.oper_up.any()
+    twin.advance(T0 + 106 * NS)
+    assert sw.oper_up.all()
+    assert sw.value(sw.ports[0], "if.in-pkts", T0 + 106 * NS) < sw.value(sw.ports[0], "if.in-pkts", T0 + 100 * NS - 1)
+
+
+def test_silent_corruption_shows_only_in_probes_through_that_switch(twin: Twin) -> None:
+    faults = FaultInjector(twin)
+    faults.inject("silent_corruption", {"device": "spine-r0-0", "rate": 0.01}, T0 + NS)
+    sw = twin.switch("spine-r0-0")
+    assert not any(rate(twin, "spine-r0-0", p, "if.in-errors") for p in sw.ports)
+    probes = ProbeGenerator(twin, per_rail=40).round(T0 + NS)
+    through = [p for p in probes if "spine-r0-0" in p["hops"]]
+    elsewhere = [p for p in probes if "spine-r0-0" not in p["hops"]]
+    assert through and elsewhere
+    assert all(p["corrupted"] == 0 for p in elsewhere)
+    assert sum(p["corrupted"] for p in through) > 0
+
+
+@pytest.mark.parametrize(
+    ("kind", "params", "message"),
+    [
+        ("meteor", {}, "unknown fault kind 'meteor'"),
+        ("link_down", {"port": "leaf-g0-r0:Ethernet99/1"}, "not a cabled port"),
+        ("pfc_storm", {"nic": "leaf-g0-r0:Ethernet1/1"}, "must be a server NIC"),
+        ("link_flap", {"port": "leaf-g0-r0:Ethernet1/1", "count": "many"}, "count must be a number"),
+        ("pfc_deadlock", {"cycle": "leaf-g0-r0,leaf-g1-r0"}, "no link from leaf-g0-r0 to leaf-g1-r0"),
+        ("reboot", {"device": "gpu-g0-000"}, "is not a switch"),
+    ],
+)
+def test_bad_fault_requests_say_what_is_wrong(twin: Twin, kind: str, params: dict[str, object], message: str) -> None:
+    faults = FaultInjector(twin)
+    with pytest.raises(FaultError, match=message):
+        faults.inject(kind, params)
+    assert faults.log == []
+
+
+def test_fault_log_records_start_and_clear(twin: Twin) -> None:
+    faults = FaultInjector(twin)
+    rec = faults.inject("link_down", {"port": "leaf-g0-r0:Ethernet5/1"}, T0 + NS)
+    assert rec.to_dict()["devices"] == sorted({"leaf-g0-r0", twin.peer("leaf-g0-r0", "Ethernet5/1").device})  # type: ignore[union-attr]
+    faults.clear(rec.id, now_ns=T0 + 2 * NS)
+    assert rec.cleared_ns == T0 + 2 * NS
+    assert twin.switch("leaf-g0-r0").oper_up[4]
+    with pytest.raises(FaultError, match="no active fault"):
+        faults.clear(rec.id)
