@@ -9,34 +9,14 @@ from __future__ import annotations
 
 import difflib
 import re
-from dataclasses import dataclass, field
 
 from hier_config import HConfig, HConfigChild, Platform, WorkflowRemediation, get_hconfig
+
+from drivers.base import DevicePlan
 
 # Global lines fabricd renders (drivers/eos/render.py), and interface sub-lines it owns.
 _GLOBAL_OWNED = re.compile(r"^(qos map dscp |priority-flow-control pause watchdog )")
 _INTERFACE_OWNED = re.compile(r"^(no )?(qos trust |priority-flow-control|tx-queue |link-debounce )")
-
-
-@dataclass
-class DevicePlan:
-    device: str
-    diff: str = ""
-    commands: list[str] = field(default_factory=list)
-    error: str | None = None
-
-    @property
-    def changed(self) -> bool:
-        return bool(self.commands)
-
-    def to_dict(self) -> dict[str, object]:
-        return {
-            "device": self.device,
-            "changed": self.changed,
-            "diff": self.diff,
-            "commands": self.commands,
-            "error": self.error,
-        }
 
 
 def _text(node: HConfig | HConfigChild, depth: int = 0) -> list[str]:

@@ -9,6 +9,7 @@ import typer
 
 from fabricd import __version__
 from fabricd.cli.intent_cmd import intent_command
+from fabricd.cli.lab_cmd import app as lab_app
 from fabricd.cli.output import EXIT_TROUBLE, err_console
 from fabricd.cli.plan_cmd import plan_command
 from fabricd.cli.topology_cmd import app as topology_app
@@ -42,6 +43,7 @@ app.command("validate")(validate_command)
 app.command("intent")(intent_command)
 app.command("plan")(plan_command)
 app.add_typer(topology_app, name="topology")
+app.add_typer(lab_app, name="lab")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,0 +1,89 @@
+"""The contract every platform driver meets (napalm's transaction vocabulary, as a typing Protocol).
+
+A `Driver` is stateless: it renders intent, plans a diff offline and opens `Session`s. A `Session` is one
+connection to one switch and carries the transaction: load a candidate, read the device-side diff, commit
+with a revert timer, confirm or roll back. Every call raises `DriverError` (or a subclass) with a message
+that names the device and what to do; nothing else escapes a driver.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from policies.intent import DeviceIntent
+from topology.errors import FabricdError
+
+from .inventory import DeviceAccess
+
+
+class DriverError(FabricdError):
+    """A switch could not be reached or refused an operation."""
+
+    def __init__(self, device: str, problem: str):
+        self.device = device
+        super().__init__(f"{device}: {problem}")
+
+
+class UnreachableError(DriverError):
+    """Could not connect or authenticate; nothing was changed on the device."""
+
+
+class ConfigRejectedError(DriverError):
+    """The device refused a config line; the candidate was discarded, nothing was committed."""
+
+
+@dataclass
+class DevicePlan:
+    device: str
+    diff: str = ""
+    commands: list[str] = field(default_factory=list)
+    error: str | None = None
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.commands)
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "device": self.device,
+            "changed": self.changed,
+            "diff": self.diff,
+            "commands": self.commands,
+            "error": self.error,
+        }
+
+
+class Session(Protocol):
+    device: str
+
+    def facts(self) -> dict[str, Any]: ...
+    def running_config(self) -> str: ...
+    def interfaces_up(self) -> dict[str, bool]: ...
+    def load(self, commands: list[str]) -> str:
+        """Load a merge candidate; returns the device-side diff. Raises ConfigRejectedError."""
+        ...
+
+    def commit(self, revert_in_s: int) -> None:
+        """Commit the candidate; the device reverts by itself unless `confirm` comes within the timer."""
+        ...
+
+    def confirm(self) -> None: ...
+    def rollback(self) -> None:
+        """Undo the pending (unconfirmed) commit now, or discard an uncommitted candidate."""
+        ...
+
+    def discard(self) -> None: ...
+    def set_port_admin(self, port: str, up: bool, revert_in_s: int) -> None:
+        """Commit `shutdown`/`no shutdown` on one port with a revert timer; the caller confirms."""
+        ...
+
+    def close(self) -> None: ...
+
+
+class Driver(Protocol):
+    platform: str
+
+    def render(self, intent: DeviceIntent) -> str: ...
+    def plan(self, device: str, running: str, intended: str, ports: set[str]) -> DevicePlan: ...
+    def connect(self, access: DeviceAccess, timeout_s: float = 30.0) -> Session: ...

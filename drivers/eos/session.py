@@ -1,0 +1,136 @@
+"""One transaction-capable connection to an EOS switch through napalm's `eos` driver over eAPI.
+
+napalm does the EOS specifics: a named config session per candidate, `show session-config ... diffs` for the
+device-side diff, `commit timer HH:MM:SS` so the switch reverts on its own unless confirmed. We only map its
+exceptions onto ours so one device's failure carries its name and never a secret.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pyeapi.eapilib
+from napalm import get_network_driver
+from napalm.base.exceptions import (
+    CommitError,
+    ConnectionException,
+    MergeConfigException,
+    ReplaceConfigException,
+)
+
+from drivers.base import ConfigRejectedError, DriverError, UnreachableError
+from drivers.inventory import DeviceAccess
+
+# What napalm/pyeapi raise when the switch cannot be reached or refuses the login.
+_UNREACHABLE = (ConnectionException, pyeapi.eapilib.ConnectionError, ConnectionError, OSError, TimeoutError)
+_FAILED = (CommitError, pyeapi.eapilib.CommandError, pyeapi.eapilib.EapiError, *_UNREACHABLE)
+
+
+class EosSession:
+    def __init__(self, access: DeviceAccess, timeout_s: float = 30.0):
+        self.device = access.name
+        optional: dict[str, Any] = {"transport": access.eapi.transport}
+        if access.eapi.port is not None:
+            optional["port"] = access.eapi.port
+        cls = get_network_driver("eos")
+        self._napalm = cls(
+            access.host,
+            access.username,
+            access.password.get_secret_value(),
+            timeout=int(timeout_s),
+            optional_args=optional,
+        )
+        try:
+            self._napalm.open()
+        except _UNREACHABLE as e:
+            raise UnreachableError(self.device, f"cannot open eAPI at {access.host}: {_clean(e, access)}") from None
+        self._access = access
+        self._pending = False
+
+    def _fail(self, what: str, e: BaseException) -> DriverError:
+        return DriverError(self.device, f"{what} failed: {_clean(e, self._access)}")
+
+    def facts(self) -> dict[str, Any]:
+        try:
+            facts: dict[str, Any] = self._napalm.get_facts()
+        except _FAILED as e:
+            raise self._fail("get_facts", e) from None
+        return facts
+
+    def running_config(self) -> str:
+        try:
+            running: str = self._napalm.get_config(retrieve="running")["running"]
+        except _FAILED as e:
+            raise self._fail("show running-config", e) from None
+        return running
+
+    def interfaces_up(self) -> dict[str, bool]:
+        try:
+            interfaces = self._napalm.get_interfaces()
+        except _FAILED as e:
+            raise self._fail("show interfaces", e) from None
+        return {name: bool(info["is_up"]) for name, info in interfaces.items()}
+
+    def load(self, commands: list[str]) -> str:
+        try:
+            self._napalm.load_merge_candidate(config="\n".join(commands))
+        except (MergeConfigException, ReplaceConfigException) as e:
+            raise ConfigRejectedError(self.device, f"rejected the candidate: {_clean(e, self._access)}") from None
+        except _FAILED as e:
+            raise self._fail("loading the candidate", e) from None
+        try:
+            diff: str = self._napalm.compare_config()
+        except _FAILED as e:
+            self.discard()
+            raise self._fail("compare_config", e) from None
+        return diff
+
+    def commit(self, revert_in_s: int) -> None:
+        try:
+            self._napalm.commit_config(revert_in=revert_in_s)
+        except _FAILED as e:
+            raise self._fail(f"commit with a {revert_in_s} s revert timer", e) from None
+        self._pending = True
+
+    def confirm(self) -> None:
+        try:
+            self._napalm.confirm_commit()
+        except _FAILED as e:
+            raise self._fail("confirming the commit", e) from None
+        self._pending = False
+
+    def rollback(self) -> None:
+        try:
+            if self._pending:
+                self._napalm.rollback()
+                self._pending = False
+            else:
+                self._napalm.discard_config()
+        except _FAILED as e:
+            raise self._fail("rollback (the switch still reverts by itself when its timer ends)", e) from None
+
+    def discard(self) -> None:
+        try:
+            self._napalm.discard_config()
+        except _FAILED as e:
+            raise self._fail("discarding the candidate", e) from None
+
+    def set_port_admin(self, port: str, up: bool, revert_in_s: int) -> None:
+        self.load([f"interface {port}", "no shutdown" if up else "shutdown"])
+        self.commit(revert_in_s)
+
+    def close(self) -> None:
+        """Close; napalm aborts an open session on close, so an unconfirmed commit is rolled back now."""
+        try:
+            self._napalm.close()
+        except _FAILED:
+            return  # a dead connection: the switch's own commit timer still reverts anything pending
+        finally:
+            self._pending = False
+
+
+def _clean(e: BaseException, access: DeviceAccess) -> str:
+    """An error message without the password, in case a library echoes its arguments."""
+    text = str(e).strip() or type(e).__name__
+    secret = access.password.get_secret_value()
+    return text.replace(secret, "***") if secret else text

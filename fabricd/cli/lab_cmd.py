@@ -1,0 +1,205 @@
+"""`fabricd lab ...`: start, stop and inspect the fabric twin, and inject faults into it."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import typer
+from rich.table import Table
+
+from fabricd.cli.output import Format, console, emit_json
+from topology.errors import FabricdError
+from topology.spec import load_spec
+
+app = typer.Typer(help="The fabric twin: gNMI, eAPI and SSH for every switch of a spec, with fault injection.")
+
+STATE_DIR = typer.Option(Path(".fabricd-lab"), "--state-dir", help="Where the twin keeps inventory, secret, logs.")
+
+
+class LabError(FabricdError):
+    pass
+
+
+def _pid(state_dir: Path) -> int | None:
+    try:
+        pid = int((state_dir / "twin.pid").read_text())
+    except (OSError, ValueError):
+        return None
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return None
+    except PermissionError:
+        pass
+    return pid
+
+
+def _control(state_dir: Path, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
+    try:
+        url = json.loads((state_dir / "control.json").read_text())["url"]
+        token = os.environ.get("FABRICD_LAB_PASSWORD") or (state_dir / "lab.secret").read_text().strip()
+    except (OSError, ValueError, KeyError):
+        raise LabError(f"no twin running with state dir {state_dir}; start one with `fabricd lab up`") from None
+    data = json.dumps(body).encode() if body is not None else None
+    req = urllib.request.Request(url + path, data=data, method=method)
+    req.add_header("Authorization", f"Bearer {token}")
+    req.add_header("Content-Type", "application/json")
+    try:
+        with urllib.request.urlopen(req, timeout=30) as resp:
+            return json.loads(resp.read())
+    except urllib.error.HTTPError as e:
+        detail = json.loads(e.read() or b"{}").get("detail", e.reason)
+        raise LabError(f"twin refused: {detail}") from None
+    except (urllib.error.URLError, OSError) as e:
+        raise LabError(f"twin at {url} does not answer ({e}); `fabricd lab status` or restart it") from None
+
+
+@app.command("up")
+def up(
+    spec: Path = typer.Option(..., "--spec", help="Fabric spec (YAML)."),
+    state_dir: Path = STATE_DIR,
+    foreground: bool = typer.Option(False, "--foreground", help="Run in this terminal until Ctrl-C."),
+    base_address: str = typer.Option("127.42.0.1", "--base-address", help="First loopback address."),
+    port_offset: int = typer.Option(0, "--port-offset", help="Added to the gNMI/eAPI/SSH ports."),
+    probe_interval: float = typer.Option(5.0, "--probe-interval", help="Seconds between host probe rounds."),
+    timeout: float = typer.Option(120.0, "--timeout", help="Seconds to wait for the twin to come up."),
+) -> None:
+    """Start the twin for every switch of SPEC and write STATE_DIR/inventory.yaml."""
+    load_spec(spec)  # a bad spec fails here with its file:line, not in a background log
+    if _pid(state_dir) is not None:
+        raise LabError(f"a twin is already running with state dir {state_dir}; `fabricd lab down` first")
+    state_dir.mkdir(parents=True, exist_ok=True)
+    args = [sys.executable, "-m", "lab", "--spec", str(spec), "--state-dir", str(state_dir)]
+    args += ["--base-address", base_address, "--port-offset", str(port_offset), "--probe-interval", str(probe_interval)]
+    if foreground:
+        raise typer.Exit(subprocess.call(args))
+    (state_dir / "ready").unlink(missing_ok=True)
+    log = (state_dir / "twin.log").open("ab")
+    proc = subprocess.Popen(
+        args, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True
+    )
+    deadline = time.monotonic() + timeout
+    while not (state_dir / "ready").exists():
+        if proc.poll() is not None:
+            lines = (state_dir / "twin.log").read_text().strip().splitlines()
+            raise LabError(f"twin did not start: {lines[-1] if lines else 'no output'} (log: {state_dir}/twin.log)")
+        if time.monotonic() > deadline:
+            proc.terminate()
+            raise LabError(f"twin did not come up within {timeout:g} s (log: {state_dir}/twin.log)")
+        time.sleep(0.1)
+    console().print(f"twin up: {(state_dir / 'ready').read_text().strip()}; inventory {state_dir / 'inventory.yaml'}")
+
+
+@app.command("down")
+def down(state_dir: Path = STATE_DIR, timeout: float = typer.Option(15.0, "--timeout")) -> None:
+    """Stop the twin."""
+    pid = _pid(state_dir)
+    if pid is None:
+        console().print("no twin running")
+        return
+    os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    while _pid(state_dir) is not None and time.monotonic() < deadline:
+        time.sleep(0.1)
+    if _pid(state_dir) is not None:
+        os.kill(pid, signal.SIGKILL)
+        (state_dir / "twin.pid").unlink(missing_ok=True)
+    console().print("twin stopped")
+
+
+@app.command("status")
+def status(state_dir: Path = STATE_DIR, fmt: Format = typer.Option(Format.table, "--format")) -> None:
+    """Switches, ports down and active faults of the running twin."""
+    info = _control(state_dir, "GET", "/status")
+    if fmt == Format.json:
+        emit_json(info)
+        return
+    console().print(
+        f"twin of {info['fabric']}: {info['switches']} switches, {info['ports']} ports, "
+        f"{info['ports_down']} down, up {info['uptime_s']} s (pid {info['pid']})"
+    )
+    _fault_table(info["active_faults"], "active faults")
+
+
+def _fault_table(records: list[dict[str, Any]], title: str) -> None:
+    if not records:
+        console().print(f"no {title}")
+        return
+    table = Table(title=title)
+    for col in ("id", "kind", "where", "params", "start", "cleared"):
+        table.add_column(col)
+    for r in records:
+        where = ", ".join(r["ports"] or r["devices"])
+        params = " ".join(f"{k}={v}" for k, v in r["params"].items())
+        start = time.strftime("%H:%M:%S", time.localtime(r["start_ts"] / 1e9))
+        cleared = time.strftime("%H:%M:%S", time.localtime(r["cleared_ts"] / 1e9)) if r["cleared_ts"] else ""
+        table.add_row(r["id"], r["kind"], where, params, start, cleared)
+    console().print(table)
+
+
+@app.command("inject")
+def inject(
+    kind: str = typer.Argument(
+        ...,
+        help="link_flap, link_down, pfc_storm, pfc_deadlock, link_corruption, "
+        "silent_corruption, optics, reboot, gnmi_drop, microburst",
+    ),
+    state_dir: Path = STATE_DIR,
+    port: str | None = typer.Option(None, "--port", help="device:port (link faults, optics)."),
+    nic: str | None = typer.Option(None, "--nic", help="server:nicK (pfc_storm, microburst)."),
+    device: str | None = typer.Option(None, "--device", help="Switch (silent_corruption, reboot, gnmi_drop)."),
+    cycle: str | None = typer.Option(None, "--cycle", help="Switches in cycle order, comma-separated (deadlock)."),
+    priority: int | None = typer.Option(None, "--priority"),
+    count: int | None = typer.Option(None, "--count", help="Flaps."),
+    period_s: float | None = typer.Option(None, "--period", help="Seconds between flaps."),
+    rate: float | None = typer.Option(None, "--rate", help="Frame error rate (corruption)."),
+    direction: str | None = typer.Option(None, "--direction", help="rx, tx or both, seen from --port."),
+    loss_db: float | None = typer.Option(None, "--loss-db", help="Optical power lost (optics)."),
+    seconds: float | None = typer.Option(None, "--seconds", help="How long gNMI stays away (gnmi_drop)."),
+    down_s: float | None = typer.Option(None, "--down", help="Seconds down (reboot, each flap)."),
+    duration_ms: float | None = typer.Option(None, "--duration-ms", help="Microburst length."),
+    fmt: Format = typer.Option(Format.table, "--format"),
+) -> None:
+    """Inject a fault; it is logged with its time (`fabricd lab faults`)."""
+    given = {
+        "port": port, "nic": nic, "device": device, "cycle": cycle, "priority": priority, "count": count,
+        "period_s": period_s, "rate": rate, "direction": direction, "loss_db": loss_db, "seconds": seconds,
+        "down_s": down_s, "duration_ms": duration_ms,
+    }  # fmt: skip
+    params = {k: v for k, v in given.items() if v is not None}
+    record = _control(state_dir, "POST", "/faults", {"kind": kind, "params": params})
+    if fmt == Format.json:
+        emit_json(record)
+    else:
+        console().print(f"injected {record['id']}: {kind} at {', '.join(record['ports'] or record['devices'])}")
+
+
+@app.command("clear")
+def clear(
+    fault_id: str | None = typer.Argument(None, help="Fault id (default: every active fault)."),
+    state_dir: Path = STATE_DIR,
+) -> None:
+    """Clear one fault or all of them."""
+    cleared = _control(state_dir, "DELETE", f"/faults/{fault_id}" if fault_id else "/faults")
+    console().print(
+        f"cleared {len(cleared)} fault(s)" + (f": {', '.join(r['id'] for r in cleared)}" if cleared else "")
+    )
+
+
+@app.command("faults")
+def faults(state_dir: Path = STATE_DIR, fmt: Format = typer.Option(Format.table, "--format")) -> None:
+    """Every fault injected since the twin started, with start and clear times."""
+    log = _control(state_dir, "GET", "/faults")
+    if fmt == Format.json:
+        emit_json({"faults": log})
+    else:
+        _fault_table(log, "faults")
