@@ -10,10 +10,12 @@ from hier_config.exceptions import DuplicateChildError
 from rich.progress import Progress
 from rich.table import Table
 
-from drivers.eos.plan import DevicePlan, plan_device
-from drivers.eos.render import render
+from drivers.base import DevicePlan, Driver
+from drivers.inventory import load_inventory
+from drivers.registry import get_driver
 from fabricd.cli.inputs import load_fabric, selected_switches
 from fabricd.cli.output import EXIT_CLEAN, EXIT_FINDINGS, EXIT_TROUBLE, console, emit_json, err_console
+from fabricd.rollout import plan_all, targets
 from policies.intent import derive_intent
 from policies.policy import load_policy
 from topology.errors import FabricdError
@@ -21,6 +23,7 @@ from topology.errors import FabricdError
 
 def plan_command(
     spec: Path = typer.Option(..., "--spec", "-s", help="Fabric spec (YAML)."),
+    inventory: Path | None = typer.Option(None, "--inventory", "-i", help="Inventory: plan live through the driver."),
     running_dir: Path | None = typer.Option(
         None, "--running-dir", help="Saved running configs, one DIR/<device>.cfg per switch (offline plan)."
     ),
@@ -32,31 +35,40 @@ def plan_command(
     """Dry run: what would change on each switch, as a unified diff and the exact EOS commands."""
     if fmt not in ("text", "json"):
         raise FabricdError(f"--format '{fmt}' is unknown; use text or json")
-    if running_dir is None:
-        raise FabricdError(
-            "a live plan needs an inventory and the device driver, not built yet; "
-            "save running configs and pass --running-dir DIR"
-        )
-    if not running_dir.is_dir():
+    if running_dir is None and inventory is None:
+        raise FabricdError("pass --inventory FILE to plan live, or --running-dir DIR with saved running configs")
+    if running_dir is not None and not running_dir.is_dir():
         raise FabricdError(f"{running_dir}: not a directory; pass the folder holding <device>.cfg files")
     fabric_spec, fabric = load_fabric(spec, cabling)
     intent = derive_intent(fabric, fabric_spec, load_policy(policy), selected_switches(fabric, device))
     plans: list[DevicePlan] = []
     with Progress(console=err_console(), transient=True, disable=len(intent.devices) < 20) as progress:
         task = progress.add_task("planning", total=len(intent.devices))
-        for dev in intent.devices:
-            plans.append(_plan_one(dev.device, running_dir, render(dev), {p.port for p in dev.ports}))
-            progress.advance(task)
-    if fmt == "json":
-        emit_json({"devices": [p.to_dict() for p in plans]})
-    else:
-        _print(plans)
+        if running_dir is not None:
+            for dev in intent.devices:
+                driver = get_driver(dev.platform)
+                plans.append(
+                    _plan_one(driver, dev.device, running_dir, driver.render(dev), {p.port for p in dev.ports})
+                )
+                progress.advance(task)
+        else:
+            assert inventory is not None
+            items = targets(intent.devices, load_inventory(inventory))
+            plans = plan_all(items, progress=lambda: progress.advance(task))
+    print_plans(plans, fmt)
     if any(p.error for p in plans):
         raise typer.Exit(EXIT_TROUBLE)
     raise typer.Exit(EXIT_FINDINGS if any(p.changed for p in plans) else EXIT_CLEAN)
 
 
-def _plan_one(device: str, running_dir: Path, intended: str, ports: set[str]) -> DevicePlan:
+def print_plans(plans: list[DevicePlan], fmt: str) -> None:
+    if fmt == "json":
+        emit_json({"devices": [p.to_dict() for p in plans]})
+    else:
+        _print(plans)
+
+
+def _plan_one(driver: Driver, device: str, running_dir: Path, intended: str, ports: set[str]) -> DevicePlan:
     """One device's plan; a device whose running config cannot be read fails alone."""
     path = running_dir / f"{device}.cfg"
     try:
@@ -66,7 +78,7 @@ def _plan_one(device: str, running_dir: Path, intended: str, ports: set[str]) ->
     except (OSError, UnicodeDecodeError) as exc:
         return DevicePlan(device, error=f"{path}: cannot read ({exc})")
     try:
-        return plan_device(device, running, intended, ports)
+        return driver.plan(device, running, intended, ports)
     except DuplicateChildError as exc:
         return DevicePlan(device, error=f"{path}: cannot parse the running config ({exc})")
 

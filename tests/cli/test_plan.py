@@ -65,9 +65,9 @@ def test_a_device_without_running_config_fails_alone(capsys: pytest.CaptureFixtu
     assert "spine-r0-0.cfg: no saved running config" in str(plans["spine-r0-0"]["error"])
 
 
-def test_plan_without_running_dir_says_what_to_do(capsys: pytest.CaptureFixture[str]) -> None:
+def test_plan_without_inventory_or_running_dir_says_what_to_do(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["plan", "--spec", SMALL]) == 2
-    assert "pass --running-dir DIR" in capsys.readouterr().err
+    assert "pass --inventory FILE to plan live, or --running-dir DIR" in capsys.readouterr().err
 
 
 def test_an_unparsable_running_config_fails_alone(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
