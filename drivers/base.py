@@ -83,6 +83,7 @@ class Session(Protocol):
 
 class Driver(Protocol):
     platform: str
+    running_suffix: str  # file suffix of a saved running config, for offline plans
 
     def render(self, intent: DeviceIntent) -> str: ...
     def plan(self, device: str, running: str, intended: str, ports: set[str]) -> DevicePlan: ...

@@ -7,9 +7,10 @@ from types import MappingProxyType
 
 from drivers.base import Driver
 from drivers.eos.driver import EosDriver
+from drivers.sonic.driver import SonicDriver
 from topology.errors import FabricdError
 
-DRIVERS: Mapping[str, Callable[[], Driver]] = MappingProxyType({"eos": EosDriver})
+DRIVERS: Mapping[str, Callable[[], Driver]] = MappingProxyType({"eos": EosDriver, "sonic": SonicDriver})
 
 
 def get_driver(platform: str | None) -> Driver:

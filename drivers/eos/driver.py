@@ -12,6 +12,7 @@ from policies.intent import DeviceIntent
 
 class EosDriver:
     platform = "eos"
+    running_suffix = ".cfg"  # a saved `show running-config`
 
     def render(self, intent: DeviceIntent) -> str:
         return render(intent)

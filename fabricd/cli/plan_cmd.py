@@ -25,7 +25,7 @@ def plan_command(
     spec: Path = typer.Option(..., "--spec", "-s", help="Fabric spec (YAML)."),
     inventory: Path | None = typer.Option(None, "--inventory", "-i", help="Inventory: plan live through the driver."),
     running_dir: Path | None = typer.Option(
-        None, "--running-dir", help="Saved running configs, one DIR/<device>.cfg per switch (offline plan)."
+        None, "--running-dir", help="Saved running configs: DIR/<device>.cfg (EOS) or .json (SONiC config_db), offline."
     ),
     policy: Path | None = typer.Option(None, "--policy", "-p", help="Policy (YAML); default: built-in defaults."),
     cabling: Path | None = typer.Option(None, "--cabling", "-c", help="As-built cabling (default: blueprint)."),
@@ -38,7 +38,7 @@ def plan_command(
     if running_dir is None and inventory is None:
         raise FabricdError("pass --inventory FILE to plan live, or --running-dir DIR with saved running configs")
     if running_dir is not None and not running_dir.is_dir():
-        raise FabricdError(f"{running_dir}: not a directory; pass the folder holding <device>.cfg files")
+        raise FabricdError(f"{running_dir}: not a directory; pass the folder holding the saved <device>.cfg/.json files")
     fabric_spec, fabric = load_fabric(spec, cabling)
     intent = derive_intent(fabric, fabric_spec, load_policy(policy), selected_switches(fabric, device))
     plans: list[DevicePlan] = []
@@ -70,7 +70,7 @@ def print_plans(plans: list[DevicePlan], fmt: str) -> None:
 
 def _plan_one(driver: Driver, device: str, running_dir: Path, intended: str, ports: set[str]) -> DevicePlan:
     """One device's plan; a device whose running config cannot be read fails alone."""
-    path = running_dir / f"{device}.cfg"
+    path = running_dir / f"{device}{driver.running_suffix}"
     try:
         running = path.read_text(encoding="utf-8")
     except FileNotFoundError:
