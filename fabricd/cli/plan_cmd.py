@@ -38,7 +38,7 @@ def plan_command(
     if running_dir is None and inventory is None:
         raise FabricdError("pass --inventory FILE to plan live, or --running-dir DIR with saved running configs")
     if running_dir is not None and not running_dir.is_dir():
-        raise FabricdError(f"{running_dir}: not a directory; pass the folder holding the saved <device>.cfg/.json files")
+        raise FabricdError(f"{running_dir}: not a directory; pass the folder of saved <device>.cfg/.json files")
     fabric_spec, fabric = load_fabric(spec, cabling)
     intent = derive_intent(fabric, fabric_spec, load_policy(policy), selected_switches(fabric, device))
     plans: list[DevicePlan] = []
