@@ -1,0 +1,32 @@
+"""Telemetry: gNMI notifications -> counter store -> snapshots for detectors; traces recorded and replayed.
+
+`Ingestor.ingest(bytes, channel)` is the one way data gets in (the gRPC client and trace replay both use it);
+`CounterStore.snapshot()` (or `Ingestor.snapshot()`, which flushes first) is what detectors read.
+"""
+
+from .ingest import Ingestor, UpdateSink
+from .paths import Kind, PathInfo, Subscription, eos_profile, parse, render, subscribe_request
+from .store import NEVER, CounterStore, Snapshot, Stat, StateEvent
+from .trace import TraceError, TraceRecord, TraceWriter, read_trace, replay
+
+__all__ = [
+    "NEVER",
+    "CounterStore",
+    "Ingestor",
+    "Kind",
+    "PathInfo",
+    "Snapshot",
+    "Stat",
+    "StateEvent",
+    "Subscription",
+    "TraceError",
+    "TraceRecord",
+    "TraceWriter",
+    "UpdateSink",
+    "eos_profile",
+    "parse",
+    "read_trace",
+    "render",
+    "replay",
+    "subscribe_request",
+]

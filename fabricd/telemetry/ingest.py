@@ -1,0 +1,456 @@
+"""The hot path: serialized gNMI SubscribeResponse bytes -> counter store.
+
+Per notification the prefix bytes are looked up once ((channel, prefix bytes) -> device, port row, and a dict of
+update-path bytes -> leaf code shared by every port with the same prefix shape), so the steady state costs one
+dict lookup per update on a bytes slice of the message: no path strings, no protobuf objects. A raw walker reads
+the common wire layout (timestamp, prefix, updates of path + val) directly; anything else (sync_response, deletes,
+long values, unusual field order, garbage) goes through the protobuf parser (`_general`), which ends in the same
+batch. Values stay as TypedValue bytes until `flush`, which decodes all uint varints with numpy at once and writes
+the store in vectorised batches; the rare other encodings are decoded one by one.
+
+Bad input (undecodable bytes, wrong value types, missing values, huge paths) is counted per device and logged at
+most once per device per minute; it never raises and never reaches a rate.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterable
+from typing import Any, Protocol
+
+import numpy as np
+import numpy.typing as npt
+from google.protobuf.message import DecodeError  # type: ignore[import-untyped]
+from pygnmi.spec.v080 import gnmi_pb2
+
+from .paths import Elem, Kind, classify, match_rel, pb_elems, render, split_root
+from .store import I64, CounterStore, Stat
+
+MISS, UNKNOWN, BAD = -1, -2, -3
+MAX_PATH_BYTES = 1024  # longer prefix/update paths are malformed (EOS paths are < 200 bytes)
+MAX_ELEMS = 32
+REL_CACHE_MAX = 4096  # per prefix shape; bounds what a device sending random paths can make us keep
+PREFIX_CACHE_MAX = 1 << 20  # per channel
+LOG_EVERY_NS = 60 * 10**9
+_INT64_MAX = (1 << 63) - 1
+_U64_TOP = 1 << 64
+
+Value = int | float | str
+# (device id, base = port row << 16 or 0, rel cache, prefix elems, tree or "", root length)
+Ctx = tuple[int, int, dict[bytes, int], tuple[Elem, ...], str, int]
+
+
+class UpdateSink(Protocol):
+    """Receives every accepted update (e.g. trace.TraceWriter), in arrival order."""
+
+    def record(self, device: str, path: str, value: Value, ts: int) -> None: ...
+
+
+class _Odd(Exception):
+    """The raw walker met a layout it does not read; the protobuf parser takes the message."""
+
+
+def _varint(b: bytes, pos: int) -> tuple[int, int]:
+    out = shift = 0
+    for _ in range(10):
+        c = b[pos]
+        pos += 1
+        out |= (c & 0x7F) << shift
+        if c < 0x80:
+            return out, pos
+        shift += 7
+    raise _Odd
+
+
+class Ingestor:
+    """Feeds a CounterStore from gNMI SubscribeResponses. One per process; not thread-safe.
+
+    `channel` names the device a stream belongs to (used when the prefix carries no target). Writes are batched:
+    they reach the store at `flush()` (called automatically every `flush_size` updates, and by `snapshot()`).
+    """
+
+    def __init__(
+        self,
+        store: CounterStore,
+        *,
+        flush_size: int = 16384,
+        recorder: UpdateSink | None = None,
+        log: logging.Logger | None = None,
+    ) -> None:
+        self.store = store
+        self.flush_size = flush_size
+        self.recorder = recorder
+        self.log = log or logging.getLogger("fabricd.telemetry")
+        self._codes: list[int] = []
+        self._vals: list[bytes] = []
+        self._n_dev: list[int] = []
+        self._n_ts: list[int] = []
+        self._n_base: list[int] = []
+        self._n_count: list[int] = []
+        self._prefixes: dict[str, dict[bytes, Ctx]] = {}
+        self._shapes: dict[tuple[str, tuple[Elem, ...]], dict[bytes, int]] = {}
+        self._logged: dict[int, int] = {}
+        self._paths: dict[int, str] = {}  # series -> path text, only when recording
+
+    # --- entry points ------------------------------------------------------------------------------------
+    def ingest(self, data: bytes | Any, channel: str, now: int | None = None) -> None:
+        """One SubscribeResponse (serialized bytes, or a gnmi_pb2 message). `now` (ns) only paces log lines."""
+        if isinstance(data, bytes):
+            b = data
+        elif isinstance(data, bytearray | memoryview):
+            b = bytes(data)
+        else:
+            b = data.SerializeToString()
+        mark = len(self._codes)
+        try:
+            self._fast(b, channel)
+        except (_Odd, IndexError):
+            del self._codes[mark:], self._vals[mark:]
+            self._general(b, channel, now)
+        if len(self._codes) >= self.flush_size:
+            self.flush()
+
+    def ingest_many(self, messages: Iterable[bytes | Any], channel: str, now: int | None = None) -> None:
+        for m in messages:
+            self.ingest(m, channel, now)
+        self.flush()
+
+    def snapshot(self) -> Any:
+        self.flush()
+        return self.store.snapshot()
+
+    # --- decoding ----------------------------------------------------------------------------------------
+    def _fast(self, b: bytes, channel: str) -> None:
+        """The common layout: update{timestamp, prefix, update{path, val}*}. Raises _Odd for anything else."""
+        if b[0] != 0x0A:
+            raise _Odd
+        ln, pos = _varint(b, 1)
+        end = pos + ln
+        if end != len(b) or b[pos] != 0x08:
+            raise _Odd
+        ts, pos = _varint(b, pos + 1)
+        if b[pos] != 0x12 or not 0 < ts <= _INT64_MAX:
+            raise _Odd
+        plen, pos = _varint(b, pos + 1)
+        pfx = b[pos : pos + plen]
+        pos += plen
+        ctx = self._prefixes.get(channel, {}).get(pfx) or self._prefix(channel, pfx)
+        if ctx is None:
+            raise _Odd
+        rel = ctx[2]
+        get = rel.get
+        add_code, add_val = self._codes.append, self._vals.append
+        n = 0
+        while pos < end:
+            if b[pos] != 0x22:
+                raise _Odd
+            ulen = b[pos + 1]
+            if ulen < 0x80:
+                s = pos + 2
+            else:
+                hi = b[pos + 2]
+                if hi >= 0x80:
+                    raise _Odd
+                ulen = (ulen & 0x7F) | (hi << 7)
+                s = pos + 3
+            ue = s + ulen
+            if b[s] != 0x0A:
+                raise _Odd
+            pl = b[s + 1]
+            if pl < 0x80:
+                ps = s + 2
+            else:
+                pl = (pl & 0x7F) | (b[s + 2] << 7)
+                ps = s + 3
+            pe = ps + pl
+            if b[pe] != 0x1A or b[pe + 1] + pe + 2 != ue:
+                raise _Odd
+            key = b[ps:pe]
+            c = get(key, MISS)
+            if c == MISS:
+                c = self._resolve(ctx, key)
+            add_code(c)
+            add_val(b[pe + 2 : ue])
+            pos = ue
+            n += 1
+        if pos != end:
+            raise _Odd
+        self._notification(ctx, ts, n)
+
+    def _notification(self, ctx: Ctx, ts: int, n: int) -> None:
+        self.store.seen(ctx[0], ts)  # now, not at flush: staleness must not wait for a batch to fill
+        self._n_dev.append(ctx[0])
+        self._n_ts.append(ts)
+        self._n_base.append(ctx[1])
+        self._n_count.append(n)
+
+    def _prefix(self, channel: str, pfx: bytes) -> Ctx | None:
+        """Build and cache the context of a prefix (None if it is malformed)."""
+        if len(pfx) > MAX_PATH_BYTES:
+            return None
+        try:
+            p = gnmi_pb2.Path.FromString(pfx)
+        except DecodeError:
+            return None
+        elems = pb_elems(p)
+        if len(elems) > MAX_ELEMS:
+            return None
+        dev = self.store.device_id(str(p.target) or channel)
+        root = split_root(elems)
+        if root is not None:
+            tree, port, k = root
+            rel = self._shapes.setdefault((tree, elems[k:]), {})
+            ctx: Ctx = (dev, self.store.port_row(dev, port) << 16, rel, elems, tree, k)
+        else:
+            ctx = (dev, 0, {}, elems, "", 0)
+        cache = self._prefixes.setdefault(channel, {})
+        if len(cache) < PREFIX_CACHE_MAX:
+            cache[pfx] = ctx
+        return ctx
+
+    def _resolve(self, ctx: Ctx, key: bytes) -> int:
+        """Leaf code (or port row << 16 | code when the prefix names no port) of an update path; cached."""
+        dev, _, rel, elems, tree, k = ctx
+        if len(key) > MAX_PATH_BYTES:
+            return BAD
+        try:
+            full = elems + pb_elems(gnmi_pb2.Path.FromString(key))
+        except DecodeError:
+            return BAD
+        if len(full) > MAX_ELEMS:
+            return BAD
+        if tree:
+            found = match_rel(tree, full[k:])
+            c = UNKNOWN if found is None else self.store.code(found[0].name, found[1])
+        else:
+            info = classify(full)
+            if info is None:
+                c = UNKNOWN
+            else:
+                c = (self.store.port_row(dev, info.port) << 16) | self.store.code(info.leaf, info.index)
+        if len(rel) < REL_CACHE_MAX:
+            rel[key] = c
+        return c
+
+    def _general(self, b: bytes, channel: str, now: int | None) -> None:
+        """Any SubscribeResponse, through the protobuf parser."""
+        try:
+            r = gnmi_pb2.SubscribeResponse.FromString(b)
+        except DecodeError:
+            self._bad(self.store.device_id(channel), "undecodable SubscribeResponse", now)
+            return
+        which = r.WhichOneof("response")
+        if which == "sync_response":
+            dev = self.store.device_id(channel)
+            self.store.synced[dev] = True
+            self.store.count(dev, Stat.SYNCS)
+            return
+        if which != "update":
+            self._bad(self.store.device_id(channel), f"SubscribeResponse without a notification ({which})", now)
+            return
+        note = r.update
+        ctx = self._prefix(channel, note.prefix.SerializeToString())
+        if ctx is None:
+            self._bad(self.store.device_id(channel), "malformed or oversized prefix", now)
+            return
+        ts = int(note.timestamp)
+        if not 0 < ts <= _INT64_MAX:
+            self._bad(ctx[0], f"notification timestamp {ts} out of range", now)
+            return
+        if note.delete:
+            self.flush()
+            for d in note.delete:
+                self._delete(ctx, d)
+        n = 0
+        for u in note.update:
+            if not u.HasField("val"):
+                self._bad(ctx[0], "update without 'val'", now or ts)
+                continue
+            key = u.path.SerializeToString()
+            c = ctx[2].get(key, MISS)
+            self._codes.append(self._resolve(ctx, key) if c == MISS else c)
+            self._vals.append(u.val.SerializeToString())
+            n += 1
+        self._notification(ctx, ts, n)
+
+    def _delete(self, ctx: Ctx, path: Any) -> None:
+        """A deleted leaf or port: its series start over (no rate across the gap)."""
+        store = self.store
+        dev = ctx[0]
+        store.count(dev, Stat.DELETES)
+        full = ctx[3] + pb_elems(path)
+        root = split_root(full)
+        row = None if root is None else store.ports_of[dev].get(root[1])
+        if root is None or row is None:
+            return
+        if len(full) == root[2]:
+            store.clear(store.port_series(row))
+            return
+        found = match_rel(root[0], full[root[2] :])
+        c = None if found is None else store.code_ids.get((found[0].name, found[1]))
+        if c is not None and store.slots[row, c] >= 0:
+            store.clear(np.array([store.slots[row, c]], dtype=np.int64))
+
+    def _bad(self, dev: int, reason: str, now: int | None) -> None:
+        self.store.count(dev, Stat.MALFORMED)
+        self._log(dev, reason, now)
+
+    def _log(self, dev: int, reason: str, now: int | None) -> None:
+        t = now if now is not None else max(self.store.last_seen[dev], 0)
+        last = self._logged.get(dev)
+        if last is None or t - last >= LOG_EVERY_NS:
+            self._logged[dev] = t
+            self.log.warning(
+                "telemetry from %s: %s (counted; logged at most once a minute per device)",
+                self.store.devices[dev],
+                reason,
+            )
+
+    # --- batch apply -------------------------------------------------------------------------------------
+    def flush(self) -> None:
+        """Write the buffered updates into the store."""
+        if not self._n_dev:
+            return
+        store = self.store
+        codes = np.array(self._codes, dtype=np.int64)
+        vals = self._vals
+        counts = np.array(self._n_count, dtype=np.int64)
+        n_dev = np.array(self._n_dev, dtype=np.int64)
+        store._unshare()
+        np.add.at(store.stats[:, Stat.NOTIFICATIONS], n_dev, 1)
+        np.add.at(store.stats[:, Stat.UPDATES], n_dev, counts)
+        devs = np.repeat(n_dev, counts)
+        ts = np.repeat(np.array(self._n_ts, dtype=np.int64), counts)
+        base = np.repeat(np.array(self._n_base, dtype=np.int64), counts)
+        self._codes, self._vals = [], []
+        self._n_dev, self._n_ts, self._n_base, self._n_count = [], [], [], []
+        if len(codes) == 0:
+            return
+        bad = codes < 0
+        if bad.any():
+            store.count_many(devs[codes == UNKNOWN], Stat.UNKNOWN)
+            store.count_many(devs[codes == BAD], Stat.MALFORMED)
+            for d in np.unique(devs[codes == BAD]).tolist():
+                self._log(d, "undecodable or oversized update path", int(ts[devs == d].max()))
+            keep = ~bad
+            vals = [v for v, k in zip(vals, keep.tolist(), strict=True) if k]
+            codes, devs, ts, base = codes[keep], devs[keep], ts[keep], base[keep]
+            if len(codes) == 0:
+                return
+        packed = base + codes
+        sidx = store.series_at(packed >> 16, packed & 0xFFFF)
+        kinds = store.code_kind[packed & 0xFFFF]
+        u64, is_u = _decode_uints(vals)
+        counter = is_u & (kinds == Kind.COUNTER)
+        gauge = is_u & (kinds == Kind.GAUGE)
+        if self.recorder is not None:
+            self._record(sidx, vals, u64, is_u, kinds, ts)
+        store.write_counters(sidx[counter], u64[counter], ts[counter])
+        if gauge.any():
+            store.write_gauges(sidx[gauge], u64[gauge].astype(np.float64), ts[gauge])
+        rest = np.flatnonzero(~(counter | gauge))
+        if len(rest):
+            self._apply_rest(rest, sidx, vals, kinds, ts, devs)
+
+    def _apply_rest(
+        self, rest: I64, sidx: I64, vals: list[bytes], kinds: npt.NDArray[np.uint8], ts: I64, devs: I64
+    ) -> None:
+        """Updates that are not uint counters: decoded one at a time (strings, doubles, JSON, wrong types)."""
+        store = self.store
+        nums: dict[Kind, list[tuple[int, Value, int]]] = {Kind.COUNTER: [], Kind.GAUGE: []}
+        for j in rest.tolist():
+            kind = Kind(int(kinds[j]))
+            v = _typed(kind, vals[j])
+            if v is None:
+                self._bad(int(devs[j]), f"wrong or undecodable value for a {kind.name.lower()} leaf", int(ts[j]))
+            elif kind in nums:
+                nums[kind].append((int(sidx[j]), v, int(ts[j])))
+            else:
+                store.write_state(int(sidx[j]), str(v), int(ts[j]))
+        if nums[Kind.COUNTER]:
+            ci, cv, ct = zip(*nums[Kind.COUNTER], strict=True)
+            store.write_counters(np.array(ci), np.array(cv, dtype=np.uint64), np.array(ct, dtype=np.int64))
+        if nums[Kind.GAUGE]:
+            gi, gv, gt = zip(*nums[Kind.GAUGE], strict=True)
+            store.write_gauges(np.array(gi), np.array(gv, dtype=np.float64), np.array(gt, dtype=np.int64))
+
+    def _record(self, sidx: I64, vals: list[bytes], u64: Any, is_u: Any, kinds: Any, ts: I64) -> None:
+        """Hand every well-typed update to the recorder, in arrival order (before duplicate/order rules)."""
+        assert self.recorder is not None
+        st = self.store
+        for j, i in enumerate(sidx.tolist()):
+            kind = Kind(int(kinds[j]))
+            if is_u[j] and kind in (Kind.COUNTER, Kind.GAUGE):
+                v: Value | None = int(u64[j]) if kind == Kind.COUNTER else float(u64[j])
+            else:
+                v = _typed(kind, vals[j])
+            if v is None:
+                continue
+            row = int(st.arrays["s_port"][i])
+            path = self._paths.get(i)
+            if path is None:
+                leaf, index = st.codes[int(st.arrays["s_code"][i])]
+                path = self._paths[i] = render(st.port_names[row], leaf, index)
+            self.recorder.record(st.devices[int(st.port_dev[row])], path, v, int(ts[j]))
+
+
+def _decode_uints(vals: list[bytes]) -> tuple[npt.NDArray[np.uint64], npt.NDArray[np.bool_]]:
+    """Decode TypedValue bytes that hold `uint_val` (tag 0x18 + varint) all at once; mask says which did."""
+    n = len(vals)
+    lens = np.fromiter(map(len, vals), dtype=np.int64, count=n)
+    buf = np.frombuffer(b"".join(vals), dtype=np.uint8)
+    starts = np.cumsum(lens) - lens
+    if n == 0 or len(buf) == 0:
+        return np.zeros(n, dtype=np.uint64), np.zeros(n, dtype=bool)
+    safe = np.minimum(starts, len(buf) - 1)
+    within = np.arange(len(buf), dtype=np.int64) - np.repeat(starts + 1, lens)  # byte index inside the varint
+    body = (within >= 0) & (within < 10)
+    shift = (7 * np.clip(within, 0, 9)).astype(np.uint64)
+    part = np.where(body, (buf & 0x7F).astype(np.uint64) << shift, np.uint64(0))
+    nonempty = lens > 0
+    out = np.zeros(n, dtype=np.uint64)
+    out[nonempty] = np.add.reduceat(part, starts[nonempty])
+    ends = np.add.reduceat(((buf < 0x80) & (within >= 0)).astype(np.int64), starts[nonempty])
+    is_u = np.zeros(n, dtype=bool)
+    last = buf[np.maximum(starts + lens - 1, 0)]
+    is_u[nonempty] = ends == 1
+    is_u &= (buf[safe] == 0x18) & (lens >= 2) & (lens <= 11) & (last < 0x80)
+    return out, is_u
+
+
+def _typed(kind: Kind, tv_bytes: bytes) -> Value | None:
+    """A TypedValue as the leaf's kind wants it, or None if it does not fit (counted as malformed)."""
+    try:
+        tv = gnmi_pb2.TypedValue.FromString(tv_bytes)
+    except DecodeError:
+        return None
+    which = tv.WhichOneof("value")
+    v: Any
+    if which in ("uint_val", "int_val", "double_val", "float_val", "string_val", "ascii_val"):
+        v = getattr(tv, which)
+    elif which in ("json_val", "json_ietf_val"):
+        try:
+            v = json.loads(getattr(tv, which))
+        except ValueError:
+            return None
+    elif which == "decimal_val":
+        v = tv.decimal_val.digits / 10**tv.decimal_val.precision
+    else:
+        return None
+    if isinstance(v, bool):
+        return None
+    if kind == Kind.COUNTER:
+        if isinstance(v, str) and v.isdigit():  # RFC 7951: 64-bit integers are JSON strings
+            v = int(v)
+        return v if isinstance(v, int) and 0 <= v < _U64_TOP else None
+    if kind == Kind.GAUGE:
+        if isinstance(v, int | float):
+            return float(v)
+        if isinstance(v, str):
+            try:
+                return float(v)
+            except ValueError:
+                return None
+        return None
+    return v if isinstance(v, str) else None

@@ -1,0 +1,497 @@
+"""The counter store: one row per (device, port, leaf, index) series in numpy arrays, and snapshots for detectors.
+
+Index layout (compact, so a series costs well under 200 bytes all-in): devices and ports are interned once
+(a port row per (device, port name)); a leaf+index pair is a small int `code`; `slots[port_row, code]` is the series
+row. No per-series Python object or string exists: a series' path is rebuilt from its port name and leaf template.
+
+Rules for counters (uint64, cumulative):
+- first sample: baseline, rate NaN;
+- newer sample: rate = (value - previous) / dt;
+- value dropped: a 64-bit wrap when the modular increase `(new - old) mod 2**64` is below `WRAP_WINDOW` (2**56, more
+  than a day of octets at 400G), so the old value was within 2**56 of 2**64 and the rate is computed modulo 2**64;
+  any other drop is a reset (reboot, clear counters): new baseline, rate NaN, previous cleared (prev_ts = NEVER);
+- same timestamp = duplicate, older timestamp = out of order: ignored and counted.
+Rates are therefore never negative and never span a reset. Time is always the notification's timestamp (ns).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from enum import IntEnum
+from functools import cached_property
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from .paths import LEAF, Kind, render
+
+NEVER = np.iinfo(np.int64).min
+WRAP_WINDOW = np.uint64(1 << 56)
+NAN = float("nan")
+
+I64 = npt.NDArray[np.int64]
+U64 = npt.NDArray[np.uint64]
+F64 = npt.NDArray[np.float64]
+
+
+class Stat(IntEnum):
+    """Per-device counters of what ingestion saw."""
+
+    NOTIFICATIONS = 0
+    UPDATES = 1
+    DUPLICATES = 2
+    OUT_OF_ORDER = 3
+    RESETS = 4
+    WRAPS = 5
+    UNKNOWN = 6
+    MALFORMED = 7
+    DELETES = 8
+    SYNCS = 9
+
+
+@dataclass(frozen=True, slots=True)
+class StateEvent:
+    device: str
+    port: str
+    leaf: str
+    value: str
+    previous: str | None  # None on the first value fabricd sees
+    ts: int
+
+
+def _grow(a: npt.NDArray[Any], size: int, fill: Any) -> npt.NDArray[Any]:
+    out = np.full((size, *a.shape[1:]), fill, dtype=a.dtype)
+    out[: len(a)] = a
+    return out
+
+
+_SERIES_FIELDS = (
+    ("value", np.uint64, 0),  # counters: last value; ENUM/TEXT: id of the interned string
+    ("gauge", np.float64, NAN),
+    ("ts", np.int64, NEVER),
+    ("prev_value", np.uint64, 0),
+    ("prev_ts", np.int64, NEVER),
+    ("rate", np.float64, NAN),  # per second
+    ("s_port", np.int32, -1),
+    ("s_code", np.uint16, 0),
+)
+
+
+class CounterStore:
+    """Series arrays plus their index. Not thread-safe: one writer (the ingestor); readers take `snapshot()`."""
+
+    def __init__(self, capacity: int = 1024, event_capacity: int = 65536) -> None:
+        self.n = 0
+        self.arrays: dict[str, npt.NDArray[Any]] = {
+            f: np.full(capacity, fill, dtype=dt) for f, dt, fill in _SERIES_FIELDS
+        }
+        # devices
+        self.devices: list[str] = []
+        self.device_ids: dict[str, int] = {}
+        self.last_seen: list[int] = []
+        self.synced: list[bool] = []
+        self.stats = np.zeros((16, len(Stat)), dtype=np.int64)
+        # ports
+        self.n_ports = 0
+        self.port_names: list[str] = []
+        self.port_dev = np.full(256, -1, dtype=np.int32)
+        self.ports_of: list[dict[str, int]] = []
+        # codes: (leaf, index) pairs
+        self.codes: list[tuple[str, str | None]] = []
+        self.code_ids: dict[tuple[str, str | None], int] = {}
+        self.code_kind = np.zeros(64, dtype=np.uint8)
+        self.slots = np.full((256, 64), -1, dtype=np.int32)
+        # interned strings for ENUM/TEXT values; id 0 means "none"
+        self.strings: list[str] = [""]
+        self.string_ids: dict[str, int] = {"": 0}
+        # events ring (ENUM changes); ev_total counts every event ever appended
+        self.ev_cap = event_capacity
+        self.ev_series = np.zeros(event_capacity, dtype=np.int32)
+        self.ev_value = np.zeros(event_capacity, dtype=np.int32)
+        self.ev_prev = np.zeros(event_capacity, dtype=np.int32)
+        self.ev_ts = np.zeros(event_capacity, dtype=np.int64)
+        self.ev_total = 0
+        self._shared = False  # a snapshot holds views of the current arrays: copy before writing
+
+    # --- interning ---------------------------------------------------------------------------------------
+    def device_id(self, name: str) -> int:
+        d = self.device_ids.get(name)
+        if d is None:
+            self._unshare()
+            d = self.device_ids[name] = len(self.devices)
+            self.devices.append(name)
+            self.last_seen.append(NEVER)
+            self.synced.append(False)
+            self.ports_of.append({})
+            if d >= len(self.stats):
+                self.stats = _grow(self.stats, 2 * len(self.stats), 0)
+        return d
+
+    def port_row(self, device: int, port: str) -> int:
+        row = self.ports_of[device].get(port)
+        if row is None:
+            self._unshare()
+            row = self.ports_of[device][port] = self.n_ports
+            self.port_names.append(port)
+            if row >= len(self.port_dev):
+                self.port_dev = _grow(self.port_dev, 2 * len(self.port_dev), -1)
+                self.slots = _grow(self.slots, len(self.port_dev), -1)
+            self.port_dev[row] = device
+            self.n_ports += 1
+        return row
+
+    def code(self, leaf: str, index: str | None) -> int:
+        key = (leaf, index)
+        c = self.code_ids.get(key)
+        if c is None:
+            self._unshare()
+            c = self.code_ids[key] = len(self.codes)
+            if c >= 0xFFFF:
+                raise OverflowError("more than 65535 distinct leaf/index pairs")
+            self.codes.append(key)
+            if c >= len(self.code_kind):
+                self.code_kind = _grow(self.code_kind, 2 * len(self.code_kind), 0)
+                wider = np.full((len(self.slots), len(self.code_kind)), -1, dtype=np.int32)
+                wider[:, : self.slots.shape[1]] = self.slots
+                self.slots = wider
+            self.code_kind[c] = LEAF[leaf].kind
+        return c
+
+    def intern(self, text: str) -> int:
+        i = self.string_ids.get(text)
+        if i is None:
+            i = self.string_ids[text] = len(self.strings)
+            self.strings.append(text)
+        return i
+
+    def series_at(self, rows: I64, codes: I64) -> I64:
+        """Series rows of (port row, code) pairs, allocating the new ones."""
+        sidx: I64 = self.slots[rows, codes].astype(np.int64)
+        new = sidx < 0
+        if new.any():
+            self._unshare()
+            for r, c in zip(rows[new].tolist(), codes[new].tolist(), strict=True):
+                if self.slots[r, c] < 0:
+                    self.slots[r, c] = self._alloc(r, c)
+            sidx = self.slots[rows, codes].astype(np.int64)
+        return sidx
+
+    def _alloc(self, row: int, code: int) -> int:
+        i = self.n
+        if i >= len(self.arrays["value"]):
+            size = 2 * len(self.arrays["value"])
+            self.arrays = {f: _grow(self.arrays[f], size, fill) for f, _, fill in _SERIES_FIELDS}
+        self.arrays["s_port"][i] = row
+        self.arrays["s_code"][i] = code
+        self.n += 1
+        return i
+
+    def _unshare(self) -> None:
+        if self._shared:
+            self.arrays = {f: a.copy() for f, a in self.arrays.items()}
+            self.stats = self.stats.copy()
+            self.port_dev = self.port_dev.copy()
+            self.slots = self.slots.copy()
+            self.code_kind = self.code_kind.copy()
+            self.ev_series, self.ev_value = self.ev_series.copy(), self.ev_value.copy()
+            self.ev_prev, self.ev_ts = self.ev_prev.copy(), self.ev_ts.copy()
+            self._shared = False
+
+    # --- writes ------------------------------------------------------------------------------------------
+    def devices_of(self, sidx: I64) -> I64:
+        out: I64 = self.port_dev[self.arrays["s_port"][sidx]].astype(np.int64)
+        return out
+
+    def count(self, device: int, stat: Stat, n: int = 1) -> None:
+        self._unshare()
+        self.stats[device, stat] += n
+
+    def count_many(self, devices: I64, stat: Stat) -> None:
+        if len(devices):
+            self._unshare()
+            np.add.at(self.stats[:, stat], devices, 1)
+
+    def seen(self, device: int, ts: int) -> None:
+        if ts > self.last_seen[device]:
+            self.last_seen[device] = ts
+
+    def write_counters(self, sidx: I64, values: U64, ts: I64) -> None:
+        for idx, v, t in _rounds(sidx, values, ts):
+            self._counters(idx, v, t)
+
+    def write_gauges(self, sidx: I64, values: F64, ts: I64) -> None:
+        for idx, v, t in _rounds(sidx, values, ts):
+            ok = self._order(idx, t)
+            a = self.arrays
+            idx, t = idx[ok], t[ok]
+            a["prev_ts"][idx] = a["ts"][idx]
+            a["ts"][idx] = t
+            a["gauge"][idx] = v[ok]
+
+    def _order(self, idx: I64, t: I64) -> npt.NDArray[np.bool_]:
+        """Mask of samples newer than the stored one; duplicates and older ones are counted."""
+        self._unshare()
+        last = self.arrays["ts"][idx]
+        ok: npt.NDArray[np.bool_] = t > last
+        if not ok.all():
+            self.count_many(self.devices_of(idx[t == last]), Stat.DUPLICATES)
+            self.count_many(self.devices_of(idx[t < last]), Stat.OUT_OF_ORDER)
+        return ok
+
+    def _counters(self, idx: I64, v: U64, t: I64) -> None:
+        ok = self._order(idx, t)
+        if not ok.all():
+            idx, v, t = idx[ok], v[ok], t[ok]
+        a = self.arrays
+        lt = a["ts"][idx]
+        lv = a["value"][idx]
+        fresh = lt == NEVER
+        delta = v - lv  # uint64: modular
+        drop = v < lv
+        wrap = drop & (delta < WRAP_WINDOW)
+        reset = drop & ~wrap
+        unknown = fresh | reset
+        with np.errstate(invalid="ignore", divide="ignore"):
+            rate = delta.astype(np.float64) * 1e9 / (t - lt).astype(np.float64)
+        rate[unknown] = NAN
+        a["prev_value"][idx] = np.where(unknown, np.uint64(0), lv)
+        a["prev_ts"][idx] = np.where(unknown, NEVER, lt)
+        a["value"][idx] = v
+        a["ts"][idx] = t
+        a["rate"][idx] = rate
+        if reset.any():
+            self.count_many(self.devices_of(idx[reset]), Stat.RESETS)
+        if wrap.any():
+            self.count_many(self.devices_of(idx[wrap]), Stat.WRAPS)
+
+    def write_state(self, i: int, text: str, ts: int) -> None:
+        """An ENUM or TEXT value; ENUM changes (and the first value) become events."""
+        self._unshare()
+        a = self.arrays
+        last = int(a["ts"][i])
+        if ts <= last:
+            dev = int(self.port_dev[a["s_port"][i]])
+            self.stats[dev, Stat.DUPLICATES if ts == last else Stat.OUT_OF_ORDER] += 1
+            return
+        new = self.intern(text)
+        old = int(a["value"][i]) if last != NEVER else 0
+        if self.code_kind[a["s_code"][i]] == Kind.ENUM and (new != old or last == NEVER):
+            k = self.ev_total % self.ev_cap
+            self.ev_series[k], self.ev_value[k], self.ev_prev[k], self.ev_ts[k] = i, new, old, ts
+            self.ev_total += 1
+        a["prev_value"][i], a["prev_ts"][i] = old, last
+        a["value"][i], a["ts"][i] = new, ts
+
+    def clear(self, sidx: I64) -> None:
+        """Forget series (a deleted path): the next sample is a new baseline."""
+        self._unshare()
+        for f, _, fill in _SERIES_FIELDS:
+            if f not in ("s_port", "s_code"):
+                self.arrays[f][sidx] = fill
+
+    def port_series(self, row: int) -> I64:
+        s = self.slots[row]
+        out: I64 = s[s >= 0].astype(np.int64)
+        return out
+
+    # --- reads -------------------------------------------------------------------------------------------
+    def snapshot(self) -> Snapshot:
+        """A consistent read-only view; O(1) for arrays (copy-on-write: the store copies before its next write)."""
+        self._shared = True
+        n = self.n
+
+        def ro(a: npt.NDArray[Any]) -> npt.NDArray[Any]:
+            v = a.view()
+            v.flags.writeable = False
+            return v
+
+        a = {f: ro(arr[:n]) for f, arr in self.arrays.items()}
+        return Snapshot(
+            value=a["value"],
+            gauge=a["gauge"],
+            ts=a["ts"],
+            prev_value=a["prev_value"],
+            prev_ts=a["prev_ts"],
+            rate=a["rate"],
+            series_port=a["s_port"],
+            series_code=a["s_code"],
+            port_dev=ro(self.port_dev[: self.n_ports]),
+            slots=ro(self.slots[: self.n_ports]),
+            code_kind=ro(self.code_kind[: len(self.codes)]),
+            devices=tuple(self.devices),
+            port_names=tuple(self.port_names),
+            codes=tuple(self.codes),
+            strings=tuple(self.strings),
+            last_seen=tuple(self.last_seen),
+            synced=tuple(self.synced),
+            stats=ro(self.stats[: len(self.devices)]),
+            events=(ro(self.ev_series), ro(self.ev_value), ro(self.ev_prev), ro(self.ev_ts), self.ev_total),
+        )
+
+    def stale(self, device: str, now: int, interval: int) -> bool:
+        d = self.device_ids.get(device)
+        return d is None or _stale(self.last_seen[d], now, interval)
+
+
+def _stale(last_seen: int, now: int, interval: int) -> bool:
+    """Stale once nothing (update, heartbeat, sync) arrived for 3 intervals, or never."""
+    return last_seen == NEVER or now - last_seen > 3 * interval
+
+
+def _rounds(sidx: I64, v: npt.NDArray[Any], ts: I64) -> Iterator[tuple[I64, npt.NDArray[Any], I64]]:
+    """Split a batch so each round touches a series at most once, keeping arrival order per series."""
+    n = len(sidx)
+    if n < 2:
+        yield sidx, v, ts
+        return
+    order = np.argsort(sidx, kind="stable")
+    s = sidx[order]
+    first = np.empty(n, dtype=bool)
+    first[0] = True
+    np.not_equal(s[1:], s[:-1], out=first[1:])
+    if first.all():
+        yield sidx, v, ts
+        return
+    pos = np.arange(n)
+    rank_sorted = pos - np.maximum.accumulate(np.where(first, pos, 0))
+    rank = np.empty(n, dtype=np.int64)
+    rank[order] = rank_sorted
+    for r in range(int(rank_sorted.max()) + 1):
+        m = rank == r
+        yield sidx[m], v[m], ts[m]
+
+
+@dataclass(frozen=True, eq=False)
+class Snapshot:
+    """What detectors read: arrays indexed by series row, and the index to find rows. Immutable."""
+
+    value: U64
+    gauge: F64
+    ts: I64
+    prev_value: U64
+    prev_ts: I64
+    rate: F64
+    series_port: npt.NDArray[np.int32]
+    series_code: npt.NDArray[np.uint16]
+    port_dev: npt.NDArray[np.int32]
+    slots: npt.NDArray[np.int32]
+    code_kind: npt.NDArray[np.uint8]
+    devices: tuple[str, ...]
+    port_names: tuple[str, ...]
+    codes: tuple[tuple[str, str | None], ...]
+    strings: tuple[str, ...]
+    last_seen: tuple[int, ...]
+    synced: tuple[bool, ...]
+    stats: I64
+    events: tuple[Any, Any, Any, Any, int]
+
+    def __len__(self) -> int:
+        return len(self.value)
+
+    @cached_property
+    def _device_ids(self) -> dict[str, int]:
+        return {d: i for i, d in enumerate(self.devices)}
+
+    @cached_property
+    def _ports(self) -> dict[tuple[int, str], int]:
+        return {(int(d), p): r for r, (d, p) in enumerate(zip(self.port_dev.tolist(), self.port_names, strict=True))}
+
+    @cached_property
+    def _codes_of_leaf(self) -> dict[str, list[int]]:
+        out: dict[str, list[int]] = {}
+        for c, (leaf, _) in enumerate(self.codes):
+            out.setdefault(leaf, []).append(c)
+        return out
+
+    def _code(self, leaf: str, index: str | int | None) -> int | None:
+        want = None if index is None else str(index)
+        for c in self._codes_of_leaf.get(leaf, ()):
+            if self.codes[c][1] == want:
+                return c
+        return None
+
+    def find(self, device: str, port: str, leaf: str, index: str | int | None = None) -> int | None:
+        """The series row of one leaf, e.g. find("leaf-g0-r0", "Ethernet1/1", "pfc.in-frames", 3)."""
+        d = self._device_ids.get(device)
+        row = None if d is None else self._ports.get((d, port))
+        c = self._code(leaf, index)
+        if row is None or c is None or c >= self.slots.shape[1]:
+            return None
+        i = int(self.slots[row, c])
+        return i if 0 <= i < len(self) else None
+
+    def select(
+        self,
+        device: str | None = None,
+        port: str | None = None,
+        leaf: str | None = None,
+        index: str | int | None = None,
+    ) -> I64:
+        """Series rows matching every given field (vectorised; use it for fabric-wide detectors)."""
+        mask = np.ones(len(self), dtype=bool)
+        if device is not None:
+            d = self._device_ids.get(device, -1)
+            mask &= self.port_dev[self.series_port] == d
+        if port is not None:
+            rows = [r for r, p in enumerate(self.port_names) if p == port]
+            mask &= np.isin(self.series_port, rows)
+        if leaf is not None or index is not None:
+            want = None if index is None else str(index)
+            ok = [c for c, (lf, ix) in enumerate(self.codes) if leaf in (None, lf) and (index is None or ix == want)]
+            mask &= np.isin(self.series_code, ok)
+        return np.flatnonzero(mask).astype(np.int64)
+
+    def key(self, i: int) -> tuple[str, str, str, str | None]:
+        row = int(self.series_port[i])
+        leaf, index = self.codes[int(self.series_code[i])]
+        return self.devices[int(self.port_dev[row])], self.port_names[row], leaf, index
+
+    def path(self, i: int) -> str:
+        _, port, leaf, index = self.key(i)
+        return render(port, leaf, index)
+
+    def kind(self, i: int) -> Kind:
+        return Kind(int(self.code_kind[int(self.series_code[i])]))
+
+    def text(self, i: int) -> str | None:
+        """Current value of an ENUM/TEXT series (None before the first sample)."""
+        return None if self.ts[i] == NEVER else self.strings[int(self.value[i])]
+
+    def current(self, i: int) -> int | float | str | None:
+        if self.ts[i] == NEVER:
+            return None
+        k = self.kind(i)
+        if k == Kind.COUNTER:
+            return int(self.value[i])
+        return float(self.gauge[i]) if k == Kind.GAUGE else self.strings[int(self.value[i])]
+
+    def delta(self, idx: I64) -> F64:
+        """value - previous (modulo 2**64, so wraps are right); NaN where no previous sample in this epoch."""
+        d = (self.value[idx] - self.prev_value[idx]).astype(np.float64)
+        d[self.prev_ts[idx] == NEVER] = NAN
+        return d
+
+    def events_since(self, ts: int) -> list[StateEvent]:
+        """ENUM changes (oper/admin status) with timestamp >= ts still in the ring, oldest first."""
+        ser, val, prev, ets, total = self.events
+        cap = len(ets)
+        out = []
+        for j in range(max(0, total - cap), total):
+            k = j % cap
+            t = int(ets[k])
+            if t >= ts:
+                dev, port, leaf, _ = self.key(int(ser[k]))
+                p = int(prev[k])
+                out.append(StateEvent(dev, port, leaf, self.strings[int(val[k])], self.strings[p] if p else None, t))
+        out.sort(key=lambda e: e.ts)
+        return out
+
+    def stat(self, device: str, stat: Stat) -> int:
+        d = self._device_ids.get(device)
+        return 0 if d is None else int(self.stats[d, stat])
+
+    def stale(self, device: str, now: int, interval: int) -> bool:
+        d = self._device_ids.get(device)
+        return d is None or _stale(self.last_seen[d], now, interval)

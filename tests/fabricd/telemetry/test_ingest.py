@@ -1,0 +1,282 @@
+"""Counter rules, events, bad input and snapshots, all through the ingestion path (bytes in, store out)."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pytest
+from pygnmi.spec.v080 import gnmi_pb2
+
+from fabricd.telemetry import CounterStore, Ingestor, Stat
+from fabricd.telemetry.store import NEVER
+
+from . import IF, QOS, T0, S, notification
+
+DEV = "leaf-g0-r0"
+PORT = "Ethernet1/1"
+FCS = "/state/counters/in-fcs-errors"
+PFC3 = "/ethernet/pfc/priorities/priority[index=3]/state/in-frames"
+TOP = 2**64
+
+
+def feed(samples: list[tuple[int, Any]], rel: str = FCS) -> tuple[Ingestor, Any]:
+    ing = Ingestor(CounterStore(capacity=4))
+    for ts, v in samples:
+        ing.ingest(notification(DEV, ts, IF.format(port=PORT), [(rel, v)]), DEV)
+    snap = ing.snapshot()
+    return ing, snap
+
+
+# (samples (seconds after T0, value), last value, rate, prev_ts known, resets, wraps, duplicates, out of order)
+COUNTER_CASES = {
+    "first sample: baseline only": ([(0, 100)], 100, math.nan, False, 0, 0, 0, 0),
+    "steady": ([(0, 100), (10, 200), (20, 400)], 400, 20.0, True, 0, 0, 0, 0),
+    "reset to zero": ([(0, 5000), (10, 6000), (20, 10)], 10, math.nan, False, 1, 0, 0, 0),
+    "after a reset the new baseline counts": ([(0, 5000), (10, 10), (20, 110)], 110, 10.0, True, 1, 0, 0, 0),
+    "64-bit wrap": ([(0, TOP - 100), (10, 900)], 900, 100.0, True, 0, 1, 0, 0),
+    "near top but a big drop is a reset": ([(0, TOP - 100), (10, 2**60)], 2**60, math.nan, False, 1, 0, 0, 0),
+    "duplicate timestamp ignored": ([(0, 100), (10, 200), (10, 999)], 200, 10.0, True, 0, 0, 1, 0),
+    "out of order ignored": ([(0, 100), (20, 300), (10, 150)], 300, 10.0, True, 0, 0, 0, 1),
+    "unchanged counter: rate 0": ([(0, 7), (1, 7)], 7, 0.0, True, 0, 0, 0, 0),
+}
+
+
+@pytest.mark.parametrize("case", COUNTER_CASES.values(), ids=COUNTER_CASES.keys())
+def test_counter_rules(case: tuple[Any, ...]) -> None:
+    samples, value, rate, has_prev, resets, wraps, dups, ooo = case
+    _, snap = feed([(T0 + s * S, v) for s, v in samples])
+    i = snap.find(DEV, PORT, "if.in-fcs-errors")
+    assert i is not None
+    assert int(snap.value[i]) == value
+    got = float(snap.rate[i])
+    assert (math.isnan(got) and math.isnan(rate)) or got == pytest.approx(rate)
+    assert not got < 0
+    assert (snap.prev_ts[i] != NEVER) == has_prev
+    assert snap.stat(DEV, Stat.RESETS) == resets
+    assert snap.stat(DEV, Stat.WRAPS) == wraps
+    assert snap.stat(DEV, Stat.DUPLICATES) == dups
+    assert snap.stat(DEV, Stat.OUT_OF_ORDER) == ooo
+
+
+def test_same_series_twice_in_one_batch_applies_in_order() -> None:
+    ing = Ingestor(CounterStore())
+    for k, v in enumerate((100, 200, 400, 50)):  # the last one is a reset
+        ing.ingest(notification(DEV, T0 + k * S, IF.format(port=PORT), [(FCS, v)]), DEV)
+    snap = ing.snapshot()  # one flush holds all four
+    i = snap.find(DEV, PORT, "if.in-fcs-errors")
+    assert i is not None and int(snap.value[i]) == 50 and math.isnan(snap.rate[i])
+    assert snap.stat(DEV, Stat.RESETS) == 1
+
+
+def test_pfc_queue_and_gauges_are_found_by_port_leaf_index() -> None:
+    ing = Ingestor(CounterStore())
+    xcvr = "/components/component[name=Ethernet1/1 transceiver]"
+    optics = "/transceiver/physical-channels/channel[index=0]/state/input-power/instant"
+    for k in range(2):
+        ts = T0 + k * S
+        ing.ingest(notification(DEV, ts, IF.format(port=PORT), [(PFC3, 1000 * k), (FCS, 0)]), DEV)
+        ing.ingest(
+            notification(DEV, ts, QOS.format(port=PORT), [("/output/queues/queue[name=3]/state/transmit-pkts", 5 * k)]),
+            DEV,
+        )
+        ing.ingest(notification(DEV, ts, xcvr, [(optics, -2.5)]), DEV)
+    snap = ing.snapshot()
+    pfc = snap.find(DEV, PORT, "pfc.in-frames", 3)
+    q = snap.find(DEV, PORT, "queue.transmit-pkts", "3")
+    rx = snap.find(DEV, PORT, "optics.input-power", 0)
+    assert pfc is not None and q is not None and rx is not None
+    assert snap.rate[pfc] == 1000.0 and snap.rate[q] == 5.0
+    assert snap.gauge[rx] == -2.5 and snap.current(rx) == -2.5
+    assert snap.path(pfc) == IF.format(port=PORT) + PFC3
+    assert set(snap.select(device=DEV, leaf="pfc.in-frames").tolist()) == {pfc}
+    assert len(snap.select(port=PORT)) == 4
+    assert snap.find(DEV, PORT, "pfc.in-frames", 4) is None
+
+
+def test_oper_status_events_with_timestamps() -> None:
+    ing = Ingestor(CounterStore())
+    oper = "/state/oper-status"
+    for k, v in enumerate(("UP", "UP", "DOWN", "UP")):
+        ing.ingest(notification(DEV, T0 + k * S, IF.format(port=PORT), [(oper, v)]), DEV)
+    snap = ing.snapshot()
+    ev = [(e.port, e.leaf, e.previous, e.value, e.ts) for e in snap.events_since(T0)]
+    assert ev == [
+        (PORT, "oper-status", None, "UP", T0),
+        (PORT, "oper-status", "UP", "DOWN", T0 + 2 * S),
+        (PORT, "oper-status", "DOWN", "UP", T0 + 3 * S),
+    ]
+    assert [e.value for e in snap.events_since(T0 + 2 * S + 1)] == ["UP"]
+    i = snap.find(DEV, PORT, "oper-status")
+    assert i is not None and snap.text(i) == "UP"
+
+
+def test_event_ring_is_bounded() -> None:
+    ing = Ingestor(CounterStore(event_capacity=4))
+    for k in range(10):
+        ing.ingest(
+            notification(DEV, T0 + k, IF.format(port=PORT), [("/state/oper-status", "UP" if k % 2 else "DOWN")]), DEV
+        )
+    assert [e.ts for e in ing.snapshot().events_since(0)] == [T0 + k for k in range(6, 10)]
+
+
+def test_unknown_paths_counted_and_ignored() -> None:
+    ing = Ingestor(CounterStore())
+    for k in range(3):
+        ing.ingest(notification(DEV, T0 + k, IF.format(port=PORT), [("/state/counters/brand-new", 1), (FCS, 1)]), DEV)
+    ing.ingest(notification(DEV, T0 + 5, "/system/state", [("/hostname", "x")]), DEV)
+    snap = ing.snapshot()
+    assert snap.stat(DEV, Stat.UNKNOWN) == 4
+    assert len(snap) == 1
+
+
+def _tv(**kw: Any) -> Any:
+    return gnmi_pb2.TypedValue(**kw)
+
+
+def test_value_encodings() -> None:
+    ing = Ingestor(CounterStore())
+    rel_gauge = "/ethernet/phys/phy[index=1]/ingress/fec/state/pre-fec-ber"
+    encodings = [
+        _tv(uint_val=10),
+        _tv(int_val=20),
+        _tv(json_ietf_val=b'"30"'),
+        _tv(json_val=b"40"),
+    ]
+    for k, tv in enumerate(encodings):
+        ing.ingest(
+            notification(DEV, T0 + k * S, IF.format(port=PORT), [(FCS, tv), (rel_gauge, _tv(float_val=0.5))]), DEV
+        )
+    snap = ing.snapshot()
+    i = snap.find(DEV, PORT, "if.in-fcs-errors")
+    g = snap.find(DEV, PORT, "fec.pre-fec-ber", 1)
+    assert i is not None and g is not None
+    assert int(snap.value[i]) == 40 and snap.rate[i] == 10.0
+    assert snap.gauge[g] == 0.5
+    assert snap.stat(DEV, Stat.MALFORMED) == 0
+
+
+BAD = {
+    "garbage bytes": b"\xff\xfe\x00garbage",
+    "truncated": notification(DEV, T0, IF.format(port=PORT), [(FCS, 5)])[:-3],
+    "string for a counter": notification(DEV, T0, IF.format(port=PORT), [(FCS, "lots")]),
+    "negative int for a counter": notification(DEV, T0, IF.format(port=PORT), [(FCS, _tv(int_val=-5))]),
+    "double for a counter": notification(DEV, T0, IF.format(port=PORT), [(FCS, 5.0)]),
+    "bool for a counter": notification(DEV, T0, IF.format(port=PORT), [(FCS, _tv(bool_val=True))]),
+    "number for oper-status": notification(DEV, T0, IF.format(port=PORT), [("/state/oper-status", 1)]),
+    "missing val": notification(DEV, T0, IF.format(port=PORT), [(FCS, None)]),
+    "huge path": notification(DEV, T0, IF.format(port=PORT), [("/state/counters/" + "x" * 5000, 1)]),
+    "huge prefix": notification(DEV, T0, IF.format(port="E" * 5000), [(FCS, 1)]),
+    "zero timestamp": notification(DEV, 0, IF.format(port=PORT), [(FCS, 1)]),
+    "empty message": b"",
+}
+
+
+@pytest.mark.parametrize("data", BAD.values(), ids=BAD.keys())
+def test_malformed_input_is_counted_never_raises(data: bytes) -> None:
+    ing = Ingestor(CounterStore())
+    ing.ingest(notification(DEV, T0 - S, IF.format(port=PORT), [(FCS, 1)]), DEV)
+    ing.ingest(data, DEV, now=T0)
+    ing.ingest(notification(DEV, T0 + S, IF.format(port=PORT), [(FCS, 11)]), DEV)
+    snap = ing.snapshot()
+    assert snap.stat(DEV, Stat.MALFORMED) == 1
+    i = snap.find(DEV, PORT, "if.in-fcs-errors")
+    assert i is not None and int(snap.value[i]) == 11
+    assert snap.rate[i] == 5.0  # the bad message left no trace in the rate
+
+
+def test_malformed_logged_once_per_device_per_minute(caplog: pytest.LogCaptureFixture) -> None:
+    ing = Ingestor(CounterStore())
+    for k in range(5):
+        ing.ingest(b"\xff" * 8, DEV, now=T0 + k * S)
+    ing.ingest(b"\xff" * 8, DEV, now=T0 + 61 * S)
+    ing.ingest(b"\xff" * 8, "other", now=T0)
+    assert len(caplog.records) == 3
+    assert ing.snapshot().stat(DEV, Stat.MALFORMED) == 6
+
+
+def test_fast_and_protobuf_paths_agree() -> None:
+    """The raw walker and the protobuf parser must give the same store (the second gets unusual field order)."""
+    msgs = []
+    for k in range(4):
+        msgs.append(notification(DEV, T0 + k * S, IF.format(port=PORT), [(FCS, 100 * k * k), (PFC3, 2**64 - 10 + k)]))
+    fast = Ingestor(CounterStore())
+    for m in msgs:
+        fast.ingest(m, DEV)
+    slow = Ingestor(CounterStore())
+    for m in msgs:
+        slow._general(m, DEV, None)  # the reference path
+    a, b = fast.snapshot(), slow.snapshot()
+    for f in ("value", "ts", "prev_value", "prev_ts", "rate"):
+        assert str(getattr(a, f).tolist()) == str(getattr(b, f).tolist())
+    assert a.stats.tolist() == b.stats.tolist()
+
+
+def test_sync_response_heartbeat_and_staleness() -> None:
+    ing = Ingestor(CounterStore())
+    assert ing.snapshot().stale(DEV, T0, 10 * S)
+    ing.ingest(gnmi_pb2.SubscribeResponse(sync_response=True), DEV)
+    ing.ingest(notification(DEV, T0, IF.format(port=PORT), [(FCS, 1)]), DEV)
+    snap = ing.snapshot()
+    assert snap.stat(DEV, Stat.SYNCS) == 1 and snap.synced[0]
+    assert not snap.stale(DEV, T0 + 30 * S, 10 * S)
+    assert snap.stale(DEV, T0 + 31 * S, 10 * S)
+    ing.ingest(gnmi_pb2.SubscribeResponse(update=gnmi_pb2.Notification(timestamp=T0 + 40 * S)), DEV)  # heartbeat
+    assert not ing.store.stale(DEV, T0 + 45 * S, 10 * S)
+
+
+def test_device_from_channel_when_prefix_has_no_target() -> None:
+    ing = Ingestor(CounterStore())
+    ing.ingest(notification(None, T0, IF.format(port=PORT), [(FCS, 1)]), "spine-r0-0")
+    ing.ingest(notification(None, T0, "", [(IF.format(port="Ethernet9/1") + FCS, 1)]), "spine-r0-0")
+    snap = ing.snapshot()
+    assert snap.find("spine-r0-0", PORT, "if.in-fcs-errors") is not None
+    assert snap.find("spine-r0-0", "Ethernet9/1", "if.in-fcs-errors") is not None
+
+
+def test_delete_starts_the_series_over() -> None:
+    ing = Ingestor(CounterStore())
+    ing.ingest(notification(DEV, T0, IF.format(port=PORT), [(FCS, 1000)]), DEV)
+    ing.ingest(notification(DEV, T0 + S, IF.format(port=PORT), [], deletes=("/",)), DEV)
+    ing.ingest(notification(DEV, T0 + 2 * S, IF.format(port=PORT), [(FCS, 5)]), DEV)
+    snap = ing.snapshot()
+    i = snap.find(DEV, PORT, "if.in-fcs-errors")
+    assert i is not None and int(snap.value[i]) == 5 and math.isnan(snap.rate[i])
+    assert snap.stat(DEV, Stat.DELETES) == 1 and snap.stat(DEV, Stat.RESETS) == 0
+
+
+def test_snapshot_does_not_change_after_more_ingestion() -> None:
+    ing = Ingestor(CounterStore(capacity=2))
+    ing.ingest(notification(DEV, T0, IF.format(port=PORT), [(FCS, 1), ("/state/oper-status", "UP")]), DEV)
+    ing.ingest(notification(DEV, T0 + S, IF.format(port=PORT), [(FCS, 3)]), DEV)
+    snap = ing.snapshot()
+    before = (
+        snap.value.tolist(),
+        str(snap.rate.tolist()),
+        snap.ts.tolist(),
+        len(snap.events_since(0)),
+        snap.stats.tolist(),
+    )
+    for k in range(2, 50):  # grows arrays, adds ports, events, and rewrites the same series
+        port = f"Ethernet{k}/1"
+        ing.ingest(notification(DEV, T0 + k * S, IF.format(port=port), [(FCS, k), ("/state/oper-status", "DOWN")]), DEV)
+        ing.ingest(
+            notification(
+                DEV,
+                T0 + k * S,
+                IF.format(port=PORT),
+                [(FCS, 10 * k), ("/state/oper-status", "DOWN" if k % 2 else "UP")],
+            ),
+            DEV,
+        )
+    ing.flush()
+    after = (
+        snap.value.tolist(),
+        str(snap.rate.tolist()),
+        snap.ts.tolist(),
+        len(snap.events_since(0)),
+        snap.stats.tolist(),
+    )
+    assert before == after
+    assert not snap.value.flags.writeable
+    assert len(ing.snapshot()) == 2 + 2 * 48
