@@ -19,16 +19,34 @@ def channel_for(access: DeviceAccess) -> grpc.Channel:
     return grpc.secure_channel(target, grpc.ssl_channel_credentials(root_certificates=root), options=options)
 
 
-def gnmi_capabilities(access: DeviceAccess, timeout_s: float = 5.0) -> list[str]:
-    """The gNMI versions/models the switch announces; raises DriverError if it does not answer."""
+def gnmi_streams(access: DeviceAccess, timeout_s: float = 5.0) -> int:
+    """Subscribe ONCE to every port's oper-status and wait for sync_response: proof that telemetry flows,
+    not just that the gRPC server accepts calls. Returns the number of updates; raises DriverError."""
     metadata = [("username", access.username), ("password", access.password.get_secret_value())]
+    path = gnmi_pb2.Path(
+        elem=[
+            gnmi_pb2.PathElem(name="interfaces"),
+            gnmi_pb2.PathElem(name="interface", key={"name": "*"}),
+            gnmi_pb2.PathElem(name="state"),
+            gnmi_pb2.PathElem(name="oper-status"),
+        ]
+    )
+    request = gnmi_pb2.SubscribeRequest(
+        subscribe=gnmi_pb2.SubscriptionList(
+            mode=gnmi_pb2.SubscriptionList.ONCE, subscription=[gnmi_pb2.Subscription(path=path)]
+        )
+    )
+    updates = 0
     with channel_for(access) as channel:
         stub = gnmi_pb2_grpc.gNMIStub(channel)
         try:
-            reply = stub.Capabilities(gnmi_pb2.CapabilityRequest(), metadata=metadata, timeout=timeout_s)
+            for response in stub.Subscribe(iter([request]), metadata=metadata, timeout=timeout_s):
+                if response.sync_response:
+                    return updates
+                updates += len(response.update.update)
         except grpc.RpcError as e:
             code = e.code().name if hasattr(e, "code") else "UNKNOWN"
             raise DriverError(
-                access.name, f"gNMI at {access.host}:{access.gnmi.port} does not answer ({code})"
+                access.name, f"gNMI at {access.host}:{access.gnmi.port} does not stream ({code})"
             ) from None
-    return [m.name for m in reply.supported_models]
+    raise DriverError(access.name, f"gNMI at {access.host}:{access.gnmi.port} ended the stream before sync_response")

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from drivers.base import ConfigRejectedError, DevicePlan, Driver, DriverError, Session, UnreachableError
-from drivers.gnmi_check import gnmi_capabilities
+from drivers.gnmi_check import gnmi_streams
 from drivers.inventory import DeviceAccess, Inventory
 from drivers.registry import get_driver
 from policies.intent import DeviceIntent
@@ -169,7 +169,7 @@ def _verify(session: Session, target: Target, up_before: dict[str, bool], option
     if lost:
         raise DriverError(target.device, f"verify: ports went down after commit: {', '.join(lost)}")
     if options.check_gnmi and target.access is not None:
-        gnmi_capabilities(target.access, timeout_s=min(10.0, options.timeout_s))
+        gnmi_streams(target.access, timeout_s=min(10.0, options.timeout_s))
 
 
 def _roll_back(session: Session, result: DeviceResult) -> None:

@@ -62,7 +62,33 @@ def _labels(device: Device) -> dict[str, str]:
     return labels
 
 
-def clab_topology(fabric: Fabric, spec: FabricSpec, *, image: str = CEOS_IMAGE) -> str:
+def ceos_startup_config(device: Device, fabric: Fabric) -> str:
+    """A cEOS startup config: hostname, routed data ports, gNMI and eAPI on, the lab user.
+
+    The user is containerlab's cEOS default (admin/admin, containerlab docs, kind arista_ceos), so nothing
+    secret is written here; change it before the lab leaves a laptop. gNMI: `transport grpc default` on port
+    6030 without TLS, as cEOS ships it (platforms.md). eAPI over HTTP so napalm can use transport http.
+    """
+    lines = [
+        f"hostname {device.name}",
+        "!",
+        "username admin privilege 15 role network-admin secret admin",
+        "!",
+        "management api http-commands",
+        "   protocol http",
+        "   no shutdown",
+        "!",
+        "management api gnmi",
+        "   transport grpc default",
+        "!",
+    ]
+    for port in sorted(fabric.ports(device.name), key=lambda p: [int(x) for x in re.findall(r"\d+", p)]):
+        lines += [f"interface {port}", "   no switchport", "!"]
+    lines += ["ip routing", "!", "end"]
+    return "\n".join(lines) + "\n"
+
+
+def clab_topology(fabric: Fabric, spec: FabricSpec, *, image: str = CEOS_IMAGE, startup_dir: str | None = None) -> str:
     """containerlab YAML: every local switch as a cEOS node and every link between two of them."""
     switches = fabric.switches()
     local = {d.name for d in switches}
@@ -94,7 +120,10 @@ def clab_topology(fabric: Fabric, spec: FabricSpec, *, image: str = CEOS_IMAGE) 
         "  nodes:" if switches else "  nodes: {}",
     ]
     for device in switches:
-        lines += [f"    {q(device.name)}:", f"      kind: {CLAB_KIND}", "      labels:"]
+        lines += [f"    {q(device.name)}:", f"      kind: {CLAB_KIND}"]
+        if startup_dir is not None:
+            lines.append(f"      startup-config: {q(f'{startup_dir}/{device.name}.cfg')}")
+        lines.append("      labels:")
         lines += [f"        {q(k)}: {q(v)}" for k, v in _labels(device).items()]
     if endpoints:
         lines.append("  links:")

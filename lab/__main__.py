@@ -1,0 +1,43 @@
+"""`python -m lab --spec S --state-dir D`: run the twin in the foreground (what `fabricd lab up` starts)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from pathlib import Path
+
+from topology.errors import FabricdError
+from topology.spec import load_spec
+
+from .service import TwinOptions, TwinProcess
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m lab", description="Run the fabricd twin in the foreground.")
+    parser.add_argument("--spec", required=True, type=Path, help="fabric spec (YAML)")
+    parser.add_argument("--state-dir", required=True, type=Path, help="where inventory, secret and logs go")
+    parser.add_argument("--base-address", default="127.42.0.1", help="first loopback address (one per switch)")
+    parser.add_argument("--port-offset", type=int, default=0, help="added to the gNMI/eAPI/SSH ports")
+    parser.add_argument("--probe-interval", type=float, default=5.0, help="seconds between host probe rounds")
+    args = parser.parse_args(argv)
+    try:
+        spec = load_spec(args.spec)
+        options = TwinOptions(args.state_dir, args.base_address, args.port_offset, args.probe_interval)
+        asyncio.run(TwinProcess(spec, options).run())
+    except FabricdError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    except OSError as e:
+        print(
+            f"error: {e} (is another twin running? `fabricd lab down`, or pick --base-address/--port-offset)",
+            file=sys.stderr,
+        )
+        return 2
+    except KeyboardInterrupt:
+        return 0
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,211 @@
+"""eAPI (JSON-RPC 2.0 `runCmds` over HTTP/1.1) for every twin switch, one listening socket per switch.
+
+Answers have EOS's shapes, which is what pyeapi (and so napalm's `eos` driver) parses: `result` is one entry per
+command (`{"output": text}` in text format); a failing command stops the request with error 1002, `message`
+"CLI command N of M 'x' failed: invalid command" and `data` holding the results so far plus `{"errors": [...]}`.
+Each request runs in a fresh privileged CLI session, as on EOS.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import binascii
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from .endpoints import Credentials, DeviceEndpoints
+from .eos_cli import CliError, CliSession
+from .eos_config import ConfigStore
+from .model import Twin
+
+MAX_BODY = 16 * 1024 * 1024
+_PARAMS = {"version", "cmds", "format", "autoComplete", "expandAliases", "timestamps", "includeErrorDetail"}
+_REASONS = {200: "OK", 400: "Bad Request", 401: "Unauthorized", 404: "Not Found", 405: "Method Not Allowed"}
+
+
+class _HttpError(Exception):
+    def __init__(self, status: int, body: str = ""):
+        super().__init__(status)
+        self.status = status
+        self.body = body
+
+
+@dataclass
+class EapiServers:
+    servers: dict[str, asyncio.Server]
+
+    def port(self, device: str) -> int:
+        port: int = self.servers[device].sockets[0].getsockname()[1]
+        return port
+
+    async def close(self) -> None:
+        for server in self.servers.values():
+            server.close()
+        for server in self.servers.values():
+            await server.wait_closed()
+
+
+async def start_eapi_servers(
+    twin: Twin, configs: ConfigStore, endpoints: dict[str, DeviceEndpoints], credentials: Credentials
+) -> EapiServers:
+    servers: dict[str, asyncio.Server] = {}
+    try:
+        for device, ep in endpoints.items():
+            if device not in configs.devices:
+                continue  # not an EOS switch: no eAPI
+            handler = _Handler(twin, configs, device, credentials)
+            try:
+                servers[device] = await asyncio.start_server(handler.serve, ep.host, ep.eapi_port)
+            except OSError as e:
+                raise OSError(
+                    e.errno, f"eAPI for {device}: cannot listen on {ep.host}:{ep.eapi_port}: {e.strerror}"
+                ) from e
+    except BaseException:
+        await EapiServers(servers).close()
+        raise
+    return EapiServers(servers)
+
+
+class _Handler:
+    def __init__(self, twin: Twin, configs: ConfigStore, device: str, credentials: Credentials):
+        self.twin = twin
+        self.configs = configs
+        self.device = device
+        self.credentials = credentials
+
+    async def serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while await self._one(reader, writer):
+                pass
+        except (ConnectionError, asyncio.IncompleteReadError, asyncio.LimitOverrunError):
+            pass
+        finally:
+            writer.close()
+
+    async def _one(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> bool:
+        """Serve one request; False when the connection should close."""
+        head = await reader.readuntil(b"\r\n\r\n") if not reader.at_eof() else b""
+        if not head:
+            return False
+        lines = head.decode("latin-1").split("\r\n")
+        try:
+            method, path, version = lines[0].split(" ", 2)
+        except ValueError:
+            await _send(writer, 400, "text/plain", b"bad request line", keep=False)
+            return False
+        headers = {k.strip().lower(): v.strip() for k, _, v in (ln.partition(":") for ln in lines[1:] if ln)}
+        length = int(headers.get("content-length", "0") or 0)
+        if length > MAX_BODY:
+            await _send(writer, 400, "text/plain", b"request too large", keep=False)
+            return False
+        body = await reader.readexactly(length) if length else b""
+        keep = version == "HTTP/1.1" and headers.get("connection", "").lower() != "close"
+        try:
+            self._authorise(headers.get("authorization", ""))
+            if path.split("?")[0] != "/command-api":
+                raise _HttpError(404, "Not Found")
+            if method != "POST":
+                raise _HttpError(405, "Only POST is supported")
+            answer = self.rpc(body)
+        except _HttpError as e:
+            extra = {"WWW-Authenticate": 'Basic realm="COMMAND-API"'} if e.status == 401 else {}
+            await _send(writer, e.status, "text/plain", e.body.encode(), keep, extra)
+            return keep
+        await _send(writer, 200, "application/json", json.dumps(answer).encode(), keep)
+        return keep
+
+    def _authorise(self, value: str) -> None:
+        scheme, _, encoded = value.partition(" ")
+        try:
+            user, _, password = base64.b64decode(encoded, validate=True).decode().partition(":")
+        except (binascii.Error, UnicodeDecodeError):
+            user, password = "", ""
+        if scheme.lower() != "basic" or not self.credentials.check(user, password):
+            raise _HttpError(401, "Unable to authenticate user: Bad username/password combination")
+
+    # --- JSON-RPC --------------------------------------------------------------------------------
+    def rpc(self, body: bytes) -> dict[str, Any]:
+        try:
+            req = json.loads(body)
+        except (ValueError, UnicodeDecodeError) as e:
+            return _rpc_error(None, -32700, f"Parse error: {e}")
+        if not isinstance(req, dict):
+            return _rpc_error(None, -32600, "Invalid Request: expected a JSON object")
+        rid = req.get("id")
+        if req.get("jsonrpc") != "2.0":
+            return _rpc_error(rid, -32600, "Invalid Request: jsonrpc must be '2.0'")
+        if req.get("method") != "runCmds":
+            return _rpc_error(rid, -32601, f"Method not found: {req.get('method')!r}")
+        params = req.get("params")
+        problem = _check_params(params)
+        if problem:
+            return _rpc_error(rid, -32602, problem)
+        assert isinstance(params, dict)
+        return self.run_cmds(rid, params["cmds"], params.get("format", "json") or "json", params)
+
+    def run_cmds(self, rid: Any, cmds: list[Any], fmt: str, params: dict[str, Any]) -> dict[str, Any]:
+        self.twin.advance()  # commit timers due by now fire before the commands run
+        cli = CliSession(
+            self.twin, self.configs, self.device, privileged=True, autocomplete=bool(params.get("autoComplete"))
+        )
+        results: list[dict[str, Any]] = []
+        for n, item in enumerate(cmds, 1):
+            cmd = item if isinstance(item, str) else str(item["cmd"])
+            try:
+                if fmt == "text":
+                    results.append({"output": cli.run(cmd)})
+                else:
+                    results.append(cli.run_json(cmd))
+            except CliError as e:
+                code = 1003 if e.reason == "unconverted command" else 1002
+                message = f"CLI command {n} of {len(cmds)} {cmd!r} failed: {e.reason}"
+                data = [*results, {"errors": [e.message.removeprefix("% ")]}]
+                return {"jsonrpc": "2.0", "id": rid, "error": {"code": code, "message": message, "data": data}}
+        return {"jsonrpc": "2.0", "id": rid, "result": results}
+
+
+def _check_params(params: Any) -> str | None:
+    if not isinstance(params, dict):
+        return "Invalid params: 'params' must be an object"
+    unknown = sorted(set(params) - _PARAMS)
+    if unknown:
+        return f"runCmds() got an unexpected keyword argument '{unknown[0]}'"
+    version = params.get("version", 1)
+    if version != "latest" and not (isinstance(version, int) and version >= 1):
+        return "Invalid params: 'version' must be a positive integer or 'latest'"
+    if params.get("format", "json") not in ("json", "text", None):
+        return "Invalid params: 'format' must be 'json' or 'text'"
+    cmds = params.get("cmds")
+    if not isinstance(cmds, list) or not cmds:
+        return "Invalid params: 'cmds' must be a non-empty list"
+    for c in cmds:
+        ok = isinstance(c, str) or (isinstance(c, dict) and isinstance(c.get("cmd"), str))
+        if not ok:
+            return "Invalid params: each command is a string or an object with 'cmd' (and optional 'input')"
+    return None
+
+
+def _rpc_error(rid: Any, code: int, message: str) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": rid, "error": {"code": code, "message": message}}
+
+
+async def _send(
+    writer: asyncio.StreamWriter,
+    status: int,
+    ctype: str,
+    body: bytes,
+    keep: bool,
+    extra: dict[str, str] | None = None,
+) -> None:
+    headers = {
+        "Content-Type": ctype,
+        "Content-Length": str(len(body)),
+        "Connection": "keep-alive" if keep else "close",
+        **(extra or {}),
+    }
+    head = f"HTTP/1.1 {status} {_REASONS.get(status, 'Error')}\r\n"
+    head += "".join(f"{k}: {v}\r\n" for k, v in headers.items()) + "\r\n"
+    writer.write(head.encode("latin-1") + body)
+    await writer.drain()

@@ -1,0 +1,428 @@
+"""One EOS CLI session on one twin switch: modes, prompts, config sessions and `show` commands.
+
+eAPI runs each request in a fresh `CliSession` (privileged, as EOS does per request); the SSH server keeps one per
+login. Config-related commands are answered here; the other `show` commands come from `eos_show`. Servers advance
+the twin before running commands, so commit timers fire and counters are current.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from . import eos_show
+from .eos_config import (
+    ConfigCursor,
+    ConfigStore,
+    DeviceConfig,
+    Node,
+    render_json,
+    render_text,
+    sanitize,
+    unified_diff,
+)
+from .eos_grammar import CliError, canonical_interface, short_interface
+from .model import Twin
+
+__all__ = ["CliError", "CliSession"]
+
+Json = dict[str, Any]
+
+# Keywords EOS completes from a unique prefix (`sh run`, `conf t`, `wr mem`); arguments are left alone.
+_VOCAB: dict[str, Any] = {
+    "show": {
+        "running-config": {"all": {}, "sanitized": {}, "interfaces": {}},
+        "startup-config": {},
+        "session-config": {"named": {}, "diffs": {}},
+        "configuration": {"sessions": {"detail": {}}},
+        "version": {},
+        "hostname": {},
+        "interfaces": {"status": {}, "counters": {"errors": {}}, "transceiver": {}},
+        "lldp": {"neighbors": {"detail": {}}},
+        "priority-flow-control": {"counters": {"detail": {}}},
+    },
+    "configure": {"terminal": {}, "session": {}, "replace": {}},
+    "copy": {"running-config": {}, "startup-config": {}},
+    "write": {"memory": {}},
+    "enable": {},
+    "disable": {},
+    "terminal": {"length": {}, "width": {}},
+    "exit": {},
+}
+# In configuration modes `en` is `end` (exec's `enable`/`disable`/`copy` do not exist there).
+_CONFIG_VOCAB: dict[str, Any] = {
+    "show": _VOCAB["show"],
+    "configure": {"session": {}},
+    "exit": {},
+    "end": {},
+    "commit": {"timer": {}},
+    "abort": {},
+    "rollback": {"clean-config": {}},
+}
+_TIMER = re.compile(r"^(\d{1,2}):([0-5]\d):([0-5]\d)$")
+_MODE_LABELS = {
+    "mgmt-http": "mgmt-api-http-cmds",
+    "mgmt-gnmi": "mgmt-api-gnmi",
+}
+
+
+def expand(line: str, vocab: dict[str, Any]) -> str:
+    toks = line.split()
+    level = vocab
+    for i, tok in enumerate(toks):
+        if tok in level:
+            level = level[tok]
+            continue
+        hits = [k for k in level if k.startswith(tok.lower())]
+        if len(hits) != 1:
+            break
+        toks[i] = hits[0]
+        level = level[hits[0]]
+    return " ".join(toks)
+
+
+class CliSession:
+    def __init__(
+        self, twin: Twin, configs: ConfigStore, device: str, privileged: bool = False, autocomplete: bool = True
+    ):
+        self.twin = twin
+        self.dev: DeviceConfig = configs.device(device)
+        self.device = device
+        self.privileged = privileged
+        self.autocomplete = autocomplete
+        self.cursor: ConfigCursor | None = None
+        self.session: str | None = None  # config session this CLI is in (None: configure terminal)
+        self.closed = False
+
+    # --- prompt ----------------------------------------------------------------------------------
+    def prompt(self) -> str:
+        host = self.dev.hostname
+        if self.cursor is None:
+            return f"{host}{'#' if self.privileged else '>'}"
+        parts = ["config"]
+        if self.session is not None:
+            parts.append("s-" + self.session[:6])
+        label = self._mode_label()
+        if label:
+            parts.append(label)
+        return f"{host}({'-'.join(parts)})#"
+
+    def _mode_label(self) -> str:
+        assert self.cursor is not None
+        label = ""
+        for node in self.cursor.path[1:]:
+            arg = node.line.split()[-1]
+            if node.mode == "if":
+                label = "if-" + short_interface(arg)
+            elif node.mode == "txq":
+                label = f"{label}-txq-{arg}"
+            elif node.mode == "gnmi-transport":
+                label = "gnmi-transport-" + arg
+            elif node.mode == "qos-profile":
+                label = "qos-profile-" + arg
+            else:
+                label = _MODE_LABELS.get(node.mode or "", node.mode or "")
+        return label
+
+    # --- running commands ------------------------------------------------------------------------
+    def run(self, line: str) -> str:
+        """Run one line; its text output ("" for config lines). Raises CliError as EOS would reject it."""
+        line, pipes = self._split(line)
+        if not line:
+            return ""
+        if line.split()[0] != "show":
+            return self._command(line)
+        out = self._show(line, as_json=False)
+        if out is None:
+            raise _invalid(line.split(), 1)
+        assert isinstance(out, str)
+        for kind, arg in pipes:
+            out = _filter(out, kind, arg, lambda: self._show_json(line))
+        return out
+
+    def run_json(self, line: str) -> Json:
+        """Run one line for eAPI `format: json`: a config or exec command answers `{}`."""
+        line, pipes = self._split(line)
+        if not line:
+            return {}
+        if line.split()[0] == "show":
+            if any(kind != "json" for kind, _ in pipes):
+                raise CliError("% Output pipes are not supported in JSON mode", "unconverted command")
+            return self._show_json(line)
+        out = self._command(line)
+        return {"messages": [out.strip()]} if out.strip() else {}
+
+    def _split(self, line: str) -> tuple[str, list[tuple[str, str]]]:
+        line = " ".join(line.split())
+        if not line or line.startswith("!"):
+            return "", []
+        if self.autocomplete:
+            line = expand(line, _VOCAB if self.cursor is None else _CONFIG_VOCAB)
+        if not line.startswith("show ") or " | " not in line:
+            return line, []
+        base, *rest = line.split(" | ")
+        pipes = []
+        for p in rest:
+            kind, _, arg = p.partition(" ")
+            full = next(
+                (k for k in ("json", "section", "include", "exclude", "begin", "no-more") if k.startswith(kind)), None
+            )
+            if full is None or not kind:
+                raise CliError(f"% Invalid input (at token 0: '{kind}')", "invalid command", 0)
+            pipes.append((full, arg))
+        return base, pipes
+
+    def _command(self, line: str) -> str:
+        toks = line.split()
+        word = toks[0]
+        if word == "terminal" and len(toks) == 3 and toks[1] in ("length", "width") and toks[2].isdigit():
+            return ""
+        if word in ("exit", "logout", "quit") and self.cursor is None:
+            self.closed = True
+            return ""
+        if not self.privileged:
+            if line == "enable":
+                self.privileged = True
+                return ""
+            raise CliError(f"% Invalid input (privileged mode required) (at token 0: '{word}')", "invalid command", 0)
+        if self.cursor is not None:
+            return self._config_line(line, toks)
+        return self._exec(line, toks)
+
+    def _exec(self, line: str, toks: list[str]) -> str:
+        word = toks[0]
+        if line == "enable":
+            return ""
+        if line == "disable":
+            self.privileged = False
+            return ""
+        if line in ("configure", "configure terminal"):
+            self.cursor = ConfigCursor(self.dev.running, self.dev.physical, self.dev.sync)
+            self.session = None
+            return ""
+        if word == "configure" and toks[1:2] == ["session"]:
+            return self._configure_session(toks[2:])
+        if word == "configure" and toks[1:2] == ["replace"] and len(toks) in (3, 4) and toks[3:] in ([], ["force"]):
+            self.dev.set_running(self.dev.source(toks[2]))
+            return ""
+        if word == "copy" and len(toks) == 3:
+            self.dev.copy_config(toks[1], toks[2])
+            return "Copy completed successfully.\n"
+        if line in ("write", "write memory"):
+            self.dev.copy_config("running-config", "startup-config")
+            return "Copy completed successfully.\n"
+        raise _invalid(toks)
+
+    def _configure_session(self, args: list[str]) -> str:
+        if not args:
+            n = len(self.dev.sessions)
+            while f"session{n}" in self.dev.sessions:
+                n += 1
+            args = [f"session{n}"]
+        name, rest = args[0], args[1:]
+        if not rest:
+            sess = self.dev.open_session(name)
+            self.cursor = ConfigCursor(sess.config, self.dev.physical)
+            self.session = name
+            return ""
+        if rest == ["commit"]:
+            self.dev.commit(name)
+        elif rest == ["abort"]:
+            self.dev.abort(name)
+        elif rest[:2] == ["commit", "timer"] and len(rest) == 3:
+            self.dev.commit_timer(name, _timer_seconds(rest[2], 4))
+        else:
+            raise _invalid(["configure", "session", *args], 3)
+        return ""
+
+    def _config_line(self, line: str, toks: list[str]) -> str:
+        assert self.cursor is not None
+        word = toks[0]
+        if line == "end":
+            self._leave_config()
+            return ""
+        if line == "exit":
+            if not self.cursor.exit():
+                self._leave_config()
+            return ""
+        if word == "configure" and toks[1:2] == ["session"]:
+            self._leave_config()
+            return self._configure_session(toks[2:])
+        if self.session is not None:
+            done = self._session_line(self.session, toks)
+            if done is not None:
+                return done
+        self._current_tree()
+        self.cursor.apply(line)
+        return ""
+
+    def _session_line(self, name: str, toks: list[str]) -> str | None:
+        """Commands only a config session has; None if `toks` is not one of them."""
+        if toks == ["commit"]:
+            self.dev.commit(name)
+        elif toks[:2] == ["commit", "timer"] and len(toks) == 3:
+            self.dev.commit_timer(name, _timer_seconds(toks[2], 2))
+        elif toks == ["abort"]:
+            self.dev.abort(name)
+        elif toks[0] == "rollback" and len(toks) == 2:
+            self.dev.session(name).config = self.dev.source(toks[1])
+            assert self.cursor is not None
+            self.cursor = ConfigCursor(self.dev.session(name).config, self.dev.physical)
+            return ""
+        else:
+            return None
+        self._leave_config()
+        return ""
+
+    def _current_tree(self) -> None:
+        """Re-aim the cursor when its tree was replaced meanwhile (a commit, a revert, another session)."""
+        assert self.cursor is not None
+        if self.session is None:
+            if self.cursor.root is not self.dev.running:
+                self.cursor = ConfigCursor(self.dev.running, self.dev.physical, self.dev.sync)
+            return
+        sess = self.dev.sessions.get(self.session)
+        if sess is None or sess.state != "pending":
+            name = self.session
+            self._leave_config()
+            raise CliError(f"% Session {name} is no longer pending")
+        if self.cursor.root is not sess.config:
+            self.cursor = ConfigCursor(sess.config, self.dev.physical)
+
+    def _leave_config(self) -> None:
+        self.cursor = None
+        self.session = None
+
+    # --- show ------------------------------------------------------------------------------------
+    def _show(self, line: str, as_json: bool) -> str | Json | None:
+        """Config-related `show` commands; everything else goes to `eos_show`."""
+        toks = line.split()
+        what = toks[1] if len(toks) > 1 else ""
+        now = self.twin.now
+        if what == "running-config":
+            opts = toks[2:]
+            root = self.dev.running
+            if opts[:1] == ["interfaces"] and len(opts) == 2:
+                root = _only_interface(root, opts[1], toks)
+            elif any(o not in ("all", "sanitized") for o in opts):
+                raise _invalid(toks, 2 + next(i for i, o in enumerate(opts) if o not in ("all", "sanitized")))
+            return self._config_out(root, line, as_json, "sanitized" in opts)
+        if what == "startup-config" and len(toks) == 2:
+            return self._config_out(self.dev.startup, line, as_json, False)
+        if what == "session-config":
+            return self._session_config(toks, as_json)
+        if what == "configuration" and toks[2:3] == ["sessions"] and toks[3:] in ([], ["detail"]):
+            data = self.dev.sessions_json(now, detail=len(toks) == 4)
+            return data if as_json else _sessions_text(data)
+        command = " ".join(toks).lower()
+        if as_json:
+            shown = eos_show.show_json(self.twin, self.device, command, now)
+            if shown is not None and command == "show version" and "uptime" not in shown:
+                shown = {**shown, "uptime": self.dev.uptime(now)}  # napalm's commit-timer check needs it
+            return shown
+        return eos_show.show_text(self.twin, self.device, command, now)
+
+    def _show_json(self, line: str) -> Json:
+        out = self._show(line, as_json=True)
+        if out is None:
+            raise _invalid(line.split(), 1)
+        assert isinstance(out, dict)
+        return out
+
+    def _config_out(self, root: Node, line: str, as_json: bool, sanitized: bool) -> str | Json:
+        model = eos_show.model_name(self.twin.switch(self.device))
+        if as_json:
+            return render_json(root, model)
+        text = render_text(root, self.dev.hostname, model, line)
+        return sanitize(text) if sanitized else text
+
+    def _session_config(self, toks: list[str], as_json: bool) -> str | Json:
+        rest = toks[2:]
+        if rest[:1] == ["named"] and len(rest) >= 2:
+            name, opts = rest[1], rest[2:]
+        elif self.session is not None:
+            name, opts = self.session, rest
+        else:
+            raise CliError("% Not in a configuration session", "invalid command")
+        if any(o not in ("diffs", "sanitized") for o in opts):
+            raise _invalid(
+                toks, len(toks) - len(opts) + next(i for i, o in enumerate(opts) if o not in ("diffs", "sanitized"))
+            )
+        sess = self.dev.session(name)
+        if "diffs" in opts:
+            if as_json:
+                raise CliError("% This is an unconverted command", "unconverted command")
+            return unified_diff(self.dev.running, sess.config, name)
+        return self._config_out(sess.config, " ".join(toks), as_json, "sanitized" in opts)
+
+
+def _only_interface(root: Node, name: str, toks: list[str]) -> Node:
+    canonical = canonical_interface(name)
+    key = f"interface {canonical}"
+    if canonical is None or key not in root.children:
+        raise _invalid(toks, 3)
+    return Node("", mode="config", children={key: root.children[key]})
+
+
+def _timer_seconds(text: str, at: int) -> int:
+    m = _TIMER.match(text)
+    if m is None:
+        raise CliError(f"% Invalid input (at token {at}: '{text}')", "invalid command", at)
+    h, mi, s = (int(g) for g in m.groups())
+    return h * 3600 + mi * 60 + s
+
+
+def _invalid(toks: list[str], at: int = 0) -> CliError:
+    if at >= len(toks):
+        return CliError("% Incomplete command", "invalid command", CliError.INCOMPLETE)
+    return CliError(f"% Invalid input (at token {at}: '{toks[at]}')", "invalid command", at)
+
+
+def _sessions_text(data: Json) -> str:
+    lines = [
+        "  Name                State              User     Terminal",
+        "  ------------------- ------------------ -------- --------",
+    ]
+    for name, s in data["sessions"].items():
+        lines.append(f"  {name:<19} {s['state']:<18}")
+    return "\n".join(lines) + "\n"
+
+
+def _filter(text: str, kind: str, arg: str, as_json: Any) -> str:
+    if kind == "no-more":
+        return text
+    if kind == "json":
+        return json.dumps(as_json(), indent=2) + "\n"
+    try:
+        rx = re.compile(arg)
+    except re.error as e:
+        raise CliError(f"% Invalid regular expression: {e}") from None
+    lines = text.splitlines()
+    if kind == "include":
+        kept = [ln for ln in lines if rx.search(ln)]
+    elif kind == "exclude":
+        kept = [ln for ln in lines if not rx.search(ln)]
+    elif kind == "begin":
+        start = next((i for i, ln in enumerate(lines) if rx.search(ln)), len(lines))
+        kept = lines[start:]
+    else:
+        kept = _sections(lines, rx)
+    return "\n".join(kept) + ("\n" if kept else "")
+
+
+def _sections(lines: list[str], rx: re.Pattern[str]) -> list[str]:
+    """`| section X`: each top-level block a line of which matches (the whole block if its head matches)."""
+    blocks: list[list[str]] = []
+    for ln in lines:
+        if ln.startswith(" ") and blocks:
+            blocks[-1].append(ln)
+        elif ln != "!" and not ln.startswith("! "):
+            blocks.append([ln])
+    kept: list[str] = []
+    for block in blocks:
+        if rx.search(block[0]):
+            kept += block
+        elif any(rx.search(ln) for ln in block[1:]):
+            kept += [block[0], *(ln for ln in block[1:] if rx.search(ln))]
+    return kept

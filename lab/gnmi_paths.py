@@ -1,0 +1,443 @@
+"""The twin's gNMI data tree: EOS paths (reference/platforms.md) mapped onto twin state, and fast encoding.
+
+Every leaf the twin serves is one entry of `CATALOG`: a tree (interfaces, qos, transceiver components, lldp),
+a path relative to that tree's per-interface root, and where its value comes from (a counter column, or a
+state kind such as oper-status). Requests are matched against the catalog once (not per port), then expanded
+over a switch's ports with numpy, so a subscription is a pair of index arrays.
+
+Notifications are written as protobuf bytes directly: one per (interface, tree), prefix = the interface root,
+updates = the relative paths. The path bytes of every update are fixed per leaf, so only the counter values
+need encoding, which `encode_counters` does for a whole switch at once (vectorised varints) instead of building
+one protobuf object per update. State leaves (strings, doubles) are few and encoded per update.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .counters import (
+    COL,
+    ETHERNET_COUNTERS,
+    FEC_COUNTERS,
+    INTERFACE_COUNTERS,
+    PFC_COUNTERS,
+    PRIORITIES,
+    QUEUE_COUNTERS,
+    WATCHDOG_COUNTERS,
+)
+from .model import Switch, Twin
+
+Keys = tuple[tuple[str, str], ...]
+Elem = tuple[str, Keys]
+
+ORIGINS = frozenset({"", "openconfig", "eos_native"})
+PORT = "\x00port"  # placeholder for the interface name inside a root template
+XCVR_SUFFIX = " transceiver"
+LLDP_NEIGHBOR_ID = "1"  # the twin has one LLDP neighbour per port
+
+COUNTER = "counter"
+STATE_KINDS = ("oper-status", "admin-status")  # the leaves ON_CHANGE covers
+
+# Per-interface roots of the four trees, in the order notifications are sent.
+TREES: dict[str, tuple[Elem, ...]] = {
+    "if": (("interfaces", ()), ("interface", (("name", PORT),))),
+    "qos": (("qos", ()), ("interfaces", ()), ("interface", (("interface-id", PORT),))),
+    "xcvr": (("components", ()), ("component", (("name", PORT + XCVR_SUFFIX),))),
+    "lldp": (("lldp", ()), ("interfaces", ()), ("interface", (("name", PORT),))),
+}
+TREE_INDEX = {t: i for i, t in enumerate(TREES)}
+
+
+class PathError(ValueError):
+    """A malformed path or request (gRPC INVALID_ARGUMENT)."""
+
+
+class PathNotFound(LookupError):
+    """A well-formed path that names nothing on this switch (gRPC NOT_FOUND)."""
+
+
+@dataclass(frozen=True)
+class Leaf:
+    code: int
+    tree: str
+    rel: tuple[Elem, ...]
+    kind: str  # COUNTER or a state kind
+    column: int = -1
+
+    @property
+    def text(self) -> str:
+        return "/" + "/".join(elem_text(e) for e in self.rel)
+
+
+def _e(elem_name: str, /, **keys: str) -> Elem:
+    return (elem_name, tuple(sorted((k.replace("_", "-"), v) for k, v in keys.items())))
+
+
+def _catalog() -> tuple[Leaf, ...]:
+    out: list[tuple[str, tuple[Elem, ...], str, int]] = []
+
+    def counter(tree: str, rel: tuple[Elem, ...], column: str) -> None:
+        out.append((tree, rel, COUNTER, COL[column]))
+
+    st = _e("state")
+    out.append(("if", (st, _e("oper-status")), "oper-status", -1))
+    out.append(("if", (st, _e("admin-status")), "admin-status", -1))
+    for c in INTERFACE_COUNTERS:
+        counter("if", (st, _e("counters"), _e(c)), f"if.{c}")
+    eth = _e("ethernet")
+    for c in ETHERNET_COUNTERS:
+        counter("if", (eth, st, _e("counters"), _e(c)), f"eth.{c}")
+    fec = (eth, _e("phys"), _e("phy", index="1"), _e("ingress"), _e("fec"), st)
+    for c in FEC_COUNTERS:
+        counter("if", (*fec, _e(c)), f"fec.{c}")
+    out.append(("if", (*fec, _e("pre-fec-ber")), "pre-fec-ber", -1))
+    for p in PRIORITIES:
+        for c in PFC_COUNTERS:
+            counter("if", (eth, _e("pfc"), _e("priorities"), _e("priority", index=str(p)), st, _e(c)), f"pfc{p}.{c}")
+    for q in PRIORITIES:
+        txq = _e("tx-queue", index=str(q), queue_type="UNICAST")
+        for c in WATCHDOG_COUNTERS:
+            counter("if", (eth, _e("pfc"), _e("watchdog"), _e("tx-queues"), txq, st, _e(c)), f"wd{q}.{c}")
+    for q in PRIORITIES:
+        for c in QUEUE_COUNTERS:
+            counter("qos", (_e("output"), _e("queues"), _e("queue", name=str(q)), st, _e(c)), f"q{q}.{c}")
+    chan = (_e("transceiver"), _e("physical-channels"), _e("channel", index="0"), st)
+    out.append(("xcvr", (*chan, _e("input-power"), _e("instant")), "rx-power", -1))
+    nbr = (_e("neighbors"), _e("neighbor", id=LLDP_NEIGHBOR_ID), st)
+    out.append(("lldp", (*nbr, _e("system-name")), "lldp-system-name", -1))
+    out.append(("lldp", (*nbr, _e("port-id")), "lldp-port-id", -1))
+    out.sort(key=lambda leaf: TREE_INDEX[leaf[0]])  # codes grouped by tree: sorting by code groups notifications
+    return tuple(Leaf(i, tree, rel, kind, col) for i, (tree, rel, kind, col) in enumerate(out))
+
+
+CATALOG = _catalog()
+CODE_TREE = np.array([TREE_INDEX[leaf.tree] for leaf in CATALOG], dtype=np.int64)
+CODE_COLUMN = np.array([leaf.column for leaf in CATALOG], dtype=np.int64)
+IS_COUNTER = np.array([leaf.kind == COUNTER for leaf in CATALOG], dtype=bool)
+ON_CHANGE_CODES = frozenset(leaf.code for leaf in CATALOG if leaf.kind in STATE_KINDS)
+
+
+# --- paths -----------------------------------------------------------------------------------------
+def elem_text(e: Elem) -> str:
+    return e[0] + "".join(f"[{k}={v}]" for k, v in e[1])
+
+
+def parse_path_string(text: str) -> list[Elem]:
+    """`/a/b[k=v]/c` -> elems; keys may contain `/` (interface names do). For clients, tests and tools."""
+    elems: list[Elem] = []
+    i, n = 0, len(text)
+    while i < n:
+        if text[i] == "/":
+            i += 1
+            continue
+        j = i
+        while j < n and text[j] not in "/[":
+            j += 1
+        name, keys = text[i:j], []
+        while j < n and text[j] == "[":
+            end = text.find("]", j)
+            if end < 0 or "=" not in text[j:end]:
+                raise PathError(f"unbalanced or key-less '[' in path {text!r}")
+            k, v = text[j + 1 : end].split("=", 1)
+            keys.append((k, v))
+            j = end + 1
+        elems.append((name, tuple(sorted(keys))))
+        i = j
+    return elems
+
+
+def path_elems(path: object, what: str = "path") -> list[Elem]:
+    """Validated elems of a gnmi_pb2.Path (untyped stubs, hence `object`)."""
+    p: object = path
+    if getattr(p, "element", None):
+        raise PathError(f"{what} uses the deprecated 'element' field; send 'elem' (gNMI 0.4+)")
+    origin = str(getattr(p, "origin", ""))
+    if origin not in ORIGINS:
+        raise PathError(f"{what} origin {origin!r} is not served; use 'openconfig', 'eos_native' or none")
+    out: list[Elem] = []
+    for pe in getattr(p, "elem", ()):
+        name = str(pe.name)
+        if ":" in name:  # module-qualified, e.g. openconfig-interfaces:interfaces
+            name = name.split(":", 1)[1]
+        if not name or any(ch in name for ch in "/[]= "):
+            raise PathError(f"{what} has a malformed element name {pe.name!r}")
+        keys = []
+        for k, v in pe.key.items():
+            if not k or any(ch in k for ch in "/[]= "):
+                raise PathError(f"{what} element {name!r} has a malformed key name {k!r}")
+            keys.append((str(k), str(v)))
+        out.append((name, tuple(sorted(keys))))
+    return out
+
+
+Constraint = str | None  # a port name, or None for every port
+
+
+def _match_keys(pat: Keys, tmpl: Keys, port: Constraint) -> tuple[bool, Constraint]:
+    tk = dict(tmpl)
+    for k, v in pat:
+        if k not in tk:
+            return False, port
+        t = tk[k]
+        if v == "*":
+            continue
+        if t.startswith(PORT):
+            suffix = t[len(PORT) :]
+            if not v.endswith(suffix):
+                return False, port
+            port = v[: len(v) - len(suffix)] if suffix else v
+        elif v != t:
+            return False, port
+    return True, port
+
+
+def _match(pat: Sequence[Elem], tmpl: Sequence[Elem], port: Constraint = None) -> list[Constraint]:
+    """Port constraints under which `pat` selects the leaf `tmpl` (prefix match = subtree, `*`, `...`)."""
+    if not pat:
+        return [port]
+    if pat[0][0] == "...":
+        found = []
+        for skip in range(len(tmpl) + 1):
+            found += _match(pat[1:], tmpl[skip:], port)
+        return found
+    if not tmpl:
+        return []
+    (pname, pkeys), (tname, tkeys) = pat[0], tmpl[0]
+    if pname not in ("*", tname):
+        return []
+    ok, port = _match_keys(pkeys, tkeys, port)
+    return _match(pat[1:], tmpl[1:], port) if ok else []
+
+
+def match(elems: Sequence[Elem]) -> list[tuple[int, Constraint]]:
+    """Catalog codes a path selects, each with its port constraint (independent of the switch)."""
+    out: list[tuple[int, Constraint]] = []
+    for leaf in CATALOG:
+        for c in dict.fromkeys(_match(elems, TREES[leaf.tree] + leaf.rel)):
+            out.append((leaf.code, c))
+    return out
+
+
+def select(sw: Switch, matches: Iterable[tuple[int, Constraint]]) -> tuple[np.ndarray, np.ndarray]:
+    """(rows, codes) of a switch's leaves, sorted by (tree, row, code); PathNotFound if nothing matches."""
+    rows_l: list[np.ndarray] = []
+    codes_l: list[np.ndarray] = []
+    all_rows = np.arange(len(sw.ports), dtype=np.int64)
+    missing: set[str] = set()
+    for code, port in matches:
+        if port is None:
+            rows = all_rows
+        elif port in sw.index:
+            rows = np.array([sw.index[port]], dtype=np.int64)
+        else:
+            missing.add(port)
+            continue
+        rows_l.append(rows)
+        codes_l.append(np.full(len(rows), code, dtype=np.int64))
+    if not rows_l:
+        if missing:
+            raise PathNotFound(f"{sw.name} has no interface {', '.join(sorted(missing))}")
+        raise PathNotFound(f"{sw.name} serves nothing at that path")
+    return sort_unique(np.concatenate(rows_l), np.concatenate(codes_l))
+
+
+def sort_unique(rows: np.ndarray, codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Leaves ordered by (tree, row, code) without duplicates, so each notification is one contiguous run."""
+    key = np.unique((CODE_TREE[codes] * (1 << 20) + rows) * 4096 + codes)
+    return (key // 4096) % (1 << 20), key % 4096
+
+
+# --- protobuf wire helpers ---------------------------------------------------------------------------
+def varint(n: int) -> bytes:
+    out = bytearray()
+    while n > 0x7F:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
+def field_bytes(tag: int, body: bytes) -> bytes:
+    return bytes((tag,)) + varint(len(body)) + body
+
+
+def encode_path(elems: Iterable[Elem], target: str = "", origin: str = "") -> bytes:
+    """gnmi Path message body: origin=2, elem=3 (name=1, key map=2), target=4."""
+    out = bytearray()
+    if origin:
+        out += field_bytes(0x12, origin.encode())
+    for name, keys in elems:
+        body = field_bytes(0x0A, name.encode())
+        for k, v in keys:
+            body += field_bytes(0x12, field_bytes(0x0A, k.encode()) + field_bytes(0x12, v.encode()))
+        out += field_bytes(0x1A, body)
+    if target:
+        out += field_bytes(0x22, target.encode())
+    return bytes(out)
+
+
+def root_elems(tree: str, port: str) -> tuple[Elem, ...]:
+    return tuple((n, tuple((k, v.replace(PORT, port)) for k, v in keys)) for n, keys in TREES[tree])
+
+
+def full_path_text(tree: str, port: str, code: int) -> str:
+    return "/" + "/".join(elem_text(e) for e in root_elems(tree, port) + CATALOG[code].rel)
+
+
+# Update.path field (tag 1) per code, padded into a matrix so a switch's updates are gathered by code.
+_REL = [field_bytes(0x0A, encode_path(leaf.rel)) for leaf in CATALOG]
+REL_LEN = np.array([len(b) for b in _REL], dtype=np.int64)
+REL_BYTES = np.zeros((len(CATALOG), int(REL_LEN.max())), dtype=np.uint8)
+for _i, _b in enumerate(_REL):
+    REL_BYTES[_i, : len(_b)] = np.frombuffer(_b, dtype=np.uint8)
+_SHIFTS = [np.uint64(7 * k) for k in range(10)]
+_LIMITS = [np.uint64(1 << (7 * k)) for k in range(1, 10)]
+
+
+def encode_counters(codes: np.ndarray, values: np.ndarray) -> tuple[bytes, np.ndarray]:
+    """Repeated `Notification.update` fields (tag 4) for uint counters, all at once; also each one's length.
+
+    Update = 0x22 len | 0x0a len path | 0x1a len TypedValue (val=3)(0x18 varint). Only the value varint and the two
+    lengths that depend on it vary, so rows are laid out in a byte matrix and the used bytes kept by a mask.
+    """
+    n = len(values)
+    nb = np.ones(n, dtype=np.int64)
+    for lim in _LIMITS:
+        nb += values >= lim
+    plen = REL_LEN[codes]
+    ulen = plen + 3 + nb
+    two = ulen >= 128  # update length needs a 2-byte varint (paths are < 16 kB)
+    width = 3 + REL_BYTES.shape[1] + 3 + 10
+    buf = np.zeros((n, width), dtype=np.uint8)
+    buf[:, 0] = 0x22
+    buf[:, 1] = np.where(two, (ulen & 0x7F) | 0x80, ulen)
+    buf[:, 2] = ulen >> 7  # overwritten by the path on 1-byte rows
+    rel = REL_BYTES[codes]
+    one = ~two
+    wr = REL_BYTES.shape[1]
+    buf[one, 2 : 2 + wr] = rel[one]
+    buf[two, 3 : 3 + wr] = rel[two]
+    at = 2 + two + plen
+    ar = np.arange(n)
+    buf[ar, at] = 0x1A
+    buf[ar, at + 1] = 1 + nb
+    buf[ar, at + 2] = 0x18
+    at = at + 3
+    for k, shift in enumerate(_SHIFTS):
+        byte = ((values >> shift) & np.uint64(0x7F)).astype(np.uint8)
+        buf[ar, at + k] = byte | ((k < nb - 1).astype(np.uint8) << 7)
+    total = at + nb
+    return buf[np.arange(width) < total[:, None]].tobytes(), total
+
+
+def typed_value(value: str | float | int, json_ietf: bool = False) -> bytes:
+    """TypedValue body: string_val=1, uint_val=3, double_val=14, json_ietf_val=11."""
+    if json_ietf:
+        # RFC 7951: 64-bit integers are JSON strings.
+        text = json.dumps(str(value) if isinstance(value, int) else value)
+        return field_bytes(0x5A, text.encode())
+    if isinstance(value, str):
+        return field_bytes(0x0A, value.encode())
+    if isinstance(value, float):
+        return b"\x71" + struct.pack("<d", value)
+    return b"\x18" + varint(value)
+
+
+def encode_update(code: int, value: str | float | int, json_ietf: bool = False) -> bytes:
+    return field_bytes(0x22, _REL[code] + field_bytes(0x1A, typed_value(value, json_ietf)))
+
+
+def state_value(twin: Twin, sw: Switch, row: int, kind: str) -> str | float | None:
+    if kind == "oper-status":
+        return "UP" if sw.oper_up[row] else "DOWN"
+    if kind == "admin-status":
+        return "UP" if sw.config[row].admin_up else "DOWN"
+    if kind == "pre-fec-ber":
+        return float(sw.pre_fec_ber[row])
+    if kind == "rx-power":
+        return round(float(sw.rx_power[row]), 2)
+    peer = twin.peer(sw.name, sw.ports[row])
+    if peer is None:
+        return None
+    return peer.device if kind == "lldp-system-name" else peer.port
+
+
+def notification(ts_varint: bytes, prefix: bytes, updates: bytes) -> bytes:
+    """SubscribeResponse.update / GetResponse.notification (both field 1) holding one Notification."""
+    body = b"\x08" + ts_varint + prefix + updates
+    return b"\x0a" + varint(len(body)) + body
+
+
+SYNC_RESPONSE = b"\x18\x01"  # SubscribeResponse{sync_response: true}
+
+
+# --- per-switch sampling plans -----------------------------------------------------------------------
+@dataclass
+class Prefixes:
+    """Prefix field bytes per (tree, row, target), built on first use (startup stays cheap)."""
+
+    sw: Switch
+    cache: dict[tuple[int, int, str], bytes] = field(default_factory=dict)
+
+    def get(self, tree: int, row: int, target: str) -> bytes:
+        key = (tree, row, target)
+        b = self.cache.get(key)
+        if b is None:
+            t = list(TREES)[tree]
+            b = field_bytes(0x12, encode_path(root_elems(t, self.sw.ports[row]), target))
+            self.cache[key] = b
+        return b
+
+
+class Plan:
+    """What one subscription (or Get) reads from one switch, ready to sample as notification bytes."""
+
+    def __init__(self, twin: Twin, sw: Switch, rows: np.ndarray, codes: np.ndarray, prefixes: Prefixes, target: str):
+        self.twin, self.sw = twin, sw
+        self.rows, self.codes = rows, codes
+        self.size = len(rows)
+        counter = IS_COUNTER[codes]
+        self.c_rows, self.c_codes = rows[counter], codes[counter]
+        self.c_cols = CODE_COLUMN[self.c_codes]
+        group_key = CODE_TREE[codes] * (1 << 20) + rows
+        starts = np.flatnonzero(np.r_[True, group_key[1:] != group_key[:-1]])
+        ends = np.r_[starts[1:], len(rows)]
+        # Counter entries of group g are c_rows[c_start[g]:c_start[g+1]] (they keep the sorted order).
+        c_before = np.r_[0, np.cumsum(counter)]
+        self.c_start = c_before[np.r_[starts, len(rows)]]
+        self.groups: list[tuple[bytes, int, list[tuple[int, str]]]] = []
+        for s, e in zip(starts.tolist(), ends.tolist(), strict=True):
+            row = int(rows[s])
+            states = [(int(c), CATALOG[int(c)].kind) for c in codes[s:e] if not IS_COUNTER[c]]
+            self.groups.append((prefixes.get(int(CODE_TREE[codes[s]]), row, target), row, states))
+
+    def sample(self, now_ns: int, json_ietf: bool = False) -> list[bytes]:
+        """One encoded notification per (interface, tree), timestamped `now_ns`."""
+        sw = self.sw
+        ts = varint(now_ns)
+        values = sw.values(now_ns)[self.c_rows, self.c_cols] if len(self.c_rows) else np.zeros(0, np.uint64)
+        if json_ietf:
+            vals = values.tolist()
+            parts = [encode_update(int(c), v, True) for c, v in zip(self.c_codes.tolist(), vals, strict=True)]
+            offsets = np.r_[0, np.cumsum([len(p) for p in parts], dtype=np.int64)]
+            blob = b"".join(parts)
+        else:
+            blob, lengths = encode_counters(self.c_codes, values)
+            offsets = np.r_[0, np.cumsum(lengths)]
+        starts = offsets[self.c_start].tolist()
+        out = []
+        for g, (prefix, row, states) in enumerate(self.groups):
+            updates = blob[starts[g] : starts[g + 1]]
+            if states:
+                for code, kind in states:
+                    v = state_value(self.twin, sw, row, kind)
+                    if v is not None:
+                        updates += encode_update(code, v, json_ietf)
+            if updates:
+                out.append(notification(ts, prefix, updates))
+        return out

@@ -1,0 +1,489 @@
+"""The twin's gNMI servers (grpc.aio): one insecure server per switch address, all in one asyncio loop.
+
+A device is known by the address the client reached (per-device servers, ~0.6 ms each to start), so the
+client may leave the target empty. Responses are written as protobuf bytes by `gnmi_paths` (the handlers
+use an identity serializer); requests are parsed by the generated stubs.
+
+Behaviour follows the gNMI 0.8 spec and what EOS does: SAMPLE / ON_CHANGE / TARGET_DEFINED subscriptions,
+ONCE and POLL, sync_response after the first full update, heartbeats for ON_CHANGE, target echo in every
+prefix, and the status codes a client must handle (UNAUTHENTICATED, INVALID_ARGUMENT, NOT_FOUND,
+UNAVAILABLE when a stream drop fault hits, UNIMPLEMENTED for Set).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import errno
+import threading
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import grpc  # type: ignore[import-untyped]  # no types-grpcio in the dev extras
+import numpy as np
+from pygnmi.spec.v080 import gnmi_pb2
+
+from . import gnmi_paths as gp
+from .endpoints import Credentials, DeviceEndpoints
+from .model import Switch, Twin
+
+GNMI_VERSION = "0.8.0"
+MIN_INTERVAL_NS = 100_000_000  # a sample or heartbeat interval below this is refused (INVALID_ARGUMENT)
+DEFAULT_SAMPLE_NS = 1_000_000_000  # sample_interval 0, and ON_CHANGE on leaves that change continuously
+TICK_S = 0.05  # how often the hub advances the twin and looks for stream drops
+ADMIN_POLL_S = 0.5  # admin-status has no twin listener; streams compare it this often
+ENCODINGS = {0: "JSON", 2: "PROTO", 4: "JSON_IETF"}
+MODELS = (
+    ("openconfig-interfaces", "OpenConfig working group", "3.0.0"),
+    ("openconfig-if-ethernet", "OpenConfig working group", "2.13.0"),
+    ("openconfig-qos", "OpenConfig working group", "0.11.2"),
+    ("openconfig-platform", "OpenConfig working group", "0.24.0"),
+    ("openconfig-lldp", "OpenConfig working group", "0.2.1"),
+    ("arista-intf-augments", "Arista Networks, Inc.", "1.11.0"),
+    ("arista-pfc-augments", "Arista Networks, Inc.", "1.0.0"),
+)
+OPER_CODE = next(leaf.code for leaf in gp.CATALOG if leaf.kind == "oper-status")
+ADMIN_CODE = next(leaf.code for leaf in gp.CATALOG if leaf.kind == "admin-status")
+
+
+class RpcError(Exception):
+    """Ends an RPC with a gRPC status; raised by request parsing, turned into context.abort by handlers."""
+
+    def __init__(self, code: grpc.StatusCode, message: str):
+        super().__init__(message)
+        self.code = code
+
+
+@dataclass
+class Hub:
+    """State shared by every device server: the twin clock, open streams, the oper-status listener."""
+
+    twin: Twin
+    credentials: Credentials
+    loop: asyncio.AbstractEventLoop
+    streams: dict[str, set[Stream]] = field(default_factory=dict)
+    prefixes: dict[str, gp.Prefixes] = field(default_factory=dict)
+    thread: int = 0
+    _task: asyncio.Task[None] | None = None
+
+    def prefix_cache(self, sw: Switch) -> gp.Prefixes:
+        p = self.prefixes.get(sw.name)
+        if p is None:
+            p = self.prefixes[sw.name] = gp.Prefixes(sw)
+        return p
+
+    def on_oper(self, device: str, port: str, up: bool, ts_ns: int) -> None:
+        """Twin listener; the twin may be advanced from another thread (tests), so hop onto the loop."""
+        if device not in self.streams:
+            return
+        if threading.get_ident() == self.thread:
+            self._dispatch(device, port, ts_ns)
+        else:
+            self.loop.call_soon_threadsafe(self._dispatch, device, port, ts_ns)
+
+    def _dispatch(self, device: str, port: str, ts_ns: int) -> None:
+        sw = self.twin.switches[device]
+        for stream in self.streams.get(device, ()):
+            stream.events.put_nowait(("state", sw.index[port], ts_ns))
+
+    def start(self) -> None:
+        self.thread = threading.get_ident()
+        self.twin.listeners.append(self.on_oper)
+        self._task = self.loop.create_task(self._tick())
+
+    async def close(self) -> None:
+        with contextlib.suppress(ValueError):
+            self.twin.listeners.remove(self.on_oper)
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+
+    async def _tick(self) -> None:
+        last_admin = 0.0
+        while True:
+            await asyncio.sleep(TICK_S)
+            self.twin.advance()
+            now = self.loop.time()
+            poll_admin = now - last_admin >= ADMIN_POLL_S
+            if poll_admin:
+                last_admin = now
+            for device, streams in self.streams.items():
+                sw = self.twin.switches[device]
+                for stream in streams:
+                    if sw.stream_epoch != stream.epoch:
+                        stream.events.put_nowait(("drop", 0, 0))
+                    elif poll_admin and stream.admin_rows is not None:
+                        stream.check_admin()
+
+    def register(self, stream: Stream) -> None:
+        self.streams.setdefault(stream.sw.name, set()).add(stream)
+
+    def unregister(self, stream: Stream) -> None:
+        streams = self.streams.get(stream.sw.name)
+        if streams is not None:
+            streams.discard(stream)
+            if not streams:
+                del self.streams[stream.sw.name]
+
+
+@dataclass
+class Request:
+    """A validated SubscriptionList: sample plans by interval, and the leaves watched for changes."""
+
+    mode: int  # 0 STREAM, 1 ONCE, 2 POLL
+    target: str
+    updates_only: bool
+    json_ietf: bool
+    sampled: dict[int, gp.Plan]  # interval ns -> plan
+    watched: gp.Plan | None  # ON_CHANGE state leaves
+    watched_keys: frozenset[tuple[int, int]]  # (row, code) of `watched`
+    heartbeat_ns: int
+
+    def all_plans(self) -> list[gp.Plan]:
+        return [*self.sampled.values(), *([self.watched] if self.watched else [])]
+
+
+class Stream:
+    """One open Subscribe RPC: its events queue (state changes, drops) and its admin-status memory."""
+
+    def __init__(self, hub: Hub, sw: Switch, req: Request):
+        self.hub, self.sw, self.req = hub, sw, req
+        self.epoch = sw.stream_epoch
+        self.events: asyncio.Queue[tuple[str, int, int]] = asyncio.Queue()
+        admin = [row for row, code in req.watched_keys if code == ADMIN_CODE]
+        self.admin_rows = np.array(sorted(admin), dtype=np.int64) if admin else None
+        self.admin = self._admin_now()
+
+    def _admin_now(self) -> list[bool]:
+        if self.admin_rows is None:
+            return []
+        return [self.sw.config[r].admin_up for r in self.admin_rows.tolist()]
+
+    def check_admin(self) -> None:
+        now = self._admin_now()
+        if now != self.admin and self.admin_rows is not None:
+            ts = self.hub.twin.clock()
+            for row, old, new in zip(self.admin_rows.tolist(), self.admin, now, strict=True):
+                if old != new:
+                    self.events.put_nowait(("state", row, ts))
+            self.admin = now
+
+
+def _metadata(context: grpc.aio.ServicerContext[Any, Any]) -> dict[str, str]:
+    out = {}
+    for item in context.invocation_metadata() or ():
+        key, value = item[0], item[1]
+        out[key] = value.decode(errors="replace") if isinstance(value, bytes) else value
+    return out
+
+
+class DeviceService:
+    """gNMI for one switch. Handlers never let an exception escape as anything but a gRPC status."""
+
+    def __init__(self, hub: Hub, device: str):
+        self.hub = hub
+        self.device = device
+        self.sw = hub.twin.switches[device]
+
+    # --- common checks ---------------------------------------------------------------------------
+    def _auth(self, context: grpc.aio.ServicerContext[Any, Any]) -> None:
+        md = _metadata(context)
+        if "username" not in md or "password" not in md:
+            raise RpcError(grpc.StatusCode.UNAUTHENTICATED, "send 'username' and 'password' metadata")
+        if not self.hub.credentials.check(md["username"], md["password"]):
+            raise RpcError(grpc.StatusCode.UNAUTHENTICATED, "authentication failed: wrong username or password")
+
+    def _target(self, prefix: Any) -> str:
+        target = str(prefix.target)
+        if target not in ("", self.device):
+            raise RpcError(grpc.StatusCode.NOT_FOUND, f"target {target!r} is not this switch ({self.device})")
+        return target
+
+    def _select(self, prefix_elems: list[gp.Elem], path: Any) -> tuple[np.ndarray, np.ndarray]:
+        self._target(path)  # the spec puts the target in the prefix; a wrong one anywhere still is not us
+        try:
+            elems = prefix_elems + gp.path_elems(path)
+            return gp.select(self.sw, gp.match(elems))
+        except gp.PathError as exc:
+            raise RpcError(grpc.StatusCode.INVALID_ARGUMENT, str(exc)) from None
+        except gp.PathNotFound as exc:
+            raise RpcError(grpc.StatusCode.NOT_FOUND, str(exc)) from None
+
+    def _plan(self, rows: np.ndarray, codes: np.ndarray, target: str) -> gp.Plan:
+        rows, codes = gp.sort_unique(rows, codes)
+        return gp.Plan(self.hub.twin, self.sw, rows, codes, self.hub.prefix_cache(self.sw), target)
+
+    @staticmethod
+    def _prefix_elems(prefix: Any) -> list[gp.Elem]:
+        try:
+            return gp.path_elems(prefix, "prefix")
+        except gp.PathError as exc:
+            raise RpcError(grpc.StatusCode.INVALID_ARGUMENT, str(exc)) from None
+
+    # --- RPCs ------------------------------------------------------------------------------------
+    async def capabilities(self, request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
+        try:
+            self._auth(context)
+        except RpcError as exc:
+            await context.abort(exc.code, str(exc))
+        return gnmi_pb2.CapabilityResponse(
+            supported_models=[gnmi_pb2.ModelData(name=n, organization=o, version=v) for n, o, v in MODELS],
+            supported_encodings=list(ENCODINGS),
+            gNMI_version=GNMI_VERSION,
+        )
+
+    async def get(self, request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> bytes:
+        try:
+            self._auth(context)
+            return self._get(request)
+        except RpcError as exc:
+            await context.abort(exc.code, str(exc))
+            raise AssertionError("unreachable") from exc
+
+    def _get(self, request: Any) -> bytes:
+        encoding = int(request.encoding)
+        if encoding not in ENCODINGS:
+            raise RpcError(
+                grpc.StatusCode.UNIMPLEMENTED, f"encoding {encoding} is not supported; use JSON, PROTO or JSON_IETF"
+            )
+        target = self._target(request.prefix)
+        prefix = self._prefix_elems(request.prefix)
+        if int(request.type) == 1:  # CONFIG: the twin serves state leaves only
+            return b""
+        paths = list(request.path) or [gnmi_pb2.Path()]
+        selected = [self._select(prefix, p) for p in paths]
+        plan = self._plan(np.concatenate([r for r, _ in selected]), np.concatenate([c for _, c in selected]), target)
+        now = self.hub.twin.advance()
+        return b"".join(plan.sample(now, json_ietf=encoding == 4))
+
+    async def set(self, request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
+        try:
+            self._auth(context)
+        except RpcError as exc:
+            await context.abort(exc.code, str(exc))
+        await context.abort(grpc.StatusCode.UNIMPLEMENTED, "the twin's gNMI is read-only; configure through eAPI")
+
+    async def subscribe(
+        self, requests: AsyncIterator[Any], context: grpc.aio.ServicerContext[Any, Any]
+    ) -> AsyncIterator[bytes]:
+        stream: Stream | None = None
+        try:
+            self._auth(context)
+            if self.hub.twin.clock() < self.sw.gnmi_blocked_until:
+                raise RpcError(grpc.StatusCode.UNAVAILABLE, f"{self.device}: gNMI is not accepting subscriptions")
+            it = requests.__aiter__()
+            try:
+                first = await it.__anext__()
+            except StopAsyncIteration:
+                return
+            if first.WhichOneof("request") != "subscribe":
+                raise RpcError(
+                    grpc.StatusCode.INVALID_ARGUMENT, "the first SubscribeRequest must be a subscription list"
+                )
+            req = self._request(first.subscribe)
+            stream = Stream(self.hub, self.sw, req)
+            self.hub.register(stream)
+            if req.mode == 1:
+                for msg in self._full(req):
+                    yield msg
+                yield gp.SYNC_RESPONSE
+            elif req.mode == 2:
+                async for msg in self._poll(req, it):
+                    yield msg
+            else:
+                async for msg in self._stream(stream):
+                    yield msg
+        except RpcError as exc:
+            await context.abort(exc.code, str(exc))
+        finally:
+            if stream is not None:
+                self.hub.unregister(stream)
+
+    # --- subscription internals --------------------------------------------------------------------
+    def _request(self, sl: Any) -> Request:
+        mode = int(sl.mode)
+        if mode not in (0, 1, 2):
+            raise RpcError(grpc.StatusCode.INVALID_ARGUMENT, f"unknown subscription list mode {mode}")
+        encoding = int(sl.encoding)
+        if encoding not in ENCODINGS:
+            raise RpcError(
+                grpc.StatusCode.UNIMPLEMENTED, f"encoding {encoding} is not supported; use JSON, PROTO or JSON_IETF"
+            )
+        if sl.use_aliases:
+            raise RpcError(grpc.StatusCode.UNIMPLEMENTED, "aliases are not supported")
+        if not sl.subscription:
+            raise RpcError(grpc.StatusCode.INVALID_ARGUMENT, "the subscription list has no subscription")
+        target = self._target(sl.prefix)
+        prefix = self._prefix_elems(sl.prefix)
+        sampled: dict[int, tuple[list[np.ndarray], list[np.ndarray]]] = {}
+        watched: tuple[list[np.ndarray], list[np.ndarray]] = ([], [])
+        heartbeat = 0
+        for sub in sl.subscription:
+            rows, codes = self._select(prefix, sub.path)
+            smode, interval, hb = int(sub.mode), int(sub.sample_interval), int(sub.heartbeat_interval)
+            if smode not in (0, 1, 2):
+                raise RpcError(grpc.StatusCode.INVALID_ARGUMENT, f"unknown subscription mode {smode}")
+            for name, value in (("sample_interval", interval), ("heartbeat_interval", hb)):
+                if 0 < value < MIN_INTERVAL_NS:
+                    raise RpcError(
+                        grpc.StatusCode.INVALID_ARGUMENT,
+                        f"{name} {value} ns is below the minimum {MIN_INTERVAL_NS} ns",
+                    )
+            if mode != 0:  # ONCE/POLL: the per-subscription mode does not apply
+                smode = 2
+            state = np.isin(codes, list(gp.ON_CHANGE_CODES))
+            # TARGET_DEFINED: state leaves on change, counters sampled (what EOS does).
+            watch = state if smode in (0, 1) else np.zeros(len(codes), dtype=bool)
+            if smode == 1:
+                interval = DEFAULT_SAMPLE_NS  # ON_CHANGE on continuously changing leaves
+            interval = interval or DEFAULT_SAMPLE_NS
+            if watch.any():
+                watched[0].append(rows[watch])
+                watched[1].append(codes[watch])
+                if hb:
+                    heartbeat = min(heartbeat, hb) if heartbeat else hb
+            if (~watch).any():
+                bucket = sampled.setdefault(interval, ([], []))
+                bucket[0].append(rows[~watch])
+                bucket[1].append(codes[~watch])
+        watched_plan = None
+        keys: frozenset[tuple[int, int]] = frozenset()
+        if watched[0]:
+            w_rows, w_codes = np.concatenate(watched[0]), np.concatenate(watched[1])
+            watched_plan = self._plan(w_rows, w_codes, target)
+            keys = frozenset(zip(watched_plan.rows.tolist(), watched_plan.codes.tolist(), strict=True))
+        return Request(
+            mode=mode,
+            target=target,
+            updates_only=bool(sl.updates_only),
+            json_ietf=encoding == 4,
+            sampled={i: self._plan(np.concatenate(r), np.concatenate(c), target) for i, (r, c) in sampled.items()},
+            watched=watched_plan,
+            watched_keys=keys,
+            heartbeat_ns=heartbeat,
+        )
+
+    def _full(self, req: Request) -> list[bytes]:
+        now = self.hub.twin.advance()
+        return [msg for plan in req.all_plans() for msg in plan.sample(now, req.json_ietf)]
+
+    async def _poll(self, req: Request, it: AsyncIterator[Any]) -> AsyncIterator[bytes]:
+        for msg in self._full(req):
+            yield msg
+        yield gp.SYNC_RESPONSE
+        async for r in it:
+            if r.WhichOneof("request") != "poll":
+                raise RpcError(grpc.StatusCode.INVALID_ARGUMENT, "a POLL subscription accepts only Poll requests")
+            for msg in self._full(req):
+                yield msg
+            yield gp.SYNC_RESPONSE
+
+    async def _stream(self, stream: Stream) -> AsyncIterator[bytes]:
+        req, loop = stream.req, asyncio.get_running_loop()
+        if not req.updates_only:
+            for msg in self._full(req):
+                yield msg
+        yield gp.SYNC_RESPONSE
+        start = loop.time()
+        due = {i: start + i / 1e9 for i in req.sampled}
+        hb_s = req.heartbeat_ns / 1e9
+        next_hb = start + hb_s if hb_s and req.watched else float("inf")
+        while True:
+            wake = min([*due.values(), next_hb])
+            try:
+                kind, row, ts = await asyncio.wait_for(stream.events.get(), max(0.0, wake - loop.time()))
+            except TimeoutError:
+                kind, row, ts = "", 0, 0
+            if kind == "drop":
+                raise RpcError(grpc.StatusCode.UNAVAILABLE, f"{self.device}: gNMI stream dropped")
+            if kind == "state":
+                for msg in self._state_change(stream, row, ts):
+                    yield msg
+            now = loop.time()
+            for interval, at in due.items():
+                if now >= at:
+                    for msg in req.sampled[interval].sample(self.hub.twin.advance(), req.json_ietf):
+                        yield msg
+                    # A late sample is not made up for: the next one stays on the grid, after now.
+                    step = interval / 1e9
+                    due[interval] = at + step * max(1, int((loop.time() - at) // step) + 1)
+            if now >= next_hb and req.watched is not None:
+                for msg in req.watched.sample(self.hub.twin.advance(), req.json_ietf):
+                    yield msg
+                next_hb = now + hb_s
+
+    def _state_change(self, stream: Stream, row: int, ts: int) -> list[bytes]:
+        keys = stream.req.watched_keys
+        codes = [c for c in (OPER_CODE, ADMIN_CODE) if (row, c) in keys]
+        if not codes:
+            return []
+        plan = self._plan(np.full(len(codes), row, dtype=np.int64), np.array(codes, dtype=np.int64), stream.req.target)
+        return plan.sample(ts, stream.req.json_ietf)
+
+
+def _identity(b: bytes) -> bytes:
+    return b
+
+
+def _handlers(svc: DeviceService) -> grpc.GenericRpcHandler:
+    def unary(fn: Callable[..., Any], req: Any, out: Callable[[Any], bytes]) -> grpc.RpcMethodHandler:
+        return grpc.unary_unary_rpc_method_handler(fn, request_deserializer=req.FromString, response_serializer=out)
+
+    return grpc.method_handlers_generic_handler(
+        "gnmi.gNMI",
+        {
+            "Capabilities": unary(
+                svc.capabilities, gnmi_pb2.CapabilityRequest, gnmi_pb2.CapabilityResponse.SerializeToString
+            ),
+            "Get": unary(svc.get, gnmi_pb2.GetRequest, _identity),
+            "Set": unary(svc.set, gnmi_pb2.SetRequest, gnmi_pb2.SetResponse.SerializeToString),
+            "Subscribe": grpc.stream_stream_rpc_method_handler(
+                svc.subscribe, request_deserializer=gnmi_pb2.SubscribeRequest.FromString, response_serializer=_identity
+            ),
+        },
+    )
+
+
+@dataclass
+class GnmiServers:
+    hub: Hub
+    servers: dict[str, grpc.aio.Server]
+    addresses: dict[str, tuple[str, int]]  # device -> (host, bound port)
+
+    async def close(self) -> None:
+        await asyncio.gather(*(s.stop(None) for s in self.servers.values()))
+        await self.hub.close()
+
+
+async def start_gnmi_servers(
+    twin: Twin, endpoints: dict[str, DeviceEndpoints], credentials: Credentials
+) -> GnmiServers:
+    """Start one gNMI server per switch in `endpoints` on the running loop (port 0 picks a free port)."""
+    hub = Hub(twin, credentials, asyncio.get_running_loop())
+    servers: dict[str, grpc.aio.Server] = {}
+    addresses: dict[str, tuple[str, int]] = {}
+    result = GnmiServers(hub, servers, addresses)
+    try:
+        for device, ep in endpoints.items():
+            if device not in twin.switches:
+                raise KeyError(f"no switch {device!r} in this twin")
+            # No SO_REUSEPORT: a second twin on the same address must fail, not share the port.
+            server = grpc.aio.server(options=[("grpc.so_reuseport", 0)])
+            server.add_generic_rpc_handlers((_handlers(DeviceService(hub, device)),))
+            address = f"{ep.host}:{ep.gnmi_port}"
+            try:
+                port = server.add_insecure_port(address)
+            except RuntimeError as exc:
+                raise OSError(errno.EADDRINUSE, f"gNMI for {device}: cannot listen on {address} (in use?)") from exc
+            if port == 0:
+                raise OSError(errno.EADDRINUSE, f"gNMI for {device}: cannot listen on {address} (in use?)")
+            servers[device] = server
+            addresses[device] = (ep.host, port)
+            await server.start()
+    except BaseException:
+        await result.close()
+        raise
+    hub.start()
+    return result

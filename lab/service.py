@@ -1,0 +1,194 @@
+"""The twin process: one asyncio loop serving gNMI, eAPI and SSH for every switch, plus the control API.
+
+Start-up writes into the state dir: `inventory.yaml` (what fabricd reads), `lab.secret` (mode 0600, the
+password every protocol checks), `control.json` (control API address), `twin.pid`, and `ready` last, so
+whoever waits on `ready` sees a complete state dir. Faults go to `faults.jsonl`, probes to `probes.jsonl`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import secrets
+import signal
+import socket
+import time
+from collections import deque
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+import uvicorn
+import yaml
+
+from topology.blueprint import generate_blueprint
+from topology.fabric import Fabric
+from topology.spec import FabricSpec
+
+from .control import build_app
+from .eapi import start_eapi_servers
+from .endpoints import Credentials, DeviceEndpoints, allocate
+from .eos_config import ConfigStore
+from .faults import FaultInjector
+from .gnmi_server import start_gnmi_servers
+from .model import Twin
+from .probes import ProbeGenerator
+from .ssh_server import start_ssh_servers
+
+USERNAME = "admin"
+
+
+class _Closable(Protocol):
+    async def close(self) -> None: ...
+
+
+TICK_S = 0.1
+
+
+@dataclass
+class TwinOptions:
+    state_dir: Path
+    base_address: str = "127.42.0.1"
+    port_offset: int = 0
+    probe_interval_s: float = 5.0
+
+
+def lab_password(state_dir: Path) -> str:
+    """The lab password: FABRICD_LAB_PASSWORD, else the one saved in the state dir, else a new random one."""
+    env = os.environ.get("FABRICD_LAB_PASSWORD")
+    if env:
+        return env
+    secret = state_dir / "lab.secret"
+    if secret.exists():
+        return secret.read_text().strip()
+    return secrets.token_urlsafe(16)
+
+
+def _save_secret(state_dir: Path, password: str) -> Path:
+    path = state_dir / "lab.secret"
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(password + "\n")
+    path.chmod(0o600)
+    return path
+
+
+def inventory_document(
+    spec: FabricSpec, twin: Twin, endpoints: dict[str, DeviceEndpoints], secret_file: Path
+) -> dict[str, Any]:
+    """The inventory format fabricd reads (docs/lab.md): connection defaults plus one entry per switch."""
+    any_ep = next(iter(endpoints.values()))
+    return {
+        "fabric": spec.name,
+        "defaults": {
+            "username": USERNAME,
+            "password_file": str(secret_file.resolve()),
+            "gnmi": {"port": any_ep.gnmi_port, "tls": False},
+            "eapi": {"port": any_ep.eapi_port, "transport": "http"},
+            "ssh": {"port": any_ep.ssh_port},
+        },
+        "devices": {
+            name: {"host": ep.host, "platform": twin.switches[name].platform, "role": str(twin.switches[name].role)}
+            for name, ep in endpoints.items()
+        },
+    }
+
+
+def _free_port(host: str) -> int:
+    with socket.socket() as s:
+        s.bind((host, 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+class TwinProcess:
+    def __init__(self, spec: FabricSpec, options: TwinOptions):
+        self.spec = spec
+        self.options = options
+        self.state_dir = options.state_dir
+        self.twin = Twin(Fabric(generate_blueprint(spec)))
+        self.password = lab_password(options.state_dir)
+        self.credentials = Credentials(USERNAME, self.password)
+        self.configs = ConfigStore(self.twin, self.credentials)
+        self.faults = FaultInjector(self.twin, on_reboot=self.configs.reboot)
+        self.probes: deque[dict[str, Any]] = deque(maxlen=50_000)
+        self.prober = ProbeGenerator(self.twin)
+        self.endpoints = allocate(sorted(self.twin.switches), options.base_address, options.port_offset)
+        self._stop = asyncio.Event()
+
+    async def run(self) -> None:
+        state = self.state_dir
+        state.mkdir(parents=True, exist_ok=True)
+        (state / "ready").unlink(missing_ok=True)
+        password, creds = self.password, self.credentials
+        secret_file = _save_secret(state, password)
+        t0 = time.perf_counter()
+        closers: list[_Closable] = []
+        try:
+            closers.append(await start_gnmi_servers(self.twin, self.endpoints, creds))
+            closers.append(await start_eapi_servers(self.twin, self.configs, self.endpoints, creds))
+            closers.append(await start_ssh_servers(self.twin, self.configs, self.endpoints, creds))
+            control_port = _free_port("127.0.0.1")
+            info = {"fabric": self.spec.name, "pid": os.getpid(), "state_dir": str(state.resolve())}
+            app = build_app(self.twin, self.faults, password, self.probes, info)
+            server = uvicorn.Server(
+                uvicorn.Config(app, host="127.0.0.1", port=control_port, log_level="warning", lifespan="off")
+            )
+            control = asyncio.create_task(server.serve())
+            while not server.started:
+                if control.done():
+                    control.result()
+                await asyncio.sleep(0.01)
+            startup_s = time.perf_counter() - t0
+            inventory = inventory_document(self.spec, self.twin, self.endpoints, secret_file)
+            (state / "inventory.yaml").write_text(yaml.safe_dump(inventory, sort_keys=False))
+            (state / "control.json").write_text(
+                json.dumps({"url": f"http://127.0.0.1:{control_port}", "startup_s": round(startup_s, 2)})
+            )
+            (state / "twin.pid").write_text(str(os.getpid()))
+            (state / "ready").write_text(f"{len(self.twin.switches)} switches up in {startup_s:.2f} s\n")
+            loop = asyncio.get_running_loop()
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                # Only the main thread may own signals; a twin run from a test thread is stopped with stop().
+                with contextlib.suppress(NotImplementedError, ValueError, RuntimeError):
+                    loop.add_signal_handler(sig, self._stop.set)
+            await self._loop()
+            server.should_exit = True
+            await control
+        finally:
+            for closer in reversed(closers):
+                await closer.close()
+            for name in ("ready", "twin.pid", "control.json"):
+                (state / name).unlink(missing_ok=True)
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    async def _loop(self) -> None:
+        faults_seen = 0
+        cleared_seen: set[str] = set()
+        next_probe = 0.0
+        with (
+            (self.state_dir / "faults.jsonl").open("a") as fault_log,
+            (self.state_dir / "probes.jsonl").open("a") as probe_log,
+        ):
+            while not self._stop.is_set():
+                now = self.twin.advance()
+                for rec in self.faults.log[faults_seen:]:
+                    fault_log.write(json.dumps({"event": "inject"} | rec.to_dict()) + "\n")
+                faults_seen = len(self.faults.log)
+                for rec in self.faults.log:
+                    if rec.cleared_ns is not None and rec.id not in cleared_seen:
+                        cleared_seen.add(rec.id)
+                        fault_log.write(json.dumps({"event": "clear"} | rec.to_dict()) + "\n")
+                fault_log.flush()
+                if time.monotonic() >= next_probe:
+                    next_probe = time.monotonic() + self.options.probe_interval_s
+                    for probe in self.prober.round(now):
+                        self.probes.append(probe)
+                        probe_log.write(json.dumps(probe) + "\n")
+                    probe_log.flush()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._stop.wait(), TICK_S)

@@ -1,0 +1,266 @@
+"""The twin's EOS config engine through its CLI: grammar, modes, sessions, commit timers and port effects."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from lab.eos_cli import CliError, CliSession
+from lab.eos_config import ConfigStore
+from lab.model import NS, PortConfig, Twin
+from topology.fabric import Fabric
+from topology.model import Cabling
+
+GOLDEN = Path(__file__).resolve().parent.parent / "drivers" / "golden" / "small-pod_leaf-g0-r0.cfg"
+DEVICE = "leaf-g0-r0"
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.t = 1_700_000_000 * NS
+
+    def __call__(self) -> int:
+        return self.t
+
+
+@pytest.fixture
+def clock() -> Clock:
+    return Clock()
+
+
+@pytest.fixture
+def twin(small_blueprint: Cabling, clock: Clock) -> Twin:
+    return Twin(Fabric(small_blueprint), clock=clock)
+
+
+@pytest.fixture
+def store(twin: Twin) -> ConfigStore:
+    return ConfigStore(twin)
+
+
+def cli(twin: Twin, store: ConfigStore, *lines: str, device: str = DEVICE) -> CliSession:
+    session = CliSession(twin, store, device, privileged=True)
+    for line in lines:
+        session.run(line)
+    return session
+
+
+def running(store: ConfigStore) -> str:
+    return CliSession(store.twin, store, DEVICE, privileged=True).run("show running-config")
+
+
+def test_initial_config_is_plausible_eos(store: ConfigStore, twin: Twin) -> None:
+    text = running(store)
+    assert text.startswith("! Command: show running-config\n")
+    assert text.endswith("!\nend\n")
+    assert f"hostname {DEVICE}\n" in text
+    assert "username admin privilege 15 role network-admin secret sha512 $6$" in text
+    assert "secret admin" not in text
+    assert "management api http-commands\n   no shutdown\n" in text
+    assert "management api gnmi\n   transport grpc default\n" in text
+    for port in twin.switch(DEVICE).ports:
+        assert f"\ninterface {port}\n" in text
+
+
+def test_golden_config_is_accepted_and_shows_in_running_config(store: ConfigStore, twin: Twin) -> None:
+    golden = GOLDEN.read_text()
+    session = cli(twin, store, "configure session fab")
+    for line in golden.splitlines():
+        session.run(line.strip())
+    session.run("commit")
+    text = running(store)
+    # Every golden section appears with its lines, in order and indentation.
+    for block in golden.split("!\n"):
+        block = block.strip("\n")
+        if block.startswith("interface "):
+            assert block in text.replace("   no switchport\n", "")
+        else:
+            for line in block.splitlines():
+                assert f"\n{line}\n" in text
+    twin.advance()
+    cfg = twin.port_config(DEVICE, "Ethernet1/1")
+    assert cfg == PortConfig(
+        admin_up=True, pfc_enabled=True, no_drop=frozenset({3}), ecn={3: (600_000, 6_000_000, 5)}, watchdog=True
+    )
+
+
+@pytest.mark.parametrize(
+    ("line", "message"),
+    [
+        ("foo", "% Invalid input (at token 0: 'foo')"),
+        ("qos map dscp 26 to", "% Incomplete command"),
+        ("qos map dscp 64 to traffic-class 3", "% Invalid input (at token 3: '64')"),
+        ("interface Ethernet1/1 bogus", "% Invalid input (at token 2: 'bogus')"),
+        ("interface Ethernet99/1", "% Interface Ethernet99/1 does not exist on this switch"),
+        ("priority-flow-control pause watchdog default timeout soon", "% Invalid input (at token 5: 'soon')"),
+    ],
+)
+def test_invalid_lines_are_rejected_like_eos(store: ConfigStore, twin: Twin, line: str, message: str) -> None:
+    session = cli(twin, store, "configure")
+    with pytest.raises(CliError) as err:
+        session.run(line)
+    assert err.value.message == message
+
+
+def test_rejected_line_in_a_session_leaves_running_config_alone(store: ConfigStore, twin: Twin) -> None:
+    before = running(store)
+    session = cli(twin, store, "configure session s1", "interface Ethernet1/1", "shutdown")
+    with pytest.raises(CliError):
+        session.run("random-detect ecn now")
+    session.run("abort")
+    assert running(store) == before
+    assert twin.port_config(DEVICE, "Ethernet1/1").admin_up
+
+
+def test_modes_prompts_and_falling_back_to_the_global_mode(store: ConfigStore, twin: Twin) -> None:
+    session = CliSession(twin, store, DEVICE)
+    assert session.prompt() == f"{DEVICE}>"
+    session.run("enable")
+    assert session.prompt() == f"{DEVICE}#"
+    session.run("configure terminal")
+    assert session.prompt() == f"{DEVICE}(config)#"
+    session.run("interface Et1/1")
+    assert session.prompt() == f"{DEVICE}(config-if-Et1/1)#"
+    session.run("tx-queue 3")
+    assert session.prompt() == f"{DEVICE}(config-if-Et1/1-txq-3)#"
+    # A global command leaves the interface modes, as EOS does with flat (unindented) configs.
+    session.run("qos map dscp 26 to traffic-class 3")
+    assert session.prompt() == f"{DEVICE}(config)#"
+    session.run("end")
+    session.run("configure session napalm_123")
+    assert session.prompt() == f"{DEVICE}(config-s-napalm)#"
+    session.run("management api gnmi")
+    assert session.prompt() == f"{DEVICE}(config-s-napalm-mgmt-api-gnmi)#"
+    session.run("exit")
+    session.run("exit")
+    assert session.prompt() == f"{DEVICE}#"
+
+
+def test_no_forms_remove_or_negate_lines(store: ConfigStore, twin: Twin) -> None:
+    cli(
+        twin,
+        store,
+        "configure",
+        "interface Ethernet2/1",
+        "description to spine",
+        "priority-flow-control on",
+        "priority-flow-control priority 3 no-drop",
+        "tx-queue 3",
+        "random-detect ecn minimum-threshold 100 kbytes maximum-threshold 200 kbytes",
+        "interface Ethernet2/1",
+        "no description",
+        "no priority-flow-control priority 3",
+        "no priority-flow-control",
+        "no tx-queue 3",
+        "link-debounce time 500",
+    )
+    block = CliSession(twin, store, DEVICE, True).run("show running-config interfaces Ethernet2/1")
+    assert "description" not in block
+    assert "   no priority-flow-control\n" in block
+    assert "tx-queue" not in block
+    assert "   link-debounce time 500\n" in block
+
+
+def test_shutdown_in_configure_terminal_takes_the_link_down_on_both_ends(store: ConfigStore, twin: Twin) -> None:
+    spine_port = twin.peer(DEVICE, "Ethernet5/1")
+    assert spine_port is not None
+    cli(twin, store, "configure", "interface Ethernet5/1", "shutdown")
+    twin.advance()
+    assert not twin.switch(DEVICE).oper_up[twin.switch(DEVICE).index["Ethernet5/1"]]
+    peer = twin.switch(spine_port.device)
+    assert not peer.oper_up[peer.index[spine_port.port]]
+    cli(twin, store, "configure", "interface Ethernet5/1", "no shutdown")
+    twin.advance()
+    assert peer.oper_up[peer.index[spine_port.port]]
+
+
+def test_session_diff_commit_and_write_memory(store: ConfigStore, twin: Twin) -> None:
+    session = cli(twin, store, "configure session s1", "hostname renamed")
+    diff = session.run("show session-config diffs")
+    lines = diff.splitlines()
+    assert lines[0] == "--- system:/running-config"
+    assert lines[1] == "+++ session:/s1-session-config"
+    assert f"-hostname {DEVICE}" in lines
+    assert "+hostname renamed" in lines
+    session.run("end")  # leaves the session pending
+    sessions = session.run_json("show configuration sessions")
+    assert sessions["sessions"]["s1"]["state"] == "pending"
+    session.run("configure session s1 commit")
+    assert session.prompt() == "renamed#"
+    assert "hostname renamed" not in session.run("show startup-config")
+    session.run("write memory")
+    assert "hostname renamed" in session.run("show startup-config")
+
+
+def test_commit_timer_reverts_unless_confirmed(store: ConfigStore, twin: Twin, clock: Clock) -> None:
+    session = cli(twin, store, "configure session s1", "interface Ethernet1/1", "shutdown", "end")
+    session.run("configure session s1 commit timer 00:01:00")
+    assert not twin.port_config(DEVICE, "Ethernet1/1").admin_up
+    detail = session.run_json("show configuration sessions detail")["sessions"]["s1"]
+    uptime = store.device(DEVICE).uptime(clock())
+    assert detail["state"] == "pendingCommitTimer"
+    assert detail["commitBy"] == pytest.approx(uptime + 60)
+    clock.t += 59 * NS
+    twin.advance()
+    assert not twin.port_config(DEVICE, "Ethernet1/1").admin_up
+    clock.t += 2 * NS
+    twin.advance()
+    assert twin.port_config(DEVICE, "Ethernet1/1").admin_up
+    assert "s1" not in store.device(DEVICE).sessions
+    assert "   shutdown\n" not in running(store)
+
+
+def test_confirmed_commit_survives_its_timer(store: ConfigStore, twin: Twin, clock: Clock) -> None:
+    session = cli(twin, store, "configure session s1", "interface Ethernet1/1", "shutdown", "end")
+    session.run("configure session s1 commit timer 00:00:30")
+    session.run("configure session s1 commit")
+    clock.t += 60 * NS
+    twin.advance()
+    assert not twin.port_config(DEVICE, "Ethernet1/1").admin_up
+    assert session.run_json("show configuration sessions")["sessions"]["s1"]["state"] == "completed"
+
+
+def test_abort_of_a_timed_commit_rolls_back_now(store: ConfigStore, twin: Twin) -> None:
+    session = cli(twin, store, "configure session s1", "interface Ethernet1/1", "shutdown", "end")
+    session.run("configure session s1 commit timer 00:10:00")
+    assert not twin.port_config(DEVICE, "Ethernet1/1").admin_up
+    session.run("configure session s1 abort")
+    assert twin.port_config(DEVICE, "Ethernet1/1").admin_up
+
+
+def test_clean_config_session_replaces_and_configure_replace_restores(store: ConfigStore, twin: Twin) -> None:
+    session = cli(twin, store, "copy running-config flash:rollback-0", "configure session r1", "rollback clean-config")
+    session.run("hostname bare")
+    session.run("commit")
+    text = running(store)
+    assert "hostname bare" in text
+    assert "management api http-commands" not in text
+    assert "interface Ethernet1/1" in text  # physical interfaces always exist
+    session.run("configure replace flash:rollback-0")
+    assert "management api http-commands" in running(store)
+    with pytest.raises(CliError):
+        session.run("configure replace flash:missing")
+
+
+def test_show_pipes(store: ConfigStore, twin: Twin) -> None:
+    session = cli(twin, store, "configure", "interface Ethernet3/1", "description uplink", "end")
+    section = session.run("show running-config | section Ethernet3/1")
+    assert section.splitlines() == ["interface Ethernet3/1", "   description uplink", "   no switchport"]
+    assert session.run("show running-config | include hostname") == f"hostname {DEVICE}\n"
+    data = json.loads(session.run("show running-config | json"))
+    assert "description uplink" in data["cmds"]["interface Ethernet3/1"]["cmds"]
+
+
+def test_unprivileged_exec_cannot_configure(store: ConfigStore, twin: Twin) -> None:
+    session = CliSession(twin, store, DEVICE)
+    with pytest.raises(CliError, match="privileged"):
+        session.run("configure")
+
+
+def test_reboot_restores_startup_config(store: ConfigStore, twin: Twin) -> None:
+    cli(twin, store, "configure", "interface Ethernet1/1", "shutdown")
+    assert not twin.port_config(DEVICE, "Ethernet1/1").admin_up
+    store.reboot(DEVICE, twin.clock())
+    assert twin.port_config(DEVICE, "Ethernet1/1").admin_up
