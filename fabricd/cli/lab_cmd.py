@@ -16,7 +16,9 @@ from typing import Any
 import typer
 from rich.table import Table
 
-from fabricd.cli.output import Format, console, emit_json
+from drivers.inventory import load_inventory
+from fabricd.cli.output import Format, console, emit_json, err_console
+from fabricd.telemetry.record import record_trace
 from topology.errors import FabricdError
 from topology.spec import load_spec
 
@@ -203,3 +205,27 @@ def faults(state_dir: Path = STATE_DIR, fmt: Format = typer.Option(Format.table,
         emit_json({"faults": log})
     else:
         _fault_table(log, "faults")
+
+
+@app.command("record")
+def record(
+    seconds: float = typer.Option(..., "--seconds", help="How long to record."),
+    output: Path = typer.Option(..., "--output", "-o", help="Trace file (JSON Lines, DESIGN.md format)."),
+    state_dir: Path = STATE_DIR,
+    interval: float = typer.Option(1.0, "--interval", help="Counter sample interval in seconds."),
+    device: list[str] = typer.Option([], "--device", "-d", help="Only these switches (repeatable)."),
+) -> None:
+    """Record the twin's gNMI telemetry into a trace that `fabricd detect --trace` replays."""
+    if not 0 < seconds <= 3600 or not 0.1 <= interval <= 60:
+        raise LabError("--seconds must be in (0, 3600] and --interval in [0.1, 60]")
+    if _pid(state_dir) is None:
+        raise LabError(f"no twin running with state dir {state_dir}; start one with `fabricd lab up`")
+    inventory = load_inventory(state_dir / "inventory.yaml")
+    names = device or inventory.names
+    unknown = [d for d in names if d not in inventory]
+    if unknown:
+        raise LabError(f"--device {', '.join(unknown)}: not a switch of the twin")
+    lines, errors = record_trace([inventory.access(d) for d in names], seconds, interval, output)
+    for e in errors:
+        err_console().print(f"warning: {e}", markup=False)
+    console().print(f"wrote {output}: {lines} updates from {len(names)} switches over {seconds:g} s")
