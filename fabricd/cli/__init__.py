@@ -9,6 +9,7 @@ import typer
 
 from fabricd import __version__
 from fabricd.cli.apply_cmd import apply_command
+from fabricd.cli.detect_cmd import detect_command
 from fabricd.cli.intent_cmd import intent_command
 from fabricd.cli.lab_cmd import app as lab_app
 from fabricd.cli.output import EXIT_TROUBLE, err_console
@@ -44,6 +45,7 @@ app.command("validate")(validate_command)
 app.command("intent")(intent_command)
 app.command("plan")(plan_command)
 app.command("apply")(apply_command)
+app.command("detect")(detect_command)
 app.add_typer(topology_app, name="topology")
 app.add_typer(lab_app, name="lab")
 

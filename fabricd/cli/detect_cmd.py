@@ -1,0 +1,55 @@
+"""`fabricd detect`: run the detectors over a recorded telemetry trace; the same code the service runs live."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+from rich.table import Table
+
+from fabricd.cli.inputs import load_fabric
+from fabricd.cli.output import EXIT_CLEAN, EXIT_FINDINGS, Format, console, emit_json
+from fabricd.detectors import Finding, run_trace
+from topology.errors import FabricdError, InputError
+
+
+def detect_command(
+    spec: Path = typer.Option(..., "--spec", "-s", help="Fabric spec (YAML)."),
+    cabling: Path | None = typer.Option(None, "--cabling", "-c", help="As-built cabling (default: blueprint)."),
+    trace: Path | None = typer.Option(None, "--trace", "-t", help="Telemetry trace (JSON Lines, DESIGN.md)."),
+    probes: Path | None = typer.Option(None, "--probes", help="Probe results (JSON Lines); not analysed yet."),
+    tick: float = typer.Option(1.0, "--tick", help="Seconds of trace time per detector pass (the sample interval)."),
+    fmt: Format = typer.Option(Format.table, "--format", "-f", help="json for scripts, table for people."),
+) -> None:
+    """Find link flaps and PFC storms in a trace; exit 0 none, 1 findings, 2 could not run."""
+    if probes is not None:
+        raise InputError(str(probes), "probe analysis (silent_corruption) is not built yet; run without --probes")
+    if trace is None:
+        raise FabricdError("live detection runs in the service; pass --trace T.jsonl to analyse a recording")
+    if not tick > 0:
+        raise FabricdError(f"--tick must be a positive number of seconds, got {tick}")
+    _, fabric = load_fabric(spec, cabling)
+    findings = run_trace(trace, fabric, tick_s=tick)
+    if fmt is Format.json:
+        emit_json({"findings": [f.to_dict() for f in findings]})
+    else:
+        _print(findings)
+    raise typer.Exit(EXIT_FINDINGS if findings else EXIT_CLEAN)
+
+
+def _print(findings: list[Finding]) -> None:
+    out = console()
+    if not findings:
+        out.print("[green]no findings[/green]")
+        return
+    table = Table(header_style="bold")
+    for col in ("kind", "severity", "where", "ports", "summary"):
+        table.add_column(col, overflow="fold")
+    for f in findings:
+        where = f"{f.device}:{f.port}" if f.port else f.device
+        if f.priority is not None:
+            where += f" prio {f.priority}"
+        color = "red" if f.severity == "critical" else "yellow"
+        table.add_row(f.kind, f"[{color}]{f.severity}[/{color}]", where, ", ".join(f.ports), f.summary)
+    out.print(table)
+    out.print(f"{len(findings)} finding(s)", markup=False)

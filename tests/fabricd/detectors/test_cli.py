@@ -1,0 +1,91 @@
+"""`fabricd detect`: exit codes, the JSON shape, and one-line errors naming file:line."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from fabricd.cli import main
+from tests.conftest import EXAMPLES
+
+SMALL = str(EXAMPLES / "small-pod.yaml")
+TRACES = Path(__file__).parent / "traces"
+FIELDS = {
+    "kind",
+    "device",
+    "port",
+    "priority",
+    "devices",
+    "ports",
+    "start_ts",
+    "detected_ts",
+    "severity",
+    "confidence",
+    "evidence",
+    "summary",
+}
+
+
+def detect(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    code = main(["detect", "--spec", SMALL, *args])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.mark.parametrize(
+    ("trace", "code", "kinds"),
+    [("quiet", 0, []), ("flap", 1, ["link_flap"]), ("storm", 1, ["pfc_storm"])],
+)
+def test_exit_codes_and_json(capsys: pytest.CaptureFixture[str], trace: str, code: int, kinds: list[str]) -> None:
+    rc, out, _ = detect(capsys, "--trace", str(TRACES / f"{trace}.jsonl"), "--format", "json")
+    assert rc == code
+    doc = json.loads(out)
+    assert list(doc) == ["findings"]
+    assert [f["kind"] for f in doc["findings"]] == kinds
+    for f in doc["findings"]:
+        assert set(f) == FIELDS
+        assert all(":" in p for p in f["ports"]) and 0 <= f["confidence"] <= 1
+
+
+def test_storm_json_names_the_origin(capsys: pytest.CaptureFixture[str]) -> None:
+    _, out, _ = detect(capsys, "--trace", str(TRACES / "storm.jsonl"), "--format", "json")
+    (f,) = json.loads(out)["findings"]
+    assert (f["device"], f["port"], f["priority"]) == ("leaf-g0-r0", "Ethernet1/1", 3)
+    assert "spine-r0-0:Ethernet1/1" in f["ports"] and "spine-r0-1:Ethernet2/1" in f["ports"]
+
+
+def test_table_output(capsys: pytest.CaptureFixture[str]) -> None:
+    rc, out, _ = detect(capsys, "--trace", str(TRACES / "flap.jsonl"))
+    assert rc == 1 and "link_flap" in out and "1 finding(s)" in out
+    rc, out, _ = detect(capsys, "--trace", str(TRACES / "quiet.jsonl"))
+    assert rc == 0 and "no findings" in out
+
+
+def test_malformed_trace_line_exits_2_naming_file_and_line(capsys: pytest.CaptureFixture[str]) -> None:
+    bad = TRACES / "malformed.jsonl"
+    rc, out, err = detect(capsys, "--trace", str(bad), "--format", "json")
+    assert rc == 2 and out == ""
+    assert f"{bad}:4: 'path' missing" in err
+    assert len(err.strip().splitlines()) == 1
+
+
+def test_not_json_line_exits_2(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    bad = tmp_path / "t.jsonl"
+    bad.write_text((TRACES / "quiet.jsonl").read_text().splitlines()[0] + "\n{oops\n")
+    rc, _, err = detect(capsys, "--trace", str(bad))
+    assert rc == 2 and f"{bad}:2: not JSON" in err
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        ([], "live detection runs in the service; pass --trace"),
+        (["--trace", str(TRACES / "quiet.jsonl"), "--probes", "p.jsonl"], "probe analysis (silent_corruption)"),
+        (["--trace", "/nonexistent/t.jsonl"], "cannot read the trace"),
+    ],
+)
+def test_trouble_exits_2(capsys: pytest.CaptureFixture[str], args: list[str], message: str) -> None:
+    rc, _, err = detect(capsys, *args)
+    assert rc == 2 and message in err

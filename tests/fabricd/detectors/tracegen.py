@@ -1,0 +1,83 @@
+"""Writes small DESIGN.md telemetry traces for a fabric: 1 s samples of the leaves the detectors read."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+from fabricd.telemetry import render
+from topology.fabric import Fabric
+
+NS = 1_000_000_000
+T0 = 1_700_000_000 * NS
+PRIO = 3
+TX_PER_S = 50_000
+FRAMES_PER_S = 23_000  # a fully paused 400G port
+Port = tuple[str, str]
+
+LEAVES = {
+    "tx": ("queue.transmit-pkts", str(PRIO)),
+    "pause": ("pfc.pfc-on-total-rx-time", str(PRIO)),
+    "frames": ("pfc.in-frames", str(PRIO)),
+    "carrier": ("if.carrier-transitions", None),
+}
+
+
+def at(seconds: float) -> int:
+    return T0 + int(seconds * NS)
+
+
+class TraceGen:
+    """Counters of every switch port; `sample(t, ...)` advances them one second and writes a sample."""
+
+    def __init__(self, fabric: Fabric, devices: set[str] | None = None) -> None:
+        self.ports: list[Port] = [
+            (d.name, p) for d in fabric.switches() if devices is None or d.name in devices for p in fabric.ports(d.name)
+        ]
+        self.c = {p: dict.fromkeys(LEAVES, 0) for p in self.ports}
+        self.up = dict.fromkeys(self.ports, True)
+        self.lines: list[dict[str, object]] = []
+        for dev, port in self.ports:
+            self._line(T0 - NS // 2, dev, port, "oper-status", None, "UP")
+
+    def _line(self, ts: int, dev: str, port: str, leaf: str, index: str | None, value: object) -> None:
+        self.lines.append({"ts": ts, "device": dev, "path": render(port, leaf, index), "value": value})
+
+    def oper(self, ts: int, port: Port, up: bool) -> None:
+        """An oper-status change (ON_CHANGE event) on one end."""
+        self.up[port] = up
+        self.c[port]["carrier"] += 1
+        self._line(ts, *port, "oper-status", None, "UP" if up else "DOWN")
+
+    def flap(self, ts: int, ends: list[Port], down_s: float = 0.3) -> None:
+        for p in ends:
+            self.oper(ts, p, False)
+        for p in ends:
+            self.oper(ts + int(down_s * NS), p, True)
+
+    def reset(self, device: str) -> None:
+        for p in self.ports:
+            if p[0] == device:
+                self.c[p] = dict.fromkeys(LEAVES, 0)
+
+    def sample(self, ts: int, paused: dict[Port, tuple[float, int]] | None = None) -> None:
+        """One second passes: `paused` maps a port to (fraction of the second paused, egress packets sent)."""
+        for p in self.ports:
+            frac, tx = (paused or {}).get(p, (0.0, TX_PER_S if self.up[p] else 0))
+            c = self.c[p]
+            c["pause"] += int(frac * NS)
+            c["frames"] += int(frac * FRAMES_PER_S)
+            c["tx"] += tx
+            for key, (leaf, index) in LEAVES.items():
+                self._line(ts, *p, leaf, index, c[key])
+
+    def run(self, seconds: int, step: Callable[[int], dict[Port, tuple[float, int]] | None] | None = None) -> None:
+        """Samples at T0 + 0..seconds-1 s; `step(k)` runs before sample k (events, resets) and returns its pauses."""
+        for k in range(seconds):
+            self.sample(at(k), step(k) if step else None)
+
+    def write(self, path: Path) -> Path:
+        self.lines.sort(key=lambda r: r["ts"])  # type: ignore[arg-type,return-value]
+        path.write_text("".join(json.dumps(r) + "\n" for r in self.lines))
+        return path
