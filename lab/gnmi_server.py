@@ -20,7 +20,7 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-import grpc  # type: ignore[import-untyped]  # no types-grpcio in the dev extras
+import grpc
 import numpy as np
 from pygnmi.spec.v080 import gnmi_pb2
 

@@ -19,7 +19,6 @@ from lab import gnmi_paths as gp
 from lab.endpoints import Credentials, DeviceEndpoints
 from lab.gnmi_server import GnmiServers, start_gnmi_servers
 from lab.model import PortConfig, Twin
-from topology.blueprint import generate_blueprint
 from topology.fabric import Fabric
 from topology.model import Cabling
 
@@ -110,7 +109,7 @@ def flat(n: Any) -> dict[str, Any]:
 def rpc_code(fn: Callable[[], Any]) -> grpc.StatusCode:
     with pytest.raises(grpc.RpcError) as info:
         fn()
-    return info.value.code()  # type: ignore[no-any-return]
+    return info.value.code()
 
 
 # --- pygnmi ---------------------------------------------------------------------------------------
@@ -161,7 +160,9 @@ def test_on_change_oper_status_reaches_both_ends(gnmi_twin: GnmiTwin) -> None:
         s = gc.subscribe2(
             subscribe={
                 "mode": "stream",
-                "subscription": [{"path": f"/interfaces/interface[name={port}]/state/oper-status", "mode": "on_change"}],
+                "subscription": [
+                    {"path": f"/interfaces/interface[name={port}]/state/oper-status", "mode": "on_change"}
+                ],
             }
         )
         first = s.get_update(timeout=5)
@@ -218,7 +219,9 @@ def test_wrong_password_is_unauthenticated(gnmi_twin: GnmiTwin) -> None:
 def test_raw_stream_batches_per_interface_with_target_echo(gnmi_twin: GnmiTwin) -> None:
     dev = "spine-r0-0"
     sw = gnmi_twin.twin.switches[dev]
-    req = subscribe_request(["/interfaces/interface/state/counters", "/qos/interfaces"], prefix=gnmi_pb2.Path(target=dev))
+    req = subscribe_request(
+        ["/interfaces/interface/state/counters", "/qos/interfaces"], prefix=gnmi_pb2.Path(target=dev)
+    )
     channel, stub = gnmi_twin.stub(dev)
     with channel:
         call = stub.Subscribe(iter([req]), metadata=MD)
@@ -253,7 +256,9 @@ def test_get_state_leaves_and_json_ietf(gnmi_twin: GnmiTwin) -> None:
         assert leaves[f"{base}/state/oper-status"] == "UP"
         assert leaves[f"{base}/state/admin-status"] == "UP"
         assert 0 < leaves[f"{base}/ethernet/phys/phy[index=1]/ingress/fec/state/pre-fec-ber"] < 1e-4
-        assert f"{base}/ethernet/pfc/watchdog/tx-queues/tx-queue[index=3][queue-type=UNICAST]/state/stuck-count" in leaves
+        assert (
+            f"{base}/ethernet/pfc/watchdog/tx-queues/tx-queue[index=3][queue-type=UNICAST]/state/stuck-count" in leaves
+        )
         assert len(leaves) == sum(1 for leaf in gp.CATALOG if leaf.tree == "if")
 
         resp = stub.Get(
@@ -273,7 +278,9 @@ def test_get_state_leaves_and_json_ietf(gnmi_twin: GnmiTwin) -> None:
         assert next(v for k, v in leaves.items() if k.endswith("port-id")) == peer.port
 
         resp = stub.Get(
-            gnmi_pb2.GetRequest(path=[path("/interfaces/interface[name=Ethernet1/1]/state/counters/in-pkts")], encoding=4),
+            gnmi_pb2.GetRequest(
+                path=[path("/interfaces/interface[name=Ethernet1/1]/state/counters/in-pkts")], encoding=4
+            ),
             metadata=MD,
         )
         val = resp.notification[0].update[0].val.json_ietf_val
@@ -295,9 +302,14 @@ def test_status_codes(gnmi_twin: GnmiTwin) -> None:
         bad = gnmi_pb2.Path(elem=[gnmi_pb2.PathElem(name="interfaces"), gnmi_pb2.PathElem(name="")])
         assert rpc_code(lambda: get(bad)) == grpc.StatusCode.INVALID_ARGUMENT
         assert rpc_code(lambda: get(gnmi_pb2.Path(element=["interfaces"]))) == grpc.StatusCode.INVALID_ARGUMENT
-        assert rpc_code(lambda: get(path("/interfaces/interface[name=Ethernet99/1]/state"))) == grpc.StatusCode.NOT_FOUND
+        assert (
+            rpc_code(lambda: get(path("/interfaces/interface[name=Ethernet99/1]/state"))) == grpc.StatusCode.NOT_FOUND
+        )
         assert rpc_code(lambda: get(path("/interfaces/interface/state/no-such-leaf"))) == grpc.StatusCode.NOT_FOUND
-        assert rpc_code(lambda: get(path("/interfaces"), prefix=gnmi_pb2.Path(target="other"))) == grpc.StatusCode.NOT_FOUND
+        assert (
+            rpc_code(lambda: get(path("/interfaces"), prefix=gnmi_pb2.Path(target="other")))
+            == grpc.StatusCode.NOT_FOUND
+        )
         assert rpc_code(lambda: get(path("/interfaces"), encoding=3)) == grpc.StatusCode.UNIMPLEMENTED
         too_fast = subscribe_request(["/interfaces"], interval=1000)
         assert rpc_code(lambda: sub(too_fast)) == grpc.StatusCode.INVALID_ARGUMENT
@@ -328,14 +340,18 @@ def test_stream_drop_is_unavailable(gnmi_twin: GnmiTwin) -> None:
         again = stub.Subscribe(iter([subscribe_request(["/interfaces"])]), metadata=MD)
         assert rpc_code(lambda: list(again)) == grpc.StatusCode.UNAVAILABLE
         gnmi_twin.call(lambda: setattr(sw, "gnmi_blocked_until", 0))
-        once = list(stub.Subscribe(iter([subscribe_request(["/interfaces/interface/state/oper-status"], mode=1)]), metadata=MD))
+        once = list(
+            stub.Subscribe(iter([subscribe_request(["/interfaces/interface/state/oper-status"], mode=1)]), metadata=MD)
+        )
         assert once[-1].sync_response and len(once) == len(sw.ports) + 1
 
 
 def test_address_in_use_names_host_and_port(gnmi_twin: GnmiTwin) -> None:
     host, port = gnmi_twin.addr("leaf-g0-r0")
     with pytest.raises(OSError, match=f"{host}:{port}"):
-        gnmi_twin.run(start_gnmi_servers(gnmi_twin.twin, {"leaf-g0-r0": DeviceEndpoints("leaf-g0-r0", host, port)}, CREDS))
+        gnmi_twin.run(
+            start_gnmi_servers(gnmi_twin.twin, {"leaf-g0-r0": DeviceEndpoints("leaf-g0-r0", host, port)}, CREDS)
+        )
 
 
 # --- path mapping and encoding (no sockets) --------------------------------------------------------
@@ -369,4 +385,3 @@ def test_counter_encoding_round_trips() -> None:
     note = gnmi_pb2.Notification.FromString(blob)
     assert [u.val.uint_val for u in note.update] == values.tolist()
     assert [gp.path_elems(u.path) for u in note.update] == [list(gp.CATALOG[c].rel) for c in codes]
-
