@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import gc
 import re
 from collections import defaultdict
+from functools import lru_cache
 from typing import Any, Literal
 
 from pydantic import BaseModel
@@ -126,22 +128,50 @@ def derive_intent(fabric: Fabric, spec: FabricSpec, policy: Policy, only: set[st
         cnp_priority=policy.cnp_priority,
         link_debounce_ms=policy.link_debounce_ms,
     )
+    templates: dict[tuple[Any, ...], dict[str, Any]] = {}
     devices = []
-    for dev in fabric.switches():
-        if only is not None and dev.name not in only:
-            continue
-        ports = _device_ports(fabric, spec, layout, policy, settings_for, dev)
-        devices.append(DeviceIntent(device=dev.name, role=dev.role, platform=dev.platform, qos=qos, ports=ports))
-    return Intent(devices=devices)
+    # ~80k ports x 7 models at 16k GPUs, none cyclic: the cyclic GC would rescan the growing heap again and
+    # again (two thirds of the time), so it waits until the end.
+    gc_was_on = gc.isenabled()
+    gc.disable()
+    try:
+        for dev in fabric.switches():
+            if only is not None and dev.name not in only:
+                continue
+            ports = _device_ports(fabric, spec, layout, policy, settings_for, templates, dev)
+            # One validation per device from plain dicts: pydantic builds fresh sub-models per port in Rust,
+            # several times cheaper than constructing ~7 models per port in Python.
+            devices.append(
+                DeviceIntent.model_validate(
+                    {"device": dev.name, "role": dev.role, "platform": dev.platform, "qos": qos, "ports": ports}
+                )
+            )
+    finally:
+        if gc_was_on:
+            gc.enable()
+    return Intent.model_construct(devices=devices)  # the devices are validated already
+
+
+@lru_cache(maxsize=65536)
+def _port_key_cached(port: str) -> tuple[Any, ...]:
+    return _port_key(port)
 
 
 def _device_ports(
-    fabric: Fabric, spec: FabricSpec, layout: Layout, policy: Policy, settings_for: _SettingsFor, dev: Device
-) -> list[PortIntent]:
+    fabric: Fabric,
+    spec: FabricSpec,
+    layout: Layout,
+    policy: Policy,
+    settings_for: _SettingsFor,
+    templates: dict[tuple[Any, ...], dict[str, Any]],
+    dev: Device,
+) -> list[dict[str, Any]]:
+    """The ports of one switch as PortIntent fields (plain dicts, validated by the caller)."""
     rows: list[tuple[str, Link, Device, LinkClass, float, int]] = []
-    for link in fabric.links_of(dev.name):
-        near = link.a if link.a.device == dev.name else link.b
-        far = link.other(dev.name, near.port)
+    peers: dict[int, str] = {}  # id(link) -> the far end, as PortIntent.peer names it
+    name = dev.name
+    for link in fabric.links_of(name):
+        near, far = (link.a, link.b) if link.a.device == name else (link.b, link.a)
         peer = fabric.get(far.device)
         if peer is None:
             continue
@@ -149,73 +179,98 @@ def _device_ports(
         length = link.length_m if link.length_m is not None else _default_length(spec, cls, dev, peer)
         speed = link.speed_gbps or _default_speed(spec, layout, cls, dev, peer)
         rows.append((near.port, link, peer, cls, length, speed))
+        peers[id(link)] = str(far)
 
     groups = _ecmp_groups(dev, rows)
-    lossless = list(policy.lossless_priorities)
     dci_budget = _dci_pfc_budget(spec, layout, policy, settings_for, dev, rows)
+    by_class: dict[LinkClass, Settings] = {}
     out = []
-    for port, link, _peer, cls, length, speed in sorted(rows, key=lambda r: _port_key(r[0])):
-        s = settings_for(dev.role, cls, dev.name)
-        reasons: dict[str, str] = {}
-        headroom, reasons["pfc.headroom_bytes"] = pfc_headroom(length, speed, s.pfc)
-        pfc_on = s.pfc.enabled
-        if not pfc_on:
-            reasons["pfc.enabled"] = "PFC off by policy"
-        if cls is LinkClass.DCI:
-            fits, why = dci_budget
-            pfc_on = pfc_on and fits
-            reasons["pfc.enabled"] = why
-            lo, hi, reasons["ecn"] = ecn_thresholds_dci(length, speed, s.ecn)
-            caps = policy.caps(dev.platform)
-            rtt_ms = rtt_s(length) * 1e3
-            if dev.role is Role.DR and caps.dr_generated_cnp:
-                cnp: Literal["dr", "endpoint"] = "dr"
-                reasons["cnp.source"] = (
-                    f"end-to-end CNP over {length / 1000:g} km comes back after {rtt_ms:.2f} ms RTT, too late"
-                    " to prevent loss; the DR generates CNP and reaches senders within about 50 us"
-                )
-            else:
-                cnp = "endpoint"
-                reasons["cnp.source"] = (
-                    f"WARNING: {dev.name} cannot generate CNP (platform {dev.platform}); end-to-end CNP over "
-                    f"{length / 1000:g} km arrives after {rtt_ms:.2f} ms RTT: terminate DCI on a DR that can"
-                )
-        else:
-            lo, hi, reasons["ecn"] = ecn_thresholds(speed, s.ecn)
-            cnp = "endpoint"
-            reasons["cnp.source"] = "campus link: the receiving NIC returns CNP within microseconds"
+    for port, link, _peer, cls, length, speed in sorted(rows, key=lambda r: _port_key_cached(r[0])):
+        s = by_class.get(cls)
+        if s is None:
+            s = by_class[cls] = settings_for(dev.role, cls, name)
         group = groups.get(port, [])
-        if s.dlb.mode == "off" or len(group) < 2:
-            dlb = DlbIntent(mode="off", inactivity_us=0)
-            reasons["dlb"] = "DLB off by policy" if s.dlb.mode == "off" else "not a member of an ECMP group"
+        if cls is LinkClass.DCI:  # few ports, and their reasons name the device: no memo
+            fields = _port_fields(policy, s, dev, cls, length, speed, group, dci_budget)
         else:
-            inactivity, reasons["dlb"] = flowlet_inactivity(group, s.dlb)
-            dlb = DlbIntent(mode=s.dlb.mode, inactivity_us=inactivity)
-        wd = s.watchdog
-        out.append(
-            PortIntent(
-                port=port,
-                peer=str(link.other(dev.name, port)),
-                link_class=cls,
-                length_m=length,
-                speed_gbps=speed,
-                pfc=PfcIntent(
-                    enabled=pfc_on, no_drop=lossless if pfc_on else [], headroom_bytes=headroom if pfc_on else 0
-                ),
-                ecn=EcnIntent(enabled=s.ecn.enabled, min_bytes=lo, max_bytes=hi, max_probability=s.ecn.max_probability),
-                cnp=CnpIntent(source=cnp),
-                watchdog=WatchdogIntent(
-                    enabled=wd.enabled and pfc_on,
-                    action=wd.action,
-                    timeout_ms=wd.timeout_ms,
-                    polling_ms=wd.polling_ms,
-                    recovery_ms=wd.recovery_ms,
-                ),
-                dlb=dlb,
-                reasons=reasons,
-            )
-        )
+            # Campus ports depend only on these; the flowlet timer only on the spread of the group's lengths.
+            spread = (min(group), max(group)) if len(group) >= 2 else None
+            key = (id(s), cls, length, speed, spread)
+            hit = templates.get(key)
+            if hit is None:
+                hit = templates[key] = _port_fields(policy, s, dev, cls, length, speed, group, dci_budget)
+            fields = hit
+        out.append({"port": port, "peer": peers[id(link)], **fields})
     return out
+
+
+def _port_fields(
+    policy: Policy,
+    s: Settings,
+    dev: Device,
+    cls: LinkClass,
+    length: float,
+    speed: int,
+    group: list[float],
+    dci_budget: tuple[bool, str],
+) -> dict[str, Any]:
+    """Every PortIntent field but port and peer, as plain values (shared between ports: never mutated)."""
+    reasons: dict[str, str] = {}
+    headroom, reasons["pfc.headroom_bytes"] = pfc_headroom(length, speed, s.pfc)
+    pfc_on = s.pfc.enabled
+    if not pfc_on:
+        reasons["pfc.enabled"] = "PFC off by policy"
+    if cls is LinkClass.DCI:
+        fits, why = dci_budget
+        pfc_on = pfc_on and fits
+        reasons["pfc.enabled"] = why
+        lo, hi, reasons["ecn"] = ecn_thresholds_dci(length, speed, s.ecn)
+        caps = policy.caps(dev.platform)
+        rtt_ms = rtt_s(length) * 1e3
+        if dev.role is Role.DR and caps.dr_generated_cnp:
+            cnp: Literal["dr", "endpoint"] = "dr"
+            reasons["cnp.source"] = (
+                f"end-to-end CNP over {length / 1000:g} km comes back after {rtt_ms:.2f} ms RTT, too late"
+                " to prevent loss; the DR generates CNP and reaches senders within about 50 us"
+            )
+        else:
+            cnp = "endpoint"
+            reasons["cnp.source"] = (
+                f"WARNING: {dev.name} cannot generate CNP (platform {dev.platform}); end-to-end CNP over "
+                f"{length / 1000:g} km arrives after {rtt_ms:.2f} ms RTT: terminate DCI on a DR that can"
+            )
+    else:
+        lo, hi, reasons["ecn"] = ecn_thresholds(speed, s.ecn)
+        cnp = "endpoint"
+        reasons["cnp.source"] = "campus link: the receiving NIC returns CNP within microseconds"
+    if s.dlb.mode == "off" or len(group) < 2:
+        dlb = {"mode": "off", "inactivity_us": 0}
+        reasons["dlb"] = "DLB off by policy" if s.dlb.mode == "off" else "not a member of an ECMP group"
+    else:
+        inactivity, reasons["dlb"] = flowlet_inactivity(group, s.dlb)
+        dlb = {"mode": s.dlb.mode, "inactivity_us": inactivity}
+    wd = s.watchdog
+    return {
+        "link_class": cls,
+        "length_m": length,
+        "speed_gbps": speed,
+        "pfc": {
+            "enabled": pfc_on,
+            "no_drop": list(policy.lossless_priorities) if pfc_on else [],
+            "headroom_bytes": headroom if pfc_on else 0,
+        },
+        "ecn": {"enabled": s.ecn.enabled, "min_bytes": lo, "max_bytes": hi, "max_probability": s.ecn.max_probability},
+        "cnp": {"source": cnp},
+        "watchdog": {
+            "enabled": wd.enabled and pfc_on,
+            "action": wd.action,
+            "timeout_ms": wd.timeout_ms,
+            "polling_ms": wd.polling_ms,
+            "recovery_ms": wd.recovery_ms,
+        },
+        "dlb": dlb,
+        "reasons": reasons,
+    }
 
 
 def _default_length(spec: FabricSpec, cls: LinkClass, dev: Device, peer: Device) -> float:
