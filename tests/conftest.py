@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -27,3 +28,9 @@ def small_blueprint(small_spec: FabricSpec) -> Cabling:
 @pytest.fixture(scope="session")
 def dci_spec() -> FabricSpec:
     return load_spec(EXAMPLES / "dci-120km.yaml")
+
+
+@pytest.fixture(autouse=True, scope="session")
+def private_plan_cache(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Offline plans cache under $XDG_CACHE_HOME; keep the tests' entries out of the user's cache."""
+    os.environ["XDG_CACHE_HOME"] = str(tmp_path_factory.mktemp("xdg-cache"))
