@@ -98,7 +98,8 @@ class Switch:
         sel = slice(None) if rows is None else rows
         dt = (now_ns - self.t0[sel]).astype(np.float64) / NS
         grown: np.ndarray = (self.rate[sel] * dt[:, None]).astype(np.uint64)
-        return self.base[sel] + grown  # type: ignore[no-any-return]
+        out: np.ndarray = self.base[sel] + grown
+        return out
 
     def value(self, port: str, column: str, now_ns: int) -> int:
         i = self.index[port]

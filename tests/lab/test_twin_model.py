@@ -188,7 +188,9 @@ def test_bad_fault_requests_say_what_is_wrong(twin: Twin, kind: str, params: dic
 def test_fault_log_records_start_and_clear(twin: Twin) -> None:
     faults = FaultInjector(twin)
     rec = faults.inject("link_down", {"port": "leaf-g0-r0:Ethernet5/1"}, T0 + NS)
-    assert rec.to_dict()["devices"] == sorted({"leaf-g0-r0", twin.peer("leaf-g0-r0", "Ethernet5/1").device})  # type: ignore[union-attr]
+    peer = twin.peer("leaf-g0-r0", "Ethernet5/1")
+    assert peer is not None
+    assert rec.to_dict()["devices"] == sorted({"leaf-g0-r0", peer.device})
     faults.clear(rec.id, now_ns=T0 + 2 * NS)
     assert rec.cleared_ns == T0 + 2 * NS
     assert twin.switch("leaf-g0-r0").oper_up[4]
