@@ -14,6 +14,15 @@ from fabricd.cli.intent_cmd import intent_command
 from fabricd.cli.lab_cmd import app as lab_app
 from fabricd.cli.output import EXIT_TROUBLE, err_console
 from fabricd.cli.plan_cmd import plan_command
+from fabricd.cli.service_cmd import (
+    actions_command,
+    approve_command,
+    findings_command,
+    resolve_command,
+    run_command,
+    status_command,
+    tickets_command,
+)
 from fabricd.cli.topology_cmd import app as topology_app
 from fabricd.cli.validate_cmd import validate_command
 from topology.errors import FabricdError
@@ -46,6 +55,13 @@ app.command("intent")(intent_command)
 app.command("plan")(plan_command)
 app.command("apply")(apply_command)
 app.command("detect")(detect_command)
+app.command("run")(run_command)
+app.command("status")(status_command)
+app.command("findings")(findings_command)
+app.command("tickets")(tickets_command)
+app.command("actions")(actions_command)
+app.command("approve")(approve_command)
+app.command("resolve")(resolve_command)
 app.add_typer(topology_app, name="topology")
 app.add_typer(lab_app, name="lab")
 

@@ -1,0 +1,180 @@
+"""`fabricd run` (the service) and the commands that talk to a running one: status, findings, tickets,
+actions, approve, resolve. They find the service through `--config fabricd.yaml` (its api: section) or `--api URL`."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from pathlib import Path
+from typing import Any
+
+import httpx
+import typer
+from rich.table import Table
+
+from fabricd.cli.output import EXIT_CLEAN, EXIT_FINDINGS, Format, console, emit_json
+from fabricd.service.config import load_config, read_secret
+from topology.errors import FabricdError
+
+DEFAULT_CONFIG = Path("fabricd.yaml")
+_CONFIG = typer.Option(None, "--config", "-c", help="fabricd.yaml of the service (default: ./fabricd.yaml).")
+_API = typer.Option(None, "--api", help="Service URL, e.g. http://127.0.0.1:8340 (instead of --config).")
+_TOKEN_ENV = typer.Option(
+    "FABRICD_API_TOKEN", "--token-env", help="Environment variable holding the API token (with --api)."
+)
+_FMT = typer.Option(Format.table, "--format", "-f", help="json for scripts, table for people.")
+
+
+def run_command(
+    config: Path = typer.Option(DEFAULT_CONFIG, "--config", "-c", help="Service configuration (YAML)."),
+) -> None:
+    """Run the fabricd service: telemetry, detectors, guarded remediation, tickets, REST API and /metrics."""
+    from fabricd.service.daemon import Service
+    from fabricd.service.logs import setup_logging
+
+    cfg = load_config(config)
+
+    async def main() -> None:
+        service = Service(cfg)
+        setup_logging(cfg.log_format, cfg.log_level, service.secrets)
+        await service.run()
+
+    asyncio.run(main())
+
+
+class ApiClient:
+    def __init__(self, config: Path | None, api: str | None, token_env: str) -> None:
+        token: str | None = None
+        if api is None:
+            cfg = load_config(config or DEFAULT_CONFIG)
+            host = "127.0.0.1" if cfg.api.host in ("0.0.0.0", "::") else cfg.api.host
+            api = f"http://{host}:{cfg.api.port}"
+            if cfg.api.token is not None:
+                token = read_secret(cfg.api.token, "api.token", cfg.source).get_secret_value()
+        else:
+            token = os.environ.get(token_env) or None
+        self.base = api.rstrip("/")
+        self._headers = {"X-Fabricd-Actor": f"cli:{os.environ.get('USER', 'unknown')}"}
+        if token:
+            self._headers["Authorization"] = f"Bearer {token}"
+
+    def call(self, method: str, path: str, **params: Any) -> Any:
+        try:
+            r = httpx.request(method, self.base + path, params=params or None, headers=self._headers, timeout=30)
+        except httpx.HTTPError as e:
+            raise FabricdError(
+                f"cannot reach the fabricd service at {self.base} ({type(e).__name__}); is it running?"
+            ) from None
+        if r.status_code >= 400:
+            try:
+                msg = r.json().get("error") or r.text
+            except ValueError:
+                msg = r.text
+            raise FabricdError(f"{self.base}{path}: HTTP {r.status_code}: {msg}")
+        return r.json()
+
+
+def status_command(config: Path | None = _CONFIG, api: str | None = _API, token_env: str = _TOKEN_ENV,
+                   fmt: Format = _FMT) -> None:  # fmt: skip
+    """Health of a running service: telemetry, mode, open tickets, disabled ports."""
+    h = ApiClient(config, api, token_env).call("GET", "/api/v1/health")
+    if fmt is Format.json:
+        emit_json(h)
+    else:
+        tel = h["telemetry"]
+        out = console()
+        colour = "green" if h["status"] == "ok" else "yellow"
+        out.print(f"[{colour}]{h['status']}[/{colour}]  fabricd {h['version']}  mode {h['mode']}  up {h['uptime_s']} s")
+        out.print(f"telemetry: {tel['synced']}/{tel['devices']} switches synced, {len(tel['stale'])} stale")
+        if tel["stale"]:
+            out.print("  stale: " + ", ".join(tel["stale"][:20]))
+        out.print(f"open tickets: {h['open_tickets']}   ports held down: {h['disabled_ports']}")
+    raise typer.Exit(EXIT_CLEAN if h["status"] == "ok" else EXIT_FINDINGS)
+
+
+def findings_command(config: Path | None = _CONFIG, api: str | None = _API, token_env: str = _TOKEN_ENV,
+                     active: bool = typer.Option(False, "--active", help="Only incidents still active."),
+                     fmt: Format = _FMT) -> None:  # fmt: skip
+    """Findings the service has made (newest first)."""
+    params = {"status": "active"} if active else {}
+    rows = ApiClient(config, api, token_env).call("GET", "/api/v1/findings", **params)["findings"]
+    if fmt is Format.json:
+        emit_json({"findings": rows})
+    else:
+        _table(rows, ("id", "kind", "status", "device", "port", "severity", "summary"))
+    raise typer.Exit(EXIT_FINDINGS if rows else EXIT_CLEAN)
+
+
+def tickets_command(config: Path | None = _CONFIG, api: str | None = _API, token_env: str = _TOKEN_ENV,
+                    show: int | None = typer.Option(None, "--show", help="Show one ticket with its evidence."),
+                    open_only: bool = typer.Option(False, "--open", help="Only open tickets."),
+                    fmt: Format = _FMT) -> None:  # fmt: skip
+    """Repair tickets (list, or one with --show)."""
+    client = ApiClient(config, api, token_env)
+    if show is not None:
+        t = client.call("GET", f"/api/v1/tickets/{show}")
+        if fmt is Format.json:
+            emit_json(t)
+        else:
+            out = console()
+            out.print(f"[bold]#{t['id']} {t['title']}[/bold]  ({t['status']}, {t['recurrences']} recurrences)")
+            body = t["body"]
+            for key in ("status_note", "likely_repair", "likely_common_cause"):
+                if body.get(key):
+                    out.print(f"{key.replace('_', ' ')}: {body[key]}")
+            for a in body.get("actions", []):
+                out.print(f"  action {a['action_id']} {a['op']} {a['port']}: {a['status']} - {a['note']}")
+            out.print_json(data=body.get("evidence", {}))
+        raise typer.Exit(EXIT_CLEAN)
+    rows = client.call("GET", "/api/v1/tickets", **({"status": "open"} if open_only else {}))["tickets"]
+    if fmt is Format.json:
+        emit_json({"tickets": rows})
+    else:
+        _table(rows, ("id", "status", "kind", "device", "port", "recurrences", "title"))
+    raise typer.Exit(EXIT_FINDINGS if any(r["status"] == "open" for r in rows) else EXIT_CLEAN)
+
+
+def actions_command(config: Path | None = _CONFIG, api: str | None = _API, token_env: str = _TOKEN_ENV,
+                    fmt: Format = _FMT) -> None:  # fmt: skip
+    """Remediation actions: taken, refused, observed, waiting for approval."""
+    rows = ApiClient(config, api, token_env).call("GET", "/api/v1/actions")["actions"]
+    if fmt is Format.json:
+        emit_json({"actions": rows})
+    else:
+        _table(rows, ("id", "op", "device", "port", "mode", "status", "reason"))
+    raise typer.Exit(EXIT_CLEAN)
+
+
+def approve_command(
+    action_id: int = typer.Argument(..., help="Action id (see `fabricd actions`)."),
+    config: Path | None = _CONFIG,
+    api: str | None = _API,
+    token_env: str = _TOKEN_ENV,
+) -> None:
+    """Approve an action waiting in `approve` mode; the guard checks again before it runs."""
+    a = ApiClient(config, api, token_env).call("POST", f"/api/v1/actions/{action_id}/approve")
+    console().print(f"action {a['id']}: {a['status']} ({a['op']} {a['device']}:{a['port']})")
+
+
+def resolve_command(
+    ticket_id: int = typer.Argument(..., help="Ticket id (see `fabricd tickets`)."),
+    config: Path | None = _CONFIG,
+    api: str | None = _API,
+    token_env: str = _TOKEN_ENV,
+) -> None:
+    """Mark a repair done: the ticket closes and the ports it held down come back, on probation."""
+    t = ApiClient(config, api, token_env).call("POST", f"/api/v1/tickets/{ticket_id}/resolve")
+    console().print(f"ticket {t['id']}: {t['status']}; held-down ports are being re-enabled")
+
+
+def _table(rows: list[dict[str, Any]], cols: tuple[str, ...]) -> None:
+    out = console()
+    if not rows:
+        out.print("[green]none[/green]")
+        return
+    table = Table(header_style="bold")
+    for c in cols:
+        table.add_column(c, overflow="fold")
+    for r in rows:
+        table.add_row(*("" if r.get(c) is None else str(r.get(c)) for c in cols))
+    out.print(table)

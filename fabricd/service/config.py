@@ -1,0 +1,198 @@
+"""`fabricd.yaml`: what the service watches, how it may act, where it keeps state and how it is reached.
+
+Every key has a safe default (observe mode, small disable budgets, API on localhost). Environment variables
+override the file: `FABRICD_REMEDIATION__MODE=auto` sets `remediation.mode` (`__` separates levels).
+Secrets are never values in the file: `*_env` names an environment variable, `*_file` a 0600 file.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr
+
+from topology.errors import InputError
+from topology.sourcefile import load_document, load_model
+
+ENV_PREFIX = "FABRICD_"
+
+
+class ConfigError(InputError):
+    """fabricd.yaml is invalid or a secret it points to cannot be read."""
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class SecretRef(_Strict):
+    """Where a secret comes from: an environment variable or a file only its owner can read."""
+
+    env: str | None = None
+    file: Path | None = None
+
+
+class TelemetrySettings(_Strict):
+    interval_s: float = Field(1.0, gt=0, le=300)  # counter sample interval; stale after 3 of them
+    record: Path | None = None  # also write the stream to this JSON Lines trace
+
+
+class DetectorSettings(_Strict):
+    tick_s: float = Field(1.0, gt=0, le=300)  # one detector pass per tick (normally the sample interval)
+    retention_days: float = Field(30, gt=0)  # closed findings and audit rows older than this are pruned
+
+
+class SafetyLimits(_Strict):
+    # CorrOpt (SIGCOMM'17) disables a corrupting link only while the switch keeps its capacity target;
+    # 75% of uplink capacity is its default and ours (../shared/reference/domain.md).
+    min_uplink_fraction: float = Field(0.75, gt=0, le=1)
+    max_down_per_switch: int = Field(2, ge=0)
+    max_down_per_rail: int = Field(4, ge=0)
+    max_down_fabric: int = Field(8, ge=0)
+    max_actions_per_hour: int = Field(10, ge=0)
+
+
+class RemediationSettings(_Strict):
+    mode: Literal["observe", "approve", "auto"] = "observe"
+    kinds: list[Literal["link_flap", "link_corruption"]] = ["link_flap", "link_corruption"]
+    revert_in_s: int = Field(120, ge=30, le=3600)  # the switch undoes our shutdown unless we confirm in time
+    verify_timeout_s: float = Field(10.0, gt=0, le=300)
+    probation_s: float = Field(3600.0, ge=0)  # after re-enable, a new flap disables again and reopens the ticket
+    # Run for server-facing ports before they go down, e.g.
+    # scontrol update nodename={node} state=drain reason="{reason}"
+    drain_hook: str | None = None
+    drain_timeout_s: float = Field(30.0, gt=0)
+
+
+class WebhookSettings(_Strict):
+    url: str
+    token: SecretRef | None = None
+    retries: int = Field(5, ge=0, le=20)
+    timeout_s: float = Field(5.0, gt=0)
+
+
+class JiraSettings(_Strict):
+    url: str
+    project: str
+    username: str
+    token: SecretRef
+    issue_type: str = "Task"
+    done_statuses: list[str] = ["Done", "Resolved", "Closed"]
+
+
+class TicketSettings(_Strict):
+    backend: Literal["sqlite", "webhook", "jira"] = "sqlite"
+    webhook: WebhookSettings | None = None
+    jira: JiraSettings | None = None
+    sync_interval_s: float = Field(60.0, gt=0)
+
+
+class ApiSettings(_Strict):
+    host: str = "127.0.0.1"
+    port: int = Field(8340, ge=0, le=65535)  # 0 = any free port (tests)
+    token: SecretRef | None = None  # bearer token for mutating calls; without it they are refused
+
+
+class ServiceConfig(_Strict):
+    spec: Path
+    cabling: Path | None = None
+    inventory: Path
+    policy: Path | None = None
+    state: Path = Path("fabricd-state.db")
+    telemetry: TelemetrySettings = Field(default_factory=TelemetrySettings)
+    detectors: DetectorSettings = Field(default_factory=DetectorSettings)
+    remediation: RemediationSettings = Field(default_factory=RemediationSettings)
+    safety: SafetyLimits = Field(default_factory=SafetyLimits)
+    tickets: TicketSettings = Field(default_factory=TicketSettings)
+    api: ApiSettings = Field(default_factory=ApiSettings)
+    drift_interval_s: float = Field(900.0, gt=0)  # config drift check (plan against running)
+    log_format: Literal["text", "json"] = "text"
+    log_level: Literal["debug", "info", "warning", "error"] = "info"
+    source: Path | None = Field(None, exclude=True)
+
+
+_PATH_FIELDS = ("spec", "cabling", "inventory", "policy", "state")
+
+
+def load_config(path: Path, environ: dict[str, str] | None = None) -> ServiceConfig:
+    """Read fabricd.yaml, apply FABRICD_* overrides, resolve paths against the file's folder, check secrets."""
+    data = load_document(path, ConfigError)
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise ConfigError(str(path), "fabricd.yaml must be a mapping (spec, inventory, remediation, ...)")
+    _apply_env(data, os.environ if environ is None else environ, path)
+    cfg = load_model(path, ServiceConfig, ConfigError, "fabricd.yaml", "spec, inventory, ...", data=data)
+    base = path.parent
+    updates: dict[str, Any] = {"source": path}
+    for name in _PATH_FIELDS:
+        value = getattr(cfg, name)
+        if isinstance(value, Path) and not value.is_absolute():
+            updates[name] = base / value
+    if cfg.telemetry.record is not None and not cfg.telemetry.record.is_absolute():
+        updates["telemetry"] = cfg.telemetry.model_copy(update={"record": base / cfg.telemetry.record})
+    cfg = cfg.model_copy(update=updates)
+    for field, ref in _secret_refs(cfg):
+        read_secret(ref, field, path, environ)  # refuse at start, not at the first ticket
+    return cfg
+
+
+def _apply_env(data: dict[str, Any], environ: Any, path: Path) -> None:
+    for key, value in environ.items():
+        if not key.startswith(ENV_PREFIX):
+            continue
+        parts = key[len(ENV_PREFIX) :].lower().split("__")
+        if parts[0] not in ServiceConfig.model_fields or parts[0] == "source":
+            continue  # other FABRICD_* variables (lab password, cache dir) are not config overrides
+        node = data
+        for part in parts[:-1]:
+            child = node.setdefault(part, {})
+            if not isinstance(child, dict):
+                raise ConfigError(str(path), f"{key} overrides '{part}', which is not a section")
+            node = child
+        node[parts[-1]] = _env_value(value)
+
+
+def _env_value(text: str) -> Any:
+    """Lists as comma-separated text; everything else as text that pydantic converts."""
+    return [t.strip() for t in text.split(",")] if "," in text else text
+
+
+def _secret_refs(cfg: ServiceConfig) -> list[tuple[str, SecretRef]]:
+    refs: list[tuple[str, SecretRef]] = []
+    if cfg.api.token is not None:
+        refs.append(("api.token", cfg.api.token))
+    if cfg.tickets.backend == "webhook":
+        if cfg.tickets.webhook is None:
+            raise ConfigError(str(cfg.source), "tickets.backend is webhook but tickets.webhook is missing; add url:")
+        if cfg.tickets.webhook.token is not None:
+            refs.append(("tickets.webhook.token", cfg.tickets.webhook.token))
+    if cfg.tickets.backend == "jira":
+        if cfg.tickets.jira is None:
+            raise ConfigError(str(cfg.source), "tickets.backend is jira but tickets.jira is missing; add url, project")
+        refs.append(("tickets.jira.token", cfg.tickets.jira.token))
+    return refs
+
+
+def read_secret(ref: SecretRef, field: str, source: Path | None, environ: dict[str, str] | None = None) -> SecretStr:
+    """The secret `ref` points to; the error names the field, never the value."""
+    where = str(source or "fabricd.yaml")
+    env = os.environ if environ is None else environ
+    if ref.env:
+        value = env.get(ref.env)
+        if not value:
+            raise ConfigError(where, f"environment variable {ref.env} is not set", field=field)
+        return SecretStr(value)
+    if ref.file is not None:
+        path = ref.file if ref.file.is_absolute() or source is None else source.parent / ref.file
+        try:
+            mode = path.stat().st_mode
+        except OSError as e:
+            raise ConfigError(where, f"{path}: {e.strerror}", field=field) from None
+        if mode & (stat.S_IRWXG | stat.S_IRWXO):
+            raise ConfigError(where, f"{path} is readable by others; chmod 600 it", field=field)
+        return SecretStr(path.read_text().strip())
+    raise ConfigError(where, "give env: VAR or file: PATH (never the secret itself)", field=field)

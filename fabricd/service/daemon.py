@@ -1,0 +1,284 @@
+"""`fabricd run`: telemetry in, detectors every tick, remediation and tickets out, API and metrics beside.
+
+One asyncio loop: gNMI streams (grpc.aio), the detector tick, the API server (uvicorn) and apscheduler's
+periodic jobs (ticket sync, re-enable retries, config drift, pruning). Blocking driver calls go to a bounded
+thread pool. On start it reconciles with the switches before it acts on anything new.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+import time
+from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import uvicorn
+from apscheduler.schedulers.asyncio import AsyncIOScheduler
+from prometheus_client import CollectorRegistry
+from pydantic import SecretStr
+
+from drivers.inventory import load_inventory
+from fabricd import __version__
+from fabricd.cli.inputs import load_fabric
+from fabricd.detectors.finding import Finding
+from fabricd.detectors.runner import Runner, default_detectors
+from fabricd.telemetry import CounterStore, Ingestor, TelemetryClient, TelemetryMetrics, TraceWriter
+from topology.model import Endpoint
+
+from . import metrics as service_metrics
+from .actuator import DriverActuator
+from .api import create_app
+from .config import ServiceConfig, read_secret
+from .faults import LINK_KINDS
+from .port_view import TelemetryPortView
+from .remediation import NS, Remediator
+from .state import StateStore, Ticket
+from .tickets import TicketBackend, TicketError, make_backend
+
+log = logging.getLogger("fabricd.service")
+
+
+class Service:
+    def __init__(self, cfg: ServiceConfig, *, clock: Any = time.time_ns) -> None:
+        self.cfg = cfg
+        self.clock = clock
+        self.started = time.monotonic()
+        _, self.fabric = load_fabric(cfg.spec, cfg.cabling)
+        self.inventory = load_inventory(cfg.inventory)
+        accesses = [self.inventory.access(n) for n in self.inventory.names]  # a missing secret stops us here
+        self.secrets = [a.password.get_secret_value() for a in accesses]
+        self.api_token: SecretStr | None = None
+        if cfg.api.token is not None:
+            self.api_token = read_secret(cfg.api.token, "api.token", cfg.source)
+            self.secrets.append(self.api_token.get_secret_value())
+        self.state = StateStore(cfg.state)
+        self.store = CounterStore()
+        self._trace = cfg.telemetry.record.open("a", encoding="utf-8") if cfg.telemetry.record else None
+        self.ingestor = Ingestor(self.store, recorder=TraceWriter(self._trace) if self._trace else None)
+        self.registry = CollectorRegistry()
+        self.telemetry = TelemetryClient(
+            accesses,
+            self.ingestor,
+            interval_s=cfg.telemetry.interval_s,
+            metrics=TelemetryMetrics(self.registry),
+            clock=clock,
+        )
+        service_metrics.register(self.registry, self.state)
+        self.runner = Runner(self.fabric, default_detectors(cfg.detectors.tick_s))
+        self.view = TelemetryPortView(self.ingestor, time.monotonic)
+        self.pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="fabricd-driver")
+        self.backend: TicketBackend = make_backend(cfg.tickets, cfg.source)
+        self.remediator = Remediator(
+            self.fabric,
+            self.state,
+            cfg.remediation,
+            cfg.safety,
+            managed=set(self.inventory.names),
+            actuator=DriverActuator(self.inventory),
+            view=self.view,
+            clock=clock,
+            executor=self.pool,
+            publish=self.publish,
+        )
+        self.api_port: int | None = None
+        self.ready = asyncio.Event()
+        self._stop = asyncio.Event()
+        self._server: uvicorn.Server | None = None
+
+    # --- lifecycle -------------------------------------------------------------------------------------------
+    async def run(self) -> None:
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+                loop.add_signal_handler(sig, self._stop.set)
+        app = create_app(self)
+        config = uvicorn.Config(
+            app, host=self.cfg.api.host, port=self.cfg.api.port, log_level="warning", lifespan="off", access_log=False
+        )
+        self._server = uvicorn.Server(config)
+        # uvicorn takes SIGINT/SIGTERM while it serves and re-raises them to our handlers when it stops.
+        tasks = [
+            asyncio.create_task(self.telemetry.run(), name="telemetry"),
+            asyncio.create_task(self._server.serve(), name="api"),
+        ]
+        scheduler = AsyncIOScheduler(event_loop=loop)
+        try:
+            await self._api_started()
+            log.info(
+                "fabricd %s: %d switches, mode %s, API on http://%s:%s",
+                __version__, len(self.inventory.names), self.cfg.remediation.mode, self.cfg.api.host, self.api_port,
+            )  # fmt: skip
+            # Reconcile only on fresh data: wait for the first full sync (bounded, a dead switch must not block us).
+            await self.telemetry.wait_synced(3 * self.cfg.telemetry.interval_s + 2)
+            for note in await self.remediator.reconcile():
+                self.state.audit(self.clock(), "reconcile", note)
+            await self._sync_tickets()
+            tick = self.cfg.detectors.tick_s
+            scheduler.add_job(self._sync_tickets, "interval", seconds=self.cfg.tickets.sync_interval_s, id="tickets")
+            scheduler.add_job(self._retry_enables, "interval", seconds=max(30.0, tick), id="reenable")
+            scheduler.add_job(self._drift, "interval", seconds=self.cfg.drift_interval_s, id="drift")
+            scheduler.add_job(self._prune, "interval", hours=6, id="prune")
+            scheduler.start()
+            tasks.append(asyncio.create_task(self._tick_loop(tick), name="detectors"))
+            self.ready.set()
+            stop = asyncio.create_task(self._stop.wait())
+            done, _ = await asyncio.wait([stop, *tasks], return_when=asyncio.FIRST_COMPLETED)
+            for t in done:
+                if t is not stop and t.exception() is not None:
+                    raise t.exception()  # type: ignore[misc]
+        finally:
+            if scheduler.running:
+                scheduler.shutdown(wait=False)
+            await self.remediator.idle()
+            await self.telemetry.stop()
+            if self._server is not None:
+                self._server.should_exit = True
+            for t in tasks:
+                if t.get_name() == "api":
+                    with contextlib.suppress(Exception):
+                        await asyncio.wait_for(t, 5)
+                t.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            if self._trace is not None:
+                self._trace.close()
+            self.pool.shutdown(wait=True)
+            self.state.close()
+            log.info("fabricd stopped")
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    async def _api_started(self) -> None:
+        server = self._server
+        assert server is not None
+        while not server.started:
+            if server.should_exit:
+                raise RuntimeError("the API server did not start")
+            await asyncio.sleep(0.02)
+        sock = server.servers[0].sockets[0]
+        self.api_port = int(sock.getsockname()[1])
+
+    # --- the detector tick -----------------------------------------------------------------------------------
+    async def _tick_loop(self, tick_s: float) -> None:
+        tick_ns = int(tick_s * NS)
+        while not self._stop.is_set():
+            now = self.clock()
+            await asyncio.sleep(((now // tick_ns + 1) * tick_ns - now) / NS)  # on the clock's tick boundaries
+            try:
+                await self.tick(self.clock())
+            except Exception:
+                log.exception("detector tick failed; continuing with the next one")
+
+    async def tick(self, now: int) -> list[Finding]:
+        snapshot = self.ingestor.snapshot()
+        findings = self.runner.tick(snapshot, now)
+        stale = set(self.telemetry.stale_devices(now))
+        held = {Endpoint(p["device"], p["port"]) for p in self.state.disabled_ports()}
+        usable = [f for f in findings if not self._ignored(f, stale, held)]
+        await self.remediator.on_findings(usable)
+        # An incident not reported for 3 ticks is over.
+        self.state.clear_findings_not_seen_since(now - 3 * tick_ns_of(self.cfg.detectors.tick_s))
+        return usable
+
+    def _ignored(self, f: Finding, stale: set[str], held: set[Endpoint]) -> bool:
+        """Never act on stale data, and a port fabricd itself took down is not a fault."""
+        if f.device in stale:
+            return True
+        if f.kind in LINK_KINDS and f.port is not None:
+            ends = {Endpoint(f.device, f.port)}
+            peer = self.fabric.peer(f.device, f.port)
+            if peer is not None:
+                ends.add(peer)
+            return bool(ends & held)
+        return False
+
+    # --- tickets ---------------------------------------------------------------------------------------------
+    async def publish(self, ticket: Ticket) -> None:
+        """Hand the ticket's current version to the backend; on failure the sync job retries it."""
+        if self.backend.name == "sqlite":
+            self.state.mark_synced(ticket.id, ticket.updated_ts, None)
+            return
+        loop = asyncio.get_running_loop()
+        try:
+            ref = await loop.run_in_executor(self.pool, self.backend.publish, ticket)
+        except TicketError as e:
+            log.warning("%s", e)
+            return
+        self.state.mark_synced(ticket.id, ticket.updated_ts, ref)
+
+    async def _sync_tickets(self) -> None:
+        for t in self.state.unsynced():
+            await self.publish(t)
+        loop = asyncio.get_running_loop()
+        try:
+            done = await loop.run_in_executor(self.pool, self.backend.resolved, self.state.tickets("open"))
+        except TicketError as e:
+            log.warning("%s", e)
+            return
+        for tid in done:
+            t = await self.remediator.resolve(tid, self.backend.name)
+            await self.publish(t)
+
+    async def _retry_enables(self) -> None:
+        """A port whose ticket is resolved but that is still held down (its enable failed): try again."""
+        for p in self.state.disabled_ports():
+            t = self.state.ticket(p["ticket_id"]) if p["ticket_id"] else None
+            if t is not None and t.status == "resolved" and self.state.open_action(p["device"], p["port"]) is None:
+                await self.remediator.resolve(t.id, "fabricd (retry)")
+
+    async def _drift(self) -> None:
+        """Config drift: plan every switch against its running config; drift is logged and counted, not pushed."""
+        from fabricd.rollout import plan_all, targets
+        from policies.intent import derive_intent
+        from policies.policy import load_policy
+        from topology.spec import load_spec
+
+        def plan() -> list[str]:
+            spec = load_spec(self.cfg.spec)
+            intent = derive_intent(self.fabric, spec, load_policy(self.cfg.policy), None)
+            items = targets(intent.devices, self.inventory)
+            return [p.device for p in plan_all(items, workers=4) if p.changed or p.error]
+
+        try:
+            drifted = await asyncio.get_running_loop().run_in_executor(self.pool, plan)
+        except Exception as e:  # noqa: BLE001  # drift is advisory: no failure of it may stop the service
+            log.warning("config drift check failed: %s", e)
+            return
+        if drifted:
+            self.state.audit(self.clock(), "config drift", f"{len(drifted)} switches differ: {', '.join(drifted[:20])}")
+            log.warning("config drift on %d switches: %s (run fabricd plan)", len(drifted), ", ".join(drifted[:20]))
+
+    async def _prune(self) -> None:
+        self.state.prune(self.clock() - int(self.cfg.detectors.retention_days * 86400 * NS))
+
+    # --- views for the API -----------------------------------------------------------------------------------
+    def health(self) -> dict[str, Any]:
+        stale = self.telemetry.stale_devices()
+        synced = sum(self.telemetry.synced.values())
+        return {
+            "status": "ok" if not stale else "degraded",
+            "version": __version__,
+            "mode": self.cfg.remediation.mode,
+            "uptime_s": round(time.monotonic() - self.started, 1),
+            "telemetry": {"devices": len(self.telemetry.devices), "synced": synced, "stale": stale},
+            "open_tickets": len(self.state.tickets("open")),
+            "disabled_ports": len(self.state.disabled_ports()),
+            "ticket_backend": self.backend.name,
+        }
+
+    def topology_summary(self) -> dict[str, Any]:
+        roles = Counter(d.role.value for d in self.fabric.devices())
+        return {
+            "devices": dict(sorted(roles.items())),
+            "links": len(self.fabric.links),
+            "switches": len(self.fabric.switches()),
+            "managed": len(self.inventory.names),
+        }
+
+
+def tick_ns_of(tick_s: float) -> int:
+    return int(tick_s * NS)

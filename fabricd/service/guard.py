@@ -1,0 +1,118 @@
+"""The safety guard: may fabricd take this port down without hurting the fabric? Pure: data in, verdict out.
+
+Rules, each a named limit so a refusal says which one held:
+- rate: at most `max_actions_per_hour` disables in the last hour;
+- budgets: ports fabricd holds down per switch, per rail and fabric-wide;
+- capacity: every switch on the link keeps `min_uplink_fraction` of its uplink capacity, counting ports that
+  are already down for any reason (CorrOpt's rule: never trade a corrupting link for congestion);
+- redundancy: never both ends of a link, never the last working member of a parallel bundle.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from topology.fabric import Fabric
+from topology.model import TIER, Endpoint, Link
+
+from .config import SafetyLimits
+
+
+@dataclass(frozen=True)
+class Verdict:
+    allowed: bool
+    rule: str  # "ok" or the limit that refused
+    reason: str
+
+
+@dataclass(frozen=True)
+class GuardInput:
+    """What the guard knows at decision time."""
+
+    held_down: frozenset[Endpoint]  # ports fabricd holds down (disabled or an action in flight)
+    oper_down: frozenset[Endpoint]  # ports telemetry sees down for any reason
+    disables_last_hour: int
+
+
+def is_uplink(fabric: Fabric, device: str, link: Link) -> bool:
+    """A link toward a higher tier (leaf->spine, spine->superspine) or toward another campus (DCI)."""
+    here = fabric.get(device)
+    there = fabric.get(link.other(device).device)
+    if here is None or there is None:
+        return False
+    return there.is_remote or TIER[there.role] > TIER[here.role]
+
+
+def _speed(link: Link) -> float:
+    return float(link.speed_gbps or 1)
+
+
+def check_disable(fabric: Fabric, limits: SafetyLimits, target: Endpoint, known: GuardInput) -> Verdict:
+    link = fabric.link_of(target.device, target.port)
+    if link is None:
+        return Verdict(False, "unknown_port", f"{target} is not a cabled port of the fabric; not touching it")
+    peer = link.other(target.device, target.port)
+    if known.disables_last_hour >= limits.max_actions_per_hour:
+        return Verdict(
+            False,
+            "rate",
+            f"{known.disables_last_hour} ports disabled in the last hour (limit {limits.max_actions_per_hour})",
+        )
+    if peer in known.held_down:
+        return Verdict(False, "redundancy", f"the other end {peer} is already held down by fabricd")
+    switches = [ep.device for ep in (target, peer) if (d := fabric.get(ep.device)) and d.is_switch]
+    for sw in switches:
+        n = sum(1 for ep in known.held_down if ep.device == sw)
+        if n >= limits.max_down_per_switch:
+            return Verdict(
+                False, "switch_budget", f"{sw} already has {n} ports held down (limit {limits.max_down_per_switch})"
+            )
+    rail = next((r for sw in switches if (r := fabric.device(sw).rail) is not None), None)
+    if rail is not None:
+        n = sum(1 for ep in known.held_down if (d := fabric.get(ep.device)) is not None and d.rail == rail)
+        if n >= limits.max_down_per_rail:
+            return Verdict(
+                False, "rail_budget", f"rail {rail} already has {n} ports held down (limit {limits.max_down_per_rail})"
+            )
+    if len(known.held_down) >= limits.max_down_fabric:
+        return Verdict(
+            False,
+            "fabric_budget",
+            f"{len(known.held_down)} ports held down fabric-wide (limit {limits.max_down_fabric})",
+        )
+    gone = known.held_down | known.oper_down | {target, peer}
+    bundle = _parallel(fabric, link)
+    if len(bundle) > 1 and all(_end(lk, target.device) in gone for lk in bundle):
+        return Verdict(False, "redundancy", f"{target} is the last working link of its bundle to {peer.device}")
+    for sw in switches:
+        verdict = _capacity(fabric, limits, sw, link, gone)
+        if not verdict.allowed:
+            return verdict
+    return Verdict(True, "ok", "capacity and budgets allow it")
+
+
+def _end(link: Link, device: str) -> Endpoint:
+    return link.a if link.a.device == device else link.b
+
+
+def _parallel(fabric: Fabric, link: Link) -> list[Link]:
+    ends = {link.a.device, link.b.device}
+    return [lk for lk in fabric.links_of(link.a.device) if {lk.a.device, lk.b.device} == ends]
+
+
+def _capacity(fabric: Fabric, limits: SafetyLimits, device: str, link: Link, gone: Iterable[Endpoint]) -> Verdict:
+    if not is_uplink(fabric, device, link):
+        return Verdict(True, "ok", "")
+    down = set(gone)
+    uplinks = [lk for lk in fabric.links_of(device) if is_uplink(fabric, device, lk)]
+    total = sum(_speed(lk) for lk in uplinks)
+    left = sum(_speed(lk) for lk in uplinks if _end(lk, device) not in down)
+    if total and left / total < limits.min_uplink_fraction:
+        return Verdict(
+            False,
+            "capacity",
+            f"{device} would keep {left:g} of {total:g} Gb/s uplink capacity ({left / total:.0%}),"
+            f" below the {limits.min_uplink_fraction:.0%} limit",
+        )
+    return Verdict(True, "ok", "")

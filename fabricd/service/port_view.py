@@ -1,0 +1,92 @@
+"""Remediation's window on telemetry: which ports are down, did a port go down, what its counters say.
+
+It reads the same counter store the detectors read. A snapshot is taken at most every `refresh_s`, so a fabric
+with thousands of ports is scanned a few times per second, not once per question.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Any
+
+from fabricd.telemetry import Ingestor, Snapshot
+from topology.model import Endpoint
+
+DOWN = frozenset({"DOWN", "LOWER_LAYER_DOWN", "NOT_PRESENT", "DORMANT"})
+EVIDENCE_LEAVES = (
+    "oper-status",
+    "admin-status",
+    "if.carrier-transitions",
+    "if.in-pkts",
+    "if.in-errors",
+    "if.in-fcs-errors",
+    "eth.in-crc-errors",
+    "eth.in-symbol-error",
+    "fec.corrected-codewords",
+    "fec.uncorrected-codewords",
+    "fec.pre-fec-ber",
+)
+
+
+class TelemetryPortView:
+    def __init__(self, ingestor: Ingestor, clock: Callable[[], float], refresh_s: float = 0.05) -> None:
+        self.ingestor = ingestor
+        self.clock = clock  # monotonic seconds
+        self.refresh_s = refresh_s
+        self._snap: Snapshot | None = None
+        self._at = -1e18
+        self._down: frozenset[Endpoint] | None = None
+
+    def snapshot(self) -> Snapshot:
+        now = self.clock()
+        if self._snap is None or now - self._at >= self.refresh_s:
+            self._snap = self.ingestor.snapshot()
+            self._at = now
+            self._down = None
+        return self._snap
+
+    def oper_down(self) -> frozenset[Endpoint]:
+        snap = self.snapshot()
+        if self._down is None:
+            out = set()
+            for i in snap.select(leaf="oper-status").tolist():
+                if snap.text(i) in DOWN:
+                    dev, port, _, _ = snap.key(i)
+                    out.add(Endpoint(dev, port))
+            self._down = frozenset(out)
+        return self._down
+
+    def oper(self, device: str, port: str) -> str | None:
+        snap = self.snapshot()
+        i = snap.find(device, port, "oper-status")
+        return None if i is None else snap.text(i)
+
+    async def wait_oper(self, device: str, port: str, up: bool, timeout_s: float) -> bool:
+        """True once telemetry shows the port up (or down); ON_CHANGE makes this fast on a healthy stream."""
+        deadline = self.clock() + timeout_s
+        while True:
+            state = self.oper(device, port)
+            if state is not None and (state == "UP") == up:
+                return True
+            if self.clock() >= deadline:
+                return False
+            await asyncio.sleep(self.refresh_s)
+
+    def evidence(self, device: str, port: str) -> dict[str, Any]:
+        """Current values of the counters a person repairing this port wants to see, and its optics."""
+        snap = self.snapshot()
+        out: dict[str, Any] = {}
+        for leaf in EVIDENCE_LEAVES:
+            for i in snap.select(device, port, leaf).tolist():
+                v = snap.current(i)
+                if v is None:
+                    continue
+                idx = snap.key(i)[3]
+                out[leaf if idx is None else f"{leaf}[{idx}]"] = v
+                if snap.kind(i).name == "COUNTER" and snap.rate[i] == snap.rate[i]:  # not NaN
+                    out[f"{leaf}/s" if idx is None else f"{leaf}[{idx}]/s"] = round(float(snap.rate[i]), 3)
+        power = [snap.current(i) for i in snap.select(device, port, "optics.input-power").tolist()]
+        if power:
+            out["optics_rx_dbm"] = [p for p in power if p is not None]
+        return out

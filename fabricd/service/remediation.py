@@ -1,0 +1,418 @@
+"""From findings to tickets and (guarded) port actions; from a resolved ticket back to a working port.
+
+For every new incident: one ticket per fault (a recurrence updates it), and for flapping or corrupting links
+the safety guard decides whether fabricd may take the port down. What happens next depends on the mode:
+`observe` records what it would do and never touches a switch, `approve` waits for `fabricd approve ID`,
+`auto` acts. Acting = drain hook for server ports, commit `shutdown` under a revert timer, see the port go down
+in telemetry, then confirm; anything else rolls back. Every step is written to the state store first.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import shlex
+from collections.abc import Awaitable, Callable, Container
+from concurrent.futures import Executor
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from drivers.base import DriverError, Session
+from fabricd.detectors.finding import Finding
+from topology.errors import FabricdError
+from topology.fabric import Fabric
+from topology.model import Endpoint, Role
+
+from .config import RemediationSettings, SafetyLimits
+from .faults import LINK_KINDS, common_cause, fault_key, target_port
+from .guard import GuardInput, Verdict, check_disable
+from .state import Action, StateStore, Ticket
+
+log = logging.getLogger("fabricd.remediation")
+NS = 1_000_000_000
+BUDGET_RULES = ("switch_budget", "rail_budget", "fabric_budget", "rate")
+MAX_OCCURRENCES = 20  # kept in a ticket body; older ones are counted, not listed
+
+
+class PortView(Protocol):
+    """What remediation reads from telemetry."""
+
+    def oper_down(self) -> frozenset[Endpoint]: ...
+    def evidence(self, device: str, port: str) -> dict[str, Any]: ...
+    async def wait_oper(self, device: str, port: str, up: bool, timeout_s: float) -> bool: ...
+
+
+class Actuator(Protocol):
+    """Opens a driver session to a switch (blocking; called from worker threads)."""
+
+    def connect(self, device: str) -> Session: ...
+
+
+class ActionError(FabricdError):
+    """An approve/resolve request that cannot be carried out (unknown id, wrong state)."""
+
+
+@dataclass
+class Outcome:
+    ticket: Ticket | None
+    action: Action | None
+    verdict: Verdict | None
+
+
+class Remediator:
+    def __init__(
+        self,
+        fabric: Fabric,
+        state: StateStore,
+        settings: RemediationSettings,
+        limits: SafetyLimits,
+        *,
+        managed: Container[str],
+        actuator: Actuator,
+        view: PortView,
+        clock: Callable[[], int],
+        executor: Executor | None = None,
+        publish: Callable[[Ticket], Awaitable[None]] | None = None,
+    ) -> None:
+        self.fabric, self.state, self.settings, self.limits = fabric, state, settings, limits
+        self.managed, self.actuator, self.view, self.clock = managed, actuator, view, clock
+        self.executor = executor
+        self._publish = publish
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._lock = asyncio.Lock()  # one decision at a time: budgets must count the action just taken
+
+    # --- findings in -----------------------------------------------------------------------------------------
+    async def on_findings(self, findings: list[Finding]) -> list[Outcome]:
+        out = []
+        async with self._lock:
+            now = self.clock()
+            for f in findings:
+                fault = fault_key(f, self.fabric)
+                fid, new = self.state.upsert_finding(f, fault, now)
+                if new:
+                    out.append(await self._new_incident(f, fid, fault, now))
+        return out
+
+    async def _new_incident(self, f: Finding, fid: int, fault: str, now: int) -> Outcome:
+        target = target_port(f, self.fabric, self.managed) if f.kind in LINK_KINDS else None
+        if target is not None and self.state.is_disabled(target.device, target.port):
+            return Outcome(None, None, None)  # the port is down because of us: leftover noise, not a new fault
+        action: Action | None = None
+        verdict: Verdict | None = None
+        note = "no automatic action for this kind of fault; see the evidence"
+        if f.kind in LINK_KINDS and f.kind in self.settings.kinds:
+            if target is None:
+                note = "no action: neither end of the link is a switch fabricd manages (not in the inventory)"
+            elif (pending := self.state.open_action(target.device, target.port)) is not None:
+                action, note = pending, f"action {pending.id} on {target} is already {pending.status}"
+            else:
+                verdict = self._guard(target)
+                action, note = self._decide(f, fid, target, verdict, now)
+        if verdict is not None and not verdict.allowed and verdict.rule in BUDGET_RULES and target is not None:
+            faulty = self._faulty_ports(target.device, now)
+            if len(faulty) > self.limits.max_down_per_switch:
+                ticket = self._escalate(target.device, faulty, f, fid, note, now)
+                if action is not None:
+                    self.state.link_action_ticket(action.id, ticket.id)
+                await self._send(ticket)
+                return Outcome(ticket, action, verdict)
+        ticket = self._ticket_for(f, fid, fault, target, note, action, now)
+        if action is not None:
+            self.state.link_action_ticket(action.id, ticket.id)
+            if action.status == "running":
+                self._spawn(self._disable(action, ticket.id, f))
+        await self._send(ticket)
+        return Outcome(ticket, action, verdict)
+
+    def _guard(self, target: Endpoint) -> Verdict:
+        held = {Endpoint(p["device"], p["port"]) for p in self.state.disabled_ports()}
+        held |= {Endpoint(a.device, a.port) for s in ("running", "approved") for a in self.state.actions(s)}
+        hour_ago = self.clock() - 3600 * NS
+        known = GuardInput(frozenset(held), self.view.oper_down(), self.state.actions_since(hour_ago))
+        return check_disable(self.fabric, self.limits, target, known)
+
+    def _decide(self, f: Finding, fid: int, target: Endpoint, v: Verdict, now: int) -> tuple[Action, str]:
+        mode = self.settings.mode
+        if not v.allowed:
+            a = self.state.add_action(
+                "disable", target.device, target.port, mode, "refused", v.reason, now, finding_id=fid
+            )
+            self.state.audit(now, f"refused to disable {target}", f"guard ({v.rule}): {v.reason}", mode=mode,
+                             finding_id=fid, action_id=a.id)  # fmt: skip
+            return a, f"no action: the safety guard refused to disable {target}: {v.reason}; escalated to people"
+        why = f"{f.kind} on {target}: {f.summary}"
+        if mode == "observe":
+            a = self.state.add_action("disable", target.device, target.port, mode, "observed", why, now, finding_id=fid)
+            self.state.audit(now, f"would disable {target}", why, mode=mode, finding_id=fid, action_id=a.id)
+            return a, f"observe mode: fabricd would disable {target} (guard allows: {v.reason}); nothing was changed"
+        status = "awaiting_approval" if mode == "approve" else "running"
+        a = self.state.add_action("disable", target.device, target.port, mode, status, why, now, finding_id=fid)
+        self.state.audit(now, f"disable {target}: {status}", why, mode=mode, finding_id=fid, action_id=a.id)
+        if mode == "approve":
+            return a, f"waiting for approval: run `fabricd approve {a.id}` to disable {target}"
+        return a, f"disabling {target} (action {a.id})"
+
+    def _faulty_ports(self, device: str, now: int) -> list[str]:
+        """Ports of `device` fabricd acted on or was refused for in the last hour, plus those it holds down."""
+        ports = {p["port"] for p in self.state.disabled_ports() if p["device"] == device}
+        since = now - 3600 * NS
+        ports |= {a.port for a in self.state.actions() if a.device == device and a.created_ts >= since}
+        return sorted(ports)
+
+    # --- tickets ---------------------------------------------------------------------------------------------
+    def _ticket_for(
+        self, f: Finding, fid: int, fault: str, target: Endpoint | None, note: str, action: Action | None, now: int
+    ) -> Ticket:
+        occurrence = {"finding_id": fid, "detected_ts": f.detected_ts, "summary": f.summary}
+        t = self.state.open_ticket(fault)
+        reopened = False
+        if t is None and target is not None:
+            tid = self.state.probation(target.device, target.port, now)
+            if tid:
+                t = self.state.ticket(tid)
+                reopened = t is not None
+        if t is None:
+            body: dict[str, Any] = {
+                "fault": fault,
+                "device": f.device,
+                "port": f.port,
+                "finding": f.to_dict(),
+                "evidence": self._evidence(f),
+                "likely_repair": f.evidence.get("repair") or f.evidence.get("likely_repair"),
+                "occurrences": [occurrence],
+                "occurrence_count": 1,
+                "actions": [],
+                "status_note": note,
+            }
+            if action is not None:
+                body["actions"] = [_action_note(action, note)]
+            title = f"{f.kind.replace('_', ' ')} on {f.device}:{f.port}" if f.port else f"{f.kind} on {f.device}"
+            t = self.state.create_ticket(fault, f.kind, f.device, f.port, title, body, now)
+            self.state.audit(now, f"opened ticket {t.id}", f.summary, mode=self.settings.mode, finding_id=fid,
+                             ticket_id=t.id)  # fmt: skip
+            return t
+        body = dict[str, Any](t.body)
+        body["finding"] = f.to_dict()
+        body["evidence"] = self._evidence(f)
+        body["occurrences"] = [*body.get("occurrences", []), occurrence][-MAX_OCCURRENCES:]
+        body["occurrence_count"] = int(body.get("occurrence_count", 1)) + 1
+        body["status_note"] = ("recurred during probation after repair; " if reopened else "") + note
+        if action is not None:
+            body["actions"] = [*body.get("actions", []), _action_note(action, note)]
+        t = self.state.update_ticket(t.id, now, body=body, recurrence=True, reopen=reopened)
+        what = "reopened" if reopened else "updated"
+        self.state.audit(now, f"{what} ticket {t.id}", f.summary, mode=self.settings.mode, finding_id=fid,
+                         ticket_id=t.id)  # fmt: skip
+        return t
+
+    def _escalate(self, device: str, ports: list[str], f: Finding, fid: int, note: str, now: int) -> Ticket:
+        fault = f"escalation:{device}"
+        cause = common_cause(device, ports)
+        held = sorted(p["port"] for p in self.state.disabled_ports() if p["device"] == device)
+        body = {
+            "fault": fault,
+            "device": device,
+            "faulty_ports": ports,
+            "held_down_by_fabricd": held,
+            "likely_common_cause": cause,
+            "why_no_more_actions": note,
+            "latest_finding": f.to_dict(),
+        }
+        title = f"{len(ports)} faulty ports on {device}: likely {cause.split(':')[0]}"
+        t = self.state.open_ticket(fault)
+        if t is None:
+            t = self.state.create_ticket(fault, "escalation", device, None, title, body, now, escalation=True)
+            self.state.audit(now, f"escalated {device}", cause, mode=self.settings.mode, finding_id=fid, ticket_id=t.id)
+        else:
+            t = self.state.update_ticket(t.id, now, body=body, title=title, recurrence=True)
+        return t
+
+    def _evidence(self, f: Finding) -> dict[str, Any]:
+        out: dict[str, Any] = {"detector": f.evidence}
+        if f.port is not None:
+            out["this_end"] = {"port": f"{f.device}:{f.port}", **self.view.evidence(f.device, f.port)}
+            peer = self.fabric.peer(f.device, f.port)
+            if peer is not None:
+                out["other_end"] = {"port": str(peer), **self.view.evidence(peer.device, peer.port)}
+        return out
+
+    async def _send(self, ticket: Ticket) -> None:
+        if self._publish is not None:
+            await self._publish(ticket)
+
+    def _note(self, ticket_id: int | None, action: Action, text: str) -> Ticket | None:
+        if not ticket_id:
+            return None
+        t = self.state.ticket(ticket_id)
+        if t is None:
+            return None
+        body = dict(t.body)
+        body["actions"] = [*body.get("actions", []), _action_note(action, text)]
+        body["status_note"] = text
+        return self.state.update_ticket(t.id, self.clock(), body=body)
+
+    # --- acting on switches ----------------------------------------------------------------------------------
+    def _spawn(self, coro: Awaitable[None]) -> None:
+        task: asyncio.Task[None] = asyncio.ensure_future(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def idle(self) -> None:
+        """Wait until every action in flight has finished (tests, shutdown)."""
+        while self._tasks:
+            await asyncio.gather(*list(self._tasks), return_exceptions=True)
+
+    async def _blocking(self, fn: Callable[..., Any], *args: Any) -> Any:
+        return await asyncio.get_running_loop().run_in_executor(self.executor, fn, *args)
+
+    async def _disable(self, action: Action, ticket_id: int | None, f: Finding | None) -> None:
+        ep = Endpoint(action.device, action.port)
+        drained = await self._drain(ep, action.reason)
+        text = await self._set_admin(action, up=False)
+        done = self.state.action(action.id)
+        if done is not None and done.status == "done":
+            self.state.mark_disabled(ep.device, ep.port, action.id, ticket_id, self.clock())
+        if drained:
+            text = f"{drained}; {text}"
+        t = self._note(ticket_id, done or action, text)
+        if t is not None:
+            await self._send(t)
+
+    async def _set_admin(self, action: Action, up: bool) -> str:
+        """Commit the change under a revert timer, watch telemetry, confirm or roll back; returns what happened."""
+        ep, verb = Endpoint(action.device, action.port), ("enable" if up else "disable")
+        session: Session | None = None
+        try:
+            session = await self._blocking(self.actuator.connect, ep.device)
+            await self._blocking(session.set_port_admin, ep.port, up, self.settings.revert_in_s)
+            seen = await self.view.wait_oper(ep.device, ep.port, up, self.settings.verify_timeout_s)
+            if not seen and not up:
+                await self._blocking(session.rollback)
+                text = f"telemetry did not show {ep} down within {self.settings.verify_timeout_s:g} s; rolled back"
+                self._finish(action, "rolled_back", text)
+                return text
+            await self._blocking(session.confirm)
+            text = f"{verb}d {ep}" + (
+                "" if seen else f" (it did not come up within {self.settings.verify_timeout_s:g} s)"
+            )
+            self._finish(action, "done", text)
+            return text
+        except DriverError as e:
+            if session is not None:
+                with contextlib.suppress(DriverError):  # the switch's commit timer reverts it anyway
+                    await self._blocking(session.rollback)
+            text = f"could not {verb} {ep}: {e}"
+            self._finish(action, "failed", text)
+            return text
+        finally:
+            if session is not None:
+                await self._blocking(session.close)
+
+    def _finish(self, action: Action, status: str, text: str) -> None:
+        now = self.clock()
+        self.state.set_action(action.id, status, now, detail=text)
+        self.state.audit(now, f"{action.op} {action.device}:{action.port}: {status}", text, mode=action.mode,
+                         finding_id=action.finding_id, action_id=action.id, ticket_id=action.ticket_id)  # fmt: skip
+        (log.info if status == "done" else log.warning)("action %d: %s", action.id, text)
+
+    async def _drain(self, ep: Endpoint, reason: str) -> str:
+        """Run the node-drain hook for a server-facing port; returns a note for the ticket ('' if none)."""
+        hook = self.settings.drain_hook
+        peer = self.fabric.peer(ep.device, ep.port)
+        node = self.fabric.get(peer.device) if peer is not None else None
+        if not hook or node is None or node.role is not Role.SERVER:
+            return ""
+        argv = [a.format(node=node.name, reason=reason, device=ep.device, port=ep.port) for a in shlex.split(hook)]
+        try:
+            proc = await asyncio.create_subprocess_exec(
+                *argv, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT
+            )
+            out, _ = await asyncio.wait_for(proc.communicate(), self.settings.drain_timeout_s)
+        except (OSError, TimeoutError) as e:
+            return f"drain hook for {node.name} failed ({type(e).__name__}: {e})"
+        tail = out.decode(errors="replace").strip()[-200:]
+        if proc.returncode:
+            return f"drain hook for {node.name} exited {proc.returncode}: {tail}"
+        return f"drained {node.name}"
+
+    # --- people --------------------------------------------------------------------------------------------
+    async def approve(self, action_id: int, actor: str) -> Action:
+        async with self._lock:
+            a = self.state.action(action_id)
+            if a is None:
+                raise ActionError(f"no action {action_id}; list them with `fabricd actions`")
+            if a.status != "awaiting_approval":
+                raise ActionError(f"action {action_id} is {a.status}, not awaiting approval")
+            v = self._guard(Endpoint(a.device, a.port))  # the fabric may have changed since it was proposed
+            now = self.clock()
+            if not v.allowed:
+                a = self.state.set_action(a.id, "refused", now, detail=f"guard ({v.rule}) at approval: {v.reason}")
+                self.state.audit(now, f"approval of action {a.id} refused", v.reason, mode=a.mode, actor=actor,
+                                 action_id=a.id)  # fmt: skip
+                t = self._note(a.ticket_id, a, f"approved by {actor} but the guard refused: {v.reason}")
+                if t is not None:
+                    await self._send(t)
+                return a
+            a = self.state.set_action(a.id, "running", now, detail=f"approved by {actor}")
+            self.state.audit(now, f"approved action {a.id}", a.reason, mode=a.mode, actor=actor, action_id=a.id)
+            self._spawn(self._disable(a, a.ticket_id, None))
+            return a
+
+    async def resolve(self, ticket_id: int, actor: str) -> Ticket:
+        """The repair is done: close the ticket, bring back the ports it held down, start their probation."""
+        async with self._lock:
+            t = self.state.ticket(ticket_id)
+            if t is None:
+                raise ActionError(f"no ticket {ticket_id}; list them with `fabricd tickets`")
+            now = self.clock()
+            if t.status == "open":
+                t = self.state.resolve_ticket(ticket_id, now, actor) or t
+                self.state.audit(now, f"resolved ticket {t.id}", f"by {actor}", actor=actor, ticket_id=t.id)
+            for a in self.state.actions("awaiting_approval"):
+                if a.ticket_id == ticket_id:
+                    self.state.set_action(a.id, "cancelled", now, detail=f"ticket resolved by {actor}")
+            for p in self.state.disabled_ports():
+                if p["ticket_id"] == ticket_id:
+                    why = f"ticket {ticket_id} resolved by {actor}"
+                    a = self.state.add_action(
+                        "enable", p["device"], p["port"], self.settings.mode, "running", why, now, ticket_id=ticket_id
+                    )
+                    self._spawn(self._enable(a))
+            return t
+
+    async def _enable(self, action: Action) -> None:
+        text = await self._set_admin(action, up=True)
+        done = self.state.action(action.id)
+        if done is not None and done.status == "done":
+            until = self.clock() + int(self.settings.probation_s * NS)
+            self.state.mark_enabled(action.device, action.port, until, action.ticket_id)
+        t = self._note(action.ticket_id, done or action, text)
+        if t is not None:
+            await self._send(t)
+
+    # --- restart -------------------------------------------------------------------------------------------
+    async def reconcile(self) -> list[str]:
+        """After a restart: finish what was half done and drop ports someone else brought back up."""
+        notes = []
+        for a in self.state.actions("running"):
+            notes.append(f"completing {a.op} of {a.device}:{a.port} (action {a.id}) interrupted by a restart")
+            self.state.audit(self.clock(), f"resume action {a.id}", "interrupted by a restart", mode=a.mode,
+                             action_id=a.id)  # fmt: skip
+            self._spawn(self._disable(a, a.ticket_id, None) if a.op == "disable" else self._enable(a))
+        await self.idle()
+        down = self.view.oper_down()
+        for p in self.state.disabled_ports():
+            ep = Endpoint(p["device"], p["port"])
+            if ep not in down and await self.view.wait_oper(ep.device, ep.port, True, 0.0):
+                notes.append(f"{ep} is up although fabricd holds it down: someone enabled it; no longer held")
+                self.state.mark_enabled(ep.device, ep.port, self.clock(), p["ticket_id"])
+                self.state.audit(self.clock(), f"{ep} found up", "enabled outside fabricd after a restart")
+        for n in notes:
+            log.warning("%s", n)
+        return notes
+
+
+def _action_note(action: Action, text: str) -> dict[str, Any]:
+    return {"action_id": action.id, "op": action.op, "port": f"{action.device}:{action.port}",
+            "status": action.status, "mode": action.mode, "note": text}  # fmt: skip

@@ -1,0 +1,396 @@
+"""The service's memory (SQLite, WAL): findings, actions, tickets, disabled ports, probation and an audit log.
+
+Everything that must survive a restart is written here before the switch is touched (an action is `running`
+before the driver call and `done` after verification), so a restart can finish or roll back what was half done.
+One connection guarded by a lock: the scheduler, the remediation worker threads and the API share it, and every
+call is a short transaction. Times are unix nanoseconds. Secrets never reach this file.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from fabricd.detectors.finding import Finding
+from topology.errors import FabricdError
+
+SCHEMA_VERSION = 1
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS findings (
+    id INTEGER PRIMARY KEY, key TEXT NOT NULL UNIQUE, fault TEXT NOT NULL, kind TEXT NOT NULL,
+    device TEXT NOT NULL, port TEXT, priority INTEGER, severity TEXT NOT NULL, summary TEXT NOT NULL,
+    start_ts INTEGER NOT NULL, detected_ts INTEGER NOT NULL, last_seen_ts INTEGER NOT NULL,
+    status TEXT NOT NULL DEFAULT 'active', data TEXT NOT NULL);
+CREATE INDEX IF NOT EXISTS findings_fault ON findings(fault);
+CREATE TABLE IF NOT EXISTS tickets (
+    id INTEGER PRIMARY KEY, fault TEXT NOT NULL, kind TEXT NOT NULL, device TEXT NOT NULL, port TEXT,
+    status TEXT NOT NULL, title TEXT NOT NULL, body TEXT NOT NULL, escalation INTEGER NOT NULL DEFAULT 0,
+    recurrences INTEGER NOT NULL DEFAULT 0, external_ref TEXT, created_ts INTEGER NOT NULL,
+    updated_ts INTEGER NOT NULL, resolved_ts INTEGER, resolved_by TEXT, synced_ts INTEGER);
+CREATE UNIQUE INDEX IF NOT EXISTS tickets_open_fault ON tickets(fault) WHERE status = 'open';
+CREATE TABLE IF NOT EXISTS actions (
+    id INTEGER PRIMARY KEY, op TEXT NOT NULL, device TEXT NOT NULL, port TEXT NOT NULL, mode TEXT NOT NULL,
+    status TEXT NOT NULL, reason TEXT NOT NULL, finding_id INTEGER, ticket_id INTEGER,
+    created_ts INTEGER NOT NULL, updated_ts INTEGER NOT NULL, detail TEXT NOT NULL DEFAULT '');
+CREATE TABLE IF NOT EXISTS disabled_ports (
+    device TEXT NOT NULL, port TEXT NOT NULL, action_id INTEGER NOT NULL, ticket_id INTEGER,
+    since_ts INTEGER NOT NULL, PRIMARY KEY (device, port));
+CREATE TABLE IF NOT EXISTS probation (
+    device TEXT NOT NULL, port TEXT NOT NULL, until_ts INTEGER NOT NULL, ticket_id INTEGER,
+    PRIMARY KEY (device, port));
+CREATE TABLE IF NOT EXISTS audit (
+    id INTEGER PRIMARY KEY, ts INTEGER NOT NULL, what TEXT NOT NULL, why TEXT NOT NULL, mode TEXT,
+    actor TEXT NOT NULL, finding_id INTEGER, action_id INTEGER, ticket_id INTEGER);
+"""
+
+# An action's life: proposed (observe) | awaiting_approval -> running -> done | failed | rolled_back; refused.
+OPEN_ACTION = ("awaiting_approval", "approved", "running")
+
+
+class StateError(FabricdError):
+    """The state database cannot be opened or is from a newer fabricd."""
+
+
+@dataclass(frozen=True)
+class Ticket:
+    id: int
+    fault: str
+    kind: str
+    device: str
+    port: str | None
+    status: str
+    title: str
+    body: dict[str, Any]
+    escalation: bool
+    recurrences: int
+    external_ref: str | None
+    created_ts: int
+    updated_ts: int
+    resolved_ts: int | None
+    resolved_by: str | None
+    synced_ts: int | None = None  # when the ticket backend last took this version
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+@dataclass(frozen=True)
+class Action:
+    id: int
+    op: str  # disable | enable
+    device: str
+    port: str
+    mode: str
+    status: str
+    reason: str
+    finding_id: int | None
+    ticket_id: int | None
+    created_ts: int
+    updated_ts: int
+    detail: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+class StateStore:
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self._db = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None, timeout=10)
+            self._db.row_factory = sqlite3.Row
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=NORMAL")  # WAL + NORMAL: durable at checkpoints, no torn writes
+            self._db.executescript(_SCHEMA)
+        except sqlite3.Error as e:
+            raise StateError(f"{path}: cannot open the state database ({e}); check the path and permissions") from None
+        self._lock = threading.RLock()
+        version = self._one("SELECT value FROM meta WHERE key = 'schema'")
+        if version is None:
+            self._db.execute("INSERT INTO meta VALUES ('schema', ?)", (str(SCHEMA_VERSION),))
+        elif int(version[0]) > SCHEMA_VERSION:
+            raise StateError(f"{path}: written by a newer fabricd (schema {version[0]}); upgrade fabricd")
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+    @contextmanager
+    def tx(self) -> Iterator[sqlite3.Connection]:
+        """One atomic unit: everything inside commits together or not at all."""
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                yield self._db
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+            self._db.execute("COMMIT")
+
+    def _one(self, sql: str, args: tuple[Any, ...] = ()) -> sqlite3.Row | None:
+        with self._lock:
+            row: sqlite3.Row | None = self._db.execute(sql, args).fetchone()
+            return row
+
+    def _all(self, sql: str, args: tuple[Any, ...] = ()) -> list[sqlite3.Row]:
+        with self._lock:
+            return list(self._db.execute(sql, args).fetchall())
+
+    # --- audit -----------------------------------------------------------------------------------------------
+    def audit(
+        self,
+        ts: int,
+        what: str,
+        why: str,
+        *,
+        mode: str | None = None,
+        actor: str = "fabricd",
+        finding_id: int | None = None,
+        action_id: int | None = None,
+        ticket_id: int | None = None,
+    ) -> None:
+        with self.tx() as db:
+            db.execute(
+                "INSERT INTO audit (ts, what, why, mode, actor, finding_id, action_id, ticket_id)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (ts, what, why, mode, actor, finding_id, action_id, ticket_id),
+            )
+
+    def audit_log(self, limit: int = 200) -> list[dict[str, Any]]:
+        rows = self._all("SELECT * FROM audit ORDER BY id DESC LIMIT ?", (limit,))
+        return [dict(r) for r in rows]
+
+    # --- findings --------------------------------------------------------------------------------------------
+    def upsert_finding(self, f: Finding, fault: str, now: int) -> tuple[int, bool]:
+        """Store a finding (or refresh the same incident); returns (id, new)."""
+        key = json.dumps(list(f.key))
+        data = json.dumps(f.to_dict(), sort_keys=True)
+        with self.tx() as db:
+            row = db.execute("SELECT id FROM findings WHERE key = ?", (key,)).fetchone()
+            if row is not None:
+                db.execute(
+                    "UPDATE findings SET last_seen_ts = ?, data = ?, severity = ?, summary = ?, status = 'active'"
+                    " WHERE id = ?",
+                    (now, data, f.severity, f.summary, row["id"]),
+                )
+                return int(row["id"]), False
+            cur = db.execute(
+                "INSERT INTO findings (key, fault, kind, device, port, priority, severity, summary, start_ts,"
+                " detected_ts, last_seen_ts, data) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (key, fault, f.kind, f.device, f.port, f.priority, f.severity, f.summary, f.start_ts,
+                 f.detected_ts, now, data),
+            )  # fmt: skip
+            return int(cur.lastrowid or 0), True
+
+    def clear_findings_not_seen_since(self, ts: int) -> int:
+        with self.tx() as db:
+            cur = db.execute(
+                "UPDATE findings SET status = 'cleared' WHERE status = 'active' AND last_seen_ts < ?", (ts,)
+            )
+            return cur.rowcount
+
+    def findings(self, status: str | None = None, limit: int = 500) -> list[dict[str, Any]]:
+        sql, args = "SELECT id, fault, status, last_seen_ts, data FROM findings", ()  # type: tuple[str, tuple[Any, ...]]
+        if status:
+            sql, args = sql + " WHERE status = ?", (status,)
+        rows = self._all(sql + " ORDER BY id DESC LIMIT ?", (*args, limit))
+        out = []
+        for r in rows:
+            d = json.loads(r["data"])
+            d.update(id=r["id"], fault=r["fault"], status=r["status"], last_seen_ts=r["last_seen_ts"])
+            out.append(d)
+        return out
+
+    def finding_counts(self) -> dict[tuple[str, str], int]:
+        rows = self._all("SELECT kind, status, COUNT(*) AS n FROM findings GROUP BY kind, status")
+        return {(r["kind"], r["status"]): int(r["n"]) for r in rows}
+
+    # --- tickets ---------------------------------------------------------------------------------------------
+    def open_ticket(self, fault: str) -> Ticket | None:
+        row = self._one("SELECT * FROM tickets WHERE fault = ? AND status = 'open'", (fault,))
+        return _ticket(row) if row else None
+
+    def latest_ticket(self, fault: str) -> Ticket | None:
+        row = self._one("SELECT * FROM tickets WHERE fault = ? ORDER BY id DESC LIMIT 1", (fault,))
+        return _ticket(row) if row else None
+
+    def ticket(self, ticket_id: int) -> Ticket | None:
+        row = self._one("SELECT * FROM tickets WHERE id = ?", (ticket_id,))
+        return _ticket(row) if row else None
+
+    def tickets(self, status: str | None = None, limit: int = 500) -> list[Ticket]:
+        if status:
+            rows = self._all("SELECT * FROM tickets WHERE status = ? ORDER BY id DESC LIMIT ?", (status, limit))
+        else:
+            rows = self._all("SELECT * FROM tickets ORDER BY id DESC LIMIT ?", (limit,))
+        return [_ticket(r) for r in rows]
+
+    def create_ticket(
+        self, fault: str, kind: str, device: str, port: str | None, title: str, body: dict[str, Any], now: int,
+        *, escalation: bool = False,
+    ) -> Ticket:  # fmt: skip
+        with self.tx() as db:
+            cur = db.execute(
+                "INSERT INTO tickets (fault, kind, device, port, status, title, body, escalation, created_ts,"
+                " updated_ts) VALUES (?, ?, ?, ?, 'open', ?, ?, ?, ?, ?)",
+                (fault, kind, device, port, title, json.dumps(body, sort_keys=True), int(escalation), now, now),
+            )
+            tid = int(cur.lastrowid or 0)
+        t = self.ticket(tid)
+        assert t is not None
+        return t
+
+    def update_ticket(
+        self, ticket_id: int, now: int, *, body: dict[str, Any] | None = None, title: str | None = None,
+        recurrence: bool = False, reopen: bool = False, external_ref: str | None = None,
+    ) -> Ticket:  # fmt: skip
+        with self.tx() as db:
+            if body is not None:
+                db.execute("UPDATE tickets SET body = ? WHERE id = ?", (json.dumps(body, sort_keys=True), ticket_id))
+            if title is not None:
+                db.execute("UPDATE tickets SET title = ? WHERE id = ?", (title, ticket_id))
+            if recurrence:
+                db.execute("UPDATE tickets SET recurrences = recurrences + 1 WHERE id = ?", (ticket_id,))
+            if reopen:
+                db.execute(
+                    "UPDATE tickets SET status = 'open', resolved_ts = NULL, resolved_by = NULL WHERE id = ?",
+                    (ticket_id,),
+                )
+            if external_ref is not None:
+                db.execute("UPDATE tickets SET external_ref = ? WHERE id = ?", (external_ref, ticket_id))
+            db.execute("UPDATE tickets SET updated_ts = ? WHERE id = ?", (now, ticket_id))
+        t = self.ticket(ticket_id)
+        assert t is not None
+        return t
+
+    def resolve_ticket(self, ticket_id: int, now: int, by: str) -> Ticket | None:
+        with self.tx() as db:
+            db.execute(
+                "UPDATE tickets SET status = 'resolved', resolved_ts = ?, resolved_by = ?, updated_ts = ?"
+                " WHERE id = ? AND status = 'open'",
+                (now, by, now, ticket_id),
+            )
+        return self.ticket(ticket_id)
+
+    def mark_synced(self, ticket_id: int, version_ts: int, external_ref: str | None) -> None:
+        with self.tx() as db:
+            db.execute(
+                "UPDATE tickets SET synced_ts = ?, external_ref = COALESCE(?, external_ref) WHERE id = ?",
+                (version_ts, external_ref, ticket_id),
+            )
+
+    def unsynced(self) -> list[Ticket]:
+        """Tickets whose latest version the backend has not taken yet (it was down, or we restarted)."""
+        rows = self._all("SELECT * FROM tickets WHERE synced_ts IS NULL OR synced_ts < updated_ts ORDER BY id")
+        return [_ticket(r) for r in rows]
+
+    # --- actions ---------------------------------------------------------------------------------------------
+    def add_action(
+        self, op: str, device: str, port: str, mode: str, status: str, reason: str, now: int,
+        *, finding_id: int | None = None, ticket_id: int | None = None,
+    ) -> Action:  # fmt: skip
+        with self.tx() as db:
+            cur = db.execute(
+                "INSERT INTO actions (op, device, port, mode, status, reason, finding_id, ticket_id, created_ts,"
+                " updated_ts) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (op, device, port, mode, status, reason, finding_id, ticket_id, now, now),
+            )
+            aid = int(cur.lastrowid or 0)
+        a = self.action(aid)
+        assert a is not None
+        return a
+
+    def set_action(self, action_id: int, status: str, now: int, detail: str | None = None) -> Action:
+        with self.tx() as db:
+            db.execute("UPDATE actions SET status = ?, updated_ts = ? WHERE id = ?", (status, now, action_id))
+            if detail is not None:
+                db.execute("UPDATE actions SET detail = ? WHERE id = ?", (detail, action_id))
+        a = self.action(action_id)
+        assert a is not None
+        return a
+
+    def link_action_ticket(self, action_id: int, ticket_id: int) -> None:
+        with self.tx() as db:
+            db.execute("UPDATE actions SET ticket_id = ? WHERE id = ?", (ticket_id, action_id))
+
+    def action(self, action_id: int) -> Action | None:
+        row = self._one("SELECT * FROM actions WHERE id = ?", (action_id,))
+        return Action(**dict(row)) if row else None
+
+    def actions(self, status: str | None = None, limit: int = 500) -> list[Action]:
+        if status:
+            rows = self._all("SELECT * FROM actions WHERE status = ? ORDER BY id DESC LIMIT ?", (status, limit))
+        else:
+            rows = self._all("SELECT * FROM actions ORDER BY id DESC LIMIT ?", (limit,))
+        return [Action(**dict(r)) for r in rows]
+
+    def open_action(self, device: str, port: str) -> Action | None:
+        q = ",".join("?" * len(OPEN_ACTION))
+        row = self._one(
+            f"SELECT * FROM actions WHERE device = ? AND port = ? AND status IN ({q}) ORDER BY id DESC LIMIT 1",
+            (device, port, *OPEN_ACTION),
+        )
+        return Action(**dict(row)) if row else None
+
+    def actions_since(self, ts: int, op: str = "disable") -> int:
+        row = self._one(
+            "SELECT COUNT(*) FROM actions WHERE op = ? AND created_ts >= ? AND status IN ('running', 'done')",
+            (op, ts),
+        )
+        return int(row[0]) if row else 0
+
+    def action_counts(self) -> dict[tuple[str, str], int]:
+        rows = self._all("SELECT op, status, COUNT(*) AS n FROM actions GROUP BY op, status")
+        return {(r["op"], r["status"]): int(r["n"]) for r in rows}
+
+    # --- disabled ports and probation ------------------------------------------------------------------------
+    def mark_disabled(self, device: str, port: str, action_id: int, ticket_id: int | None, now: int) -> None:
+        with self.tx() as db:
+            db.execute(
+                "INSERT OR REPLACE INTO disabled_ports VALUES (?, ?, ?, ?, ?)",
+                (device, port, action_id, ticket_id, now),
+            )
+            db.execute("DELETE FROM probation WHERE device = ? AND port = ?", (device, port))
+
+    def mark_enabled(self, device: str, port: str, probation_until: int, ticket_id: int | None) -> None:
+        with self.tx() as db:
+            db.execute("DELETE FROM disabled_ports WHERE device = ? AND port = ?", (device, port))
+            db.execute(
+                "INSERT OR REPLACE INTO probation VALUES (?, ?, ?, ?)", (device, port, probation_until, ticket_id)
+            )
+
+    def disabled_ports(self) -> list[dict[str, Any]]:
+        return [dict(r) for r in self._all("SELECT * FROM disabled_ports ORDER BY since_ts")]
+
+    def is_disabled(self, device: str, port: str) -> bool:
+        return self._one("SELECT 1 FROM disabled_ports WHERE device = ? AND port = ?", (device, port)) is not None
+
+    def probation(self, device: str, port: str, now: int) -> int | None:
+        """The ticket of a port still on probation at `now`, else None."""
+        row = self._one(
+            "SELECT ticket_id FROM probation WHERE device = ? AND port = ? AND until_ts > ?", (device, port, now)
+        )
+        return None if row is None else int(row[0] or 0)
+
+    def prune(self, before_ts: int) -> int:
+        with self.tx() as db:
+            n = db.execute("DELETE FROM findings WHERE status = 'cleared' AND last_seen_ts < ?", (before_ts,)).rowcount
+            n += db.execute("DELETE FROM audit WHERE ts < ?", (before_ts,)).rowcount
+            n += db.execute("DELETE FROM probation WHERE until_ts < ?", (before_ts,)).rowcount
+        return n
+
+
+def _ticket(row: sqlite3.Row) -> Ticket:
+    d = dict(row)
+    d["body"] = json.loads(d["body"])
+    d["escalation"] = bool(d["escalation"])
+    return Ticket(**d)

@@ -1,0 +1,80 @@
+"""The service end to end against the twin: real gNMI streams in, real eAPI sessions out, tickets in SQLite."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from napalm import get_network_driver
+
+from drivers.inventory import load_inventory
+from tests.lab.control_client import inject
+from tests.lab.twin_thread import TwinThread
+from topology.spec import load_spec
+from tests.conftest import EXAMPLES
+
+from .service_thread import ServiceThread, wait_for, write_config
+
+SERVER_PORT = "leaf-g0-r0:Ethernet1/1"  # faces gpu-g0-000:nic0
+
+
+@pytest.fixture(scope="module")
+def twin(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TwinThread]:
+    t = TwinThread(load_spec(EXAMPLES / "small-pod.yaml"), tmp_path_factory.mktemp("twin")).start()
+    yield t
+    t.stop()
+
+
+def admin_enabled(twin: TwinThread, device: str, port: str) -> bool:
+    """What eAPI says (napalm's eos driver, as an engineer would check)."""
+    access = load_inventory(twin.inventory).access(device)
+    drv = get_network_driver("eos")(
+        access.host, access.username, access.password.get_secret_value(),
+        optional_args={"transport": access.eapi.transport, "port": access.eapi.port},
+    )  # fmt: skip
+    drv.open()
+    try:
+        return bool(drv.get_interfaces()[port]["is_enabled"])
+    finally:
+        drv.close()
+
+
+def test_flap_takes_the_port_down_and_files_a_ticket(twin: TwinThread, tmp_path: Path) -> None:
+    svc = ServiceThread(write_config(tmp_path, twin.inventory)).start()
+    try:
+        inject(twin.state_dir, "link_flap", {"port": SERVER_PORT, "count": 8, "period_s": 0.3})
+        t0 = time.monotonic()
+        tickets = wait_for(lambda: svc.get("/api/v1/tickets")["tickets"], 10)
+        disabled = wait_for(lambda: svc.get("/api/v1/ports/disabled")["ports"], 10)
+        assert time.monotonic() - t0 < 10
+        assert [(p["device"], p["port"]) for p in disabled] == [("leaf-g0-r0", "Ethernet1/1")]
+        assert not admin_enabled(twin, "leaf-g0-r0", "Ethernet1/1")
+        assert svc.service is not None and svc.service.view.oper("leaf-g0-r0", "Ethernet1/1") == "DOWN"  # via gNMI
+        (t,) = svc.get("/api/v1/tickets")["tickets"]
+        assert t["kind"] == "link_flap" and t["status"] == "open"
+        body = svc.get(f"/api/v1/tickets/{t['id']}")["body"]
+        assert body["evidence"]["this_end"]["port"] in (SERVER_PORT, "gpu-g0-000:nic0")
+        assert "if.carrier-transitions" in str(body["evidence"])
+        assert any(a["op"] == "disable" and a["status"] == "done" for a in body["actions"])
+        (action,) = svc.get("/api/v1/actions")["actions"]
+        assert action["status"] == "done" and action["mode"] == "auto"
+        metrics = httpx_text(svc.url + "/metrics")
+        assert 'fabricd_disabled_ports 1.0' in metrics
+        assert 'fabricd_open_tickets{kind="link_flap"} 1.0' in metrics
+
+        # The repair is done: resolving re-enables the port, on probation.
+        assert svc.post(f"/api/v1/tickets/{t['id']}/resolve", token="wrong").status_code == 401
+        r = svc.post(f"/api/v1/tickets/{t['id']}/resolve")
+        assert r.status_code == 200 and r.json()["status"] == "resolved"
+        wait_for(lambda: not svc.get("/api/v1/ports/disabled")["ports"], 10)
+        assert admin_enabled(twin, "leaf-g0-r0", "Ethernet1/1")
+    finally:
+        svc.stop()
+
+
+def httpx_text(url: str) -> str:
+    import httpx
+
+    return httpx.get(url, timeout=10).text
