@@ -81,6 +81,8 @@ class Remediator:
         self._publish = publish
         self._tasks: set[asyncio.Task[None]] = set()
         self._lock = asyncio.Lock()  # one decision at a time: budgets must count the action just taken
+        # One transaction per switch at a time: EOS refuses a commit while another commit timer is pending.
+        self._device_locks: dict[str, asyncio.Lock] = {}
 
     # --- findings in -----------------------------------------------------------------------------------------
     async def on_findings(self, findings: list[Finding]) -> list[Outcome]:
@@ -282,6 +284,10 @@ class Remediator:
     async def _set_admin(self, action: Action, up: bool) -> str:
         """Commit the change under a revert timer, watch telemetry, confirm or roll back; returns what happened."""
         ep, verb = Endpoint(action.device, action.port), ("enable" if up else "disable")
+        async with self._device_locks.setdefault(ep.device, asyncio.Lock()):
+            return await self._transaction(action, ep, up, verb)
+
+    async def _transaction(self, action: Action, ep: Endpoint, up: bool, verb: str) -> str:
         session: Session | None = None
         try:
             session = await self._blocking(self.actuator.connect, ep.device)

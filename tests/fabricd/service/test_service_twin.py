@@ -74,6 +74,40 @@ def test_flap_takes_the_port_down_and_files_a_ticket(twin: TwinThread, tmp_path:
         svc.stop()
 
 
+def test_observe_mode_files_a_ticket_and_touches_nothing(twin: TwinThread, tmp_path: Path) -> None:
+    svc = ServiceThread(write_config(tmp_path, twin.inventory, remediation={"mode": "observe"})).start()
+    try:
+        inject(twin.state_dir, "link_flap", {"port": "leaf-g0-r1:Ethernet2/1", "count": 8, "period_s": 0.3})
+        (action,) = wait_for(lambda: svc.get("/api/v1/actions")["actions"], 10)
+        assert (action["status"], action["device"], action["port"]) == ("observed", "leaf-g0-r1", "Ethernet2/1")
+        (t,) = svc.get("/api/v1/tickets")["tickets"]
+        assert "observe mode" in t["body"]["status_note"] and "nothing was changed" in t["body"]["status_note"]
+        time.sleep(1.0)
+        assert svc.get("/api/v1/ports/disabled")["ports"] == []
+        assert admin_enabled(twin, "leaf-g0-r1", "Ethernet2/1")
+        audit = svc.get("/api/v1/audit")["audit"]
+        assert any(row["what"] == "would disable leaf-g0-r1:Ethernet2/1" and row["mode"] == "observe" for row in audit)
+    finally:
+        svc.stop()
+
+
+def test_guard_refuses_below_capacity_and_the_ticket_says_why(twin: TwinThread, tmp_path: Path) -> None:
+    # leaf-g1-r0 has 4 uplinks; losing one leaves 75%, below the 80% this site asks for.
+    cfg = write_config(tmp_path, twin.inventory, safety={"min_uplink_fraction": 0.8})
+    svc = ServiceThread(cfg).start()
+    try:
+        inject(twin.state_dir, "link_flap", {"port": "leaf-g1-r0:Ethernet5/1", "count": 8, "period_s": 0.3})
+        (t,) = wait_for(lambda: svc.get("/api/v1/tickets")["tickets"], 10)
+        note = t["body"]["status_note"]
+        assert "safety guard refused" in note and "leaf-g1-r0" in note and "75%" in note and "80%" in note
+        (action,) = svc.get("/api/v1/actions")["actions"]
+        assert action["status"] == "refused"
+        assert svc.get("/api/v1/ports/disabled")["ports"] == []
+        assert admin_enabled(twin, "leaf-g1-r0", "Ethernet5/1")
+    finally:
+        svc.stop()
+
+
 def httpx_text(url: str) -> str:
     import httpx
 

@@ -1,0 +1,269 @@
+"""fabricd.yaml: defaults, paths, FABRICD_* overrides, errors that name file/line/field, and secrets."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+import fabricd.cli
+from fabricd.service.config import ConfigError, SecretRef, load_config, read_secret
+
+SECRET = "hunter2-Sup3r-s3cret"
+MINIMAL = "spec: spec.yaml\ninventory: inventory.yaml\n"
+
+
+def write(tmp: Path, text: str, name: str = "fabricd.yaml") -> Path:
+    path = tmp / name
+    path.write_text(text)
+    return path
+
+
+def error(path: Path, environ: dict[str, str] | None = None) -> ConfigError:
+    with pytest.raises(ConfigError) as e:
+        load_config(path, {} if environ is None else environ)
+    return e.value
+
+
+# --- defaults and paths -------------------------------------------------------------------------------------
+def test_defaults_are_safe(tmp_path: Path) -> None:
+    cfg = load_config(write(tmp_path, MINIMAL), {})
+    assert cfg.remediation.mode == "observe"
+    assert cfg.remediation.kinds == ["link_flap", "link_corruption"]
+    assert cfg.remediation.drain_hook is None
+    assert (cfg.api.host, cfg.api.port, cfg.api.token) == ("127.0.0.1", 8340, None)
+    assert cfg.tickets.backend == "sqlite"
+    s = cfg.safety
+    assert (s.min_uplink_fraction, s.max_down_per_switch, s.max_down_per_rail, s.max_down_fabric) == (0.75, 2, 4, 8)
+    assert s.max_actions_per_hour == 10
+    assert cfg.source == tmp_path / "fabricd.yaml"
+    assert cfg.state == tmp_path / "fabricd-state.db"  # the default is relative too: next to the file
+
+
+def test_empty_file_names_the_missing_fields(tmp_path: Path) -> None:
+    e = error(write(tmp_path, ""))
+    assert e.field in ("spec", "inventory")
+    assert "required field is missing" in str(e)
+
+
+def test_relative_paths_resolve_against_the_files_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    conf = tmp_path / "etc"
+    conf.mkdir()
+    elsewhere = tmp_path / "cwd"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    text = (
+        "spec: fabric/spec.yaml\ncabling: ../asbuilt.yaml\ninventory: /abs/inventory.yaml\npolicy: policy.yaml\n"
+        "state: var/state.db\ntelemetry: {record: trace.jsonl}\n"
+    )
+    cfg = load_config(write(conf, text), {})
+    assert cfg.spec == conf / "fabric/spec.yaml"
+    assert cfg.cabling == conf / "../asbuilt.yaml"
+    assert cfg.inventory == Path("/abs/inventory.yaml")
+    assert cfg.policy == conf / "policy.yaml"
+    assert cfg.state == conf / "var/state.db"
+    assert cfg.telemetry.record == conf / "trace.jsonl"
+
+
+# --- environment overrides ----------------------------------------------------------------------------------
+def test_env_overrides_beat_the_file(tmp_path: Path) -> None:
+    path = write(tmp_path, MINIMAL + "remediation: {mode: approve}\nsafety: {max_down_fabric: 5}\n")
+    env = {
+        "FABRICD_REMEDIATION__MODE": "auto",
+        "FABRICD_SAFETY__MAX_DOWN_FABRIC": "3",
+        "FABRICD_API__PORT": "9000",
+        "FABRICD_LAB_PASSWORD": "not-config",  # other FABRICD_* variables are not overrides
+        "FABRICD_SOURCE": "/etc/passwd",  # nor is the internal field
+        "REMEDIATION__MODE": "observe",  # no prefix
+    }
+    cfg = load_config(path, env)
+    assert cfg.remediation.mode == "auto"
+    assert cfg.safety.max_down_fabric == 3
+    assert cfg.api.port == 9000
+    assert cfg.source == path
+
+
+def test_env_overrides_come_from_os_environ_by_default(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("FABRICD_REMEDIATION__MODE", "auto")
+    assert load_config(write(tmp_path, MINIMAL)).remediation.mode == "auto"
+
+
+def test_env_overrides_lists_and_nested_sections(tmp_path: Path) -> None:
+    path = write(tmp_path, MINIMAL)
+    cfg = load_config(path, {"FABRICD_REMEDIATION__KINDS": "link_corruption, link_flap"})
+    assert cfg.remediation.kinds == ["link_corruption", "link_flap"]
+    # One item is still a list.
+    assert load_config(path, {"FABRICD_REMEDIATION__KINDS": "link_flap"}).remediation.kinds == ["link_flap"]
+    # A section the file does not have, and a list two levels down.
+    env = {
+        "FABRICD_TICKETS__BACKEND": "jira",
+        "FABRICD_TICKETS__JIRA__URL": "https://jira.example.com",
+        "FABRICD_TICKETS__JIRA__PROJECT": "NET",
+        "FABRICD_TICKETS__JIRA__USERNAME": "bot",
+        "FABRICD_TICKETS__JIRA__TOKEN__ENV": "JIRA_TOKEN",
+        "FABRICD_TICKETS__JIRA__DONE_STATUSES": "Done,Won't Fix",
+        "JIRA_TOKEN": SECRET,
+    }
+    jira = load_config(path, env).tickets.jira
+    assert jira is not None
+    assert (jira.url, jira.project, jira.token.env) == ("https://jira.example.com", "NET", "JIRA_TOKEN")
+    assert jira.done_statuses == ["Done", "Won't Fix"]
+
+
+def test_env_override_keeps_commas_in_strings(tmp_path: Path) -> None:
+    hook = 'scontrol update nodename={node} state=drain reason="fabricd: {reason}, port {port}"'
+    cfg = load_config(write(tmp_path, MINIMAL), {"FABRICD_REMEDIATION__DRAIN_HOOK": hook})
+    assert cfg.remediation.drain_hook == hook
+
+
+def test_bad_env_override_names_the_variable(tmp_path: Path) -> None:
+    path = write(tmp_path, MINIMAL + "remediation:\n  revert_in_s: 60\n")
+    e = error(path, {"FABRICD_REMEDIATION__MODE": "sometimes"})
+    assert e.field == "remediation.mode"
+    assert e.line is None  # the value is not in the file: no line of it is to blame
+    assert "environment variable FABRICD_REMEDIATION__MODE" in str(e)
+    assert "sometimes" not in str(e)
+    e = error(path, {"FABRICD_REMEDIATION__KINDS": "link_flap,pfc_storm"})
+    assert e.field == "remediation.kinds[1]"
+    assert "FABRICD_REMEDIATION__KINDS" in str(e)
+
+
+def test_env_override_into_a_scalar_is_refused(tmp_path: Path) -> None:
+    e = error(write(tmp_path, MINIMAL), {"FABRICD_SPEC__PATH": "x"})
+    assert str(e) == f"{tmp_path / 'fabricd.yaml'}: FABRICD_SPEC__PATH overrides 'spec', which is not a section"
+
+
+# --- errors name file, line and field -----------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("text", "line", "field", "problem"),
+    [
+        (
+            MINIMAL + "remediation:\n  revert_in_s: 60\n  mode: sometimes\n",
+            5,
+            "remediation.mode",
+            "Input should be 'observe', 'approve' or 'auto'",
+        ),
+        (MINIMAL + "remediation:\n  moed: auto\n", 4, "remediation.moed", "unknown key; remove it or check its spelling"),
+        (MINIMAL + "colour: blue\n", 3, "colour", "unknown key; remove it or check its spelling"),
+        (MINIMAL + "safety:\n  max_down_per_switch: -1\n", 4, "safety.max_down_per_switch", "greater than or equal"),
+        (MINIMAL + "safety:\n  min_uplink_fraction: 1.5\n", 4, "safety.min_uplink_fraction", "less than or equal"),
+        (MINIMAL + "remediation:\n  revert_in_s: 5\n", 4, "remediation.revert_in_s", "greater than or equal to 30"),
+        (MINIMAL + "remediation:\n  kinds: [link_flap, pfc_storm]\n", 4, "remediation.kinds[1]", "Input should be"),
+        (MINIMAL + "api:\n  port: http\n", 4, "api.port", "valid integer"),
+        ("inventory: inventory.yaml\n", None, "spec", "required field is missing; add it"),
+    ],
+)
+def test_bad_values_name_file_line_and_field(
+    tmp_path: Path, text: str, line: int | None, field: str, problem: str
+) -> None:
+    path = write(tmp_path, text)
+    e = error(path)
+    assert e.field == field
+    assert e.line == line
+    assert problem in e.problem
+    where = str(path) if line is None else f"{path}:{line}"
+    assert str(e).startswith(f"{where}: field '{field}': ")
+
+
+def test_invalid_yaml_and_non_mapping(tmp_path: Path) -> None:
+    e = error(write(tmp_path, "spec: [unclosed\n"))
+    assert e.line is not None and "invalid YAML" in str(e)
+    e = error(write(tmp_path, "- spec\n- inventory\n"))
+    assert "must be a mapping" in str(e)
+    e = error(tmp_path / "missing.yaml")
+    assert "file not found" in str(e)
+
+
+def test_webhook_backend_needs_its_section(tmp_path: Path) -> None:
+    e = error(write(tmp_path, MINIMAL + "tickets: {backend: webhook}\n"))
+    assert "tickets.webhook is missing" in str(e)
+
+
+# --- secrets ------------------------------------------------------------------------------------------------
+def test_api_token_from_env(tmp_path: Path) -> None:
+    path = write(tmp_path, MINIMAL + "api:\n  token: {env: FABRICD_TEST_API_TOKEN}\n")
+    cfg = load_config(path, {"FABRICD_TEST_API_TOKEN": SECRET})
+    assert cfg.api.token == SecretRef(env="FABRICD_TEST_API_TOKEN")
+    assert read_secret(cfg.api.token, "api.token", path, {"FABRICD_TEST_API_TOKEN": SECRET}).get_secret_value() == (
+        SECRET
+    )
+    assert SECRET not in repr(cfg)
+    e = error(path, {})
+    assert e.field == "api.token"
+    assert str(e) == f"{path}: field 'api.token': environment variable FABRICD_TEST_API_TOKEN is not set"
+    e = error(path, {"FABRICD_TEST_API_TOKEN": ""})
+    assert "is not set" in str(e)
+
+
+def test_token_file_must_be_private(tmp_path: Path) -> None:
+    token = tmp_path / "api.token"
+    token.write_text(SECRET + "\n")
+    path = write(tmp_path, MINIMAL + "api:\n  token: {file: api.token}\n")  # relative to the config's folder
+    os.chmod(token, 0o644)
+    e = error(path)
+    assert e.field == "api.token"
+    assert "chmod 600" in str(e) and str(token) in str(e)
+    assert SECRET not in str(e)
+    os.chmod(token, 0o600)
+    cfg = load_config(path, {})
+    assert cfg.api.token is not None
+    assert read_secret(cfg.api.token, "api.token", path).get_secret_value() == SECRET  # stripped
+    token.unlink()
+    e = error(path)
+    assert e.field == "api.token" and "No such file or directory" in str(e)
+
+
+def test_secret_ref_needs_env_or_file(tmp_path: Path) -> None:
+    e = error(write(tmp_path, MINIMAL + "api:\n  token: {}\n"))
+    assert e.field == "api.token"
+    assert "give env: VAR or file: PATH" in str(e)
+
+
+def test_webhook_token_checked_at_start(tmp_path: Path) -> None:
+    text = MINIMAL + "tickets:\n  backend: webhook\n  webhook:\n    url: https://hooks.example.com/x\n"
+    e = error(write(tmp_path, text + "    token: {env: HOOK_TOKEN}\n"))
+    assert e.field == "tickets.webhook.token" and "HOOK_TOKEN is not set" in str(e)
+    cfg = load_config(tmp_path / "fabricd.yaml", {"HOOK_TOKEN": SECRET})
+    assert cfg.tickets.webhook is not None and cfg.tickets.webhook.url == "https://hooks.example.com/x"
+
+
+@pytest.mark.parametrize(
+    ("text", "environ"),
+    [
+        # the secret written into the file instead of a reference
+        (MINIMAL + f"api:\n  token: {SECRET}\n", {}),
+        (MINIMAL + f"api:\n  token: {{value: {SECRET}}}\n", {}),
+        # a secret passed as an override of the reference
+        (MINIMAL, {"FABRICD_API__TOKEN": SECRET}),
+        # a good secret and another error
+        (MINIMAL + "api: {token: {env: TOK}}\nremediation: {mode: sometimes}\n", {"TOK": SECRET}),
+        (MINIMAL + "api: {token: {env: TOK}}\n", {"TOK": SECRET, "FABRICD_API__PORT": "x"}),
+    ],
+)
+def test_secret_value_never_in_errors(tmp_path: Path, text: str, environ: dict[str, str]) -> None:
+    e = error(write(tmp_path, text), environ)
+    assert SECRET not in str(e)
+    assert SECRET not in repr(e.args)
+
+
+# --- through the CLI ----------------------------------------------------------------------------------------
+def test_cli_run_with_a_bad_config_exits_2_with_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    bad = write(tmp_path, MINIMAL + "remediation:\n  mode: sometimes\n")
+    assert fabricd.cli.main(["run", "--config", str(bad)]) == 2
+    out, err = capsys.readouterr()
+    assert out == ""
+    lines = err.strip().splitlines()
+    assert len(lines) == 1
+    assert lines[0].startswith(f"fabricd: error: {bad}:4: field 'remediation.mode': ")
+
+
+def test_cli_run_never_prints_the_secret(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    token = tmp_path / "api.token"
+    token.write_text(SECRET)
+    os.chmod(token, 0o640)
+    bad = write(tmp_path, MINIMAL + "api: {token: {file: api.token}}\n")
+    assert fabricd.cli.main(["run", "--config", str(bad)]) == 2
+    out, err = capsys.readouterr()
+    assert "chmod 600" in err and "api.token" in err
+    assert SECRET not in out + err
