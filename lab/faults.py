@@ -11,6 +11,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from topology.deadlock import FailedLink, cable_name, deadlock_risk, resolve_failed
+from topology.errors import InputError
 from topology.model import Endpoint
 
 from .model import NS, LinkKey, PauseSource, Twin, link_key
@@ -190,23 +192,74 @@ class FaultInjector:
         return rec
 
     def _pfc_deadlock(self, params: dict[str, Any], now: int) -> FaultRecord:
-        """A cycle of switches A -> B -> ... -> A in which every egress queue waits on the next switch."""
+        """A cycle of switches A -> B -> ... -> A in which every egress queue waits on the next switch: named
+        (`cycle`), or formed by failed links (`failed`)."""
+        prio = int(self._number(params, "priority", 3, 0, 7))
+        params["priority"] = prio
+        if params.get("failed") is not None:
+            return self._deadlock_from_failure(params, now, prio)
         cycle = params.get("cycle")
         if isinstance(cycle, str):
             cycle = [c.strip() for c in cycle.split(",") if c.strip()]
         if not isinstance(cycle, list) or len(cycle) < 2:
-            raise FaultError("cycle must list at least two switches in order, e.g. leaf-g0-r0,spine-r0-0,...")
-        prio = int(self._number(params, "priority", 3, 0, 7))
-        sources, eps = [], []
+            raise FaultError(
+                "cycle must list at least two switches in order, e.g. leaf-g0-r0,spine-r0-0,..., "
+                "or give failed=devA--devB,... to let failed links form it"
+            )
+        eps = []
         for a, b in zip(cycle, cycle[1:] + cycle[:1], strict=True):
             ports = [(p, peer) for (d, p), peer in self.twin.peers.items() if d == a and peer.device == b]
             if a not in self.twin.switches or not ports:
                 raise FaultError(f"no link from {a} to {b}: a deadlock cycle must follow cabled switch links")
-            port, peer = sorted(ports)[0]
+            eps.append(Endpoint(a, sorted(ports)[0][0]))
+        params["cycle"] = cycle
+        return self._pause_cycle(params, now, eps, prio)
+
+    def _deadlock_from_failure(self, params: dict[str, Any], now: int, prio: int) -> FaultRecord:
+        """Take the `failed` links down (as link_down does) and pause the first cycle that the routes bouncing
+        around them close (topology.deadlock: shortest, then by name); links already down count too."""
+        names = params["failed"]
+        if isinstance(names, str):
+            names = [n.strip() for n in names.split(",") if n.strip()]
+        if not isinstance(names, list) or not names or not all(isinstance(n, str) for n in names):
+            raise FaultError("failed must name links, comma-separated: devA:port--devB:port or devA--devB")
+        fabric = self.twin.fabric
+        try:
+            fails = resolve_failed(fabric, names)
+        except InputError as e:
+            raise FaultError(f"failed: {e}") from None
+        keys = {link_key(ln.a, ln.b) for f in fails for ln in f.links}
+        already = [fabric.link_of(a.device, a.port) for a, _ in self.twin.link_down - keys]
+        risks = deadlock_risk(fabric, [*fails, *(FailedLink(cable_name(ln), (ln,)) for ln in already if ln)])
+        names = [f.name for f in fails]
+        if not risks:
+            raise FaultError(
+                f"taking {', '.join(names)} down leaves no route bouncing into a cycle: no deadlock risk "
+                "(a cycle needs bounces both ways, so at least two failures; `fabricd check deadlock-risk` tries)"
+            )
+        risk = risks[0]
+        added = keys - self.twin.link_down
+        self.twin.link_down |= added
+        params.update(failed=names, cycle=list(risk.devices), queues=list(risk.queues), bounces=list(risk.bounces))
+        rec = self._pause_cycle(params, now, [Endpoint(*q.split(":", 1)) for q in risk.queues], prio)
+        unpause = rec.undo
+
+        def undo(t: int) -> None:
+            if unpause is not None:
+                unpause(t)
+            self.twin.link_down.difference_update(added)
+
+        rec.undo = undo
+        return rec
+
+    def _pause_cycle(self, params: dict[str, Any], now: int, eps: list[Endpoint], prio: int) -> FaultRecord:
+        sources = []
+        for ep in eps:
+            peer = self.twin.peer_of(ep)
+            if peer is None:
+                raise FaultError(f"'{ep}' has no peer")
             # B pauses A on their link, so A's egress queue toward B is stuck waiting on B.
             sources.append(PauseSource(peer, prio, propagate=False))
-            eps.append(Endpoint(a, port))
-        params.update(cycle=cycle, priority=prio)
         rec = self._pause_fault("pfc_deadlock", params, now, sources)
         rec.ports = [str(e) for e in eps]
         return rec

@@ -1,4 +1,5 @@
-"""`fabricd detect`: run the detectors over a recorded telemetry trace; the same code the service runs live."""
+"""`fabricd detect`: run the detectors over a recorded telemetry trace and/or probe results; the same code the
+service runs live."""
 
 from __future__ import annotations
 
@@ -10,26 +11,35 @@ from rich.table import Table
 from fabricd.cli.inputs import load_fabric
 from fabricd.cli.output import EXIT_CLEAN, EXIT_FINDINGS, Format, console, emit_json
 from fabricd.detectors import Finding, run_trace
-from topology.errors import FabricdError, InputError
+from fabricd.detectors.probes import read_probes
+from fabricd.detectors.silent_corruption import localize
+from topology.errors import FabricdError
 
 
 def detect_command(
     spec: Path = typer.Option(..., "--spec", "-s", help="Fabric spec (YAML)."),
     cabling: Path | None = typer.Option(None, "--cabling", "-c", help="As-built cabling (default: blueprint)."),
     trace: Path | None = typer.Option(None, "--trace", "-t", help="Telemetry trace (JSON Lines, DESIGN.md)."),
-    probes: Path | None = typer.Option(None, "--probes", help="Probe results (JSON Lines); not analysed yet."),
+    probes: Path | None = typer.Option(
+        None, "--probes", help="Probe results (JSON Lines, DESIGN.md): localizes silent corruption."
+    ),
     tick: float = typer.Option(1.0, "--tick", help="Seconds of trace time per detector pass (the sample interval)."),
     fmt: Format = typer.Option(Format.table, "--format", "-f", help="json for scripts, table for people."),
 ) -> None:
-    """Find link flaps and PFC storms in a trace; exit 0 none, 1 findings, 2 could not run."""
-    if probes is not None:
-        raise InputError(str(probes), "probe analysis (silent_corruption) is not built yet; run without --probes")
-    if trace is None:
-        raise FabricdError("live detection runs in the service; pass --trace T.jsonl to analyse a recording")
+    """Find link flaps, PFC storms and link corruption in a trace, silent corruption in probe results (with a trace
+    too, elements whose error counters moved are left to link corruption); exit 0 none, 1 findings, 2 could not run."""
+    if trace is None and probes is None:
+        raise FabricdError(
+            "live detection runs in the service; pass --trace T.jsonl and/or --probes P.jsonl to analyse recordings"
+        )
     if not tick > 0:
         raise FabricdError(f"--tick must be a positive number of seconds, got {tick}")
     _, fabric = load_fabric(spec, cabling)
-    findings = run_trace(trace, fabric, tick_s=tick)
+    results = None if probes is None else read_probes(probes)
+    if trace is not None:
+        findings = run_trace(trace, fabric, tick_s=tick, probes=results)
+    else:
+        findings = localize(results or [], fabric)
     if fmt is Format.json:
         emit_json({"findings": [f.to_dict() for f in findings]})
     else:

@@ -160,6 +160,12 @@ def inject(
     nic: str | None = typer.Option(None, "--nic", help="server:nicK (pfc_storm, microburst)."),
     device: str | None = typer.Option(None, "--device", help="Switch (silent_corruption, reboot, gnmi_drop)."),
     cycle: str | None = typer.Option(None, "--cycle", help="Switches in cycle order, comma-separated (deadlock)."),
+    failed: list[str] = typer.Option(
+        [],
+        "--failed",
+        help="pfc_deadlock: take this link down (devA--devB or a:port--b:port; repeatable) and "
+        "deadlock the cycle its bouncing routes close, instead of --cycle.",
+    ),
     priority: int | None = typer.Option(None, "--priority"),
     count: int | None = typer.Option(None, "--count", help="Flaps."),
     period_s: float | None = typer.Option(None, "--period", help="Seconds between flaps."),
@@ -175,7 +181,7 @@ def inject(
     given = {
         "port": port, "nic": nic, "device": device, "cycle": cycle, "priority": priority, "count": count,
         "period_s": period_s, "rate": rate, "direction": direction, "loss_db": loss_db, "seconds": seconds,
-        "down_s": down_s, "duration_ms": duration_ms,
+        "down_s": down_s, "duration_ms": duration_ms, "failed": failed or None,
     }  # fmt: skip
     params = {k: v for k, v in given.items() if v is not None}
     record = _control(state_dir, "POST", "/faults", {"kind": kind, "params": params})

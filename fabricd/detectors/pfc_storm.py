@@ -7,10 +7,12 @@ A stuck queue is paused by its peer; if the peer is a switch, that switch pauses
 queues is stuck, so the walk continues there. Where the pause comes from an endpoint (or from a switch with no
 stuck egress of its own) is the origin: one finding per origin, with every stuck port that leads to it.
 A walk that only comes back to where it started is a cycle: a deadlock, never reported as a storm.
+`track` (the stuck rule) and `waits_on` (who waits on whom) are shared with pfc_deadlock, so the two agree.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -35,7 +37,7 @@ class PfcStormConfig:
 
 
 @dataclass
-class _QueueState:
+class QueueState:
     last_ts: int = 0  # timestamp of the last sample judged (a sample is judged once)
     count: int = 0  # consecutive stuck samples
     onset: int = 0
@@ -47,12 +49,12 @@ class _QueueState:
 @dataclass
 class PfcStormState:
     config: PfcStormConfig = field(default_factory=PfcStormConfig)
-    queues: dict[Queue, _QueueState] = field(default_factory=dict)
+    queues: dict[Queue, QueueState] = field(default_factory=dict)
 
 
-def _candidates(snapshot: Snapshot, state: PfcStormState) -> set[Queue]:
+def _candidates(snapshot: Snapshot, queues: dict[Queue, QueueState]) -> set[Queue]:
     """Queues whose peer sent pause in their last sample, plus those already tracked (to update or clear)."""
-    out = set(state.queues)
+    out = set(queues)
     for leaf in ("pfc.pfc-on-total-rx-time", "pfc.in-frames"):
         rows = snapshot.select(leaf=leaf)
         for i in rows[np.nan_to_num(snapshot.delta(rows), nan=0.0) > 0].tolist():
@@ -62,7 +64,7 @@ def _candidates(snapshot: Snapshot, state: PfcStormState) -> set[Queue]:
     return out
 
 
-def _judge(snapshot: Snapshot, q: Queue, qs: _QueueState, cfg: PfcStormConfig, grace: set[tuple[str, str]]) -> None:
+def _judge(snapshot: Snapshot, q: Queue, qs: QueueState, cfg: PfcStormConfig, grace: set[tuple[str, str]]) -> None:
     device, port, prio = q
     pause = snapshot.find(device, port, "pfc.pfc-on-total-rx-time", prio)
     frames = snapshot.find(device, port, "pfc.in-frames", prio)
@@ -109,18 +111,48 @@ def _grace_ports(snapshot: Snapshot, cfg: PfcStormConfig, now_ns: int) -> set[tu
     }
 
 
-def detect(snapshot: Snapshot, fabric: Fabric, state: PfcStormState, now_ns: int) -> list[Finding]:
-    cfg = state.config
+def track(snapshot: Snapshot, queues: dict[Queue, QueueState], cfg: PfcStormConfig, now_ns: int) -> None:
+    """Judge each candidate queue's new sample with the watchdog rule (updates `queues` in place)."""
     grace = _grace_ports(snapshot, cfg, now_ns)
     interval = int(cfg.sample_interval_s * NS)
-    for q in sorted(_candidates(snapshot, state)):
+    for q in sorted(_candidates(snapshot, queues)):
         if snapshot.stale(q[0], now_ns, interval):
             continue  # no new data to judge; keep what we knew
-        _judge(snapshot, q, state.queues.setdefault(q, _QueueState()), cfg, grace)
-    for q in [q for q, qs in state.queues.items() if qs.count == 0 and qs.last_ts < now_ns - 60 * NS]:
-        del state.queues[q]  # quiet for a minute: forget it
-    stuck = {q: qs for q, qs in state.queues.items() if qs.count > 0}
-    held = {q for q, qs in stuck.items() if qs.count >= cfg.hold_samples}
+        _judge(snapshot, q, queues.setdefault(q, QueueState()), cfg, grace)
+    for q in [q for q, qs in queues.items() if qs.count == 0 and qs.last_ts < now_ns - 60 * NS]:
+        del queues[q]  # quiet for a minute: forget it
+
+
+def by_switch(queues: Iterable[Queue]) -> dict[tuple[str, int], list[Queue]]:
+    """Queues grouped by (device, priority), for `waits_on`."""
+    out: dict[tuple[str, int], list[Queue]] = {}
+    for q in sorted(queues):
+        out.setdefault((q[0], q[2]), []).append(q)
+    return out
+
+
+def waits_on(q: Queue, stuck: dict[tuple[str, int], list[Queue]], fabric: Fabric) -> list[Queue]:
+    """The stuck egress queues of q's peer switch that q waits on: same priority, not back toward q's switch
+    (traffic does not turn back on the link it came in on). Empty when the peer is an endpoint, unknown to the
+    cabling, or has nothing stuck: then the pause reaching q starts at the peer."""
+    device, port, prio = q
+    peer = fabric.peer(device, port)
+    peer_dev = None if peer is None else fabric.get(peer.device)
+    if peer is None or peer_dev is None or not peer_dev.is_switch:
+        return []
+    out = []
+    for s in stuck.get((peer.device, prio), ()):
+        back = fabric.peer(s[0], s[1])
+        if back is None or back.device != device:
+            out.append(s)
+    return out
+
+
+def detect(snapshot: Snapshot, fabric: Fabric, state: PfcStormState, now_ns: int) -> list[Finding]:
+    cfg = state.config
+    track(snapshot, state.queues, cfg, now_ns)
+    stuck = by_switch(q for q, qs in state.queues.items() if qs.count > 0)
+    held = {q for q, qs in state.queues.items() if qs.count >= cfg.hold_samples}
     by_origin: dict[Queue, set[Queue]] = {}
     for q in sorted(held):
         for origin in _origins(q, stuck, fabric, frozenset()):
@@ -132,16 +164,11 @@ def detect(snapshot: Snapshot, fabric: Fabric, state: PfcStormState, now_ns: int
     ]
 
 
-def _origins(q: Queue, stuck: dict[Queue, _QueueState], fabric: Fabric, path: frozenset[Queue]) -> set[Queue]:
+def _origins(q: Queue, stuck: dict[tuple[str, int], list[Queue]], fabric: Fabric, path: frozenset[Queue]) -> set[Queue]:
     """The stuck queues where the pause reaching `q` starts; empty if every way back is a cycle."""
-    device, port, prio = q
-    peer = fabric.peer(device, port)
-    peer_dev = None if peer is None else fabric.get(peer.device)
-    if peer is None or peer_dev is None or not peer_dev.is_switch:
-        return {q}  # paused by an endpoint (a NIC), or by something the cabling does not know
-    upstream = [s for s in stuck if s[0] == peer.device and s[2] == prio and s[1] != peer.port]
+    upstream = waits_on(q, stuck, fabric)
     if not upstream:
-        return {q}  # the peer switch pauses without a stuck egress of its own: it starts here
+        return {q}  # paused by an endpoint (a NIC), by something the cabling does not know, or it starts here
     out: set[Queue] = set()
     for s in upstream:
         if s not in path and s != q:

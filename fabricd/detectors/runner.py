@@ -9,7 +9,7 @@ The trace is read in file order (time order per device, as the service records i
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -17,8 +17,9 @@ from typing import Any
 from fabricd.telemetry import CounterStore, Ingestor, Snapshot, replay
 from topology.fabric import Fabric
 
-from . import link_flap, pfc_storm
+from . import link_corruption, link_flap, pfc_deadlock, pfc_storm, silent_corruption
 from .finding import Finding
+from .probes import Probe
 
 NS = 1_000_000_000
 DetectFn = Callable[[Snapshot, Fabric, Any, int], list[Finding]]
@@ -33,9 +34,13 @@ class Detector:
 
 def default_detectors(sample_interval_s: float = 1.0) -> list[Detector]:
     storm = pfc_storm.PfcStormConfig(sample_interval_s=sample_interval_s)
+    deadlock = pfc_deadlock.PfcDeadlockConfig(stuck=storm)
+    corrupt = link_corruption.LinkCorruptionConfig(sample_interval_s=sample_interval_s)
     return [
         Detector("link_flap", link_flap.detect, link_flap.LinkFlapState),
         Detector("pfc_storm", pfc_storm.detect, lambda: pfc_storm.PfcStormState(storm)),
+        Detector("pfc_deadlock", pfc_deadlock.detect, lambda: pfc_deadlock.PfcDeadlockState(deadlock)),
+        Detector("link_corruption", link_corruption.detect, lambda: link_corruption.LinkCorruptionState(corrupt)),
     ]
 
 
@@ -86,11 +91,26 @@ class _TickingIngestor(Ingestor):
 
 
 def run_trace(
-    path: str | Path, fabric: Fabric, *, tick_s: float = 1.0, detectors: list[Detector] | None = None
+    path: str | Path,
+    fabric: Fabric,
+    *,
+    tick_s: float = 1.0,
+    detectors: list[Detector] | None = None,
+    probes: Sequence[Probe] | None = None,
 ) -> list[Finding]:
-    """Findings of `detectors` (default: all built ones) over a trace; raises TraceError on a malformed line."""
-    runner = Runner(fabric, default_detectors(tick_s) if detectors is None else detectors)
+    """Findings of `detectors` (default: all built ones) over a trace; raises TraceError on a malformed line.
+
+    With `probes`, silent_corruption localizes their corruption too, leaving out elements whose port error counters
+    moved in the trace (those are link corruption)."""
+    dets = default_detectors(tick_s) if detectors is None else list(detectors)
+    watch = silent_corruption.CounterErrors()
+    if probes is not None:
+        dets.append(Detector("counter_errors", silent_corruption.watch_counters, lambda: watch))
+    runner = Runner(fabric, dets)
     ingestor = _TickingIngestor(CounterStore(), runner, int(tick_s * NS))
     replay(path, ingestor)
     ingestor.close_tick()
-    return runner.findings()
+    if probes is None:
+        return runner.findings()
+    found = runner.findings() + silent_corruption.localize(probes, fabric, counter_errors=watch)
+    return sorted(found, key=lambda f: (f.detected_ts, f.kind, f.device, f.port or ""))

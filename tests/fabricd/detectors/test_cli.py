@@ -82,7 +82,7 @@ def test_not_json_line_exits_2(capsys: pytest.CaptureFixture[str], tmp_path: Pat
     ("args", "message"),
     [
         ([], "live detection runs in the service; pass --trace"),
-        (["--trace", str(TRACES / "quiet.jsonl"), "--probes", "p.jsonl"], "probe analysis (silent_corruption)"),
+        (["--trace", str(TRACES / "quiet.jsonl"), "--probes", "p.jsonl"], "cannot read the probe results"),
         (["--trace", "/nonexistent/t.jsonl"], "cannot read the trace"),
     ],
 )

@@ -153,4 +153,5 @@ def test_deadlock_cycle_is_not_a_storm(small_fabric: Fabric, tmp_path: Path) -> 
     ]
     g = TraceGen(small_fabric, {"leaf-g0-r0", "leaf-g1-r0", "spine-r0-0", "spine-r0-1"})
     pauses({k: dict.fromkeys(cycle, STUCK) for k in range(2, 8)})(g)
-    assert run_trace(g.write(tmp_path / "t.jsonl"), small_fabric) == []
+    found = run_trace(g.write(tmp_path / "t.jsonl"), small_fabric)
+    assert [f.kind for f in found] == ["pfc_deadlock"]  # the cycle is pfc_deadlock's (test_pfc_deadlock.py)

@@ -1,0 +1,206 @@
+"""pfc_deadlock over synthetic traces (cycles, storms, microbursts) and over a deadlock the twin forms from failures."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from fabricd.cli import main
+from fabricd.detectors import Finding, run_trace
+from fabricd.telemetry import render
+from lab.faults import FaultError, FaultInjector
+from lab.model import PortConfig, Twin
+from tests.conftest import EXAMPLES
+from topology.fabric import Fabric
+
+from .test_pfc_storm import STUCK, pauses, storm
+from .test_twin import COLUMNS
+from .tracegen import NS, T0, TX_PER_S, Port, TraceGen, at
+
+RAIL0 = {"leaf-g0-r0", "leaf-g1-r0", "spine-r0-0", "spine-r0-1"}
+# leaf-g0-r0 -> spine-r0-0 -> leaf-g1-r0 -> spine-r0-1 -> leaf-g0-r0: each egress waits on the next switch.
+CYCLE: list[Port] = [
+    ("leaf-g0-r0", "Ethernet5/1"),
+    ("spine-r0-0", "Ethernet3/1"),
+    ("leaf-g1-r0", "Ethernet7/1"),
+    ("spine-r0-1", "Ethernet2/1"),
+]
+CYCLE_PORTS = tuple(f"{d}:{p}" for d, p in CYCLE)
+# The same cycle over both parallel cables of every hop.
+BOTH_CABLES: list[Port] = [
+    *CYCLE[:1],
+    ("leaf-g0-r0", "Ethernet6/1"),
+    *CYCLE[1:2],
+    ("spine-r0-0", "Ethernet4/1"),
+    *CYCLE[2:3],
+    ("leaf-g1-r0", "Ethernet8/1"),
+    *CYCLE[3:],
+    ("spine-r0-1", "Ethernet1/1"),
+]
+# The other way round: leaf-g0-r0 -> spine-r0-1 -> leaf-g1-r0 -> spine-r0-0 -> leaf-g0-r0.
+REVERSE: list[Port] = [
+    ("leaf-g0-r0", "Ethernet7/1"),
+    ("spine-r0-1", "Ethernet3/1"),
+    ("leaf-g1-r0", "Ethernet5/1"),
+    ("spine-r0-0", "Ethernet1/1"),
+]
+Build = Callable[[TraceGen], None]
+
+
+def stuck(ports: list[Port], start: int = 2, end: int = 8) -> Build:
+    return pauses({k: dict.fromkeys(ports, STUCK) for k in range(start, end)})
+
+
+CASES: list[tuple[str, Build, list[tuple[str, ...]], int]] = [
+    # name, trace, the deadlocks' ports (cycle order), storms
+    ("deadlock cycle", stuck(CYCLE), [CYCLE_PORTS], 0),
+    (
+        "deadlock over both parallel cables",
+        stuck(BOTH_CABLES),
+        [
+            (
+                *("leaf-g0-r0:Ethernet5/1", "leaf-g0-r0:Ethernet6/1", "spine-r0-0:Ethernet3/1"),
+                *("spine-r0-0:Ethernet4/1", "leaf-g1-r0:Ethernet7/1", "leaf-g1-r0:Ethernet8/1"),
+                *("spine-r0-1:Ethernet1/1", "spine-r0-1:Ethernet2/1"),
+            )
+        ],
+        0,
+    ),
+    (
+        "two cycles, both ways round",
+        stuck(CYCLE + REVERSE),
+        sorted([CYCLE_PORTS, tuple(f"{d}:{p}" for d, p in REVERSE)]),
+        0,
+    ),
+    ("storm from a NIC", storm(), [], 1),
+    ("open chain: a storm from a switch, not a cycle", stuck(CYCLE[:3]), [], 1),
+    ("stuck both ways on one link is no cycle", stuck([CYCLE[0], ("spine-r0-0", "Ethernet1/1")]), [], 2),
+    ("microburst on the cycle", pauses({3: dict.fromkeys(CYCLE, (0.3, TX_PER_S))}), [], 0),
+    ("cycle stuck for one sample only", stuck(CYCLE, 3, 4), [], 0),
+    ("paused all the time but draining", pauses({k: dict.fromkeys(CYCLE, (1.0, 100)) for k in range(2, 8)}), [], 0),
+]
+
+
+@pytest.mark.parametrize(("name", "build", "cycles", "storms"), CASES, ids=[c[0] for c in CASES])
+def test_pfc_deadlock_cases(
+    name: str, build: Build, cycles: list[tuple[str, ...]], storms: int, small_fabric: Fabric, tmp_path: Path
+) -> None:
+    g = TraceGen(small_fabric, RAIL0)
+    build(g)
+    found = run_trace(g.write(tmp_path / "t.jsonl"), small_fabric)
+    deadlocks = sorted((f for f in found if f.kind == "pfc_deadlock"), key=lambda f: f.ports)
+    assert [f.ports for f in deadlocks] == cycles, [f.summary for f in found]
+    assert sum(f.kind == "pfc_storm" for f in found) == storms, [f.summary for f in found]
+    assert {f.kind for f in found} <= {"pfc_deadlock", "pfc_storm"}
+
+
+def _deadlock(fabric: Fabric, tmp_path: Path) -> Finding:
+    g = TraceGen(fabric, RAIL0)
+    stuck(CYCLE)(g)
+    (f,) = run_trace(g.write(tmp_path / "t.jsonl"), fabric)
+    return f
+
+
+def test_deadlock_finding_fields(small_fabric: Fabric, tmp_path: Path) -> None:
+    f = _deadlock(small_fabric, tmp_path)
+    assert (f.kind, f.device, f.port, f.priority, f.severity) == (
+        "pfc_deadlock",
+        "leaf-g0-r0",
+        "Ethernet5/1",
+        3,
+        "critical",
+    )
+    assert f.devices == ("leaf-g0-r0", "leaf-g1-r0", "spine-r0-0", "spine-r0-1")
+    assert f.evidence["cycle"] == ["leaf-g0-r0", "spine-r0-0", "leaf-g1-r0", "spine-r0-1"]
+    assert f.evidence["hops"][0] == {"from": "leaf-g0-r0", "to": "spine-r0-0", "ports": ["Ethernet5/1"]}
+    for q in CYCLE_PORTS:
+        assert f.evidence["queues"][q]["pause_fraction"] >= 0.99 and f.evidence["queues"][q]["tx_pkts_delta"] == 0
+    assert "leaf-g0-r0 -> spine-r0-0 -> leaf-g1-r0 -> spine-r0-1 -> leaf-g0-r0" in f.summary
+    # onset: the interval ending at the first stuck sample (k=2); found within two sample intervals of it
+    assert f.start_ts == at(1)
+    assert f.detected_ts <= at(2) + 2 * NS
+
+
+def test_deadlock_clears_when_the_cycle_drains(small_fabric: Fabric, tmp_path: Path) -> None:
+    g = TraceGen(small_fabric, RAIL0)
+    stuck(CYCLE, 2, 5)(g)  # stuck k=2..4, then traffic flows again until k=7
+    path = g.write(tmp_path / "t.jsonl")
+    found = run_trace(path, small_fabric)
+    assert [f.kind for f in found] == ["pfc_deadlock"]  # one incident, merged over the ticks it lasted
+
+
+# --- the twin forms a deadlock from failed links -----------------------------------------------------------
+SPLIT = "spine-r0-0--ssp-1,spine-r0-1--ssp-1,spine-r1-0--ssp-0,spine-r1-1--ssp-0"
+
+
+def _twin(fabric: Fabric) -> Twin:
+    twin = Twin(fabric, clock=lambda: T0)
+    for name, sw in twin.switches.items():
+        for port in sw.ports:
+            twin.set_port_config(name, port, PortConfig(pfc_enabled=True, no_drop=frozenset({3})))
+    return twin
+
+
+def test_twin_refuses_a_failure_that_forms_no_cycle(small_fabric: Fabric) -> None:
+    faults = FaultInjector(_twin(small_fabric))
+    with pytest.raises(FaultError, match="no deadlock risk"):
+        faults.inject("pfc_deadlock", {"failed": "leaf-g0-r0--spine-r0-0"}, T0)
+    with pytest.raises(FaultError, match="no device 'leaf-g9-r0'"):
+        faults.inject("pfc_deadlock", {"failed": "leaf-g9-r0--spine-r0-0"}, T0)
+    assert faults.log == []
+
+
+def test_twin_deadlock_from_failed_links_is_found(
+    small_fabric: Fabric, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    twin = _twin(small_fabric)
+    faults = FaultInjector(twin)
+    lines: list[dict[str, object]] = []
+    last: dict[Port, str] = {}
+    for k in range(0, 6):
+        ts = T0 + k * NS
+        if k == 2:  # the failure at 1 s: the interval ending at 2 s is the first one stuck
+            rec = faults.inject("pfc_deadlock", {"failed": SPLIT}, T0 + NS)
+        twin.advance(ts)
+        for name, sw in twin.switches.items():
+            for row, port in enumerate(sw.ports):
+                up = "UP" if sw.oper_up[row] else "DOWN"
+                if last.get((name, port)) != up:  # ON_CHANGE
+                    last[(name, port)] = up
+                    lines.append({"ts": ts, "device": name, "path": render(port, "oper-status"), "value": up})
+                for (leaf, index), col in COLUMNS.items():
+                    value = sw.value(port, col, ts)
+                    lines.append({"ts": ts, "device": name, "path": render(port, leaf, index), "value": value})
+    trace = tmp_path / "twin.jsonl"
+    trace.write_text("".join(json.dumps(r) + "\n" for r in lines))
+    rc = main(["detect", "--spec", str(EXAMPLES / "small-pod.yaml"), "--trace", str(trace), "--format", "json"])
+    findings = json.loads(capsys.readouterr().out)["findings"]
+    assert rc == 1
+    assert [(f["kind"], f["device"], f["port"], f["priority"]) for f in findings] == [
+        ("pfc_deadlock", "spine-r2-0", "Ethernet5/1", 3)
+    ]
+    (f,) = findings
+    assert rec.params["cycle"] == ["spine-r2-0", "ssp-0", "spine-r3-0", "ssp-1"]
+    assert rec.ports == ["spine-r2-0:Ethernet5/1", "ssp-0:Ethernet13/1", "spine-r3-0:Ethernet7/1", "ssp-1:Ethernet9/1"]
+    assert f["ports"] == rec.ports  # the cycle the failure formed, in the same order
+    assert f["start_ts"] == T0 + NS
+    assert f["detected_ts"] <= T0 + 4 * NS  # stuck from the sample at 2 s: two intervals later
+    faults.clear(rec.id, now_ns=T0 + 7 * NS)
+    assert not twin.link_down and not twin.pause_sources
+
+
+def test_twin_counts_links_already_down(small_fabric: Fabric) -> None:
+    twin = _twin(small_fabric)
+    faults = FaultInjector(twin)
+    for port in ("Ethernet7/1", "Ethernet8/1"):  # rail 0's spines lose ssp-1, cable by cable
+        for spine in ("spine-r0-0", "spine-r0-1"):
+            faults.inject("link_down", {"port": f"{spine}:{port}"}, T0)
+    rec = faults.inject("pfc_deadlock", {"failed": ["spine-r1-0--ssp-0", "spine-r1-1--ssp-0"]}, T0)
+    assert rec.params["failed"] == ["spine-r1-0--ssp-0", "spine-r1-1--ssp-0"]
+    assert rec.params["bounces"] == ["ssp-0>spine-r3-0>ssp-1", "ssp-1>spine-r2-0>ssp-0"]
+    assert len(twin.link_down) == 8
+    faults.clear(rec.id, now_ns=T0 + NS)
+    assert len(twin.link_down) == 4  # only what this fault took down comes back
