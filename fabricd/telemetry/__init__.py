@@ -4,7 +4,9 @@
 `CounterStore.snapshot()` (or `Ingestor.snapshot()`, which flushes first) is what detectors read.
 """
 
+from .client import TelemetryClient
 from .ingest import Ingestor, UpdateSink
+from .metrics import TelemetryMetrics
 from .paths import Kind, PathInfo, Subscription, eos_profile, parse, render, subscribe_request
 from .store import NEVER, CounterStore, Snapshot, Stat, StateEvent
 from .trace import TraceError, TraceRecord, TraceWriter, read_trace, replay
@@ -19,6 +21,8 @@ __all__ = [
     "Stat",
     "StateEvent",
     "Subscription",
+    "TelemetryClient",
+    "TelemetryMetrics",
     "TraceError",
     "TraceRecord",
     "TraceWriter",

@@ -1,0 +1,419 @@
+"""Live gNMI telemetry: one grpc.aio channel and one Subscribe STREAM per device, feeding the Ingestor.
+
+Responses stay raw bytes (no response deserializer): `Ingestor.ingest` walks the wire format itself, so the
+client only peeks at the first byte (sync_response) and, about once per message burst, at the notification
+timestamp (lag). Everything runs on one asyncio loop with the Ingestor (which is not thread-safe).
+
+Per device: TLS with certificate verification unless the inventory says `tls: false`; username/password sent as
+gRPC metadata (as EOS expects) and never logged; on any end of the stream, a reconnect after an exponential
+backoff with full jitter (delay uniform in [0, min(cap, base * 2**attempt)]) that starts over once a stream has
+been healthy (synced and up for `healthy_s`). A failure is logged at WARNING when its status differs from the
+device's previous one and at DEBUG when it repeats, so a wrong password or a dead switch costs one line, not one
+per retry. The store's last-seen timestamps say which devices are stale (nothing for 3 intervals); a stream that
+delivers nothing for `idle_s` (default 6 intervals: a device that is merely late is reported stale before its stream
+is torn down) is cancelled and re-opened, since a hung TCP connection never ends with an error.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import random
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import grpc
+from pygnmi.spec.v080 import gnmi_pb2
+
+from drivers.inventory import DeviceAccess
+
+from .ingest import Ingestor
+from .metrics import TelemetryMetrics
+from .paths import Subscription, eos_profile, subscribe_request
+
+SUBSCRIBE = "/gnmi.gNMI/Subscribe"
+LOST = "LOST"  # pseudo status: the call failed but gRPC lost the device's status (see _stream)
+SYNC_TAG = 0x18  # SubscribeResponse field 3 (sync_response), varint
+MAX_MESSAGE = 64 << 20  # a full-device initial dump in JSON can exceed gRPC's 4 MiB default
+HINTS = {
+    "UNAUTHENTICATED": "; check the inventory's username and password_env/password_file for this device",
+    "PERMISSION_DENIED": "; the inventory's user may not subscribe on this device",
+    "UNAVAILABLE": "; is gNMI enabled and reachable at the inventory's host and gnmi port?",
+    "INVALID_ARGUMENT": "; the device rejects the subscription profile (paths or intervals)",
+    "UNIMPLEMENTED": "; the device does not serve gNMI Subscribe with PROTO encoding",
+}
+
+
+@dataclass
+class Backoff:
+    """Exponential backoff with full jitter: the n-th delay is uniform in [0, min(cap_s, base_s * 2**n)]."""
+
+    base_s: float = 0.5
+    cap_s: float = 30.0
+    rng: random.Random = field(default_factory=random.Random)
+    attempt: int = 0
+
+    def bound(self) -> float:
+        return min(self.cap_s, self.base_s * 2.0**self.attempt)
+
+    def next(self) -> float:
+        b = self.bound()
+        if b < self.cap_s:  # stop counting once capped (2**attempt must not overflow a float on a long outage)
+            self.attempt += 1
+        return self.rng.uniform(0.0, b)
+
+    def reset(self) -> None:
+        self.attempt = 0
+
+
+@dataclass(frozen=True)
+class DeviceState:
+    """What the client knows about one device's stream (for status pages and tests)."""
+
+    device: str
+    connected: bool
+    synced: bool
+    attempts: int
+    last_error: str | None  # gRPC status name of the last failure, None after a successful stream
+
+
+def channel_options(access: DeviceAccess) -> list[tuple[str, Any]]:
+    opts: list[tuple[str, Any]] = [("grpc.max_receive_message_length", MAX_MESSAGE), ("grpc.enable_retries", 0)]
+    if access.gnmi.tls and access.gnmi.skip_verify:
+        # Same meaning as drivers.gnmi_check.channel_for: the certificate must still chain to the CA; only the
+        # name check is made against the inventory host.
+        opts.append(("grpc.ssl_target_name_override", access.host))
+    return opts
+
+
+def open_channel(access: DeviceAccess) -> grpc.aio.Channel:
+    """A grpc.aio channel as the inventory asks: TLS with verification by default, plaintext only if `tls: false`."""
+    target = f"{access.host}:{access.gnmi.port}"
+    opts = channel_options(access)
+    if not access.gnmi.tls:
+        return grpc.aio.insecure_channel(target, options=opts)
+    root = access.gnmi.ca_file.read_bytes() if access.gnmi.ca_file else None
+    return grpc.aio.secure_channel(target, grpc.ssl_channel_credentials(root_certificates=root), options=opts)
+
+
+def notification_ts(raw: bytes) -> int | None:
+    """The timestamp of a serialized SubscribeResponse's notification (field 1 of the Notification, written first
+    by every protobuf serializer), or None if the message is something else."""
+    try:
+        if raw[0] != 0x0A:
+            return None
+        pos = 1
+        while raw[pos] & 0x80:  # skip the notification's length
+            pos += 1
+        pos += 1
+        if raw[pos] != 0x08:
+            return None
+        pos += 1
+        ts = shift = 0
+        while True:
+            c = raw[pos]
+            ts |= (c & 0x7F) << shift
+            if c < 0x80:
+                return ts
+            pos += 1
+            shift += 7
+            if shift > 63:
+                return None
+    except IndexError:
+        return None
+
+
+@dataclass(eq=False)
+class _Device:
+    access: DeviceAccess
+    request: bytes | None  # serialized SubscribeRequest; None: no profile for the platform
+    backoff: Backoff
+    dev_id: int
+    synced: asyncio.Event = field(default_factory=asyncio.Event)
+    call: Any = None
+    connected: bool = False
+    attempts: int = 0
+    messages: int = 0  # bumped per message; the watchdog compares it to see progress
+    watch_messages: int = -1
+    watch_since: float = 0.0
+    cancel_reason: str | None = None
+    last_error: str | None = None
+    lag_next: int = 0
+    children: tuple[Any, Any, Any] | None = None  # (connected gauge, reconnects counter, last-lag gauge)
+
+
+class TelemetryClient:
+    """Streams every device in `inventory_devices` into `ingestor` until `stop()`.
+
+    `profile` maps a platform name to its subscriptions (default: EOS, `eos_profile(interval_s)`: ON_CHANGE
+    oper/admin status, counters SAMPLEd every `interval_s`, PFC and watchdog for the lossless priorities only);
+    devices of other platforms are reported once and left stale. `interval_s` is also the staleness unit: a device
+    is stale once nothing arrived for 3 intervals. `clock` gives unix ns (lag, staleness); `rng` seeds the jitter.
+    """
+
+    def __init__(
+        self,
+        inventory_devices: Sequence[DeviceAccess],
+        ingestor: Ingestor,
+        *,
+        profile: Mapping[str, Sequence[Subscription]] | None = None,
+        interval_s: float = 10.0,
+        heartbeat_s: float | None = None,
+        metrics: TelemetryMetrics | None = None,
+        clock: Callable[[], int] = time.time_ns,
+        backoff_base_s: float = 0.5,
+        backoff_cap_s: float = 30.0,
+        healthy_s: float | None = None,
+        idle_s: float | None = None,
+        rng: random.Random | None = None,
+        flush_s: float = 1.0,
+        log: logging.Logger | None = None,
+    ) -> None:
+        if interval_s <= 0 or backoff_base_s <= 0 or backoff_cap_s < backoff_base_s:
+            raise ValueError("interval_s and backoff_base_s must be > 0 and backoff_cap_s >= backoff_base_s")
+        self.ingestor = ingestor
+        self.store = ingestor.store
+        self.interval_ns = int(interval_s * 1e9)
+        self.metrics = metrics
+        self.clock = clock
+        self.log = log or logging.getLogger("fabricd.telemetry.client")
+        self.healthy_s = 3 * interval_s if healthy_s is None else healthy_s
+        self.idle_s = 6 * interval_s if idle_s is None else idle_s
+        self.flush_s = flush_s
+        self._lag_every_ns = int(min(interval_s / 2, 1.0) * 1e9)
+        rng = rng or random.Random()
+        profiles = {"eos": eos_profile(interval_s)} if profile is None else dict(profile)
+        requests: dict[str, bytes] = {}
+        for platform, subs in profiles.items():
+            req = subscribe_request(subs)
+            if heartbeat_s:
+                for sub in req.subscribe.subscription:
+                    if sub.mode == gnmi_pb2.ON_CHANGE:
+                        sub.heartbeat_interval = int(heartbeat_s * 1e9)
+            requests[platform] = req.SerializeToString()
+        self._devices: dict[str, _Device] = {}
+        for access in inventory_devices:
+            self._devices[access.name] = _Device(
+                access,
+                requests.get(access.platform),
+                Backoff(backoff_base_s, backoff_cap_s, rng),
+                self.store.device_id(access.name),  # interned now: stats rows and staleness from the start
+            )
+        if metrics is not None:
+            metrics.bind(self.store, list(self._devices), lambda: self.stale_devices())
+            for d in self._devices.values():
+                n = d.access.name
+                d.children = (metrics.connected.labels(n), metrics.reconnects.labels(n), metrics.last_lag.labels(n))
+        self._closing = asyncio.Event()
+        self._done = asyncio.Event()
+        self._running = False
+
+    # --- queries -----------------------------------------------------------------------------------------
+    @property
+    def devices(self) -> list[str]:
+        return list(self._devices)
+
+    def stale_devices(self, now: int | None = None) -> list[str]:
+        """Devices nothing (update, heartbeat) arrived from for 3 intervals before `now` (unix ns), or ever."""
+        t = self.clock() if now is None else now
+        return [name for name in self._devices if self.store.stale(name, t, self.interval_ns)]
+
+    @property
+    def synced(self) -> dict[str, bool]:
+        """Per device: has its current stream delivered the initial sync_response?"""
+        return {name: d.synced.is_set() for name, d in self._devices.items()}
+
+    async def wait_synced(self, timeout_s: float | None = None) -> bool:
+        """Wait until every streamable device's current stream has synced; False on timeout."""
+        waits = [d.synced.wait() for d in self._devices.values() if d.request is not None]
+        try:
+            await asyncio.wait_for(asyncio.gather(*waits), timeout_s)
+        except TimeoutError:
+            return False
+        return True
+
+    def state(self, device: str) -> DeviceState:
+        d = self._devices[device]
+        return DeviceState(device, d.connected, d.synced.is_set(), d.attempts, d.last_error)
+
+    # --- lifecycle ---------------------------------------------------------------------------------------
+    async def run(self) -> None:
+        """Stream until `stop()` (or until cancelled); one device's failures never affect another's stream.
+        A client runs once: after `stop()` (even a `stop()` that came before `run()` started) it returns at once."""
+        if self._running:
+            raise RuntimeError("TelemetryClient.run() is already running")
+        self._running = True
+        for d in self._devices.values():
+            if d.request is None:
+                self.log.warning(
+                    "telemetry: %s is platform %r, which has no subscription profile; it stays stale",
+                    d.access.name,
+                    d.access.platform,
+                )
+        tasks = [asyncio.create_task(self._device_loop(d)) for d in self._devices.values() if d.request is not None]
+        tasks.append(asyncio.create_task(self._housekeeping()))
+        try:
+            await asyncio.gather(*tasks)
+        finally:
+            self._closing.set()
+            for d in self._devices.values():
+                if d.call is not None:
+                    d.call.cancel()
+            for t in tasks:
+                t.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            self.ingestor.flush()
+            self._running = False
+            self._done.set()
+
+    async def stop(self) -> None:
+        """End every stream and wait for `run()` to return."""
+        self._closing.set()
+        for d in self._devices.values():
+            if d.call is not None:
+                d.cancel_reason = "stop"
+                d.call.cancel()
+        if self._running:
+            await self._done.wait()
+
+    # --- per device --------------------------------------------------------------------------------------
+    async def _device_loop(self, d: _Device) -> None:
+        name = d.access.name
+        while not self._closing.is_set():
+            if d.attempts and d.children is not None:
+                d.children[1].inc()
+            d.attempts += 1
+            started = time.monotonic()
+            d.cancel_reason = None
+            try:
+                code, detail = await self._stream(d)
+            except Exception as e:  # a bug in one device's handling must not stop the others
+                code, detail = "INTERNAL", f"{type(e).__name__} in the telemetry client"
+                self.log.exception("telemetry from %s: unexpected error; reconnecting", name)
+            finally:
+                self._set_connected(d, False)
+            if self._closing.is_set():
+                return
+            if d.synced.is_set() and time.monotonic() - started >= self.healthy_s:
+                d.backoff.reset()
+            d.synced.clear()
+            delay = d.backoff.next()
+            # Repeats are DEBUG; so is a lost status, which the next attempt (within the backoff) will name.
+            level = logging.DEBUG if code in (d.last_error, LOST) else logging.WARNING
+            if self.log.isEnabledFor(level):
+                self.log.log(
+                    level,
+                    "telemetry from %s: stream ended (%s: %s)%s; reconnecting in %.1f s%s",
+                    name,
+                    code,
+                    self._redact(d, detail),
+                    HINTS.get(code, ""),
+                    delay,
+                    " (repeats of this failure are logged at DEBUG)" if level == logging.WARNING else "",
+                )
+            if code != LOST:
+                d.last_error = code
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._closing.wait(), delay)
+
+    async def _stream(self, d: _Device) -> tuple[str, str]:
+        """One Subscribe call; returns (status name, detail) when it ends."""
+        access = d.access
+        assert d.request is not None
+        store = self.store
+        async with open_channel(access) as channel:
+            call = channel.stream_stream(SUBSCRIBE, request_serializer=None, response_deserializer=None)(
+                metadata=(("username", access.username), ("password", access.password.get_secret_value()))
+            )
+            d.call = call
+            d.watch_since, d.watch_messages = time.monotonic(), -1
+            store.synced[d.dev_id] = False  # this stream's sync is still to come
+            try:
+                # The request side stays open (no done_writing): many gNMI targets take the client's half-close
+                # as the end of a STREAM subscription; pygnmi and gnmic keep it open too.
+                try:
+                    await call.write(d.request)
+                except asyncio.InvalidStateError:
+                    pass  # the call already ended: reading raises its status
+                except grpc.aio.AioRpcError as e:
+                    if e.code() == grpc.StatusCode.INTERNAL:
+                        # A server that rejects the call as soon as it sees the headers (auth, gNMI blocked) races
+                        # this write; when the write loses, grpc.aio replaces the server's status with INTERNAL.
+                        return LOST, "the device ended the call before the subscription was sent"
+                    raise
+                await self._read(d, call)
+                return "OK", "the server ended the stream"
+            except grpc.aio.AioRpcError as e:
+                return e.code().name, str(e.details() or "")
+            except asyncio.CancelledError:
+                reason = d.cancel_reason
+                task = asyncio.current_task()
+                if reason is None or (task is not None and task.cancelling()):
+                    raise  # our own task is being cancelled, not just the call
+                return "CANCELLED", reason
+            finally:
+                d.call = None
+
+    async def _read(self, d: _Device, call: Any) -> None:
+        ingest, name, clock = self.ingestor.ingest, d.access.name, self.clock
+        async for raw in call:
+            now = clock()
+            ingest(raw, name, now)
+            d.messages += 1
+            if now >= d.lag_next:
+                self._sample(d, raw, now)
+            if raw and raw[0] == SYNC_TAG:
+                d.synced.set()
+                if d.last_error is not None:
+                    self.log.info("telemetry from %s: streaming again (attempt %d)", name, d.attempts)
+                d.last_error = None
+
+    def _sample(self, d: _Device, raw: bytes, now: int) -> None:
+        """Lag (receive time - notification time), at most once per `_lag_every_ns` per device: with SAMPLE bursts
+        every interval this reads the first notification of each burst, not every update. The first message of a
+        stream (lag_next is 0 then) also marks the device connected."""
+        if not d.connected:
+            self._set_connected(d, True)
+        ts = notification_ts(raw)
+        if ts is None:
+            return
+        d.lag_next = now + self._lag_every_ns
+        lag = (now - ts) / 1e9
+        if self.metrics is not None and d.children is not None:
+            self.metrics.lag.observe(max(lag, 0.0))
+            d.children[2].set(lag)
+
+    def _set_connected(self, d: _Device, up: bool) -> None:
+        d.connected = up
+        if d.children is not None:
+            d.children[0].set(1 if up else 0)
+        if not up:
+            d.lag_next = 0  # the first message of the next stream marks it connected
+
+    @staticmethod
+    def _redact(d: _Device, text: str) -> str:
+        """Status details come from the device; never let one echo the password into our logs."""
+        secret = d.access.password.get_secret_value()
+        return text.replace(secret, "***") if secret else text
+
+    # --- background ----------------------------------------------------------------------------------------
+    async def _housekeeping(self) -> None:
+        """Flush the ingestor (so store stats and metrics stay current at low rates) and cancel idle streams."""
+        idle_s = self.idle_s
+        tick = max(0.01, min(self.flush_s, idle_s / 6))
+        while not self._closing.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._closing.wait(), tick)
+            self.ingestor.flush()
+            mono = time.monotonic()
+            for d in self._devices.values():
+                if d.call is None:
+                    continue
+                if d.messages != d.watch_messages:
+                    d.watch_messages, d.watch_since = d.messages, mono
+                elif mono - d.watch_since > idle_s:
+                    d.cancel_reason = f"nothing received for {idle_s:g} s"
+                    d.call.cancel()

@@ -1,0 +1,330 @@
+"""The live gNMI client against the twin over real sockets: streaming, staleness, reconnects, auth, TLS, metrics."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+import random
+import re
+import time
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import asynccontextmanager
+
+import grpc
+import prometheus_client
+import pytest
+from prometheus_client import CollectorRegistry, generate_latest
+from pydantic import SecretStr
+from pygnmi.spec.v080 import gnmi_pb2
+
+from drivers.inventory import DeviceAccess, EapiAccess, GnmiAccess, SshAccess, load_inventory
+from fabricd.telemetry import CounterStore, Ingestor, Stat, Subscription, TelemetryClient, TelemetryMetrics
+from fabricd.telemetry.client import Backoff, notification_ts
+from tests.lab.control_client import inject
+from tests.lab.twin_thread import TwinThread
+from topology.spec import FabricSpec
+
+from . import IF, T0, notification
+
+INTERVAL = 0.2  # the twin refuses sample intervals below 0.1 s
+FULL_INTERVAL = 0.4  # the full EOS profile on every switch at 0.2 s is ~50k updates/s: too much for 2 shared cores
+# A light profile for the tests about connections (two subscriptions instead of ten: less CPU, same behaviour).
+LIGHT = {
+    "eos": [
+        Subscription("/interfaces/interface[name=*]/state/oper-status", "on_change"),
+        Subscription("/interfaces/interface[name=*]/state/counters", "sample", int(INTERVAL * 1e9)),
+    ]
+}
+WRONG = "not-the-lab-password-7f3a"
+
+
+@pytest.fixture(scope="module")
+def twin(small_spec: FabricSpec, tmp_path_factory: pytest.TempPathFactory) -> Iterator[TwinThread]:
+    t = TwinThread(small_spec, tmp_path_factory.mktemp("twin-client")).start()
+    yield t
+    t.stop()
+
+
+def accesses(twin: TwinThread, names: list[str] | None = None) -> list[DeviceAccess]:
+    inv = load_inventory(twin.inventory)
+    return [inv.access(n) for n in (names or inv.names)]
+
+
+def client(
+    devices: list[DeviceAccess], registry: CollectorRegistry | None = None, full: bool = False
+) -> TelemetryClient:
+    return TelemetryClient(
+        devices,
+        Ingestor(CounterStore()),
+        profile=None if full else LIGHT,  # None: the default, eos_profile(interval_s)
+        interval_s=FULL_INTERVAL if full else INTERVAL,
+        metrics=TelemetryMetrics(registry) if registry is not None else None,
+        backoff_base_s=0.05,
+        backoff_cap_s=0.4,
+        healthy_s=0.5,
+        rng=random.Random(5),
+        flush_s=0.1,
+    )
+
+
+@asynccontextmanager
+async def running(c: TelemetryClient) -> AsyncIterator[TelemetryClient]:
+    task = asyncio.create_task(c.run())
+    try:
+        yield c
+    finally:
+        await asyncio.wait_for(c.stop(), 5)
+        await task
+
+
+async def until(cond: Callable[[], bool], timeout_s: float, step_s: float = 0.02) -> float:
+    """Wait for `cond()` to hold; returns when (monotonic)."""
+    deadline = time.monotonic() + timeout_s
+    while not cond():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"condition not met within {timeout_s} s")
+        await asyncio.sleep(step_s)
+    return time.monotonic()
+
+
+def metric(text: str, name: str, device: str) -> float:
+    m = re.search(rf'^{name}\{{device="{re.escape(device)}"\}} (\S+)$', text, re.M)
+    assert m is not None, f"{name}{{device={device}}} not exported"
+    return float(m.group(1))
+
+
+# --- against the twin ------------------------------------------------------------------------------------
+def test_streams_every_device_into_the_store(twin: TwinThread, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.DEBUG)
+    devices = accesses(twin)
+    password = devices[0].password.get_secret_value()
+    registry = CollectorRegistry()
+    c = client(devices, registry, full=True)
+    names = [d.name for d in devices]
+    assert sorted(c.stale_devices()) == sorted(names)  # nothing heard yet
+
+    async def go() -> None:
+        async with running(c):
+            assert await c.wait_synced(10)
+            await asyncio.sleep(2.5 * FULL_INTERVAL)  # at least one sample after the initial one: rates exist
+            snap = c.ingestor.snapshot()
+            assert c.stale_devices() == []
+            assert all(c.synced.values()) and all(snap.synced)
+            for name in names:
+                assert snap.stat(name, Stat.UPDATES) > 0 and snap.stat(name, Stat.SYNCS) == 1
+                assert snap.stat(name, Stat.UNKNOWN) == snap.stat(name, Stat.MALFORMED) == 0
+                pkts = snap.select(device=name, leaf="if.in-pkts")
+                assert len(pkts) > 0 and (snap.rate[pkts] > 0).any()
+                states = snap.select(device=name, leaf="oper-status")
+                assert {snap.text(int(i)) for i in states} == {"UP"}
+                # PFC only for the lossless priority (eos_profile default)
+                assert {snap.key(int(i))[3] for i in snap.select(device=name, leaf="pfc.in-frames")} == {"3"}
+                assert c.state(name).connected and c.state(name).attempts == 1
+            text = generate_latest(registry).decode()
+            for name in names:
+                assert metric(text, "fabricd_telemetry_connected", name) == 1
+                assert metric(text, "fabricd_telemetry_stale", name) == 0
+                assert metric(text, "fabricd_telemetry_synced", name) == 1
+                assert metric(text, "fabricd_telemetry_reconnects_total", name) == 0
+                assert metric(text, "fabricd_telemetry_updates_total", name) > 0
+                assert 0 <= metric(text, "fabricd_telemetry_last_lag_seconds", name) < 5
+            assert f'fabricd_telemetry_dropped_updates_total{{device="{names[0]}",reason="unknown_path"}} 0.0' in text
+            count = re.search(r"^fabricd_telemetry_lag_seconds_count (\S+)$", text, re.M)
+            assert count is not None and float(count.group(1)) >= len(names)
+
+    asyncio.run(go())
+    assert password not in caplog.text
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING and r.name.startswith("fabricd")]
+
+
+def test_dropped_stream_goes_stale_then_reconnects(twin: TwinThread, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.DEBUG, logger="fabricd.telemetry.client")
+    dev, other = "leaf-g1-r1", "spine-r1-0"
+    registry = CollectorRegistry()
+    c = client(accesses(twin, [dev, other]), registry)
+
+    async def go() -> None:
+        async with running(c):
+            assert await c.wait_synced(10)
+            await asyncio.sleep(3 * INTERVAL)  # healthy for longer than healthy_s: backoff starts from base
+            # The twin cuts the stream (UNAVAILABLE) and refuses new subscriptions for 1.5 s.
+            await asyncio.to_thread(inject, twin.state_dir, "gnmi_drop", {"device": dev, "seconds": 1.5})
+            dropped = time.monotonic()
+            assert c.stale_devices() == []  # not at once: the last sample is younger than 3 intervals
+            stale_at = await until(lambda: dev in c.stale_devices(), 3)
+            assert stale_at - dropped >= 1.5 * INTERVAL  # last sample <= 1 interval before the drop, stale 3 after
+            assert other not in c.stale_devices()
+            assert not c.state(dev).connected and c.state(dev).last_error == "UNAVAILABLE"
+            text = generate_latest(registry).decode()
+            assert metric(text, "fabricd_telemetry_stale", dev) == 1
+            assert metric(text, "fabricd_telemetry_connected", dev) == 0
+            assert metric(text, "fabricd_telemetry_stale", other) == 0
+            back_at = await until(lambda: dev not in c.stale_devices() and c.synced[dev], 6)
+            assert back_at - dropped >= 1.4  # only once the twin accepts subscriptions again
+            await asyncio.sleep(INTERVAL)
+            state = c.state(dev)
+            assert state.connected and state.last_error is None and state.attempts >= 2
+            assert c.state(other).attempts == 1
+            text = generate_latest(registry).decode()
+            assert metric(text, "fabricd_telemetry_reconnects_total", dev) == state.attempts - 1
+            assert metric(text, "fabricd_telemetry_connected", dev) == 1
+            assert metric(text, "fabricd_telemetry_reconnects_total", other) == 0
+
+    asyncio.run(go())
+    warnings = [r for r in caplog.records if r.levelno == logging.WARNING and dev in r.getMessage()]
+    assert len(warnings) == 1 and "UNAVAILABLE" in warnings[0].getMessage()  # retries while blocked: DEBUG only
+    retries = [r for r in caplog.records if dev in r.getMessage() and "stream ended" in r.getMessage()]
+    assert len(retries) == c.state(dev).attempts - 1 and [r.levelno for r in retries[1:]] == [logging.DEBUG] * (
+        len(retries) - 1
+    )
+
+
+def test_wrong_password_tls_and_unknown_platform(twin: TwinThread, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.DEBUG)
+    bad_pw, tls, other_platform = accesses(twin, ["leaf-g0-r0", "leaf-g0-r1", "leaf-g0-r2"])
+    bad_pw = dataclasses.replace(bad_pw, password=SecretStr(WRONG))
+    tls = dataclasses.replace(tls, gnmi=GnmiAccess(port=tls.gnmi.port))  # inventory default: TLS, verified
+    other_platform = dataclasses.replace(other_platform, platform="sonic")
+    c = client([bad_pw, tls, other_platform], CollectorRegistry())
+
+    async def go() -> None:
+        async with running(c):
+            await asyncio.sleep(1.2)  # ~6+ attempts each with a 0.05-0.4 s backoff
+
+    asyncio.run(go())
+    snap = c.ingestor.snapshot()
+    for d in (bad_pw, tls, other_platform):
+        assert snap.stat(d.name, Stat.UPDATES) == 0 and not c.synced[d.name]
+        assert d.name in c.stale_devices()
+    pw, tl = c.state(bad_pw.name), c.state(tls.name)
+    assert pw.last_error == "UNAUTHENTICATED" and pw.attempts >= 4
+    assert tl.last_error == "UNAVAILABLE" and tl.attempts >= 4  # the plaintext twin fails the TLS handshake
+    assert c.state(other_platform.name).attempts == 0
+    auth = [r for r in caplog.records if "UNAUTHENTICATED" in r.getMessage()]
+    assert 2 <= len(auth) <= pw.attempts  # some attempts lose the status in gRPC (LOST, logged at DEBUG)
+    assert [r.levelno for r in auth].count(logging.WARNING) == 1  # once, then DEBUG
+    assert "password" in auth[0].getMessage()  # says what to check
+    assert sum(r.levelno == logging.WARNING and "sonic" in r.getMessage() for r in caplog.records) == 1
+    assert WRONG not in caplog.text
+    assert tls.password.get_secret_value() not in caplog.text
+
+
+def test_hung_stream_is_reopened_and_details_are_redacted(caplog: pytest.LogCaptureFixture) -> None:
+    """A local server that accepts Subscribe and never answers (a hung device), or echoes the password back."""
+    caplog.set_level(logging.DEBUG)
+    seen: list[tuple[dict[str, str], bytes]] = []
+    secret = "s3cret-hung-9c1d"
+
+    async def subscribe(requests: AsyncIterator[bytes], context: grpc.aio.ServicerContext[bytes, bytes]) -> None:
+        md = {k: v for k, v in context.invocation_metadata() or () if isinstance(v, str)}
+        async for req in requests:  # the client never half-closes: read the SubscriptionList only
+            seen.append((md, req))
+            break
+        if md.get("username") == "echo":
+            await context.abort(grpc.StatusCode.UNAUTHENTICATED, f"password {md.get('password')} is wrong")
+        await asyncio.Event().wait()  # hang until the client cancels
+
+    async def go() -> TelemetryClient:
+        server = grpc.aio.server()
+        handler = grpc.stream_stream_rpc_method_handler(subscribe)
+        server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler("gnmi.gNMI", {"Subscribe": handler}),))
+        port = server.add_insecure_port("127.0.0.1:0")
+        await server.start()
+        gnmi = GnmiAccess(port=port, tls=False)
+        devices = [
+            DeviceAccess(n, "127.0.0.1", "eos", u, SecretStr(secret), gnmi, EapiAccess(), SshAccess())
+            for n, u in (("hung", "admin"), ("echo", "echo"))
+        ]
+        c = TelemetryClient(
+            devices,
+            Ingestor(CounterStore()),
+            interval_s=INTERVAL,
+            heartbeat_s=1.0,
+            idle_s=0.3,
+            metrics=TelemetryMetrics(CollectorRegistry()),
+            backoff_base_s=0.05,
+            backoff_cap_s=0.1,
+        )
+        try:
+            async with running(c):
+                await asyncio.sleep(1.2)
+        finally:
+            await server.stop(None)
+        return c
+
+    c = asyncio.run(go())
+    hung, echo = c.state("hung"), c.state("echo")
+    assert hung.last_error == "CANCELLED" and hung.attempts >= 2  # re-opened after 0.3 s of silence
+    assert echo.last_error == "UNAUTHENTICATED"
+    assert "nothing received for 0.3 s" in caplog.text
+    assert secret not in caplog.text and "password *** is wrong" in caplog.text
+    md, raw = next((md, raw) for md, raw in seen if md["username"] == "admin")
+    assert md["username"] == "admin" and md["password"] == secret  # credentials travel as metadata
+    req = gnmi_pb2.SubscribeRequest.FromString(raw).subscribe
+    assert req.mode == gnmi_pb2.SubscriptionList.STREAM and req.encoding == gnmi_pb2.PROTO
+    modes = {(s.mode, s.sample_interval, s.heartbeat_interval) for s in req.subscription}
+    assert modes == {(gnmi_pb2.ON_CHANGE, 0, 10**9), (gnmi_pb2.SAMPLE, int(INTERVAL * 1e9), 0)}
+
+
+def test_stop_before_run_returns_at_once() -> None:
+    access = DeviceAccess("x", "192.0.2.1", "eos", "admin", SecretStr("x"), GnmiAccess(), EapiAccess(), SshAccess())
+    c = TelemetryClient([access], Ingestor(CounterStore()))
+
+    async def go() -> None:
+        task = asyncio.create_task(c.run())
+        await c.stop()
+        await asyncio.wait_for(task, 2)
+
+    asyncio.run(go())
+    assert c.state("x").attempts == 0
+
+
+# --- units ------------------------------------------------------------------------------------------------
+def test_backoff_full_jitter_and_cap() -> None:
+    b = Backoff(base_s=0.5, cap_s=30.0, rng=random.Random(42))
+    bounds, delays = [], []
+    for _ in range(20):
+        bounds.append(b.bound())
+        delays.append(b.next())
+    assert bounds[:7] == [0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 30.0]
+    assert bounds == sorted(bounds) and set(bounds[6:]) == {30.0}  # monotone, then capped
+    assert all(0.0 <= d <= hi for d, hi in zip(delays, bounds, strict=True))
+    assert max(delays[6:]) <= 30.0 and min(delays[6:]) < 20.0  # jitter spreads the capped delays
+    again = Backoff(base_s=0.5, cap_s=30.0, rng=random.Random(42))
+    assert [again.next() for _ in range(20)] == delays  # seeded: reproducible
+    b.reset()
+    assert b.bound() == 0.5 and b.next() <= 0.5
+    for _ in range(10_000):  # a long outage: the attempt count stops at the cap
+        b.next()
+    assert b.attempt == 6
+
+
+def test_notification_ts_reads_the_wire() -> None:
+    raw = notification("leaf-g0-r0", T0 + 123, IF.format(port="Ethernet1/1"), [("/state/counters/in-pkts", 7)])
+    assert notification_ts(raw) == T0 + 123
+    assert notification_ts(b"\x18\x01") is None  # sync_response
+    assert notification_ts(b"\x0a\x05\x08") is None  # truncated
+
+
+def test_metrics_export_store_counts_without_the_default_registry() -> None:
+    registry = CollectorRegistry()
+    ing = Ingestor(CounterStore())
+    devices = [
+        DeviceAccess(n, h, "eos", "admin", SecretStr("x"), GnmiAccess(), EapiAccess(), SshAccess())
+        for n, h in (("leaf-a", "192.0.2.1"), ("leaf-b", "192.0.2.2"))
+    ]
+    c = TelemetryClient(devices, ing, interval_s=10, metrics=TelemetryMetrics(registry), clock=lambda: T0 + 10**9)
+    port = IF.format(port="Ethernet1/1")
+    ing.ingest(notification("leaf-a", T0, port, [("/state/counters/in-pkts", 1), ("/state/bogus", 2)]), "leaf-a")
+    ing.ingest(notification("leaf-a", T0, port, [("/state/counters/in-pkts", 1)]), "leaf-a")  # duplicate
+    ing.flush()
+    text = generate_latest(registry).decode()
+    assert metric(text, "fabricd_telemetry_updates_total", "leaf-a") == 3
+    assert 'fabricd_telemetry_dropped_updates_total{device="leaf-a",reason="unknown_path"} 1.0' in text
+    assert 'fabricd_telemetry_dropped_updates_total{device="leaf-a",reason="duplicate"} 1.0' in text
+    assert metric(text, "fabricd_telemetry_stale", "leaf-a") == 0
+    assert metric(text, "fabricd_telemetry_stale", "leaf-b") == 1  # never heard from
+    assert c.stale_devices(T0 + 31 * 10**9) == ["leaf-a", "leaf-b"]  # 3 intervals of 10 s after the last sample
+    assert c.stale_devices(T0 + 29 * 10**9) == ["leaf-b"]
+    assert b"fabricd_telemetry" not in generate_latest(prometheus_client.REGISTRY)
