@@ -9,6 +9,7 @@ import typer
 
 from fabricd import __version__
 from fabricd.cli.apply_cmd import apply_command
+from fabricd.cli.check_cmd import app as check_app
 from fabricd.cli.detect_cmd import detect_command
 from fabricd.cli.intent_cmd import intent_command
 from fabricd.cli.lab_cmd import app as lab_app
@@ -64,6 +65,7 @@ app.command("approve")(approve_command)
 app.command("resolve")(resolve_command)
 app.add_typer(topology_app, name="topology")
 app.add_typer(lab_app, name="lab")
+app.add_typer(check_app, name="check")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -8,11 +8,13 @@ Secrets are never values in the file: `*_env` names an environment variable, `*_
 from __future__ import annotations
 
 import os
+import shlex
 import stat
+import typing
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 
 from topology.errors import InputError
 from topology.sourcefile import load_document, load_model
@@ -65,6 +67,21 @@ class RemediationSettings(_Strict):
     # scontrol update nodename={node} state=drain reason="{reason}"
     drain_hook: str | None = None
     drain_timeout_s: float = Field(30.0, gt=0)
+
+    @field_validator("drain_hook")
+    @classmethod
+    def _hook_template(cls, hook: str | None) -> str | None:
+        """Refuse at start what would otherwise fail at the first drain (and leave that action half done)."""
+        if hook:
+            hint = "placeholders are {node}, {reason}, {device} and {port}; write literal braces as {{ }}"
+            try:
+                for arg in shlex.split(hook):
+                    arg.format(node="", reason="", device="", port="")
+            except KeyError as e:
+                raise ValueError(f"unknown placeholder {{{e.args[0]}}}; " + hint) from None
+            except (IndexError, AttributeError, ValueError) as e:
+                raise ValueError(f"not a valid command template ({e}); " + hint) from None
+        return hook
 
 
 class WebhookSettings(_Strict):
@@ -124,8 +141,15 @@ def load_config(path: Path, environ: dict[str, str] | None = None) -> ServiceCon
         data = {}
     if not isinstance(data, dict):
         raise ConfigError(str(path), "fabricd.yaml must be a mapping (spec, inventory, remediation, ...)")
-    _apply_env(data, os.environ if environ is None else environ, path)
-    cfg = load_model(path, ServiceConfig, ConfigError, "fabricd.yaml", "spec, inventory, ...", data=data)
+    overrides = _apply_env(data, os.environ if environ is None else environ, path)
+    try:
+        cfg = load_model(path, ServiceConfig, ConfigError, "fabricd.yaml", "spec, inventory, ...", data=data)
+    except ConfigError as e:
+        var = _override_of(e.field, overrides)
+        if var is None:
+            raise
+        # The bad value is not in the file: name the variable, not a line of the file (and never the value).
+        raise ConfigError(str(path), f"{e.problem} (set by environment variable {var})", field=e.field) from None
     base = path.parent
     updates: dict[str, Any] = {"source": path}
     for name in _PATH_FIELDS:
@@ -140,7 +164,9 @@ def load_config(path: Path, environ: dict[str, str] | None = None) -> ServiceCon
     return cfg
 
 
-def _apply_env(data: dict[str, Any], environ: Any, path: Path) -> None:
+def _apply_env(data: dict[str, Any], environ: Any, path: Path) -> dict[str, str]:
+    """Apply FABRICD_* overrides to `data`; returns {dotted field: variable} of what was overridden."""
+    overrides: dict[str, str] = {}
     for key, value in environ.items():
         if not key.startswith(ENV_PREFIX):
             continue
@@ -153,12 +179,39 @@ def _apply_env(data: dict[str, Any], environ: Any, path: Path) -> None:
             if not isinstance(child, dict):
                 raise ConfigError(str(path), f"{key} overrides '{part}', which is not a section")
             node = child
-        node[parts[-1]] = _env_value(value)
+        node[parts[-1]] = _env_value(value, parts)
+        overrides[".".join(parts)] = key
+    return overrides
 
 
-def _env_value(text: str) -> Any:
-    """Lists as comma-separated text; everything else as text that pydantic converts."""
-    return [t.strip() for t in text.split(",")] if "," in text else text
+def _env_value(text: str, parts: list[str]) -> Any:
+    """A list field as comma-separated text (one item without a comma); everything else as text that pydantic
+    converts (a comma in a string, such as a drain hook's reason, stays in the string)."""
+    return [t.strip() for t in text.split(",")] if _is_list_field(parts) else text
+
+
+def _is_list_field(parts: list[str]) -> bool:
+    model: type[BaseModel] | None = ServiceConfig
+    for i, part in enumerate(parts):
+        field = model.model_fields.get(part) if model is not None else None
+        if field is None:
+            return False
+        if i == len(parts) - 1:
+            return typing.get_origin(field.annotation) is list
+        # descend into the section's model (`WebhookSettings | None` is a section too)
+        types = (field.annotation, *typing.get_args(field.annotation))
+        model = next((t for t in types if isinstance(t, type) and issubclass(t, BaseModel)), None)
+    return False
+
+
+def _override_of(field: str | None, overrides: dict[str, str]) -> str | None:
+    """The FABRICD_* variable that set `field` (or the list or section it is in), if one did."""
+    if not field:
+        return None
+    for dotted, var in overrides.items():
+        if field == dotted or field.startswith((dotted + ".", dotted + "[")):
+            return var
+    return None
 
 
 def _secret_refs(cfg: ServiceConfig) -> list[tuple[str, SecretRef]]:
@@ -194,5 +247,11 @@ def read_secret(ref: SecretRef, field: str, source: Path | None, environ: dict[s
             raise ConfigError(where, f"{path}: {e.strerror}", field=field) from None
         if mode & (stat.S_IRWXG | stat.S_IRWXO):
             raise ConfigError(where, f"{path} is readable by others; chmod 600 it", field=field)
-        return SecretStr(path.read_text().strip())
+        try:
+            value = path.read_text().strip()
+        except (OSError, UnicodeDecodeError) as e:
+            raise ConfigError(where, f"{path}: cannot read it ({type(e).__name__})", field=field) from None
+        if not value:  # an empty token would let an empty bearer header through
+            raise ConfigError(where, f"{path} is empty; write the secret into it", field=field)
+        return SecretStr(value)
     raise ConfigError(where, "give env: VAR or file: PATH (never the secret itself)", field=field)

@@ -10,7 +10,7 @@ Rules, each a named limit so a refusal says which one held:
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Container, Iterable
 from dataclasses import dataclass
 
 from topology.fabric import Fabric
@@ -83,7 +83,7 @@ def check_disable(fabric: Fabric, limits: SafetyLimits, target: Endpoint, known:
         )
     gone = known.held_down | known.oper_down | {target, peer}
     bundle = _parallel(fabric, link)
-    if len(bundle) > 1 and all(_end(lk, target.device) in gone for lk in bundle):
+    if len(bundle) > 1 and all(_is_down(lk, gone) for lk in bundle):
         return Verdict(False, "redundancy", f"{target} is the last working link of its bundle to {peer.device}")
     for sw in switches:
         verdict = _capacity(fabric, limits, sw, link, gone)
@@ -92,8 +92,9 @@ def check_disable(fabric: Fabric, limits: SafetyLimits, target: Endpoint, known:
     return Verdict(True, "ok", "capacity and budgets allow it")
 
 
-def _end(link: Link, device: str) -> Endpoint:
-    return link.a if link.a.device == device else link.b
+def _is_down(link: Link, gone: Container[Endpoint]) -> bool:
+    """A link is down when either end is (fabricd holding down the far end takes it away from this switch too)."""
+    return link.a in gone or link.b in gone
 
 
 def _parallel(fabric: Fabric, link: Link) -> list[Link]:
@@ -107,7 +108,7 @@ def _capacity(fabric: Fabric, limits: SafetyLimits, device: str, link: Link, gon
     down = set(gone)
     uplinks = [lk for lk in fabric.links_of(device) if is_uplink(fabric, device, lk)]
     total = sum(_speed(lk) for lk in uplinks)
-    left = sum(_speed(lk) for lk in uplinks if _end(lk, device) not in down)
+    left = sum(_speed(lk) for lk in uplinks if not _is_down(lk, down))
     if total and left / total < limits.min_uplink_fraction:
         return Verdict(
             False,

@@ -101,6 +101,7 @@ class Remediator:
         if target is not None and self.state.is_disabled(target.device, target.port):
             return Outcome(None, None, None)  # the port is down because of us: leftover noise, not a new fault
         action: Action | None = None
+        fresh = False  # the action was decided now (not one already pending on the port)
         verdict: Verdict | None = None
         note = "no automatic action for this kind of fault; see the evidence"
         if f.kind in LINK_KINDS and f.kind in self.settings.kinds:
@@ -111,6 +112,7 @@ class Remediator:
             else:
                 verdict = self._guard(target)
                 action, note = self._decide(f, fid, target, verdict, now)
+                fresh = True
         if verdict is not None and not verdict.allowed and verdict.rule in BUDGET_RULES and target is not None:
             faulty = self._faulty_ports(target.device, now)
             if len(faulty) > self.limits.max_down_per_switch:
@@ -120,8 +122,11 @@ class Remediator:
                 await self._send(ticket)
                 return Outcome(ticket, action, verdict)
         ticket = self._ticket_for(f, fid, fault, target, note, action, now)
-        if action is not None:
+        if action is not None and fresh:
+            # A pending action stays with the ticket that proposed it and is already running or waiting:
+            # starting it again would drain and shut the port twice.
             self.state.link_action_ticket(action.id, ticket.id)
+            action = self.state.action(action.id) or action  # with its ticket, for the audit rows
             if action.status == "running":
                 self._spawn(self._disable(action, ticket.id, f))
         await self._send(ticket)
@@ -334,9 +339,14 @@ class Remediator:
             proc = await asyncio.create_subprocess_exec(
                 *argv, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT
             )
-            out, _ = await asyncio.wait_for(proc.communicate(), self.settings.drain_timeout_s)
-        except (OSError, TimeoutError) as e:
+        except OSError as e:
             return f"drain hook for {node.name} failed ({type(e).__name__}: {e})"
+        try:
+            out, _ = await asyncio.wait_for(proc.communicate(), self.settings.drain_timeout_s)
+        except TimeoutError:
+            proc.kill()  # not left running behind us
+            await proc.wait()
+            return f"drain hook for {node.name} did not finish within {self.settings.drain_timeout_s:g} s; killed it"
         tail = out.decode(errors="replace").strip()[-200:]
         if proc.returncode:
             return f"drain hook for {node.name} exited {proc.returncode}: {tail}"

@@ -267,7 +267,9 @@ class StateStore:
                 )
             if external_ref is not None:
                 db.execute("UPDATE tickets SET external_ref = ? WHERE id = ?", (external_ref, ticket_id))
-            db.execute("UPDATE tickets SET updated_ts = ? WHERE id = ?", (now, ticket_id))
+            # The version (updated_ts) always moves forward, even within one clock tick or when the clock steps
+            # back: backends key idempotency on it and unsynced() compares it with what they last took.
+            db.execute("UPDATE tickets SET updated_ts = MAX(?, updated_ts + 1) WHERE id = ?", (now, ticket_id))
         t = self.ticket(ticket_id)
         assert t is not None
         return t
@@ -275,8 +277,8 @@ class StateStore:
     def resolve_ticket(self, ticket_id: int, now: int, by: str) -> Ticket | None:
         with self.tx() as db:
             db.execute(
-                "UPDATE tickets SET status = 'resolved', resolved_ts = ?, resolved_by = ?, updated_ts = ?"
-                " WHERE id = ? AND status = 'open'",
+                "UPDATE tickets SET status = 'resolved', resolved_ts = ?, resolved_by = ?,"
+                " updated_ts = MAX(?, updated_ts + 1) WHERE id = ? AND status = 'open'",
                 (now, by, now, ticket_id),
             )
         return self.ticket(ticket_id)

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import asyncio
-import os
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +23,7 @@ def write_config(tmp: Path, inventory: Path, **sections: Any) -> Path:
     """fabricd.yaml for the small pod twin: fast ticks, API on a free port, token in a 0600 file."""
     token = tmp / "api.token"
     token.write_text(TOKEN)
-    os.chmod(token, 0o600)
+    token.chmod(0o600)
     data: dict[str, Any] = {
         "spec": str(EXAMPLES / "small-pod.yaml"),
         "inventory": str(inventory),
@@ -71,6 +71,16 @@ class ServiceThread:
                 raise TimeoutError("service did not become ready")
             time.sleep(0.05)
         return self
+
+    def on_loop(self, fn: Callable[[Service], Any]) -> Any:
+        """Run `fn(service)` on the service's own loop: its telemetry store is not for other threads."""
+        service = self.service
+        assert service is not None
+
+        async def call() -> Any:
+            return fn(service)
+
+        return asyncio.run_coroutine_threadsafe(call(), self.loop).result(10)
 
     @property
     def url(self) -> str:

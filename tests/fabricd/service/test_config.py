@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
@@ -134,6 +133,25 @@ def test_env_override_into_a_scalar_is_refused(tmp_path: Path) -> None:
     assert str(e) == f"{tmp_path / 'fabricd.yaml'}: FABRICD_SPEC__PATH overrides 'spec', which is not a section"
 
 
+def test_drain_hook_template_checked_at_start(tmp_path: Path) -> None:
+    hook = 'scontrol update nodename={node} state=drain reason="fabricd: {reason} ({device}:{port})"'
+    cfg = load_config(write(tmp_path, MINIMAL + f"remediation:\n  drain_hook: '{hook}'\n"), {})
+    assert cfg.remediation.drain_hook == hook
+    literal = "sh -c 'echo {node} | awk \"{{print $1}}\"'"  # literal braces doubled
+    cfg = load_config(write(tmp_path, MINIMAL), {"FABRICD_REMEDIATION__DRAIN_HOOK": literal})
+    assert cfg.remediation.drain_hook == literal
+    for bad, problem in [
+        ("awk '{print $1}' {node}", "unknown placeholder {print $1}"),
+        ("sh -c 'echo {node}", "not a valid command template (No closing quotation)"),
+        ("echo {0}", "not a valid command template (Replacement index 0"),
+        ("echo {node", "not a valid command template (expected '}' before end of string)"),
+    ]:
+        e = error(write(tmp_path, MINIMAL), {"FABRICD_REMEDIATION__DRAIN_HOOK": bad})
+        assert e.field == "remediation.drain_hook"
+        assert problem in str(e)
+        assert "placeholders are {node}, {reason}, {device} and {port}; write literal braces as {{ }}" in str(e)
+
+
 # --- errors name file, line and field -----------------------------------------------------------------------
 @pytest.mark.parametrize(
     ("text", "line", "field", "problem"),
@@ -144,14 +162,19 @@ def test_env_override_into_a_scalar_is_refused(tmp_path: Path) -> None:
             "remediation.mode",
             "Input should be 'observe', 'approve' or 'auto'",
         ),
-        (MINIMAL + "remediation:\n  moed: auto\n", 4, "remediation.moed", "unknown key; remove it or check its spelling"),
+        (
+            MINIMAL + "remediation:\n  moed: auto\n",
+            4,
+            "remediation.moed",
+            "unknown key; remove it or check its spelling",
+        ),
         (MINIMAL + "colour: blue\n", 3, "colour", "unknown key; remove it or check its spelling"),
         (MINIMAL + "safety:\n  max_down_per_switch: -1\n", 4, "safety.max_down_per_switch", "greater than or equal"),
         (MINIMAL + "safety:\n  min_uplink_fraction: 1.5\n", 4, "safety.min_uplink_fraction", "less than or equal"),
         (MINIMAL + "remediation:\n  revert_in_s: 5\n", 4, "remediation.revert_in_s", "greater than or equal to 30"),
         (MINIMAL + "remediation:\n  kinds: [link_flap, pfc_storm]\n", 4, "remediation.kinds[1]", "Input should be"),
         (MINIMAL + "api:\n  port: http\n", 4, "api.port", "valid integer"),
-        ("inventory: inventory.yaml\n", None, "spec", "required field is missing; add it"),
+        ("inventory: inventory.yaml\n", 1, "spec", "required field is missing; add it"),  # the mapping
     ],
 )
 def test_bad_values_name_file_line_and_field(
@@ -200,18 +223,34 @@ def test_token_file_must_be_private(tmp_path: Path) -> None:
     token = tmp_path / "api.token"
     token.write_text(SECRET + "\n")
     path = write(tmp_path, MINIMAL + "api:\n  token: {file: api.token}\n")  # relative to the config's folder
-    os.chmod(token, 0o644)
+    token.chmod(0o644)
     e = error(path)
     assert e.field == "api.token"
     assert "chmod 600" in str(e) and str(token) in str(e)
     assert SECRET not in str(e)
-    os.chmod(token, 0o600)
+    token.chmod(0o600)
     cfg = load_config(path, {})
     assert cfg.api.token is not None
     assert read_secret(cfg.api.token, "api.token", path).get_secret_value() == SECRET  # stripped
     token.unlink()
     e = error(path)
     assert e.field == "api.token" and "No such file or directory" in str(e)
+
+
+def test_empty_or_unreadable_token_file_is_refused(tmp_path: Path) -> None:
+    """An empty token would let `Authorization: Bearer ` (empty) through the API."""
+    token = tmp_path / "api.token"
+    token.write_text("\n")
+    token.chmod(0o600)
+    path = write(tmp_path, MINIMAL + "api:\n  token: {file: api.token}\n")
+    e = error(path)
+    assert e.field == "api.token"
+    assert str(e) == f"{path}: field 'api.token': {token} is empty; write the secret into it"
+    token.unlink()
+    token.mkdir(mode=0o700)  # private, but not a file
+    e = error(path)
+    assert e.field == "api.token"
+    assert str(e) == f"{path}: field 'api.token': {token}: cannot read it (IsADirectoryError)"
 
 
 def test_secret_ref_needs_env_or_file(tmp_path: Path) -> None:
@@ -261,7 +300,7 @@ def test_cli_run_with_a_bad_config_exits_2_with_one_line(tmp_path: Path, capsys:
 def test_cli_run_never_prints_the_secret(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     token = tmp_path / "api.token"
     token.write_text(SECRET)
-    os.chmod(token, 0o640)
+    token.chmod(0o640)
     bad = write(tmp_path, MINIMAL + "api: {token: {file: api.token}}\n")
     assert fabricd.cli.main(["run", "--config", str(bad)]) == 2
     out, err = capsys.readouterr()

@@ -1,0 +1,271 @@
+"""The state store on a real SQLite file: what the service remembers across a restart."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from fabricd.detectors.finding import Finding
+from fabricd.service.state import StateError, StateStore
+
+T0 = 1_700_000_000_000_000_000
+S = 1_000_000_000
+FAULT = "link_flap:gpu-g0-000:nic0--leaf-g0-r0:Ethernet1/1"
+
+
+def flap(start_ts: int = T0, summary: str = "8 flaps in 10 s") -> Finding:
+    return Finding(
+        kind="link_flap",
+        device="leaf-g0-r0",
+        port="Ethernet1/1",
+        devices=("gpu-g0-000", "leaf-g0-r0"),
+        ports=("gpu-g0-000:nic0", "leaf-g0-r0:Ethernet1/1"),
+        start_ts=start_ts,
+        detected_ts=start_ts + 2 * S,
+        severity="warning",
+        confidence=0.9,
+        summary=summary,
+        evidence={"transitions": 8},
+    )
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[StateStore]:
+    s = StateStore(tmp_path / "var" / "state.db")  # the folder is created
+    yield s
+    s.close()
+
+
+def test_wal_journal_and_schema(store: StateStore) -> None:
+    assert store._one("PRAGMA journal_mode")[0] == "wal"  # type: ignore[index]
+    assert store._one("SELECT value FROM meta WHERE key = 'schema'")[0] == "1"  # type: ignore[index]
+    assert (store.path.parent / "state.db-wal").exists()
+
+
+def test_newer_schema_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "state.db"
+    StateStore(path).close()
+    db = sqlite3.connect(path)
+    db.execute("UPDATE meta SET value = '99' WHERE key = 'schema'")
+    db.commit()
+    db.close()
+    with pytest.raises(StateError, match=r"newer fabricd \(schema 99\); upgrade fabricd"):
+        StateStore(path)
+
+
+def test_unopenable_path(tmp_path: Path) -> None:
+    (tmp_path / "dir.db").mkdir()
+    with pytest.raises(StateError, match="cannot open the state database"):
+        StateStore(tmp_path / "dir.db")
+
+
+def test_findings_upsert(store: StateStore) -> None:
+    fid, new = store.upsert_finding(flap(), FAULT, T0 + 2 * S)
+    assert new
+    again, new = store.upsert_finding(flap(summary="9 flaps in 10 s"), FAULT, T0 + 3 * S)
+    assert (again, new) == (fid, False)
+    other, new = store.upsert_finding(flap(start_ts=T0 + 60 * S), FAULT, T0 + 62 * S)  # a new incident
+    assert new and other != fid
+    (row,) = [f for f in store.findings() if f["id"] == fid]
+    assert row["summary"] == "9 flaps in 10 s"
+    assert (row["status"], row["last_seen_ts"], row["fault"]) == ("active", T0 + 3 * S, FAULT)
+    assert row["evidence"] == {"transitions": 8}
+    assert store.finding_counts() == {("link_flap", "active"): 2}
+
+    assert store.clear_findings_not_seen_since(T0 + 10 * S) == 1
+    assert [f["id"] for f in store.findings("cleared")] == [fid]
+    assert [f["id"] for f in store.findings("active")] == [other]
+    # Seen again after being cleared: the same incident, active again.
+    assert store.upsert_finding(flap(), FAULT, T0 + 70 * S) == (fid, False)
+    assert store.finding_counts() == {("link_flap", "active"): 2}
+
+
+def test_one_open_ticket_per_fault(store: StateStore) -> None:
+    t = store.create_ticket(FAULT, "link_flap", "leaf-g0-r0", "Ethernet1/1", "link flap", {"n": 1}, T0)
+    assert (t.status, t.body, t.escalation, t.recurrences, t.created_ts) == ("open", {"n": 1}, False, 0, T0)
+    assert store.open_ticket(FAULT) == t
+    with pytest.raises(sqlite3.IntegrityError):
+        store.create_ticket(FAULT, "link_flap", "leaf-g0-r0", "Ethernet1/1", "again", {}, T0 + S)
+    assert [x.id for x in store.tickets()] == [t.id]  # the failed insert left nothing behind
+
+    t = store.update_ticket(t.id, T0 + S, body={"n": 2}, recurrence=True, external_ref="JIRA-1")
+    assert (t.body, t.recurrences, t.external_ref, t.updated_ts) == ({"n": 2}, 1, "JIRA-1", T0 + S)
+
+    r = store.resolve_ticket(t.id, T0 + 2 * S, "alice")
+    assert r is not None and (r.status, r.resolved_ts, r.resolved_by) == ("resolved", T0 + 2 * S, "alice")
+    assert store.open_ticket(FAULT) is None
+    assert store.latest_ticket(FAULT) == r
+    # A second resolve changes nothing.
+    assert store.resolve_ticket(t.id, T0 + 3 * S, "bob") == r
+
+    # Once resolved, a new ticket for the same fault may open; or the old one reopens.
+    t2 = store.create_ticket(FAULT, "link_flap", "leaf-g0-r0", "Ethernet1/1", "link flap", {}, T0 + 4 * S)
+    assert store.open_ticket(FAULT) == t2 and store.latest_ticket(FAULT) == t2
+    with pytest.raises(sqlite3.IntegrityError):
+        store.update_ticket(t.id, T0 + 5 * S, reopen=True)  # two open tickets for one fault: refused
+    store.resolve_ticket(t2.id, T0 + 5 * S, "alice")
+    t = store.update_ticket(t.id, T0 + 6 * S, reopen=True, recurrence=True)
+    assert (t.status, t.resolved_ts, t.resolved_by, t.recurrences) == ("open", None, None, 2)
+    assert [x.id for x in store.tickets("open")] == [t.id]
+    assert [x.id for x in store.tickets("resolved")] == [t2.id]
+
+
+def test_escalation_ticket(store: StateStore) -> None:
+    t = store.create_ticket("escalation:leaf-g0-r0", "escalation", "leaf-g0-r0", None, "x", {}, T0, escalation=True)
+    assert t.escalation is True and t.port is None
+    assert t.to_dict()["escalation"] is True
+
+
+def test_actions_lifecycle(store: StateStore) -> None:
+    a = store.add_action("disable", "leaf-g0-r0", "Ethernet1/1", "approve", "awaiting_approval", "flap", T0)
+    assert (a.op, a.status, a.finding_id, a.ticket_id, a.detail) == ("disable", "awaiting_approval", None, None, "")
+    assert store.open_action("leaf-g0-r0", "Ethernet1/1") == a
+    assert store.open_action("leaf-g0-r0", "Ethernet2/1") is None
+    assert store.actions_since(T0 - S) == 0  # not running yet: does not count against the rate limit
+
+    t = store.create_ticket(FAULT, "link_flap", "leaf-g0-r0", "Ethernet1/1", "t", {}, T0)
+    store.link_action_ticket(a.id, t.id)
+    a = store.set_action(a.id, "running", T0 + S, detail="approved by alice")
+    assert (a.status, a.ticket_id, a.detail, a.updated_ts, a.created_ts) == (
+        "running", t.id, "approved by alice", T0 + S, T0,
+    )  # fmt: skip
+    assert store.open_action("leaf-g0-r0", "Ethernet1/1") == a
+    assert store.actions_since(T0 - S) == 1
+    a = store.set_action(a.id, "done", T0 + 2 * S)  # detail kept when not given
+    assert (a.status, a.detail) == ("done", "approved by alice")
+    assert store.open_action("leaf-g0-r0", "Ethernet1/1") is None
+    assert store.actions_since(T0 - S) == 1
+    assert store.actions_since(T0 + S) == 0  # created before the window
+    assert store.actions_since(T0 - S, op="enable") == 0
+
+    store.add_action("disable", "leaf-g0-r0", "Ethernet2/1", "auto", "refused", "guard", T0, finding_id=7)
+    store.add_action("enable", "leaf-g0-r0", "Ethernet1/1", "auto", "running", "resolved", T0 + 3 * S)
+    assert [x.status for x in store.actions()] == ["running", "refused", "done"]  # newest first
+    assert [x.port for x in store.actions("refused")] == ["Ethernet2/1"]
+    assert store.actions("refused")[0].finding_id == 7
+    assert store.action_counts() == {("disable", "done"): 1, ("disable", "refused"): 1, ("enable", "running"): 1}
+    assert store.action(999) is None
+
+
+def test_disabled_ports_and_probation(store: StateStore) -> None:
+    store.mark_disabled("leaf-g0-r0", "Ethernet1/1", 1, 10, T0)
+    store.mark_disabled("leaf-g0-r1", "Ethernet1/1", 2, None, T0 + S)
+    assert store.is_disabled("leaf-g0-r0", "Ethernet1/1")
+    assert not store.is_disabled("leaf-g0-r0", "Ethernet2/1")
+    assert store.disabled_ports() == [
+        {"device": "leaf-g0-r0", "port": "Ethernet1/1", "action_id": 1, "ticket_id": 10, "since_ts": T0},
+        {"device": "leaf-g0-r1", "port": "Ethernet1/1", "action_id": 2, "ticket_id": None, "since_ts": T0 + S},
+    ]
+    store.mark_enabled("leaf-g0-r0", "Ethernet1/1", T0 + 3600 * S, 10)
+    assert not store.is_disabled("leaf-g0-r0", "Ethernet1/1")
+    assert store.probation("leaf-g0-r0", "Ethernet1/1", T0 + 60 * S) == 10
+    assert store.probation("leaf-g0-r0", "Ethernet1/1", T0 + 3600 * S) is None  # over
+    assert store.probation("leaf-g0-r0", "Ethernet2/1", T0) is None
+    # Disabled again during probation: no longer on probation.
+    store.mark_disabled("leaf-g0-r0", "Ethernet1/1", 3, 10, T0 + 120 * S)
+    assert store.probation("leaf-g0-r0", "Ethernet1/1", T0 + 121 * S) is None
+    assert [p["action_id"] for p in store.disabled_ports()] == [2, 3]
+
+
+def test_unsynced_and_mark_synced(store: StateStore) -> None:
+    a = store.create_ticket("f:a", "link_flap", "d", "p", "a", {}, T0)
+    b = store.create_ticket("f:b", "link_flap", "d", "p", "b", {}, T0)
+    assert [t.id for t in store.unsynced()] == [a.id, b.id]
+    store.mark_synced(a.id, a.updated_ts, "webhook:1")
+    assert [t.id for t in store.unsynced()] == [b.id]
+    assert store.ticket(a.id).external_ref == "webhook:1"  # type: ignore[union-attr]
+    a = store.update_ticket(a.id, T0 + S, body={"more": True})
+    assert [t.id for t in store.unsynced()] == [a.id, b.id]  # a new version to send
+    store.mark_synced(a.id, a.updated_ts, None)  # None keeps the reference
+    store.mark_synced(b.id, b.updated_ts, None)
+    assert store.unsynced() == []
+    assert store.ticket(a.id).external_ref == "webhook:1"  # type: ignore[union-attr]
+
+
+def test_every_ticket_version_is_distinct(store: StateStore) -> None:
+    """Two changes in the same clock tick (or after the clock stepped back) are still two versions: the backend
+    must get the second one, and its Idempotency-Key (id + updated_ts) must differ from the first."""
+    t = store.create_ticket("f:a", "link_flap", "d", "p", "a", {"v": 1}, T0)
+    store.mark_synced(t.id, t.updated_ts, None)
+    t2 = store.update_ticket(t.id, T0, body={"v": 2})  # same tick
+    assert t2.updated_ts > t.updated_ts
+    assert [x.id for x in store.unsynced()] == [t.id]
+    store.mark_synced(t.id, t2.updated_ts, None)
+    t3 = store.update_ticket(t.id, T0 - 5 * S, body={"v": 3})  # the clock stepped back
+    assert t3.updated_ts > t2.updated_ts
+    assert [x.id for x in store.unsynced()] == [t.id]
+    store.mark_synced(t.id, t3.updated_ts, None)
+    r = store.resolve_ticket(t.id, T0 - 6 * S, "alice")
+    assert r is not None and r.updated_ts > t3.updated_ts
+    assert [x.id for x in store.unsynced()] == [t.id]
+
+
+def test_audit(store: StateStore) -> None:
+    store.audit(T0, "disable leaf-g0-r0:Ethernet1/1", "flap", mode="auto", action_id=1, finding_id=2)
+    store.audit(T0 + S, "approved action 1", "flap", actor="alice", action_id=1)
+    log = store.audit_log()
+    assert [(e["what"], e["actor"], e["mode"]) for e in log] == [
+        ("approved action 1", "alice", None),
+        ("disable leaf-g0-r0:Ethernet1/1", "fabricd", "auto"),
+    ]
+    assert store.audit_log(limit=1)[0]["what"] == "approved action 1"
+
+
+def test_failed_transaction_rolls_back(store: StateStore) -> None:
+    with pytest.raises(RuntimeError), store.tx() as db:
+        db.execute("INSERT INTO audit (ts, what, why, actor) VALUES (1, 'x', 'y', 'z')")
+        raise RuntimeError("boom")
+    assert store.audit_log() == []
+    store.audit(T0, "after", "the store still works")
+    assert len(store.audit_log()) == 1
+
+
+def test_survives_a_restart(tmp_path: Path) -> None:
+    path = tmp_path / "state.db"
+    s = StateStore(path)
+    fid, _ = s.upsert_finding(flap(), FAULT, T0)
+    t = s.create_ticket(FAULT, "link_flap", "leaf-g0-r0", "Ethernet1/1", "link flap", {"evidence": [1, 2]}, T0)
+    a = s.add_action("disable", "leaf-g0-r0", "Ethernet1/1", "auto", "running", "flap", T0, finding_id=fid,
+                     ticket_id=t.id)  # fmt: skip
+    s.mark_disabled("leaf-g0-r1", "Ethernet2/1", a.id, t.id, T0)
+    s.mark_enabled("leaf-g0-r2", "Ethernet3/1", T0 + 3600 * S, t.id)
+    s.audit(T0, "disable", "flap", action_id=a.id)
+    s.close()
+
+    s = StateStore(path)  # the service restarted
+    try:
+        assert s.upsert_finding(flap(), FAULT, T0 + S) == (fid, False)  # the same incident, not a new one
+        assert s.open_ticket(FAULT) == t
+        assert s.actions("running") == [a]  # what reconcile() must finish
+        assert s.is_disabled("leaf-g0-r1", "Ethernet2/1")
+        assert s.probation("leaf-g0-r2", "Ethernet3/1", T0 + S) == t.id
+        assert [e["what"] for e in s.audit_log()] == ["disable"]
+        # ids continue after the restart
+        t2 = s.create_ticket("other", "link_flap", "d", "p", "x", {}, T0)
+        assert t2.id == t.id + 1
+    finally:
+        s.close()
+
+
+def test_prune(store: StateStore) -> None:
+    old, _ = store.upsert_finding(flap(start_ts=T0), FAULT, T0)
+    back, _ = store.upsert_finding(flap(start_ts=T0 + S), FAULT, T0 + S)
+    recent, _ = store.upsert_finding(flap(start_ts=T0 + 2 * S), FAULT, T0 + 100 * S)
+    assert store.clear_findings_not_seen_since(T0 + 200 * S) == 3
+    store.upsert_finding(flap(start_ts=T0 + S), FAULT, T0 + 300 * S)  # seen again: active, kept however old
+    store.audit(T0, "old", "x")
+    store.audit(T0 + 100 * S, "new", "x")
+    store.mark_enabled("leaf-g0-r0", "Ethernet1/1", T0 + 10 * S, None)  # probation long over
+    store.mark_enabled("leaf-g0-r0", "Ethernet2/1", T0 + 1000 * S, None)
+    t = store.create_ticket(FAULT, "link_flap", "leaf-g0-r0", "Ethernet1/1", "t", {}, T0)
+
+    assert store.prune(T0 + 50 * S) == 3  # the old cleared finding, the old audit row, the old probation
+    assert sorted(f["id"] for f in store.findings()) == sorted([back, recent])
+    assert old not in {f["id"] for f in store.findings()}
+    assert [e["what"] for e in store.audit_log()] == ["new"]
+    assert store.probation("leaf-g0-r0", "Ethernet2/1", T0) is not None
+    assert store._one("SELECT COUNT(*) FROM probation")[0] == 1  # type: ignore[index]
+    assert store.ticket(t.id) == t  # tickets are history: never pruned
