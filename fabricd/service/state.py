@@ -175,8 +175,10 @@ class StateStore:
         key = json.dumps(list(f.key))
         data = json.dumps(f.to_dict(), sort_keys=True)
         with self.tx() as db:
-            row = db.execute("SELECT id FROM findings WHERE key = ?", (key,)).fetchone()
+            row = db.execute("SELECT id, detected_ts FROM findings WHERE key = ?", (key,)).fetchone()
             if row is not None:
+                # Detectors re-report an active incident every tick: keep when it was first detected.
+                data = json.dumps({**f.to_dict(), "detected_ts": int(row["detected_ts"])}, sort_keys=True)
                 db.execute(
                     "UPDATE findings SET last_seen_ts = ?, data = ?, severity = ?, summary = ?, status = 'active'"
                     " WHERE id = ?",

@@ -269,3 +269,17 @@ def test_prune(store: StateStore) -> None:
     assert store.probation("leaf-g0-r0", "Ethernet2/1", T0) is not None
     assert store._one("SELECT COUNT(*) FROM probation")[0] == 1  # type: ignore[index]
     assert store.ticket(t.id) == t  # tickets are history: never pruned
+
+
+def test_a_re_reported_incident_keeps_its_first_detection_time(tmp_path: Path) -> None:
+    from dataclasses import replace
+
+    store = StateStore(tmp_path / "s.db")
+    f = Finding(
+        "link_flap", "leaf-a", "Ethernet1/1", ("leaf-a",), ("leaf-a:Ethernet1/1",), 10, 100, "warning", 1.0, "x"
+    )
+    fid, new = store.upsert_finding(f, "fault", 100)
+    again, new2 = store.upsert_finding(replace(f, detected_ts=200, summary="y"), "fault", 200)
+    assert (fid, new, new2) == (again, True, False)
+    (row,) = store.findings()
+    assert (row["detected_ts"], row["summary"], row["last_seen_ts"]) == (100, "y", 200)
