@@ -1,0 +1,84 @@
+"""The daemon delivers tickets to a webhook: each version once, with the bearer token and an idempotency key;
+a receiver that was down gets the ticket at the next sync."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import EXAMPLES
+from tests.lab.control_client import inject
+from tests.lab.twin_thread import TwinThread
+from topology.spec import load_spec
+
+from .service_thread import ServiceThread, wait_for, write_config
+
+HOOK_TOKEN = "hook-secret-77a1"
+
+
+class Receiver:
+    def __init__(self) -> None:
+        self.posts: list[dict[str, Any]] = []
+        self.failing = True  # down at first: the service must retry at the next sync
+        receiver = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                if receiver.failing:
+                    self.send_response(503)
+                else:
+                    receiver.posts.append({"headers": dict(self.headers), "body": body})
+                    self.send_response(200)
+                self.end_headers()
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/tickets"
+
+
+@pytest.fixture(scope="module")
+def twin(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TwinThread]:
+    t = TwinThread(load_spec(EXAMPLES / "small-pod.yaml"), tmp_path_factory.mktemp("twin")).start()
+    yield t
+    t.stop()
+
+
+def test_tickets_reach_the_webhook_after_it_recovers(
+    twin: TwinThread, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    hook = Receiver()
+    monkeypatch.setenv("TEST_HOOK_TOKEN", HOOK_TOKEN)
+    tickets = {
+        "backend": "webhook",
+        "sync_interval_s": 1,
+        "webhook": {"url": hook.url, "token": {"env": "TEST_HOOK_TOKEN"}, "retries": 0},
+    }
+    svc = ServiceThread(write_config(tmp_path, twin.inventory, tickets=tickets, remediation={"mode": "observe"}))
+    svc.start()
+    try:
+        inject(twin.state_dir, "link_flap", {"port": "leaf-g1-r3:Ethernet2/1", "count": 8, "period_s": 0.3})
+        (t,) = wait_for(lambda: svc.get("/api/v1/tickets")["tickets"], 10)
+        assert hook.posts == []  # the receiver refused it so far
+        hook.failing = False
+        wait_for(lambda: hook.posts, 10)
+        wait_for(lambda: svc.get(f"/api/v1/tickets/{t['id']}")["synced_ts"] is not None, 5)
+        post = hook.posts[-1]
+        assert post["headers"]["Authorization"] == f"Bearer {HOOK_TOKEN}"
+        assert post["headers"]["Idempotency-Key"].startswith(f"fabricd-ticket-{t['id']}-")
+        assert post["body"]["ticket"]["kind"] == "link_flap"
+        assert post["body"]["ticket"]["device"] == t["device"]
+        keys = [p["headers"]["Idempotency-Key"] for p in hook.posts]
+        assert len(keys) == len(set(keys))  # each ticket version delivered once
+    finally:
+        svc.stop()
+        hook.server.shutdown()
