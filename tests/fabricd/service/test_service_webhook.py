@@ -82,3 +82,15 @@ def test_tickets_reach_the_webhook_after_it_recovers(
     finally:
         svc.stop()
         hook.server.shutdown()
+
+
+def test_config_drift_is_found_and_audited_not_pushed(twin: TwinThread, tmp_path: Path) -> None:
+    # The twin still runs its factory config: every switch lacks fabricd's lossless settings.
+    svc = ServiceThread(write_config(tmp_path, twin.inventory, drift_interval_s=1)).start()
+    try:
+        rows = wait_for(lambda: [r for r in svc.get("/api/v1/audit")["audit"] if r["what"] == "config drift"], 60, 0.5)
+        assert rows[0]["why"].startswith("18 switches differ: ")
+        assert "leaf-g0-r0" in rows[0]["why"]
+        assert svc.get("/api/v1/actions")["actions"] == []  # drift is reported; pushing is `fabricd apply`'s job
+    finally:
+        svc.stop()
