@@ -477,15 +477,18 @@ class Snapshot:
         """ENUM changes (oper/admin status) with timestamp >= ts still in the ring, oldest first."""
         ser, val, prev, ets, total = self.events
         cap = len(ets)
+        filled = min(total, cap)
+        # Vectorised: only the events at or after `ts` become objects (the ring holds up to `cap` of them).
+        hits = np.flatnonzero(np.asarray(ets[:filled]) >= ts) if cap else np.empty(0, dtype=np.int64)
+        oldest = total % cap if total > cap else 0
         out = []
-        for j in range(max(0, total - cap), total):
-            k = j % cap
-            t = int(ets[k])
-            if t >= ts:
-                dev, port, leaf, _ = self.key(int(ser[k]))
-                p = int(prev[k])
-                out.append(StateEvent(dev, port, leaf, self.strings[int(val[k])], self.strings[p] if p else None, t))
-        out.sort(key=lambda e: e.ts)
+        for k in sorted(hits.tolist(), key=lambda k: (k - oldest) % cap):
+            dev, port, leaf, _ = self.key(int(ser[k]))
+            p = int(prev[k])
+            out.append(
+                StateEvent(dev, port, leaf, self.strings[int(val[k])], self.strings[p] if p else None, int(ets[k]))
+            )
+        out.sort(key=lambda e: e.ts)  # stable: events of the same time stay in the order they arrived
         return out
 
     def stat(self, device: str, stat: Stat) -> int:
