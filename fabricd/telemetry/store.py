@@ -328,6 +328,9 @@ class CounterStore:
             synced=tuple(self.synced),
             stats=ro(self.stats[: len(self.devices)]),
             events=(ro(self.ev_series), ro(self.ev_value), ro(self.ev_prev), ro(self.ev_ts), self.ev_total),
+            # The store only ever adds to these lookups; the snapshot bounds-checks what it finds in them, so it
+            # can share them instead of rebuilding an 80k-port index per snapshot.
+            live_ports=self.ports_of,
         )
 
     def stale(self, device: str, now: int, interval: int) -> bool:
@@ -386,6 +389,7 @@ class Snapshot:
     synced: tuple[bool, ...]
     stats: I64
     events: tuple[Any, Any, Any, Any, int]
+    live_ports: list[dict[str, int]] | None = None  # the store's device -> {port: row}, shared (see snapshot())
 
     def __len__(self) -> int:
         return len(self.value)
@@ -393,6 +397,12 @@ class Snapshot:
     @cached_property
     def _device_ids(self) -> dict[str, int]:
         return {d: i for i, d in enumerate(self.devices)}
+
+    def _port_row(self, d: int, port: str) -> int | None:
+        if self.live_ports is not None:
+            row = self.live_ports[d].get(port)
+            return row if row is not None and row < len(self.port_dev) else None  # added after this snapshot
+        return self._ports.get((d, port))
 
     @cached_property
     def _ports(self) -> dict[tuple[int, str], int]:
@@ -415,7 +425,7 @@ class Snapshot:
     def find(self, device: str, port: str, leaf: str, index: str | int | None = None) -> int | None:
         """The series row of one leaf, e.g. find("leaf-g0-r0", "Ethernet1/1", "pfc.in-frames", 3)."""
         d = self._device_ids.get(device)
-        row = None if d is None else self._ports.get((d, port))
+        row = None if d is None else self._port_row(d, port)
         c = self._code(leaf, index)
         if row is None or c is None or c >= self.slots.shape[1]:
             return None

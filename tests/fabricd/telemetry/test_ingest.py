@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import numpy as np
 import pytest
 from pygnmi.spec.v080 import gnmi_pb2
 
@@ -280,3 +281,16 @@ def test_snapshot_does_not_change_after_more_ingestion() -> None:
     assert before == after
     assert not snap.value.flags.writeable
     assert len(ing.snapshot()) == 2 + 2 * 48
+
+
+def test_a_snapshot_does_not_see_ports_added_after_it() -> None:
+    store = CounterStore()
+    d = store.device_id("leaf-a")
+    code = store.code("if.in-fcs-errors", None)
+    store.series_at(np.array([store.port_row(d, "Ethernet1/1")]), np.array([code]))
+    before = store.snapshot()
+    store.series_at(np.array([store.port_row(d, "Ethernet2/1")]), np.array([code]))
+    after = store.snapshot()
+    assert before.find("leaf-a", "Ethernet1/1", "if.in-fcs-errors") == 0
+    assert before.find("leaf-a", "Ethernet2/1", "if.in-fcs-errors") is None  # the shared index grew; this view did not
+    assert after.find("leaf-a", "Ethernet2/1", "if.in-fcs-errors") == 1
