@@ -7,7 +7,7 @@ name one, by composing the YAML node tree once more.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, NoReturn, TypeVar
 
@@ -50,6 +50,24 @@ def load_document(path: Path, error: type[InputError]) -> Any:
         raise error(str(path), f"invalid YAML: {exc.problem}", line=line) from None
     except yaml.YAMLError as exc:
         raise error(str(path), f"invalid YAML: {exc}") from None
+
+
+def json_lines(path: str | Path, error: type[InputError], what: str, shape: str) -> Iterator[tuple[int, Any]]:
+    """(line number, parsed object) of each non-blank line of a JSON Lines file; unreadable files and lines
+    that are not JSON raise `error` naming the file and the line. `shape` tells the user what a line holds."""
+    source = str(path)
+    try:
+        with Path(path).open(encoding="utf-8") as f:
+            for n, text in enumerate(f, 1):
+                if not text.strip():
+                    continue
+                try:
+                    obj = json.loads(text)
+                except ValueError as exc:
+                    raise error(source, f"not JSON ({exc}); {shape}", line=n) from exc
+                yield n, obj
+    except (OSError, UnicodeDecodeError) as exc:
+        raise error(source, f"cannot read {what} ({exc}); check the path and that it is UTF-8 text") from exc
 
 
 def yaml_line(path: Path, loc: Sequence[int | str]) -> int | None:

@@ -6,13 +6,13 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from topology.errors import InputError
+from topology.sourcefile import json_lines
 
 FIELDS = "each line needs ts, src, dst, hops, sent, corrupted"
 
@@ -60,21 +60,8 @@ def _check(obj: Any, source: str, line: int) -> Probe:
 
 
 def iter_probes(path: str | Path) -> Iterator[Probe]:
-    source = str(path)
-    try:
-        with Path(path).open(encoding="utf-8") as f:
-            for n, text in enumerate(f, 1):
-                if not text.strip():
-                    continue
-                try:
-                    obj = json.loads(text)
-                except ValueError as exc:
-                    raise ProbeError(source, f"not JSON ({exc}); {FIELDS}", line=n) from exc
-                yield _check(obj, source, n)
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ProbeError(
-            source, f"cannot read the probe results ({exc}); check the path and that it is UTF-8 text"
-        ) from exc
+    for n, obj in json_lines(path, ProbeError, "the probe results", FIELDS):
+        yield _check(obj, str(path), n)
 
 
 def read_probes(path: str | Path) -> list[Probe]:

@@ -15,7 +15,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from fabricd import __version__
 
-from .remediation import ActionError
+from .remediation import ActionError, UnknownIdError
 
 if TYPE_CHECKING:
     from .daemon import Service
@@ -74,7 +74,7 @@ def create_app(service: Service) -> FastAPI:
         try:
             t = await service.remediator.resolve(ticket_id, actor)
         except ActionError as e:
-            raise HTTPException(404, str(e)) from None
+            raise HTTPException(404 if isinstance(e, UnknownIdError) else 409, str(e)) from None
         await service.publish(t)
         return t.to_dict()
 
@@ -83,8 +83,7 @@ def create_app(service: Service) -> FastAPI:
         try:
             a = await service.remediator.approve(action_id, actor)
         except ActionError as e:
-            code = 404 if "no action" in str(e) else 409
-            raise HTTPException(code, str(e)) from None
+            raise HTTPException(404 if isinstance(e, UnknownIdError) else 409, str(e)) from None
         return a.to_dict()
 
     @app.get("/metrics")

@@ -128,8 +128,9 @@ class Service:
             stop = asyncio.create_task(self._stop.wait())
             done, _ = await asyncio.wait([stop, *tasks], return_when=asyncio.FIRST_COMPLETED)
             for t in done:
-                if t is not stop and t.exception() is not None:
-                    raise t.exception()  # type: ignore[misc]
+                exc = None if t is stop else t.exception()
+                if exc is not None:
+                    raise exc
         finally:
             if scheduler.running:
                 scheduler.shutdown(wait=False)
@@ -181,7 +182,7 @@ class Service:
         usable = [f for f in findings if not self._ignored(f, stale, held)]
         await self.remediator.on_findings(usable)
         # An incident not reported for 3 ticks is over.
-        self.state.clear_findings_not_seen_since(now - 3 * tick_ns_of(self.cfg.detectors.tick_s))
+        self.state.clear_findings_not_seen_since(now - int(3 * self.cfg.detectors.tick_s * NS))
         return usable
 
     def _ignored(self, f: Finding, stale: set[str], held: set[Endpoint]) -> bool:
@@ -278,7 +279,3 @@ class Service:
             "switches": len(self.fabric.switches()),
             "managed": len(self.inventory.names),
         }
-
-
-def tick_ns_of(tick_s: float) -> int:
-    return int(tick_s * NS)

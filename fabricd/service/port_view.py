@@ -7,10 +7,11 @@ with thousands of ports is scanned a few times per second, not once per question
 from __future__ import annotations
 
 import asyncio
+import math
 from collections.abc import Callable
 from typing import Any
 
-from fabricd.telemetry import Ingestor, Snapshot
+from fabricd.telemetry import Ingestor, Kind, Snapshot
 from topology.model import Endpoint
 
 DOWN = frozenset({"DOWN", "LOWER_LAYER_DOWN", "NOT_PRESENT", "DORMANT"})
@@ -84,7 +85,7 @@ class TelemetryPortView:
                     continue
                 idx = snap.key(i)[3]
                 out[leaf if idx is None else f"{leaf}[{idx}]"] = v
-                if snap.kind(i).name == "COUNTER" and snap.rate[i] == snap.rate[i]:  # not NaN
+                if snap.kind(i) is Kind.COUNTER and not math.isnan(snap.rate[i]):
                     out[f"{leaf}/s" if idx is None else f"{leaf}[{idx}]/s"] = round(float(snap.rate[i]), 3)
         power = [snap.current(i) for i in snap.select(device, port, "optics.input-power").tolist()]
         if power:

@@ -50,7 +50,11 @@ class Actuator(Protocol):
 
 
 class ActionError(FabricdError):
-    """An approve/resolve request that cannot be carried out (unknown id, wrong state)."""
+    """An approve/resolve request that cannot be carried out now (the action is in the wrong state)."""
+
+
+class UnknownIdError(ActionError):
+    """No action or ticket has that id."""
 
 
 @dataclass
@@ -161,10 +165,13 @@ class Remediator:
         return a, f"disabling {target} (action {a.id})"
 
     def _faulty_ports(self, device: str, now: int) -> list[str]:
-        """Ports of `device` fabricd acted on or was refused for in the last hour, plus those it holds down."""
+        """Ports of `device` fabricd wanted down in the last hour (acted, proposed or refused), plus those it holds
+        down. Re-enables after a repair are not faults."""
         ports = {p["port"] for p in self.state.disabled_ports() if p["device"] == device}
         since = now - 3600 * NS
-        ports |= {a.port for a in self.state.actions() if a.device == device and a.created_ts >= since}
+        ports |= {
+            a.port for a in self.state.actions() if a.op == "disable" and a.device == device and a.created_ts >= since
+        }
         return sorted(ports)
 
     # --- tickets ---------------------------------------------------------------------------------------------
@@ -357,7 +364,7 @@ class Remediator:
         async with self._lock:
             a = self.state.action(action_id)
             if a is None:
-                raise ActionError(f"no action {action_id}; list them with `fabricd actions`")
+                raise UnknownIdError(f"no action {action_id}; list them with `fabricd actions`")
             if a.status != "awaiting_approval":
                 raise ActionError(f"action {action_id} is {a.status}, not awaiting approval")
             v = self._guard(Endpoint(a.device, a.port))  # the fabric may have changed since it was proposed
@@ -380,7 +387,7 @@ class Remediator:
         async with self._lock:
             t = self.state.ticket(ticket_id)
             if t is None:
-                raise ActionError(f"no ticket {ticket_id}; list them with `fabricd tickets`")
+                raise UnknownIdError(f"no ticket {ticket_id}; list them with `fabricd tickets`")
             now = self.clock()
             if t.status == "open":
                 t = self.state.resolve_ticket(ticket_id, now, actor) or t

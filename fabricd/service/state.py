@@ -201,10 +201,11 @@ class StateStore:
             return cur.rowcount
 
     def findings(self, status: str | None = None, limit: int = 500) -> list[dict[str, Any]]:
-        sql, args = "SELECT id, fault, status, last_seen_ts, data FROM findings", ()  # type: tuple[str, tuple[Any, ...]]
-        if status:
-            sql, args = sql + " WHERE status = ?", (status,)
-        rows = self._all(sql + " ORDER BY id DESC LIMIT ?", (*args, limit))
+        where, args = (" WHERE status = ?", (status,)) if status else ("", ())
+        rows = self._all(
+            f"SELECT id, fault, status, last_seen_ts, data FROM findings{where} ORDER BY id DESC LIMIT ?",
+            (*args, limit),
+        )
         out = []
         for r in rows:
             d = json.loads(r["data"])

@@ -16,6 +16,7 @@ from typing import IO, Any
 from pygnmi.spec.v080 import gnmi_pb2
 
 from topology.errors import InputError
+from topology.sourcefile import json_lines
 
 from .ingest import Ingestor, Value
 from .paths import Elem, PathSyntaxError, parse_path, split_root
@@ -71,19 +72,8 @@ def read_trace(path: str | Path) -> Iterator[TraceRecord]:
 
 
 def _numbered(path: str | Path) -> Iterator[tuple[int, TraceRecord]]:
-    source = str(path)
-    try:
-        with Path(path).open(encoding="utf-8") as f:
-            for n, text in enumerate(f, 1):
-                if not text.strip():
-                    continue
-                try:
-                    obj = json.loads(text)
-                except ValueError as exc:
-                    raise TraceError(source, f"not JSON ({exc}); {FIELDS}", line=n) from exc
-                yield n, _check(obj, source, n)
-    except (OSError, UnicodeDecodeError) as exc:
-        raise TraceError(source, f"cannot read the trace ({exc}); check the path and that it is UTF-8 text") from exc
+    for n, obj in json_lines(path, TraceError, "the trace", FIELDS):
+        yield n, _check(obj, str(path), n)
 
 
 def _set_path(pb: Any, elems: tuple[Elem, ...]) -> None:
