@@ -3,10 +3,7 @@ a variant with oversubscription 2 (2 uplinks per leaf, one to each spine)."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
-import yaml
 
 from fabricd.cli.inputs import load_fabric
 from fabricd.service.config import SafetyLimits
@@ -15,22 +12,16 @@ from tests.conftest import EXAMPLES
 from topology.fabric import Fabric
 from topology.model import Endpoint
 
+from .harness import pod_variant
+
 DEFAULT = SafetyLimits()
-
-
-def _fabric(tmp: Path, **overrides: object) -> Fabric:
-    data = yaml.safe_load((EXAMPLES / "small-pod.yaml").read_text())
-    data.update(overrides)
-    path = tmp / "spec.yaml"
-    path.write_text(yaml.safe_dump(data))
-    return load_fabric(path, None)[1]
 
 
 @pytest.fixture(scope="module")
 def fabrics(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Fabric]:
     return {
         "small": load_fabric(EXAMPLES / "small-pod.yaml", None)[1],
-        "two_uplinks": _fabric(tmp_path_factory.mktemp("two-uplinks"), oversubscription=2.0),
+        "two_uplinks": pod_variant(tmp_path_factory.mktemp("two-uplinks"), oversubscription=2.0),
     }
 
 
@@ -56,7 +47,8 @@ def test_fabric_shapes(fabrics: dict[str, Fabric]) -> None:
     up = [str(lk.other("leaf-g0-r0")) for lk in two.links_of("leaf-g0-r0") if is_uplink(two, "leaf-g0-r0", lk)]
     assert up == ["spine-r0-0:Ethernet1/1", "spine-r0-1:Ethernet1/1"]
     assert str(small.peer("leaf-g0-r0", "Ethernet1/1")) == "gpu-g0-000:nic0"
-    assert not is_uplink(small, "spine-r0-0", small.link_of("spine-r0-0", "Ethernet1/1"))  # type: ignore[arg-type]
+    down = small.link_of("spine-r0-0", "Ethernet1/1")
+    assert down is not None and not is_uplink(small, "spine-r0-0", down)
 
 
 # fabric, limits, target, held down by fabricd, oper-down, disables in the last hour -> rule, reason (exact)

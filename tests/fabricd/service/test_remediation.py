@@ -1,246 +1,30 @@
-"""The remediator with fake switches: a fake actuator/session that records every call and a port view whose oper
-state follows what the fake switches were told (unless a test says a port ignores it). Real SQLite state, real
-guard, real drain-hook subprocess; no sockets, no twin."""
+"""The remediator with fake switches (see harness.py): modes, the guard, failures of switches and escalation."""
 
 from __future__ import annotations
 
-import asyncio
-import os
-from collections.abc import Callable, Coroutine, Iterator
-from concurrent.futures import Executor, Future
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any, TypeVar
+from collections.abc import Callable
 
 import pytest
-import yaml
 
 from drivers.base import DriverError, UnreachableError
-from fabricd.cli.inputs import load_fabric
-from fabricd.detectors.finding import Finding
-from fabricd.service.config import RemediationSettings, SafetyLimits
+from fabricd.service.config import SafetyLimits
 from fabricd.service.faults import common_cause
-from fabricd.service.remediation import NS, ActionError, Outcome, Remediator
-from fabricd.service.state import StateStore, Ticket
-from tests.conftest import EXAMPLES
+from fabricd.service.remediation import NS, ActionError, Outcome
 from topology.fabric import Fabric
 from topology.model import Endpoint
 
-T0 = 1_700_000_000 * NS
-SERVER_PORT = Endpoint("leaf-g0-r0", "Ethernet1/1")  # faces gpu-g0-000:nic0
-UPLINK = Endpoint("leaf-g0-r0", "Ethernet5/1")  # to spine-r0-0:Ethernet1/1, one of 4 uplinks
-FAULT = "link_flap:gpu-g0-000:nic0--leaf-g0-r0:Ethernet1/1"
-R = TypeVar("R")
-
-
-# --- fakes ---------------------------------------------------------------------------------------------------
-@dataclass
-class World:
-    """The switches as the fakes see them, and what the test scripts."""
-
-    oper: dict[Endpoint, str] = field(default_factory=dict)  # default UP
-    stuck: set[Endpoint] = field(default_factory=set)  # ports whose oper state ignores admin changes
-    fail: dict[str, DriverError] = field(default_factory=dict)  # session method (or "connect") -> error
-    calls: list[tuple[Any, ...]] = field(default_factory=list)
-    waits: list[tuple[Any, ...]] = field(default_factory=list)
-
-    def state(self, ep: Endpoint) -> str:
-        return self.oper.get(ep, "UP")
-
-    def touched(self) -> list[tuple[Any, ...]]:
-        return [c for c in self.calls if c[0] != "connect"]
-
-
-class FakeSession:
-    def __init__(self, world: World, device: str) -> None:
-        self.world, self.device = world, device
-        self._before: dict[Endpoint, str] = {}
-
-    def _call(self, name: str, *args: Any) -> None:
-        self.world.calls.append((name, self.device, *args))
-        if name in self.world.fail:
-            raise self.world.fail[name]
-
-    def set_port_admin(self, port: str, up: bool, revert_in_s: int) -> None:
-        self._call("set_port_admin", port, up, revert_in_s)
-        ep = Endpoint(self.device, port)
-        self._before[ep] = self.world.state(ep)
-        if ep not in self.world.stuck:
-            self.world.oper[ep] = "UP" if up else "DOWN"
-
-    def confirm(self) -> None:
-        self._call("confirm")
-        self._before.clear()
-
-    def rollback(self) -> None:
-        self._call("rollback")
-        self.world.oper.update(self._before)
-        self._before.clear()
-
-    def close(self) -> None:
-        self._call("close")
-
-
-class FakeActuator:
-    def __init__(self, world: World) -> None:
-        self.world = world
-
-    def connect(self, device: str) -> Any:  # a FakeSession: the part of drivers.base.Session remediation uses
-        self.world.calls.append(("connect", device))
-        if "connect" in self.world.fail:
-            raise self.world.fail["connect"]
-        return FakeSession(self.world, device)
-
-
-class FakeView:
-    def __init__(self, world: World) -> None:
-        self.world = world
-
-    def oper_down(self) -> frozenset[Endpoint]:
-        return frozenset(ep for ep, s in self.world.oper.items() if s != "UP")
-
-    def evidence(self, device: str, port: str) -> dict[str, Any]:
-        return {"oper-status": self.world.state(Endpoint(device, port)), "if.carrier-transitions": 16}
-
-    async def wait_oper(self, device: str, port: str, up: bool, timeout_s: float) -> bool:
-        self.world.waits.append((device, port, up, timeout_s))
-        return (self.world.state(Endpoint(device, port)) == "UP") == up
-
-
-class InlineExecutor(Executor):
-    """Runs the 'blocking' driver calls at once, in the event loop's thread: deterministic, no threads."""
-
-    def submit(self, fn: Callable[..., R], /, *args: Any, **kwargs: Any) -> Future[R]:
-        f: Future[R] = Future()
-        try:
-            f.set_result(fn(*args, **kwargs))
-        except BaseException as e:  # noqa: BLE001 - handed to the awaiting coroutine
-            f.set_exception(e)
-        return f
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = T0
-
-    def __call__(self) -> int:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += int(seconds * NS)
-
-
-@dataclass
-class Harness:
-    fabric: Fabric
-    state: StateStore
-    world: World
-    clock: Clock
-    rem: Remediator
-    published: list[Ticket]
-
-    def tickets(self, kind: str | None = None) -> list[Ticket]:
-        return [t for t in self.state.tickets() if kind is None or t.kind == kind]
-
-    def restart(self, **settings: Any) -> Remediator:
-        """A new remediator on the same state (the service restarted)."""
-        self.rem = make_remediator(self.fabric, self.state, self.world, self.clock, self.published, **settings)
-        return self.rem
-
-
-def make_remediator(
-    fabric: Fabric, state: StateStore, world: World, clock: Clock, published: list[Ticket],
-    limits: SafetyLimits | None = None, **settings: Any,
-) -> Remediator:  # fmt: skip
-    async def publish(t: Ticket) -> None:
-        published.append(t)
-
-    return Remediator(
-        fabric,
-        state,
-        RemediationSettings(**{"mode": "auto", "verify_timeout_s": 10.0, **settings}),
-        limits or SafetyLimits(),
-        managed={d.name for d in fabric.switches()},
-        actuator=FakeActuator(world),
-        view=FakeView(world),
-        clock=clock,
-        executor=InlineExecutor(),
-        publish=publish,
-    )
-
-
-def run(coro: Coroutine[Any, Any, R]) -> R:
-    return asyncio.run(coro)
-
-
-def _fabric(tmp: Path, **overrides: object) -> Fabric:
-    data = yaml.safe_load((EXAMPLES / "small-pod.yaml").read_text())
-    data.update(overrides)
-    path = tmp / "spec.yaml"
-    path.write_text(yaml.safe_dump(data))
-    return load_fabric(path, None)[1]
-
-
-@pytest.fixture(scope="module")
-def small() -> Fabric:
-    return load_fabric(EXAMPLES / "small-pod.yaml", None)[1]
-
-
-@pytest.fixture(scope="module")
-def wide(tmp_path_factory: pytest.TempPathFactory) -> Fabric:
-    """8 servers per group: 8 server ports per leaf."""
-    return _fabric(tmp_path_factory.mktemp("wide"), servers_per_group=8)
-
-
-@pytest.fixture
-def make(tmp_path: Path, small: Fabric) -> Iterator[Callable[..., Harness]]:
-    stores: list[StateStore] = []
-
-    def factory(fabric: Fabric | None = None, limits: SafetyLimits | None = None, **settings: Any) -> Harness:
-        fab = fabric or small
-        state = StateStore(tmp_path / f"state-{len(stores)}.db")
-        stores.append(state)
-        world, clock, published = World(), Clock(), []  # type: ignore[var-annotated]
-        rem = make_remediator(fab, state, world, clock, published, limits, **settings)
-        return Harness(fab, state, world, clock, rem, published)
-
-    yield factory
-    for s in stores:
-        s.close()
-
-
-def flap(fabric: Fabric, ep: Endpoint, start_ts: int = T0, flaps: int = 8) -> Finding:
-    peer = fabric.peer(ep.device, ep.port)
-    assert peer is not None
-    ends = tuple(sorted((str(ep), str(peer))))
-    return Finding(
-        kind="link_flap",
-        device=ep.device,
-        port=ep.port,
-        devices=tuple(sorted({ep.device, peer.device})),
-        ports=ends,
-        start_ts=start_ts,
-        detected_ts=start_ts + 3 * NS,
-        severity="warning",
-        confidence=1.0,
-        summary=f"link {ends[0]}--{ends[1]} flapped {flaps} times in 2.4 s",
-        evidence={"flaps": flaps, "penalty": 3200.0},
-    )
-
-
-async def report(h: Harness, *findings: Finding) -> list[Outcome]:
-    """One detector tick: hand the findings over and let every action it starts finish."""
-    out = await h.rem.on_findings(list(findings))
-    await h.rem.idle()
-    return out
-
-
-SESSION_DISABLE = [
-    ("connect", "leaf-g0-r0"),
-    ("set_port_admin", "leaf-g0-r0", "Ethernet1/1", False, 120),
-    ("confirm", "leaf-g0-r0"),
-    ("close", "leaf-g0-r0"),
-]
+from .harness import (
+    FAULT,
+    SERVER_PORT,
+    SESSION_DISABLE,
+    T0,
+    UPLINK,
+    Harness,
+    action_of,
+    flap,
+    report,
+    run,
+)
 
 
 # --- auto mode -------------------------------------------------------------------------------------------------
@@ -346,7 +130,7 @@ def test_approve_mode_waits_for_a_person(make: Callable[..., Harness]) -> None:
     (out,) = run(report(h, flap(h.fabric, SERVER_PORT)))
     assert out.action is not None
     aid = out.action.id
-    assert h.state.action(aid).status == "awaiting_approval"  # type: ignore[union-attr]
+    assert action_of(h, aid).status == "awaiting_approval"
     assert h.world.calls == []
     (t,) = h.tickets()
     note = f"waiting for approval: run `fabricd approve {aid}` to disable leaf-g0-r0:Ethernet1/1"
@@ -367,7 +151,7 @@ def test_approve_mode_waits_for_a_person(make: Callable[..., Harness]) -> None:
 
     run(approve())
     assert h.world.calls == SESSION_DISABLE
-    assert h.state.action(aid).status == "done"  # type: ignore[union-attr]
+    assert action_of(h, aid).status == "done"
     assert h.state.disabled_ports()[0]["ticket_id"] == t.id
     assert any(e["actor"] == "alice" and e["what"] == f"approved action {aid}" for e in h.state.audit_log())
     assert h.tickets()[0].body["status_note"] == "disabled leaf-g0-r0:Ethernet1/1"
@@ -400,7 +184,7 @@ def test_resolving_cancels_a_pending_approval(make: Callable[..., Harness]) -> N
     assert out.ticket is not None and out.action is not None
     t = run(h.rem.resolve(out.ticket.id, "bob"))
     assert (t.status, t.resolved_by) == ("resolved", "bob")
-    assert h.state.action(out.action.id).status == "cancelled"  # type: ignore[union-attr]
+    assert action_of(h, out.action.id).status == "cancelled"
     with pytest.raises(ActionError, match="is cancelled, not awaiting approval"):
         run(h.rem.approve(out.action.id, "alice"))
     assert h.world.calls == []
@@ -546,171 +330,3 @@ def test_common_cause_names_a_line_card() -> None:
         "line card 3 of leaf-1 (all 3 ports are on module 3): check the card and its power"
     )
     assert common_cause("leaf-1", ["Ethernet3/1/1", "Ethernet4/1/1"]).startswith("leaf-1 itself (2 faulty ports")
-
-
-# --- repair, probation ---------------------------------------------------------------------------------------
-def test_resolve_brings_the_port_back_on_probation_and_a_new_flap_reopens(make: Callable[..., Harness]) -> None:
-    h = make(probation_s=3600)
-    run(report(h, flap(h.fabric, SERVER_PORT)))
-    (t,) = h.tickets()
-    h.world.calls.clear()
-
-    h.clock.advance(1800)  # the optic was replaced
-
-    async def resolve() -> Ticket:
-        t = await h.rem.resolve(t_id, "alice")
-        await h.rem.idle()
-        return t
-
-    t_id = t.id
-    resolved = run(resolve())
-    assert (resolved.status, resolved.resolved_by) == ("resolved", "alice")
-    assert h.world.calls == [
-        ("connect", "leaf-g0-r0"),
-        ("set_port_admin", "leaf-g0-r0", "Ethernet1/1", True, 120),
-        ("confirm", "leaf-g0-r0"),
-        ("close", "leaf-g0-r0"),
-    ]
-    enable = h.state.actions()[0]
-    assert (enable.op, enable.status, enable.ticket_id, enable.reason) == (
-        "enable", "done", t.id, f"ticket {t.id} resolved by alice",
-    )  # fmt: skip
-    assert h.state.disabled_ports() == []
-    assert h.state.probation("leaf-g0-r0", "Ethernet1/1", h.clock()) == t.id
-    t = h.state.ticket(t.id)  # type: ignore[assignment]
-    assert t.status == "resolved" and t.body["status_note"] == "enabled leaf-g0-r0:Ethernet1/1"
-
-    # It flaps again within the hour: the same ticket reopens and the port goes down again.
-    h.clock.advance(600)
-    h.world.calls.clear()
-    (out,) = run(report(h, flap(h.fabric, SERVER_PORT, start_ts=h.clock.now)))
-    assert out.ticket is not None and out.ticket.id == t.id
-    (t,) = h.tickets()
-    assert (t.status, t.recurrences, t.resolved_by) == ("open", 1, None)
-    assert t.body["actions"][-2]["note"].startswith("disabling leaf-g0-r0:Ethernet1/1")
-    assert t.body["status_note"] == "disabled leaf-g0-r0:Ethernet1/1"
-    assert h.world.calls == SESSION_DISABLE
-    assert [(p["port"], p["ticket_id"]) for p in h.state.disabled_ports()] == [("Ethernet1/1", t.id)]
-    assert h.state.probation("leaf-g0-r0", "Ethernet1/1", h.clock()) is None
-    assert any(e["what"] == f"reopened ticket {t.id}" for e in h.state.audit_log())
-
-    # Repaired for good; a flap long after probation is a new fault with a new ticket.
-    run(resolve())
-    h.clock.advance(7200)
-    run(report(h, flap(h.fabric, SERVER_PORT, start_ts=h.clock.now)))
-    assert [x.status for x in h.tickets()] == ["open", "resolved"]
-
-
-def test_enable_that_does_not_come_up_is_still_confirmed(make: Callable[..., Harness]) -> None:
-    """Bringing a port back is undoing our own change: confirmed even if the link stays down (bad optic)."""
-    h = make()
-    run(report(h, flap(h.fabric, SERVER_PORT)))
-    (t,) = h.tickets()
-    h.world.stuck.add(SERVER_PORT)  # stays DOWN
-
-    async def resolve() -> None:
-        await h.rem.resolve(t.id, "alice")
-        await h.rem.idle()
-
-    run(resolve())
-    enable = h.state.actions()[0]
-    assert (enable.op, enable.status) == ("enable", "done")
-    assert enable.detail == "enabled leaf-g0-r0:Ethernet1/1 (it did not come up within 10 s)"
-    assert h.state.disabled_ports() == []
-
-
-# --- drain hook ----------------------------------------------------------------------------------------------
-def test_drain_hook_runs_for_a_server_port(make: Callable[..., Harness], tmp_path: Path) -> None:
-    drained = tmp_path / "drained.txt"
-    h = make(drain_hook=f"sh -c 'echo {{node}} {{device}}:{{port}} >> {drained}'")
-    run(report(h, flap(h.fabric, SERVER_PORT)))
-    assert drained.read_text() == "gpu-g0-000 leaf-g0-r0:Ethernet1/1\n"
-    (t,) = h.tickets()
-    assert t.body["status_note"] == "drained gpu-g0-000; disabled leaf-g0-r0:Ethernet1/1"
-    assert h.state.is_disabled("leaf-g0-r0", "Ethernet1/1")
-
-    # An uplink has no server behind it: no hook.
-    h.clock.advance(10)
-    run(report(h, flap(h.fabric, UPLINK, start_ts=h.clock.now)))
-    assert drained.read_text() == "gpu-g0-000 leaf-g0-r0:Ethernet1/1\n"
-    assert h.state.is_disabled("leaf-g0-r0", "Ethernet5/1")
-
-
-def test_failing_drain_hook_is_noted(make: Callable[..., Harness]) -> None:
-    h = make(drain_hook="sh -c 'echo {node} is busy; exit 3'")
-    run(report(h, flap(h.fabric, SERVER_PORT)))
-    (t,) = h.tickets()
-    assert t.body["status_note"] == (
-        "drain hook for gpu-g0-000 exited 3: gpu-g0-000 is busy; disabled leaf-g0-r0:Ethernet1/1"
-    )
-    h2 = make(drain_hook="/nonexistent/drain {node}")
-    run(report(h2, flap(h2.fabric, SERVER_PORT)))
-    note = h2.tickets()[0].body["status_note"]
-    assert note.startswith("drain hook for gpu-g0-000 failed (FileNotFoundError")
-    assert note.endswith("; disabled leaf-g0-r0:Ethernet1/1")
-
-
-def test_hanging_drain_hook_is_killed(make: Callable[..., Harness], tmp_path: Path) -> None:
-    pidfile = tmp_path / "hook.pid"
-    h = make(drain_hook=f"sh -c 'echo $$ > {pidfile}; exec sleep 30'", drain_timeout_s=0.3)
-    run(report(h, flap(h.fabric, SERVER_PORT)))
-    assert h.tickets()[0].body["status_note"] == (
-        "drain hook for gpu-g0-000 did not finish within 0.3 s; killed it; disabled leaf-g0-r0:Ethernet1/1"
-    )
-    pid = int(pidfile.read_text())
-    with pytest.raises(ProcessLookupError):
-        os.kill(pid, 0)  # killed and reaped, not left running
-
-
-# --- restart -------------------------------------------------------------------------------------------------
-def test_reconcile_completes_an_interrupted_action(make: Callable[..., Harness]) -> None:
-    h = make()
-    # What a crash between "running" and the driver call leaves behind.
-    t = h.state.create_ticket(FAULT, "link_flap", "leaf-g0-r0", "Ethernet1/1", "link flap", {"actions": []}, T0)
-    a = h.state.add_action("disable", "leaf-g0-r0", "Ethernet1/1", "auto", "running", "flap", T0, ticket_id=t.id)
-    # And a port fabricd held down that someone brought back up while fabricd was down.
-    h.state.mark_disabled("leaf-g0-r1", "Ethernet2/1", 99, None, T0 - NS)
-
-    rem = h.restart()
-    notes = run(rem.reconcile())
-    assert notes == [
-        f"completing disable of leaf-g0-r0:Ethernet1/1 (action {a.id}) interrupted by a restart",
-        "leaf-g0-r1:Ethernet2/1 is up although fabricd holds it down: someone enabled it; no longer held",
-    ]
-    assert h.world.calls == SESSION_DISABLE
-    assert h.state.action(a.id).status == "done"  # type: ignore[union-attr]
-    assert [(p["device"], p["port"], p["ticket_id"]) for p in h.state.disabled_ports()] == [
-        ("leaf-g0-r0", "Ethernet1/1", t.id)
-    ]
-    assert h.state.ticket(t.id).body["status_note"] == "disabled leaf-g0-r0:Ethernet1/1"  # type: ignore[union-attr]
-    # A second reconcile has nothing to do.
-    assert run(rem.reconcile()) == []
-    assert h.world.calls == SESSION_DISABLE
-
-
-def test_reconcile_completes_an_interrupted_enable(make: Callable[..., Harness]) -> None:
-    h = make()
-    h.world.oper[SERVER_PORT] = "DOWN"
-    t = h.state.create_ticket(FAULT, "link_flap", "leaf-g0-r0", "Ethernet1/1", "t", {}, T0)
-    h.state.mark_disabled("leaf-g0-r0", "Ethernet1/1", 1, t.id, T0)
-    a = h.state.add_action("enable", "leaf-g0-r0", "Ethernet1/1", "auto", "running", "resolved", T0, ticket_id=t.id)
-    notes = run(h.restart().reconcile())
-    assert notes == [f"completing enable of leaf-g0-r0:Ethernet1/1 (action {a.id}) interrupted by a restart"]
-    assert h.state.action(a.id).status == "done"  # type: ignore[union-attr]
-    assert h.state.disabled_ports() == []
-    assert h.state.probation("leaf-g0-r0", "Ethernet1/1", T0) == t.id
-
-
-def test_two_findings_on_one_port_in_one_tick_act_once(make: Callable[..., Harness]) -> None:
-    """A flapping link that also corrupts: two findings, two faults, one action on the switch."""
-    h = make()
-    f = flap(h.fabric, SERVER_PORT)
-    corrupt = Finding(**{**f.__dict__, "kind": "link_corruption", "summary": "FCS errors 1e-6"})
-    outs = run(report(h, f, corrupt))
-    assert [c[0] for c in h.world.calls] == ["connect", "set_port_admin", "confirm", "close"]
-    (a,) = h.state.actions()
-    assert a.status == "done"
-    assert outs[1].action is not None and outs[1].action.id == a.id
-    assert outs[1].ticket is not None
-    assert outs[1].ticket.body["status_note"] == f"action {a.id} on leaf-g0-r0:Ethernet1/1 is already running"
-    assert sorted(t.kind for t in h.tickets()) == ["link_corruption", "link_flap"]

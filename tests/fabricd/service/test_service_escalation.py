@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -30,7 +31,7 @@ def test_fifty_flaps_on_one_leaf_disable_the_budget_and_escalate_once(twin: Twin
         for n in range(1, 51):
             inject(twin.state_dir, "link_flap", {"port": f"leaf-g0-r0:Ethernet{n}/1", "count": 8, "period_s": 0.3})
 
-        def escalation() -> list[dict[str, object]]:
+        def escalation() -> list[dict[str, Any]]:
             return [t for t in svc.get("/api/v1/tickets")["tickets"] if t["kind"] == "escalation"]
 
         (esc,) = wait_for(lambda: [t for t in escalation() if len(t["body"]["faulty_ports"]) >= 45], 20)

@@ -57,7 +57,8 @@ class Daemon:
         if self.proc.poll() is not None:
             raise AssertionError(f"fabricd run exited {self.proc.returncode}: {self.log.read_text()[-2000:]}")
         try:
-            return httpx.get(self.url + "/api/v1/health", timeout=2).json()["telemetry"]["synced"] > 0
+            synced: int = httpx.get(self.url + "/api/v1/health", timeout=2).json()["telemetry"]["synced"]
+            return synced > 0
         except httpx.HTTPError:
             return False
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,7 +16,7 @@ from tests.lab.control_client import inject
 from tests.lab.twin_thread import TwinThread
 from topology.spec import load_spec
 
-from .service_thread import ServiceThread, wait_for, write_config
+from .service_thread import TOKEN, ServiceThread, wait_for, write_config
 
 SERVER_PORT = "leaf-g0-r0:Ethernet1/1"  # faces gpu-g0-000:nic0
 
@@ -113,3 +114,37 @@ def httpx_text(url: str) -> str:
     import httpx
 
     return httpx.get(url, timeout=10).text
+
+
+def test_approve_mode_waits_for_fabricd_approve(
+    twin: TwinThread, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from fabricd.cli import main
+
+    svc = ServiceThread(write_config(tmp_path, twin.inventory, remediation={"mode": "approve"})).start()
+    try:
+        inject(twin.state_dir, "link_flap", {"port": "leaf-g1-r1:Ethernet4/1", "count": 8, "period_s": 0.3})
+        (action,) = wait_for(lambda: svc.get("/api/v1/actions")["actions"], 10)
+        assert action["status"] == "awaiting_approval"
+        assert admin_enabled(twin, "leaf-g1-r1", "Ethernet4/1")  # nothing happens without a person
+        cli = ["--api", svc.url]
+        monkeypatch.delenv("FABRICD_API_TOKEN", raising=False)
+        assert main(["approve", str(action["id"]), *cli]) == 2  # mutating calls need the token
+        assert "HTTP 401" in capsys.readouterr().err
+        monkeypatch.setenv("FABRICD_API_TOKEN", TOKEN)
+        assert main(["approve", str(action["id"]), *cli]) == 0
+        assert f"action {action['id']}: running" in capsys.readouterr().out
+        wait_for(lambda: svc.get("/api/v1/ports/disabled")["ports"], 10)
+        assert not admin_enabled(twin, "leaf-g1-r1", "Ethernet4/1")
+        assert main(["approve", str(action["id"]), *cli]) == 2  # already done: refused with the reason
+        assert "not awaiting approval" in capsys.readouterr().err
+        assert main(["approve", "999", *cli]) == 2
+        assert "HTTP 404" in capsys.readouterr().err
+        assert main(["tickets", *cli, "--format", "json"]) == 1  # an open ticket
+        (t,) = json.loads(capsys.readouterr().out)["tickets"]
+        assert t["device"] in ("leaf-g1-r1", "gpu-g1-003") and t["kind"] == "link_flap"
+        assert main(["resolve", str(t["id"]), *cli]) == 0
+        wait_for(lambda: not svc.get("/api/v1/ports/disabled")["ports"], 10)
+        assert admin_enabled(twin, "leaf-g1-r1", "Ethernet4/1")
+    finally:
+        svc.stop()

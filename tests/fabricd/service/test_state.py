@@ -32,6 +32,18 @@ def flap(start_ts: int = T0, summary: str = "8 flaps in 10 s") -> Finding:
     )
 
 
+def scalar(store: StateStore, sql: str) -> object:
+    row = store._one(sql)
+    assert row is not None
+    return row[0]
+
+
+def ticket_ref(store: StateStore, ticket_id: int) -> str | None:
+    t = store.ticket(ticket_id)
+    assert t is not None
+    return t.external_ref
+
+
 @pytest.fixture
 def store(tmp_path: Path) -> Iterator[StateStore]:
     s = StateStore(tmp_path / "var" / "state.db")  # the folder is created
@@ -40,8 +52,8 @@ def store(tmp_path: Path) -> Iterator[StateStore]:
 
 
 def test_wal_journal_and_schema(store: StateStore) -> None:
-    assert store._one("PRAGMA journal_mode")[0] == "wal"  # type: ignore[index]
-    assert store._one("SELECT value FROM meta WHERE key = 'schema'")[0] == "1"  # type: ignore[index]
+    assert scalar(store, "PRAGMA journal_mode") == "wal"
+    assert scalar(store, "SELECT value FROM meta WHERE key = 'schema'") == "1"
     assert (store.path.parent / "state.db-wal").exists()
 
 
@@ -176,13 +188,13 @@ def test_unsynced_and_mark_synced(store: StateStore) -> None:
     assert [t.id for t in store.unsynced()] == [a.id, b.id]
     store.mark_synced(a.id, a.updated_ts, "webhook:1")
     assert [t.id for t in store.unsynced()] == [b.id]
-    assert store.ticket(a.id).external_ref == "webhook:1"  # type: ignore[union-attr]
+    assert ticket_ref(store, a.id) == "webhook:1"
     a = store.update_ticket(a.id, T0 + S, body={"more": True})
     assert [t.id for t in store.unsynced()] == [a.id, b.id]  # a new version to send
     store.mark_synced(a.id, a.updated_ts, None)  # None keeps the reference
     store.mark_synced(b.id, b.updated_ts, None)
     assert store.unsynced() == []
-    assert store.ticket(a.id).external_ref == "webhook:1"  # type: ignore[union-attr]
+    assert ticket_ref(store, a.id) == "webhook:1"
 
 
 def test_every_ticket_version_is_distinct(store: StateStore) -> None:
@@ -267,7 +279,7 @@ def test_prune(store: StateStore) -> None:
     assert old not in {f["id"] for f in store.findings()}
     assert [e["what"] for e in store.audit_log()] == ["new"]
     assert store.probation("leaf-g0-r0", "Ethernet2/1", T0) is not None
-    assert store._one("SELECT COUNT(*) FROM probation")[0] == 1  # type: ignore[index]
+    assert scalar(store, "SELECT COUNT(*) FROM probation") == 1
     assert store.ticket(t.id) == t  # tickets are history: never pruned
 
 

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Callable
+from typing import Any
 
 import httpx
 import pytest
@@ -21,15 +23,16 @@ T0 = 1_700_000_000_000_000_000
 Handler = Callable[[httpx.Request], httpx.Response]
 
 
-def ticket(**changes: object) -> Ticket:
-    fields: dict[str, object] = dict(
-        id=7, fault="link_flap:gpu-g0-000:nic0--leaf-g0-r0:Ethernet1/1", kind="link_flap", device="leaf-g0-r0",
-        port="Ethernet1/1", status="open", title="link flap on leaf-g0-r0:Ethernet1/1",
-        body={"evidence": {"this_end": {"if.carrier-transitions": 12}}, "actions": []}, escalation=False,
-        recurrences=0, external_ref=None, created_ts=T0, updated_ts=T0 + 5, resolved_ts=None, resolved_by=None,
-    )  # fmt: skip
-    fields.update(changes)
-    return Ticket(**fields)  # type: ignore[arg-type]
+BASE = Ticket(
+    id=7, fault="link_flap:gpu-g0-000:nic0--leaf-g0-r0:Ethernet1/1", kind="link_flap", device="leaf-g0-r0",
+    port="Ethernet1/1", status="open", title="link flap on leaf-g0-r0:Ethernet1/1",
+    body={"evidence": {"this_end": {"if.carrier-transitions": 12}}, "actions": []}, escalation=False,
+    recurrences=0, external_ref=None, created_ts=T0, updated_ts=T0 + 5, resolved_ts=None, resolved_by=None,
+)  # fmt: skip
+
+
+def ticket(**changes: Any) -> Ticket:
+    return dataclasses.replace(BASE, **changes)
 
 
 class Recorder:

@@ -1,0 +1,46 @@
+"""Fixtures of the service tests: fabrics and the remediator harness."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from fabricd.cli.inputs import load_fabric
+from fabricd.service.config import SafetyLimits
+from fabricd.service.state import StateStore, Ticket
+from tests.conftest import EXAMPLES
+from topology.fabric import Fabric
+
+from .harness import Clock, Harness, World, make_remediator, pod_variant
+
+
+@pytest.fixture(scope="module")
+def small() -> Fabric:
+    return load_fabric(EXAMPLES / "small-pod.yaml", None)[1]
+
+
+@pytest.fixture(scope="module")
+def wide(tmp_path_factory: pytest.TempPathFactory) -> Fabric:
+    """8 servers per group: 8 server ports per leaf."""
+    return pod_variant(tmp_path_factory.mktemp("wide"), servers_per_group=8)
+
+
+@pytest.fixture
+def make(tmp_path: Path, small: Fabric) -> Iterator[Callable[..., Harness]]:
+    stores: list[StateStore] = []
+
+    def factory(fabric: Fabric | None = None, limits: SafetyLimits | None = None, **settings: Any) -> Harness:
+        fab = fabric or small
+        state = StateStore(tmp_path / f"state-{len(stores)}.db")
+        stores.append(state)
+        world, clock = World(), Clock()
+        published: list[Ticket] = []
+        rem = make_remediator(fab, state, world, clock, published, limits, **settings)
+        return Harness(fab, state, world, clock, rem, published)
+
+    yield factory
+    for s in stores:
+        s.close()

@@ -1,0 +1,224 @@
+"""Fakes and a harness for the remediator: a fake actuator/session that records every call and a port view whose
+oper state follows what the fake switches were told (unless a test says a port ignores it). Real SQLite state,
+real guard, real drain-hook subprocess; no sockets, no twin."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Coroutine
+from concurrent.futures import Executor, Future
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+import yaml
+
+from drivers.base import DriverError
+from fabricd.cli.inputs import load_fabric
+from fabricd.detectors.finding import Finding
+from fabricd.service.config import RemediationSettings, SafetyLimits
+from fabricd.service.remediation import NS, Outcome, Remediator
+from fabricd.service.state import Action, StateStore, Ticket
+from tests.conftest import EXAMPLES
+from topology.fabric import Fabric
+from topology.model import Endpoint
+
+T0 = 1_700_000_000 * NS
+SERVER_PORT = Endpoint("leaf-g0-r0", "Ethernet1/1")  # faces gpu-g0-000:nic0
+UPLINK = Endpoint("leaf-g0-r0", "Ethernet5/1")  # to spine-r0-0:Ethernet1/1, one of 4 uplinks
+FAULT = "link_flap:gpu-g0-000:nic0--leaf-g0-r0:Ethernet1/1"
+R = TypeVar("R")
+
+
+# --- fakes ---------------------------------------------------------------------------------------------------
+@dataclass
+class World:
+    """The switches as the fakes see them, and what the test scripts."""
+
+    oper: dict[Endpoint, str] = field(default_factory=dict)  # default UP
+    stuck: set[Endpoint] = field(default_factory=set)  # ports whose oper state ignores admin changes
+    fail: dict[str, DriverError] = field(default_factory=dict)  # session method (or "connect") -> error
+    calls: list[tuple[Any, ...]] = field(default_factory=list)
+    waits: list[tuple[Any, ...]] = field(default_factory=list)
+
+    def state(self, ep: Endpoint) -> str:
+        return self.oper.get(ep, "UP")
+
+    def touched(self) -> list[tuple[Any, ...]]:
+        return [c for c in self.calls if c[0] != "connect"]
+
+
+class FakeSession:
+    def __init__(self, world: World, device: str) -> None:
+        self.world, self.device = world, device
+        self._before: dict[Endpoint, str] = {}
+
+    def _call(self, name: str, *args: Any) -> None:
+        self.world.calls.append((name, self.device, *args))
+        if name in self.world.fail:
+            raise self.world.fail[name]
+
+    def set_port_admin(self, port: str, up: bool, revert_in_s: int) -> None:
+        self._call("set_port_admin", port, up, revert_in_s)
+        ep = Endpoint(self.device, port)
+        self._before[ep] = self.world.state(ep)
+        if ep not in self.world.stuck:
+            self.world.oper[ep] = "UP" if up else "DOWN"
+
+    def confirm(self) -> None:
+        self._call("confirm")
+        self._before.clear()
+
+    def rollback(self) -> None:
+        self._call("rollback")
+        self.world.oper.update(self._before)
+        self._before.clear()
+
+    def close(self) -> None:
+        self._call("close")
+
+
+class FakeActuator:
+    def __init__(self, world: World) -> None:
+        self.world = world
+
+    def connect(self, device: str) -> Any:  # a FakeSession: the part of drivers.base.Session remediation uses
+        self.world.calls.append(("connect", device))
+        if "connect" in self.world.fail:
+            raise self.world.fail["connect"]
+        return FakeSession(self.world, device)
+
+
+class FakeView:
+    def __init__(self, world: World) -> None:
+        self.world = world
+
+    def oper_down(self) -> frozenset[Endpoint]:
+        return frozenset(ep for ep, s in self.world.oper.items() if s != "UP")
+
+    def evidence(self, device: str, port: str) -> dict[str, Any]:
+        return {"oper-status": self.world.state(Endpoint(device, port)), "if.carrier-transitions": 16}
+
+    async def wait_oper(self, device: str, port: str, up: bool, timeout_s: float) -> bool:
+        self.world.waits.append((device, port, up, timeout_s))
+        return (self.world.state(Endpoint(device, port)) == "UP") == up
+
+
+class InlineExecutor(Executor):
+    """Runs the 'blocking' driver calls at once, in the event loop's thread: deterministic, no threads."""
+
+    def submit(self, fn: Callable[..., R], /, *args: Any, **kwargs: Any) -> Future[R]:
+        f: Future[R] = Future()
+        try:
+            f.set_result(fn(*args, **kwargs))
+        except BaseException as e:  # noqa: BLE001 - handed to the awaiting coroutine
+            f.set_exception(e)
+        return f
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = T0
+
+    def __call__(self) -> int:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += int(seconds * NS)
+
+
+@dataclass
+class Harness:
+    fabric: Fabric
+    state: StateStore
+    world: World
+    clock: Clock
+    rem: Remediator
+    published: list[Ticket]
+
+    def tickets(self, kind: str | None = None) -> list[Ticket]:
+        return [t for t in self.state.tickets() if kind is None or t.kind == kind]
+
+    def restart(self, **settings: Any) -> Remediator:
+        """A new remediator on the same state (the service restarted)."""
+        self.rem = make_remediator(self.fabric, self.state, self.world, self.clock, self.published, **settings)
+        return self.rem
+
+
+def make_remediator(
+    fabric: Fabric, state: StateStore, world: World, clock: Clock, published: list[Ticket],
+    limits: SafetyLimits | None = None, **settings: Any,
+) -> Remediator:  # fmt: skip
+    async def publish(t: Ticket) -> None:
+        published.append(t)
+
+    return Remediator(
+        fabric,
+        state,
+        RemediationSettings(**{"mode": "auto", "verify_timeout_s": 10.0, **settings}),
+        limits or SafetyLimits(),
+        managed={d.name for d in fabric.switches()},
+        actuator=FakeActuator(world),
+        view=FakeView(world),
+        clock=clock,
+        executor=InlineExecutor(),
+        publish=publish,
+    )
+
+
+def run(coro: Coroutine[Any, Any, R]) -> R:
+    return asyncio.run(coro)
+
+
+def pod_variant(tmp: Path, **overrides: object) -> Fabric:
+    data = yaml.safe_load((EXAMPLES / "small-pod.yaml").read_text())
+    data.update(overrides)
+    path = tmp / "spec.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return load_fabric(path, None)[1]
+
+
+def flap(fabric: Fabric, ep: Endpoint, start_ts: int = T0, flaps: int = 8) -> Finding:
+    peer = fabric.peer(ep.device, ep.port)
+    assert peer is not None
+    ends = tuple(sorted((str(ep), str(peer))))
+    return Finding(
+        kind="link_flap",
+        device=ep.device,
+        port=ep.port,
+        devices=tuple(sorted({ep.device, peer.device})),
+        ports=ends,
+        start_ts=start_ts,
+        detected_ts=start_ts + 3 * NS,
+        severity="warning",
+        confidence=1.0,
+        summary=f"link {ends[0]}--{ends[1]} flapped {flaps} times in 2.4 s",
+        evidence={"flaps": flaps, "penalty": 3200.0},
+    )
+
+
+async def report(h: Harness, *findings: Finding) -> list[Outcome]:
+    """One detector tick: hand the findings over and let every action it starts finish."""
+    out = await h.rem.on_findings(list(findings))
+    await h.rem.idle()
+    return out
+
+
+SESSION_DISABLE = [
+    ("connect", "leaf-g0-r0"),
+    ("set_port_admin", "leaf-g0-r0", "Ethernet1/1", False, 120),
+    ("confirm", "leaf-g0-r0"),
+    ("close", "leaf-g0-r0"),
+]
+
+
+def action_of(h: Harness, action_id: int) -> Action:
+    a = h.state.action(action_id)
+    assert a is not None, f"no action {action_id}"
+    return a
+
+
+def ticket_of(h: Harness, ticket_id: int) -> Ticket:
+    t = h.state.ticket(ticket_id)
+    assert t is not None, f"no ticket {ticket_id}"
+    return t

@@ -1,0 +1,195 @@
+"""The remediator with fake switches (see harness.py): repair and probation, drain hooks, restart reconciliation."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from fabricd.detectors.finding import Finding
+from fabricd.service.remediation import NS
+from fabricd.service.state import Ticket
+
+from .harness import (
+    FAULT,
+    SERVER_PORT,
+    SESSION_DISABLE,
+    T0,
+    UPLINK,
+    Harness,
+    action_of,
+    flap,
+    report,
+    run,
+    ticket_of,
+)
+
+
+# --- repair, probation ---------------------------------------------------------------------------------------
+def test_resolve_brings_the_port_back_on_probation_and_a_new_flap_reopens(make: Callable[..., Harness]) -> None:
+    h = make(probation_s=3600)
+    run(report(h, flap(h.fabric, SERVER_PORT)))
+    (t,) = h.tickets()
+    h.world.calls.clear()
+
+    h.clock.advance(1800)  # the optic was replaced
+
+    async def resolve() -> Ticket:
+        t = await h.rem.resolve(t_id, "alice")
+        await h.rem.idle()
+        return t
+
+    t_id = t.id
+    resolved = run(resolve())
+    assert (resolved.status, resolved.resolved_by) == ("resolved", "alice")
+    assert h.world.calls == [
+        ("connect", "leaf-g0-r0"),
+        ("set_port_admin", "leaf-g0-r0", "Ethernet1/1", True, 120),
+        ("confirm", "leaf-g0-r0"),
+        ("close", "leaf-g0-r0"),
+    ]
+    enable = h.state.actions()[0]
+    assert (enable.op, enable.status, enable.ticket_id, enable.reason) == (
+        "enable", "done", t.id, f"ticket {t.id} resolved by alice",
+    )  # fmt: skip
+    assert h.state.disabled_ports() == []
+    assert h.state.probation("leaf-g0-r0", "Ethernet1/1", h.clock()) == t.id
+    t = ticket_of(h, t.id)
+    assert t.status == "resolved" and t.body["status_note"] == "enabled leaf-g0-r0:Ethernet1/1"
+
+    # It flaps again within the hour: the same ticket reopens and the port goes down again.
+    h.clock.advance(600)
+    h.world.calls.clear()
+    (out,) = run(report(h, flap(h.fabric, SERVER_PORT, start_ts=h.clock.now)))
+    assert out.ticket is not None and out.ticket.id == t.id
+    (t,) = h.tickets()
+    assert (t.status, t.recurrences, t.resolved_by) == ("open", 1, None)
+    assert t.body["actions"][-2]["note"].startswith("disabling leaf-g0-r0:Ethernet1/1")
+    assert t.body["status_note"] == "disabled leaf-g0-r0:Ethernet1/1"
+    assert h.world.calls == SESSION_DISABLE
+    assert [(p["port"], p["ticket_id"]) for p in h.state.disabled_ports()] == [("Ethernet1/1", t.id)]
+    assert h.state.probation("leaf-g0-r0", "Ethernet1/1", h.clock()) is None
+    assert any(e["what"] == f"reopened ticket {t.id}" for e in h.state.audit_log())
+
+    # Repaired for good; a flap long after probation is a new fault with a new ticket.
+    run(resolve())
+    h.clock.advance(7200)
+    run(report(h, flap(h.fabric, SERVER_PORT, start_ts=h.clock.now)))
+    assert [x.status for x in h.tickets()] == ["open", "resolved"]
+
+
+def test_enable_that_does_not_come_up_is_still_confirmed(make: Callable[..., Harness]) -> None:
+    """Bringing a port back is undoing our own change: confirmed even if the link stays down (bad optic)."""
+    h = make()
+    run(report(h, flap(h.fabric, SERVER_PORT)))
+    (t,) = h.tickets()
+    h.world.stuck.add(SERVER_PORT)  # stays DOWN
+
+    async def resolve() -> None:
+        await h.rem.resolve(t.id, "alice")
+        await h.rem.idle()
+
+    run(resolve())
+    enable = h.state.actions()[0]
+    assert (enable.op, enable.status) == ("enable", "done")
+    assert enable.detail == "enabled leaf-g0-r0:Ethernet1/1 (it did not come up within 10 s)"
+    assert h.state.disabled_ports() == []
+
+
+# --- drain hook ----------------------------------------------------------------------------------------------
+def test_drain_hook_runs_for_a_server_port(make: Callable[..., Harness], tmp_path: Path) -> None:
+    drained = tmp_path / "drained.txt"
+    h = make(drain_hook=f"sh -c 'echo {{node}} {{device}}:{{port}} >> {drained}'")
+    run(report(h, flap(h.fabric, SERVER_PORT)))
+    assert drained.read_text() == "gpu-g0-000 leaf-g0-r0:Ethernet1/1\n"
+    (t,) = h.tickets()
+    assert t.body["status_note"] == "drained gpu-g0-000; disabled leaf-g0-r0:Ethernet1/1"
+    assert h.state.is_disabled("leaf-g0-r0", "Ethernet1/1")
+
+    # An uplink has no server behind it: no hook.
+    h.clock.advance(10)
+    run(report(h, flap(h.fabric, UPLINK, start_ts=h.clock.now)))
+    assert drained.read_text() == "gpu-g0-000 leaf-g0-r0:Ethernet1/1\n"
+    assert h.state.is_disabled("leaf-g0-r0", "Ethernet5/1")
+
+
+def test_failing_drain_hook_is_noted(make: Callable[..., Harness]) -> None:
+    h = make(drain_hook="sh -c 'echo {node} is busy; exit 3'")
+    run(report(h, flap(h.fabric, SERVER_PORT)))
+    (t,) = h.tickets()
+    assert t.body["status_note"] == (
+        "drain hook for gpu-g0-000 exited 3: gpu-g0-000 is busy; disabled leaf-g0-r0:Ethernet1/1"
+    )
+    h2 = make(drain_hook="/nonexistent/drain {node}")
+    run(report(h2, flap(h2.fabric, SERVER_PORT)))
+    note = h2.tickets()[0].body["status_note"]
+    assert note.startswith("drain hook for gpu-g0-000 failed (FileNotFoundError")
+    assert note.endswith("; disabled leaf-g0-r0:Ethernet1/1")
+
+
+def test_hanging_drain_hook_is_killed(make: Callable[..., Harness], tmp_path: Path) -> None:
+    pidfile = tmp_path / "hook.pid"
+    h = make(drain_hook=f"sh -c 'echo $$ > {pidfile}; exec sleep 30'", drain_timeout_s=0.3)
+    run(report(h, flap(h.fabric, SERVER_PORT)))
+    assert h.tickets()[0].body["status_note"] == (
+        "drain hook for gpu-g0-000 did not finish within 0.3 s; killed it; disabled leaf-g0-r0:Ethernet1/1"
+    )
+    pid = int(pidfile.read_text())
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)  # killed and reaped, not left running
+
+
+# --- restart -------------------------------------------------------------------------------------------------
+def test_reconcile_completes_an_interrupted_action(make: Callable[..., Harness]) -> None:
+    h = make()
+    # What a crash between "running" and the driver call leaves behind.
+    t = h.state.create_ticket(FAULT, "link_flap", "leaf-g0-r0", "Ethernet1/1", "link flap", {"actions": []}, T0)
+    a = h.state.add_action("disable", "leaf-g0-r0", "Ethernet1/1", "auto", "running", "flap", T0, ticket_id=t.id)
+    # And a port fabricd held down that someone brought back up while fabricd was down.
+    h.state.mark_disabled("leaf-g0-r1", "Ethernet2/1", 99, None, T0 - NS)
+
+    rem = h.restart()
+    notes = run(rem.reconcile())
+    assert notes == [
+        f"completing disable of leaf-g0-r0:Ethernet1/1 (action {a.id}) interrupted by a restart",
+        "leaf-g0-r1:Ethernet2/1 is up although fabricd holds it down: someone enabled it; no longer held",
+    ]
+    assert h.world.calls == SESSION_DISABLE
+    assert action_of(h, a.id).status == "done"
+    assert [(p["device"], p["port"], p["ticket_id"]) for p in h.state.disabled_ports()] == [
+        ("leaf-g0-r0", "Ethernet1/1", t.id)
+    ]
+    assert ticket_of(h, t.id).body["status_note"] == "disabled leaf-g0-r0:Ethernet1/1"
+    # A second reconcile has nothing to do.
+    assert run(rem.reconcile()) == []
+    assert h.world.calls == SESSION_DISABLE
+
+
+def test_reconcile_completes_an_interrupted_enable(make: Callable[..., Harness]) -> None:
+    h = make()
+    h.world.oper[SERVER_PORT] = "DOWN"
+    t = h.state.create_ticket(FAULT, "link_flap", "leaf-g0-r0", "Ethernet1/1", "t", {}, T0)
+    h.state.mark_disabled("leaf-g0-r0", "Ethernet1/1", 1, t.id, T0)
+    a = h.state.add_action("enable", "leaf-g0-r0", "Ethernet1/1", "auto", "running", "resolved", T0, ticket_id=t.id)
+    notes = run(h.restart().reconcile())
+    assert notes == [f"completing enable of leaf-g0-r0:Ethernet1/1 (action {a.id}) interrupted by a restart"]
+    assert action_of(h, a.id).status == "done"
+    assert h.state.disabled_ports() == []
+    assert h.state.probation("leaf-g0-r0", "Ethernet1/1", T0) == t.id
+
+
+def test_two_findings_on_one_port_in_one_tick_act_once(make: Callable[..., Harness]) -> None:
+    """A flapping link that also corrupts: two findings, two faults, one action on the switch."""
+    h = make()
+    f = flap(h.fabric, SERVER_PORT)
+    corrupt = Finding(**{**f.__dict__, "kind": "link_corruption", "summary": "FCS errors 1e-6"})
+    outs = run(report(h, f, corrupt))
+    assert [c[0] for c in h.world.calls] == ["connect", "set_port_admin", "confirm", "close"]
+    (a,) = h.state.actions()
+    assert a.status == "done"
+    assert outs[1].action is not None and outs[1].action.id == a.id
+    assert outs[1].ticket is not None
+    assert outs[1].ticket.body["status_note"] == f"action {a.id} on leaf-g0-r0:Ethernet1/1 is already running"
+    assert sorted(t.kind for t in h.tickets()) == ["link_corruption", "link_flap"]
