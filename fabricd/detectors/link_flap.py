@@ -52,6 +52,7 @@ class _Link:
     episode_start: int = 0
     flaps: list[_Flap] = field(default_factory=list)
     suppressed: bool = False
+    crossed_ts: int = 0  # the flap that took the penalty over the suppress threshold (remediation latency from here)
 
 
 @dataclass
@@ -103,8 +104,8 @@ class _Tracker:
         link.flaps.append(_Flap(ts, {end}, source))
         del link.flaps[: -self.cfg.timeline_max]
         link.penalty = min(self.cfg.max_penalty, link.penalty + self.cfg.penalty)
-        if link.penalty > self.cfg.suppress:
-            link.suppressed = True
+        if link.penalty > self.cfg.suppress and not link.suppressed:
+            link.suppressed, link.crossed_ts = True, ts
 
 
 def detect(snapshot: Snapshot, fabric: Fabric, state: LinkFlapState, now_ns: int) -> list[Finding]:
@@ -180,6 +181,7 @@ def _finding(link: _Link, fabric: Fabric, cfg: LinkFlapConfig, now_ns: int) -> F
             "timeline": [f.ts for f in link.flaps],
             "sources": {s: sum(1 for f in link.flaps if f.source == s) for s in ("event", "counter")},
             "penalty": round(link.penalty, 1),
+            "suppressed_ts": link.crossed_ts,
             "suppress_threshold": cfg.suppress,
             "reuse_threshold": cfg.reuse,
             "half_life_s": cfg.half_life_s,

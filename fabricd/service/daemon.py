@@ -13,6 +13,7 @@ import logging
 import signal
 import time
 from collections import Counter
+from collections.abc import Awaitable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -24,6 +25,7 @@ from pydantic import SecretStr
 from drivers.inventory import load_inventory
 from fabricd import __version__
 from fabricd.cli.inputs import load_fabric
+from fabricd.detectors import link_flap
 from fabricd.detectors.finding import Finding
 from fabricd.detectors.runner import Runner, default_detectors
 from fabricd.telemetry import CounterStore, Ingestor, TelemetryClient, TelemetryMetrics, TraceWriter
@@ -40,6 +42,9 @@ from .state import StateStore, Ticket
 from .tickets import TicketBackend, TicketError, make_backend
 
 log = logging.getLogger("fabricd.service")
+EVENT_POLL_S = 0.025  # how often new oper-status events are looked for between ticks
+FLAP_PASS_GAP_S = 0.1  # at most this often an event-driven link_flap pass
+ACTION_THREADS = 16  # switch sessions in flight at once; the safety budgets keep real actions far fewer
 
 
 class Service:
@@ -69,8 +74,12 @@ class Service:
         )
         service_metrics.register(self.registry, self.state)
         self.runner = Runner(self.fabric, default_detectors(cfg.detectors.tick_s))
+        names = [d.name for d in self.runner.detectors]
+        self._flap_state: link_flap.LinkFlapState = self.runner.states[names.index("link_flap")]
         self.view = TelemetryPortView(self.ingestor, time.monotonic)
-        self.pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="fabricd-driver")
+        self.pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="fabricd-io")
+        # Port actions get their own threads: a slow ticket backend or drift check must not queue them.
+        self.action_pool = ThreadPoolExecutor(max_workers=ACTION_THREADS, thread_name_prefix="fabricd-action")
         self.backend: TicketBackend = make_backend(cfg.tickets, cfg.source)
         self.remediator = Remediator(
             self.fabric,
@@ -81,7 +90,7 @@ class Service:
             actuator=DriverActuator(self.inventory),
             view=self.view,
             clock=clock,
-            executor=self.pool,
+            executor=self.action_pool,
             publish=self.publish,
         )
         self.api_port: int | None = None
@@ -147,6 +156,7 @@ class Service:
             if self._trace is not None:
                 self._trace.close()
             self.pool.shutdown(wait=True)
+            self.action_pool.shutdown(wait=True)
             self.state.close()
             log.info("fabricd stopped")
 
@@ -165,24 +175,45 @@ class Service:
 
     # --- the detector tick -----------------------------------------------------------------------------------
     async def _tick_loop(self, tick_s: float) -> None:
-        tick_ns = int(tick_s * NS)
+        """Every detector on the clock's tick boundaries; between them, a link_flap pass as soon as new oper-status
+        events arrive (ON_CHANGE), so a flap that crosses the dampening threshold is acted on without waiting for
+        the next tick. Each pass takes a snapshot (a copy of the store on its next write), hence the minimum gap."""
+        tick_ns, gap_ns = int(tick_s * NS), int(FLAP_PASS_GAP_S * NS)
+        events, last_pass = self.store.ev_total, 0
         while not self._stop.is_set():
-            now = self.clock()
-            await asyncio.sleep(((now // tick_ns + 1) * tick_ns - now) / NS)  # on the clock's tick boundaries
-            try:
-                await self.tick(self.clock())
-            except Exception:
-                log.exception("detector tick failed; continuing with the next one")
+            boundary = (self.clock() // tick_ns + 1) * tick_ns
+            while (left := boundary - self.clock()) > 0 and not self._stop.is_set():
+                await asyncio.sleep(min(EVENT_POLL_S, left / NS))
+                self.ingestor.flush()  # events wait in the ingestor's batch otherwise
+                now = self.clock()
+                if self.store.ev_total != events and now - last_pass >= gap_ns and boundary - now >= gap_ns:
+                    events, last_pass = self.store.ev_total, now
+                    await self._guarded("link_flap pass", self.flap_pass(now))
+            events, last_pass = self.store.ev_total, self.clock()
+            await self._guarded("detector tick", self.tick(self.clock()))
+
+    @staticmethod
+    async def _guarded(what: str, work: Awaitable[Any]) -> None:
+        try:
+            await work
+        except Exception:
+            log.exception("%s failed; continuing with the next one", what)
 
     async def tick(self, now: int) -> list[Finding]:
-        snapshot = self.ingestor.snapshot()
-        findings = self.runner.tick(snapshot, now)
+        usable = await self._act(self.runner.tick(self.ingestor.snapshot(), now), now)
+        # An incident not reported for 3 ticks is over.
+        self.state.clear_findings_not_seen_since(now - int(3 * self.cfg.detectors.tick_s * NS))
+        return usable
+
+    async def flap_pass(self, now: int) -> list[Finding]:
+        """link_flap alone, on its tick state (the next full tick sees the same incidents, already known)."""
+        return await self._act(link_flap.detect(self.ingestor.snapshot(), self.fabric, self._flap_state, now), now)
+
+    async def _act(self, findings: list[Finding], now: int) -> list[Finding]:
         stale = set(self.telemetry.stale_devices(now))
         held = {Endpoint(p["device"], p["port"]) for p in self.state.disabled_ports()}
         usable = [f for f in findings if not self._ignored(f, stale, held)]
         await self.remediator.on_findings(usable)
-        # An incident not reported for 3 ticks is over.
-        self.state.clear_findings_not_seen_since(now - int(3 * self.cfg.detectors.tick_s * NS))
         return usable
 
     def _ignored(self, f: Finding, stale: set[str], held: set[Endpoint]) -> bool:

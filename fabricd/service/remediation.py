@@ -125,14 +125,17 @@ class Remediator:
                     self.state.link_action_ticket(action.id, ticket.id)
                 await self._send(ticket)
                 return Outcome(ticket, action, verdict)
-        ticket = self._ticket_for(f, fid, fault, target, note, action, now)
+        evidence = self._evidence(f)  # as the fault left the ports, before our action changes them
+        if action is not None and fresh and action.status == "running":
+            # The switch first, the paperwork after: the action reads its ticket from the state when it ends.
+            # (A pending action stays with the ticket that proposed it and is already running or waiting:
+            # starting it again would drain and shut the port twice.)
+            self._spawn(self._disable(action))
+            await asyncio.sleep(0)  # let it reach the driver thread before the ticket is written
+        ticket = self._ticket_for(f, fid, fault, target, note, action, evidence, now)
         if action is not None and fresh:
-            # A pending action stays with the ticket that proposed it and is already running or waiting:
-            # starting it again would drain and shut the port twice.
             self.state.link_action_ticket(action.id, ticket.id)
-            action = self.state.action(action.id) or action  # with its ticket, for the audit rows
-            if action.status == "running":
-                self._spawn(self._disable(action, ticket.id, f))
+            action = self.state.action(action.id) or action
         await self._send(ticket)
         return Outcome(ticket, action, verdict)
 
@@ -176,7 +179,15 @@ class Remediator:
 
     # --- tickets ---------------------------------------------------------------------------------------------
     def _ticket_for(
-        self, f: Finding, fid: int, fault: str, target: Endpoint | None, note: str, action: Action | None, now: int
+        self,
+        f: Finding,
+        fid: int,
+        fault: str,
+        target: Endpoint | None,
+        note: str,
+        action: Action | None,
+        evidence: dict[str, Any],
+        now: int,
     ) -> Ticket:
         occurrence = {"finding_id": fid, "detected_ts": f.detected_ts, "summary": f.summary}
         t = self.state.open_ticket(fault)
@@ -192,7 +203,7 @@ class Remediator:
                 "device": f.device,
                 "port": f.port,
                 "finding": f.to_dict(),
-                "evidence": self._evidence(f),
+                "evidence": evidence,
                 "likely_repair": f.evidence.get("repair") or f.evidence.get("likely_repair"),
                 "occurrences": [occurrence],
                 "occurrence_count": 1,
@@ -208,7 +219,7 @@ class Remediator:
             return t
         body = dict[str, Any](t.body)
         body["finding"] = f.to_dict()
-        body["evidence"] = self._evidence(f)
+        body["evidence"] = evidence
         body["occurrences"] = [*body.get("occurrences", []), occurrence][-MAX_OCCURRENCES:]
         body["occurrence_count"] = int(body.get("occurrence_count", 1)) + 1
         body["status_note"] = ("recurred during probation after repair; " if reopened else "") + note
@@ -280,16 +291,16 @@ class Remediator:
     async def _blocking(self, fn: Callable[..., Any], *args: Any) -> Any:
         return await asyncio.get_running_loop().run_in_executor(self.executor, fn, *args)
 
-    async def _disable(self, action: Action, ticket_id: int | None, f: Finding | None) -> None:
+    async def _disable(self, action: Action) -> None:
         ep = Endpoint(action.device, action.port)
         drained = await self._drain(ep, action.reason)
         text = await self._set_admin(action, up=False)
-        done = self.state.action(action.id)
-        if done is not None and done.status == "done":
-            self.state.mark_disabled(ep.device, ep.port, action.id, ticket_id, self.clock())
+        done = self.state.action(action.id) or action
+        if done.status == "done":
+            self.state.mark_disabled(ep.device, ep.port, action.id, done.ticket_id, self.clock())
         if drained:
             text = f"{drained}; {text}"
-        t = self._note(ticket_id, done or action, text)
+        t = self._note(done.ticket_id, done, text)
         if t is not None:
             await self._send(t)
 
@@ -302,8 +313,8 @@ class Remediator:
     async def _transaction(self, action: Action, ep: Endpoint, up: bool, verb: str) -> str:
         session: Session | None = None
         try:
-            session = await self._blocking(self.actuator.connect, ep.device)
-            await self._blocking(session.set_port_admin, ep.port, up, self.settings.revert_in_s)
+            # Connect and commit in one trip to the driver thread: each hop back to a busy loop costs latency.
+            session = await self._blocking(self._open_and_set, ep, up)
             seen = await self.view.wait_oper(ep.device, ep.port, up, self.settings.verify_timeout_s)
             if not seen and not up:
                 await self._blocking(session.rollback)
@@ -327,8 +338,21 @@ class Remediator:
             if session is not None:
                 await self._blocking(session.close)
 
+    def _open_and_set(self, ep: Endpoint, up: bool) -> Session:
+        """Blocking: a session with the admin-state change committed under the revert timer (closed on failure)."""
+        session = self.actuator.connect(ep.device)
+        try:
+            session.set_port_admin(ep.port, up, self.settings.revert_in_s)
+        except BaseException:
+            with contextlib.suppress(DriverError):  # the switch's commit timer reverts anything half-committed
+                session.rollback()
+            session.close()
+            raise
+        return session
+
     def _finish(self, action: Action, status: str, text: str) -> None:
         now = self.clock()
+        action = self.state.action(action.id) or action  # its ticket may have been linked while it ran
         self.state.set_action(action.id, status, now, detail=text)
         self.state.audit(now, f"{action.op} {action.device}:{action.port}: {status}", text, mode=action.mode,
                          finding_id=action.finding_id, action_id=action.id, ticket_id=action.ticket_id)  # fmt: skip
@@ -379,7 +403,7 @@ class Remediator:
                 return a
             a = self.state.set_action(a.id, "running", now, detail=f"approved by {actor}")
             self.state.audit(now, f"approved action {a.id}", a.reason, mode=a.mode, actor=actor, action_id=a.id)
-            self._spawn(self._disable(a, a.ticket_id, None))
+            self._spawn(self._disable(a))
             return a
 
     async def resolve(self, ticket_id: int, actor: str) -> Ticket:
@@ -422,7 +446,7 @@ class Remediator:
             notes.append(f"completing {a.op} of {a.device}:{a.port} (action {a.id}) interrupted by a restart")
             self.state.audit(self.clock(), f"resume action {a.id}", "interrupted by a restart", mode=a.mode,
                              action_id=a.id)  # fmt: skip
-            self._spawn(self._disable(a, a.ticket_id, None) if a.op == "disable" else self._enable(a))
+            self._spawn(self._disable(a) if a.op == "disable" else self._enable(a))
         await self.idle()
         down = self.view.oper_down()
         for p in self.state.disabled_ports():

@@ -79,6 +79,7 @@ def test_five_flaps_timeline_counts_each_flap_once(small_fabric: Fabric, tmp_pat
     assert f.evidence["sources"] == {"event": 5, "counter": 0}
     assert f.evidence["timeline"] == [at(1.5 + j) for j in range(5)]
     assert f.start_ts == at(1.5)
+    assert f.evidence["suppressed_ts"] == at(5.5)  # the 5th flap crossed the threshold: latency counts from here
     # detected at the end of the tick holding the 5th flap (5.5 s): within one sample interval + 1 s
     assert f.detected_ts - at(5.5) <= 2 * NS
     assert f.severity == "warning" and f.confidence == 1.0

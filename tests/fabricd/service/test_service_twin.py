@@ -76,6 +76,23 @@ def test_flap_takes_the_port_down_and_files_a_ticket(twin: TwinThread, tmp_path:
         svc.stop()
 
 
+def test_a_flap_is_acted_on_between_ticks(twin: TwinThread, tmp_path: Path) -> None:
+    """With a 60 s detector tick only the event-driven link_flap pass can take the port down this soon."""
+    svc = ServiceThread(write_config(tmp_path, twin.inventory, detectors={"tick_s": 60})).start()
+    try:
+        inject(twin.state_dir, "link_flap", {"port": "leaf-g1-r1:Ethernet2/1", "count": 8, "period_s": 0.3})
+        disabled = wait_for(lambda: svc.get("/api/v1/ports/disabled")["ports"], 15)
+        assert [(p["device"], p["port"]) for p in disabled] == [("leaf-g1-r1", "Ethernet2/1")]
+        (finding,) = svc.get("/api/v1/findings")["findings"]
+        (action,) = svc.get("/api/v1/actions")["actions"]
+        crossed = finding["evidence"]["suppressed_ts"]
+        assert 0 < crossed <= finding["detected_ts"] < crossed + 5 * 1e9
+        assert action["status"] == "done" and action["updated_ts"] - crossed < 10 * 1e9
+        assert not admin_enabled(twin, "leaf-g1-r1", "Ethernet2/1")
+    finally:
+        svc.stop()
+
+
 def test_observe_mode_files_a_ticket_and_touches_nothing(twin: TwinThread, tmp_path: Path) -> None:
     svc = ServiceThread(write_config(tmp_path, twin.inventory, remediation={"mode": "observe"})).start()
     try:
