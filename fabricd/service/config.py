@@ -11,6 +11,7 @@ import os
 import shlex
 import stat
 import typing
+import urllib.parse
 from pathlib import Path
 from typing import Any, Literal
 
@@ -84,11 +85,24 @@ class RemediationSettings(_Strict):
         return hook
 
 
+def _service_url(url: str) -> str:
+    """An http(s) URL without user:password@: a credential in the file would be a secret outside the env/0600 rules
+    (and with a token as well, the URL's basic auth would silently replace it)."""
+    parsed = urllib.parse.urlsplit(url)
+    if parsed.username is not None or parsed.password is not None:
+        raise ValueError("must not carry user:password@; put the credential in the token (env or 0600 file)")
+    if parsed.scheme not in ("http", "https") or not parsed.hostname:
+        raise ValueError("is not an http(s) URL; write it as https://host/path")
+    return url
+
+
 class WebhookSettings(_Strict):
     url: str
     token: SecretRef | None = None
     retries: int = Field(5, ge=0, le=20)
     timeout_s: float = Field(5.0, gt=0)
+
+    _url = field_validator("url")(_service_url)
 
 
 class JiraSettings(_Strict):
@@ -98,6 +112,8 @@ class JiraSettings(_Strict):
     token: SecretRef
     issue_type: str = "Task"
     done_statuses: list[str] = ["Done", "Resolved", "Closed"]
+
+    _url = field_validator("url")(_service_url)
 
 
 class TicketSettings(_Strict):

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import re
 import shlex
 from collections.abc import Awaitable, Callable, Container
 from concurrent.futures import Executor
@@ -87,6 +88,7 @@ class Remediator:
         self._lock = asyncio.Lock()  # one decision at a time: budgets must count the action just taken
         # One transaction per switch at a time: EOS refuses a commit while another commit timer is pending.
         self._device_locks: dict[str, asyncio.Lock] = {}
+        self._locks_loop: asyncio.AbstractEventLoop | None = None
 
     # --- findings in -----------------------------------------------------------------------------------------
     async def on_findings(self, findings: list[Finding]) -> list[Outcome]:
@@ -307,6 +309,9 @@ class Remediator:
     async def _set_admin(self, action: Action, up: bool) -> str:
         """Commit the change under a revert timer, watch telemetry, confirm or roll back; returns what happened."""
         ep, verb = Endpoint(action.device, action.port), ("enable" if up else "disable")
+        loop = asyncio.get_running_loop()
+        if loop is not self._locks_loop:  # an asyncio.Lock belongs to the loop it first waited in
+            self._device_locks, self._locks_loop = {}, loop
         async with self._device_locks.setdefault(ep.device, asyncio.Lock()):
             return await self._transaction(action, ep, up, verb)
 
@@ -365,7 +370,9 @@ class Remediator:
         node = self.fabric.get(peer.device) if peer is not None else None
         if not hook or node is None or node.role is not Role.SERVER:
             return ""
-        argv = [a.format(node=node.name, reason=reason, device=ep.device, port=ep.port) for a in shlex.split(hook)]
+        values = {k: _inert(v) for k, v in (("node", node.name), ("reason", reason), ("device", ep.device),
+                                               ("port", ep.port))}  # fmt: skip
+        argv = [a.format(**values) for a in shlex.split(hook)]
         try:
             proc = await asyncio.create_subprocess_exec(
                 *argv, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT
@@ -416,17 +423,44 @@ class Remediator:
             if t.status == "open":
                 t = self.state.resolve_ticket(ticket_id, now, actor) or t
                 self.state.audit(now, f"resolved ticket {t.id}", f"by {actor}", actor=actor, ticket_id=t.id)
-            for a in self.state.actions("awaiting_approval"):
-                if a.ticket_id == ticket_id:
-                    self.state.set_action(a.id, "cancelled", now, detail=f"ticket resolved by {actor}")
-            for p in self.state.disabled_ports():
-                if p["ticket_id"] == ticket_id:
-                    why = f"ticket {ticket_id} resolved by {actor}"
-                    a = self.state.add_action(
-                        "enable", p["device"], p["port"], self.settings.mode, "running", why, now, ticket_id=ticket_id
-                    )
-                    self._spawn(self._enable(a))
+            for port_ticket in self._covered(t, now, actor):
+                self._bring_back(port_ticket.id, now, f"{actor} (escalation {t.id})")
+                await self._send(port_ticket)
+            self._bring_back(ticket_id, now, actor)
             return t
+
+    def _covered(self, esc: Ticket, now: int, actor: str) -> list[Ticket]:
+        """An escalation's repair (the line card, the switch) is the repair of the ports it names: resolve the open
+        tickets of those ports fabricd holds down, so they come back too."""
+        if not esc.escalation:
+            return []
+        named = {*esc.body.get("faulty_ports", []), *esc.body.get("held_down_by_fabricd", [])}
+        out = []
+        for p in self.state.disabled_ports():
+            if p["device"] != esc.device or p["port"] not in named or not p["ticket_id"]:
+                continue
+            pt = self.state.ticket(p["ticket_id"])
+            if pt is None or pt.status != "open" or pt.id == esc.id:
+                continue
+            by = f"{actor} (escalation {esc.id})"
+            pt = self.state.resolve_ticket(pt.id, now, by) or pt
+            self.state.audit(now, f"resolved ticket {pt.id}", f"with escalation {esc.id}, by {actor}", actor=actor,
+                             ticket_id=pt.id)  # fmt: skip
+            out.append(pt)
+        return out
+
+    def _bring_back(self, ticket_id: int, now: int, actor: str) -> None:
+        """Cancel what still waits for approval under the ticket and re-enable the ports it holds down."""
+        for a in self.state.actions("awaiting_approval"):
+            if a.ticket_id == ticket_id:
+                self.state.set_action(a.id, "cancelled", now, detail=f"ticket resolved by {actor}")
+        for p in self.state.disabled_ports():
+            if p["ticket_id"] == ticket_id:
+                why = f"ticket {ticket_id} resolved by {actor}"
+                a = self.state.add_action(
+                    "enable", p["device"], p["port"], self.settings.mode, "running", why, now, ticket_id=ticket_id
+                )
+                self._spawn(self._enable(a))
 
     async def _enable(self, action: Action) -> None:
         text = await self._set_admin(action, up=True)
@@ -458,6 +492,12 @@ class Remediator:
         for n in notes:
             log.warning("%s", n)
         return notes
+
+
+def _inert(text: str) -> str:
+    """A value safe inside any quoting a hook template may use (`sh -c '... reason="{reason}"'` included): the
+    finding's summary has `<->`, `>` and parentheses, which a shell would read as redirections and subshells."""
+    return re.sub(r"[^\w .,:/=+@%-]", "_", text.replace("<->", "--").replace(">", "gt"))
 
 
 def _action_note(action: Action, text: str) -> dict[str, Any]:

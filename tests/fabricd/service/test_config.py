@@ -306,3 +306,19 @@ def test_cli_run_never_prints_the_secret(tmp_path: Path, capsys: pytest.CaptureF
     out, err = capsys.readouterr()
     assert "chmod 600" in err and "api.token" in err
     assert SECRET not in out + err
+
+
+@pytest.mark.parametrize(
+    ("url", "why"),
+    [
+        ("https://bot:hunter2@hooks.example.com/x", "must not carry user:password@"),
+        ("ftp://hooks.example.com/x", "not an http(s) URL"),
+        ("hooks.example.com/x", "not an http(s) URL"),
+        ("ftp://bot:hunter2@hooks.example.com/x", "must not carry user:password@"),
+    ],
+)
+def test_webhook_url_refused(tmp_path: Path, url: str, why: str) -> None:
+    text = MINIMAL + f"tickets:\n  backend: webhook\n  webhook:\n    url: {url}\n"
+    e = error(write(tmp_path, text))
+    assert "tickets.webhook.url" in str(e) and why in str(e)
+    assert "hunter2" not in str(e)  # the refusal must not echo the credential it refuses

@@ -10,6 +10,7 @@ from drivers.base import DriverError, UnreachableError
 from fabricd.service.config import SafetyLimits
 from fabricd.service.faults import common_cause
 from fabricd.service.remediation import NS, ActionError, Outcome
+from fabricd.service.state import Ticket
 from topology.fabric import Fabric
 from topology.model import Endpoint
 
@@ -313,6 +314,36 @@ def test_many_flaps_on_one_leaf_stop_at_the_budget_and_escalate_once(
     assert {a.ticket_id for a in h.state.actions("refused")} == {esc.id}
     assert sorted(t.port or "" for t in h.tickets("link_flap")) == ["Ethernet1/1", "Ethernet2/1"]
     assert all(o.ticket is not None and o.ticket.id == esc.id for o in outs[2:])
+
+
+def test_resolving_the_escalation_brings_back_the_ports_it_names(make: Callable[..., Harness], wide: Fabric) -> None:
+    h = make(wide)
+    ports = [Endpoint("leaf-g0-r0", f"Ethernet{i}/1") for i in range(1, 5)]
+    run(report(h, *(flap(wide, p) for p in ports)))
+    (esc,) = h.tickets("escalation")
+    held = {p["port"]: p["ticket_id"] for p in h.state.disabled_ports()}
+    assert sorted(held) == ["Ethernet1/1", "Ethernet2/1"]
+    # An unrelated port of another switch, held down under its own ticket, stays down.
+    other = Endpoint("leaf-g1-r0", "Ethernet1/1")
+    run(report(h, flap(wide, other)))
+    h.world.calls.clear()
+
+    async def resolve() -> Ticket:
+        t = await h.rem.resolve(esc.id, "alice")
+        await h.rem.idle()
+        return t
+
+    t = run(resolve())
+    assert t.status == "resolved" and t.resolved_by == "alice"
+    assert sorted((c[2], c[3]) for c in h.world.calls if c[0] == "set_port_admin") == [
+        ("Ethernet1/1", True), ("Ethernet2/1", True),
+    ]  # fmt: skip
+    assert [(p["device"], p["port"]) for p in h.state.disabled_ports()] == [("leaf-g1-r0", "Ethernet1/1")]
+    for tid in held.values():
+        pt = h.state.ticket(tid)
+        assert pt is not None and (pt.status, pt.resolved_by) == ("resolved", f"alice (escalation {esc.id})")
+        assert pt.body["status_note"].startswith("enabled leaf-g0-r0:Ethernet")
+    assert any(r["what"] == f"resolved ticket {held['Ethernet1/1']}" for r in h.state.audit_log())
 
 
 def test_budget_of_one_on_the_small_pod(make: Callable[..., Harness]) -> None:

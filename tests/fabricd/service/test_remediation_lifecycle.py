@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Callable
 from pathlib import Path
@@ -113,6 +114,22 @@ def test_drain_hook_runs_for_a_server_port(make: Callable[..., Harness], tmp_pat
     run(report(h, flap(h.fabric, UPLINK, start_ts=h.clock.now)))
     assert drained.read_text() == "gpu-g0-000 leaf-g0-r0:Ethernet1/1\n"
     assert h.state.is_disabled("leaf-g0-r0", "Ethernet5/1")
+
+
+def test_drain_hook_values_cannot_reach_the_shell(make: Callable[..., Harness], tmp_path: Path) -> None:
+    """The reason (the finding's summary: `a <-> b`, `penalty 4200 > suppress 4100`) goes into a shell script
+    verbatim when the template is `sh -c`; it must arrive as plain text, not as redirections or subshells."""
+    out = tmp_path / "reason.txt"
+    h = make(drain_hook=f"sh -c 'echo \"{{reason}}\" > {out}'")
+    f = flap(h.fabric, SERVER_PORT)
+    evil = tmp_path / "pwned"
+    summary = f"link {f.ports[0]} <-> {f.ports[1]} flapped (penalty 4200 > suppress 4100); $(touch {evil}) `id`"
+    run(report(h, dataclasses.replace(f, summary=summary)))
+    reason = out.read_text().strip()
+    assert "gpu-g0-000:nic0 -- leaf-g0-r0:Ethernet1/1" in reason and " gt suppress " in reason
+    assert not set(reason) & set("<>$`()\"'\\;|&")
+    assert not evil.exists() and not (tmp_path / "suppress").exists()
+    h.state.close()
 
 
 def test_failing_drain_hook_is_noted(make: Callable[..., Harness]) -> None:
