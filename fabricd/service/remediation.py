@@ -236,12 +236,15 @@ class Remediator:
     def _escalate(self, device: str, ports: list[str], f: Finding, fid: int, note: str, now: int) -> Ticket:
         fault = f"escalation:{device}"
         cause = common_cause(device, ports)
-        held = sorted(p["port"] for p in self.state.disabled_ports() if p["device"] == device)
+        held = {p["port"] for p in self.state.disabled_ports() if p["device"] == device}
+        # ... and those whose disable is still in flight (they count against the budget already)
+        held |= {a.port for s in ("running", "approved") for a in self.state.actions(s) if a.op == "disable"
+                 and a.device == device}  # fmt: skip
         body = {
             "fault": fault,
             "device": device,
             "faulty_ports": ports,
-            "held_down_by_fabricd": held,
+            "held_down_by_fabricd": sorted(held),
             "likely_common_cause": cause,
             "why_no_more_actions": note,
             "latest_finding": f.to_dict(),

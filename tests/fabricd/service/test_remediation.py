@@ -323,6 +323,7 @@ def test_resolving_the_escalation_brings_back_the_ports_it_names(make: Callable[
     (esc,) = h.tickets("escalation")
     held = {p["port"]: p["ticket_id"] for p in h.state.disabled_ports()}
     assert sorted(held) == ["Ethernet1/1", "Ethernet2/1"]
+    assert esc.body["held_down_by_fabricd"] == ["Ethernet1/1", "Ethernet2/1"]  # in flight when it was written
     # An unrelated port of another switch, held down under its own ticket, stays down.
     other = Endpoint("leaf-g1-r0", "Ethernet1/1")
     run(report(h, flap(wide, other)))
