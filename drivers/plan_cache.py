@@ -30,7 +30,7 @@ from fabricd import __version__
 from policies.intent import DeviceIntent
 
 # Bump when what is stored changes meaning; old rows then simply miss.
-_SCHEMA = "1"
+_SCHEMA = "2"  # 2: EOS owns the DLB line (ip hardware fib load-balance distribution dynamic)
 CACHE_FILE = "plan-cache.sqlite3"
 _TABLES = ("plans", "renders", "owned")
 MAX_ROWS = 200_000  # per table; a 16k-GPU fabric adds at most one row per switch and table per run

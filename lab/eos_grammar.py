@@ -286,6 +286,9 @@ GRAMMAR: dict[str, tuple[Command, ...]] = {
         Command("qos profile <word>", 3, 35, mode="qos-profile"),
         Command("interface <intf>", 2, 40, mode="if"),
         Command("ip routing", 2, 50, no_stored=True),
+        # DLB of ECMP groups (pyavd's ip_hardware.fib.load_balance_distribution; flow-set-size sizes its table).
+        Command("ip hardware fib load-balance distribution dynamic", 6, 51),
+        Command("ip hardware fib load-balance distribution dynamic flow-set-size <int:1-7>", 7, 51),
         Command(_DSCP_MAP, 4, 60),
         Command("qos map cos <ints:0-7> to traffic-class <int:0-7>", 4, 61),
         Command("qos map traffic-class <ints:0-7> to tx-queue <int:0-7>", 4, 62),

@@ -1,10 +1,11 @@
-"""SSH CLI of every twin switch: one asyncssh listener per device, an EOS-like interactive shell behind it.
+"""SSH CLI of every twin switch: one asyncssh listener per device, the shell of the switch's platform behind it.
 
-What netmiko's `arista_eos` driver relies on: password auth only, a PTY that echoes what is typed (asyncssh's
-line editor does that), the `host>` / `host#` / `host(config)#` prompts after every command, `terminal width`
+EOS (netmiko `arista_eos`) relies on: password auth only, a PTY that echoes what is typed (asyncssh's line
+editor does that), the `host>` / `host#` / `host(config)#` prompts after every command, `terminal width`
 answering "Width set to", `terminal length 0` answering "Pagination disabled", and errors as `% ...` lines.
-Modes, config and `show` output come from the CLI engine (`eos_cli.CliSession`); this module is only the
-transport. An exec request (`ssh host 'show version'`) runs its command and exits.
+Modes, config and `show` output come from the CLI engine (`eos_cli.CliSession`). A SONiC switch (platform
+`sonic` in the spec's `platforms:`) logs into bash instead (`sonic_shell.SonicShell`, netmiko `linux`). This
+module is only the transport. An exec request (`ssh host 'show version'`) runs its command and exits.
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ from .endpoints import Credentials, DeviceEndpoints
 from .eos_cli import CliError, CliSession
 from .eos_config import ConfigStore
 from .model import Twin
+from .sonic_config import SonicStore
+from .sonic_shell import SonicHost, SonicShell
 
 log = logging.getLogger(__name__)
 _TERMINAL = re.compile(r"^term(?:i(?:n(?:a(?:l)?)?)?)?\s+(len\w*|wid\w*)\s+(\d+)$", re.IGNORECASE)
@@ -34,7 +37,34 @@ class Session(Protocol):
     def run(self, line: str) -> str: ...
 
 
-SessionFactory = Callable[[str], Session]
+class Shell(Protocol):
+    """What the SSH transport drives: a greeting, a prompt, and one typed line at a time."""
+
+    def greeting(self) -> str: ...
+    def prompt(self) -> str: ...
+    def execute(self, line: str) -> tuple[str, int, bool]:
+        """(output, exit status, whether the user logged out)."""
+        ...
+
+
+ShellFactory = Callable[[str], Shell]
+
+
+class EosShell:
+    """An EOS CLI session as a `Shell`: errors are `% ...` lines, an exec request fails on one."""
+
+    def __init__(self, session: Session):
+        self.session = session
+
+    def greeting(self) -> str:
+        return ""
+
+    def prompt(self) -> str:
+        return self.session.prompt()
+
+    def execute(self, line: str) -> tuple[str, int, bool]:
+        out, logout = execute(self.session, line)
+        return out, 1 if out.startswith("%") else 0, logout
 
 
 @functools.cache
@@ -99,16 +129,16 @@ def execute(session: Session, line: str) -> tuple[str, bool]:
     return out, False
 
 
-async def _shell(process: asyncssh.SSHServerProcess[str], twin: Twin, new_session: SessionFactory, device: str) -> None:
-    session = new_session(device)
+async def _shell(process: asyncssh.SSHServerProcess[str], twin: Twin, new_shell: ShellFactory, device: str) -> None:
+    shell = new_shell(device)
     try:
         if process.command is not None:
             twin.advance()
-            out, _ = execute(session, process.command)
+            out, status, _ = shell.execute(process.command)
             process.stdout.write(out)
-            process.exit(1 if out.startswith("%") else 0)
+            process.exit(status)
             return
-        process.stdout.write(session.prompt())
+        process.stdout.write(shell.greeting() + shell.prompt())
         while True:
             try:
                 line = await process.stdin.readline()
@@ -116,12 +146,12 @@ async def _shell(process: asyncssh.SSHServerProcess[str], twin: Twin, new_sessio
                 continue
             if not line:
                 break  # EOF: the client went away
-            # Counters and oper state follow the clock; bring them up to date before answering.
+            # Counters, oper state and timers follow the clock; bring them up to date before answering.
             twin.advance()
-            out, logout = execute(session, line)
+            out, _, logout = shell.execute(line)
             if logout:
                 break
-            process.stdout.write(out + session.prompt())
+            process.stdout.write(out + shell.prompt())
             await process.stdout.drain()
         process.exit(0)
     except (asyncssh.ConnectionLost, BrokenPipeError, ConnectionResetError):
@@ -149,12 +179,22 @@ class SshServers:
 
 
 async def start_ssh_servers(
-    twin: Twin, configs: ConfigStore, endpoints: dict[str, DeviceEndpoints], credentials: Credentials
+    twin: Twin,
+    configs: ConfigStore,
+    endpoints: dict[str, DeviceEndpoints],
+    credentials: Credentials,
+    sonic: SonicStore | None = None,
 ) -> SshServers:
-    """Listen on `endpoints[d].host:ssh_port` for every switch `d` of the twin (port 0: any free port)."""
+    """Listen on `endpoints[d].host:ssh_port` for every switch `d` of the twin (port 0: any free port).
 
-    def new_session(device: str) -> Session:
-        return CliSession(twin, configs, device)
+    EOS switches get the EOS CLI over `configs`; SONiC switches bash over `sonic` (built here if not given)."""
+    sonic = sonic if sonic is not None else SonicStore(twin)
+    hosts = {name: SonicHost(twin, dev) for name, dev in sonic.devices.items()}  # shared by all logins
+
+    def new_shell(device: str) -> Shell:
+        if device in hosts:
+            return SonicShell(hosts[device], credentials.username)
+        return EosShell(CliSession(twin, configs, device))
 
     servers = SshServers({}, {})
     for device, ep in endpoints.items():
@@ -162,7 +202,7 @@ async def start_ssh_servers(
             continue
 
         async def handler(process: asyncssh.SSHServerProcess[str], device: str = device) -> None:
-            await _shell(process, twin, new_session, device)
+            await _shell(process, twin, new_shell, device)
 
         try:
             acceptor = await asyncssh.create_server(

@@ -23,7 +23,9 @@ from hier_config.platforms.driver_base import HConfigDriverBase
 from drivers.base import DevicePlan
 
 # Global lines fabricd renders (drivers/eos/render.py), and interface sub-lines it owns.
-_GLOBAL_OWNED = re.compile(r"^(qos map dscp |priority-flow-control pause watchdog )")
+_GLOBAL_OWNED = re.compile(
+    r"^(qos map dscp |priority-flow-control pause watchdog |ip hardware fib load-balance distribution dynamic)"
+)
 _INTERFACE_OWNED = re.compile(r"^(no )?(qos trust |priority-flow-control|tx-queue |link-debounce )")
 
 _DRIVER = get_hconfig_driver(Platform.ARISTA_EOS)

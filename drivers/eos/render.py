@@ -3,8 +3,13 @@
 Keys and the lines pyavd renders from them: shared/reference/platforms.md ("Arista EOS CLI").
 Raw `eos_cli` lines only where pyavd has no key:
 - `link-debounce time MS` per interface (not modelled by pyavd, platforms.md).
-Not rendered yet, because their EOS syntax is UNVERIFIED (platforms.md): DLB/flowlet settings and
-DR-generated CNP. They stay in the intent (and in `fabricd intent`) until the syntax is confirmed.
+
+DLB: pyavd (Arista's AVD, eos_cli_config_gen key `ip_hardware.fib.load_balance_distribution.dynamic`) renders
+`ip hardware fib load-balance distribution dynamic` [+ `... dynamic flow-set-size 1-7`], the EOS dynamic load
+balancing of ECMP groups (Arista TOI "Dynamic Load Balancing (DLB) on ECMP groups", EOS 4.30). It is switch-wide
+and assigns flow sets (flowlets) to members by load, so a switch gets it when any of its ports' intent is
+`flowlet`. Not rendered: `per-packet` and the flowlet inactivity time, for which no EOS syntax was found (they
+stay in the intent), and DR-generated CNP (no public EOS syntax; a per-platform policy flag).
 """
 
 from __future__ import annotations
@@ -50,6 +55,8 @@ def _head(dev: DeviceIntent) -> dict[str, Any]:
     config: dict[str, Any] = {
         "qos": {"map": {"dscp": [f"{dscp} to traffic-class {tc}" for dscp, tc in sorted(qos.dscp_to_tc.items())]}},
     }
+    if any(p.dlb.mode == "flowlet" for p in dev.ports):
+        config["ip_hardware"] = {"fib": {"load_balance_distribution": {"dynamic": {"enabled": True}}}}
     watchdog = next((p.watchdog for p in dev.ports if p.watchdog.enabled), None)
     if watchdog is not None:
         config["priority_flow_control"] = {

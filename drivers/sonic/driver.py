@@ -1,14 +1,16 @@
-"""The SONiC driver: config_db rendering and JSON-patch planning (offline, from saved config_db.json)."""
+"""The SONiC driver: config_db rendering, JSON-patch planning (live, or offline from saved config_db.json) and
+sessions over SSH that apply a patch under a switch-side revert timer (session.py)."""
 
 from __future__ import annotations
 
 import difflib
 import json
 
-from drivers.base import DevicePlan, DriverError, Session
+from drivers.base import DevicePlan
 from drivers.inventory import DeviceAccess
 from drivers.sonic.patch import json_patch, owned_view, patch_commands
 from drivers.sonic.render import render_config_db, sonic_port_name
+from drivers.sonic.session import SonicSession
 from policies.intent import DeviceIntent
 
 
@@ -32,8 +34,5 @@ class SonicDriver:
         diff = "".join(difflib.unified_diff(before, after, f"{device} running", f"{device} intended"))
         return DevicePlan(device, diff if patch else "", patch_commands(patch))
 
-    def connect(self, access: DeviceAccess, timeout_s: float = 30.0) -> Session:
-        raise DriverError(
-            access.name,
-            "live SONiC sessions are not built yet; save config_db.json as DIR/<device>.json, plan with --running-dir",
-        )
+    def connect(self, access: DeviceAccess, timeout_s: float = 30.0) -> SonicSession:
+        return SonicSession(access, timeout_s)

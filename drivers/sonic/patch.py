@@ -38,6 +38,8 @@ _MAPS = ("DSCP_TO_TC_MAP", "TC_TO_QUEUE_MAP", "TC_TO_PRIORITY_GROUP_MAP", "MAP_P
 _PROFILES = ("WRED_PROFILE", "BUFFER_PROFILE")
 
 PATCH_FILE = "/tmp/fabricd-config-patch.json"
+# Ends the heredoc that writes a patch; no line of a JSON patch written one op per line can equal it.
+HEREDOC_END = "FABRICD_PATCH_END"
 
 
 class PatchError(FabricdError):
@@ -100,7 +102,7 @@ def _escape(token: str) -> str:
     return token.replace("~", "~0").replace("/", "~1")
 
 
-def _path(*tokens: str) -> str:
+def json_pointer(*tokens: str) -> str:
     return "".join("/" + _escape(t) for t in tokens)
 
 
@@ -109,8 +111,8 @@ def json_patch(running: Mapping[str, Any], intended: Mapping[str, Any]) -> list[
 
     Field-level replace/add/remove on existing entries, whole-entry add for new entries (whole-table add when
     the table is missing), whole-entry remove for owned entries no longer intended (only the owned fields when
-    the entry holds foreign ones too). Ordered by table, key, field; SONiC's updater orders the changes it
-    applies by their dependencies itself.
+    the entry holds foreign ones too; the whole table when nothing would be left in it). Ordered by table, key,
+    field; SONiC's updater orders the changes it applies by their dependencies itself.
     """
     ports = set(intended.get("PORT", {}))
     have = owned_view(running, ports)
@@ -120,25 +122,31 @@ def json_patch(running: Mapping[str, Any], intended: Mapping[str, Any]) -> list[
         h, w = have.get(table, {}), want.get(table, {})
         full: Mapping[str, Any] = running.get(table, {})
         if table not in running:
-            ops.append({"op": "add", "path": _path(table), "value": w})
+            ops.append({"op": "add", "path": json_pointer(table), "value": w})
             continue
+        table_ops: list[Op] = []
+        kept = set(full)
         for key in sorted(set(h) | set(w)):
             he, we = h.get(key, {}), w.get(key)
             if we is None:
                 if set(full[key]) == set(he):
-                    ops.append({"op": "remove", "path": _path(table, key)})
+                    table_ops.append({"op": "remove", "path": json_pointer(table, key)})
+                    kept.discard(key)
                 else:
-                    ops.extend({"op": "remove", "path": _path(table, key, f)} for f in sorted(he))
+                    table_ops.extend({"op": "remove", "path": json_pointer(table, key, f)} for f in sorted(he))
             elif key not in full:
-                ops.append({"op": "add", "path": _path(table, key), "value": we})
+                table_ops.append({"op": "add", "path": json_pointer(table, key), "value": we})
+                kept.add(key)
             else:
                 for f in sorted(set(he) | set(we)):
                     if f not in we:
-                        ops.append({"op": "remove", "path": _path(table, key, f)})
+                        table_ops.append({"op": "remove", "path": json_pointer(table, key, f)})
                     elif f not in he:
-                        ops.append({"op": "add", "path": _path(table, key, f), "value": we[f]})
+                        table_ops.append({"op": "add", "path": json_pointer(table, key, f), "value": we[f]})
                     elif he[f] != we[f]:
-                        ops.append({"op": "replace", "path": _path(table, key, f), "value": we[f]})
+                        table_ops.append({"op": "replace", "path": json_pointer(table, key, f), "value": we[f]})
+        # The updater refuses a patch that leaves a table empty (CONFIG_DB cannot hold one): drop the table.
+        ops.extend(table_ops if kept else [{"op": "remove", "path": json_pointer(table)}])
     return ops
 
 
@@ -173,16 +181,37 @@ def apply_patch(doc: Mapping[str, Any], patch: Iterable[Mapping[str, Any]]) -> D
     return out
 
 
+def patch_text(patch: list[Op]) -> str:
+    """The patch file's text: one op per line, so no line is long (a heredoc line goes through readline)."""
+    return "[\n" + ",\n".join(json.dumps(op, separators=(",", ":")) for op in patch) + "\n]\n"
+
+
 def patch_commands(patch: list[Op], path: str = PATCH_FILE) -> list[str]:
-    """The shell commands that would apply `patch` on the switch over SSH (none when there is nothing to do)."""
+    """The shell commands that apply `patch` on the switch over SSH (none when there is nothing to do):
+    a quoted heredoc writes the file (nothing in it is expanded by the remote shell), then the updater."""
     if not patch:
         return []
-    text = json.dumps(patch, separators=(",", ":"))
     return [
-        # One line, single-quoted: nothing in the JSON is expanded by the remote shell.
-        f"printf '%s\\n' {shlex.quote(text)} > {shlex.quote(path)}",
-        # `config apply-patch [-f CONFIGDB|SONICYANG] [-d] PATCH_FILE_PATH` applies an RFC 6902 patch of the
-        # config_db.json format (the default) to the running CONFIG_DB through the Generic Config Updater, which
-        # validates against SONiC YANG and orders the changes; `-d` is a dry run. `config save` persists it.
+        f"cat > {shlex.quote(path)} <<'{HEREDOC_END}'\n{patch_text(patch)}{HEREDOC_END}",
+        # `config apply-patch [-f CONFIGDB|SONICYANG] [-d] [-v] PATCH_FILE_PATH` (sonic-utilities config/main.py)
+        # applies an RFC 6902 patch of the config_db.json format (the default) to the running CONFIG_DB through
+        # the Generic Config Updater, which validates against SONiC YANG and orders the changes; `-d` is a dry
+        # run. `config save -y` persists it.
         f"sudo config apply-patch {shlex.quote(path)}",
     ]
+
+
+def patch_from_commands(commands: list[str]) -> list[Op]:
+    """The patch inside commands made by `patch_commands` (what a plan shows is exactly what is pushed)."""
+    for command in commands:
+        first, _, rest = command.partition("\n")
+        if first.endswith(f"<<'{HEREDOC_END}'") and rest.endswith(HEREDOC_END):
+            body = rest[: -len(HEREDOC_END)]
+            try:
+                patch = json.loads(body)
+            except json.JSONDecodeError as e:
+                raise PatchError(f"the patch in the plan is not JSON (line {e.lineno}: {e.msg})") from None
+            if not isinstance(patch, list) or not all(isinstance(op, dict) and "op" in op for op in patch):
+                raise PatchError("the patch in the plan is not a list of RFC 6902 operations")
+            return patch
+    raise PatchError("these commands hold no config patch; make them with a SONiC plan (drivers.sonic)")

@@ -9,7 +9,14 @@ from typing import Any
 
 import pytest
 
-from drivers.sonic.patch import apply_patch, json_patch, owned_tables, owned_view, patch_commands
+from drivers.sonic.patch import (
+    apply_patch,
+    json_patch,
+    owned_tables,
+    owned_view,
+    patch_commands,
+    patch_from_commands,
+)
 from drivers.sonic.render import SonicRenderError, render_config_db, sonic_port_name
 from policies.intent import DeviceIntent, derive_intent
 from policies.policy import Policy
@@ -286,9 +293,45 @@ def test_apply_patch_is_pure_and_rejects_bad_ops() -> None:
             apply_patch(doc, [bad])
 
 
-def test_patch_commands_write_the_file_and_apply_it() -> None:
-    patch = [{"op": "replace", "path": "/PORT/Ethernet0/mtu", "value": "9100"}]
+def test_patch_commands_write_the_file_with_a_quoted_heredoc_and_apply_it() -> None:
+    patch = [
+        {"op": "replace", "path": "/PORT/Ethernet0/mtu", "value": "9100"},
+        {"op": "add", "path": "/WRED_PROFILE/FABRICD_$HOME'x", "value": {"ecn": "ecn_all"}},
+    ]
     write, apply = patch_commands(patch)
-    assert write.startswith("printf '%s\\n' '") and write.endswith("> /tmp/fabricd-config-patch.json")
-    assert json.dumps(patch, separators=(",", ":")) in write
+    first, *body, end = write.split("\n")
+    assert first == "cat > /tmp/fabricd-config-patch.json <<'FABRICD_PATCH_END'" and end == "FABRICD_PATCH_END"
+    assert body == [
+        "[",
+        json.dumps(patch[0], separators=(",", ":")) + ",",
+        json.dumps(patch[1], separators=(",", ":")),
+        "]",
+    ]
     assert apply == "sudo config apply-patch /tmp/fabricd-config-patch.json"
+    assert patch_from_commands([write, apply]) == patch  # what a plan shows is what a session pushes
+
+
+def test_patch_from_commands_refuses_commands_without_a_patch() -> None:
+    from drivers.sonic.patch import PatchError
+
+    with pytest.raises(PatchError, match="no config patch"):
+        patch_from_commands(["sudo config save -y"])
+    with pytest.raises(PatchError, match="not JSON"):
+        patch_from_commands(["cat > /tmp/x <<'FABRICD_PATCH_END'\n[{\nFABRICD_PATCH_END"])
+    with pytest.raises(PatchError, match="RFC 6902"):
+        patch_from_commands(["cat > /tmp/x <<'FABRICD_PATCH_END'\n{}\nFABRICD_PATCH_END"])
+
+
+def test_patch_removes_a_table_it_would_leave_empty() -> None:
+    """The updater refuses a patch whose result has an empty table, so the table goes as a whole."""
+    intended = _leaf()
+    running = _foreign(intended)
+    running["WRED_PROFILE"] = {"FABRICD_LOSSLESS_1K_2K_P5": {"ecn": "ecn_all"}}
+    running["QUEUE"] = {"Ethernet504|3": {"wred_profile": "FABRICD_LOSSLESS_1K_2K_P5"}}  # only ours, on no port
+    del intended["WRED_PROFILE"], intended["QUEUE"]  # ECN off everywhere
+    patch = json_patch(running, intended)
+    assert {"op": "remove", "path": "/WRED_PROFILE"} in patch and {"op": "remove", "path": "/QUEUE"} in patch
+    assert not any(op["path"].startswith(("/WRED_PROFILE/", "/QUEUE/")) for op in patch)
+    after = apply_patch(running, patch)
+    assert "WRED_PROFILE" not in after and "QUEUE" not in after
+    assert json_patch(after, intended) == []

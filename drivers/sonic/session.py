@@ -1,0 +1,352 @@
+"""One transaction-capable SSH session to a SONiC switch, through netmiko.
+
+SONiC logs an SSH user into bash (`admin@leaf1:~$`). netmiko 4.x has no community-SONiC driver (`dell_sonic`
+enters Dell's sonic-cli; `edgecore_sonic` is a plain `LinuxSSH`), and its maintainers point SONiC users at
+`linux` (ktbyers/netmiko#3517), which is what this uses. Every command runs as `CMD; echo "fabricd-rc=$?"` so its
+exit status is known, not guessed from output.
+
+The transaction, on SONiC's Generic Config Updater (sonic-utilities `config/main.py`):
+- load: write the JSON patch with a quoted heredoc, read it back, `config apply-patch -d` (dry run: the
+  switch validates it against its YANG models and changes nothing).
+- commit: `config checkpoint NAME`, start the revert timer, `config apply-patch FILE`.
+- confirm / rollback: decided by whoever creates the lock directory first (below); rollback is
+  `config rollback NAME`. A confirm also persists (`config save -y`), as napalm's EOS confirm writes memory.
+
+SONiC has no commit timer, so the switch gets one of its own: a detached background job
+`nohup sh -c 'sleep N; mkdir LOCK 2>/dev/null && sudo -n config rollback NAME && sudo -n config
+delete-checkpoint NAME' &`. It runs on the switch, so a controller that dies or loses the network still gets
+its change reverted. `mkdir` is atomic: the confirm (or fabricd's own rollback) and the timer both try to
+create LOCK, and only the winner acts, so a confirm racing the timer's expiry can never leave the switch half
+reverted or a confirmed change rolled back. The job can only be killed after LOCK is won, while it is still
+sleeping, so `kill PID` never hits a reused pid. Commands use `sudo -n`: a switch whose sudo asks for a
+password fails at once with "a password is required" instead of hanging the session.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import secrets
+import shlex
+import time
+from contextlib import suppress
+from dataclasses import dataclass
+from typing import Any
+
+from netmiko import ConnectHandler
+from netmiko.exceptions import NetmikoAuthenticationException, NetmikoBaseException, NetmikoTimeoutException
+
+from drivers.base import ConfigRejectedError, DriverError, UnreachableError
+from drivers.inventory import DeviceAccess
+from drivers.sonic.patch import (
+    HEREDOC_END,
+    Op,
+    PatchError,
+    json_pointer,
+    patch_commands,
+    patch_from_commands,
+    patch_text,
+)
+from drivers.sonic.render import sonic_port_name
+
+DEVICE_TYPE = "linux"
+_RC = re.compile(r"^fabricd-rc=(\d+)[ \t\r]*$", re.MULTILINE)
+_PID = re.compile(r"fabricd-pid=(\d+)")
+# paramiko's SSHException, which netmiko lets through (e.g. no SSH banner) and its timeout error derives from;
+# taken from there because paramiko ships no type stubs.
+_SSH_ERROR: type[Exception] = NetmikoTimeoutException.__base__
+_FAILED = (NetmikoBaseException, _SSH_ERROR, OSError, EOFError)
+# Generous: the updater validates the whole config against YANG and applies table by table (tens of seconds).
+_CONFIG_TIMEOUT_S = 300.0
+
+
+@dataclass(frozen=True)
+class _Pending:
+    checkpoint: str
+    pid: int
+    lock: str
+
+
+class SonicSession:
+    def __init__(self, access: DeviceAccess, timeout_s: float = 30.0):
+        self.device = access.name
+        self._access = access
+        self._timeout = timeout_s
+        try:
+            self._conn = ConnectHandler(
+                device_type=DEVICE_TYPE,
+                host=access.host,
+                port=access.ssh.port,
+                username=access.username,
+                password=access.password.get_secret_value(),
+                timeout=timeout_s,
+                conn_timeout=timeout_s,
+                auth_timeout=timeout_s,
+                banner_timeout=timeout_s,
+            )
+        except NetmikoAuthenticationException:
+            raise UnreachableError(self.device, f"SSH login to {access.host} refused; check the inventory") from None
+        except (*_FAILED, ValueError) as e:
+            where = f"{access.host}:{access.ssh.port}"
+            raise UnreachableError(self.device, f"cannot reach SSH at {where}: {self._clean(e)}") from None
+        # The prompt netmiko found at login (`admin@leaf1:~` + `$`): waiting for it saves a prompt probe per command.
+        self._prompt = re.escape(self._conn.base_prompt) + r"[$#]"
+        # Unique per session: two controllers (or two runs) never share a checkpoint, file or lock.
+        self._tag = f"fabricd-{time.strftime('%Y%m%dT%H%M%S', time.gmtime())}-{secrets.token_hex(3)}"
+        self._commits = 0
+        self._file = f"/tmp/{self._tag}.json"
+        self._loaded = False
+        self._pending: _Pending | None = None
+        # Interactive bash would expand `!` in heredoc lines (history expansion); switch it off for this login.
+        try:
+            self._run("set +H")
+        except DriverError:
+            with suppress(*_FAILED):
+                self._conn.disconnect()
+            raise
+
+    # --- plumbing -------------------------------------------------------------------------------------------
+    def _clean(self, e: BaseException | str) -> str:
+        """An error message without the password, in case a library echoes its arguments."""
+        text = (str(e).strip() or type(e).__name__) if isinstance(e, BaseException) else e
+        secret = self._access.password.get_secret_value()
+        return text.replace(secret, "***") if secret else text
+
+    def _run(self, command: str, timeout_s: float | None = None) -> tuple[int, str]:
+        """(exit status, output) of one shell command."""
+        try:
+            out = str(
+                self._conn.send_command(
+                    f'{command}; echo "fabricd-rc=$?"',
+                    expect_string=self._prompt,
+                    read_timeout=timeout_s or self._timeout,
+                )
+            )
+        except _FAILED as e:
+            raise DriverError(self.device, f"'{command.split(';')[0][:60]}' failed: {self._clean(e)}") from None
+        found = list(_RC.finditer(out))
+        if not found:
+            raise DriverError(self.device, f"'{command[:60]}' gave no exit status; is the login shell bash?")
+        last = found[-1]
+        return int(last.group(1)), out[: last.start()].rstrip("\r\n")
+
+    def _ok(self, command: str, what: str, timeout_s: float | None = None) -> str:
+        status, out = self._run(command, timeout_s)
+        if status != 0:
+            raise DriverError(self.device, f"{what} failed (exit {status}): {self._clean(_summary(out))}")
+        return out
+
+    # --- reading --------------------------------------------------------------------------------------------
+    def facts(self) -> dict[str, Any]:
+        version = _fields(self._ok("show version", "show version"))
+        return {
+            "hostname": self._ok("hostname", "hostname").strip(),
+            "vendor": "SONiC",
+            "os_version": version.get("SONiC Software Version", ""),
+            "model": version.get("HwSKU", ""),
+            "platform": version.get("Platform", ""),
+            "serial_number": version.get("Serial Number", ""),
+            "interface_list": sorted(self.interfaces_up()),
+        }
+
+    def running_config(self) -> str:
+        """`show runningconfiguration all`: the running CONFIG_DB as config_db.json (plus FRR's text as bgpraw)."""
+        out = self._ok("show runningconfiguration all", "show runningconfiguration all", _CONFIG_TIMEOUT_S)
+        text = out[out.find("{") :] if "{" in out else out
+        try:
+            json.loads(text)
+        except json.JSONDecodeError as e:
+            problem = f"show runningconfiguration all is not JSON (line {e.lineno}: {e.msg})"
+            raise DriverError(self.device, problem) from None
+        return text
+
+    def interfaces_up(self) -> dict[str, bool]:
+        rows = _table(self._ok("show interfaces status", "show interfaces status"))
+        return {r["Interface"]: r.get("Oper", "") == "up" for r in rows if "Interface" in r}
+
+    # --- the transaction ------------------------------------------------------------------------------------
+    def load(self, commands: list[str]) -> str:
+        """Upload the plan's patch and have the switch dry-run it; returns what the updater says it would do."""
+        if self._pending is not None:
+            raise DriverError(self.device, "a commit is still pending; confirm or roll it back first")
+        try:
+            patch = patch_from_commands(commands)
+        except PatchError as e:
+            raise DriverError(self.device, str(e)) from None
+        self._upload(patch)
+        status, out = self._run(f"sudo -n config apply-patch --dry-run {self._file}", _CONFIG_TIMEOUT_S)
+        if status != 0:
+            with suppress(DriverError):
+                self.discard()
+            raise ConfigRejectedError(self.device, f"refused the patch: {self._clean(_summary(out))}")
+        self._loaded = True
+        return "\n".join(line for line in out.splitlines() if line.strip() != "** DRY RUN EXECUTION **") + "\n"
+
+    def _upload(self, patch: list[Op]) -> None:
+        body = patch_text(patch)
+        try:
+            # The heredoc's lines are no command: no echo check, wait for the prompt after its end marker.
+            self._conn.send_command(
+                f"cat > {self._file} <<'{HEREDOC_END}'\n{body}{HEREDOC_END}",
+                expect_string=self._prompt,
+                cmd_verify=False,
+                read_timeout=self._timeout,
+            )
+        except _FAILED as e:
+            raise DriverError(self.device, f"writing {self._file} failed: {self._clean(e)}") from None
+        written = self._ok(f"cat {self._file}", f"reading back {self._file}")
+        try:
+            same = json.loads(written[written.find("[") :]) == patch
+        except json.JSONDecodeError:
+            same = False
+        if not same:
+            raise DriverError(self.device, f"{self._file} on the switch is not the patch that was sent; not applied")
+
+    def commit(self, revert_in_s: int) -> None:
+        """Checkpoint, arm the switch's revert timer, apply. A refused apply is rolled back here and then."""
+        if not self._loaded:
+            raise DriverError(self.device, "nothing loaded to commit")
+        self._commits += 1
+        name = f"{self._tag}-{self._commits}"
+        lock = f"/tmp/{name}.decided"
+        self._ok(f"sudo -n config checkpoint {name}", f"config checkpoint {name}")
+        timer = (
+            f"sleep {int(revert_in_s)}; mkdir {lock} 2>/dev/null && sudo -n config rollback {name}"
+            f" && sudo -n config delete-checkpoint {name}"
+        )
+        detached = f"nohup sh -c {shlex.quote(timer)} >/dev/null 2>&1 </dev/null &"
+        status, out = self._run(f'{detached} echo "fabricd-pid=$!"')
+        found = _PID.search(out)
+        if status != 0 or found is None:
+            with suppress(DriverError):
+                self._run(f"sudo -n config delete-checkpoint {name}")
+            raise DriverError(self.device, f"could not start the revert timer: {self._clean(_summary(out))}")
+        self._pending = _Pending(name, int(found.group(1)), lock)
+        self._loaded = False
+        # The timer is already counting: the apply has to finish within it, or the timer wins the lock.
+        status, out = self._run(f"sudo -n config apply-patch {self._file}", max(float(revert_in_s), self._timeout))
+        if status != 0:
+            problem = self._clean(_summary(out))
+            try:
+                self.rollback()
+            except DriverError as e:
+                raise DriverError(
+                    self.device,
+                    f"apply-patch failed ({problem}) and so did the rollback ({e}); the switch reverts"
+                    f" to checkpoint {name} when its timer ends in {revert_in_s} s",
+                ) from None
+            raise ConfigRejectedError(self.device, f"refused the patch: {problem}; rolled back to {name}")
+
+    def confirm(self) -> None:
+        """Take the decision from the timer, persist (`config save -y`), then stop the timer and clean up. A
+        save that fails is rolled back, so a confirmed change is never one a reboot would silently drop."""
+        pending = self._pending
+        if pending is None:
+            raise DriverError(self.device, "no pending commit to confirm")
+        if not self._decide(pending):
+            self._pending = None
+            raise DriverError(
+                self.device, f"too late to confirm: the revert timer fired first and rolls back to {pending.checkpoint}"
+            )
+        # The timer still sleeps (it never got the lock) and stays armed until the save is done.
+        status, out = self._run("sudo -n config save -y", _CONFIG_TIMEOUT_S)
+        if status != 0:
+            self._undo(pending)
+            raise DriverError(
+                self.device, f"config save failed ({self._clean(_summary(out))}); rolled back to {pending.checkpoint}"
+            )
+        self._pending = None
+        self._finish(pending)
+
+    def rollback(self) -> None:
+        """Undo the pending commit now (a timer that already won the lock is rolling back by itself), or
+        discard an uncommitted candidate."""
+        pending = self._pending
+        if pending is None:
+            self.discard()
+            return
+        if not self._decide(pending):
+            self._pending = None  # the timer got there first and is reverting the switch itself
+            return
+        self._undo(pending)
+
+    def _decide(self, pending: _Pending) -> bool:
+        """Create the lock directory: True if this session, not the timer, decides the commit's fate."""
+        status, _ = self._run(f"mkdir {pending.lock}")
+        return status == 0
+
+    def _undo(self, pending: _Pending) -> None:
+        """Roll back to the checkpoint while holding the lock; on failure hand the lock back to the timer."""
+        status, out = self._run(f"sudo -n config rollback {pending.checkpoint}", _CONFIG_TIMEOUT_S)
+        if status != 0:
+            self._run(f"rmdir {pending.lock}")  # the timer, still armed, tries again when it ends
+            raise DriverError(
+                self.device,
+                f"config rollback {pending.checkpoint} failed: {self._clean(_summary(out))}; the"
+                " switch's timer tries again when it ends",
+            )
+        self._pending = None
+        self._finish(pending)
+
+    def _finish(self, pending: _Pending) -> None:
+        """Stop the timer (still sleeping: it never got the lock, so its pid is its own) and clean up; the
+        decision is made, so a failure here leaves litter, never a wrong config."""
+        with suppress(DriverError):
+            self._run(f"kill {pending.pid}")
+            self._run(f"rmdir {pending.lock}")
+            self._run(f"sudo -n config delete-checkpoint {pending.checkpoint}")
+            self.discard()
+
+    def discard(self) -> None:
+        self._loaded = False
+        self._ok(f"rm -f {self._file}", f"removing {self._file}")
+
+    def set_port_admin(self, port: str, up: bool, revert_in_s: int) -> None:
+        """PORT|<port> admin_status through the same patch/commit path (so it carries the revert timer)."""
+        name = sonic_port_name(port)
+        patch = [{"op": "add", "path": json_pointer("PORT", name, "admin_status"), "value": "up" if up else "down"}]
+        self.load(patch_commands(patch))
+        self.commit(revert_in_s)
+
+    def close(self) -> None:
+        """Close; a commit still pending is rolled back now (else the switch's timer reverts it)."""
+        try:
+            if self._pending is not None:
+                with suppress(DriverError):
+                    self.rollback()
+        finally:
+            with suppress(*_FAILED):
+                self._conn.disconnect()
+
+
+def _summary(out: str) -> str:
+    """The updater's `Error: ...` (click's failure text) if there is one, else the last line of output."""
+    lines = [line.rstrip() for line in out.splitlines()]
+    for i, line in enumerate(lines):
+        if line.startswith("Error: "):
+            rest = [x for x in lines[i + 1 :] if x.strip()][:2]
+            return " ".join([line.removeprefix("Error: "), *rest])
+    tail = [line for line in lines if line.strip()]
+    return tail[-1] if tail else "no output"
+
+
+def _fields(out: str) -> dict[str, str]:
+    """`Key: value` lines (show version)."""
+    pairs = (line.partition(":") for line in out.splitlines())
+    return {k.strip(): v.strip() for k, sep, v in pairs if sep}
+
+
+def _table(out: str) -> list[dict[str, str]]:
+    """A SONiC show table (header, a line of dashes per column, rows) as dicts, columns cut at the dashes."""
+    lines = out.splitlines()
+    for i, line in enumerate(lines[1:], start=1):
+        if line.strip() and set(line.strip()) <= {"-", " "}:
+            spans = [m.span() for m in re.finditer(r"-+", line)]
+            header = lines[i - 1]
+            names = [header[a:b].strip() or f"column{n}" for n, (a, b) in enumerate(spans)]
+            return [
+                {n: row[a:b].strip() for n, (a, b) in zip(names, spans, strict=True)}
+                for row in lines[i + 1 :]
+                if row.strip()
+            ]
+    return []

@@ -1,0 +1,145 @@
+"""The SONiC CLI of the twin (sonic-utilities' `show` and `config`), as text the way a switch prints it.
+
+`config` follows sonic-utilities `config/main.py`: apply-patch [-d] [-f CONFIGDB] [-v] FILE, checkpoint NAME,
+rollback [-d] NAME, delete-checkpoint NAME, list-checkpoints, save -y, interface shutdown|startup PORT. A refused
+command prints click's usage lines and `Error: ...` and exits 2, after the updater's own log lines.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+
+from .model import NS, Twin
+from .sonic_config import HWSKU, PLATFORM, SONIC_VERSION, GcuError, SonicDevice, sonic_port
+
+Output = tuple[str, str, int]  # stdout, stderr, exit status
+ReadFile = Callable[[str], "str | None"]
+
+_USAGE = {
+    "apply-patch": "config apply-patch [OPTIONS] PATCH_FILE_PATH",
+    "checkpoint": "config checkpoint [OPTIONS] CHECKPOINT_NAME",
+    "rollback": "config rollback [OPTIONS] CHECKPOINT_NAME",
+    "delete-checkpoint": "config delete-checkpoint [OPTIONS] CHECKPOINT_NAME",
+    "save": "config save [OPTIONS] [FILENAME]",
+    "interface": "config interface [OPTIONS] COMMAND [ARGS]...",
+}
+
+
+_TOP_USAGE = 'Usage: {tool} [OPTIONS] COMMAND [ARGS]...\nTry "{tool} -h" for help.\n'
+
+
+def _fail(command: str, summary: str, error: str, log: list[str] | None = None) -> Output:
+    """click's `ctx.fail`: usage, a hint and the error on stderr, exit 2 (after what was already logged)."""
+    usage = _USAGE.get(command, f"config {command} [OPTIONS]")
+    text = f'{summary}\nUsage: {usage}\nTry "config {command} -h" for help.\n\nError: {error}\n'
+    return "\n".join(log or []) + ("\n" if log else ""), text, 2
+
+
+def config_command(dev: SonicDevice, args: list[str], read: ReadFile) -> Output:
+    if not args:
+        return "Usage: config [OPTIONS] COMMAND [ARGS]...\n", "", 0
+    command, rest = args[0], args[1:]
+    flags = {a for a in rest if a.startswith("-")}
+    words = [a for a in rest if not a.startswith("-") and a not in ("CONFIGDB", "SONICYANG")]
+    dry = bool(flags & {"-d", "--dry-run"})
+    banner = ["** DRY RUN EXECUTION **"] if dry else []
+    if command == "apply-patch":
+        if len(words) != 1:
+            return _fail(command, "", "Missing argument 'PATCH_FILE_PATH'.")
+        text = read(words[0])
+        if text is None:
+            return _fail(command, "Failed to apply patch", f"[Errno 2] No such file or directory: '{words[0]}'")
+        try:
+            log = dev.apply_patch(text, dry_run=dry)
+        except GcuError as e:
+            return _fail(command, "Failed to apply patch", str(e), banner)
+        return "\n".join([*banner, *log, "Patch applied successfully."]) + "\n", "", 0
+    if command in ("checkpoint", "rollback", "delete-checkpoint"):
+        if len(words) != 1:
+            return _fail(command, "", "Missing argument 'CHECKPOINT_NAME'.")
+        name = words[0]
+        try:
+            if command == "checkpoint":
+                dev.checkpoint(name)
+                done = "Checkpoint created successfully."
+            elif command == "rollback":
+                dev.rollback(name, dry_run=dry)
+                done = "Config rolled back successfully."
+            else:
+                dev.delete_checkpoint(name)
+                done = "Checkpoint deleted successfully."
+        except GcuError as e:
+            what = {"rollback": "rollback config", "delete-checkpoint": "delete config checkpoint"}[command]
+            return _fail(command, f"Failed to {what}", str(e), banner)
+        return "\n".join([*banner, f"Config Rollbacker: Checkpoint name: {name}.", done]) + "\n", "", 0
+    if command == "list-checkpoints":
+        return json.dumps(sorted(dev.checkpoints), indent=4) + "\n", "", 0
+    if command == "save":
+        if not flags & {"-y", "--yes"}:
+            # Without -y it asks; nothing answers an automation client, so it aborts as click does on EOF.
+            return "Existing files will be overwritten, continue? [y/N]: \n", "Aborted!\n", 1
+        dev.save()
+        return "Running command: /usr/local/bin/sonic-cfggen -d --print-data > /etc/sonic/config_db.json\n", "", 0
+    if command == "interface" and len(words) == 2 and words[0] in ("shutdown", "startup"):
+        try:
+            dev.set_admin(words[1], words[0] == "startup")
+        except GcuError as e:
+            return _fail(command, "", str(e))
+        return "", "", 0
+    return "", f"{_TOP_USAGE.format(tool='config')}\nError: No such command '{command}'.\n", 2
+
+
+# --- show ----------------------------------------------------------------------------------------------------
+
+
+def _table(headers: list[str], rows: list[list[str]]) -> str:
+    """tabulate's "simple" format, right-aligned as SONiC's show commands print it."""
+    widths = [max([len(h), *(len(r[i]) for r in rows)]) for i, h in enumerate(headers)]
+    lines = ["  ".join(h.rjust(w) for h, w in zip(headers, widths, strict=True))]
+    lines.append("  ".join("-" * w for w in widths))
+    lines += ["  ".join(c.rjust(w) for c, w in zip(r, widths, strict=True)) for r in rows]
+    return "\n".join(lines) + "\n"
+
+
+def _interfaces_status(twin: Twin, dev: SonicDevice) -> str:
+    sw = twin.switch(dev.device)
+    ports = dev.running.get("PORT", {})
+    rows = []
+    for row, port in enumerate(sw.ports):
+        name = sonic_port(port)
+        entry = ports.get(name, {})
+        speed = int(entry.get("speed", "0")) // 1000
+        rows.append([
+            name, entry.get("lanes", "N/A"), f"{speed}G", entry.get("mtu", "9100"), entry.get("fec", "N/A"),
+            entry.get("alias", "N/A"), "routed", "up" if sw.oper_up[row] else "down",
+            entry.get("admin_status", "down"), "QSFP-DD", "N/A",
+        ])  # fmt: skip
+    headers = ["Interface", "Lanes", "Speed", "MTU", "FEC", "Alias", "Vlan", "Oper", "Admin", "Type", "Asym PFC"]
+    return _table(headers, rows)
+
+
+def _version(twin: Twin, dev: SonicDevice) -> str:
+    sw = twin.switch(dev.device)
+    up_s = max(0, (twin.clock() - sw.boot_ns) // NS)
+    return (
+        f"\nSONiC Software Version: {SONIC_VERSION}\nSONiC OS Version: 12\nDistribution: Debian 12.8\n"
+        "Kernel: 6.1.0-22-2-amd64\nBuild commit: 0000000\nBuilt by: fabricd-twin\n\n"
+        f"Platform: {PLATFORM}\nHwSKU: {HWSKU}\nASIC: vs\nASIC Count: 1\nSerial Number: {dev.serial()}\n"
+        f"Model Number: fabricd-twin\nHardware Revision: N/A\nUptime: {time.strftime('%H:%M:%S')} up "
+        f"{up_s // 60} min,  1 user,  load average: 0.00, 0.00, 0.00\n"
+    )
+
+
+def show_command(twin: Twin, dev: SonicDevice, args: list[str]) -> Output:
+    words = [a for a in args if a != "--verbose"]
+    if words[:2] in (["runningconfiguration", "all"], ["runningconfig", "all"]):
+        # sonic-cfggen -d --print-data, plus FRR's config as "bgpraw" (show/main.py, single-ASIC).
+        shown = {**dev.running, "bgpraw": f"frr version 10.0\nhostname {dev.hostname}\n"}
+        return json.dumps(shown, indent=4, sort_keys=True) + "\n", "", 0
+    if words[:2] in (["interfaces", "status"], ["interface", "status"]):
+        return _interfaces_status(twin, dev), "", 0
+    if words == ["version"]:
+        return _version(twin, dev), "", 0
+    return "", f'{_TOP_USAGE.format(tool="show")}\nError: No such command "{" ".join(words)}".\n', 2
