@@ -1,10 +1,10 @@
 """pfc_deadlock: a cycle of stuck lossless queues, each waiting on the next switch (a cyclic buffer dependency).
 
-A queue is stuck by pfc_storm's watchdog rule (the same code: `pfc_storm.track`): its port received pause for
->= 99% of the interval (or PFC frames rose where the pause-time leaf is missing) while its `transmit-pkts` did not
-move, held for `hold_samples` samples. A held egress of switch A toward switch B waits on B's held egresses of the
-same priority that do not lead back to A (`pfc_storm.waits_on`): B pauses A because those do not drain. The
-wait-for graph over hops (A's held queues toward B; parallel cables are one hop) has an edge (A,B) -> (B,C) for
+A queue is stuck by the PFC watchdog rule (`stuck_queues`, the one tracker pfc_storm reads too): its port received
+pause for >= 99% of the interval (or PFC frames rose where the pause-time leaf is missing) while its `transmit-pkts`
+did not move, held for `hold_samples` samples. A held egress of switch A toward switch B waits on B's held egresses
+of the same priority that do not lead back to A (`stuck_queues.waits_on`): B pauses A because those do not drain.
+The wait-for graph over hops (A's held queues toward B; parallel cables are one hop) has an edge (A,B) -> (B,C) for
 C != A, and a cycle in it exactly when the pause has no origin: one finding per elementary cycle. Hops, not
 switches, because a switch can sit in two waits that do not chain (A->B and B->A held, each waiting elsewhere).
 pfc_storm follows the same edges and reports only walks that end at an origin, so a cycle is never a storm and a
@@ -26,7 +26,8 @@ from topology.deadlock import port_key, rotate_to_min
 from topology.fabric import Fabric
 
 from .finding import Finding
-from .pfc_storm import PfcStormConfig, Queue, QueueState, by_switch, track, waits_on
+from .pfc_storm import PfcStormConfig
+from .stuck_queues import StuckQueues, by_switch, track, waits_on
 
 Hop = tuple[str, str, int]  # (switch, the switch its held queues face, priority)
 
@@ -41,13 +42,16 @@ class PfcDeadlockConfig:
 @dataclass
 class PfcDeadlockState:
     config: PfcDeadlockConfig = field(default_factory=PfcDeadlockConfig)
-    queues: dict[Queue, QueueState] = field(default_factory=dict)
+    tracker: StuckQueues = field(init=False)  # a Runner hands pfc_storm the same one (`stuck_queues.share`)
+
+    def __post_init__(self) -> None:
+        self.tracker = StuckQueues(self.config.stuck)
 
 
 def detect(snapshot: Snapshot, fabric: Fabric, state: PfcDeadlockState, now_ns: int) -> list[Finding]:
     cfg = state.config
-    track(snapshot, state.queues, cfg.stuck, now_ns)
-    held = by_switch(q for q, qs in state.queues.items() if qs.count >= cfg.stuck.hold_samples)
+    track(snapshot, state.tracker, now_ns)
+    held = by_switch(state.tracker.at_least(cfg.stuck.hold_samples))
     hop_ports: dict[Hop, list[str]] = {}  # (A, B, priority) -> A's held ports toward B that wait on B
     for queues in held.values():
         for q in queues:
@@ -74,7 +78,7 @@ def _finding(
     hops = list(itertools.pairwise((*order, order[0])))
     ports = [f"{a}:{p}" for a, b in hops for p in sorted(hop_ports[(a, b, prio)], key=port_key)]
     queues = [(a, p, prio) for a, b in hops for p in sorted(hop_ports[(a, b, prio)], key=port_key)]
-    qs = [state.queues[q] for q in queues]
+    qs = [state.tracker.get(q) for q in queues]
     device, port = ports[0].split(":", 1)
     path = " -> ".join((*order, order[0]))
     return Finding(

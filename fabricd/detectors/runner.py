@@ -17,7 +17,7 @@ from typing import Any
 from fabricd.telemetry import CounterStore, Ingestor, Snapshot, replay
 from topology.fabric import Fabric
 
-from . import link_corruption, link_flap, pfc_deadlock, pfc_storm, silent_corruption
+from . import link_corruption, link_flap, pfc_deadlock, pfc_storm, silent_corruption, stuck_queues
 from .finding import Finding
 from .probes import Probe
 
@@ -51,6 +51,7 @@ class Runner:
         self.fabric = fabric
         self.detectors = default_detectors() if detectors is None else detectors
         self.states = [d.new_state() for d in self.detectors]
+        stuck_queues.share(self.states)  # pfc_storm and pfc_deadlock judge stuck queues once a tick, on one state
         self.found: dict[tuple[Any, ...], Finding] = {}
         self.ticks = 0
 

@@ -67,6 +67,9 @@ def _grow(a: npt.NDArray[Any], size: int, fill: Any) -> npt.NDArray[Any]:
     return out
 
 
+# What a series row holds beyond its key (s_port, s_code): what another store's row is copied by (put_series).
+MIRRORED = ("value", "gauge", "ts", "prev_value", "prev_ts", "rate")
+
 _SERIES_FIELDS = (
     ("value", np.uint64, 0),  # counters: last value; ENUM/TEXT: id of the interned string
     ("gauge", np.float64, NAN),
@@ -296,6 +299,37 @@ class CounterStore:
         out: I64 = s[s >= 0].astype(np.int64)
         return out
 
+    # --- mirrored writes (telemetry workers) ------------------------------------------------------------
+    # Another process's store computed these rows by the rules above; they are copied as they are, so rates,
+    # resets and the order checks stay where the samples arrived.
+    def put_series(self, sidx: I64, fields: dict[str, npt.NDArray[Any]]) -> None:
+        """Overwrite `MIRRORED` fields of series rows `sidx` (vectorised; rows must exist, each at most once)."""
+        if len(sidx):
+            self._unshare()
+            for f, v in fields.items():
+                self.arrays[f][sidx] = v
+
+    def put_events(self, series: I64, value: I64, prev: I64, ts: I64) -> None:
+        """Append ENUM change events (string ids of this store) to the ring, in the order given."""
+        n = len(series)
+        if n == 0:
+            return
+        self._unshare()
+        if n > self.ev_cap:  # the ring keeps the newest ev_cap anyway
+            skip = n - self.ev_cap
+            self.ev_total += skip
+            series, value, prev, ts = series[skip:], value[skip:], prev[skip:], ts[skip:]
+            n = self.ev_cap
+        k = (self.ev_total + np.arange(n)) % self.ev_cap
+        self.ev_series[k], self.ev_value[k], self.ev_prev[k], self.ev_ts[k] = series, value, prev, ts
+        self.ev_total += n
+
+    def put_stats(self, devices: I64, rows: I64) -> None:
+        """Overwrite whole `Stat` rows of `devices`."""
+        if len(devices):
+            self._unshare()
+            self.stats[devices] = rows
+
     # --- reads -------------------------------------------------------------------------------------------
     def snapshot(self) -> Snapshot:
         """A consistent read-only view; O(1) for arrays (copy-on-write: the store copies before its next write)."""
@@ -422,6 +456,11 @@ class Snapshot:
                 return c
         return None
 
+    def port_row(self, device: str, port: str) -> int | None:
+        """The row of (device, port) in `port_dev`/`slots` (what vectorised readers index with), None if unknown."""
+        d = self._device_ids.get(device)
+        return None if d is None else self._port_row(d, port)
+
     def find(self, device: str, port: str, leaf: str, index: str | int | None = None) -> int | None:
         """The series row of one leaf, e.g. find("leaf-g0-r0", "Ethernet1/1", "pfc.in-frames", 3)."""
         d = self._device_ids.get(device)
@@ -440,6 +479,8 @@ class Snapshot:
         index: str | int | None = None,
     ) -> I64:
         """Series rows matching every given field (vectorised; use it for fabric-wide detectors)."""
+        if device is None and port is None and (leaf is not None or index is not None):
+            return self._select_codes(leaf, index)
         mask = np.ones(len(self), dtype=bool)
         if device is not None:
             d = self._device_ids.get(device, -1)
@@ -452,6 +493,17 @@ class Snapshot:
             ok = [c for c, (lf, ix) in enumerate(self.codes) if leaf in (None, lf) and (index is None or ix == want)]
             mask &= np.isin(self.series_code, ok)
         return np.flatnonzero(mask).astype(np.int64)
+
+    def _select_codes(self, leaf: str | None, index: str | int | None) -> I64:
+        # A series' row sits in its (port, code) slot, so a few columns of `slots` (one entry per port) hold every
+        # series of these codes: a tenth of the work of testing the code of every series.
+        want = None if index is None else str(index)
+        width = self.slots.shape[1]
+        ok = [c for c, (lf, ix) in enumerate(self.codes) if leaf in (None, lf) and (index is None or ix == want)]
+        cols = self.slots[:, [c for c in ok if c < width]]
+        rows: I64 = cols[(cols >= 0) & (cols < len(self))].astype(np.int64)
+        rows.sort(kind="stable")  # timsort: near linear on the already ascending rows a store usually holds
+        return rows
 
     def key(self, i: int) -> tuple[str, str, str, str | None]:
         row = int(self.series_port[i])
@@ -491,15 +543,24 @@ class Snapshot:
         # Vectorised: only the events at or after `ts` become objects (the ring holds up to `cap` of them).
         hits = np.flatnonzero(np.asarray(ets[:filled]) >= ts) if cap else np.empty(0, dtype=np.int64)
         oldest = total % cap if total > cap else 0
-        out = []
-        for k in sorted(hits.tolist(), key=lambda k: (k - oldest) % cap):
-            dev, port, leaf, _ = self.key(int(ser[k]))
-            p = int(prev[k])
-            out.append(
-                StateEvent(dev, port, leaf, self.strings[int(val[k])], self.strings[p] if p else None, int(ets[k]))
+        # By time; events of the same time in the order they arrived (their age in the ring).
+        k = hits[np.lexsort(((hits - oldest) % cap if cap else hits, ets[hits]))]
+        s = np.asarray(ser[k], dtype=np.int64)
+        rows = self.series_port[s]
+        # Keys read column-wise (lists of ints), not per event: after a sync the ring holds ~65k of them.
+        devices, ports, codes, strings = self.devices, self.port_names, self.codes, self.strings
+        return [
+            StateEvent(devices[d], ports[r], codes[c][0], strings[v], strings[p] if p else None, t)
+            for d, r, c, v, p, t in zip(
+                self.port_dev[rows].tolist(),
+                rows.tolist(),
+                self.series_code[s].tolist(),
+                val[k].tolist(),
+                prev[k].tolist(),
+                ets[k].tolist(),
+                strict=True,
             )
-        out.sort(key=lambda e: e.ts)  # stable: events of the same time stay in the order they arrived
-        return out
+        ]
 
     def stat(self, device: str, stat: Stat) -> int:
         d = self._device_ids.get(device)

@@ -1,0 +1,289 @@
+"""stuck_queues: the PFC watchdog rule judged over every candidate queue at once, shared by pfc_storm and pfc_deadlock.
+
+Per (device, port, priority) and per new sample, the watchdog rule (reference/platforms.md, SONiC Mellanox/VS):
+the port received pause for >= 99% of the interval (or, without the pause-time leaf, PFC frames rose) while the
+egress queue's `transmit-pkts` did not move; held for `hold_samples` consecutive samples (the detection time).
+No decision (and a hold ends) on a down port, within `grace_s` of an oper-status change, on a first sample or one
+after a counter reset; a stale device is not judged at all. Candidates are the queues whose peer sent pause in
+their last sample plus those already tracked (to update or clear); a queue quiet for a minute is forgotten.
+
+One `StuckQueues` per Runner (`share`): pfc_storm and pfc_deadlock read the same judgement, so a cycle and a storm
+are told apart on one state, and `track` judges a snapshot once however many detectors read it.
+"""
+
+from __future__ import annotations
+
+import itertools
+import weakref
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+import numpy as np
+import numpy.typing as npt
+
+from fabricd.telemetry import NEVER, Snapshot
+from topology.fabric import Fabric
+
+NS = 1_000_000_000
+FORGET_NS = 60 * NS
+Queue = tuple[str, str, int]  # (device, port, priority)
+PAUSE, FRAMES, TX, OPER = "pfc.pfc-on-total-rx-time", "pfc.in-frames", "queue.transmit-pkts", "oper-status"
+
+I64 = npt.NDArray[np.int64]
+F64 = npt.NDArray[np.float64]
+B = npt.NDArray[np.bool_]
+Codes = dict[tuple[str, str | None], int]  # (leaf, index) -> code
+
+
+@dataclass(frozen=True)
+class StuckConfig:
+    pause_fraction: float = 0.99  # SONiC (Mellanox): rx pause > 0.99 x poll time
+    # SONiC's detection time is 200 ms, but traces sample every ~1 s: two consecutive stuck samples.
+    hold_samples: int = 2
+    # Known false storms right after a flap (platforms.md): no decision for this long after an oper-status change.
+    grace_s: float = 5.0
+    sample_interval_s: float = 1.0  # for staleness: a device silent for 3 intervals is not judged
+
+
+@dataclass(frozen=True)
+class QueueState:
+    """One tracked queue's judgement, as findings report it."""
+
+    last_ts: int = 0  # timestamp of the last sample judged (a sample is judged once)
+    count: int = 0  # consecutive stuck samples
+    onset: int = 0
+    pause_fraction: float = 0.0
+    frames_per_s: float = 0.0
+    tx_delta: float = 0.0
+
+
+class StuckQueues:
+    """The tracked queues: names in `keys`, their judgement in parallel arrays (one numpy pass judges them all)."""
+
+    def __init__(self, config: StuckConfig | None = None) -> None:
+        self.config = StuckConfig() if config is None else config
+        self.keys: list[Queue] = []
+        self.index: dict[Queue, int] = {}
+        self.port: I64 = np.zeros(0, dtype=np.int64)  # port row in `rows_of`'s snapshots; -1: not known there
+        self.prio: I64 = np.zeros(0, dtype=np.int64)
+        self.last_ts: I64 = np.zeros(0, dtype=np.int64)
+        self.count: I64 = np.zeros(0, dtype=np.int64)
+        self.onset: I64 = np.zeros(0, dtype=np.int64)
+        self.pause_fraction: F64 = np.zeros(0)
+        self.frames_per_s: F64 = np.zeros(0)
+        self.tx_delta: F64 = np.zeros(0)
+        self.rows_of: object | None = None  # the store's port index that `port` was looked up in
+        self.judged: tuple[weakref.ref[Snapshot], int] | None = None  # the last (snapshot, now) judged
+
+    def __len__(self) -> int:
+        return len(self.keys)
+
+    def get(self, q: Queue) -> QueueState:
+        i = self.index[q]
+        return QueueState(
+            int(self.last_ts[i]),
+            int(self.count[i]),
+            int(self.onset[i]),
+            float(self.pause_fraction[i]),
+            float(self.frames_per_s[i]),
+            float(self.tx_delta[i]),
+        )
+
+    def at_least(self, samples: int) -> list[Queue]:
+        """The queues stuck for `samples` consecutive samples or more (1: stuck now; hold_samples: held)."""
+        return [self.keys[i] for i in np.flatnonzero(self.count >= samples).tolist()]
+
+    def _add(self, queues: Sequence[Queue], ports: Sequence[int]) -> None:
+        n = len(queues)
+        for q in queues:
+            self.index[q] = len(self.keys)
+            self.keys.append(q)
+        self.port = np.concatenate([self.port, np.array(ports, dtype=np.int64)])
+        self.prio = np.concatenate([self.prio, np.array([q[2] for q in queues], dtype=np.int64)])
+        self.last_ts, self.count, self.onset = (np.concatenate([a, np.zeros(n, np.int64)]) for a in self._state())
+        self.pause_fraction, self.frames_per_s, self.tx_delta = (np.concatenate([a, np.zeros(n)]) for a in self._rule())
+
+    def _keep(self, keep: B) -> None:
+        self.keys = [q for q, k in zip(self.keys, keep.tolist(), strict=True) if k]
+        self.index = {q: i for i, q in enumerate(self.keys)}
+        self.port, self.prio = self.port[keep], self.prio[keep]
+        self.last_ts, self.count, self.onset = (a[keep] for a in self._state())
+        self.pause_fraction, self.frames_per_s, self.tx_delta = (a[keep] for a in self._rule())
+
+    def _state(self) -> tuple[I64, I64, I64]:
+        return self.last_ts, self.count, self.onset
+
+    def _rule(self) -> tuple[F64, F64, F64]:
+        return self.pause_fraction, self.frames_per_s, self.tx_delta
+
+
+@runtime_checkable
+class TracksStuckQueues(Protocol):
+    tracker: StuckQueues
+
+
+def share(states: Iterable[object]) -> None:
+    """Hand every state that tracks stuck queues under one rule the same tracker (pfc_storm's and pfc_deadlock's)."""
+    first: dict[StuckConfig, StuckQueues] = {}
+    for s in states:
+        if isinstance(s, TracksStuckQueues) and isinstance(s.tracker, StuckQueues):
+            s.tracker = first.setdefault(s.tracker.config, s.tracker)
+
+
+def track(snapshot: Snapshot, sq: StuckQueues, now_ns: int) -> None:
+    """Judge each candidate queue's new sample with the watchdog rule (updates `sq` in place; once per snapshot)."""
+    if sq.judged is not None and sq.judged[0]() is snapshot and sq.judged[1] == now_ns:
+        return  # the other detector of the pair already judged this snapshot
+    cfg = sq.config
+    interval = int(cfg.sample_interval_s * NS)
+    last_seen = np.array(snapshot.last_seen, dtype=np.int64)
+    dev_stale = (last_seen == NEVER) | (last_seen < now_ns - 3 * interval)
+    _resolve(snapshot, sq)
+    known = {(r, p) for r, p in zip(sq.port.tolist(), sq.prio.tolist(), strict=True) if r >= 0}
+    paused = [c for c in sorted(_paused(snapshot)) if c not in known]
+    fresh = [(r, p) for r, p in paused if not dev_stale[snapshot.port_dev[r]]]  # a stale device is not judged
+    devices, names, port_dev = snapshot.devices, snapshot.port_names, snapshot.port_dev
+    sq._add([(devices[port_dev[r]], names[r], p) for r, p in fresh], [r for r, _ in fresh])
+    rows = sq.port
+    stale = np.zeros(len(sq), dtype=bool)
+    stale[rows >= 0] = dev_stale[port_dev[rows[rows >= 0]]]
+    for i in np.flatnonzero(rows < 0).tolist():  # the port is not in this snapshot; its device may not be either
+        stale[i] = snapshot.stale(sq.keys[i][0], now_ns, interval)
+    _judge(snapshot, sq, np.flatnonzero(~stale), _grace_rows(snapshot, cfg, now_ns))
+    sq._keep(~((sq.count == 0) & (sq.last_ts < now_ns - FORGET_NS)))  # quiet for a minute: forget it
+    sq.judged = (weakref.ref(snapshot), now_ns)
+
+
+def _resolve(snapshot: Snapshot, sq: StuckQueues) -> None:
+    """Point `sq.port` at this snapshot's port rows. A store never renumbers its ports, so rows found in an earlier
+    snapshot of the same store still hold: only the ones not found then (or newer than this snapshot) are looked up."""
+    same = snapshot.live_ports is not None and snapshot.live_ports is sq.rows_of
+    redo = (sq.port < 0) | (sq.port >= len(snapshot.port_dev)) if same else np.ones(len(sq), dtype=bool)
+    for i in np.flatnonzero(redo).tolist():
+        sq.port[i] = _row(snapshot, sq.keys[i][0], sq.keys[i][1])
+    sq.rows_of = snapshot.live_ports
+
+
+def _row(snapshot: Snapshot, device: str, port: str) -> int:
+    row = snapshot.port_row(device, port)
+    return -1 if row is None else row
+
+
+def _paused(snapshot: Snapshot) -> set[tuple[int, int]]:
+    """(port row, priority) of the queues whose peer sent pause in their last sample."""
+    out: set[tuple[int, int]] = set()
+    for c, (leaf, index) in enumerate(snapshot.codes):
+        if leaf in (PAUSE, FRAMES) and index is not None and index.isdigit():
+            ports, series = _column(snapshot, c)
+            moved = ports[snapshot.delta(series) > 0]  # NaN (first sample, reset) is no pause
+            out.update(zip(moved.tolist(), itertools.repeat(int(index)), strict=False))
+    return out
+
+
+def _column(snapshot: Snapshot, code: int) -> tuple[I64, I64]:
+    """The port rows that have a series of `code`, and those series."""
+    if code >= snapshot.slots.shape[1]:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    col = snapshot.slots[:, code].astype(np.int64)
+    ports = np.flatnonzero((col >= 0) & (col < len(snapshot)))
+    return ports, col[ports]
+
+
+def _series(snapshot: Snapshot, rows: I64, code: int | None) -> I64:
+    """The series of `code` at each port row (as `Snapshot.find` gives it), -1 where there is none."""
+    out = np.full(len(rows), -1, dtype=np.int64)
+    if code is None or code >= snapshot.slots.shape[1]:
+        return out
+    ok = rows >= 0
+    s = snapshot.slots[rows[ok], code].astype(np.int64)
+    out[ok] = np.where((s >= 0) & (s < len(snapshot)), s, -1)
+    return out
+
+
+def _queue_series(snapshot: Snapshot, rows: I64, prios: I64, leaf: str, codes: Codes) -> I64:
+    out = np.full(len(rows), -1, dtype=np.int64)
+    for p in np.unique(prios).tolist():  # usually one lossless priority
+        m = prios == p
+        out[m] = _series(snapshot, rows[m], codes.get((leaf, str(p))))
+    return out
+
+
+def _grace_rows(snapshot: Snapshot, cfg: StuckConfig, now_ns: int) -> I64:
+    """Port rows whose oper-status changed within the grace period (the first value seen is no change)."""
+    rows = {
+        _row(snapshot, e.device, e.port)
+        for e in snapshot.events_since(now_ns - int(cfg.grace_s * NS))
+        if e.leaf == OPER and e.previous is not None
+    }
+    return np.array(sorted(rows), dtype=np.int64)
+
+
+def _judge(snapshot: Snapshot, sq: StuckQueues, j: I64, grace: I64) -> None:
+    """The watchdog rule over queues `j` (indexes into `sq`); every step narrows `j` to the queues still in play."""
+    codes: Codes = {key: c for c, key in enumerate(snapshot.codes)}
+    r, p = sq.port[j], sq.prio[j]
+    # Traffic class N -> tx-queue N (EOS default map): the paused priority's egress queue has its index.
+    pause, frames, tx = (_queue_series(snapshot, r, p, leaf, codes) for leaf in (PAUSE, FRAMES, TX))
+    lead = np.where(pause >= 0, pause, frames)  # pause time decides where it is streamed; frames otherwise
+    ok = (lead >= 0) & (tx >= 0)
+    sq.count[j[~ok]] = 0
+    j, r, pause, frames, tx, lead = j[ok], r[ok], pause[ok], frames[ok], tx[ok], lead[ok]
+    ts = snapshot.ts[lead]
+    new = ts > sq.last_ts[j]  # a sample is judged once
+    j, r, pause, frames, tx, lead, ts = j[new], r[new], pause[new], frames[new], tx[new], lead[new], ts[new]
+    sq.last_ts[j] = ts
+    oper = _series(snapshot, r, codes.get((OPER, None)))
+    o = np.maximum(oper, 0)
+    up = snapshot.strings.index("UP") if "UP" in snapshot.strings else -1
+    down = (oper >= 0) & (snapshot.ts[o] != NEVER) & (snapshot.value[o] != up)
+    ok = ~(down | np.isin(r, grace))  # a down port, or just after a flap: known false storms
+    sq.count[j[~ok]] = 0
+    j, pause, frames, tx, lead, ts = j[ok], pause[ok], frames[ok], tx[ok], lead[ok], ts[ok]
+    d_lead, d_tx = snapshot.delta(lead), snapshot.delta(tx)
+    has_frames = frames >= 0
+    d_frames = np.zeros(len(j))
+    d_frames[has_frames] = snapshot.delta(frames[has_frames])
+    start = snapshot.prev_ts[lead]
+    dt = ts - start  # meaningless where start is NEVER, but then d_lead is NaN and the queue is dropped here
+    ok = ~(np.isnan(d_lead) | np.isnan(d_tx) | np.isnan(d_frames)) & (dt > 0)
+    sq.count[j[~ok]] = 0  # counter reset or first sample: no decision, and a reboot ends any hold
+    j, pause, d_lead, d_tx, d_frames, start = j[ok], pause[ok], d_lead[ok], d_tx[ok], d_frames[ok], start[ok]
+    dt_f = dt[ok].astype(np.float64)
+    has_pause = pause >= 0
+    fraction = np.where(has_pause, d_lead / dt_f, 0.0)
+    # With the pause-time leaf, pausing means paused nearly all the interval: frames alone would also count the
+    # XON that ends a pause (the XOFF->XON false storm). Frames are the rule only where pause time is missing.
+    pausing = np.where(has_pause, fraction >= sq.config.pause_fraction, d_frames > 0)
+    stuck = pausing & (d_tx == 0)
+    count = sq.count[j]
+    sq.onset[j[stuck & (count == 0)]] = start[stuck & (count == 0)]
+    sq.count[j] = np.where(stuck, count + 1, 0)
+    sq.pause_fraction[j] = fraction
+    sq.frames_per_s[j] = d_frames * NS / dt_f
+    sq.tx_delta[j] = d_tx
+
+
+def by_switch(queues: Iterable[Queue]) -> dict[tuple[str, int], list[Queue]]:
+    """Queues grouped by (device, priority), for `waits_on`."""
+    out: dict[tuple[str, int], list[Queue]] = {}
+    for q in sorted(queues):
+        out.setdefault((q[0], q[2]), []).append(q)
+    return out
+
+
+def waits_on(q: Queue, stuck: dict[tuple[str, int], list[Queue]], fabric: Fabric) -> list[Queue]:
+    """The stuck egress queues of q's peer switch that q waits on: same priority, not back toward q's switch
+    (traffic does not turn back on the link it came in on). Empty when the peer is an endpoint, unknown to the
+    cabling, or has nothing stuck: then the pause reaching q starts at the peer."""
+    device, port, prio = q
+    peer = fabric.peer(device, port)
+    peer_dev = None if peer is None else fabric.get(peer.device)
+    if peer is None or peer_dev is None or not peer_dev.is_switch:
+        return []
+    out = []
+    for s in stuck.get((peer.device, prio), ()):
+        back = fabric.peer(s[0], s[1])
+        if back is None or back.device != device:
+            out.append(s)
+    return out

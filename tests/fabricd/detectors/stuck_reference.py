@@ -1,0 +1,86 @@
+"""The stuck-queue rule as it was written before `stuck_queues` vectorised it: one queue at a time through
+`Snapshot.find`. Kept as the oracle the vectorised tracker must agree with, field for field."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from fabricd.detectors.stuck_queues import Queue, StuckConfig
+from fabricd.telemetry import Snapshot
+
+NS = 1_000_000_000
+
+
+@dataclass
+class RefQueue:
+    last_ts: int = 0
+    count: int = 0
+    onset: int = 0
+    pause_fraction: float = 0.0
+    frames_per_s: float = 0.0
+    tx_delta: float = 0.0
+
+
+def _candidates(snapshot: Snapshot, queues: dict[Queue, RefQueue]) -> set[Queue]:
+    out = set(queues)
+    for leaf in ("pfc.pfc-on-total-rx-time", "pfc.in-frames"):
+        rows = snapshot.select(leaf=leaf)
+        for i in rows[np.nan_to_num(snapshot.delta(rows), nan=0.0) > 0].tolist():
+            device, port, _, index = snapshot.key(i)
+            if index is not None and index.isdigit():
+                out.add((device, port, int(index)))
+    return out
+
+
+def _judge(snapshot: Snapshot, q: Queue, qs: RefQueue, cfg: StuckConfig, grace: set[tuple[str, str]]) -> None:
+    device, port, prio = q
+    pause = snapshot.find(device, port, "pfc.pfc-on-total-rx-time", prio)
+    frames = snapshot.find(device, port, "pfc.in-frames", prio)
+    tx = snapshot.find(device, port, "queue.transmit-pkts", prio)
+    lead = pause if pause is not None else frames
+    if lead is None or tx is None:
+        qs.count = 0
+        return
+    ts = int(snapshot.ts[lead])
+    if ts <= qs.last_ts:
+        return
+    qs.last_ts = ts
+    oper = snapshot.find(device, port, "oper-status")
+    status = None if oper is None else snapshot.text(oper)
+    if (status is not None and status != "UP") or (device, port) in grace:
+        qs.count = 0
+        return
+    rows = {"lead": lead, "tx": tx} | ({"frames": frames} if frames is not None else {})
+    d = dict(zip(rows, snapshot.delta(np.array(list(rows.values()), dtype=np.int64)).tolist(), strict=True))
+    dt = ts - int(snapshot.prev_ts[lead])
+    if any(np.isnan(v) for v in d.values()) or dt <= 0:
+        qs.count = 0
+        return
+    frames_d = d.get("frames", 0.0)
+    qs.pause_fraction = d["lead"] / dt if pause is not None else 0.0
+    qs.frames_per_s = frames_d * NS / dt
+    qs.tx_delta = d["tx"]
+    pausing = qs.pause_fraction >= cfg.pause_fraction if pause is not None else frames_d > 0
+    if pausing and qs.tx_delta == 0:
+        if qs.count == 0:
+            qs.onset = int(snapshot.prev_ts[lead])
+        qs.count += 1
+    else:
+        qs.count = 0
+
+
+def track(snapshot: Snapshot, queues: dict[Queue, RefQueue], cfg: StuckConfig, now_ns: int) -> None:
+    grace = {
+        (e.device, e.port)
+        for e in snapshot.events_since(now_ns - int(cfg.grace_s * NS))
+        if e.leaf == "oper-status" and e.previous is not None
+    }
+    interval = int(cfg.sample_interval_s * NS)
+    for q in sorted(_candidates(snapshot, queues)):
+        if snapshot.stale(q[0], now_ns, interval):
+            continue
+        _judge(snapshot, q, queues.setdefault(q, RefQueue()), cfg, grace)
+    for q in [q for q, qs in queues.items() if qs.count == 0 and qs.last_ts < now_ns - 60 * NS]:
+        del queues[q]
