@@ -1,7 +1,9 @@
 """The twin's control API (HTTP on loopback): status, fault injection and clearing, recent probes.
 
 `fabricd lab inject/clear/status` and tests use it. Every call needs the lab's bearer token (the lab
-password), since anything on the machine can reach loopback.
+password), since anything on the machine can reach loopback. Handlers are `async`: they run on the event loop that
+samples the twin for gNMI, never in a worker thread, since two threads recomputing the twin's counters at once
+corrupt them (a stuck queue briefly transmits, pause time runs past wall time).
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ def build_app(
             raise HTTPException(401, "missing or wrong bearer token (the lab password in the state dir)")
 
     @app.get("/status", dependencies=[Depends(auth)])
-    def status() -> dict[str, Any]:
+    async def status() -> dict[str, Any]:
         now = twin.advance()
         down = sum(int((~sw.oper_up).sum()) for sw in twin.switches.values())
         return info | {
@@ -48,29 +50,29 @@ def build_app(
         }
 
     @app.get("/faults", dependencies=[Depends(auth)])
-    def fault_log() -> list[dict[str, Any]]:
+    async def fault_log() -> list[dict[str, Any]]:
         return [r.to_dict() for r in faults.log]
 
     @app.post("/faults", dependencies=[Depends(auth)])
-    def inject(req: FaultRequest) -> dict[str, Any]:
+    async def inject(req: FaultRequest) -> dict[str, Any]:
         try:
             return faults.inject(req.kind, req.params).to_dict()
         except FaultError as e:
             raise HTTPException(400, str(e)) from None
 
     @app.delete("/faults", dependencies=[Depends(auth)])
-    def clear_all() -> list[dict[str, Any]]:
+    async def clear_all() -> list[dict[str, Any]]:
         return [r.to_dict() for r in faults.clear()]
 
     @app.delete("/faults/{fault_id}", dependencies=[Depends(auth)])
-    def clear_one(fault_id: str) -> list[dict[str, Any]]:
+    async def clear_one(fault_id: str) -> list[dict[str, Any]]:
         try:
             return [r.to_dict() for r in faults.clear(fault_id)]
         except FaultError as e:
             raise HTTPException(404, str(e)) from None
 
     @app.get("/probes", dependencies=[Depends(auth)])
-    def recent_probes(since: int = 0) -> list[dict[str, Any]]:
+    async def recent_probes(since: int = 0) -> list[dict[str, Any]]:
         return [p for p in probes if p["ts"] > since]
 
     return app

@@ -11,6 +11,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from topology.deadlock import FailedLink, cable_name, deadlock_risk, resolve_failed
 from topology.errors import InputError
 from topology.model import Endpoint
@@ -57,6 +59,7 @@ class FaultInjector:
         "reboot",
         "gnmi_drop",
         "microburst",
+        "counter_wrap",
     )
 
     def __init__(self, twin: Twin, on_reboot: Callable[[str, int], None] | None = None):
@@ -334,6 +337,23 @@ class FaultInjector:
             self.on_reboot(device, now)
         self.twin.schedule(sw.rebooting_until, lambda _t: None)  # ports come back up at this time
         rec = self._record("reboot", params, now, [])
+        rec.devices = [device]
+        return rec
+
+    def _counter_wrap(self, params: dict[str, Any], now: int) -> FaultRecord:
+        """Noise, not a fault: a switch whose 64-bit counters are about to wrap, as after years of traffic. Every
+        moving counter is set `seconds` short of 2**64 (at its current rate), so it passes 2**64 that much later;
+        counters that do not move stay. A subscriber already streaming the switch sees one jump forward first, so
+        inject it before subscribing for a clean wrap."""
+        device = self._switch(params)
+        seconds = self._number(params, "seconds", 10.0, 0.0, 86400)
+        params["seconds"] = seconds
+        sw = self.twin.switch(device)
+        sw.rebase(now)
+        ahead = (sw.rate * seconds).astype(np.uint64)
+        # uint64 arithmetic is modular: 0 - ahead is 2**64 - ahead
+        sw.base = np.where(ahead > 0, np.zeros_like(ahead) - ahead, sw.base)
+        rec = self._record("counter_wrap", params, now, [])
         rec.devices = [device]
         return rec
 

@@ -416,8 +416,9 @@ class Plan:
             states = [(int(c), CATALOG[int(c)].kind) for c in codes[s:e] if not IS_COUNTER[c]]
             self.groups.append((prefixes.get(int(CODE_TREE[codes[s]]), row, target), row, states))
 
-    def sample(self, now_ns: int, json_ietf: bool = False) -> list[bytes]:
-        """One encoded notification per (interface, tree), timestamped `now_ns`."""
+    def sample(self, now_ns: int, json_ietf: bool = False, oper: str | None = None) -> list[bytes]:
+        """One encoded notification per (interface, tree), timestamped `now_ns`; `oper` (an ON_CHANGE event's state)
+        replaces the current oper-status."""
         sw = self.sw
         ts = varint(now_ns)
         values = sw.values(now_ns)[self.c_rows, self.c_cols] if len(self.c_rows) else np.zeros(0, np.uint64)
@@ -435,7 +436,7 @@ class Plan:
             updates = blob[starts[g] : starts[g + 1]]
             if states:
                 for code, kind in states:
-                    v = state_value(self.twin, sw, row, kind)
+                    v = oper if oper is not None and kind == "oper-status" else state_value(self.twin, sw, row, kind)
                     if v is not None:
                         updates += encode_update(code, v, json_ietf)
             if updates:

@@ -78,14 +78,16 @@ class Hub:
         if device not in self.streams:
             return
         if threading.get_ident() == self.thread:
-            self._dispatch(device, port, ts_ns)
+            self._dispatch(device, port, up, ts_ns)
         else:
-            self.loop.call_soon_threadsafe(self._dispatch, device, port, ts_ns)
+            self.loop.call_soon_threadsafe(self._dispatch, device, port, up, ts_ns)
 
-    def _dispatch(self, device: str, port: str, ts_ns: int) -> None:
+    def _dispatch(self, device: str, port: str, up: bool, ts_ns: int) -> None:
         sw = self.twin.switches[device]
         for stream in self.streams.get(device, ()):
-            stream.events.put_nowait(("state", sw.index[port], ts_ns))
+            # The new state travels with the event: by the time the stream encodes it, the port may have changed
+            # again (a flap shorter than a busy loop's turn), and ON_CHANGE must still say DOWN, then UP.
+            stream.events.put_nowait(("state", sw.index[port], ts_ns, "UP" if up else "DOWN"))
 
     def start(self) -> None:
         self.thread = threading.get_ident()
@@ -113,7 +115,7 @@ class Hub:
                 sw = self.twin.switches[device]
                 for stream in streams:
                     if sw.stream_epoch != stream.epoch:
-                        stream.events.put_nowait(("drop", 0, 0))
+                        stream.events.put_nowait(("drop", 0, 0, None))
                     elif poll_admin and stream.admin_rows is not None:
                         stream.check_admin()
 
@@ -151,7 +153,8 @@ class Stream:
     def __init__(self, hub: Hub, sw: Switch, req: Request):
         self.hub, self.sw, self.req = hub, sw, req
         self.epoch = sw.stream_epoch
-        self.events: asyncio.Queue[tuple[str, int, int]] = asyncio.Queue()
+        # (kind, row, ts, oper-status at that time for an oper change)
+        self.events: asyncio.Queue[tuple[str, int, int, str | None]] = asyncio.Queue()
         admin = [row for row, code in req.watched_keys if code == ADMIN_CODE]
         self.admin_rows = np.array(sorted(admin), dtype=np.int64) if admin else None
         self.admin = self._admin_now()
@@ -167,7 +170,7 @@ class Stream:
             ts = self.hub.twin.clock()
             for row, old, new in zip(self.admin_rows.tolist(), self.admin, now, strict=True):
                 if old != new:
-                    self.events.put_nowait(("state", row, ts))
+                    self.events.put_nowait(("state", row, ts, None))
             self.admin = now
 
 
@@ -393,13 +396,13 @@ class DeviceService:
         while True:
             wake = min([*due.values(), next_hb])
             try:
-                kind, row, ts = await asyncio.wait_for(stream.events.get(), max(0.0, wake - loop.time()))
+                kind, row, ts, oper = await asyncio.wait_for(stream.events.get(), max(0.0, wake - loop.time()))
             except TimeoutError:
-                kind, row, ts = "", 0, 0
+                kind, row, ts, oper = "", 0, 0, None
             if kind == "drop":
                 raise RpcError(grpc.StatusCode.UNAVAILABLE, f"{self.device}: gNMI stream dropped")
             if kind == "state":
-                for msg in self._state_change(stream, row, ts):
+                for msg in self._state_change(stream, row, ts, oper):
                     yield msg
             now = loop.time()
             for interval, at in due.items():
@@ -414,13 +417,13 @@ class DeviceService:
                     yield msg
                 next_hb = now + hb_s
 
-    def _state_change(self, stream: Stream, row: int, ts: int) -> list[bytes]:
+    def _state_change(self, stream: Stream, row: int, ts: int, oper: str | None) -> list[bytes]:
         keys = stream.req.watched_keys
         codes = [c for c in (OPER_CODE, ADMIN_CODE) if (row, c) in keys]
         if not codes:
             return []
         plan = self._plan(np.full(len(codes), row, dtype=np.int64), np.array(codes, dtype=np.int64), stream.req.target)
-        return plan.sample(ts, stream.req.json_ietf)
+        return plan.sample(ts, stream.req.json_ietf, oper=oper)
 
 
 def _identity(b: bytes) -> bytes:

@@ -3,6 +3,9 @@
 Each flap adds a penalty; the penalty decays exponentially with a half-life; a link whose penalty passes the
 suppress threshold is a finding until the penalty decays below the reuse threshold. One flap is never a finding.
 Both ends of a link feed one penalty (a flap seen from both ends counts once), so a link makes one finding.
+A flap is a down event; carrier-transitions add only the changes the events did not show (flaps too short for them),
+two changes a flap, which may fall into two samples; a down event that arrives after the sample that already counted
+its change takes that flap over instead of adding one.
 """
 
 from __future__ import annotations
@@ -42,6 +45,8 @@ class _Flap:
     ts: int
     ends: set[str]
     source: str  # "event" | "counter" (a flap shorter than a sample, seen only by carrier-transitions)
+    # end -> (prev_ts, ts] of the carrier-transitions sample that counted this flap there, until an event explains it
+    counted: dict[str, tuple[int, int]] = field(default_factory=dict)
 
 
 @dataclass
@@ -61,11 +66,20 @@ class LinkFlapState:
     links: dict[tuple[str, ...], _Link] = field(default_factory=dict)
     seen_events: set[tuple[str, str, int, str]] = field(default_factory=set)
     counter_ts: dict[int, int] = field(default_factory=dict)  # carrier-transitions series row -> last sample used
+    # end -> times of the oper-status changes its events showed (both ways), within the lookback
+    changes: dict[str, list[int]] = field(default_factory=dict)
+    # carrier-transitions rows whose last unexplained change was half a flap (its other half is in a later sample)
+    half_open: set[int] = field(default_factory=set)
     last_now: int | None = None
 
 
 def _down(e: StateEvent) -> bool:
     return e.leaf == "oper-status" and e.previous == "UP" and e.value != "UP"
+
+
+def _change(e: StateEvent) -> bool:
+    """A carrier transition: oper-status into or out of UP (what carrier-transitions counts)."""
+    return e.leaf == "oper-status" and e.previous is not None and (e.previous == "UP") != (e.value == "UP")
 
 
 def _link_ends(fabric: Fabric, device: str, port: str) -> tuple[str, ...]:
@@ -92,20 +106,35 @@ class _Tracker:
             link.penalty *= 2.0 ** (-(ts - link.penalty_ts) / (self.cfg.half_life_s * NS))
             link.penalty_ts = ts
 
-    def attach(self, link: _Link, end: str, lo: int, hi: int, ts: int, source: str) -> None:
+    def attach(self, link: _Link, end: str, lo: int, hi: int, ts: int, source: str) -> _Flap:
         """Count `end`'s flap: the same flap as one the other end already reported in [lo, hi], or a new one."""
         for f in link.flaps:
             if end not in f.ends and lo <= f.ts <= hi:
                 f.ends.add(end)
-                return
+                return f
         self.decay(link, ts)
         if not link.suppressed and link.penalty < self.cfg.reuse:
             link.episode_start, link.flaps = ts, []  # a new episode: older flaps no longer weigh
-        link.flaps.append(_Flap(ts, {end}, source))
+        flap = _Flap(ts, {end}, source)
+        link.flaps.append(flap)
         del link.flaps[: -self.cfg.timeline_max]
         link.penalty = min(self.cfg.max_penalty, link.penalty + self.cfg.penalty)
         if link.penalty > self.cfg.suppress and not link.suppressed:
             link.suppressed, link.crossed_ts = True, ts
+        return flap
+
+    @staticmethod
+    def explained(link: _Link, end: str, ts: int) -> bool:
+        """A down event at `end` that arrives after the carrier-transitions sample that already counted its flap
+        there (a device may send the sample first): that flap is this event's, now at its precise time."""
+        for f in link.flaps:
+            span = f.counted.get(end)
+            if span is not None and span[0] < ts <= span[1]:
+                del f.counted[end]
+                if f.source == "counter" and not f.counted:
+                    f.ts, f.source = ts, "event"
+                return True
+        return False
 
 
 def detect(snapshot: Snapshot, fabric: Fabric, state: LinkFlapState, now_ns: int) -> list[Finding]:
@@ -113,13 +142,22 @@ def detect(snapshot: Snapshot, fabric: Fabric, state: LinkFlapState, now_ns: int
     tr = _Tracker(state, fabric)
     since = (state.last_now if state.last_now is not None else now_ns) - int(cfg.lookback_s * NS)
     state.seen_events = {k for k in state.seen_events if k[2] >= since}
+    for end in list(state.changes):
+        state.changes[end] = kept = [t for t in state.changes[end] if t >= since]
+        if not kept:
+            del state.changes[end]
     # Oper-status events first: they are the precise timeline; counters only add what the events missed.
     for e in snapshot.events_since(since):
         key = (e.device, e.port, e.ts, e.value)
-        if key in state.seen_events or not _down(e):
+        if key in state.seen_events or not _change(e):
             continue
         state.seen_events.add(key)
-        tr.attach(tr.link(e.device, e.port), f"{e.device}:{e.port}", e.ts - tr.tol, e.ts + tr.tol, e.ts, "event")
+        end = f"{e.device}:{e.port}"
+        state.changes.setdefault(end, []).append(e.ts)
+        if _down(e):
+            link = tr.link(e.device, e.port)
+            if not tr.explained(link, end, e.ts):
+                tr.attach(link, end, e.ts - tr.tol, e.ts + tr.tol, e.ts, "event")
     rows = snapshot.select(leaf="if.carrier-transitions")
     moved = rows[np.nan_to_num(snapshot.delta(rows), nan=0.0) > 0]
     for i in moved.tolist():
@@ -130,11 +168,19 @@ def detect(snapshot: Snapshot, fabric: Fabric, state: LinkFlapState, now_ns: int
         device, port, _, _ = snapshot.key(i)
         end = f"{device}:{port}"
         link = tr.link(device, port)
-        # A flap is a down and an up: two transitions (a link left down counts one flap).
-        flaps = math.ceil(float(snapshot.value[i] - snapshot.prev_value[i]) / 2)
-        flaps -= sum(1 for f in link.flaps if end in f.ends and prev_ts < f.ts <= ts)
-        for _ in range(flaps):
-            tr.attach(link, end, prev_ts - tr.tol, ts + tr.tol, ts, "counter")
+        # Transitions the events did not show are flaps too short for them. A flap is a down and an up: two
+        # transitions, which may fall into two samples; a lone one counts as a flap once (a link left down counts).
+        shown = sum(1 for t in state.changes.get(end, ()) if prev_ts < t <= ts)
+        missed = int(snapshot.value[i] - snapshot.prev_value[i]) - shown
+        if missed > 0 and i in state.half_open:
+            missed -= 1  # the other half of a flap already counted
+            state.half_open.discard(i)
+        if missed <= 0:
+            continue
+        if missed % 2:
+            state.half_open.add(i)
+        for _ in range(math.ceil(missed / 2)):
+            tr.attach(link, end, prev_ts - tr.tol, ts + tr.tol, ts, "counter").counted[end] = (prev_ts, ts)
     state.last_now = now_ns
     out = []
     for ends, link in list(state.links.items()):

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import json
+import math
 from collections.abc import Callable
 from pathlib import Path
 
@@ -8,7 +10,7 @@ import pytest
 from fabricd.detectors import LinkFlapConfig, run_trace
 from topology.fabric import Fabric
 
-from .tracegen import NS, TraceGen, at
+from .tracegen import NS, T0, TraceGen, at
 
 LEAF_END = ("leaf-g0-r0", "Ethernet5/1")
 SPINE_END = ("spine-r0-0", "Ethernet1/1")
@@ -26,6 +28,24 @@ def flaps(
                     g.flap(at(t), ends, down_s=min(0.3, every_s / 2))
 
         g.run(start + int(n * every_s) + 3, step)
+
+    return build
+
+
+def split_flaps(n: int, every_s: float = 1.4, down_s: float = 0.7, start: float = 1.8) -> Callable[[TraceGen], None]:
+    """Flaps whose up comes after the next sample: each sample's carrier-transitions holds one change of a flap, and
+    its oper-status events arrive in the interval they happened in (as the twin streams them)."""
+
+    def build(g: TraceGen) -> None:
+        changes = sorted((start + j * every_s + d, up) for j in range(n) for d, up in ((0.0, False), (down_s, True)))
+
+        def step(k: int) -> None:
+            for t, up in changes:
+                if k - 1 < t <= k:
+                    for p in BOTH:
+                        g.oper(at(t), p, up)
+
+        g.run(math.ceil(changes[-1][0]) + 3, step)
 
     return build
 
@@ -50,6 +70,8 @@ CASES = [
     ("four flaps at once-ish", flaps(4, every_s=0.2), 0),
     ("five flaps seen from one end only", flaps(5, ends=[LEAF_END]), 1),
     ("five flaps spread over 60 s", flaps(5, every_s=15.0), 0),
+    ("three flaps, each up in the next sample", split_flaps(3), 0),
+    ("five flaps, each up in the next sample", split_flaps(5), 1),
     ("five sub-sample flaps, counters only", carrier_only(10), 1),
     ("one sub-sample flap, counters only", carrier_only(2), 0),
 ]
@@ -69,6 +91,56 @@ def test_link_flap_cases(
         assert f.devices == ("leaf-g0-r0", "spine-r0-0")
         assert f.evidence["penalty"] > LinkFlapConfig().suppress
         assert f.start_ts <= f.detected_ts
+
+
+class LateEvents(TraceGen):
+    """Oper-status events that arrive `lag_s` after they happened: after the carrier-transitions sample that already
+    counted their changes, and after the tick that judged it (a busy device sends the sample first)."""
+
+    def __init__(self, fabric: Fabric, lag_s: float) -> None:
+        super().__init__(fabric, {"leaf-g0-r0", "spine-r0-0"})
+        self.lag = int(lag_s * NS)
+
+    def write(self, path: Path) -> Path:
+        def arrival(r: dict[str, object]) -> int:
+            ts = int(str(r["ts"]))
+            late = str(r["path"]).endswith("oper-status") and ts > T0
+            return ts + self.lag if late else ts
+
+        self.lines.sort(key=arrival)
+        path.write_text("".join(json.dumps(r) + "\n" for r in self.lines))
+        return path
+
+
+LATE_CASES = [
+    ("four flaps, events after the sample that counted them", 4, 1.6, 0),
+    ("five flaps, events after the sample that counted them", 5, 1.6, 1),
+    ("five flaps, events late but within the sample's tick", 5, 0.4, 1),
+]
+
+
+@pytest.mark.parametrize(("name", "n", "lag_s", "expected"), LATE_CASES, ids=[c[0] for c in LATE_CASES])
+def test_late_events_count_each_flap_once(
+    name: str, n: int, lag_s: float, expected: int, small_fabric: Fabric, tmp_path: Path
+) -> None:
+    g = LateEvents(small_fabric, lag_s)
+    flaps(n)(g)
+    found = [f for f in run_trace(g.write(tmp_path / "t.jsonl"), small_fabric) if f.kind == "link_flap"]
+    assert len(found) == expected, [f.summary for f in found]
+    for f in found:
+        assert f.evidence["flaps"] == n
+        assert f.evidence["sources"] == {"event": n, "counter": 0}  # each late event took over its counted flap
+        assert f.evidence["timeline"] == [at(1.5 + j) for j in range(n)]
+
+
+def test_flaps_across_samples_count_once(small_fabric: Fabric, tmp_path: Path) -> None:
+    g = TraceGen(small_fabric, {"leaf-g0-r0", "spine-r0-0"})
+    split_flaps(6)(g)
+    (f,) = run_trace(g.write(tmp_path / "t.jsonl"), small_fabric)
+    assert f.evidence["flaps"] == 6
+    assert f.evidence["sources"] == {"event": 6, "counter": 0}
+    # the fifth flap (at 1.8 + 4 * 1.4 s) completes 5 in 10 s; it is found at the end of its tick
+    assert at(1.8 + 4 * 1.4) <= f.detected_ts <= at(1.8 + 4 * 1.4) + 2 * NS
 
 
 def test_five_flaps_timeline_counts_each_flap_once(small_fabric: Fabric, tmp_path: Path) -> None:

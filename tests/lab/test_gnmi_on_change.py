@@ -1,0 +1,84 @@
+"""ON_CHANGE oper-status carries the state at the time of the change, even when the port changed again before the
+stream got to send it (a flap shorter than one turn of a busy event loop)."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import grpc
+import pytest
+from pygnmi.spec.v080 import gnmi_pb2, gnmi_pb2_grpc
+
+from lab import gnmi_paths as gp
+from lab.endpoints import Credentials, DeviceEndpoints
+from lab.gnmi_server import GnmiServers, start_gnmi_servers
+from lab.model import Twin, link_key
+from topology.fabric import Fabric
+from topology.model import Cabling, Endpoint
+
+MD = [("username", "admin"), ("password", "s3cret")]
+DEVICE, PORT = "leaf-g0-r0", "Ethernet5/1"
+
+
+@pytest.fixture(scope="module")
+def served(small_blueprint: Cabling) -> Iterator[tuple[Twin, GnmiServers, asyncio.AbstractEventLoop]]:
+    twin = Twin(Fabric(small_blueprint))
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+    endpoints = {DEVICE: DeviceEndpoints(DEVICE, "127.0.0.1", gnmi_port=0)}
+    creds = Credentials("admin", "s3cret")
+    servers = asyncio.run_coroutine_threadsafe(start_gnmi_servers(twin, endpoints, creds), loop).result(30)
+    yield twin, servers, loop
+    asyncio.run_coroutine_threadsafe(servers.close(), loop).result(10)
+    loop.call_soon_threadsafe(loop.stop)
+    thread.join(5)
+
+
+def _on_change(port: str) -> Any:
+    p = gnmi_pb2.Path()
+    for name, keys in gp.parse_path_string(f"/interfaces/interface[name={port}]/state/oper-status"):
+        p.elem.add(name=name, key=dict(keys))
+    sub = gnmi_pb2.Subscription(path=p, mode=gnmi_pb2.ON_CHANGE)
+    return gnmi_pb2.SubscribeRequest(subscribe=gnmi_pb2.SubscriptionList(subscription=[sub], mode=0))
+
+
+def _values(responses: Any, n: int) -> list[tuple[int, str]]:
+    out: list[tuple[int, str]] = []
+    for r in responses:
+        if r.HasField("update"):
+            out += [(r.update.timestamp, u.val.string_val) for u in r.update.update]
+        if len(out) >= n:
+            return out
+    raise AssertionError(f"stream ended after {out}")
+
+
+def test_a_flap_faster_than_the_stream_is_sent_down_then_up(
+    served: tuple[Twin, GnmiServers, asyncio.AbstractEventLoop],
+) -> None:
+    twin, servers, loop = served
+    host, port = servers.addresses[DEVICE]
+    with grpc.insecure_channel(f"{host}:{port}") as channel:
+        responses = gnmi_pb2_grpc.gNMIStub(channel).Subscribe(iter([_on_change(PORT)]), metadata=MD, timeout=10)
+        assert [v for _, v in _values(responses, 1)] == ["UP"]  # the initial state
+        peer = twin.peer(DEVICE, PORT)
+        assert peer is not None
+        key = link_key(Endpoint(DEVICE, PORT), peer)
+
+        async def flap() -> int:
+            # down and up again within one turn of the loop: the stream encodes both changes after the up
+            now = twin.clock()
+            twin.link_down.add(key)
+            twin.touch()
+            twin.advance(now)
+            twin.link_down.discard(key)
+            twin.touch()
+            twin.advance(now + 1_000_000)
+            return now
+
+        down_at = asyncio.run_coroutine_threadsafe(flap(), loop).result(10)
+        assert _values(responses, 2) == [(down_at, "DOWN"), (down_at + 1_000_000, "UP")]
+        responses.cancel()
