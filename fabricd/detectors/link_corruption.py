@@ -137,9 +137,9 @@ class _Reader:
         """Oper-status changes per port (read only when some port has a new sample to judge)."""
         out: dict[Port, list[int]] = {}
         since = self.now - int((self.cfg.window_s + self.cfg.grace_s) * NS)
-        for e in self.s.events_since(since):
-            if e.leaf == "oper-status" and e.previous is not None:  # the first value seen is no change
-                out.setdefault((e.device, e.port), []).append(e.ts)
+        # The first value seen is no change; after a sync the window holds one per port: filtered before objects.
+        for e in self.s.events_since(since, leaf="oper-status", changes_only=True):
+            out.setdefault((e.device, e.port), []).append(e.ts)
         return out
 
     def in_grace(self, port: Port, start: int, end: int) -> bool:

@@ -2,9 +2,17 @@
 
 A queue is stuck by the PFC watchdog rule (`stuck_queues`: paused >= 99% of the interval with no egress, held for
 `hold_samples` samples). A stuck queue is paused by its peer; if the peer is a switch, that switch pauses because
-one of its own egress queues is stuck, so the walk continues there. Where the pause comes from an endpoint (or from
-a switch with no stuck egress of its own) is the origin: one finding per origin, with every stuck port that leads
-to it. A walk that only comes back to where it started is a cycle: a deadlock, never reported as a storm.
+one of its own egress queues is stuck, so the walk continues there. Where the pause comes from an endpoint (usually
+a NIC) is the origin: one finding per origin, with every stuck port that leads to it. A walk that only comes back to
+where it started is a cycle: a deadlock, never reported as a storm.
+
+A switch is an origin only on evidence that it pauses with no stuck egress of its own: it is fresh, it has been
+sampled since the queue waiting on it was last judged stuck, and none of its egress queues that queue could wait on
+was stuck at any time since that queue's onset. Switches sample at different moments, so without this a queue still
+held from its last sample while its next hop has already cleared (the end of a storm or deadlock), or one already
+held while its next hop's first stuck sample has not arrived (the start of a deadlock), looked like a storm from
+that next hop. A walk never starts at, passes through or ends at a stale switch: its last judgement is old, so the
+finding waits until it reports again rather than guessing.
 The stuck-queue tracker and `waits_on` (who waits on whom) are shared with pfc_deadlock, so the two agree.
 """
 
@@ -16,7 +24,7 @@ from fabricd.telemetry import Snapshot
 from topology.fabric import Fabric
 
 from .finding import Finding
-from .stuck_queues import Queue, StuckConfig, StuckQueues, by_switch, track, waits_on
+from .stuck_queues import NS, Queue, StuckConfig, StuckQueues, by_switch, track, waits_on
 
 # The watchdog rule's settings: pfc_deadlock judges stuck queues by the same ones (one tracker per Runner).
 PfcStormConfig = StuckConfig
@@ -33,11 +41,11 @@ class PfcStormState:
 
 def detect(snapshot: Snapshot, fabric: Fabric, state: PfcStormState, now_ns: int) -> list[Finding]:
     track(snapshot, state.tracker, now_ns)
-    stuck = by_switch(state.tracker.at_least(1))
+    walk = _Walk(snapshot, fabric, state.tracker, now_ns)
     held = set(state.tracker.at_least(state.config.hold_samples))
     by_origin: dict[Queue, set[Queue]] = {}
     for q in sorted(held):
-        for origin in _origins(q, stuck, fabric, frozenset()):
+        for origin in walk.origins(q, frozenset()):
             by_origin.setdefault(origin, set()).add(q)
     return [
         _finding(origin, affected, state, fabric, now_ns)
@@ -46,16 +54,53 @@ def detect(snapshot: Snapshot, fabric: Fabric, state: PfcStormState, now_ns: int
     ]
 
 
-def _origins(q: Queue, stuck: dict[tuple[str, int], list[Queue]], fabric: Fabric, path: frozenset[Queue]) -> set[Queue]:
-    """The stuck queues where the pause reaching `q` starts; empty if every way back is a cycle."""
-    upstream = waits_on(q, stuck, fabric)
-    if not upstream:
-        return {q}  # paused by an endpoint (a NIC), by something the cabling does not know, or it starts here
-    out: set[Queue] = set()
-    for s in upstream:
-        if s not in path and s != q:
-            out |= _origins(s, stuck, fabric, path | {q})
-    return out
+class _Walk:
+    """Follows stuck queues to the origins of their pause over one tick's judgement."""
+
+    def __init__(self, snapshot: Snapshot, fabric: Fabric, tracker: StuckQueues, now_ns: int) -> None:
+        self.snapshot, self.fabric, self.tracker, self.now = snapshot, fabric, tracker, now_ns
+        self.interval = int(tracker.config.sample_interval_s * NS)
+        self.stuck = by_switch(tracker.at_least(1))
+        # Every tracked queue ever judged stuck, by switch: when was each last stuck (for a switch origin's check).
+        self.ever = by_switch(q for q in tracker.keys if tracker.stuck_ts[tracker.index[q]] > 0)
+        self._stale: dict[str, bool] = {}
+        self._seen: dict[str, int] | None = None  # device -> its last update (built only if a switch may be an origin)
+
+    def stale(self, device: str) -> bool:
+        s = self._stale.get(device)
+        if s is None:
+            s = self._stale[device] = self.snapshot.stale(device, self.now, self.interval)
+        return s
+
+    def origins(self, q: Queue, path: frozenset[Queue]) -> set[Queue]:
+        """The stuck queues where the pause reaching `q` starts; empty if every way back is a cycle or unknown."""
+        if self.stale(q[0]):
+            return set()  # its judgement is old: neither an origin nor a way to one
+        upstream = waits_on(q, self.stuck, self.fabric)
+        if not upstream:
+            return {q} if self._starts_at_peer(q) else set()
+        out: set[Queue] = set()
+        for s in upstream:
+            if s not in path and s != q:
+                out |= self.origins(s, path | {q})
+        return out
+
+    def _starts_at_peer(self, q: Queue) -> bool:
+        """Whether q's peer, which has no stuck egress q waits on now, is where the pause starts."""
+        peer = self.fabric.peer(q[0], q[1])
+        peer_dev = None if peer is None else self.fabric.get(peer.device)
+        if peer is None or peer_dev is None or not peer_dev.is_switch:
+            return True  # an endpoint (a NIC), or something the cabling does not know
+        if self.stale(peer.device):
+            return False
+        i = self.tracker.index[q]
+        if self._seen is None:
+            self._seen = dict(zip(self.snapshot.devices, self.snapshot.last_seen, strict=True))
+        if self._seen[peer.device] < self.tracker.stuck_ts[i]:
+            return False  # not heard from since q was last stuck: its stuck sample may still be on its way
+        onset = self.tracker.onset[i]
+        waited = waits_on(q, self.ever, self.fabric)  # the peer's egress q could wait on, stuck at some time
+        return all(self.tracker.stuck_ts[self.tracker.index[s]] <= onset for s in waited)
 
 
 def _finding(origin: Queue, affected: set[Queue], state: PfcStormState, fabric: Fabric, now_ns: int) -> Finding:

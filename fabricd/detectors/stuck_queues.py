@@ -1,11 +1,12 @@
 """stuck_queues: the PFC watchdog rule judged over every candidate queue at once, shared by pfc_storm and pfc_deadlock.
 
-Per (device, port, priority) and per new sample, the watchdog rule (reference/platforms.md, SONiC Mellanox/VS):
-the port received pause for >= 99% of the interval (or, without the pause-time leaf, PFC frames rose) while the
-egress queue's `transmit-pkts` did not move; held for `hold_samples` consecutive samples (the detection time).
-No decision (and a hold ends) on a down port, within `grace_s` of an oper-status change, on a first sample or one
-after a counter reset; a stale device is not judged at all. Candidates are the queues whose peer sent pause in
-their last sample plus those already tracked (to update or clear); a queue quiet for a minute is forgotten.
+Per (device, port, priority) and per new sample, the watchdog rule (reference/platforms.md, SONiC Mellanox/VS): the
+port received pause for >= 99% of the interval (or, without the pause-time leaf, PFC frames rose) while the egress
+queue's `transmit-pkts` did not move; held for `hold_samples` consecutive samples (the detection time: one full
+interval at 1-s sampling). No decision (and a hold ends) on a down port, within `grace_s` of an oper-status change,
+on a first sample or one after a counter reset; a stale device is not judged at all. Candidates are the queues whose
+peer sent pause in their last sample plus those already tracked (to update or clear); a queue not paused for a
+minute is forgotten.
 
 One `StuckQueues` per Runner (`share`): pfc_storm and pfc_deadlock read the same judgement, so a cycle and a storm
 are told apart on one state, and `track` judges a snapshot once however many detectors read it.
@@ -39,8 +40,9 @@ Codes = dict[tuple[str, str | None], int]  # (leaf, index) -> code
 @dataclass(frozen=True)
 class StuckConfig:
     pause_fraction: float = 0.99  # SONiC (Mellanox): rx pause > 0.99 x poll time
-    # SONiC's detection time is 200 ms, but traces sample every ~1 s: two consecutive stuck samples.
-    hold_samples: int = 2
+    # SONiC's detection time defaults to 200 ms (platforms.md); a whole 1-s interval paused with nothing sent is
+    # five times that, so one such sample is enough. A second one only made every finding a full interval later.
+    hold_samples: int = 1
     # Known false storms right after a flap (platforms.md): no decision for this long after an oper-status change.
     grace_s: float = 5.0
     sample_interval_s: float = 1.0  # for staleness: a device silent for 3 intervals is not judged
@@ -56,6 +58,8 @@ class QueueState:
     pause_fraction: float = 0.0
     frames_per_s: float = 0.0
     tx_delta: float = 0.0
+    pause_ts: int = 0  # the last sample in which the port received any pause (a minute after it: forgotten)
+    stuck_ts: int = 0  # the last sample judged stuck (pfc_storm: was the peer stuck while this one was?)
 
 
 class StuckQueues:
@@ -73,6 +77,8 @@ class StuckQueues:
         self.pause_fraction: F64 = np.zeros(0)
         self.frames_per_s: F64 = np.zeros(0)
         self.tx_delta: F64 = np.zeros(0)
+        self.pause_ts: I64 = np.zeros(0, dtype=np.int64)
+        self.stuck_ts: I64 = np.zeros(0, dtype=np.int64)
         self.rows_of: object | None = None  # the store's port index that `port` was looked up in
         self.judged: tuple[weakref.ref[Snapshot], int] | None = None  # the last (snapshot, now) judged
 
@@ -88,6 +94,8 @@ class StuckQueues:
             float(self.pause_fraction[i]),
             float(self.frames_per_s[i]),
             float(self.tx_delta[i]),
+            int(self.pause_ts[i]),
+            int(self.stuck_ts[i]),
         )
 
     def at_least(self, samples: int) -> list[Queue]:
@@ -101,18 +109,20 @@ class StuckQueues:
             self.keys.append(q)
         self.port = np.concatenate([self.port, np.array(ports, dtype=np.int64)])
         self.prio = np.concatenate([self.prio, np.array([q[2] for q in queues], dtype=np.int64)])
-        self.last_ts, self.count, self.onset = (np.concatenate([a, np.zeros(n, np.int64)]) for a in self._state())
+        self.last_ts, self.count, self.onset, self.pause_ts, self.stuck_ts = (
+            np.concatenate([a, np.zeros(n, np.int64)]) for a in self._state()
+        )
         self.pause_fraction, self.frames_per_s, self.tx_delta = (np.concatenate([a, np.zeros(n)]) for a in self._rule())
 
     def _keep(self, keep: B) -> None:
         self.keys = [q for q, k in zip(self.keys, keep.tolist(), strict=True) if k]
         self.index = {q: i for i, q in enumerate(self.keys)}
         self.port, self.prio = self.port[keep], self.prio[keep]
-        self.last_ts, self.count, self.onset = (a[keep] for a in self._state())
+        self.last_ts, self.count, self.onset, self.pause_ts, self.stuck_ts = (a[keep] for a in self._state())
         self.pause_fraction, self.frames_per_s, self.tx_delta = (a[keep] for a in self._rule())
 
-    def _state(self) -> tuple[I64, I64, I64]:
-        return self.last_ts, self.count, self.onset
+    def _state(self) -> tuple[I64, I64, I64, I64, I64]:
+        return self.last_ts, self.count, self.onset, self.pause_ts, self.stuck_ts
 
     def _rule(self) -> tuple[F64, F64, F64]:
         return self.pause_fraction, self.frames_per_s, self.tx_delta
@@ -151,7 +161,8 @@ def track(snapshot: Snapshot, sq: StuckQueues, now_ns: int) -> None:
     for i in np.flatnonzero(rows < 0).tolist():  # the port is not in this snapshot; its device may not be either
         stale[i] = snapshot.stale(sq.keys[i][0], now_ns, interval)
     _judge(snapshot, sq, np.flatnonzero(~stale), _grace_rows(snapshot, cfg, now_ns))
-    sq._keep(~((sq.count == 0) & (sq.last_ts < now_ns - FORGET_NS)))  # quiet for a minute: forget it
+    # Not paused for a minute: forget it. (By the last sample judged, a queue of a reporting switch never went.)
+    sq._keep(~((sq.count == 0) & (sq.pause_ts < now_ns - FORGET_NS)))
     sq.judged = (weakref.ref(snapshot), now_ns)
 
 
@@ -211,11 +222,8 @@ def _queue_series(snapshot: Snapshot, rows: I64, prios: I64, leaf: str, codes: C
 
 def _grace_rows(snapshot: Snapshot, cfg: StuckConfig, now_ns: int) -> I64:
     """Port rows whose oper-status changed within the grace period (the first value seen is no change)."""
-    rows = {
-        _row(snapshot, e.device, e.port)
-        for e in snapshot.events_since(now_ns - int(cfg.grace_s * NS))
-        if e.leaf == OPER and e.previous is not None
-    }
+    since = now_ns - int(cfg.grace_s * NS)
+    rows = {_row(snapshot, e.device, e.port) for e in snapshot.events_since(since, leaf=OPER, changes_only=True)}
     return np.array(sorted(rows), dtype=np.int64)
 
 
@@ -233,6 +241,8 @@ def _judge(snapshot: Snapshot, sq: StuckQueues, j: I64, grace: I64) -> None:
     new = ts > sq.last_ts[j]  # a sample is judged once
     j, r, pause, frames, tx, lead, ts = j[new], r[new], pause[new], frames[new], tx[new], lead[new], ts[new]
     sq.last_ts[j] = ts
+    moved = snapshot.delta(lead) > 0  # NaN (first sample, reset) is no pause
+    sq.pause_ts[j[moved]] = ts[moved]
     oper = _series(snapshot, r, codes.get((OPER, None)))
     o = np.maximum(oper, 0)
     up = snapshot.strings.index("UP") if "UP" in snapshot.strings else -1
@@ -248,7 +258,15 @@ def _judge(snapshot: Snapshot, sq: StuckQueues, j: I64, grace: I64) -> None:
     dt = ts - start  # meaningless where start is NEVER, but then d_lead is NaN and the queue is dropped here
     ok = ~(np.isnan(d_lead) | np.isnan(d_tx) | np.isnan(d_frames)) & (dt > 0)
     sq.count[j[~ok]] = 0  # counter reset or first sample: no decision, and a reboot ends any hold
-    j, pause, d_lead, d_tx, d_frames, start = j[ok], pause[ok], d_lead[ok], d_tx[ok], d_frames[ok], start[ok]
+    j, pause, d_lead, d_tx, d_frames, start, ts = (
+        j[ok],
+        pause[ok],
+        d_lead[ok],
+        d_tx[ok],
+        d_frames[ok],
+        start[ok],
+        ts[ok],
+    )
     dt_f = dt[ok].astype(np.float64)
     has_pause = pause >= 0
     fraction = np.where(has_pause, d_lead / dt_f, 0.0)
@@ -259,6 +277,7 @@ def _judge(snapshot: Snapshot, sq: StuckQueues, j: I64, grace: I64) -> None:
     count = sq.count[j]
     sq.onset[j[stuck & (count == 0)]] = start[stuck & (count == 0)]
     sq.count[j] = np.where(stuck, count + 1, 0)
+    sq.stuck_ts[j[stuck]] = ts[stuck]
     sq.pause_fraction[j] = fraction
     sq.frames_per_s[j] = d_frames * NS / dt_f
     sq.tx_delta[j] = d_tx

@@ -535,13 +535,20 @@ class Snapshot:
         d[self.prev_ts[idx] == NEVER] = NAN
         return d
 
-    def events_since(self, ts: int) -> list[StateEvent]:
-        """ENUM changes (oper/admin status) with timestamp >= ts still in the ring, oldest first."""
+    def events_since(self, ts: int, *, leaf: str | None = None, changes_only: bool = False) -> list[StateEvent]:
+        """ENUM changes (oper/admin status) with timestamp >= ts still in the ring, oldest first; only those of
+        `leaf` if given, and with `changes_only` not a series' first value (`previous` None)."""
         ser, val, prev, ets, total = self.events
         cap = len(ets)
         filled = min(total, cap)
         # Vectorised: only the events at or after `ts` become objects (the ring holds up to `cap` of them).
-        hits = np.flatnonzero(np.asarray(ets[:filled]) >= ts) if cap else np.empty(0, dtype=np.int64)
+        keep = np.asarray(ets[:filled]) >= ts
+        if changes_only:  # after a sync the ring holds ~65k first values: drop them before any object is made
+            keep &= np.asarray(prev[:filled]) != 0
+        if leaf is not None:
+            of_leaf = [c for c, (lf, _) in enumerate(self.codes) if lf == leaf]
+            keep &= np.isin(self.series_code[np.asarray(ser[:filled], dtype=np.int64)], of_leaf)
+        hits = np.flatnonzero(keep) if cap else np.empty(0, dtype=np.int64)
         oldest = total % cap if total > cap else 0
         # By time; events of the same time in the order they arrived (their age in the ring).
         k = hits[np.lexsort(((hits - oldest) % cap if cap else hits, ets[hits]))]

@@ -21,6 +21,8 @@ class RefQueue:
     pause_fraction: float = 0.0
     frames_per_s: float = 0.0
     tx_delta: float = 0.0
+    pause_ts: int = 0
+    stuck_ts: int = 0
 
 
 def _candidates(snapshot: Snapshot, queues: dict[Queue, RefQueue]) -> set[Queue]:
@@ -47,6 +49,9 @@ def _judge(snapshot: Snapshot, q: Queue, qs: RefQueue, cfg: StuckConfig, grace: 
     if ts <= qs.last_ts:
         return
     qs.last_ts = ts
+    first = snapshot.delta(np.array([lead], dtype=np.int64))[0]
+    if first > 0:  # paused at all (NaN: no)
+        qs.pause_ts = ts
     oper = snapshot.find(device, port, "oper-status")
     status = None if oper is None else snapshot.text(oper)
     if (status is not None and status != "UP") or (device, port) in grace:
@@ -67,6 +72,7 @@ def _judge(snapshot: Snapshot, q: Queue, qs: RefQueue, cfg: StuckConfig, grace: 
         if qs.count == 0:
             qs.onset = int(snapshot.prev_ts[lead])
         qs.count += 1
+        qs.stuck_ts = ts
     else:
         qs.count = 0
 
@@ -82,5 +88,5 @@ def track(snapshot: Snapshot, queues: dict[Queue, RefQueue], cfg: StuckConfig, n
         if snapshot.stale(q[0], now_ns, interval):
             continue
         _judge(snapshot, q, queues.setdefault(q, RefQueue()), cfg, grace)
-    for q in [q for q, qs in queues.items() if qs.count == 0 and qs.last_ts < now_ns - 60 * NS]:
+    for q in [q for q, qs in queues.items() if qs.count == 0 and qs.pause_ts < now_ns - 60 * NS]:
         del queues[q]

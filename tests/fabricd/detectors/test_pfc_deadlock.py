@@ -79,7 +79,8 @@ CASES: list[tuple[str, Build, list[tuple[str, ...]], int]] = [
     ("open chain: a storm from a switch, not a cycle", stuck(CYCLE[:3]), [], 1),
     ("stuck both ways on one link is no cycle", stuck([CYCLE[0], ("spine-r0-0", "Ethernet1/1")]), [], 2),
     ("microburst on the cycle", pauses({3: dict.fromkeys(CYCLE, (0.3, TX_PER_S))}), [], 0),
-    ("cycle stuck for one sample only", stuck(CYCLE, 3, 4), [], 0),
+    ("cycle stuck one full interval", stuck(CYCLE, 3, 4), [CYCLE_PORTS], 0),  # past the 200 ms detection time
+    ("cycle paused most of one interval, nothing sent", pauses({3: dict.fromkeys(CYCLE, (0.9, 0))}), [], 0),
     ("paused all the time but draining", pauses({k: dict.fromkeys(CYCLE, (1.0, 100)) for k in range(2, 8)}), [], 0),
 ]
 
@@ -121,7 +122,7 @@ def test_deadlock_finding_fields(small_fabric: Fabric, tmp_path: Path) -> None:
     assert "leaf-g0-r0 -> spine-r0-0 -> leaf-g1-r0 -> spine-r0-1 -> leaf-g0-r0" in f.summary
     # onset: the interval ending at the first stuck sample (k=2); found within two sample intervals of it
     assert f.start_ts == at(1)
-    assert f.detected_ts <= at(2) + 2 * NS
+    assert f.detected_ts == at(3)  # the end of the tick that judged the first stuck samples (k=2)
 
 
 def test_deadlock_clears_when_the_cycle_drains(small_fabric: Fabric, tmp_path: Path) -> None:
@@ -204,3 +205,15 @@ def test_twin_counts_links_already_down(small_fabric: Fabric) -> None:
     assert len(twin.link_down) == 8
     faults.clear(rec.id, now_ns=T0 + NS)
     assert len(twin.link_down) == 4  # only what this fault took down comes back
+
+
+def test_deadlock_that_starts_and_ends_between_samples_is_no_storm(small_fabric: Fabric, tmp_path: Path) -> None:
+    """The cycle stands from 2.5 s to 6.5 s; its switches sample at different moments. At the start leaf-g0-r0's
+    whole stuck interval (to 3.9 s) is in while spine-r0-0's (to 4.1 s) is not; at the end spine-r0-1's last held
+    sample (6.3 s) waits on leaf-g0-r0, already clear at 6.9 s. Neither is a storm from the next switch."""
+    phases = {"leaf-g0-r0": 0.9, "spine-r0-0": 0.1, "leaf-g1-r0": 0.5, "spine-r0-1": 0.3}
+    g = TraceGen(small_fabric, RAIL0)
+    g.run_phased(10, phases, [(CYCLE, 2.5, 6.5)])
+    found = run_trace(g.write(tmp_path / "t.jsonl"), small_fabric)
+    assert [(f.kind, f.ports) for f in found] == [("pfc_deadlock", CYCLE_PORTS)], [f.summary for f in found]
+    assert found[0].detected_ts == at(5)  # the last switch's first whole stuck interval ends at 4.9 s

@@ -40,6 +40,23 @@ def test_events_since_equals_the_per_event_reference(small_fabric: Fabric, event
     assert event_capacity > 64 or snapshot.events[4] > event_capacity  # the small ring wrapped
 
 
+@pytest.mark.parametrize("event_capacity", [64, 65536])
+def test_filtered_events_since_equals_filtering_every_event(small_fabric: Fabric, event_capacity: int) -> None:
+    """`leaf`/`changes_only` drop events before objects are made (link_corruption after a sync): same events."""
+    telemetry = RandomFabricTelemetry(small_fabric, 9, event_capacity)
+    firsts = changes = 0
+    for snapshot, now in telemetry.ticks(20):
+        for back_s in (3, 400):
+            every = snapshot.events_since(now - int(back_s * NS))
+            for leaf in (None, "oper-status", "admin-status"):
+                for only in (False, True):
+                    want = [e for e in every if leaf in (None, e.leaf) and not (only and e.previous is None)]
+                    assert snapshot.events_since(now - int(back_s * NS), leaf=leaf, changes_only=only) == want
+            firsts += sum(e.previous is None for e in every)
+            changes += sum(e.previous is not None for e in every)
+    assert firsts and changes  # both kinds were there to filter
+
+
 def test_events_of_the_same_time_keep_their_arrival_order() -> None:
     st = CounterStore(event_capacity=4)
     rows = [st.port_row(st.device_id("leaf-g0-r0"), f"Ethernet{k}/1") for k in range(1, 4)]

@@ -63,7 +63,15 @@ class TraceGen:
 
     def sample(self, ts: int, paused: dict[Port, tuple[float, int]] | None = None) -> None:
         """One second passes: `paused` maps a port to (fraction of the second paused, egress packets sent)."""
+        self.sample_device(ts, paused)
+
+    def sample_device(
+        self, ts: int, paused: dict[Port, tuple[float, int]] | None = None, device: str | None = None
+    ) -> None:
+        """`sample` of one device's ports only (switches that sample at different moments); None: every device."""
         for p in self.ports:
+            if device is not None and p[0] != device:
+                continue
             frac, tx = (paused or {}).get(p, (0.0, TX_PER_S if self.up[p] else 0))
             c = self.c[p]
             c["pause"] += int(frac * NS)
@@ -76,6 +84,23 @@ class TraceGen:
         """Samples at T0 + 0..seconds-1 s; `step(k)` runs before sample k (events, resets) and returns its pauses."""
         for k in range(seconds):
             self.sample(at(k), step(k) if step else None)
+
+    def run_phased(
+        self, seconds: int, phases: dict[str, float], windows: list[tuple[list[Port], float, float]]
+    ) -> None:
+        """Each device samples at T0 + k + its phase (k = 1..seconds-1); a port of `windows` is paused with nothing
+        sent from t0 to t1 (seconds), so a sample whose interval holds part of that is partly paused and sends the
+        rest of the second's packets. `phases` must name every device sampled."""
+        for k in range(1, seconds):
+            for dev, phase in sorted(phases.items(), key=lambda x: x[1]):
+                t = k + phase
+                paused: dict[Port, tuple[float, int]] = {}
+                for ports, t0, t1 in windows:
+                    overlap = max(0.0, min(t, t1) - max(t - 1, t0))
+                    if overlap > 0:
+                        sent = 0 if overlap >= 1 else int(TX_PER_S * (1 - overlap))
+                        paused.update({p: (min(overlap, 1.0), sent) for p in ports if p[0] == dev})
+                self.sample_device(at(t), paused, device=dev)
 
     def write(self, path: Path) -> Path:
         self.lines.sort(key=lambda r: r["ts"])  # type: ignore[arg-type,return-value]
