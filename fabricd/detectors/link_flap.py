@@ -147,7 +147,7 @@ def detect(snapshot: Snapshot, fabric: Fabric, state: LinkFlapState, now_ns: int
         if not kept:
             del state.changes[end]
     # Oper-status events first: they are the precise timeline; counters only add what the events missed.
-    for e in snapshot.events_since(since):
+    for e in snapshot.events_since(since, leaf="oper-status", changes_only=True):  # a first value is no flap
         key = (e.device, e.port, e.ts, e.value)
         if key in state.seen_events or not _change(e):
             continue
