@@ -8,8 +8,11 @@ switch for a window, twice:
 First, a warm-up that also measures grpc.aio + the client loop alone (messages dropped unread). For each of 1 and 2:
 updates/s received, client CPU (all threads of this process) per 100k updates, and the lag
 (receive time - notification timestamp) of every message: p50 / p99 / max. For fabricd also the p99 its own
-sampled histogram (fabricd_telemetry_lag_seconds) reports over the window, as a bucket bound. All switches sample
-at once and the twin encodes each burst on one of this machine's 2 cores: compare the lag without ingestion.
+sampled histogram (fabricd_telemetry_lag_seconds) reports over the window, as a bucket bound. The twin starts each
+stream's sample clock when the stream starts, so the switches' bursts are as far apart as their subscriptions
+(fabricd staggers its first connects over 4 ms per switch; pygnmi's threads connect at once), and the twin encodes
+each burst on one of this machine's 2 cores: compare the lag without ingestion. For a server that costs nothing and
+sets the sample phase (aligned or spread), and for worker processes, see bench_telemetry_workers.py.
 
     /work/venv/bin/python bench/bench_telemetry_live.py [--target 100000] [--window 10] [--quick]
 """

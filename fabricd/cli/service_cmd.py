@@ -10,10 +10,11 @@ from typing import Any
 
 import httpx
 import typer
+from pydantic import ValidationError
 from rich.table import Table
 
 from fabricd.cli.output import EXIT_CLEAN, EXIT_FINDINGS, Format, console, emit_json
-from fabricd.service.config import load_config, read_secret
+from fabricd.service.config import TelemetrySettings, load_config, read_secret
 from topology.errors import FabricdError
 
 DEFAULT_CONFIG = Path("fabricd.yaml")
@@ -27,12 +28,22 @@ _FMT = typer.Option(Format.table, "--format", "-f", help="json for scripts, tabl
 
 def run_command(
     config: Path = typer.Option(DEFAULT_CONFIG, "--config", "-c", help="Service configuration (YAML)."),
+    workers: int | None = typer.Option(
+        None, "--workers", help="Telemetry worker processes (overrides telemetry.workers; 1: in the service process)."
+    ),
 ) -> None:
     """Run the fabricd service: telemetry, detectors, guarded remediation, tickets, REST API and /metrics."""
     from fabricd.service.daemon import Service
     from fabricd.service.logs import setup_logging
 
     cfg = load_config(config)
+    if workers is not None:
+        try:
+            telemetry = TelemetrySettings.model_validate({**cfg.telemetry.model_dump(), "workers": workers})
+        except ValidationError as e:
+            msg = e.errors()[0]["msg"].removeprefix("Value error, ")
+            raise typer.BadParameter(msg, param_hint="--workers") from None
+        cfg = cfg.model_copy(update={"telemetry": telemetry})
 
     async def main() -> None:
         service = Service(cfg)

@@ -28,7 +28,15 @@ from fabricd.cli.inputs import load_fabric
 from fabricd.detectors import link_flap
 from fabricd.detectors.finding import Finding
 from fabricd.detectors.runner import Runner, default_detectors
-from fabricd.telemetry import CounterStore, Ingestor, TelemetryClient, TelemetryMetrics, TraceWriter
+from fabricd.telemetry import (
+    CounterStore,
+    Ingestor,
+    TelemetryClient,
+    TelemetryMetrics,
+    TelemetrySource,
+    TelemetryWorkers,
+    TraceWriter,
+)
 from topology.model import Endpoint
 
 from . import metrics as service_metrics
@@ -65,13 +73,24 @@ class Service:
         self._trace = cfg.telemetry.record.open("a", encoding="utf-8") if cfg.telemetry.record else None
         self.ingestor = Ingestor(self.store, recorder=TraceWriter(self._trace) if self._trace else None)
         self.registry = CollectorRegistry()
-        self.telemetry = TelemetryClient(
-            accesses,
-            self.ingestor,
-            interval_s=cfg.telemetry.interval_s,
-            metrics=TelemetryMetrics(self.registry),
-            clock=clock,
-        )
+        self.telemetry: TelemetrySource
+        if cfg.telemetry.workers > 1:  # worker processes stream and decode; their batches land in self.store
+            self.telemetry = TelemetryWorkers(
+                accesses,
+                self.ingestor,
+                workers=cfg.telemetry.workers,
+                interval_s=cfg.telemetry.interval_s,
+                metrics=TelemetryMetrics(self.registry),
+                clock=clock,
+            )
+        else:
+            self.telemetry = TelemetryClient(
+                accesses,
+                self.ingestor,
+                interval_s=cfg.telemetry.interval_s,
+                metrics=TelemetryMetrics(self.registry),
+                clock=clock,
+            )
         service_metrics.register(self.registry, self.state)
         self.runner = Runner(self.fabric, default_detectors(cfg.detectors.tick_s))
         names = [d.name for d in self.runner.detectors]

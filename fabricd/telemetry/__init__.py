@@ -2,6 +2,8 @@
 
 `Ingestor.ingest(bytes, channel)` is the one way data gets in (the gRPC client and trace replay both use it);
 `CounterStore.snapshot()` (or `Ingestor.snapshot()`, which flushes first) is what detectors read.
+`TelemetryClient` streams in this process; `TelemetryWorkers` spreads the streams over worker processes that ship
+what they decoded into the same store.
 """
 
 from .client import TelemetryClient
@@ -10,6 +12,7 @@ from .metrics import TelemetryMetrics
 from .paths import Kind, PathInfo, Subscription, eos_profile, parse, render, subscribe_request
 from .store import NEVER, CounterStore, Snapshot, Stat, StateEvent
 from .trace import TraceError, TraceRecord, TraceWriter, read_trace, replay
+from .workers import TelemetrySource, TelemetryWorkers
 
 __all__ = [
     "NEVER",
@@ -23,6 +26,8 @@ __all__ = [
     "Subscription",
     "TelemetryClient",
     "TelemetryMetrics",
+    "TelemetrySource",
+    "TelemetryWorkers",
     "TraceError",
     "TraceRecord",
     "TraceWriter",

@@ -12,6 +12,11 @@ device's previous one and at DEBUG when it repeats, so a wrong password or a dea
 per retry. The store's last-seen timestamps say which devices are stale (nothing for 3 intervals); a stream that
 delivers nothing for `idle_s` (default 6 intervals: a device that is merely late is reported stale before its stream
 is torn down) is cancelled and re-opened, since a hung TCP connection never ends with an error.
+
+First connects are staggered: device k of n opens its channel after a jittered delay in the k-th of n equal slots
+of `connect_spread_s` (default 4 ms per device, at most 2 s), so 512 switches do not all start a TLS handshake in
+the same instant. Lag is observed once per device and half-second window as the worst lag of the messages in it:
+the last notification of a SAMPLE burst is the one that completes it, and the first one would flatter.
 """
 
 from __future__ import annotations
@@ -38,6 +43,8 @@ SUBSCRIBE = "/gnmi.gNMI/Subscribe"
 LOST = "LOST"  # pseudo status: the call failed but gRPC lost the device's status (see _stream)
 SYNC_TAG = 0x18  # SubscribeResponse field 3 (sync_response), varint
 MAX_MESSAGE = 64 << 20  # a full-device initial dump in JSON can exceed gRPC's 4 MiB default
+CONNECT_SPREAD_PER_DEVICE_S = 0.004  # TLS handshakes cost ~1-3 ms of CPU on either side
+CONNECT_SPREAD_MAX_S = 2.0
 HINTS = {
     "UNAUTHENTICATED": "; check the inventory's username and password_env/password_file for this device",
     "PERMISSION_DENIED": "; the inventory's user may not subscribe on this device",
@@ -78,6 +85,17 @@ class DeviceState:
     synced: bool
     attempts: int
     last_error: str | None  # gRPC status name of the last failure, None after a successful stream
+
+
+def connect_delays(n: int, spread_s: float, rng: random.Random) -> list[float]:
+    """First-connect delays for `n` devices: one per equal slot of `spread_s`, jittered inside its slot, the slots
+    dealt in random order (stratified, so no two devices crowd together as independent uniform draws would)."""
+    if n <= 0:
+        return []
+    slot = spread_s / n
+    order = list(range(n))
+    rng.shuffle(order)
+    return [slot * (k + rng.random()) for k in order]
 
 
 def channel_options(access: DeviceAccess) -> list[tuple[str, Any]]:
@@ -142,6 +160,8 @@ class _Device:
     cancel_reason: str | None = None
     last_error: str | None = None
     lag_next: int = 0
+    lag_worst: int | None = None  # worst lag (ns) in the current sampling window
+    first_delay: float = 0.0  # before the first connect (see connect_delays)
     children: tuple[Any, Any, Any] | None = None  # (connected gauge, reconnects counter, last-lag gauge)
 
 
@@ -152,6 +172,8 @@ class TelemetryClient:
     oper/admin status, counters SAMPLEd every `interval_s`, PFC and watchdog for the lossless priorities only);
     devices of other platforms are reported once and left stale. `interval_s` is also the staleness unit: a device
     is stale once nothing arrived for 3 intervals. `clock` gives unix ns (lag, staleness); `rng` seeds the jitter.
+    `connect_spread_s` is the window first connects are spread over (None: 4 ms per device, at most 2 s; 0: all at
+    once). `on_lag(device, seconds)` also receives every lag observation (telemetry workers ship them to the parent).
     """
 
     def __init__(
@@ -170,6 +192,8 @@ class TelemetryClient:
         idle_s: float | None = None,
         rng: random.Random | None = None,
         flush_s: float = 1.0,
+        connect_spread_s: float | None = None,
+        on_lag: Callable[[str, float], None] | None = None,
         log: logging.Logger | None = None,
     ) -> None:
         if interval_s <= 0 or backoff_base_s <= 0 or backoff_cap_s < backoff_base_s:
@@ -183,6 +207,7 @@ class TelemetryClient:
         self.healthy_s = 3 * interval_s if healthy_s is None else healthy_s
         self.idle_s = 6 * interval_s if idle_s is None else idle_s
         self.flush_s = flush_s
+        self.on_lag = on_lag
         self._lag_every_ns = int(min(interval_s / 2, 1.0) * 1e9)
         rng = rng or random.Random()
         profiles = {"eos": eos_profile(interval_s)} if profile is None else dict(profile)
@@ -202,6 +227,12 @@ class TelemetryClient:
                 Backoff(backoff_base_s, backoff_cap_s, rng),
                 self.store.device_id(access.name),  # interned now: stats rows and staleness from the start
             )
+        streamed = [d for d in self._devices.values() if d.request is not None]
+        if connect_spread_s is None:
+            connect_spread_s = min(CONNECT_SPREAD_MAX_S, CONNECT_SPREAD_PER_DEVICE_S * len(streamed))
+        self.connect_spread_s = connect_spread_s
+        for d, delay in zip(streamed, connect_delays(len(streamed), connect_spread_s, rng), strict=True):
+            d.first_delay = delay
         if metrics is not None:
             metrics.bind(self.store, list(self._devices), lambda: self.stale_devices())
             for d in self._devices.values():
@@ -282,6 +313,9 @@ class TelemetryClient:
     # --- per device --------------------------------------------------------------------------------------
     async def _device_loop(self, d: _Device) -> None:
         name = d.access.name
+        if d.first_delay > 0:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._closing.wait(), d.first_delay)
         while not self._closing.is_set():
             if d.attempts and d.children is not None:
                 d.children[1].inc()
@@ -358,33 +392,39 @@ class TelemetryClient:
                 d.call = None
 
     async def _read(self, d: _Device, call: Any) -> None:
-        ingest, name, clock = self.ingestor.ingest, d.access.name, self.clock
+        ingestor, name, clock = self.ingestor, d.access.name, self.clock
+        ingest = ingestor.ingest
         async for raw in call:
             now = clock()
             ingest(raw, name, now)
             d.messages += 1
+            ts = ingestor.last_ts  # of this message's notification; 0 if it had none
+            if ts and (d.lag_worst is None or now - ts > d.lag_worst):
+                d.lag_worst = now - ts
             if now >= d.lag_next:
-                self._sample(d, raw, now)
+                self._sample(d, now)
             if raw and raw[0] == SYNC_TAG:
                 d.synced.set()
                 if d.last_error is not None:
                     self.log.info("telemetry from %s: streaming again (attempt %d)", name, d.attempts)
                 d.last_error = None
 
-    def _sample(self, d: _Device, raw: bytes, now: int) -> None:
-        """Lag (receive time - notification time), at most once per `_lag_every_ns` per device: with SAMPLE bursts
-        every interval this reads the first notification of each burst, not every update. The first message of a
-        stream (lag_next is 0 then) also marks the device connected."""
+    def _sample(self, d: _Device, now: int) -> None:
+        """Lag (receive time - notification time), observed at most once per `_lag_every_ns` per device as the worst
+        of the window's notifications (with SAMPLE bursts every interval: about one observation per burst, for the
+        message that completed it). The first message of a stream (lag_next is 0 then) also marks it connected."""
         if not d.connected:
             self._set_connected(d, True)
-        ts = notification_ts(raw)
-        if ts is None:
+        if d.lag_worst is None:
             return
         d.lag_next = now + self._lag_every_ns
-        lag = (now - ts) / 1e9
+        lag = d.lag_worst / 1e9
+        d.lag_worst = None
         if self.metrics is not None and d.children is not None:
             self.metrics.lag.observe(max(lag, 0.0))
             d.children[2].set(lag)
+        if self.on_lag is not None:
+            self.on_lag(d.access.name, lag)
 
     def _set_connected(self, d: _Device, up: bool) -> None:
         d.connected = up
@@ -392,6 +432,7 @@ class TelemetryClient:
             d.children[0].set(1 if up else 0)
         if not up:
             d.lag_next = 0  # the first message of the next stream marks it connected
+            d.lag_worst = None
 
     @staticmethod
     def _redact(d: _Device, text: str) -> str:

@@ -68,13 +68,16 @@ class Ingestor:
 
     `channel` names the device a stream belongs to (used when the prefix carries no target). Writes are batched:
     they reach the store at `flush()` (called automatically every `flush_size` updates, and by `snapshot()`).
+    A flush does not yield (~0.35 us per update): 4096 updates keep that pause at 1-4 ms on a loop that is also
+    reading streams, where 16384 made it 6-20 ms, for the same throughput. `last_ts` is the timestamp of the
+    notification in the message last ingested (0 if it had none), for the client's lag measurement.
     """
 
     def __init__(
         self,
         store: CounterStore,
         *,
-        flush_size: int = 16384,
+        flush_size: int = 4096,
         recorder: UpdateSink | None = None,
         log: logging.Logger | None = None,
     ) -> None:
@@ -92,6 +95,7 @@ class Ingestor:
         self._shapes: dict[tuple[str, tuple[Elem, ...]], dict[bytes, int]] = {}
         self._logged: dict[int, int] = {}
         self._paths: dict[int, str] = {}  # series -> path text, only when recording
+        self.last_ts = 0
 
     # --- entry points ------------------------------------------------------------------------------------
     def ingest(self, data: bytes | Any, channel: str, now: int | None = None) -> None:
@@ -103,6 +107,7 @@ class Ingestor:
         else:
             b = data.SerializeToString()
         mark = len(self._codes)
+        self.last_ts = 0
         try:
             self._fast(b, channel)
         except (_Odd, IndexError):
@@ -180,6 +185,7 @@ class Ingestor:
 
     def _notification(self, ctx: Ctx, ts: int, n: int) -> None:
         self.store.seen(ctx[0], ts)  # now, not at flush: staleness must not wait for a batch to fill
+        self.last_ts = ts
         self._n_dev.append(ctx[0])
         self._n_ts.append(ts)
         self._n_base.append(ctx[1])

@@ -133,3 +133,22 @@ class TelemetryMetrics:
         for name in devices:  # every device appears from the first scrape, not only after its first event
             self.reconnects.labels(name)
             self.connected.labels(name).set(0)
+
+    def bind_workers(self, workers: int) -> tuple[Gauge, Counter]:
+        """The worker-process metrics (only with telemetry workers): up gauge and restart counter per worker."""
+        up = Gauge(
+            "fabricd_telemetry_worker_up",
+            "1 while the telemetry worker process is running and connected to the service.",
+            ["worker"],
+            registry=self.registry,
+        )
+        restarts = Counter(
+            "fabricd_telemetry_worker_restarts",
+            "Telemetry worker processes restarted after they died.",
+            ["worker"],
+            registry=self.registry,
+        )
+        for k in range(workers):
+            up.labels(str(k)).set(0)
+            restarts.labels(str(k))
+        return up, restarts

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import itertools
 import logging
 import random
 import re
@@ -20,12 +21,12 @@ from pygnmi.spec.v080 import gnmi_pb2
 
 from drivers.inventory import DeviceAccess, EapiAccess, GnmiAccess, SshAccess, load_inventory
 from fabricd.telemetry import CounterStore, Ingestor, Stat, Subscription, TelemetryClient, TelemetryMetrics
-from fabricd.telemetry.client import Backoff, notification_ts
+from fabricd.telemetry.client import Backoff, connect_delays, notification_ts
 from tests.lab.control_client import inject
 from tests.lab.twin_thread import TwinThread
 from topology.spec import FabricSpec
 
-from . import IF, T0, notification
+from . import IF, T0, S, notification
 
 INTERVAL = 0.2  # the twin refuses sample intervals below 0.1 s
 FULL_INTERVAL = 0.4  # the full EOS profile on every switch at 0.2 s is ~50k updates/s: too much for 2 shared cores
@@ -267,6 +268,54 @@ def test_hung_stream_is_reopened_and_details_are_redacted(caplog: pytest.LogCapt
     assert modes == {(gnmi_pb2.ON_CHANGE, 0, 10**9), (gnmi_pb2.SAMPLE, int(INTERVAL * 1e9), 0)}
 
 
+def test_first_connects_follow_the_staggered_delays() -> None:
+    """A local server records the order Subscribe calls arrive in: the order of the devices' first-connect delays."""
+    arrivals: list[str] = []
+
+    async def subscribe(requests: AsyncIterator[bytes], context: grpc.aio.ServicerContext[bytes, bytes]) -> None:
+        md = {k: v for k, v in context.invocation_metadata() or () if isinstance(v, str)}
+        arrivals.append(md["username"])
+        async for _ in requests:  # the SubscriptionList; the client never half-closes
+            break
+        await asyncio.Event().wait()  # hang until the client cancels
+
+    names = ["a", "b", "c", "d"]
+    delays = connect_delays(len(names), 1.2, random.Random(0))  # what the client draws from the same seed
+    spaced = sorted(delays)
+    assert min(y - x for x, y in itertools.pairwise(spaced)) > 0.2  # far apart: order is unambiguous
+
+    async def go() -> None:
+        server = grpc.aio.server()
+        handler = grpc.stream_stream_rpc_method_handler(subscribe)
+        server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler("gnmi.gNMI", {"Subscribe": handler}),))
+        gnmi = GnmiAccess(port=server.add_insecure_port("127.0.0.1:0"), tls=False)
+        await server.start()
+        devices = [
+            DeviceAccess(n, "127.0.0.1", "eos", n, SecretStr("x"), gnmi, EapiAccess(), SshAccess()) for n in names
+        ]
+        c = TelemetryClient(devices, Ingestor(CounterStore()), connect_spread_s=1.2, rng=random.Random(0))
+        try:
+            async with running(c):
+                await until(lambda: len(arrivals) == len(names), 10)
+        finally:
+            await server.stop(None)
+
+    asyncio.run(go())
+    assert arrivals == [n for _, n in sorted(zip(delays, names, strict=True))]
+
+
+def test_connect_delays_are_stratified_and_bounded() -> None:
+    delays = connect_delays(8, 0.8, random.Random(3))
+    assert sorted(int(d // 0.1) for d in delays) == list(range(8))  # one device in each 0.1 s slot
+    assert delays != sorted(delays)  # slots are dealt in random order, not by inventory position
+    assert connect_delays(8, 0.8, random.Random(3)) == delays  # seeded: reproducible
+    assert connect_delays(0, 1.0, random.Random(1)) == [] and connect_delays(2, 0.0, random.Random(1)) == [0.0, 0.0]
+    many = [DeviceAccess(f"sw{k}", "192.0.2.1", "eos", "u", SecretStr("x"), GnmiAccess(), EapiAccess(), SshAccess())
+            for k in range(600)]  # fmt: skip
+    assert TelemetryClient(many[:10], Ingestor(CounterStore())).connect_spread_s == pytest.approx(0.04)
+    assert TelemetryClient(many, Ingestor(CounterStore())).connect_spread_s == 2.0  # 4 ms per device, capped
+
+
 def test_stop_before_run_returns_at_once() -> None:
     access = DeviceAccess("x", "192.0.2.1", "eos", "admin", SecretStr("x"), GnmiAccess(), EapiAccess(), SshAccess())
     c = TelemetryClient([access], Ingestor(CounterStore()))
@@ -298,6 +347,35 @@ def test_backoff_full_jitter_and_cap() -> None:
     for _ in range(10_000):  # a long outage: the attempt count stops at the cap
         b.next()
     assert b.attempt == 6
+
+
+def test_lag_is_the_worst_message_of_each_window() -> None:
+    """One observation per device and half-second window: the window's worst lag (the message that completed a
+    burst), not the first message's."""
+    registry = CollectorRegistry()
+    access = DeviceAccess("leaf-a", "192.0.2.1", "eos", "u", SecretStr("x"), GnmiAccess(), EapiAccess(), SshAccess())
+    ms = 10**6
+    # (notification ts, receive time): a burst sampled at T0 read over 300 ms, then the next one at T0 + 1 s
+    arrivals = [(T0, T0 + 10 * ms), (T0, T0 + 20 * ms), (T0, T0 + 300 * ms), (T0 + S, T0 + S + 10 * ms)]
+    times = itertools.chain((now for _, now in arrivals), itertools.repeat(arrivals[-1][1]))
+    lags: list[tuple[str, float]] = []
+    c = TelemetryClient(
+        [access],
+        Ingestor(CounterStore()),
+        interval_s=1.0,
+        metrics=TelemetryMetrics(registry),
+        clock=lambda: next(times),
+        on_lag=lambda device, lag: lags.append((device, lag)),
+    )
+    port = IF.format(port="Ethernet1/1")
+
+    async def call() -> AsyncIterator[bytes]:
+        for k, (ts, _) in enumerate(arrivals):
+            yield notification("leaf-a", ts, port, [("/state/counters/in-pkts", k)])
+
+    asyncio.run(c._read(c._devices["leaf-a"], call()))
+    assert lags == [("leaf-a", 0.01), ("leaf-a", 0.3)]  # the first window had only its first message then
+    assert metric(generate_latest(registry).decode(), "fabricd_telemetry_last_lag_seconds", "leaf-a") == 0.3
 
 
 def test_notification_ts_reads_the_wire() -> None:
