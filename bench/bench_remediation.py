@@ -11,7 +11,7 @@ max. The split comes from a timing wrapper around the service's actuator (connec
 Baseline, same twin, same run: one bare napalm session doing what a minimal remediation needs (open, merge
 `shutdown`, commit with a revert timer, confirm, close).
 
-    /work/venv/bin/python bench/bench_remediation.py [--flaps 100] [--wave 10] [--interval 0.5] [--quick]
+    /work/venv/bin/python bench/bench_remediation.py [--flaps 100] [--wave 10] [--interval 0.5] [--workers 1] [--quick]
 """
 
 from __future__ import annotations
@@ -170,6 +170,7 @@ def main() -> int:
     ap.add_argument("--flaps", type=int, default=100)
     ap.add_argument("--wave", type=int, default=10, help="flaps injected at once (on distinct leaves first)")
     ap.add_argument("--interval", type=float, default=0.5, help="telemetry interval and detector tick, s")
+    ap.add_argument("--workers", type=int, default=1, help="telemetry worker processes (fabricd run --workers)")
     ap.add_argument("--baseline-reps", type=int, default=20)
     ap.add_argument("--quick", action="store_true", help="20 flaps in waves of 5, 5 baseline reps")
     args = ap.parse_args()
@@ -201,7 +202,7 @@ def main() -> int:
         big = 100_000
         cfg = write_config(
             tmp, inventory, spec=str(spec),
-            telemetry={"interval_s": args.interval}, detectors={"tick_s": args.interval},
+            telemetry={"interval_s": args.interval, "workers": args.workers}, detectors={"tick_s": args.interval},
             remediation={"mode": "auto", "revert_in_s": 60, "verify_timeout_s": 5},
             safety={"min_uplink_fraction": 0.01, "max_down_per_switch": big, "max_down_per_rail": big,
                     "max_down_fabric": big, "max_actions_per_hour": big},
@@ -275,7 +276,7 @@ def main() -> int:
                 if ln.startswith("model name")), platform.processor())  # fmt: skip
     print(f"\nmachine: {os.cpu_count()} cores ({cpu}), Python {platform.python_version()}")
     print(f"flaps injected: {len(targets)} in {len(waves)} waves of {args.wave} (one per leaf first), "
-          f"interval/tick {args.interval:g} s, run {run_s:.1f} s")  # fmt: skip
+          f"interval/tick {args.interval:g} s, telemetry workers {args.workers}, run {run_s:.1f} s")  # fmt: skip
     print(f"disable actions by status: {statuses}; measured: {n_done}\n")
     print(f"{'segment':48} {'p50 ms':>9} {'p99 ms':>9} {'max ms':>9}")
     for k, xs in rows.items():
