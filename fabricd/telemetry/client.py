@@ -147,11 +147,12 @@ def notification_ts(raw: bytes) -> int | None:
 @dataclass(eq=False)
 class _Device:
     access: DeviceAccess
-    request: bytes | None  # serialized SubscribeRequest; None: no profile for the platform
+    requests: tuple[bytes, ...]  # serialized SubscribeRequests, one Subscribe call each; (): no profile
     backoff: Backoff
     dev_id: int
     synced: asyncio.Event = field(default_factory=asyncio.Event)
-    call: Any = None
+    calls: list[Any] = field(default_factory=list)  # the Subscribe calls of the current connection
+    unsynced: int = 0  # calls of the current connection that have not sent their sync_response yet
     connected: bool = False
     attempts: int = 0
     messages: int = 0  # bumped per message; the watchdog compares it to see progress
@@ -211,23 +212,29 @@ class TelemetryClient:
         self._lag_every_ns = int(min(interval_s / 2, 1.0) * 1e9)
         rng = rng or random.Random()
         profiles = {"eos": eos_profile(interval_s)} if profile is None else dict(profile)
-        requests: dict[str, bytes] = {}
+        requests: dict[str, tuple[bytes, ...]] = {}
         for platform, subs in profiles.items():
-            req = subscribe_request(subs)
-            if heartbeat_s:
-                for sub in req.subscribe.subscription:
-                    if sub.mode == gnmi_pb2.ON_CHANGE:
-                        sub.heartbeat_interval = int(heartbeat_s * 1e9)
-            requests[platform] = req.SerializeToString()
+            # ON_CHANGE in a Subscribe call of its own: HTTP/2 flow control is per stream, so an oper-status
+            # change never waits behind a SAMPLE burst of thousands of counters still being read.
+            groups = [[s for s in subs if s.mode == "on_change"], [s for s in subs if s.mode != "on_change"]]
+            reqs = []
+            for group in (g for g in groups if g):
+                req = subscribe_request(group)
+                if heartbeat_s:
+                    for sub in req.subscribe.subscription:
+                        if sub.mode == gnmi_pb2.ON_CHANGE:
+                            sub.heartbeat_interval = int(heartbeat_s * 1e9)
+                reqs.append(req.SerializeToString())
+            requests[platform] = tuple(reqs)
         self._devices: dict[str, _Device] = {}
         for access in inventory_devices:
             self._devices[access.name] = _Device(
                 access,
-                requests.get(access.platform),
+                requests.get(access.platform, ()),
                 Backoff(backoff_base_s, backoff_cap_s, rng),
                 self.store.device_id(access.name),  # interned now: stats rows and staleness from the start
             )
-        streamed = [d for d in self._devices.values() if d.request is not None]
+        streamed = [d for d in self._devices.values() if d.requests]
         if connect_spread_s is None:
             connect_spread_s = min(CONNECT_SPREAD_MAX_S, CONNECT_SPREAD_PER_DEVICE_S * len(streamed))
         self.connect_spread_s = connect_spread_s
@@ -259,7 +266,7 @@ class TelemetryClient:
 
     async def wait_synced(self, timeout_s: float | None = None) -> bool:
         """Wait until every streamable device's current stream has synced; False on timeout."""
-        waits = [d.synced.wait() for d in self._devices.values() if d.request is not None]
+        waits = [d.synced.wait() for d in self._devices.values() if d.requests]
         try:
             await asyncio.wait_for(asyncio.gather(*waits), timeout_s)
         except TimeoutError:
@@ -278,21 +285,21 @@ class TelemetryClient:
             raise RuntimeError("TelemetryClient.run() is already running")
         self._running = True
         for d in self._devices.values():
-            if d.request is None:
+            if not d.requests:
                 self.log.warning(
                     "telemetry: %s is platform %r, which has no subscription profile; it stays stale",
                     d.access.name,
                     d.access.platform,
                 )
-        tasks = [asyncio.create_task(self._device_loop(d)) for d in self._devices.values() if d.request is not None]
+        tasks = [asyncio.create_task(self._device_loop(d)) for d in self._devices.values() if d.requests]
         tasks.append(asyncio.create_task(self._housekeeping()))
         try:
             await asyncio.gather(*tasks)
         finally:
             self._closing.set()
             for d in self._devices.values():
-                if d.call is not None:
-                    d.call.cancel()
+                for call in d.calls:
+                    call.cancel()
             for t in tasks:
                 t.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
@@ -304,9 +311,10 @@ class TelemetryClient:
         """End every stream and wait for `run()` to return."""
         self._closing.set()
         for d in self._devices.values():
-            if d.call is not None:
+            if d.calls:
                 d.cancel_reason = "stop"
-                d.call.cancel()
+            for call in d.calls:
+                call.cancel()
         if self._running:
             await self._done.wait()
 
@@ -354,31 +362,40 @@ class TelemetryClient:
                 await asyncio.wait_for(self._closing.wait(), delay)
 
     async def _stream(self, d: _Device) -> tuple[str, str]:
-        """One Subscribe call; returns (status name, detail) when it ends."""
+        """One connection: a Subscribe call per request on one channel; returns (status name, detail) when the
+        first of them ends (the others are cancelled with it, and the whole connection is made again)."""
         access = d.access
-        assert d.request is not None
+        assert d.requests
         store = self.store
         async with open_channel(access) as channel:
-            call = channel.stream_stream(SUBSCRIBE, request_serializer=None, response_deserializer=None)(
-                metadata=(("username", access.username), ("password", access.password.get_secret_value()))
-            )
-            d.call = call
+            metadata = (("username", access.username), ("password", access.password.get_secret_value()))
+            calls = [
+                channel.stream_stream(SUBSCRIBE, request_serializer=None, response_deserializer=None)(metadata=metadata)
+                for _ in d.requests
+            ]
+            d.calls, d.unsynced = calls, len(calls)
             d.watch_since, d.watch_messages = time.monotonic(), -1
             store.synced[d.dev_id] = False  # this stream's sync is still to come
+            readers: list[asyncio.Task[None]] = []
             try:
-                # The request side stays open (no done_writing): many gNMI targets take the client's half-close
-                # as the end of a STREAM subscription; pygnmi and gnmic keep it open too.
-                try:
-                    await call.write(d.request)
-                except asyncio.InvalidStateError:
-                    pass  # the call already ended: reading raises its status
-                except grpc.aio.AioRpcError as e:
-                    if e.code() == grpc.StatusCode.INTERNAL:
-                        # A server that rejects the call as soon as it sees the headers (auth, gNMI blocked) races
-                        # this write; when the write loses, grpc.aio replaces the server's status with INTERNAL.
-                        return LOST, "the device ended the call before the subscription was sent"
-                    raise
-                await self._read(d, call)
+                for call, request in zip(calls, d.requests, strict=True):
+                    # The request side stays open (no done_writing): many gNMI targets take the client's half-close
+                    # as the end of a STREAM subscription; pygnmi and gnmic keep it open too.
+                    try:
+                        await call.write(request)
+                    except asyncio.InvalidStateError:
+                        pass  # the call already ended: reading raises its status
+                    except grpc.aio.AioRpcError as e:
+                        if e.code() == grpc.StatusCode.INTERNAL:
+                            # A server that rejects the call as soon as it sees the headers (auth, gNMI blocked)
+                            # races this write; when the write loses, grpc.aio replaces the server's status with
+                            # INTERNAL.
+                            return LOST, "the device ended the call before the subscription was sent"
+                        raise
+                readers = [asyncio.create_task(self._read(d, call)) for call in calls]
+                done, _ = await asyncio.wait(readers, return_when=asyncio.FIRST_COMPLETED)
+                for t in done:
+                    t.result()  # the status of the call that ended first
                 return "OK", "the server ended the stream"
             except grpc.aio.AioRpcError as e:
                 return e.code().name, str(e.details() or "")
@@ -389,7 +406,12 @@ class TelemetryClient:
                     raise  # our own task is being cancelled, not just the call
                 return "CANCELLED", reason
             finally:
-                d.call = None
+                for call in calls:
+                    call.cancel()
+                for t in readers:
+                    t.cancel()
+                await asyncio.gather(*readers, return_exceptions=True)
+                d.calls = []
 
     async def _read(self, d: _Device, call: Any) -> None:
         ingestor, name, clock = self.ingestor, d.access.name, self.clock
@@ -404,6 +426,9 @@ class TelemetryClient:
             if now >= d.lag_next:
                 self._sample(d, now)
             if raw and raw[0] == SYNC_TAG:
+                d.unsynced -= 1
+                if d.unsynced > 0:
+                    continue  # synced once every call of the connection has sent its initial state
                 d.synced.set()
                 if d.last_error is not None:
                     self.log.info("telemetry from %s: streaming again (attempt %d)", name, d.attempts)
@@ -451,10 +476,11 @@ class TelemetryClient:
             self.ingestor.flush()
             mono = time.monotonic()
             for d in self._devices.values():
-                if d.call is None:
+                if not d.calls:
                     continue
                 if d.messages != d.watch_messages:
                     d.watch_messages, d.watch_since = d.messages, mono
                 elif mono - d.watch_since > idle_s:
                     d.cancel_reason = f"nothing received for {idle_s:g} s"
-                    d.call.cancel()
+                    for call in d.calls:
+                        call.cancel()

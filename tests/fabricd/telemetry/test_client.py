@@ -113,7 +113,9 @@ def test_streams_every_device_into_the_store(twin: TwinThread, caplog: pytest.Lo
             assert c.stale_devices() == []
             assert all(c.synced.values()) and all(snap.synced)
             for name in names:
-                assert snap.stat(name, Stat.UPDATES) > 0 and snap.stat(name, Stat.SYNCS) == 1
+                assert (
+                    snap.stat(name, Stat.UPDATES) > 0 and snap.stat(name, Stat.SYNCS) == 2
+                )  # ON_CHANGE + SAMPLE calls
                 assert snap.stat(name, Stat.UNKNOWN) == snap.stat(name, Stat.MALFORMED) == 0
                 pkts = snap.select(device=name, leaf="if.in-pkts")
                 assert len(pkts) > 0 and (snap.rate[pkts] > 0).any()
@@ -260,11 +262,14 @@ def test_hung_stream_is_reopened_and_details_are_redacted(caplog: pytest.LogCapt
     assert echo.last_error == "UNAUTHENTICATED"
     assert "nothing received for 0.3 s" in caplog.text
     assert secret not in caplog.text and "password *** is wrong" in caplog.text
-    md, raw = next((md, raw) for md, raw in seen if md["username"] == "admin")
-    assert md["username"] == "admin" and md["password"] == secret  # credentials travel as metadata
-    req = gnmi_pb2.SubscribeRequest.FromString(raw).subscribe
-    assert req.mode == gnmi_pb2.SubscriptionList.STREAM and req.encoding == gnmi_pb2.PROTO
-    modes = {(s.mode, s.sample_interval, s.heartbeat_interval) for s in req.subscription}
+    modes = set()
+    for md, raw in seen:
+        if md["username"] != "admin":
+            continue
+        assert md["password"] == secret  # credentials travel as metadata
+        req = gnmi_pb2.SubscribeRequest.FromString(raw).subscribe
+        assert req.mode == gnmi_pb2.SubscriptionList.STREAM and req.encoding == gnmi_pb2.PROTO
+        modes |= {(s.mode, s.sample_interval, s.heartbeat_interval) for s in req.subscription}
     assert modes == {(gnmi_pb2.ON_CHANGE, 0, 10**9), (gnmi_pb2.SAMPLE, int(INTERVAL * 1e9), 0)}
 
 
@@ -296,12 +301,43 @@ def test_first_connects_follow_the_staggered_delays() -> None:
         c = TelemetryClient(devices, Ingestor(CounterStore()), connect_spread_s=1.2, rng=random.Random(0))
         try:
             async with running(c):
-                await until(lambda: len(arrivals) == len(names), 10)
+                await until(lambda: len(arrivals) == 2 * len(names), 10)  # two Subscribe calls a device
         finally:
             await server.stop(None)
 
     asyncio.run(go())
-    assert arrivals == [n for _, n in sorted(zip(delays, names, strict=True))]
+    assert list(dict.fromkeys(arrivals)) == [n for _, n in sorted(zip(delays, names, strict=True))]
+
+
+def test_on_change_has_a_subscribe_call_of_its_own() -> None:
+    """Oper-status changes must not queue behind a SAMPLE burst in the same HTTP/2 stream: one Subscribe call carries
+    every ON_CHANGE subscription, another every SAMPLE one, on the device's one channel."""
+    calls: list[tuple[str, list[int]]] = []
+
+    async def subscribe(requests: AsyncIterator[bytes], context: grpc.aio.ServicerContext[bytes, bytes]) -> None:
+        md = {k: v for k, v in context.invocation_metadata() or () if isinstance(v, str)}
+        async for raw in requests:
+            req = gnmi_pb2.SubscribeRequest.FromString(raw)
+            calls.append((md["username"], sorted({s.mode for s in req.subscribe.subscription})))
+            break
+        await asyncio.Event().wait()
+
+    async def go() -> None:
+        server = grpc.aio.server()
+        handler = grpc.stream_stream_rpc_method_handler(subscribe)
+        server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler("gnmi.gNMI", {"Subscribe": handler}),))
+        gnmi = GnmiAccess(port=server.add_insecure_port("127.0.0.1:0"), tls=False)
+        await server.start()
+        dev = DeviceAccess("a", "127.0.0.1", "eos", "a", SecretStr("x"), gnmi, EapiAccess(), SshAccess())
+        c = TelemetryClient([dev], Ingestor(CounterStore()), connect_spread_s=0)
+        try:
+            async with running(c):
+                await until(lambda: len(calls) == 2, 10)
+        finally:
+            await server.stop(None)
+
+    asyncio.run(go())
+    assert sorted(calls) == [("a", [gnmi_pb2.ON_CHANGE]), ("a", [gnmi_pb2.SAMPLE])]
 
 
 def test_connect_delays_are_stratified_and_bounded() -> None:

@@ -236,7 +236,9 @@ def test_two_workers_stream_into_one_store(twin: TwinThread, caplog: pytest.LogC
             assert c.stale_devices() == [] and all(c.synced.values())
             snap = c.ingestor.snapshot()
             for name in names:
-                assert snap.stat(name, Stat.UPDATES) > 0 and snap.stat(name, Stat.SYNCS) == 1
+                assert (
+                    snap.stat(name, Stat.UPDATES) > 0 and snap.stat(name, Stat.SYNCS) == 2
+                )  # ON_CHANGE + SAMPLE calls
                 assert {snap.text(int(i)) for i in snap.select(device=name, leaf="oper-status")} == {"UP"}
                 assert c.state(name).connected and c.state(name).attempts == 1
             text = generate_latest(registry).decode()
