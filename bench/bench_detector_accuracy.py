@@ -51,7 +51,7 @@ Not covered: ports fabricd itself disabled (no remediation runs offline). The tw
 (no link training errors after a flap), so noise cannot fool a corruption rule here.
 
 Run: /work/venv/bin/python bench/bench_detector_accuracy.py [--quick] [--seed 6] [--episodes N] [--keep DIR]
-(full: 16 episodes of 30 s, 126 scenarios, about 9 min on 2 cores; --quick: 3 episodes, about 2 min).
+(full: 50 episodes of 30 s, ~380 scenarios, about 27 min on 2 cores; --quick: 3 episodes, about 2 min).
 `--rescore DIR` runs `fabricd detect` again over the recordings a `--keep DIR` run left, and scores them (for
 detector work: same traces, new code).
 """
@@ -851,7 +851,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--spec", type=Path, default=REPO / "examples" / "small-pod.yaml")
     ap.add_argument("--seed", type=int, default=6)
     ap.add_argument("--quick", action="store_true", help="3 episodes (under 3 min)")
-    ap.add_argument("--episodes", type=int, help="recordings (default 16, --quick 3)")
+    ap.add_argument("--episodes", type=int, help="recordings (default 50, --quick 3)")
     ap.add_argument("--duration", type=float, default=30.0, help="seconds per recording")
     ap.add_argument("--keep", type=Path, help="keep traces, probes, findings and run.json here")
     ap.add_argument("--rescore", type=Path, help="no recording: run fabricd detect again over a --keep dir and score")
@@ -864,7 +864,7 @@ def main(argv: list[str] | None = None) -> int:
         results = [(r, finish(detect(args.spec, r), r)) for r in recs]
         episodes, what = [r.episode for r in recs], f"rescored {args.rescore}"
     else:
-        n = args.episodes or (3 if args.quick else 16)
+        n = args.episodes or (3 if args.quick else 50)
         episodes = Planner(fabric, args.seed, args.duration).plan(n, failed_every=0 if args.quick else 8)
         tmp = None if args.keep else tempfile.TemporaryDirectory(prefix="fabricd-accuracy-")
         out = args.keep or Path(tmp.name if tmp else ".")
