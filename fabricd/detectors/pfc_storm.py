@@ -7,7 +7,8 @@ a NIC) is the origin: one finding per origin, with every stuck port that leads t
 where it started is a cycle: a deadlock, never reported as a storm.
 
 A switch is an origin only on evidence that it pauses with no stuck egress of its own: it is fresh, it has been
-sampled since the queue waiting on it was last judged stuck, and none of its egress queues that queue could wait on
+sampled since the queue waiting on it was last judged stuck (its egress queue counters: an on-change event from it,
+such as a flap on another of its ports, is no sample of them), and none of its egress queues that queue could wait on
 was stuck at any time since that queue's onset. Switches sample at different moments, so without this a queue still
 held from its last sample while its next hop has already cleared (the end of a storm or deadlock), or one already
 held while its next hop's first stuck sample has not arrived (the start of a deadlock), looked like a storm from
@@ -20,11 +21,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from fabricd.telemetry import Snapshot
+from fabricd.telemetry import NEVER, Snapshot
 from topology.fabric import Fabric
 
 from .finding import Finding
-from .stuck_queues import NS, Queue, StuckConfig, StuckQueues, by_switch, track, waits_on
+from .stuck_queues import NS, Queue, StuckConfig, StuckQueues, by_switch, last_sampled, track, waits_on
 
 # The watchdog rule's settings: pfc_deadlock judges stuck queues by the same ones (one tracker per Runner).
 PfcStormConfig = StuckConfig
@@ -64,7 +65,8 @@ class _Walk:
         # Every tracked queue ever judged stuck, by switch: when was each last stuck (for a switch origin's check).
         self.ever = by_switch(q for q in tracker.keys if tracker.stuck_ts[tracker.index[q]] > 0)
         self._stale: dict[str, bool] = {}
-        self._seen: dict[str, int] | None = None  # device -> its last update (built only if a switch may be an origin)
+        # (switch, priority) -> its last sample of those egress queues (looked up only if a switch may be an origin)
+        self._sampled: dict[tuple[str, int], int] = {}
 
     def stale(self, device: str) -> bool:
         s = self._stale.get(device)
@@ -94,10 +96,15 @@ class _Walk:
         if self.stale(peer.device):
             return False
         i = self.tracker.index[q]
-        if self._seen is None:
-            self._seen = dict(zip(self.snapshot.devices, self.snapshot.last_seen, strict=True))
-        if self._seen[peer.device] < self.tracker.stuck_ts[i]:
-            return False  # not heard from since q was last stuck: its stuck sample may still be on its way
+        key = (peer.device, q[2])
+        sampled = self._sampled.get(key)
+        if sampled is None:
+            sampled = last_sampled(self.snapshot, peer.device, q[2])
+            if sampled == NEVER:  # it streams no queue counters: its last update is all there is
+                sampled = self.snapshot.last_seen[self.snapshot.devices.index(peer.device)]
+            self._sampled[key] = sampled
+        if sampled < self.tracker.stuck_ts[i]:
+            return False  # its queues not sampled since q was last stuck: their stuck sample may be on its way
         onset = self.tracker.onset[i]
         waited = waits_on(q, self.ever, self.fabric)  # the peer's egress q could wait on, stuck at some time
         return all(self.tracker.stuck_ts[self.tracker.index[s]] <= onset for s in waited)

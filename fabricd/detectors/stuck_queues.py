@@ -220,6 +220,18 @@ def _queue_series(snapshot: Snapshot, rows: I64, prios: I64, leaf: str, codes: C
     return out
 
 
+def last_sampled(snapshot: Snapshot, device: str, prio: int) -> int:
+    """When `device` last sampled its egress queues of `prio` (the latest `transmit-pkts` sample of any of its ports;
+    NEVER if none). Not its `last_seen`: an on-change event (an oper-status change) is news from the device but no
+    sample of its queues, so it says nothing about whether they are stuck."""
+    d = snapshot.devices.index(device) if device in snapshot.devices else -1
+    rows = np.flatnonzero(snapshot.port_dev == d).astype(np.int64)
+    codes: Codes = {key: c for c, key in enumerate(snapshot.codes)}
+    series = _series(snapshot, rows, codes.get((TX, str(prio))))
+    series = series[series >= 0]
+    return int(snapshot.ts[series].max()) if len(series) else NEVER
+
+
 def _grace_rows(snapshot: Snapshot, cfg: StuckConfig, now_ns: int) -> I64:
     """Port rows whose oper-status changed within the grace period (the first value seen is no change)."""
     since = now_ns - int(cfg.grace_s * NS)

@@ -227,3 +227,37 @@ def test_a_queue_not_paused_for_a_minute_is_forgotten(small_fabric: Fabric, tmp_
     assert tracked[4] == 1  # the tick of the sample that paused (k=3; the first tick holds only oper-status)
     assert tracked[-1] == 0 and state.tracker.keys == []  # gone, though the leaf never stopped reporting
     assert tracked.index(0, 4) == 64  # the first tick (ending at 64 s) over a minute after the pause at 3 s
+
+
+# --- a storm's first tick, with switches sampling at different moments --------------------------------------------
+STORM_START = [("leaf-g0-r0", 0.1), ("spine-r0-0", 0.2), ("spine-r0-1", 0.2)]  # the leaf samples first
+OTHER_SERVER_PORT = ("leaf-g0-r0", "Ethernet2/1")  # faces gpu-g0-001:nic0, not the storming NIC
+Events = Callable[[TraceGen], None]
+
+
+def one_flap(port: Port, t: float) -> Events:
+    return lambda g: g.flap(at(t), [port], down_s=0.2)
+
+
+STORM_START_CASES: list[tuple[str, Events | None]] = [
+    ("no other event", None),
+    # The leaf's oper-status event is news from the leaf but no sample of its queues: it must not pass for one.
+    ("a flap on another leaf port after the spines' stuck sample", one_flap(OTHER_SERVER_PORT, 3.5)),
+    ("a flap on another leaf port across the spines' stuck sample", one_flap(OTHER_SERVER_PORT, 3.12)),
+]
+
+
+@pytest.mark.parametrize(("name", "events"), STORM_START_CASES, ids=[c[0] for c in STORM_START_CASES])
+def test_storm_start_is_from_the_nic(name: str, events: Events | None, small_fabric: Fabric, tmp_path: Path) -> None:
+    """The NIC storms from 2.15 s: the spines' sample at 3.2 s is all paused, the leaf's at 3.1 s is not yet (paused
+    95%). In the tick ending at 4 s the spines wait on a leaf whose queues were last sampled before they were stuck:
+    its stuck sample is on its way (at 4.1 s), so no storm from the leaf, whatever else the leaf sent meanwhile."""
+    phases = dict(STORM_START)
+    g = TraceGen(small_fabric, set(phases))
+    g.run_phased(8, phases, [([NIC_PORT, *SPINE_PORTS], 2.15, 8.0)])
+    if events is not None:
+        events(g)
+    found = [f for f in run_trace(g.write(tmp_path / "t.jsonl"), small_fabric) if f.kind == "pfc_storm"]
+    assert [(f.device, f.port) for f in found] == [NIC_PORT], [f.summary for f in found]
+    assert found[0].detected_ts == at(5)  # the tick of the leaf's first stuck sample (4.1 s)
+    assert set(found[0].ports) == {"leaf-g0-r0:Ethernet1/1", *(f"{d}:{p}" for d, p in SPINE_PORTS)}
