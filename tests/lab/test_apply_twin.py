@@ -93,6 +93,7 @@ def test_failed_verification_rolls_back(twin: TwinThread, small_spec: FabricSpec
         # Seen about once in five full-suite runs on a loaded 2-core machine: an eAPI request to the twin gets no
         # answer within 30 s (cause not found yet). Failing that way must leave nothing behind; then try again.
         assert running(twin, "leaf-g1-r1") == before
+        inject(twin.state_dir, "gnmi_drop", {"device": "leaf-g1-r1", "seconds": 30})  # the first may have ended
         [result] = apply_all(items, ApplyOptions(revert_in_s=60))
     assert result.status == "rolled_back", result.error
     assert "gNMI" in (result.error or "")
