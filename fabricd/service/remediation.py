@@ -142,11 +142,16 @@ class Remediator:
         return Outcome(ticket, action, verdict)
 
     def _guard(self, target: Endpoint) -> Verdict:
-        held = {Endpoint(p["device"], p["port"]) for p in self.state.disabled_ports()}
-        held |= {Endpoint(a.device, a.port) for s in ("running", "approved") for a in self.state.actions(s)}
         hour_ago = self.clock() - 3600 * NS
-        known = GuardInput(frozenset(held), self.view.oper_down(), self.state.actions_since(hour_ago))
+        known = GuardInput(frozenset(self._held()), self.view.oper_down(), self.state.actions_since(hour_ago))
         return check_disable(self.fabric, self.limits, target, known)
+
+    def _held(self) -> set[Endpoint]:
+        """Ports fabricd holds down, or is taking down now (a disable in flight already counts against budgets)."""
+        held = {Endpoint(p["device"], p["port"]) for p in self.state.disabled_ports()}
+        held |= {Endpoint(a.device, a.port) for s in ("running", "approved") for a in self.state.actions(s)
+                 if a.op == "disable"}  # fmt: skip
+        return held
 
     def _decide(self, f: Finding, fid: int, target: Endpoint, v: Verdict, now: int) -> tuple[Action, str]:
         mode = self.settings.mode
@@ -236,10 +241,7 @@ class Remediator:
     def _escalate(self, device: str, ports: list[str], f: Finding, fid: int, note: str, now: int) -> Ticket:
         fault = f"escalation:{device}"
         cause = common_cause(device, ports)
-        held = {p["port"] for p in self.state.disabled_ports() if p["device"] == device}
-        # ... and those whose disable is still in flight (they count against the budget already)
-        held |= {a.port for s in ("running", "approved") for a in self.state.actions(s) if a.op == "disable"
-                 and a.device == device}  # fmt: skip
+        held = {ep.port for ep in self._held() if ep.device == device}
         body = {
             "fault": fault,
             "device": device,

@@ -141,10 +141,9 @@ def test_deadlock_cycle_is_not_a_storm(small_fabric: Fabric, tmp_path: Path) -> 
         ("leaf-g1-r0", "Ethernet7/1"),
         ("spine-r0-1", "Ethernet2/1"),
     ]
-    for dev, port in cycle:
-        peer = small_fabric.peer(dev, port)
-        assert peer is not None and small_fabric.get(peer.device) is not None
-    assert [small_fabric.peer(d, p).device for d, p in cycle] == [  # type: ignore[union-attr]
+    peers = [small_fabric.peer(dev, port) for dev, port in cycle]
+    assert all(peer is not None and small_fabric.get(peer.device) is not None for peer in peers)
+    assert [peer.device for peer in peers if peer is not None] == [
         "spine-r0-0",
         "leaf-g1-r0",
         "spine-r0-1",
