@@ -303,8 +303,6 @@ class Remediator:
         drained = await self._drain(ep, action.reason)
         text = await self._set_admin(action, up=False)
         done = self.state.action(action.id) or action
-        if done.status == "done":
-            self.state.mark_disabled(ep.device, ep.port, action.id, done.ticket_id, self.clock())
         if drained:
             text = f"{drained}; {text}"
         t = self._note(done.ticket_id, done, text)
@@ -362,8 +360,8 @@ class Remediator:
 
     def _finish(self, action: Action, status: str, text: str) -> None:
         now = self.clock()
-        action = self.state.action(action.id) or action  # its ticket may have been linked while it ran
-        self.state.set_action(action.id, status, now, detail=text)
+        # The port's new state (held down, or back up on probation) is recorded with the status, atomically.
+        action = self.state.finish_action(action.id, status, now, text, now + int(self.settings.probation_s * NS))
         self.state.audit(now, f"{action.op} {action.device}:{action.port}: {status}", text, mode=action.mode,
                          finding_id=action.finding_id, action_id=action.id, ticket_id=action.ticket_id)  # fmt: skip
         (log.info if status == "done" else log.warning)("action %d: %s", action.id, text)
@@ -470,9 +468,6 @@ class Remediator:
     async def _enable(self, action: Action) -> None:
         text = await self._set_admin(action, up=True)
         done = self.state.action(action.id)
-        if done is not None and done.status == "done":
-            until = self.clock() + int(self.settings.probation_s * NS)
-            self.state.mark_enabled(action.device, action.port, until, action.ticket_id)
         t = self._note(action.ticket_id, done or action, text)
         if t is not None:
             await self._send(t)

@@ -323,6 +323,28 @@ class StateStore:
         assert a is not None
         return a
 
+    def finish_action(self, action_id: int, status: str, now: int, detail: str, probation_until: int) -> Action:
+        """An action's end and what it did to the port, in one transaction: between an admin change marked done and
+        the port recorded as held down, the guard would not count the port and could let one more go down."""
+        with self.tx() as db:
+            sql = "UPDATE actions SET status = ?, updated_ts = ?, detail = ? WHERE id = ?"
+            db.execute(sql, (status, now, detail, action_id))
+            row = db.execute("SELECT * FROM actions WHERE id = ?", (action_id,)).fetchone()
+            a = Action(**dict(row))
+            if status == "done" and a.op == "disable":
+                db.execute(
+                    "INSERT OR REPLACE INTO disabled_ports VALUES (?, ?, ?, ?, ?)",
+                    (a.device, a.port, a.id, a.ticket_id, now),
+                )
+                db.execute("DELETE FROM probation WHERE device = ? AND port = ?", (a.device, a.port))
+            elif status == "done" and a.op == "enable":
+                db.execute("DELETE FROM disabled_ports WHERE device = ? AND port = ?", (a.device, a.port))
+                db.execute(
+                    "INSERT OR REPLACE INTO probation VALUES (?, ?, ?, ?)",
+                    (a.device, a.port, probation_until, a.ticket_id),
+                )
+        return a
+
     def link_action_ticket(self, action_id: int, ticket_id: int) -> None:
         with self.tx() as db:
             db.execute("UPDATE actions SET ticket_id = ? WHERE id = ?", (ticket_id, action_id))

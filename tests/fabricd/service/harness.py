@@ -40,6 +40,7 @@ class World:
     fail: dict[str, DriverError] = field(default_factory=dict)  # session method (or "connect") -> error
     calls: list[tuple[Any, ...]] = field(default_factory=list)
     waits: list[tuple[Any, ...]] = field(default_factory=list)
+    hooks: dict[str, Callable[[], None]] = field(default_factory=dict)  # session method -> run as it is called
 
     def state(self, ep: Endpoint) -> str:
         return self.oper.get(ep, "UP")
@@ -55,6 +56,8 @@ class FakeSession:
 
     def _call(self, name: str, *args: Any) -> None:
         self.world.calls.append((name, self.device, *args))
+        if name in self.world.hooks:
+            self.world.hooks.pop(name)()
         if name in self.world.fail:
             raise self.world.fail[name]
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 
 import pytest
@@ -355,6 +356,36 @@ def test_budget_of_one_on_the_small_pod(make: Callable[..., Harness]) -> None:
     (esc,) = h.tickets("escalation")
     assert esc.body["faulty_ports"] == ["Ethernet1/1", "Ethernet2/1", "Ethernet3/1", "Ethernet4/1"]
     assert len(h.tickets()) == 2
+
+
+def test_a_finding_while_a_finished_disable_closes_its_session_still_counts_that_port(
+    make: Callable[..., Harness],
+) -> None:
+    """The first disable is confirmed and its session is closing when the next flap arrives: the first port must
+    already count as held down (status and held-down record are one step), so the budget of one refuses."""
+    h = make(limits=SafetyLimits(max_down_per_switch=1))
+    first, second = Endpoint("leaf-g0-r0", "Ethernet1/1"), Endpoint("leaf-g0-r0", "Ethernet2/1")
+    late: list[Outcome] = []
+
+    async def scenario() -> None:
+        loop = asyncio.get_running_loop()
+
+        async def second_flap() -> None:
+            late.extend(await h.rem.on_findings([flap(h.fabric, second)]))
+
+        h.world.hooks["close"] = lambda: loop.create_task(second_flap()) and None
+        await report(h, flap(h.fabric, first))
+        while not late:
+            await asyncio.sleep(0)
+        await h.rem.idle()
+
+    run(scenario())
+    (out,) = late
+    assert out.verdict is not None and (out.verdict.allowed, out.verdict.rule) == (False, "switch_budget")
+    assert [p["port"] for p in h.state.disabled_ports()] == ["Ethernet1/1"]
+    assert [c for c in h.world.calls if c[0] == "set_port_admin"] == [
+        ("set_port_admin", "leaf-g0-r0", "Ethernet1/1", False, 120)
+    ]
 
 
 def test_common_cause_names_a_line_card() -> None:
