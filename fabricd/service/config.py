@@ -67,7 +67,10 @@ class TelemetrySettings(_Strict):
 
 
 class DetectorSettings(_Strict):
-    tick_s: float = Field(1.0, gt=0, le=300)  # one detector pass per tick (normally the sample interval)
+    tick_s: float = Field(1.0, gt=0, le=300)  # every detector at least once per tick (normally the sample interval)
+    # Between ticks, a pass soon after new counter samples land, at most this often (0: ticks only). Without it a
+    # storm's first whole paused sample waits for the next tick: up to a tick of detection delay (issue #6).
+    pass_gap_s: float = Field(0.2, ge=0, le=60)
     retention_days: float = Field(30, gt=0)  # closed findings and audit rows older than this are pruned
 
 

@@ -93,7 +93,7 @@ class Service:
                 clock=clock,
             )
         service_metrics.register(self.registry, self.state)
-        self.runner = Runner(self.fabric, default_detectors(cfg.detectors.tick_s))
+        self.runner = Runner(self.fabric, default_detectors(cfg.telemetry.interval_s))
         names = [d.name for d in self.runner.detectors]
         self._flap_state: link_flap.LinkFlapState = self.runner.states[names.index("link_flap")]
         self.view = TelemetryPortView(self.ingestor, time.monotonic)
@@ -198,21 +198,30 @@ class Service:
 
     # --- the detector tick -----------------------------------------------------------------------------------
     async def _tick_loop(self, tick_s: float) -> None:
-        """Every detector on the clock's tick boundaries; between them, a link_flap pass as soon as new oper-status
-        events arrive (ON_CHANGE), so a flap that crosses the dampening threshold is acted on without waiting for
-        the next tick. Each pass takes a snapshot (a copy of the store on its next write), hence the minimum gap."""
-        tick_ns, gap_ns = int(tick_s * NS), int(FLAP_PASS_GAP_S * NS)
-        events, last_pass = self.store.ev_total, 0
+        """Every detector on the clock's tick boundaries and, between them, soon after new data lands: all of them
+        when counter samples arrived (at most every `pass_gap_s`), link_flap alone when only oper-status events
+        did (ON_CHANGE), so neither a crossed dampening threshold nor a storm's stuck sample waits for the next tick.
+        Each pass takes a snapshot (a copy of the store on its next write), hence the minimum gaps."""
+        tick_ns, flap_gap = int(tick_s * NS), int(FLAP_PASS_GAP_S * NS)
+        sample_gap = int(self.cfg.detectors.pass_gap_s * NS)
+        events, samples = self.store.ev_total, self.store.sample_batches
+        last_full = last_any = 0  # the gap bounds sample-driven passes among themselves; ticks come on top
         while not self._stop.is_set():
             boundary = (self.clock() // tick_ns + 1) * tick_ns
             while (left := boundary - self.clock()) > 0 and not self._stop.is_set():
                 await asyncio.sleep(min(EVENT_POLL_S, left / NS))
-                self.ingestor.flush()  # events wait in the ingestor's batch otherwise
+                self.ingestor.flush()  # events and samples wait in the ingestor's batch otherwise
                 now = self.clock()
-                if self.store.ev_total != events and now - last_pass >= gap_ns and boundary - now >= gap_ns:
-                    events, last_pass = self.store.ev_total, now
+                if boundary - now < flap_gap:
+                    continue  # the tick is about to run
+                if sample_gap and self.store.sample_batches != samples and now - last_full >= sample_gap:
+                    events, samples, last_full = self.store.ev_total, self.store.sample_batches, now
+                    last_any = now
+                    await self._guarded("detector pass", self.tick(now))
+                elif self.store.ev_total != events and now - last_any >= flap_gap:
+                    events, last_any = self.store.ev_total, now
                     await self._guarded("link_flap pass", self.flap_pass(now))
-            events, last_pass = self.store.ev_total, self.clock()
+            events, samples, last_any = self.store.ev_total, self.store.sample_batches, self.clock()
             await self._guarded("detector tick", self.tick(self.clock()))
 
     @staticmethod

@@ -116,6 +116,7 @@ class CounterStore:
         self.ev_prev = np.zeros(event_capacity, dtype=np.int32)
         self.ev_ts = np.zeros(event_capacity, dtype=np.int64)
         self.ev_total = 0
+        self.sample_batches = 0  # counter/gauge batches written: the service runs a detector pass when it moves
         self._shared = False  # a snapshot holds views of the current arrays: copy before writing
 
     # --- interning ---------------------------------------------------------------------------------------
@@ -221,10 +222,12 @@ class CounterStore:
             self.last_seen[device] = ts
 
     def write_counters(self, sidx: I64, values: U64, ts: I64) -> None:
+        self.sample_batches += 1
         for idx, v, t in _rounds(sidx, values, ts):
             self._counters(idx, v, t)
 
     def write_gauges(self, sidx: I64, values: F64, ts: I64) -> None:
+        self.sample_batches += 1
         for idx, v, t in _rounds(sidx, values, ts):
             ok = self._order(idx, t)
             a = self.arrays
@@ -306,6 +309,7 @@ class CounterStore:
         """Overwrite `MIRRORED` fields of series rows `sidx` (vectorised; rows must exist, each at most once)."""
         if len(sidx):
             self._unshare()
+            self.sample_batches += 1
             for f, v in fields.items():
                 self.arrays[f][sidx] = v
 

@@ -10,6 +10,7 @@ import pytest
 
 from fabricd.cli import main
 from fabricd.detectors import Finding, run_trace
+from fabricd.detectors.runner import SETTLE_S
 from fabricd.telemetry import render
 from lab.faults import FaultError, FaultInjector
 from lab.model import PortConfig, Twin
@@ -122,7 +123,7 @@ def test_deadlock_finding_fields(small_fabric: Fabric, tmp_path: Path) -> None:
     assert "leaf-g0-r0 -> spine-r0-0 -> leaf-g1-r0 -> spine-r0-1 -> leaf-g0-r0" in f.summary
     # onset: the interval ending at the first stuck sample (k=2); found within two sample intervals of it
     assert f.start_ts == at(1)
-    assert f.detected_ts == at(3)  # the end of the tick that judged the first stuck samples (k=2)
+    assert f.detected_ts == at(2) + int(SETTLE_S * NS)  # the pass right after the first stuck samples (k=2)
 
 
 def test_deadlock_clears_when_the_cycle_drains(small_fabric: Fabric, tmp_path: Path) -> None:
@@ -216,4 +217,8 @@ def test_deadlock_that_starts_and_ends_between_samples_is_no_storm(small_fabric:
     g.run_phased(10, phases, [(CYCLE, 2.5, 6.5)])
     found = run_trace(g.write(tmp_path / "t.jsonl"), small_fabric)
     assert [(f.kind, f.ports) for f in found] == [("pfc_deadlock", CYCLE_PORTS)], [f.summary for f in found]
-    assert found[0].detected_ts == at(5)  # the last switch's first whole stuck interval ends at 4.9 s
+    # The last switch's first whole stuck interval ends at 4.3 s (spine-r0-1): the pass SETTLE_S after that sample.
+    assert found[0].detected_ts == at(4.3) + int(SETTLE_S * NS)
+    # Ticks only (no sample-driven passes): the tick boundary after it.
+    (slow,) = run_trace(tmp_path / "t.jsonl", small_fabric, pass_gap_s=0)
+    assert slow.detected_ts == at(5)

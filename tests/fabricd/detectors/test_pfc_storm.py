@@ -6,10 +6,13 @@ from pathlib import Path
 import pytest
 
 from fabricd.detectors import Detector, Finding, pfc_storm, run_trace
+from fabricd.detectors.runner import SETTLE_S
 from fabricd.telemetry import Snapshot
 from topology.fabric import Fabric
 
-from .tracegen import TX_PER_S, Port, TraceGen, at
+from .tracegen import NS, TX_PER_S, Port, TraceGen, at
+
+SETTLE = int(SETTLE_S * NS)  # a pass runs this long after new samples arrive
 
 NIC_PORT = ("leaf-g0-r0", "Ethernet1/1")  # faces gpu-g0-000:nic0
 SPINE_PORTS = [
@@ -129,7 +132,7 @@ def test_storm_origin_and_spread(small_fabric: Fabric, tmp_path: Path) -> None:
     assert f.evidence["peer"] == "gpu-g0-000:nic0" and f.evidence["peer_role"] == "server"
     assert f.evidence["pause_fraction"] >= 0.99 and f.evidence["tx_pkts_delta"] == 0
     assert f.start_ts == at(1)  # onset: the interval ending at the first stuck sample (k=2)
-    assert f.detected_ts == at(3)  # the end of the tick that judged that first stuck sample
+    assert f.detected_ts == at(2) + SETTLE  # the pass right after that first stuck sample
     assert f.severity == "critical" and f.confidence == 0.9
 
 
@@ -166,8 +169,8 @@ def test_storm_end_is_no_storm_from_the_leaf(small_fabric: Fabric, tmp_path: Pat
     g.run_phased(10, PHASES, [([NIC_PORT, *SPINE_PORTS], 2.5, 6.5)])
     found = run_trace(g.write(tmp_path / "t.jsonl"), small_fabric)
     assert [(f.kind, f.device, f.port) for f in found] == [("pfc_storm", "leaf-g0-r0", "Ethernet1/1")]
-    # Onset 2.5 s; the leaf's first whole stuck interval ends at 3.9 s and its tick at 4 s.
-    assert found[0].detected_ts == at(4)
+    # Onset 2.5 s; the leaf's first whole stuck interval ends at 3.9 s, the pass right after it.
+    assert found[0].detected_ts == at(3.9) + SETTLE
 
 
 def _silent_after(k_last: int, device: str, schedule: dict[int, Pauses], seconds: int) -> Build:
@@ -206,26 +209,29 @@ def test_a_stale_switchs_kept_hold_is_not_reported(small_fabric: Fabric, tmp_pat
     found = run_trace(g.write(tmp_path / "t.jsonl"), small_fabric, detectors=[Detector("s", recording, object)])
     assert [(f.device, f.port) for f in found] == [NIC_PORT]
     reported = [now for now, n in ticks if n]
-    assert reported[0] == at(4) and max(reported) < at(8)  # stale 3 intervals after its last sample (k=4)
+    # Found right after the first stuck sample (k=3); not reported once stale, 3 intervals after its last (k=4).
+    assert reported[0] == at(3) + SETTLE and max(reported) < at(8)
 
 
 def test_a_queue_not_paused_for_a_minute_is_forgotten(small_fabric: Fabric, tmp_path: Path) -> None:
     """A short pause makes a queue a candidate; a minute later, with its switch still reporting every second, the
     tracker lets it go (it kept every queue that had ever paused: forgetting went by the last sample, not pause)."""
     state = pfc_storm.PfcStormState()
-    tracked: list[int] = []
+    tracked: dict[int, int] = {}  # pass time -> queues tracked
 
     def recording(snapshot: Snapshot, fabric: Fabric, st: object, now: int) -> list[Finding]:
         out = pfc_storm.detect(snapshot, fabric, state, now)
-        tracked.append(len(state.tracker))
+        tracked[now] = len(state.tracker)
         return out
 
     g = TraceGen(small_fabric, {"leaf-g0-r0"})
     pauses({3: {NIC_PORT: (0.3, TX_PER_S)}}, seconds=66)(g)
-    assert run_trace(g.write(tmp_path / "t.jsonl"), small_fabric, detectors=[Detector("s", recording, object)]) == []
-    assert tracked[4] == 1  # the tick of the sample that paused (k=3; the first tick holds only oper-status)
-    assert tracked[-1] == 0 and state.tracker.keys == []  # gone, though the leaf never stopped reporting
-    assert tracked.index(0, 4) == 64  # the first tick (ending at 64 s) over a minute after the pause at 3 s
+    run = run_trace(g.write(tmp_path / "t.jsonl"), small_fabric, detectors=[Detector("s", recording, object)])
+    assert run == []
+    assert tracked[at(3) + SETTLE] == 1  # the pass right after the sample that paused (k=3)
+    assert list(tracked.values())[-1] == 0 and state.tracker.keys == []  # gone, though the leaf kept reporting
+    gone = min(t for t, n in tracked.items() if n == 0 and t > at(3))
+    assert gone == at(63) + SETTLE  # the first pass over a minute after the pause at 3 s
 
 
 # --- a storm's first tick, with switches sampling at different moments --------------------------------------------
@@ -250,7 +256,8 @@ STORM_START_CASES: list[tuple[str, Events | None]] = [
 def test_storm_start_is_from_the_nic(name: str, events: Events | None, small_fabric: Fabric, tmp_path: Path) -> None:
     """The NIC storms from 2.15 s: the spines' sample at 3.2 s is all paused, the leaf's at 3.1 s is not yet (paused
     95%). In the tick ending at 4 s the spines wait on a leaf whose queues were last sampled before they were stuck:
-    its stuck sample is on its way (at 4.1 s), so no storm from the leaf, whatever else the leaf sent meanwhile."""
+    its stuck sample is on its way (at 4.1 s), so no storm from the leaf, whatever else the leaf sent meanwhile.
+    Passes run on the tick boundaries and soon after samples arrive."""
     phases = dict(STORM_START)
     g = TraceGen(small_fabric, set(phases))
     g.run_phased(8, phases, [([NIC_PORT, *SPINE_PORTS], 2.15, 8.0)])
@@ -258,5 +265,5 @@ def test_storm_start_is_from_the_nic(name: str, events: Events | None, small_fab
         events(g)
     found = [f for f in run_trace(g.write(tmp_path / "t.jsonl"), small_fabric) if f.kind == "pfc_storm"]
     assert [(f.device, f.port) for f in found] == [NIC_PORT], [f.summary for f in found]
-    assert found[0].detected_ts == at(5)  # the tick of the leaf's first stuck sample (4.1 s)
+    assert found[0].detected_ts == at(4.1) + SETTLE  # the pass right after the leaf's first stuck sample
     assert set(found[0].ports) == {"leaf-g0-r0:Ethernet1/1", *(f"{d}:{p}" for d, p in SPINE_PORTS)}

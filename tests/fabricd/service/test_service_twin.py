@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -11,6 +12,7 @@ import pytest
 from napalm import get_network_driver
 
 from drivers.inventory import load_inventory
+from lab.model import PortConfig
 from tests.conftest import EXAMPLES
 from tests.lab.control_client import inject
 from tests.lab.twin_thread import TwinThread
@@ -91,6 +93,31 @@ def test_a_flap_is_acted_on_between_ticks(twin: TwinThread, tmp_path: Path) -> N
         assert not admin_enabled(twin, "leaf-g1-r1", "Ethernet2/1")
     finally:
         svc.stop()
+
+
+def test_a_pfc_storm_is_found_between_ticks(twin: TwinThread, tmp_path: Path) -> None:
+    """With a 60 s detector tick, only the pass that runs when samples arrive can find the storm this soon: the
+    first whole paused 0.5-s interval after the onset, plus the pass right after that sample."""
+
+    def lossless() -> None:  # what `fabricd apply` of the default policy leaves on every switch port
+        t = twin.process.twin
+        for name, sw in t.switches.items():
+            for port in sw.ports:
+                t.set_port_config(name, port, PortConfig(pfc_enabled=True, no_drop=frozenset({3})))
+
+    done = threading.Event()
+    twin.loop.call_soon_threadsafe(lambda: (lossless(), done.set()))
+    assert done.wait(5)
+    svc = ServiceThread(write_config(tmp_path, twin.inventory, detectors={"tick_s": 60})).start()
+    try:
+        onset = time.time_ns()
+        inject(twin.state_dir, "pfc_storm", {"nic": "gpu-g1-000:nic1"})
+        (f,) = wait_for(lambda: [f for f in svc.get("/api/v1/findings")["findings"] if f["kind"] == "pfc_storm"], 10)
+        assert (f["device"], f["port"]) == ("leaf-g1-r1", "Ethernet1/1")
+        assert f["detected_ts"] - onset < 2.5 * 1e9  # two 0.5-s intervals at most, and the 60 s tick is far off
+    finally:
+        svc.stop()
+        twin.loop.call_soon_threadsafe(lambda: twin.process.faults.clear(None, time.time_ns()))
 
 
 def test_observe_mode_files_a_ticket_and_touches_nothing(twin: TwinThread, tmp_path: Path) -> None:
