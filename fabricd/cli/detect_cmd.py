@@ -12,6 +12,7 @@ from fabricd.cli.inputs import load_fabric
 from fabricd.cli.output import EXIT_CLEAN, EXIT_FINDINGS, Format, console, emit_json
 from fabricd.detectors import Finding, run_trace
 from fabricd.detectors.probes import read_probes
+from fabricd.detectors.runner import PASS_GAP_S
 from fabricd.detectors.silent_corruption import localize
 from topology.errors import FabricdError
 
@@ -23,7 +24,14 @@ def detect_command(
     probes: Path | None = typer.Option(
         None, "--probes", help="Probe results (JSON Lines, DESIGN.md): localizes silent corruption."
     ),
-    tick: float = typer.Option(1.0, "--tick", help="Seconds of trace time per detector pass (the sample interval)."),
+    tick: float = typer.Option(
+        1.0, "--tick", help="Seconds of trace time between full detector ticks (the sample interval)."
+    ),
+    pass_gap: float = typer.Option(
+        PASS_GAP_S,
+        "--pass-gap",
+        help="Between ticks, a pass soon after new samples, at most this often (0: ticks only).",
+    ),
     fmt: Format = typer.Option(Format.table, "--format", "-f", help="json for scripts, table for people."),
 ) -> None:
     """Find link flaps, PFC storms and link corruption in a trace, silent corruption in probe results (with a trace
@@ -34,10 +42,12 @@ def detect_command(
         )
     if not tick > 0:
         raise FabricdError(f"--tick must be a positive number of seconds, got {tick}")
+    if not pass_gap >= 0:
+        raise FabricdError(f"--pass-gap must be 0 or a positive number of seconds, got {pass_gap}")
     _, fabric = load_fabric(spec, cabling)
     results = None if probes is None else read_probes(probes)
     if trace is not None:
-        findings = run_trace(trace, fabric, tick_s=tick, probes=results)
+        findings = run_trace(trace, fabric, tick_s=tick, pass_gap_s=pass_gap, probes=results)
     else:
         findings = localize(results or [], fabric)
     if fmt is Format.json:

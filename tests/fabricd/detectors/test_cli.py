@@ -56,6 +56,18 @@ def test_storm_json_names_the_origin(capsys: pytest.CaptureFixture[str]) -> None
     assert "spine-r0-0:Ethernet1/1" in f["ports"] and "spine-r0-1:Ethernet2/1" in f["ports"]
 
 
+def test_pass_gap_zero_detects_on_tick_boundaries_only(capsys: pytest.CaptureFixture[str]) -> None:
+    trace = str(TRACES / "storm.jsonl")
+    _, out, _ = detect(capsys, "--trace", trace, "--format", "json")
+    (soon,) = json.loads(out)["findings"]
+    _, out, _ = detect(capsys, "--trace", trace, "--format", "json", "--pass-gap", "0")
+    (ticked,) = json.loads(out)["findings"]
+    assert ticked["detected_ts"] % 1_000_000_000 == 0  # a whole-second tick
+    assert soon["detected_ts"] < ticked["detected_ts"] and soon["ports"] == ticked["ports"]
+    rc, _, err = detect(capsys, "--trace", trace, "--pass-gap", "-1")
+    assert rc == 2 and "--pass-gap must be 0 or a positive number of seconds, got -1" in err
+
+
 def test_table_output(capsys: pytest.CaptureFixture[str]) -> None:
     rc, out, _ = detect(capsys, "--trace", str(TRACES / "flap.jsonl"))
     assert rc == 1 and "link_flap" in out and "1 finding(s)" in out
