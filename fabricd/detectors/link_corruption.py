@@ -65,6 +65,7 @@ class LinkCorruptionConfig:
     # per lane (e.g. Edgecore ET7502-FR4 datasheet, IEEE 802.3cu); not a domain.md figure, so a setting.
     low_rx_dbm: float = -7.0
     sample_interval_s: float = 1.0  # staleness and the longest trusted gap (3 intervals, as the store judges)
+    fec_interval_s: float | None = None  # FEC counters' own sample interval (telemetry.intervals.fec), if apart
 
 
 @dataclass
@@ -113,6 +114,9 @@ class _Reader:
     def __init__(self, snapshot: Snapshot, cfg: LinkCorruptionConfig, now_ns: int) -> None:
         self.s, self.cfg, self.now = snapshot, cfg, now_ns
         self.interval = int(cfg.sample_interval_s * NS)
+        fec = int((cfg.fec_interval_s or cfg.sample_interval_s) * NS)
+        # A sample gap longer than 3 of its leaf's intervals may hide a reboot; FEC may be sampled apart.
+        self.max_gaps = {leaf: 3 * (fec if leaf.startswith("fec.") else self.interval) for leaf in COUNTED}
         self.indexes: dict[str, list[str | None]] = {}
         for leaf, index in snapshot.codes:
             self.indexes.setdefault(leaf, []).append(index)
@@ -171,12 +175,11 @@ def _candidates(r: _Reader, state: LinkCorruptionState) -> set[Port]:
     """Tracked ports, plus ports whose error counters moved in a fresh sample."""
     out = set(state.ports)
     s = r.s
-    fresh = r.now - 3 * r.interval
     for leaf in (*ERROR_LEAVES, SYMBOLS):
         rows = s.select(leaf=leaf)
         if not len(rows):
             continue
-        moved = rows[(np.nan_to_num(s.delta(rows), nan=0.0) > 0) & (s.ts[rows] > fresh)]
+        moved = rows[(np.nan_to_num(s.delta(rows), nan=0.0) > 0) & (s.ts[rows] > r.now - r.max_gaps[leaf])]
         for i in moved.tolist():
             device, port, _, _ = s.key(i)
             out.add((device, port))
@@ -192,7 +195,7 @@ def _update(r: _Reader, port: Port, ps: _Port, speed_gbps: float | None) -> None
     ts, start = int(s.ts[pk]), int(s.prev_ts[pk])
     if ts <= ps.seen.get(pk, NEVER):
         return
-    max_gap = 3 * r.interval
+    max_gap = r.max_gaps[PKTS]
     oper = r.oper(port)
     trusted = (
         start != NEVER  # first sample, or the first after a reset
@@ -212,7 +215,7 @@ def _update(r: _Reader, port: Port, ps: _Port, speed_gbps: float | None) -> None
                 continue  # counted on an earlier tick
             ps.seen[i] = t
             v = deltas[i]
-            if not trusted or math.isnan(v) or prev == NEVER or t - prev > max_gap:
+            if not trusted or math.isnan(v) or prev == NEVER or t - prev > r.max_gaps[leaf]:
                 continue
             d[leaf] = d.get(leaf, 0.0) + v
             if leaf == FEC_CORRECTED and speed_gbps:

@@ -33,10 +33,13 @@ class Detector:
     new_state: Callable[[], Any]
 
 
-def default_detectors(sample_interval_s: float = 1.0) -> list[Detector]:
-    storm = pfc_storm.PfcStormConfig(sample_interval_s=sample_interval_s)
+def default_detectors(
+    sample_interval_s: float = 1.0, *, pfc_interval_s: float | None = None, fec_interval_s: float | None = None
+) -> list[Detector]:
+    """The built detectors; the PFC/queue and FEC counters may be sampled apart from the rest (telemetry.intervals)."""
+    storm = pfc_storm.PfcStormConfig(sample_interval_s=pfc_interval_s or sample_interval_s)
     deadlock = pfc_deadlock.PfcDeadlockConfig(stuck=storm)
-    corrupt = link_corruption.LinkCorruptionConfig(sample_interval_s=sample_interval_s)
+    corrupt = link_corruption.LinkCorruptionConfig(sample_interval_s=sample_interval_s, fec_interval_s=fec_interval_s)
     return [
         Detector("link_flap", link_flap.detect, link_flap.LinkFlapState),
         Detector("pfc_storm", pfc_storm.detect, lambda: pfc_storm.PfcStormState(storm)),

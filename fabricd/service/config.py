@@ -17,6 +17,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
+from fabricd.telemetry.paths import SAMPLE_GROUPS
 from topology.errors import InputError
 from topology.sourcefile import load_document, load_model
 
@@ -45,6 +46,8 @@ def max_workers() -> int:
 
 class TelemetrySettings(_Strict):
     interval_s: float = Field(1.0, gt=0, le=300)  # counter sample interval; stale after 3 of them
+    # Groups sampled apart from interval_s (never faster: it is the staleness unit), e.g. {optics: 30, fec: 10}.
+    intervals: dict[str, float] = Field(default_factory=dict)
     record: Path | None = None  # also write the stream to this JSON Lines trace
     # Processes that stream and decode gNMI, each for the switches in its hash range (1: in the service process;
     # one process keeps up with ~200k updates/s, see docs/telemetry-scale-out.md).
@@ -58,6 +61,26 @@ class TelemetrySettings(_Strict):
                 f"at most {max_workers()} here ({os.cpu_count()} cores x 4); more than one per core rarely helps"
             )
         return n
+
+    @field_validator("intervals")
+    @classmethod
+    def _known_groups(cls, intervals: dict[str, float]) -> dict[str, float]:
+        for group, seconds in intervals.items():
+            if group not in SAMPLE_GROUPS:
+                raise ValueError(f"unknown sample group {group!r}; known: {', '.join(SAMPLE_GROUPS)}")
+            if not 0 < seconds <= 300:
+                raise ValueError(f"{group}: {seconds} s is not in (0, 300]")
+        return intervals
+
+    @model_validator(mode="after")
+    def _not_faster_than_the_base(self) -> TelemetrySettings:
+        fast = {g: v for g, v in self.intervals.items() if v < self.interval_s}
+        if fast:
+            raise ValueError(
+                f"intervals {fast} are shorter than interval_s ({self.interval_s} s), the staleness unit; "
+                "lower interval_s instead"
+            )
+        return self
 
     @model_validator(mode="after")
     def _record_in_process(self) -> TelemetrySettings:

@@ -38,6 +38,8 @@ from fabricd.telemetry import (
     TelemetryWorkers,
     TraceWriter,
 )
+from fabricd.telemetry.paths import eos_profile
+from policies.policy import load_policy
 from topology.model import Endpoint
 
 from . import metrics as service_metrics
@@ -73,12 +75,17 @@ class Service:
         self.store = CounterStore()
         self._trace = cfg.telemetry.record.open("a", encoding="utf-8") if cfg.telemetry.record else None
         self.ingestor = Ingestor(self.store, recorder=TraceWriter(self._trace) if self._trace else None)
+        tcfg = cfg.telemetry
+        # PFC counters for the priorities the policy makes lossless (a storm on another one cannot happen).
+        lossless = load_policy(cfg.policy).lossless_priorities
+        profile = {"eos": eos_profile(tcfg.interval_s, lossless, tcfg.intervals)}
         self.registry = CollectorRegistry()
         self.telemetry: TelemetrySource
         if cfg.telemetry.workers > 1:  # worker processes stream and decode; their batches land in self.store
             self.telemetry = TelemetryWorkers(
                 accesses,
                 self.ingestor,
+                profile=profile,
                 workers=cfg.telemetry.workers,
                 interval_s=cfg.telemetry.interval_s,
                 metrics=TelemetryMetrics(self.registry),
@@ -88,12 +95,16 @@ class Service:
             self.telemetry = TelemetryClient(
                 accesses,
                 self.ingestor,
+                profile=profile,
                 interval_s=cfg.telemetry.interval_s,
                 metrics=TelemetryMetrics(self.registry),
                 clock=clock,
             )
         service_metrics.register(self.registry, self.state)
-        self.runner = Runner(self.fabric, default_detectors(cfg.telemetry.interval_s))
+        dets = default_detectors(
+            tcfg.interval_s, pfc_interval_s=tcfg.intervals.get("pfc"), fec_interval_s=tcfg.intervals.get("fec")
+        )
+        self.runner = Runner(self.fabric, dets)
         names = [d.name for d in self.runner.detectors]
         self._flap_state: link_flap.LinkFlapState = self.runner.states[names.index("link_flap")]
         self.view = TelemetryPortView(self.ingestor, time.monotonic)
@@ -298,7 +309,6 @@ class Service:
         """Config drift: plan every switch against its running config; drift is logged and counted, not pushed."""
         from fabricd.rollout import plan_all, targets
         from policies.intent import derive_intent
-        from policies.policy import load_policy
         from topology.spec import load_spec
 
         def plan() -> list[str]:

@@ -11,7 +11,7 @@ Canonical text (the DESIGN.md trace form): `/elem[key=value]...`, keys sorted by
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import IntEnum
 from typing import Any
@@ -243,28 +243,46 @@ class Subscription:
     sample_interval_ns: int = 0
 
 
-def eos_profile(sample_interval_s: float = 10.0, lossless: Sequence[int] = (3,)) -> list[Subscription]:
-    """EOS: ON_CHANGE for oper/admin status, SAMPLE for counters; PFC and watchdog only for the lossless priorities."""
-    ns = int(sample_interval_s * 1e9)
+# SAMPLE groups whose interval can be set apart from the base interval. PFC and queue counters stay in one group:
+# the watchdog rule compares pause time with the egress queue's transmit count over the same interval.
+SAMPLE_GROUPS = ("counters", "pfc", "fec", "optics")
+
+
+def eos_profile(
+    sample_interval_s: float = 10.0,
+    lossless: Sequence[int] = (3,),
+    intervals: Mapping[str, float] | None = None,
+) -> list[Subscription]:
+    """EOS: ON_CHANGE for oper/admin status, SAMPLE for counters; PFC and watchdog only for the lossless priorities.
+    `intervals` sets a SAMPLE group (SAMPLE_GROUPS) apart from `sample_interval_s`, e.g. optics every 30 s."""
+    unknown = set(intervals or {}) - set(SAMPLE_GROUPS)
+    if unknown:
+        raise ValueError(f"unknown sample group(s) {sorted(unknown)}; known: {', '.join(SAMPLE_GROUPS)}")
+
+    def ns(group: str) -> int:
+        return int((intervals or {}).get(group, sample_interval_s) * 1e9)
+
     intf = "/interfaces/interface[name=*]"
     subs = [
         Subscription(f"{intf}/state/oper-status", "on_change"),
         Subscription(f"{intf}/state/admin-status", "on_change"),
-        Subscription(f"{intf}/state/counters", "sample", ns),
-        Subscription(f"{intf}/ethernet/state/counters", "sample", ns),
-        Subscription(f"{intf}/ethernet/phys/phy[index=*]/ingress/fec/state", "sample", ns),
-        Subscription("/qos/interfaces/interface[interface-id=*]/output/queues/queue[name=*]/state", "sample", ns),
+        Subscription(f"{intf}/state/counters", "sample", ns("counters")),
+        Subscription(f"{intf}/ethernet/state/counters", "sample", ns("counters")),
+        Subscription(f"{intf}/ethernet/phys/phy[index=*]/ingress/fec/state", "sample", ns("fec")),
+        Subscription(
+            "/qos/interfaces/interface[interface-id=*]/output/queues/queue[name=*]/state", "sample", ns("pfc")
+        ),
         Subscription(
             "/components/component[name=*]/transceiver/physical-channels/channel[index=*]/state/input-power",
             "sample",
-            ns,
+            ns("optics"),
         ),
         Subscription("/lldp/interfaces/interface[name=*]/neighbors/neighbor[id=*]/state", "on_change"),
     ]
     for p in lossless:
-        subs.append(Subscription(f"{intf}/ethernet/pfc/priorities/priority[index={p}]/state", "sample", ns))
+        subs.append(Subscription(f"{intf}/ethernet/pfc/priorities/priority[index={p}]/state", "sample", ns("pfc")))
         wd = f"{intf}/ethernet/pfc/watchdog/tx-queues/tx-queue[index={p}][queue-type=UNICAST]/state"
-        subs.append(Subscription(wd, "sample", ns))
+        subs.append(Subscription(wd, "sample", ns("pfc")))
     return subs
 
 

@@ -6,6 +6,7 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -57,6 +58,8 @@ class CorruptionGen(TraceGen):
         self.base: dict[Port, dict[str, int]] = {p: dict.fromkeys(LEAVES, 0) for p in self.ports}
         self.silent: set[str] = set()  # devices whose stream is cut
         self.extra: dict[Port, dict[str, float]] = {}  # one-off additions at the next sample
+        self.fec_every = 1  # FEC counters are written every this many samples (telemetry.intervals.fec)
+        self.samples = 0
 
     def reset(self, device: str) -> None:
         for p in self.ports:
@@ -65,6 +68,7 @@ class CorruptionGen(TraceGen):
                 self.base[p] = dict.fromkeys(LEAVES, 0)
 
     def sample(self, ts: int, paused: object = None) -> None:
+        self.samples += 1
         for p in self.ports:
             c = self.k[p]
             pkts = self.sc.pps if self.up[p] else 0.0
@@ -79,6 +83,8 @@ class CorruptionGen(TraceGen):
             if p[0] in self.silent:
                 continue
             for key, (leaf, index) in LEAVES.items():
+                if key.startswith("fec") and self.samples % self.fec_every:
+                    continue
                 self._line(ts, *p, leaf, index, (self.base[p][key] + int(c[key])) % U64)
             rx = self.sc.rx_dbm.get(p, -2.0) if self.up[p] else -40.0
             self._line(ts, *p, "optics.input-power", "0", rx)
@@ -217,6 +223,26 @@ def test_both_directions_make_one_finding_with_both_ends(small_fabric: Fabric, t
     assert {"in-fcs-errors", "in-crc-errors", "in-errors", "in-symbol-error", "uncorrected-codewords"} <= set(leaf)
     assert ev["pre_fec_ber"][LEAF]["from_corrected_codewords"]["last"] == pytest.approx(2e-8, rel=0.01)
     assert {"loss_rate", "bucket", "bucket_range", "repair", "suspect", "rule", "low_rx_dbm"} <= set(ev)
+
+
+def test_fec_sampled_apart_is_counted_with_its_own_interval(small_fabric: Fabric, tmp_path: Path) -> None:
+    """FEC every 5 s, the rest every second: with the FEC interval known its 5-s gaps are normal samples; without
+    it they look like gaps that may hide a reboot and are left out."""
+    g = CorruptionGen(small_fabric, Scenario(loss={LEAF_END: 2e-5}, seconds=20))
+    g.fec_every = 5
+    g.run(20, None)
+    trace = g.write(tmp_path / "t.jsonl")
+
+    def leaf_evidence(**kw: float) -> dict[str, Any]:
+        only = [d for d in default_detectors(1.0, **kw) if d.name == "link_corruption"]
+        (f,) = run_trace(trace, small_fabric, detectors=only)
+        return dict(f.evidence["counters"][LEAF]) | {"ber": f.evidence.get("pre_fec_ber", {}).get(LEAF)}
+
+    apart = leaf_evidence(fec_interval_s=5.0)
+    assert apart["uncorrected-codewords"] > 0
+    assert apart["ber"]["from_corrected_codewords"]["last"] == pytest.approx(2e-8, rel=0.01)
+    unknown = leaf_evidence()
+    assert "uncorrected-codewords" not in unknown and unknown["frame_errors"] == apart["frame_errors"]
 
 
 def test_far_end_counters_join_the_evidence(small_fabric: Fabric, tmp_path: Path) -> None:

@@ -174,6 +174,13 @@ def test_drain_hook_template_checked_at_start(tmp_path: Path) -> None:
         (MINIMAL + "remediation:\n  revert_in_s: 5\n", 4, "remediation.revert_in_s", "greater than or equal to 30"),
         (MINIMAL + "remediation:\n  kinds: [link_flap, pfc_storm]\n", 4, "remediation.kinds[1]", "Input should be"),
         (MINIMAL + "api:\n  port: http\n", 4, "api.port", "valid integer"),
+        (
+            MINIMAL + "telemetry:\n  intervals:\n    optic: 30\n",
+            4,
+            "telemetry.intervals",
+            "unknown sample group 'optic'",
+        ),
+        (MINIMAL + "detectors:\n  pass_gap_s: -1\n", 4, "detectors.pass_gap_s", "greater than or equal to 0"),
         ("inventory: inventory.yaml\n", 1, "spec", "required field is missing; add it"),  # the mapping
     ],
 )
@@ -187,6 +194,12 @@ def test_bad_values_name_file_line_and_field(
     assert problem in e.problem
     where = str(path) if line is None else f"{path}:{line}"
     assert str(e).startswith(f"{where}: field '{field}': ")
+
+
+def test_a_group_sampled_faster_than_the_base_interval_is_refused(tmp_path: Path) -> None:
+    e = error(write(tmp_path, MINIMAL + "telemetry:\n  interval_s: 2\n  intervals:\n    pfc: 0.5\n"))
+    assert e.field == "telemetry"
+    assert "intervals {'pfc': 0.5} are shorter than interval_s (2.0 s), the staleness unit; lower interval_s" in str(e)
 
 
 def test_invalid_yaml_and_non_mapping(tmp_path: Path) -> None:

@@ -7,6 +7,7 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from napalm import get_network_driver
@@ -118,6 +119,35 @@ def test_a_pfc_storm_is_found_between_ticks(twin: TwinThread, tmp_path: Path) ->
     finally:
         svc.stop()
         twin.loop.call_soon_threadsafe(lambda: twin.process.faults.clear(None, time.time_ns()))
+
+
+def test_telemetry_follows_the_policy_and_the_group_intervals(twin: TwinThread, tmp_path: Path) -> None:
+    """PFC counters stream for the policy's lossless priority only; optics come at their own, slower interval."""
+    policy = tmp_path / "policy.yaml"
+    policy.write_text("lossless_priorities: [4]\n")
+    cfg = write_config(
+        tmp_path, twin.inventory, policy=str(policy), telemetry={"interval_s": 0.5, "intervals": {"optics": 2}}
+    )
+    svc = ServiceThread(cfg).start()
+    try:
+        time.sleep(2.5)
+
+        def seen() -> tuple[set[str | None], int, int]:
+            def read(s: Any) -> tuple[set[str | None], int, int]:
+                snap = s.ingestor.snapshot()
+                pfc = {snap.key(i)[3] for i in snap.select(leaf="pfc.in-frames").tolist()}
+                optics = snap.find("leaf-g0-r0", "Ethernet1/1", "optics.input-power", "0")
+                counter = snap.find("leaf-g0-r0", "Ethernet1/1", "if.in-pkts")
+                assert optics is not None and counter is not None
+                return pfc, int(snap.ts[optics] - snap.prev_ts[optics]), int(snap.ts[counter] - snap.prev_ts[counter])
+
+            return svc.on_loop(read)  # type: ignore[no-any-return]
+
+        pfc, optics_gap, counter_gap = seen()
+        assert pfc == {"4"}
+        assert 1.5e9 < optics_gap < 2.5e9 and 0.3e9 < counter_gap < 0.8e9
+    finally:
+        svc.stop()
 
 
 def test_observe_mode_files_a_ticket_and_touches_nothing(twin: TwinThread, tmp_path: Path) -> None:

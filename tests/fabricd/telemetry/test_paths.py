@@ -78,3 +78,22 @@ def test_profile_pfc_only_for_lossless_priorities() -> None:
     assert len(req.subscribe.subscription) == len(subs)
     assert req.subscribe.prefix.target == "leaf-g0-r0"
     assert pygnmi_subscribe(subs)["subscription"][0]["mode"] == "on_change"
+
+
+def test_profile_groups_sampled_apart() -> None:
+    subs = eos_profile(sample_interval_s=1, intervals={"optics": 30, "fec": 10})
+    by_path = {s.path: s.sample_interval_ns // 10**9 for s in subs if s.mode == "sample"}
+    assert by_path["/interfaces/interface[name=*]/ethernet/phys/phy[index=*]/ingress/fec/state"] == 10
+    optics = next(p for p in by_path if p.endswith("input-power"))
+    assert by_path[optics] == 30
+    assert by_path["/interfaces/interface[name=*]/state/counters"] == 1
+    # PFC and the egress queues move together: the watchdog rule compares them over one interval.
+    assert by_path["/qos/interfaces/interface[interface-id=*]/output/queues/queue[name=*]/state"] == 1
+    assert by_path["/interfaces/interface[name=*]/ethernet/pfc/priorities/priority[index=3]/state"] == 1
+    slow_pfc = eos_profile(sample_interval_s=1, intervals={"pfc": 2})
+    assert {s.sample_interval_ns for s in slow_pfc if "pfc" in s.path or "queues" in s.path} == {2 * 10**9}
+
+
+def test_profile_refuses_an_unknown_group() -> None:
+    with pytest.raises(ValueError, match=r"unknown sample group\(s\) \['optic'\]; known: counters, pfc, fec, optics"):
+        eos_profile(intervals={"optic": 30})
