@@ -92,7 +92,8 @@ class TelemetrySettings(_Strict):
 class DetectorSettings(_Strict):
     tick_s: float = Field(1.0, gt=0, le=300)  # every detector at least once per tick (normally the sample interval)
     # Between ticks, a pass soon after new counter samples land, at most this often (0: ticks only). Without it a
-    # storm's first whole paused sample waits for the next tick: up to a tick of detection delay (issue #6).
+    # storm's first whole paused sample waits for the next tick: up to a tick of detection delay (issue #6). On
+    # large fabrics the service spaces these passes further so they take at most ~10% of a core.
     pass_gap_s: float = Field(0.2, ge=0, le=60)
     retention_days: float = Field(30, gt=0)  # closed findings and audit rows older than this are pruned
 

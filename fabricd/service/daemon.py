@@ -55,7 +55,15 @@ from .tickets import TicketBackend, TicketError, make_backend
 log = logging.getLogger("fabricd.service")
 EVENT_POLL_S = 0.025  # how often new oper-status events are looked for between ticks
 FLAP_PASS_GAP_S = 0.1  # at most this often an event-driven link_flap pass
+PASS_SHARE = 0.1  # sample-driven detector passes space out to take at most this share of a core
 ACTION_THREADS = 16  # switch sessions in flight at once; the safety budgets keep real actions far fewer
+
+
+def pass_gap(base_ns: int, cost_s: float) -> int:
+    """The gap before the next sample-driven pass: at least `base_ns`, and long enough that these passes take at
+    most ~PASS_SHARE of a core. On 832 switches a pass costs ~23 ms and the store copy its snapshot causes at the
+    next write ~30 ms (docs/benchmarks.md): hence twice the pass's own time."""
+    return max(base_ns, round(2 * cost_s / PASS_SHARE * NS))
 
 
 class Service:
@@ -214,7 +222,7 @@ class Service:
         did (ON_CHANGE), so neither a crossed dampening threshold nor a storm's stuck sample waits for the next tick.
         Each pass takes a snapshot (a copy of the store on its next write), hence the minimum gaps."""
         tick_ns, flap_gap = int(tick_s * NS), int(FLAP_PASS_GAP_S * NS)
-        sample_gap = int(self.cfg.detectors.pass_gap_s * NS)
+        sample_gap = base_gap = int(self.cfg.detectors.pass_gap_s * NS)
         events, samples = self.store.ev_total, self.store.sample_batches
         last_full = last_any = 0  # the gap bounds sample-driven passes among themselves; ticks come on top
         while not self._stop.is_set():
@@ -228,7 +236,9 @@ class Service:
                 if sample_gap and self.store.sample_batches != samples and now - last_full >= sample_gap:
                     events, samples, last_full = self.store.ev_total, self.store.sample_batches, now
                     last_any = now
+                    started = time.perf_counter()
                     await self._guarded("detector pass", self.tick(now))
+                    sample_gap = pass_gap(base_gap, time.perf_counter() - started)
                 elif self.store.ev_total != events and now - last_any >= flap_gap:
                     events, last_any = self.store.ev_total, now
                     await self._guarded("link_flap pass", self.flap_pass(now))
