@@ -29,6 +29,7 @@ from .finding import Finding
 from .pfc_storm import PfcStormConfig
 from .stuck_queues import StuckQueues, by_switch, track, waits_on
 
+NS = 1_000_000_000
 Hop = tuple[str, str, int]  # (switch, the switch its held queues face, priority)
 
 
@@ -52,6 +53,10 @@ def detect(snapshot: Snapshot, fabric: Fabric, state: PfcDeadlockState, now_ns: 
     cfg = state.config
     track(snapshot, state.tracker, now_ns)
     held = by_switch(state.tracker.at_least(cfg.stuck.hold_samples))
+    # A stale switch's held queues are old news (the tracker keeps them): a cycle through it is not reported, or a
+    # deadlock that cleared while the switch was silent would stay open for as long as it stays silent.
+    interval = int(cfg.stuck.sample_interval_s * NS)
+    held = {key: qs for key, qs in held.items() if not snapshot.stale(key[0], now_ns, interval)}
     hop_ports: dict[Hop, list[str]] = {}  # (A, B, priority) -> A's held ports toward B that wait on B
     for queues in held.values():
         for q in queues:

@@ -9,15 +9,15 @@ from pathlib import Path
 import pytest
 
 from fabricd.cli import main
-from fabricd.detectors import Finding, run_trace
+from fabricd.detectors import Detector, Finding, pfc_deadlock, run_trace
 from fabricd.detectors.runner import SETTLE_S
-from fabricd.telemetry import render
+from fabricd.telemetry import Snapshot, render
 from lab.faults import FaultError, FaultInjector
 from lab.model import PortConfig, Twin
 from tests.conftest import EXAMPLES
 from topology.fabric import Fabric
 
-from .test_pfc_storm import STUCK, pauses, storm
+from .test_pfc_storm import STUCK, _silent_after, pauses, storm
 from .test_twin import COLUMNS
 from .tracegen import NS, T0, TX_PER_S, Port, TraceGen, at
 
@@ -222,3 +222,22 @@ def test_deadlock_that_starts_and_ends_between_samples_is_no_storm(small_fabric:
     # Ticks only (no sample-driven passes): the tick boundary after it.
     (slow,) = run_trace(tmp_path / "t.jsonl", small_fabric, pass_gap_s=0)
     assert slow.detected_ts == at(5)
+
+
+def test_a_cycle_through_a_stale_switch_is_not_reported_once_it_is_stale(small_fabric: Fabric, tmp_path: Path) -> None:
+    """The cycle holds; then spine-r0-1 stops reporting after k=5. Its kept hold is old news: the cycle is reported
+    while every switch of it reports, and no longer once spine-r0-1 is stale (3 intervals after its last sample)."""
+    state = pfc_deadlock.PfcDeadlockState()
+    reported: list[int] = []
+
+    def recording(snapshot: Snapshot, fabric: Fabric, st: object, now: int) -> list[Finding]:
+        out = pfc_deadlock.detect(snapshot, fabric, state, now)
+        if out:
+            reported.append(now)
+        return out
+
+    g = TraceGen(small_fabric, RAIL0)
+    _silent_after(5, "spine-r0-1", {k: dict.fromkeys(CYCLE, STUCK) for k in range(2, 14)}, 14)(g)
+    found = run_trace(g.write(tmp_path / "t.jsonl"), small_fabric, detectors=[Detector("d", recording, object)])
+    assert [f.ports for f in found] == [CYCLE_PORTS]
+    assert reported and max(reported) <= at(8)
