@@ -250,7 +250,13 @@ def _judge(snapshot: Snapshot, sq: StuckQueues, j: I64, grace: I64) -> None:
     sq.count[j[~ok]] = 0
     j, r, pause, frames, tx, lead = j[ok], r[ok], pause[ok], frames[ok], tx[ok], lead[ok]
     ts = snapshot.ts[lead]
-    new = ts > sq.last_ts[j]  # a sample is judged once
+    # A sample is judged once, and only with its egress count: pause and transmit counts come in different
+    # notifications, and a pass in the middle of a switch's burst may hold the new pause sample with last round's
+    # transmit count. A transmit sample taken nearer the pause interval's start than its end is that one: the
+    # queue waits for a later pass.
+    tx_ts, start_ts = snapshot.ts[tx], snapshot.prev_ts[lead]
+    same_round = (start_ts == NEVER) | (tx_ts - start_ts > (ts - start_ts) // 2)
+    new = (ts > sq.last_ts[j]) & same_round
     j, r, pause, frames, tx, lead, ts = j[new], r[new], pause[new], frames[new], tx[new], lead[new], ts[new]
     sq.last_ts[j] = ts
     moved = snapshot.delta(lead) > 0  # NaN (first sample, reset) is no pause

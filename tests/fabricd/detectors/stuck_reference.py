@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from fabricd.detectors.stuck_queues import Queue, StuckConfig
-from fabricd.telemetry import Snapshot
+from fabricd.telemetry import NEVER, Snapshot
 
 NS = 1_000_000_000
 
@@ -48,6 +48,9 @@ def _judge(snapshot: Snapshot, q: Queue, qs: RefQueue, cfg: StuckConfig, grace: 
     ts = int(snapshot.ts[lead])
     if ts <= qs.last_ts:
         return
+    start = int(snapshot.prev_ts[lead])
+    if start != NEVER and int(snapshot.ts[tx]) - start <= (ts - start) // 2:
+        return  # this round's egress count has not arrived yet (last round's is nearer the start): a later pass
     qs.last_ts = ts
     first = snapshot.delta(np.array([lead], dtype=np.int64))[0]
     if first > 0:  # paused at all (NaN: no)

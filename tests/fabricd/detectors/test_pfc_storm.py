@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from fabricd.detectors import Detector, Finding, pfc_storm, run_trace
-from fabricd.detectors.runner import SETTLE_S
+from fabricd.detectors.runner import PASS_GAP_S, SETTLE_S
 from fabricd.telemetry import Snapshot
 from topology.fabric import Fabric
 
@@ -191,6 +191,25 @@ def test_no_storm_from_a_stale_superspine(small_fabric: Fabric, tmp_path: Path) 
     g = TraceGen(small_fabric, {"spine-r0-0", "ssp-0"})
     _silent_after(2, "ssp-0", {k: {("spine-r0-0", "Ethernet5/1"): STUCK} for k in range(6, 10)}, 10)(g)
     assert run_trace(g.write(tmp_path / "t.jsonl"), small_fabric) == []
+
+
+def test_a_pass_between_a_switchs_pause_and_egress_samples_waits_for_the_egress(
+    small_fabric: Fabric, tmp_path: Path
+) -> None:
+    """Every switch's transmit counts arrive 40 ms after its pause counts (another notification, another
+    subscription): a pass in between holds the new pause sample with last round's transmit count. It must judge the
+    queue when the egress count of the same round is in, not give up on that sample."""
+    g = TraceGen(small_fabric, {"leaf-g0-r0", "leaf-g1-r0", "spine-r0-0", "spine-r0-1"})
+    storm()(g)
+    late = int(0.04 * NS)
+    for line in g.lines:
+        if "transmit-pkts" in str(line["path"]):
+            line["ts"] = int(line["ts"]) + late  # type: ignore[call-overload]
+    (f,) = run_trace(g.write(tmp_path / "t.jsonl"), small_fabric)
+    assert (f.device, f.port) == NIC_PORT
+    # The pass SETTLE after the pause samples (2 s) sees last round's egress counts; the next pass (0.2 s later,
+    # the default gap) decides. Judged with the old counts, the queue would have waited for the next round (3 s).
+    assert f.detected_ts == at(2) + SETTLE + int(PASS_GAP_S * NS)
 
 
 def test_a_stale_switchs_kept_hold_is_not_reported(small_fabric: Fabric, tmp_path: Path) -> None:
