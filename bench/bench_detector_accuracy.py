@@ -596,6 +596,7 @@ class Score:
     matching: int = 0  # findings that match some fault (duplicates included)
     fps: list[str] = field(default_factory=list)
     fns: list[str] = field(default_factory=list)
+    slow: list[str] = field(default_factory=list)  # found later than the delay target
     delays: list[float] = field(default_factory=list)
     delays_1e6: list[float] = field(default_factory=list)
 
@@ -639,6 +640,8 @@ def score(
                 s.tp += 1
                 delay = (first[t.scenario] - t.onset_ts) / NS
                 s.delays.append(delay)
+                if t.kind in TARGETS and delay > TARGETS[t.kind]:
+                    s.slow.append(f"e{ep.index:02d} {t.scenario} {delay:.2f} s")
                 if t.rate == CORRUPTION_TARGET[0] and t.kind == "link_corruption":
                     s.delays_1e6.append(delay)
             else:
@@ -883,6 +886,8 @@ def main(argv: list[str] | None = None) -> int:
     for k in KINDS:
         for line in scores[k].fns:
             print(f"MISSED {k}: {line}")
+        for line in scores[k].slow:
+            print(f"SLOW {k}: {line}")
         for line in scores[k].fps:
             print(f"FALSE {line}")
     return 0
