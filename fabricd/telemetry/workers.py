@@ -26,6 +26,8 @@ intervals after their last sample, like any silent device (so detectors never ac
 logged and counted (fabricd_telemetry_worker_restarts_total). The new worker's first samples are fresh baselines
 (no rate for one interval); the parent keeps ingest stats and reconnect counts monotonic across restarts and does
 not report an oper-status it already knew as a change.
+
+This module is the parent side; the worker process is `worker_process`, what crosses the socket `worker_wire`.
 """
 
 from __future__ import annotations
@@ -40,26 +42,23 @@ import socket
 import subprocess
 import sys
 import time
-import traceback
 import zlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import numpy as np
-import numpy.typing as npt
 
 from drivers.inventory import DeviceAccess
 
-from .client import DeviceState, TelemetryClient
+from .client import DeviceState
 from .ingest import Ingestor
 from .metrics import TelemetryMetrics
 from .paths import Kind, Subscription
-from .store import I64, MIRRORED, NEVER, CounterStore, Stat
+from .store import NEVER, CounterStore, Stat
+from .worker_wire import STOP, Batch, WorkerInit, frame, read_frame
 
-STOP = b"stop"
 SHIP_S = 0.025  # how often a worker sends what changed: the lag it adds is half of this on average
-MAX_LOGS = 200  # log records per batch; a log storm in a worker must not flood the socket
 RESTART_HEALTHY_S = 60.0  # a worker that lived this long restarts after the base delay again
 STARTUP_S = 60.0  # allowed until a new worker's first frame (imports on a busy machine), if more than hang_s
 
@@ -87,217 +86,6 @@ class TelemetrySource(Protocol):
 def worker_of(name: str, workers: int) -> int:
     """The worker that owns device `name`: crc32 splits [0, 2**32) into `workers` equal ranges."""
     return (zlib.crc32(name.encode()) * workers) >> 32
-
-
-# --- what crosses the socket -----------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class WorkerInit:
-    index: int
-    devices: list[DeviceAccess]
-    client: dict[str, Any]  # TelemetryClient keyword arguments
-    ship_s: float
-    beat_s: float  # an empty frame at least this often, so the parent can tell a hung worker from a quiet one
-    log_level: int
-    parent_pid: int
-
-
-@dataclass
-class Batch:
-    """What changed in a worker's store since its previous batch; ids are the worker's own (rows, codes, ...)."""
-
-    devices: list[str]  # newly interned, in id order
-    port_dev: I64  # new ports: device id and name
-    port_names: list[str]
-    codes: list[tuple[str, str | None]]
-    strings: list[str]
-    s_port: I64  # new series: port row and code
-    s_code: I64
-    sidx: I64  # changed series rows and their MIRRORED fields
-    fields: dict[str, npt.NDArray[Any]]
-    events: tuple[I64, I64, I64, I64]  # series, value, previous (string ids), ts
-    dev: I64  # devices whose last_seen, synced or stats changed
-    last_seen: I64
-    synced: npt.NDArray[np.bool_]
-    stats: I64
-    states: list[tuple[str, bool, bool, int, str | None]]  # (device, connected, synced, attempts, last_error)
-    lags: list[tuple[str, float]]
-    logs: list[tuple[str, int, str]]  # (logger, level, message)
-
-
-def _grow(a: npt.NDArray[Any], n: int, fill: Any) -> npt.NDArray[Any]:
-    if len(a) >= n:
-        return a
-    out = np.full((max(n, 2 * len(a)), *a.shape[1:]), fill, dtype=a.dtype)
-    out[: len(a)] = a
-    return out
-
-
-# --- worker side -------------------------------------------------------------------------------------------
-class _Shipper:
-    """Finds what changed in the worker's store since the last batch (by comparing against what it shipped)."""
-
-    def __init__(self, store: CounterStore, client: TelemetryClient) -> None:
-        self.store, self.client = store, client
-        self.n_dev = self.n_ports = self.n_codes = self.n_strings = self.n_series = self.ev_total = 0
-        self.sent = {f: np.empty(0, dtype=store.arrays[f].dtype) for f in ("ts", "prev_ts", "value")}
-        self.last_seen = np.empty(0, dtype=np.int64)
-        self.synced = np.empty(0, dtype=bool)
-        self.stats = np.empty((0, len(Stat)), dtype=np.int64)
-        self.states: dict[str, tuple[str, bool, bool, int, str | None]] = {}
-        self.lags: list[tuple[str, float]] = []
-        self.logs: list[tuple[str, int, str]] = []
-
-    def collect(self) -> Batch | None:
-        st = self.store
-        n, nd, npo, nc, ns = st.n, len(st.devices), st.n_ports, len(st.codes), len(st.strings)
-        a = st.arrays
-        for f, fill in (("ts", NEVER), ("prev_ts", NEVER), ("value", 0)):
-            self.sent[f] = _grow(self.sent[f], n, fill)
-        diff = np.zeros(n, dtype=bool)
-        for f in ("ts", "prev_ts", "value"):
-            diff |= a[f][:n] != self.sent[f][:n]
-        sidx = np.flatnonzero(diff).astype(np.int64)
-        for f in ("ts", "prev_ts", "value"):
-            self.sent[f][sidx] = a[f][sidx]
-        total = st.ev_total
-        k = np.arange(max(self.ev_total, total - st.ev_cap), total) % st.ev_cap
-        self.ev_total = total
-        self.last_seen = _grow(self.last_seen, nd, NEVER)
-        self.synced = _grow(self.synced, nd, False)
-        self.stats = _grow(self.stats, nd, 0)
-        seen, synced, stats = np.array(st.last_seen, dtype=np.int64), np.array(st.synced, dtype=bool), st.stats[:nd]
-        dev = np.flatnonzero(
-            (seen != self.last_seen[:nd]) | (synced != self.synced[:nd]) | (stats != self.stats[:nd]).any(axis=1)
-        ).astype(np.int64)
-        self.last_seen[dev], self.synced[dev], self.stats[dev] = seen[dev], synced[dev], stats[dev]
-        states = []
-        for name in self.client.devices:
-            s = self.client.state(name)
-            row = (name, s.connected, s.synced, s.attempts, s.last_error)
-            if self.states.get(name) != row:
-                self.states[name] = row
-                states.append(row)
-        if not (len(sidx) or len(k) or len(dev) or states or self.lags or self.logs or n > self.n_series):
-            return None
-        batch = Batch(
-            devices=st.devices[self.n_dev : nd],
-            port_dev=st.port_dev[self.n_ports : npo].astype(np.int64),
-            port_names=st.port_names[self.n_ports : npo],
-            codes=st.codes[self.n_codes : nc],
-            strings=st.strings[self.n_strings : ns],
-            s_port=a["s_port"][self.n_series : n].astype(np.int64),
-            s_code=a["s_code"][self.n_series : n].astype(np.int64),
-            sidx=sidx,
-            fields={f: a[f][sidx] for f in MIRRORED},
-            events=(
-                st.ev_series[k].astype(np.int64),
-                st.ev_value[k].astype(np.int64),
-                st.ev_prev[k].astype(np.int64),
-                st.ev_ts[k].copy(),
-            ),
-            dev=dev,
-            last_seen=seen[dev],
-            synced=synced[dev],
-            stats=stats[dev].copy(),
-            states=states,
-            lags=self.lags,
-            logs=self.logs,
-        )
-        self.n_dev, self.n_ports, self.n_codes, self.n_strings, self.n_series = nd, npo, nc, ns, n
-        self.lags, self.logs = [], []
-        return batch
-
-
-class _Forward(logging.Handler):
-    """Keeps a worker's log records for the next batch; the parent logs them (and redacts secrets) there."""
-
-    def __init__(self, shipper: _Shipper) -> None:
-        super().__init__()
-        self.shipper = shipper
-        self.dropped = 0
-
-    def emit(self, record: logging.LogRecord) -> None:
-        logs = self.shipper.logs
-        if len(logs) >= MAX_LOGS:
-            self.dropped += 1
-            return
-        msg = record.getMessage()
-        if record.exc_info:
-            msg += "\n" + "".join(traceback.format_exception(*record.exc_info)).rstrip()
-        if self.dropped:
-            msg += f" ({self.dropped} earlier log records of this worker were dropped)"
-            self.dropped = 0
-        logs.append((record.name, record.levelno, msg))
-
-
-def _frame(data: bytes) -> bytes:
-    return len(data).to_bytes(4, "big") + data
-
-
-async def _read_frame(reader: asyncio.StreamReader) -> bytes:
-    n = int.from_bytes(await reader.readexactly(4), "big")
-    return await reader.readexactly(n)
-
-
-async def _serve(sock: socket.socket) -> None:
-    loop = asyncio.get_running_loop()
-    reader, writer = await asyncio.open_connection(sock=sock)
-    try:
-        init: WorkerInit = pickle.loads(await _read_frame(reader))
-    except (asyncio.IncompleteReadError, ConnectionError):
-        return  # the parent went away before it sent the inventory
-    ingestor = Ingestor(CounterStore())
-    client = TelemetryClient(init.devices, ingestor, **init.client)
-    shipper = _Shipper(ingestor.store, client)
-    client.on_lag = lambda device, lag: shipper.lags.append((device, lag))
-    root = logging.getLogger()
-    root.handlers[:] = [_Forward(shipper)]
-    root.setLevel(logging.WARNING)  # grpc's own debug chatter stays here
-    logging.getLogger("fabricd").setLevel(init.log_level)
-    stopping: asyncio.Task[None] | None = None
-
-    def stop() -> None:
-        nonlocal stopping
-        if stopping is None:
-            stopping = loop.create_task(client.stop())
-
-    async def control() -> None:
-        """The parent's STOP, or EOF when the parent is gone (even SIGKILLed: the kernel closes its end)."""
-        with contextlib.suppress(asyncio.IncompleteReadError, ConnectionError):
-            while await _read_frame(reader) != STOP:
-                pass
-        stop()
-
-    ctl = asyncio.create_task(control())
-    loop.add_signal_handler(signal.SIGTERM, stop)
-    task = asyncio.create_task(client.run())
-    sent = 0.0  # the first frame goes at once: the parent times hangs from it
-    while True:
-        await asyncio.wait([task], timeout=init.ship_s)
-        if os.getppid() != init.parent_pid:
-            stop()
-        ingestor.flush()
-        batch = shipper.collect()
-        if batch is not None or time.monotonic() - sent >= init.beat_s:
-            try:
-                writer.write(_frame(b"" if batch is None else pickle.dumps(batch, protocol=5)))
-                await writer.drain()  # the loop keeps reading streams while a busy parent catches up
-            except ConnectionError:
-                stop()
-            sent = time.monotonic()
-        if task.done():
-            break
-    ctl.cancel()
-    writer.close()
-    with contextlib.suppress(ConnectionError):
-        await writer.wait_closed()
-    task.result()
-
-
-def worker_main() -> None:
-    """Entry point of a worker process: `python -c '...worker_main()' FD` (FD: its end of the socketpair)."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    asyncio.run(_serve(socket.socket(fileno=int(sys.argv[1]))))
 
 
 # --- parent side -------------------------------------------------------------------------------------------
@@ -577,7 +365,7 @@ class TelemetryWorkers:
             env = {k: v for k, v in os.environ.items() if v not in secrets}  # it gets them over the socket
             # The same modules as this process, wherever they were found (a checkout, a venv, a bench's sys.path).
             env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
-            code = "from fabricd.telemetry.workers import worker_main; worker_main()"
+            code = "from fabricd.telemetry.worker_process import worker_main; worker_main()"
             w.proc = await asyncio.create_subprocess_exec(
                 sys.executable, "-c", code, str(child.fileno()),
                 pass_fds=(child.fileno(),), stdin=subprocess.DEVNULL, env=env,
@@ -595,7 +383,7 @@ class TelemetryWorkers:
         level = logging.getLogger("fabricd.telemetry").getEffectiveLevel()
         init = WorkerInit(w.index, w.devices, self._options, self.ship_s, self.hang_s / 4, level, os.getpid())
         w.heard, w.talked = time.monotonic(), False
-        w.writer.write(_frame(pickle.dumps(init, protocol=5)))
+        w.writer.write(frame(pickle.dumps(init, protocol=5)))
         w.receiver = asyncio.create_task(self._receive(w, reader))
         if self._worker_metrics is not None:
             self._worker_metrics[0].labels(str(w.index)).set(1)
@@ -604,7 +392,7 @@ class TelemetryWorkers:
         """Apply the worker's batches as they come (never blocking the loop on a half-sent one) until its EOF."""
         try:
             while True:
-                data = await _read_frame(reader)
+                data = await read_frame(reader)
                 w.heard, w.talked = time.monotonic(), True
                 if not data:
                     continue  # a heartbeat
@@ -649,7 +437,7 @@ class TelemetryWorkers:
             return
         if w.writer is not None:
             with contextlib.suppress(ConnectionError):
-                w.writer.write(_frame(STOP))
+                w.writer.write(frame(STOP))
         try:
             await asyncio.wait_for(w.lost.wait(), 5)  # the worker closes its socket as it exits
             await asyncio.wait_for(proc.wait(), 5)

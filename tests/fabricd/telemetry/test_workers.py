@@ -28,7 +28,9 @@ from drivers.inventory import DeviceAccess, EapiAccess, GnmiAccess, SshAccess
 from fabricd.service.config import ConfigError, load_config, max_workers
 from fabricd.telemetry import CounterStore, Ingestor, Stat, TelemetryClient, TelemetryMetrics, TelemetryWorkers
 from fabricd.telemetry.store import NEVER
-from fabricd.telemetry.workers import Batch, _Mirror, _Shipper, worker_of
+from fabricd.telemetry.worker_process import _Shipper
+from fabricd.telemetry.worker_wire import Batch
+from fabricd.telemetry.workers import _Mirror, worker_of
 from lab.counters import COL
 from tests.fabricd.service.service_thread import write_config
 from tests.lab.control_client import inject
