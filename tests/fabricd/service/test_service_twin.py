@@ -115,7 +115,8 @@ def test_a_pfc_storm_is_found_between_ticks(twin: TwinThread, tmp_path: Path) ->
         inject(twin.state_dir, "pfc_storm", {"nic": "gpu-g1-000:nic1"})
         (f,) = wait_for(lambda: [f for f in svc.get("/api/v1/findings")["findings"] if f["kind"] == "pfc_storm"], 10)
         assert (f["device"], f["port"]) == ("leaf-g1-r1", "Ethernet1/1")
-        assert f["detected_ts"] - onset < 2.5 * 1e9  # two 0.5-s intervals at most, and the 60 s tick is far off
+        # Two 0.5-s intervals and a pass (~1.1 s on a quiet machine); the 60 s tick is far off. Slack for a loaded CI.
+        assert f["detected_ts"] - onset < 5 * 1e9
     finally:
         svc.stop()
         twin.loop.call_soon_threadsafe(lambda: twin.process.faults.clear(None, time.time_ns()))
