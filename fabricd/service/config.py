@@ -17,6 +17,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
+from fabricd.detectors.runner import PASS_GAP_S
 from fabricd.telemetry.paths import SAMPLE_GROUPS
 from topology.errors import InputError
 from topology.sourcefile import load_document, load_model
@@ -94,7 +95,7 @@ class DetectorSettings(_Strict):
     # Between ticks, a pass soon after new counter samples land, at most this often (0: ticks only). Without it a
     # storm's first whole paused sample waits for the next tick: up to a tick of detection delay (issue #6). On
     # large fabrics the service spaces these passes further so they take at most ~10% of a core.
-    pass_gap_s: float = Field(0.2, ge=0, le=60)
+    pass_gap_s: float = Field(PASS_GAP_S, ge=0, le=60)  # the same default as `fabricd detect`
     retention_days: float = Field(30, gt=0)  # closed findings and audit rows older than this are pruned
 
 

@@ -28,7 +28,7 @@ from fabricd import __version__
 from fabricd.cli.inputs import load_fabric
 from fabricd.detectors import link_flap
 from fabricd.detectors.finding import Finding
-from fabricd.detectors.runner import Runner, default_detectors
+from fabricd.detectors.runner import SETTLE_S, Runner, default_detectors
 from fabricd.telemetry import (
     CounterStore,
     Ingestor,
@@ -53,7 +53,7 @@ from .state import StateStore, Ticket
 from .tickets import TicketBackend, TicketError, make_backend
 
 log = logging.getLogger("fabricd.service")
-EVENT_POLL_S = 0.025  # how often new oper-status events are looked for between ticks
+EVENT_POLL_S = SETTLE_S  # how often new data is looked for between ticks (`fabricd detect` mirrors it)
 FLAP_PASS_GAP_S = 0.1  # at most this often an event-driven link_flap pass
 PASS_SHARE = 0.1  # sample-driven detector passes space out to take at most this share of a core
 ACTION_THREADS = 16  # switch sessions in flight at once; the safety budgets keep real actions far fewer

@@ -332,17 +332,9 @@ class StateStore:
             row = db.execute("SELECT * FROM actions WHERE id = ?", (action_id,)).fetchone()
             a = Action(**dict(row))
             if status == "done" and a.op == "disable":
-                db.execute(
-                    "INSERT OR REPLACE INTO disabled_ports VALUES (?, ?, ?, ?, ?)",
-                    (a.device, a.port, a.id, a.ticket_id, now),
-                )
-                db.execute("DELETE FROM probation WHERE device = ? AND port = ?", (a.device, a.port))
+                _hold(db, a.device, a.port, a.id, a.ticket_id, now)
             elif status == "done" and a.op == "enable":
-                db.execute("DELETE FROM disabled_ports WHERE device = ? AND port = ?", (a.device, a.port))
-                db.execute(
-                    "INSERT OR REPLACE INTO probation VALUES (?, ?, ?, ?)",
-                    (a.device, a.port, probation_until, a.ticket_id),
-                )
+                _release(db, a.device, a.port, probation_until, a.ticket_id)
         return a
 
     def link_action_ticket(self, action_id: int, ticket_id: int) -> None:
@@ -382,18 +374,11 @@ class StateStore:
     # --- disabled ports and probation ------------------------------------------------------------------------
     def mark_disabled(self, device: str, port: str, action_id: int, ticket_id: int | None, now: int) -> None:
         with self.tx() as db:
-            db.execute(
-                "INSERT OR REPLACE INTO disabled_ports VALUES (?, ?, ?, ?, ?)",
-                (device, port, action_id, ticket_id, now),
-            )
-            db.execute("DELETE FROM probation WHERE device = ? AND port = ?", (device, port))
+            _hold(db, device, port, action_id, ticket_id, now)
 
     def mark_enabled(self, device: str, port: str, probation_until: int, ticket_id: int | None) -> None:
         with self.tx() as db:
-            db.execute("DELETE FROM disabled_ports WHERE device = ? AND port = ?", (device, port))
-            db.execute(
-                "INSERT OR REPLACE INTO probation VALUES (?, ?, ?, ?)", (device, port, probation_until, ticket_id)
-            )
+            _release(db, device, port, probation_until, ticket_id)
 
     def disabled_ports(self) -> list[dict[str, Any]]:
         return [dict(r) for r in self._all("SELECT * FROM disabled_ports ORDER BY since_ts")]
@@ -421,3 +406,17 @@ def _ticket(row: sqlite3.Row) -> Ticket:
     d["body"] = json.loads(d["body"])
     d["escalation"] = bool(d["escalation"])
     return Ticket(**d)
+
+
+def _hold(db: sqlite3.Connection, device: str, port: str, action_id: int, ticket_id: int | None, now: int) -> None:
+    """Inside a transaction: the port is held down by fabricd (and no longer on probation)."""
+    db.execute(
+        "INSERT OR REPLACE INTO disabled_ports VALUES (?, ?, ?, ?, ?)", (device, port, action_id, ticket_id, now)
+    )
+    db.execute("DELETE FROM probation WHERE device = ? AND port = ?", (device, port))
+
+
+def _release(db: sqlite3.Connection, device: str, port: str, probation_until: int, ticket_id: int | None) -> None:
+    """Inside a transaction: the port is back up, on probation until `probation_until`."""
+    db.execute("DELETE FROM disabled_ports WHERE device = ? AND port = ?", (device, port))
+    db.execute("INSERT OR REPLACE INTO probation VALUES (?, ?, ?, ?)", (device, port, probation_until, ticket_id))

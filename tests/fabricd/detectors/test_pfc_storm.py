@@ -204,7 +204,9 @@ def test_a_pass_between_a_switchs_pause_and_egress_samples_waits_for_the_egress(
     late = int(0.04 * NS)
     for line in g.lines:
         if "transmit-pkts" in str(line["path"]):
-            line["ts"] = int(line["ts"]) + late  # type: ignore[call-overload]
+            ts = line["ts"]
+            assert isinstance(ts, int)
+            line["ts"] = ts + late
     (f,) = run_trace(g.write(tmp_path / "t.jsonl"), small_fabric)
     assert (f.device, f.port) == NIC_PORT
     # The pass SETTLE after the pause samples (2 s) sees last round's egress counts; the next pass (0.2 s later,

@@ -373,10 +373,13 @@ def test_a_finding_while_a_finished_disable_closes_its_session_still_counts_that
         async def second_flap() -> None:
             late.extend(await h.rem.on_findings([flap(h.fabric, second)]))
 
-        h.world.hooks["close"] = lambda: loop.create_task(second_flap()) and None
+        def on_close() -> None:  # the fake session's close runs on the loop's thread: schedule the next flap
+            late_task.append(loop.create_task(second_flap()))
+
+        late_task: list[asyncio.Task[None]] = []
+        h.world.hooks["close"] = on_close
         await report(h, flap(h.fabric, first))
-        while not late:
-            await asyncio.sleep(0)
+        await asyncio.gather(*late_task)
         await h.rem.idle()
 
     run(scenario())
