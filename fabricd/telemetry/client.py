@@ -117,6 +117,29 @@ def open_channel(access: DeviceAccess) -> grpc.aio.Channel:
     return grpc.aio.secure_channel(target, grpc.ssl_channel_credentials(root_certificates=root), options=opts)
 
 
+async def write_unless_ended(call: Any, request: bytes) -> None:
+    """`call.write(request)`, but returning when the call ends first. grpc.aio's write waits for the call's headers
+    to be sent, and a call cancelled before that (a device that accepts TCP and never completes the HTTP/2
+    handshake, cancelled as idle or by `stop()`) never sends them: the plain write would wait forever."""
+    ended = asyncio.get_running_loop().create_future()
+
+    def on_done(_: object) -> None:
+        if not ended.done():
+            ended.set_result(None)
+
+    call.add_done_callback(on_done)
+    write = asyncio.ensure_future(call.write(request))
+    try:
+        await asyncio.wait((write, ended), return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        if not write.done():
+            write.cancel()
+            await asyncio.gather(write, return_exceptions=True)
+        ended.cancel()
+    if write.done() and not write.cancelled():
+        write.result()  # its error, if any
+
+
 def notification_ts(raw: bytes) -> int | None:
     """The timestamp of a serialized SubscribeResponse's notification (field 1 of the Notification, written first
     by every protobuf serializer), or None if the message is something else."""
@@ -382,7 +405,7 @@ class TelemetryClient:
                     # The request side stays open (no done_writing): many gNMI targets take the client's half-close
                     # as the end of a STREAM subscription; pygnmi and gnmic keep it open too.
                     try:
-                        await call.write(request)
+                        await write_unless_ended(call, request)
                     except asyncio.InvalidStateError:
                         pass  # the call already ended: reading raises its status
                     except grpc.aio.AioRpcError as e:

@@ -8,6 +8,7 @@ import itertools
 import logging
 import random
 import re
+import socket
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager
@@ -271,6 +272,38 @@ def test_hung_stream_is_reopened_and_details_are_redacted(caplog: pytest.LogCapt
         assert req.mode == gnmi_pb2.SubscriptionList.STREAM and req.encoding == gnmi_pb2.PROTO
         modes |= {(s.mode, s.sample_interval, s.heartbeat_interval) for s in req.subscription}
     assert modes == {(gnmi_pb2.ON_CHANGE, 0, 10**9), (gnmi_pb2.SAMPLE, int(INTERVAL * 1e9), 0)}
+
+
+def test_a_device_that_never_completes_the_handshake_is_retried_and_stop_returns() -> None:
+    """A listener that accepts TCP and never speaks HTTP/2 (a half-dead device or a middlebox): the subscription
+    cannot even be sent. Idle cancels must still reopen the stream, and `stop()` must not wait on that write."""
+
+    async def go() -> tuple[TelemetryClient, float]:
+        with socket.socket() as mute:
+            mute.bind(("127.0.0.1", 0))
+            mute.listen(16)
+            gnmi = GnmiAccess(port=mute.getsockname()[1], tls=False)
+            device = DeviceAccess("mute", "127.0.0.1", "eos", "admin", SecretStr("x"), gnmi, EapiAccess(), SshAccess())
+            c = TelemetryClient(
+                [device],
+                Ingestor(CounterStore()),
+                interval_s=INTERVAL,
+                idle_s=0.3,
+                backoff_base_s=0.05,
+                backoff_cap_s=0.1,
+            )
+            task = asyncio.create_task(c.run())
+            await until(lambda: c.state("mute").attempts >= 3, 5)
+            t0 = time.monotonic()
+            await asyncio.wait_for(c.stop(), 5)
+            await task
+            return c, time.monotonic() - t0
+
+    c, stop_s = asyncio.run(go())
+    state = c.state("mute")
+    assert state.last_error == "CANCELLED" and not state.connected and not state.synced
+    assert stop_s < 1.0
+    assert c.stale_devices() == ["mute"]
 
 
 def test_first_connects_follow_the_staggered_delays() -> None:
