@@ -190,12 +190,47 @@ def derive_port_config(root: Node, port: str, speed_gbps: float) -> PortConfig:
     wd = lines.get("priority-flow-control pause watchdog")
     global_wd = "priority-flow-control pause watchdog default timeout" in root.children
     watchdog = pfc_on and (not wd.line.startswith("no ") if wd is not None else global_wd)
+    timeout, recovery = _watchdog_timers(root, lines)
     ecn: dict[int, tuple[int, int, int]] = {}
     for key, node in lines.items():
         red = node.children.get("random-detect ecn") if key.startswith("tx-queue ") else None
         if red is not None:
             ecn[int(key.split()[1])] = _ecn_thresholds(red.line.split(), speed_gbps)
-    return PortConfig(admin_up="shutdown" not in lines, pfc_enabled=pfc_on, no_drop=no_drop, ecn=ecn, watchdog=watchdog)
+    return PortConfig(
+        admin_up="shutdown" not in lines,
+        pfc_enabled=pfc_on,
+        no_drop=no_drop,
+        ecn=ecn,
+        watchdog=watchdog,
+        watchdog_timeout_ns=timeout,
+        watchdog_recovery_ns=recovery,
+    )
+
+
+def _watchdog_timers(root: Node, lines: dict[str, Node]) -> tuple[int, int]:
+    """(timeout, recovery time) in ns: the port's `... port timer timeout S polling-interval P recovery-time R`,
+    else the global `... default timeout S` / `... default recovery-time R`, else the twin's defaults."""
+    default = PortConfig()
+    timeout, recovery = default.watchdog_timeout_ns, default.watchdog_recovery_ns
+    prefix = "priority-flow-control pause watchdog default "
+    for node in root.children.values():
+        if node.line.startswith(prefix + "timeout "):
+            timeout = _seconds_ns(node.line.split()[-1], timeout)
+        elif node.line.startswith(prefix + "recovery-time "):
+            recovery = _seconds_ns(node.line.split()[-1], recovery)
+    for node in lines.values():
+        toks = node.line.split()
+        if node.line.startswith("priority-flow-control pause watchdog port timer ") and "recovery-time" in toks:
+            timeout = _seconds_ns(toks[toks.index("timeout") + 1], timeout)
+            recovery = _seconds_ns(toks[toks.index("recovery-time") + 1], recovery)
+    return timeout, recovery
+
+
+def _seconds_ns(text: str, fallback: int) -> int:
+    try:
+        return round(float(text) * 1e9)
+    except ValueError:
+        return fallback
 
 
 def _ecn_thresholds(toks: list[str], speed_gbps: float) -> tuple[int, int, int]:

@@ -329,6 +329,7 @@ class FaultInjector:
         params["down_s"] = down
         sw = self.twin.switch(device)
         sw.reset_counters(now)
+        self.twin.forget_watchdogs(device)
         sw.boot_ns = now
         sw.rebooting_until = now + int(down * NS)
         sw.stream_epoch += 1

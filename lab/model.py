@@ -34,6 +34,7 @@ from .counters import (
 NS = 1_000_000_000
 LinkKey = tuple[Endpoint, Endpoint]
 OperListener = Callable[[str, str, bool, int], None]
+QueueKey = tuple[str, str, int]  # (switch, port, priority): the port's egress queue of that priority
 
 
 def link_key(a: Endpoint, b: Endpoint) -> LinkKey:
@@ -50,6 +51,10 @@ class PortConfig:
     # queue -> (min_bytes, max_bytes, max_probability %)
     ecn: dict[int, tuple[int, int, int]] = field(default_factory=dict)
     watchdog: bool = False
+    # SONiC PFC_WD defaults, detection 200 ms and restoration 200 ms (reference/platforms.md); EOS' own defaults are
+    # not in the reference, and fabricd's policy sets both explicitly anyway.
+    watchdog_timeout_ns: int = 200_000_000
+    watchdog_recovery_ns: int = 200_000_000
 
     def honours_pause(self, priority: int) -> bool:
         return self.pfc_enabled and priority in self.no_drop
@@ -144,6 +149,10 @@ class Twin:
         self.corruption: dict[tuple[str, str], float] = {}  # receiving (device, port) -> frame error rate
         self.optics_loss_db: dict[tuple[str, str], float] = {}
         self.silent: dict[str, float] = {}  # switch -> rate of packets corrupted inside it
+        # The switches' PFC watchdogs (detection and counters only: the twin models every action as notify-only,
+        # so a stuck queue keeps its pause dynamics): queue -> when it became stuck, and the queues declared stormed.
+        self.wd_stuck_since: dict[QueueKey, int] = {}
+        self.wd_stormed: set[QueueKey] = set()
         self.oper_events: deque[tuple[int, str, str, bool]] = deque(maxlen=10_000)
         self.listeners: list[OperListener] = []
         self._timers: list[tuple[int, int, Callable[[int], None]]] = []
@@ -228,7 +237,7 @@ class Twin:
             sw.rate = sw.baseline * new_up[:, None]
             sw.rx_power = np.where(new_up, sw.rx_power_nominal, -40.0)
             sw.pre_fec_ber = np.where(new_up, HEALTHY_PRE_FEC_BER, 0.0)
-        self._apply_pauses()
+        self._watch(self._apply_pauses(), now)
         self._apply_ecn()
         self._apply_physical()
         self.dirty = False
@@ -284,9 +293,9 @@ class Twin:
         link = self.fabric.link_of(ep.device, ep.port)
         return link.other(ep.device, ep.port) if link else None
 
-    def _apply_pauses(self) -> None:
-        # Receiving port -> paused fraction of its egress queue, after propagation.
-        paused: dict[tuple[str, str, int], float] = {}
+    def _apply_pauses(self) -> dict[QueueKey, float]:
+        """Pause rates from every source, spread along the fabric; returns each paused queue's paused fraction."""
+        paused: dict[QueueKey, float] = {}
         frontier: list[tuple[str, int, int]] = []  # (switch whose egress queue is stuck, priority, hop)
         for sources in self.pause_sources.values():
             for src in sources:
@@ -321,6 +330,45 @@ class Twin:
             # Egress stops; the port's own out counters follow its queue.
             for c in ("if.out-pkts", "if.out-unicast-pkts", "if.out-octets"):
                 sw.rate[row, COL[c]] *= 1.0 - f * 0.95
+        return paused
+
+    def _watch(self, paused: dict[QueueKey, float], now: int) -> None:
+        """The PFC watchdog of every armed port (platforms.md: paused with nothing sent, held for the detection
+        time): `stuck-count` rises once when a queue has been stuck for its timeout, `recovery-count` once it has
+        been free of pause for the recovery time. A queue paused < 99% of the time still drains: never stuck."""
+        stuck = {k for k, f in paused.items() if f >= 0.99 and self.port_config(k[0], k[1]).watchdog}
+        for k in stuck - self.wd_stuck_since.keys():
+            self.wd_stuck_since[k] = now
+            self.schedule(now + self.port_config(k[0], k[1]).watchdog_timeout_ns, self._wd_expiry(k, now))
+        for k in self.wd_stuck_since.keys() - stuck:
+            del self.wd_stuck_since[k]
+            if k in self.wd_stormed:
+                self.schedule(now + self.port_config(k[0], k[1]).watchdog_recovery_ns, self._wd_recovery(k))
+
+    def _wd_expiry(self, key: QueueKey, since: int) -> Callable[[int], None]:
+        def fire(_at: int) -> None:
+            if self.wd_stuck_since.get(key) == since and key not in self.wd_stormed:
+                self.wd_stormed.add(key)
+                sw = self.switches[key[0]]
+                sw.bump(sw.index[key[1]], f"wd{key[2]}.stuck-count")
+
+        return fire
+
+    def _wd_recovery(self, key: QueueKey) -> Callable[[int], None]:
+        def fire(_at: int) -> None:
+            if key in self.wd_stormed and key not in self.wd_stuck_since:  # stuck again meanwhile: still stormed
+                self.wd_stormed.discard(key)
+                sw = self.switches[key[0]]
+                sw.bump(sw.index[key[1]], f"wd{key[2]}.recovery-count")
+
+        return fire
+
+    def forget_watchdogs(self, device: str) -> None:
+        """A reboot: the switch's watchdogs start over (its counters were reset with the rest)."""
+        for k in [k for k in self.wd_stormed if k[0] == device]:
+            self.wd_stormed.discard(k)
+        for k in [k for k in self.wd_stuck_since if k[0] == device]:
+            del self.wd_stuck_since[k]
 
     def _apply_ecn(self) -> None:
         for sw in self.switches.values():

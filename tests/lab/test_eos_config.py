@@ -86,6 +86,30 @@ def test_golden_config_is_accepted_and_shows_in_running_config(store: ConfigStor
     )
 
 
+def test_watchdog_timers_come_from_the_global_defaults_and_a_port_timer_overrides_them(
+    store: ConfigStore, twin: Twin
+) -> None:
+    cli(
+        twin,
+        store,
+        "configure",
+        "priority-flow-control pause watchdog default timeout 0.500",
+        "priority-flow-control pause watchdog default recovery-time 1.250",
+        "interface Ethernet1/1",
+        "priority-flow-control on",
+        "priority-flow-control priority 3 no-drop",
+        "interface Ethernet2/1",
+        "priority-flow-control on",
+        "priority-flow-control priority 3 no-drop",
+        "priority-flow-control pause watchdog port timer timeout 0.050 polling-interval auto recovery-time 0.300",
+        "end",
+    )
+    twin.advance()
+    first, second = twin.port_config(DEVICE, "Ethernet1/1"), twin.port_config(DEVICE, "Ethernet2/1")
+    assert first.watchdog and (first.watchdog_timeout_ns, first.watchdog_recovery_ns) == (500_000_000, 1_250_000_000)
+    assert second.watchdog and (second.watchdog_timeout_ns, second.watchdog_recovery_ns) == (50_000_000, 300_000_000)
+
+
 @pytest.mark.parametrize(
     ("line", "message"),
     [

@@ -103,6 +103,61 @@ def test_storm_from_nic_stops_leaf_egress_and_spreads_upstream(twin: Twin) -> No
     assert rate(twin, *origin, "pfc3.pfc-on-total-rx-time") == 0
 
 
+WATCHED = PortConfig(pfc_enabled=True, no_drop=frozenset({3}), watchdog=True, watchdog_timeout_ns=NS // 5)
+
+
+def watchdog_counts(twin: Twin, device: str, port: str, at: int) -> tuple[int, int]:
+    twin.advance(at)
+    sw = twin.switch(device)
+    return sw.value(port, "wd3.stuck-count", at), sw.value(port, "wd3.recovery-count", at)
+
+
+def test_the_watchdog_counts_a_stuck_queue_once_after_its_timeout_and_its_recovery(twin: Twin) -> None:
+    for name, sw in twin.switches.items():
+        for port in sw.ports:
+            twin.set_port_config(name, port, WATCHED)
+    faults = FaultInjector(twin)
+    faults.inject("pfc_storm", {"nic": "gpu-g0-000:nic0", "priority": 3}, T0 + NS)
+    origin = ("leaf-g0-r0", "Ethernet1/1")
+    assert watchdog_counts(twin, *origin, T0 + NS + NS // 5 - 1) == (0, 0)  # not yet held for the timeout
+    assert watchdog_counts(twin, *origin, T0 + NS + NS // 5) == (1, 0)
+    assert watchdog_counts(twin, *origin, T0 + 5 * NS) == (1, 0)  # once per stuck episode, not per poll
+    up = twin.peer("leaf-g0-r0", "Ethernet5/1")  # the spine's queue toward the leaf is stuck too
+    assert up is not None and watchdog_counts(twin, up.device, up.port, T0 + 5 * NS) == (1, 0)
+    far = twin.peer("spine-r0-0", "Ethernet3/1")  # paused half the time: it drains, so it is never stuck
+    assert far is not None and watchdog_counts(twin, far.device, far.port, T0 + 5 * NS) == (0, 0)
+    faults.clear(now_ns=T0 + 6 * NS)
+    assert watchdog_counts(twin, *origin, T0 + 6 * NS + NS // 5 - 1) == (1, 0)  # recovery time not yet over
+    assert watchdog_counts(twin, *origin, T0 + 6 * NS + NS // 5) == (1, 1)
+
+
+def test_no_watchdog_count_without_a_watchdog_or_for_a_short_pause(twin: Twin) -> None:
+    lossless(twin)  # PFC without the watchdog armed
+    faults = FaultInjector(twin)
+    faults.inject("pfc_storm", {"nic": "gpu-g0-000:nic0", "priority": 3}, T0 + NS)
+    assert watchdog_counts(twin, "leaf-g0-r0", "Ethernet1/1", T0 + 3 * NS) == (0, 0)
+    faults.clear(now_ns=T0 + 3 * NS)
+    twin.set_port_config("leaf-g0-r0", "Ethernet1/1", WATCHED)
+    faults.inject("pfc_storm", {"nic": "gpu-g0-000:nic0", "priority": 3}, T0 + 4 * NS)
+    faults.clear(now_ns=T0 + 4 * NS + NS // 10)  # stuck for 100 ms: under the 200-ms timeout
+    faults.inject("microburst", {"nic": "gpu-g0-000:nic0", "duration_ms": 900}, T0 + 5 * NS)  # drains: not stuck
+    assert watchdog_counts(twin, "leaf-g0-r0", "Ethernet1/1", T0 + 8 * NS) == (0, 0)
+
+
+def test_a_reboot_starts_the_watchdogs_over(twin: Twin) -> None:
+    for name, sw in twin.switches.items():
+        for port in sw.ports:
+            twin.set_port_config(name, port, WATCHED)
+    faults = FaultInjector(twin)
+    faults.inject("pfc_storm", {"nic": "gpu-g0-000:nic0", "priority": 3}, T0 + NS)
+    assert watchdog_counts(twin, "leaf-g0-r0", "Ethernet1/1", T0 + 2 * NS) == (1, 0)
+    faults.inject("reboot", {"device": "leaf-g0-r0", "down_s": 1}, T0 + 2 * NS)
+    faults.clear(now_ns=T0 + 2 * NS)
+    # Counters reset with the reboot, and the storm that ended while it was down brings no recovery count after.
+    assert watchdog_counts(twin, "leaf-g0-r0", "Ethernet1/1", T0 + 5 * NS) == (0, 0)
+    assert not twin.wd_stormed and not twin.wd_stuck_since
+
+
 def test_pause_is_ignored_where_pfc_is_off(twin: Twin) -> None:
     FaultInjector(twin).inject("pfc_storm", {"nic": "gpu-g0-000:nic0"}, T0 + NS)
     assert rate(twin, "leaf-g0-r0", "Ethernet1/1", "pfc3.in-frames") > 0
