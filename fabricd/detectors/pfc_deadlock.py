@@ -109,6 +109,7 @@ def _finding(
                     "pfc_frames_per_s": round(s.frames_per_s, 1),
                     "tx_pkts_delta": s.tx_delta,
                     "held_samples": s.count,
+                    "watchdog": s.watchdog,
                 }
                 for q, s in zip(queues, qs, strict=True)
             },

@@ -25,7 +25,7 @@ from fabricd.telemetry import NEVER, Snapshot
 from topology.fabric import Fabric
 
 from .finding import Finding
-from .stuck_queues import NS, Queue, StuckConfig, StuckQueues, by_switch, last_sampled, track, waits_on
+from .stuck_queues import NS, Queue, QueueState, StuckConfig, StuckQueues, by_switch, last_sampled, track, waits_on
 
 # The watchdog rule's settings: pfc_deadlock judges stuck queues by the same ones (one tracker per Runner).
 PfcStormConfig = StuckConfig
@@ -131,8 +131,8 @@ def _finding(origin: Queue, affected: set[Queue], state: PfcStormState, fabric: 
         detected_ts=now_ns,
         severity="critical",
         confidence=0.9 if endpoint else 0.6,
-        summary=f"PFC storm on priority {prio} from {peer_text} ({role}): {device}:{port} paused "
-        f"{qs.pause_fraction:.0%} of the time with no egress; {len(queues)} stuck port(s)",
+        summary=f"PFC storm on priority {prio} from {peer_text} ({role}): {device}:{port} {_how(qs)}; "
+        f"{len(queues)} stuck port(s)",
         evidence={
             "peer": None if peer is None else f"{peer.device}:{peer.port}",
             "peer_role": role,
@@ -140,14 +140,22 @@ def _finding(origin: Queue, affected: set[Queue], state: PfcStormState, fabric: 
             "pfc_frames_per_s": round(qs.frames_per_s, 1),
             "tx_pkts_delta": qs.tx_delta,
             "held_samples": qs.count,
+            "watchdog": qs.watchdog,
             "queues": {
                 f"{q[0]}:{q[1]}": {
                     "pause_fraction": round(s.pause_fraction, 4),
                     "pfc_frames_per_s": round(s.frames_per_s, 1),
                     "tx_pkts_delta": s.tx_delta,
                     "held_samples": s.count,
+                    "watchdog": s.watchdog,
                 }
                 for q, s in each.items()
             },
         },
     )
+
+
+def _how(qs: QueueState) -> str:
+    if qs.watchdog:  # the interval holds the onset: it sent packets before it
+        return f"declared stuck by its PFC watchdog (paused {qs.pause_fraction:.0%} of the last interval)"
+    return f"paused {qs.pause_fraction:.0%} of the time with no egress"

@@ -3,10 +3,14 @@
 Per (device, port, priority) and per new sample, the watchdog rule (reference/platforms.md, SONiC Mellanox/VS): the
 port received pause for >= 99% of the interval (or, without the pause-time leaf, PFC frames rose) while the egress
 queue's `transmit-pkts` did not move; held for `hold_samples` consecutive samples (the detection time: one full
-interval at 1-s sampling). No decision (and a hold ends) on a down port, within `grace_s` of an oper-status change,
-on a first sample or one after a counter reset; a stale device is not judged at all. Candidates are the queues whose
-peer sent pause in their last sample plus those already tracked (to update or clear); a queue not paused for a
-minute is forgotten.
+interval at 1-s sampling). The switch's own PFC watchdog also counts: a queue whose `stuck-count` rose in a sample
+while pause still arrived is stuck in that sample, though it sent packets before the onset. The switch polls every
+~200 ms and declares a queue stuck after its detection time (both from fabricd's policy), so a storm that starts
+just after a sample is seen at the next one, not a whole interval later.
+
+No decision (and a hold ends) on a down port, within `grace_s` of an oper-status change, on a first sample or one
+after a counter reset; a stale device is not judged at all. Candidates are the queues whose peer sent pause in their
+last sample plus those already tracked (to update or clear); a queue not paused for a minute is forgotten.
 
 One `StuckQueues` per Runner (`share`): pfc_storm and pfc_deadlock read the same judgement, so a cycle and a storm
 are told apart on one state, and `track` judges a snapshot once however many detectors read it.
@@ -30,6 +34,7 @@ NS = 1_000_000_000
 FORGET_NS = 60 * NS
 Queue = tuple[str, str, int]  # (device, port, priority)
 PAUSE, FRAMES, TX, OPER = "pfc.pfc-on-total-rx-time", "pfc.in-frames", "queue.transmit-pkts", "oper-status"
+WD_STUCK = "wd.stuck-count"  # the switch's PFC watchdog: times it declared the egress queue stuck
 
 I64 = npt.NDArray[np.int64]
 F64 = npt.NDArray[np.float64]
@@ -60,6 +65,7 @@ class QueueState:
     tx_delta: float = 0.0
     pause_ts: int = 0  # the last sample in which the port received any pause (a minute after it: forgotten)
     stuck_ts: int = 0  # the last sample judged stuck (pfc_storm: was the peer stuck while this one was?)
+    watchdog: bool = False  # the last sample was judged stuck because the switch's watchdog declared it
 
 
 class StuckQueues:
@@ -79,6 +85,7 @@ class StuckQueues:
         self.tx_delta: F64 = np.zeros(0)
         self.pause_ts: I64 = np.zeros(0, dtype=np.int64)
         self.stuck_ts: I64 = np.zeros(0, dtype=np.int64)
+        self.watchdog: B = np.zeros(0, dtype=bool)
         self.rows_of: object | None = None  # the store's port index that `port` was looked up in
         self.judged: tuple[weakref.ref[Snapshot], int] | None = None  # the last (snapshot, now) judged
 
@@ -96,6 +103,7 @@ class StuckQueues:
             float(self.tx_delta[i]),
             int(self.pause_ts[i]),
             int(self.stuck_ts[i]),
+            bool(self.watchdog[i]),
         )
 
     def at_least(self, samples: int) -> list[Queue]:
@@ -113,6 +121,7 @@ class StuckQueues:
             np.concatenate([a, np.zeros(n, np.int64)]) for a in self._state()
         )
         self.pause_fraction, self.frames_per_s, self.tx_delta = (np.concatenate([a, np.zeros(n)]) for a in self._rule())
+        self.watchdog = np.concatenate([self.watchdog, np.zeros(n, dtype=bool)])
 
     def _keep(self, keep: B) -> None:
         self.keys = [q for q, k in zip(self.keys, keep.tolist(), strict=True) if k]
@@ -120,6 +129,7 @@ class StuckQueues:
         self.port, self.prio = self.port[keep], self.prio[keep]
         self.last_ts, self.count, self.onset, self.pause_ts, self.stuck_ts = (a[keep] for a in self._state())
         self.pause_fraction, self.frames_per_s, self.tx_delta = (a[keep] for a in self._rule())
+        self.watchdog = self.watchdog[keep]
 
     def _state(self) -> tuple[I64, I64, I64, I64, I64]:
         return self.last_ts, self.count, self.onset, self.pause_ts, self.stuck_ts
@@ -244,20 +254,24 @@ def _judge(snapshot: Snapshot, sq: StuckQueues, j: I64, grace: I64) -> None:
     codes: Codes = {key: c for c, key in enumerate(snapshot.codes)}
     r, p = sq.port[j], sq.prio[j]
     # Traffic class N -> tx-queue N (EOS default map): the paused priority's egress queue has its index.
-    pause, frames, tx = (_queue_series(snapshot, r, p, leaf, codes) for leaf in (PAUSE, FRAMES, TX))
+    pause, frames, tx, wd = (_queue_series(snapshot, r, p, leaf, codes) for leaf in (PAUSE, FRAMES, TX, WD_STUCK))
     lead = np.where(pause >= 0, pause, frames)  # pause time decides where it is streamed; frames otherwise
     ok = (lead >= 0) & (tx >= 0)
     sq.count[j[~ok]] = 0
-    j, r, pause, frames, tx, lead = j[ok], r[ok], pause[ok], frames[ok], tx[ok], lead[ok]
+    j, r, pause, frames, tx, wd, lead = j[ok], r[ok], pause[ok], frames[ok], tx[ok], wd[ok], lead[ok]
     ts = snapshot.ts[lead]
     # A sample is judged once, and only with its egress count: pause and transmit counts come in different
     # notifications, and a pass in the middle of a switch's burst may hold the new pause sample with last round's
     # transmit count. A transmit sample taken nearer the pause interval's start than its end is that one: the
-    # queue waits for a later pass.
+    # queue waits for a later pass. So does a watchdog count taken near the start (last round's); one older than
+    # that (the switch stopped streaming it) is not waited for.
     tx_ts, start_ts = snapshot.ts[tx], snapshot.prev_ts[lead]
-    same_round = (start_ts == NEVER) | (tx_ts - start_ts > (ts - start_ts) // 2)
-    new = (ts > sq.last_ts[j]) & same_round
-    j, r, pause, frames, tx, lead, ts = j[new], r[new], pause[new], frames[new], tx[new], lead[new], ts[new]
+    half = (ts - start_ts) // 2
+    same_round = (start_ts == NEVER) | (tx_ts - start_ts > half)
+    wd_ts = np.where(wd >= 0, snapshot.ts[np.maximum(wd, 0)], NEVER)
+    wd_last_round = (wd >= 0) & (start_ts != NEVER) & (wd_ts - start_ts <= half) & (start_ts - wd_ts < half)
+    new = (ts > sq.last_ts[j]) & same_round & ~wd_last_round
+    j, r, pause, frames, tx, wd, lead, ts = (a[new] for a in (j, r, pause, frames, tx, wd, lead, ts))
     sq.last_ts[j] = ts
     moved = snapshot.delta(lead) > 0  # NaN (first sample, reset) is no pause
     sq.pause_ts[j[moved]] = ts[moved]
@@ -267,7 +281,7 @@ def _judge(snapshot: Snapshot, sq: StuckQueues, j: I64, grace: I64) -> None:
     down = (oper >= 0) & (snapshot.ts[o] != NEVER) & (snapshot.value[o] != up)
     ok = ~(down | np.isin(r, grace))  # a down port, or just after a flap: known false storms
     sq.count[j[~ok]] = 0
-    j, pause, frames, tx, lead, ts = j[ok], pause[ok], frames[ok], tx[ok], lead[ok], ts[ok]
+    j, pause, frames, tx, wd, lead, ts = j[ok], pause[ok], frames[ok], tx[ok], wd[ok], lead[ok], ts[ok]
     d_lead, d_tx = snapshot.delta(lead), snapshot.delta(tx)
     has_frames = frames >= 0
     d_frames = np.zeros(len(j))
@@ -276,9 +290,10 @@ def _judge(snapshot: Snapshot, sq: StuckQueues, j: I64, grace: I64) -> None:
     dt = ts - start  # meaningless where start is NEVER, but then d_lead is NaN and the queue is dropped here
     ok = ~(np.isnan(d_lead) | np.isnan(d_tx) | np.isnan(d_frames)) & (dt > 0)
     sq.count[j[~ok]] = 0  # counter reset or first sample: no decision, and a reboot ends any hold
-    j, pause, d_lead, d_tx, d_frames, start, ts = (
+    j, pause, wd, d_lead, d_tx, d_frames, start, ts = (
         j[ok],
         pause[ok],
+        wd[ok],
         d_lead[ok],
         d_tx[ok],
         d_frames[ok],
@@ -291,7 +306,13 @@ def _judge(snapshot: Snapshot, sq: StuckQueues, j: I64, grace: I64) -> None:
     # With the pause-time leaf, pausing means paused nearly all the interval: frames alone would also count the
     # XON that ends a pause (the XOFF->XON false storm). Frames are the rule only where pause time is missing.
     pausing = np.where(has_pause, fraction >= sq.config.pause_fraction, d_frames > 0)
-    stuck = pausing & (d_tx == 0)
+    by_counters = pausing & (d_tx == 0)
+    # The switch declared the queue stuck during this interval and pause still arrived in it. Only a new
+    # declaration counts: a queue the switch leaves "stormed" after the pause ended (a known field bug) does not.
+    d_wd = np.zeros(len(j))
+    d_wd[wd >= 0] = np.nan_to_num(snapshot.delta(wd[wd >= 0]), nan=0.0)  # a reset watchdog count declares nothing
+    by_watchdog = (d_wd > 0) & (d_lead > 0) & ~by_counters
+    stuck = by_counters | by_watchdog
     count = sq.count[j]
     sq.onset[j[stuck & (count == 0)]] = start[stuck & (count == 0)]
     sq.count[j] = np.where(stuck, count + 1, 0)
@@ -299,6 +320,7 @@ def _judge(snapshot: Snapshot, sq: StuckQueues, j: I64, grace: I64) -> None:
     sq.pause_fraction[j] = fraction
     sq.frames_per_s[j] = d_frames * NS / dt_f
     sq.tx_delta[j] = d_tx
+    sq.watchdog[j] = by_watchdog
 
 
 def by_switch(queues: Iterable[Queue]) -> dict[tuple[str, int], list[Queue]]:

@@ -23,6 +23,7 @@ class RefQueue:
     tx_delta: float = 0.0
     pause_ts: int = 0
     stuck_ts: int = 0
+    watchdog: bool = False
 
 
 def _candidates(snapshot: Snapshot, queues: dict[Queue, RefQueue]) -> set[Queue]:
@@ -41,6 +42,7 @@ def _judge(snapshot: Snapshot, q: Queue, qs: RefQueue, cfg: StuckConfig, grace: 
     pause = snapshot.find(device, port, "pfc.pfc-on-total-rx-time", prio)
     frames = snapshot.find(device, port, "pfc.in-frames", prio)
     tx = snapshot.find(device, port, "queue.transmit-pkts", prio)
+    wd = snapshot.find(device, port, "wd.stuck-count", prio)
     lead = pause if pause is not None else frames
     if lead is None or tx is None:
         qs.count = 0
@@ -51,6 +53,8 @@ def _judge(snapshot: Snapshot, q: Queue, qs: RefQueue, cfg: StuckConfig, grace: 
     start = int(snapshot.prev_ts[lead])
     if start != NEVER and int(snapshot.ts[tx]) - start <= (ts - start) // 2:
         return  # this round's egress count has not arrived yet (last round's is nearer the start): a later pass
+    if start != NEVER and wd is not None and -((ts - start) // 2) < int(snapshot.ts[wd]) - start <= (ts - start) // 2:
+        return  # last round's watchdog count (taken near the interval's start): this round's is on its way
     qs.last_ts = ts
     first = snapshot.delta(np.array([lead], dtype=np.int64))[0]
     if first > 0:  # paused at all (NaN: no)
@@ -71,7 +75,12 @@ def _judge(snapshot: Snapshot, q: Queue, qs: RefQueue, cfg: StuckConfig, grace: 
     qs.frames_per_s = frames_d * NS / dt
     qs.tx_delta = d["tx"]
     pausing = qs.pause_fraction >= cfg.pause_fraction if pause is not None else frames_d > 0
-    if pausing and qs.tx_delta == 0:
+    declared = False
+    if wd is not None:
+        d_wd = snapshot.delta(np.array([wd], dtype=np.int64))[0]
+        declared = bool(d_wd > 0) and d["lead"] > 0  # NaN > 0 is False
+    qs.watchdog = declared and not (pausing and qs.tx_delta == 0)
+    if (pausing and qs.tx_delta == 0) or declared:
         if qs.count == 0:
             qs.onset = int(snapshot.prev_ts[lead])
         qs.count += 1

@@ -173,6 +173,76 @@ def test_storm_end_is_no_storm_from_the_leaf(small_fabric: Fabric, tmp_path: Pat
     assert found[0].detected_ts == at(3.9) + SETTLE
 
 
+def test_the_switchs_watchdog_finds_a_storm_that_starts_just_after_a_sample_one_interval_sooner(
+    small_fabric: Fabric, tmp_path: Path
+) -> None:
+    """The NIC starts pausing at 3.05 s, just after the switches' samples at 3.0 s. By counters alone the leaf's first
+    whole stuck interval ends at 5.0 s; its watchdog declares the queue stuck at 3.25 s, and the 4.0-s sample (paused
+    95% of the interval, packets sent before the onset) carries that, so the storm is found a second sooner."""
+    phases = dict.fromkeys(PHASES, 0.0)
+
+    def found(watchdog: bool, seconds: int) -> list[Finding]:
+        g = TraceGen(small_fabric, set(phases), watchdog=watchdog)
+        g.run_phased(seconds, phases, [([NIC_PORT], 3.05, 20), (SPINE_PORTS, 3.3, 20)])
+        return run_trace(g.write(tmp_path / f"wd{watchdog}{seconds}.jsonl"), small_fabric)
+
+    # The trace ends with the 4.0-s sample: the finding is as that sample's pass made it.
+    (f,) = found(True, 5)
+    assert (f.kind, f.device, f.port, f.detected_ts) == ("pfc_storm", *NIC_PORT, at(4) + SETTLE)
+    assert f.evidence["watchdog"] is True and f.evidence["tx_pkts_delta"] > 0
+    assert "declared stuck by its PFC watchdog (paused 95% of the last interval)" in f.summary
+    assert found(False, 5) == []  # by counters, 4.0 s shows a queue that still sent packets: no decision yet
+    (late,) = found(False, 10)
+    assert (late.device, late.port, late.detected_ts) == (*NIC_PORT, at(5) + SETTLE)
+    assert late.evidence["watchdog"] is False and "paused 100% of the time with no egress" in late.summary
+
+
+def _declared(g: TraceGen, port: Port, k: int) -> Callable[[TraceGen, int], None]:
+    def before(_: TraceGen, step: int) -> None:
+        if step == k:
+            g.stuck_count[port] += 1
+
+    return before
+
+
+WATCHDOG_NOISE: list[tuple[str, dict[int, Pauses], Callable[[TraceGen], Callable[[TraceGen, int], None]] | None]] = [
+    # A declaration in an interval with no pause at all (the port paused in the one before, so it is tracked): the
+    # switch's watchdog lagging behind a pause that is over, or left "stormed" by it (a field bug).
+    ("declared in an interval with no pause", {3: {NIC_PORT: (0.6, 100)}}, None),
+    ("declared on a down port", {k: {NIC_PORT: (0.6, 100)} for k in range(4, 6)}, lambda g: down_at(3)),
+    ("declared right after a flap", {k: {NIC_PORT: (0.6, 100)} for k in range(4, 6)}, lambda g: flap_at(4)),
+]
+
+
+@pytest.mark.parametrize(("name", "schedule", "extra"), WATCHDOG_NOISE, ids=[c[0] for c in WATCHDOG_NOISE])
+def test_a_watchdog_declaration_without_pause_or_on_a_bad_port_is_no_storm(
+    name: str,
+    schedule: dict[int, Pauses],
+    extra: Callable[[TraceGen], Callable[[TraceGen, int], None]] | None,
+    small_fabric: Fabric,
+    tmp_path: Path,
+) -> None:
+    g = TraceGen(small_fabric, {"leaf-g0-r0", "spine-r0-0", "spine-r0-1"}, watchdog=True)
+    declare = _declared(g, NIC_PORT, 4)
+    also = extra(g) if extra is not None else None
+
+    def before(gen: TraceGen, k: int) -> None:
+        declare(gen, k)
+        if also is not None:
+            also(gen, k)
+
+    pauses(schedule, 8, before=before)(g)
+    assert run_trace(g.write(tmp_path / "t.jsonl"), small_fabric) == []
+
+
+def test_a_watchdog_declaration_with_pause_is_a_storm_in_that_sample(small_fabric: Fabric, tmp_path: Path) -> None:
+    """The control for the cases above: the same declaration while the port received pause 60% of the interval."""
+    g = TraceGen(small_fabric, {"leaf-g0-r0", "spine-r0-0", "spine-r0-1"}, watchdog=True)
+    pauses({4: {NIC_PORT: (0.6, 100)}}, 8, before=_declared(g, NIC_PORT, 4))(g)
+    (f,) = run_trace(g.write(tmp_path / "t.jsonl"), small_fabric)
+    assert (f.kind, f.device, f.port, f.detected_ts) == ("pfc_storm", *NIC_PORT, at(4) + SETTLE)
+
+
 def _silent_after(k_last: int, device: str, schedule: dict[int, Pauses], seconds: int) -> Build:
     """Every device samples each second; `device` stops after sample k_last (a reboot, a lost stream)."""
 

@@ -20,14 +20,15 @@ from . import stuck_reference as ref
 
 NS = 1_000_000_000
 T0 = 1_700_000_000 * NS
-PAUSE, FRAMES, TX = "pfc.pfc-on-total-rx-time", "pfc.in-frames", "queue.transmit-pkts"
+PAUSE, FRAMES, TX, WD = "pfc.pfc-on-total-rx-time", "pfc.in-frames", "queue.transmit-pkts", "wd.stuck-count"
 SWITCHES = ("leaf-g0-r0", "leaf-g1-r0", "spine-r0-0", "spine-r0-1", "leaf-g0-r1", "spine-r1-0")
-MODES = ("idle", "stuck", "exact", "edge", "partial", "xon", "draining")
+MODES = ("idle", "stuck", "exact", "edge", "partial", "xon", "draining", "declared", "lingering")
 
 
 class RandomFabricTelemetry:
     """Random PFC telemetry for the switch ports of a few devices: queues switching between idle, stuck, paused
-    exactly the threshold, barely (not) stuck, partly paused, XON-only and draining; missing leaves, skipped samples,
+    exactly the threshold, barely (not) stuck, partly paused, XON-only, draining, declared stuck by the switch's
+    watchdog mid-interval and left "stormed" by it after the pause; missing leaves, skipped samples,
     counter resets, flaps, ports left down, devices going silent or unheard (stale; one silent for 75 s, so its quiet
     queues are forgotten), a second priority and index spellings the rule must skip or fold."""
 
@@ -44,7 +45,7 @@ class RandomFabricTelemetry:
                 self.oper[(d, p)] = self._series(row, "oper-status", None)
             for prio in (3, 4) if k % 3 else (3,):
                 self.mode[((d, p), prio)] = "idle"
-                for leaf, share in ((PAUSE, 0.8), (FRAMES, 0.8), (TX, 0.85)):
+                for leaf, share in ((PAUSE, 0.8), (FRAMES, 0.8), (TX, 0.85), (WD, 0.7)):
                     if rng.random() < share:
                         self.series.append((self._series(row, leaf, str(prio)), (d, p), leaf, prio))
             if k % 11 == 0:  # spelled differently: "03" folds into priority 3, "all" is no priority
@@ -67,10 +68,14 @@ class RandomFabricTelemetry:
             "edge": int(dt * rng.uniform(0.985, 0.995)),
             "partial": dt // 3,
             "draining": dt,
+            "declared": int(dt * rng.uniform(0.2, 0.98)),  # the storm began mid-interval
         }
         frames = {"stuck": 20_000, "exact": 19_800, "edge": 19_800, "partial": 7_000, "xon": 40, "draining": 20_000}
+        frames["declared"] = 12_000
         tx = 0 if mode in ("stuck", "exact", "edge", "xon") else int(rng.integers(1, 50_000))
-        return {PAUSE: pause.get(mode, 0), FRAMES: frames.get(mode, 0), TX: tx}[leaf]
+        # The watchdog declares a mid-interval storm (and now and then a whole-interval one, or an XON) once.
+        declares = mode == "declared" or (mode in ("stuck", "xon", "partial") and rng.random() < 0.2)
+        return {PAUSE: pause.get(mode, 0), FRAMES: frames.get(mode, 0), TX: tx, WD: int(declares)}[leaf]
 
     def _spells(self, r: int) -> None:
         rng = self.rng
@@ -132,7 +137,7 @@ class RandomFabricTelemetry:
 def test_vectorised_tracker_equals_per_queue_reference(small_fabric: Fabric, seed: int) -> None:
     cfg = StuckConfig()
     sq, queues = StuckQueues(cfg), dict[tuple[str, str, int], ref.RefQueue]()
-    seen = {"stuck": 0, "held": 0, "forgotten": 0}
+    seen = {"stuck": 0, "held": 0, "forgotten": 0, "declared": 0}
     for k, (snapshot, now) in enumerate(RandomFabricTelemetry(small_fabric, seed).ticks(100)):
         before = set(queues)
         ref.track(snapshot, queues, cfg, now)
@@ -143,6 +148,7 @@ def test_vectorised_tracker_equals_per_queue_reference(small_fabric: Fabric, see
         seen["stuck"] += sum(qs.count > 0 for qs in queues.values())
         seen["held"] += sum(qs.count >= cfg.hold_samples for qs in queues.values())
         seen["forgotten"] += len(before - set(queues))
+        seen["declared"] += sum(qs.watchdog for qs in queues.values())
     assert all(n > 0 for n in seen.values()), seen  # the random trace went through every state
 
 

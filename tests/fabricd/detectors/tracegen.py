@@ -22,6 +22,8 @@ LEAVES = {
     "frames": ("pfc.in-frames", str(PRIO)),
     "carrier": ("if.carrier-transitions", None),
 }
+WATCHDOG = ("wd.stuck-count", str(PRIO))  # written only by a TraceGen(watchdog=True)
+WD_TIMEOUT_S = 0.2  # the switch's watchdog detection time (fabricd's policy default)
 
 
 def at(seconds: float) -> int:
@@ -31,11 +33,13 @@ def at(seconds: float) -> int:
 class TraceGen:
     """Counters of every switch port; `sample(t, ...)` advances them one second and writes a sample."""
 
-    def __init__(self, fabric: Fabric, devices: set[str] | None = None) -> None:
+    def __init__(self, fabric: Fabric, devices: set[str] | None = None, watchdog: bool = False) -> None:
         self.ports: list[Port] = [
             (d.name, p) for d in fabric.switches() if devices is None or d.name in devices for p in fabric.ports(d.name)
         ]
         self.c = {p: dict.fromkeys(LEAVES, 0) for p in self.ports}
+        self.watchdog = watchdog  # the switches stream their PFC watchdogs' stuck-count
+        self.stuck_count = dict.fromkeys(self.ports, 0)
         self.up = dict.fromkeys(self.ports, True)
         self.lines: list[dict[str, object]] = []
         for dev, port in self.ports:
@@ -79,6 +83,8 @@ class TraceGen:
             c["tx"] += tx
             for key, (leaf, index) in LEAVES.items():
                 self._line(ts, *p, leaf, index, c[key])
+            if self.watchdog:
+                self._line(ts, *p, *WATCHDOG, self.stuck_count[p])
 
     def run(self, seconds: int, step: Callable[[int], dict[Port, tuple[float, int]] | None] | None = None) -> None:
         """Samples at T0 + 0..seconds-1 s; `step(k)` runs before sample k (events, resets) and returns its pauses."""
@@ -90,7 +96,9 @@ class TraceGen:
     ) -> None:
         """Each device samples at T0 + k + its phase (k = 1..seconds-1); a port of `windows` is paused with nothing
         sent from t0 to t1 (seconds), so a sample whose interval holds part of that is partly paused and sends the
-        rest of the second's packets. `phases` must name every device sampled."""
+        rest of the second's packets. `phases` must name every device sampled. With `watchdog`, each port's switch
+        declares it stuck (stuck-count + 1) once a window has held it for WD_TIMEOUT_S."""
+        declared: set[tuple[Port, float]] = set()
         for k in range(1, seconds):
             for dev, phase in sorted(phases.items(), key=lambda x: x[1]):
                 t = k + phase
@@ -100,6 +108,10 @@ class TraceGen:
                     if overlap > 0:
                         sent = 0 if overlap >= 1 else int(TX_PER_S * (1 - overlap))
                         paused.update({p: (min(overlap, 1.0), sent) for p in ports if p[0] == dev})
+                    for p in ports:
+                        if p[0] == dev and min(t, t1) - t0 >= WD_TIMEOUT_S and (p, t0) not in declared:
+                            declared.add((p, t0))
+                            self.stuck_count[p] += 1
                 self.sample_device(at(t), paused, device=dev)
 
     def write(self, path: Path) -> Path:
