@@ -2,8 +2,9 @@
 
 A queue is stuck by the PFC watchdog rule (`stuck_queues`, the one tracker pfc_storm reads too): its port received
 pause for >= 99% of the interval (or PFC frames rose where the pause-time leaf is missing) while its `transmit-pkts`
-did not move, held for `hold_samples` samples. A held egress of switch A toward switch B waits on B's held egresses
-of the same priority that do not lead back to A (`stuck_queues.waits_on`): B pauses A because those do not drain.
+did not move, held for `hold_samples` samples; or the switch's watchdog declared it stuck in that sample. A held
+egress of switch A toward switch B waits on B's held egresses of the same priority that do not lead back to A
+(`stuck_queues.waits_on`): B pauses A because those do not drain.
 The wait-for graph over hops (A's held queues toward B; parallel cables are one hop) has an edge (A,B) -> (B,C) for
 C != A, and a cycle in it exactly when the pause has no origin: one finding per elementary cycle. Hops, not
 switches, because a switch can sit in two waits that do not chain (A->B and B->A held, each waiting elsewhere).

@@ -1,9 +1,10 @@
 """pfc_storm: queues stuck by received pause, followed along the topology to the endpoint that starts the storm.
 
 A queue is stuck by the PFC watchdog rule (`stuck_queues`: paused >= 99% of the interval with no egress, held for
-`hold_samples` samples). A stuck queue is paused by its peer; if the peer is a switch, that switch pauses because
-one of its own egress queues is stuck, so the walk continues there. Where the pause comes from an endpoint (usually
-a NIC) is the origin: one finding per origin, with every stuck port that leads to it. A walk that only comes back to
+`hold_samples` samples), or in the sample in which the switch's own watchdog declared it stuck while pause arrived.
+A stuck queue is paused by its peer; if the peer is a switch, that switch pauses because one of its own egress
+queues is stuck, so the walk continues there. Where the pause comes from an endpoint (usually a NIC) is the origin:
+one finding per origin, with every stuck port that leads to it. A walk that only comes back to
 where it started is a cycle: a deadlock, never reported as a storm.
 
 A switch is an origin only on evidence that it pauses with no stuck egress of its own: it is fresh, it has been
