@@ -4,8 +4,8 @@ A queue is stuck by the PFC watchdog rule (`stuck_queues`: paused >= 99% of the 
 `hold_samples` samples), or in the sample in which the switch's own watchdog declared it stuck while pause arrived.
 A stuck queue is paused by its peer; if the peer is a switch, that switch pauses because one of its own egress
 queues is stuck, so the walk continues there. Where the pause comes from an endpoint (usually a NIC) is the origin:
-one finding per origin, with every stuck port that leads to it. A walk that only comes back to
-where it started is a cycle: a deadlock, never reported as a storm.
+one finding per origin, with every stuck port that leads to it. A walk that only comes back to where it started is
+a cycle: a deadlock, never reported as a storm.
 
 A switch is an origin only on evidence that it pauses with no stuck egress of its own: it is fresh, it has been
 sampled since the queue waiting on it was last judged stuck (its egress queue counters: an on-change event from it,
