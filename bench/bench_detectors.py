@@ -3,7 +3,8 @@
 Builds the pod-16k fabric (examples/pod-16k.yaml: 832 switches, 81,920 cabled switch ports) and a counter store
 holding, for every switch port, the series the detectors read: oper-status, carrier-transitions, in-pkts,
 in-fcs-errors, in-crc-errors, in-symbol-error, FEC corrected/uncorrected codewords (phy 1), PFC in-frames and
-pfc-on-total-rx-time (priority 3), queue 3 transmit-pkts and optics input-power (channel 1). The store is written
+pfc-on-total-rx-time (priority 3), queue 3 transmit-pkts, the PFC watchdog's stuck-count (queue 3) and optics
+input-power (channel 1). The store is written
 directly (vectorised `write_counters` / `write_gauges`, `write_state` for oper-status), one sample round per
 second, as the Ingestor would leave it; every tick gets a new round, so detectors judge fresh samples each time.
 
@@ -57,6 +58,7 @@ COUNTERS = (
     ("pfc.in-frames", str(PRIO)),
     ("pfc.pfc-on-total-rx-time", str(PRIO)),
     ("queue.transmit-pkts", str(PRIO)),
+    ("wd.stuck-count", str(PRIO)),
 )
 GAUGES = (("optics.input-power", "1"),)
 
@@ -96,6 +98,7 @@ class Fill:
         for leaf in ("if.in-fcs-errors", "eth.in-crc-errors", "eth.in-symbol-error", "fec.uncorrected-codewords"):
             self.value[leaf][:] = 0
         self.value["if.carrier-transitions"][:] = 2
+        self.value["wd.stuck-count"] = rng.integers(0, 3, n).astype(np.uint64)  # old storms, long over
         self.pfc_bg = rng.choice(n, n // 100, replace=False)  # short XOFF/XON pauses
         self.fcs_bg = rng.choice(n, n // 1000, replace=False)  # a stray FCS error now and then
         self.rx_dbm = rng.uniform(-3.0, 1.0, n)
@@ -155,6 +158,7 @@ class Fill:
             for k in self.storm:
                 self.value["pfc.in-frames"][k] += np.uint64(30_000)
                 self.value["pfc.pfc-on-total-rx-time"][k] += np.uint64(S)
+                self.value["wd.stuck-count"][k] += np.uint64(r == 2)  # the switch declares it once
                 self.value["queue.transmit-pkts"][k] -= (self.inc["queue.transmit-pkts"][k] * jitter[k]).astype(
                     np.uint64
                 )

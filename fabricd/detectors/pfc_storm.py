@@ -26,7 +26,7 @@ from fabricd.telemetry import NEVER, Snapshot
 from topology.fabric import Fabric
 
 from .finding import Finding
-from .stuck_queues import NS, Queue, QueueState, StuckConfig, StuckQueues, by_switch, last_sampled, track, waits_on
+from .stuck_queues import NS, Queue, QueueState, StuckConfig, StuckQueues, by_switch, sampled_round, track, waits_on
 
 # The watchdog rule's settings: pfc_deadlock judges stuck queues by the same ones (one tracker per Runner).
 PfcStormConfig = StuckConfig
@@ -66,8 +66,9 @@ class _Walk:
         # Every tracked queue ever judged stuck, by switch: when was each last stuck (for a switch origin's check).
         self.ever = by_switch(q for q in tracker.keys if tracker.stuck_ts[tracker.index[q]] > 0)
         self._stale: dict[str, bool] = {}
-        # (switch, priority) -> its last sample of those egress queues (looked up only if a switch may be an origin)
-        self._sampled: dict[tuple[str, int], int] = {}
+        # (switch, priority, toward) -> its last whole sample of those egress queues (looked up only if a switch
+        # may be an origin)
+        self._sampled: dict[tuple[str, int, str], int] = {}
 
     def stale(self, device: str) -> bool:
         s = self._stale.get(device)
@@ -97,15 +98,15 @@ class _Walk:
         if self.stale(peer.device):
             return False
         i = self.tracker.index[q]
-        key = (peer.device, q[2])
+        key = (peer.device, q[2], q[0])
         sampled = self._sampled.get(key)
         if sampled is None:
-            sampled = last_sampled(self.snapshot, peer.device, q[2])
+            sampled = sampled_round(self.snapshot, peer.device, q[2], q[0], self.fabric, self.interval)
             if sampled == NEVER:  # it streams no queue counters: its last update is all there is
                 sampled = self.snapshot.last_seen[self.snapshot.devices.index(peer.device)]
             self._sampled[key] = sampled
         if sampled < self.tracker.stuck_ts[i]:
-            return False  # its queues not sampled since q was last stuck: their stuck sample may be on its way
+            return False  # its queues not all sampled since q was last stuck: a stuck sample may be on its way
         onset = self.tracker.onset[i]
         waited = waits_on(q, self.ever, self.fabric)  # the peer's egress q could wait on, stuck at some time
         return all(self.tracker.stuck_ts[self.tracker.index[s]] <= onset for s in waited)

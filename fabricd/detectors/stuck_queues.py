@@ -35,6 +35,7 @@ FORGET_NS = 60 * NS
 Queue = tuple[str, str, int]  # (device, port, priority)
 PAUSE, FRAMES, TX, OPER = "pfc.pfc-on-total-rx-time", "pfc.in-frames", "queue.transmit-pkts", "oper-status"
 WD_STUCK = "wd.stuck-count"  # the switch's PFC watchdog: times it declared the egress queue stuck
+QUEUE_LEAVES = (TX, PAUSE, FRAMES, WD_STUCK)  # what judging an egress queue of one priority reads
 
 I64 = npt.NDArray[np.int64]
 F64 = npt.NDArray[np.float64]
@@ -230,16 +231,26 @@ def _queue_series(snapshot: Snapshot, rows: I64, prios: I64, leaf: str, codes: C
     return out
 
 
-def last_sampled(snapshot: Snapshot, device: str, prio: int) -> int:
-    """When `device` last sampled its egress queues of `prio` (the latest `transmit-pkts` sample of any of its ports;
-    NEVER if none). Not its `last_seen`: an on-change event (an oper-status change) is news from the device but no
-    sample of its queues, so it says nothing about whether they are stuck."""
+def sampled_round(snapshot: Snapshot, device: str, prio: int, away_from: str, fabric: Fabric, interval_ns: int) -> int:
+    """When `device` last sampled, in full, its egress queues of `prio` that traffic from `away_from` could wait on
+    (every port not back toward it): the oldest of the latest transmit, pause, frames and watchdog samples of those
+    queues. A switch sends them in several notifications and a pass may land between two; only when all are in is
+    "none of them is stuck" known. A series more than 1.5 intervals older than the newest is no longer streamed and
+    is not waited for. NEVER if it streams none. Not its `last_seen`: an on-change event (an oper-status change) is
+    news from the device but no sample of its queues, so it says nothing about whether they are stuck."""
     d = snapshot.devices.index(device) if device in snapshot.devices else -1
-    rows = np.flatnonzero(snapshot.port_dev == d).astype(np.int64)
+    rows = [
+        r
+        for r in np.flatnonzero(snapshot.port_dev == d).tolist()
+        if (peer := fabric.peer(device, snapshot.port_names[r])) is None or peer.device != away_from
+    ]
+    rows_a = np.array(rows, dtype=np.int64)
     codes: Codes = {key: c for c, key in enumerate(snapshot.codes)}
-    series = _series(snapshot, rows, codes.get((TX, str(prio))))
-    series = series[series >= 0]
-    return int(snapshot.ts[series].max()) if len(series) else NEVER
+    series = np.concatenate([_series(snapshot, rows_a, codes.get((leaf, str(prio)))) for leaf in QUEUE_LEAVES])
+    ts = snapshot.ts[series[series >= 0]]
+    if not len(ts):
+        return NEVER
+    return int(ts[ts >= ts.max() - 3 * interval_ns // 2].min())
 
 
 def _grace_rows(snapshot: Snapshot, cfg: StuckConfig, now_ns: int) -> I64:

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from pathlib import Path
 
@@ -7,7 +8,7 @@ import pytest
 
 from fabricd.detectors import Detector, Finding, pfc_storm, run_trace
 from fabricd.detectors.runner import PASS_GAP_S, SETTLE_S
-from fabricd.telemetry import Snapshot
+from fabricd.telemetry import Snapshot, render
 from topology.fabric import Fabric
 
 from .tracegen import NS, TX_PER_S, Port, TraceGen, at
@@ -282,6 +283,57 @@ def test_a_pass_between_a_switchs_pause_and_egress_samples_waits_for_the_egress(
     # The pass SETTLE after the pause samples (2 s) sees last round's egress counts; the next pass (0.2 s later,
     # the default gap) decides. Judged with the old counts, the queue would have waited for the next round (3 s).
     assert f.detected_ts == at(2) + SETTLE + int(PASS_GAP_S * NS)
+
+
+def test_a_switch_whose_samples_are_half_in_is_not_an_origin_yet(small_fabric: Fabric, tmp_path: Path) -> None:
+    """The spines' queues toward the leaf are stuck at 3.1 s. The leaf's 3.3-s burst arrives in two parts, and a pass
+    runs between them: its other ports' counters are in, those of its NIC port (stuck, where the storm comes from)
+    are not. The leaf is not yet known to have nothing stuck, so it is no origin: the one storm is the NIC's."""
+    phases = {"leaf-g0-r0": 0.3, "spine-r0-0": 0.1, "spine-r0-1": 0.1}
+    g = TraceGen(small_fabric, set(phases))
+    g.run_phased(6, phases, [([NIC_PORT, *SPINE_PORTS], 2.0, 20)])
+    late = [
+        r
+        for r in g.lines
+        if r["ts"] == at(3.3) and r["device"] == NIC_PORT[0] and f"[name={NIC_PORT[1]}]" in str(r["path"])
+    ]
+    assert late
+    g.lines = [r for r in g.lines if all(r is not x for x in late)]
+    path = g.write(tmp_path / "t.jsonl")
+    # News from a spine at 3.4 s (a repeated oper-status, no change) runs the pass; then the leaf's NIC port arrives.
+    news = {"ts": at(3.4), "device": "spine-r0-0", "path": render("Ethernet7/1", "oper-status"), "value": "UP"}
+    lines = path.read_text().splitlines(keepends=True)
+    cut = next(i for i, line in enumerate(lines) if json.loads(line)["ts"] > at(3.4))
+    extra = [json.dumps(news) + "\n", *(json.dumps(r) + "\n" for r in late)]
+    path.write_text("".join(lines[:cut] + extra + lines[cut:]))
+    found = run_trace(path, small_fabric)
+    assert [(f.kind, f.device, f.port) for f in found] == [("pfc_storm", *NIC_PORT)]
+    assert found[0].detected_ts > at(3.4)
+
+
+@pytest.mark.parametrize("stops_watchdog", [False, True])
+def test_a_switch_that_pauses_with_nothing_stuck_is_the_origin(
+    stops_watchdog: bool, small_fabric: Fabric, tmp_path: Path
+) -> None:
+    """The spines' queues toward the leaf are stuck from 2.0 s while none of the leaf's own egress queues is: the
+    leaf itself pauses (a switch origin). Decided once the leaf's 3.3-s round is in. When the leaf stopped streaming
+    its watchdog counts after 2.3 s, the 3.3-s round may still be on its way (they are 1 interval behind); at 4.3 s
+    they are 2 behind, no longer streamed, and not waited for."""
+    phases = {"leaf-g0-r0": 0.3, "spine-r0-0": 0.1, "spine-r0-1": 0.1}
+    g = TraceGen(small_fabric, set(phases), watchdog=True)
+    g.run_phased(6, phases, [(SPINE_PORTS, 2.0, 20)])
+    if stops_watchdog:
+        g.lines = [
+            r
+            for r in g.lines
+            if not (r["device"] == "leaf-g0-r0" and "stuck-count" in str(r["path"]) and int(str(r["ts"])) > at(2.3))
+        ]
+    found = run_trace(g.write(tmp_path / "t.jsonl"), small_fabric)
+    assert {(f.kind, f.device, f.evidence["peer_role"]) for f in found} == {
+        ("pfc_storm", "spine-r0-0", "leaf"),
+        ("pfc_storm", "spine-r0-1", "leaf"),
+    }
+    assert min(f.detected_ts for f in found) == at(4.3 if stops_watchdog else 3.3) + SETTLE
 
 
 def test_a_stale_switchs_kept_hold_is_not_reported(small_fabric: Fabric, tmp_path: Path) -> None:
