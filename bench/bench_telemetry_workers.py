@@ -51,6 +51,7 @@ from h2.events import ConnectionTerminated, DataReceived, RequestReceived, Strea
 from h2.exceptions import ProtocolError
 from prometheus_client import CollectorRegistry
 from pydantic import SecretStr
+from pygnmi.spec.v080 import gnmi_pb2
 
 from drivers.inventory import DeviceAccess, EapiAccess, GnmiAccess, SshAccess
 from fabricd.telemetry import CounterStore, Ingestor, Stat, TelemetryClient, TelemetryMetrics, TelemetryWorkers
@@ -309,9 +310,18 @@ class ReplayServer:
             s.close()
 
     def subscribe(self, device: str, s: _Stream) -> None:
+        """Answer a Subscribe call with what its SubscriptionList asks for, as a target does: the SAMPLE burst (then
+        every interval) if it holds SAMPLE subscriptions, the oper-status dump if it holds ON_CHANGE ones. fabricd
+        asks in two calls; sending the burst on both (as this server did) doubled the rate the lag runs offered."""
         burst, dump = self.bursts[device]
-        s.proto.send(s, burst.render(self.clock()) + dump + SYNC)
-        self.subs[device].add(s)
+        msg = s.request[5 : 5 + int.from_bytes(s.request[1:5], "big")]  # gRPC frame: flag, length, message
+        modes = {sub.mode for sub in gnmi_pb2.SubscribeRequest.FromString(msg).subscribe.subscription}
+        sample = gnmi_pb2.SAMPLE in modes
+        s.proto.send(
+            s, (burst.render(self.clock()) if sample else b"") + (dump if gnmi_pb2.ON_CHANGE in modes else b"") + SYNC
+        )
+        if sample:
+            self.subs[device].add(s)
 
     def unsubscribe(self, device: str, s: _Stream) -> None:
         self.subs[device].discard(s)
