@@ -150,9 +150,11 @@ class Twin:
         self.optics_loss_db: dict[tuple[str, str], float] = {}
         self.silent: dict[str, float] = {}  # switch -> rate of packets corrupted inside it
         # The switches' PFC watchdogs (detection and counters only: the twin models every action as notify-only,
-        # so a stuck queue keeps its pause dynamics): queue -> when it became stuck, and the queues declared stormed.
+        # so a stuck queue keeps its pause dynamics): queue -> when it became stuck, the queues declared stormed,
+        # and a stormed queue -> when it was last freed of pause (it recovers after the recovery time free).
         self.wd_stuck_since: dict[QueueKey, int] = {}
         self.wd_stormed: set[QueueKey] = set()
+        self.wd_freed: dict[QueueKey, int] = {}
         self.oper_events: deque[tuple[int, str, str, bool]] = deque(maxlen=10_000)
         self.listeners: list[OperListener] = []
         self._timers: list[tuple[int, int, Callable[[int], None]]] = []
@@ -339,11 +341,13 @@ class Twin:
         stuck = {k for k, f in paused.items() if f >= 0.99 and self.port_config(k[0], k[1]).watchdog}
         for k in stuck - self.wd_stuck_since.keys():
             self.wd_stuck_since[k] = now
+            self.wd_freed.pop(k, None)
             self.schedule(now + self.port_config(k[0], k[1]).watchdog_timeout_ns, self._wd_expiry(k, now))
         for k in self.wd_stuck_since.keys() - stuck:
             del self.wd_stuck_since[k]
             if k in self.wd_stormed:
-                self.schedule(now + self.port_config(k[0], k[1]).watchdog_recovery_ns, self._wd_recovery(k))
+                self.wd_freed[k] = now
+                self.schedule(now + self.port_config(k[0], k[1]).watchdog_recovery_ns, self._wd_recovery(k, now))
 
     def _wd_expiry(self, key: QueueKey, since: int) -> Callable[[int], None]:
         def fire(_at: int) -> None:
@@ -354,9 +358,10 @@ class Twin:
 
         return fire
 
-    def _wd_recovery(self, key: QueueKey) -> Callable[[int], None]:
+    def _wd_recovery(self, key: QueueKey, freed: int) -> Callable[[int], None]:
         def fire(_at: int) -> None:
-            if key in self.wd_stormed and key not in self.wd_stuck_since:  # stuck again meanwhile: still stormed
+            if self.wd_freed.get(key) == freed:  # not stuck again since (nor freed again: that one has its timer)
+                del self.wd_freed[key]
                 self.wd_stormed.discard(key)
                 sw = self.switches[key[0]]
                 sw.bump(sw.index[key[1]], f"wd{key[2]}.recovery-count")
@@ -369,6 +374,8 @@ class Twin:
             self.wd_stormed.discard(k)
         for k in [k for k in self.wd_stuck_since if k[0] == device]:
             del self.wd_stuck_since[k]
+        for k in [k for k in self.wd_freed if k[0] == device]:
+            del self.wd_freed[k]
 
     def _apply_ecn(self) -> None:
         for sw in self.switches.values():

@@ -28,10 +28,10 @@ def twin(small_blueprint: Cabling) -> Twin:
     return Twin(Fabric(small_blueprint), clock=Clock())
 
 
-def lossless(twin: Twin) -> None:
+def lossless(twin: Twin, config: PortConfig = LOSSLESS) -> None:
     for name, sw in twin.switches.items():
         for port in sw.ports:
-            twin.set_port_config(name, port, LOSSLESS)
+            twin.set_port_config(name, port, config)
 
 
 def rate(twin: Twin, device: str, port: str, column: str) -> float:
@@ -113,9 +113,7 @@ def watchdog_counts(twin: Twin, device: str, port: str, at: int) -> tuple[int, i
 
 
 def test_the_watchdog_counts_a_stuck_queue_once_after_its_timeout_and_its_recovery(twin: Twin) -> None:
-    for name, sw in twin.switches.items():
-        for port in sw.ports:
-            twin.set_port_config(name, port, WATCHED)
+    lossless(twin, WATCHED)
     faults = FaultInjector(twin)
     faults.inject("pfc_storm", {"nic": "gpu-g0-000:nic0", "priority": 3}, T0 + NS)
     origin = ("leaf-g0-r0", "Ethernet1/1")
@@ -129,6 +127,19 @@ def test_the_watchdog_counts_a_stuck_queue_once_after_its_timeout_and_its_recove
     faults.clear(now_ns=T0 + 6 * NS)
     assert watchdog_counts(twin, *origin, T0 + 6 * NS + NS // 5 - 1) == (1, 0)  # recovery time not yet over
     assert watchdog_counts(twin, *origin, T0 + 6 * NS + NS // 5) == (1, 1)
+
+
+def test_a_queue_stuck_again_before_its_recovery_time_recovers_only_after_the_last_release(twin: Twin) -> None:
+    lossless(twin, WATCHED)
+    faults = FaultInjector(twin)
+    origin = ("leaf-g0-r0", "Ethernet1/1")
+    faults.inject("pfc_storm", {"nic": "gpu-g0-000:nic0", "priority": 3}, T0 + NS)
+    faults.clear(now_ns=T0 + 2 * NS)  # free from 2.0 s ...
+    faults.inject("pfc_storm", {"nic": "gpu-g0-000:nic0", "priority": 3}, T0 + 2 * NS + NS // 10)  # ... to 2.1 s
+    faults.clear(now_ns=T0 + 2 * NS + NS // 10 + NS // 20)  # stuck 50 ms (under the timeout), free from 2.15 s
+    assert watchdog_counts(twin, *origin, T0 + 2 * NS + NS // 5) == (1, 0)  # 200 ms after the first release: no
+    assert watchdog_counts(twin, *origin, T0 + 2 * NS + NS // 10 + NS // 20 + NS // 5) == (1, 1)
+    assert not twin.wd_stormed and not twin.wd_freed
 
 
 def test_no_watchdog_count_without_a_watchdog_or_for_a_short_pause(twin: Twin) -> None:
@@ -145,9 +156,7 @@ def test_no_watchdog_count_without_a_watchdog_or_for_a_short_pause(twin: Twin) -
 
 
 def test_a_reboot_starts_the_watchdogs_over(twin: Twin) -> None:
-    for name, sw in twin.switches.items():
-        for port in sw.ports:
-            twin.set_port_config(name, port, WATCHED)
+    lossless(twin, WATCHED)
     faults = FaultInjector(twin)
     faults.inject("pfc_storm", {"nic": "gpu-g0-000:nic0", "priority": 3}, T0 + NS)
     assert watchdog_counts(twin, "leaf-g0-r0", "Ethernet1/1", T0 + 2 * NS) == (1, 0)

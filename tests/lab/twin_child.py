@@ -7,8 +7,9 @@ import os
 import random
 import subprocess
 import sys
-import time
 from pathlib import Path
+
+from tests.lab.twin_thread import wait_ready
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -26,14 +27,13 @@ class TwinChild:
                "--base-address", self.base, "--probe-interval", "1"]  # fmt: skip
         log = (self.state_dir / "twin.log").open("wb")
         self.proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + timeout_s
-        while not (self.state_dir / "ready").exists():
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"twin exited {self.proc.returncode}; see {self.state_dir / 'twin.log'}")
-            if time.monotonic() > deadline:
-                self.stop()
-                raise TimeoutError("twin did not come up")
-            time.sleep(0.05)
+        proc = self.proc
+
+        def failed() -> None:
+            if proc.poll() is not None:
+                raise RuntimeError(f"twin exited {proc.returncode}; see {self.state_dir / 'twin.log'}")
+
+        wait_ready(self.state_dir, timeout_s, failed, self.stop)
         return self
 
     @property

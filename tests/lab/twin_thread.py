@@ -7,10 +7,24 @@ import os
 import random
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from lab.service import TwinOptions, TwinProcess
 from topology.spec import FabricSpec
+
+
+def wait_ready(
+    state_dir: Path, timeout_s: float, failed: Callable[[], None], on_timeout: Callable[[], None] = lambda: None
+) -> None:
+    """Wait for the twin's `ready` file; `failed()` raises if the twin died meanwhile, `on_timeout()` cleans up."""
+    deadline = time.monotonic() + timeout_s
+    while not (state_dir / "ready").exists():
+        failed()
+        if time.monotonic() > deadline:
+            on_timeout()
+            raise TimeoutError("twin did not come up")
+        time.sleep(0.05)
 
 
 class TwinThread:
@@ -32,13 +46,12 @@ class TwinThread:
 
     def start(self, timeout_s: float = 30.0) -> TwinThread:
         self.thread.start()
-        deadline = time.monotonic() + timeout_s
-        while not (self.state_dir / "ready").exists():
+
+        def failed() -> None:
             if self.error is not None:
                 raise self.error
-            if time.monotonic() > deadline:
-                raise TimeoutError("twin did not come up")
-            time.sleep(0.05)
+
+        wait_ready(self.state_dir, timeout_s, failed)
         return self
 
     @property
