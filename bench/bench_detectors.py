@@ -109,8 +109,9 @@ class Fill:
         f = self.fabric
         leaf = "leaf-g5-r2"
         ports = f.ports(leaf)
-        server_port = next(p for p in ports if not f.device(f.peer(leaf, p).device).is_switch)  # type: ignore[union-attr]
-        uplinks = [p for p in ports if f.device(f.peer(leaf, p).device).is_switch]  # type: ignore[union-attr]
+        faces_switch = {p: (e := f.peer(leaf, p)) is not None and f.device(e.device).is_switch for p in ports}
+        server_port = next(p for p in ports if not faces_switch[p])
+        uplinks = [p for p in ports if faces_switch[p]]
         # Storm: the NIC pauses leaf:server_port; the leaf, unable to drain, pauses 4 spines toward it.
         storm = [(leaf, server_port)]
         for p in uplinks[:4]:

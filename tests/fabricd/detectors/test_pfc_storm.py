@@ -11,7 +11,7 @@ from fabricd.detectors.runner import PASS_GAP_S, SETTLE_S
 from fabricd.telemetry import Snapshot, render
 from topology.fabric import Fabric
 
-from .tracegen import NS, TX_PER_S, Port, TraceGen, at
+from .tracegen import NS, TX_PER_S, Port, TraceGen, at, ts_of
 
 SETTLE = int(SETTLE_S * NS)  # a pass runs this long after new samples arrive
 
@@ -106,13 +106,7 @@ CASES: list[tuple[str, Build, int]] = [
 def test_pfc_storm_cases(name: str, build: Build, expected: int, small_fabric: Fabric, tmp_path: Path) -> None:
     g = TraceGen(small_fabric, {"leaf-g0-r0", "spine-r0-0", "spine-r0-1"})
     if name.startswith("XOFF"):
-        orig = g.sample
-
-        def sample(ts: int, paused: Pauses | None = None) -> None:
-            g.c[NIC_PORT]["frames"] += 40  # XON/refresh frames without pause time
-            orig(ts, paused)
-
-        g.sample = sample  # type: ignore[method-assign]
+        g.extra_frames[NIC_PORT] = 40  # XON/refresh frames without pause time
     build(g)
     found = [f for f in run_trace(g.write(tmp_path / "t.jsonl"), small_fabric) if f.kind == "pfc_storm"]
     assert len(found) == expected, [f.summary for f in found]
@@ -326,7 +320,7 @@ def test_a_switch_that_pauses_with_nothing_stuck_is_the_origin(
         g.lines = [
             r
             for r in g.lines
-            if not (r["device"] == "leaf-g0-r0" and "stuck-count" in str(r["path"]) and int(str(r["ts"])) > at(2.3))
+            if not (r["device"] == "leaf-g0-r0" and "stuck-count" in str(r["path"]) and ts_of(r) > at(2.3))
         ]
     found = run_trace(g.write(tmp_path / "t.jsonl"), small_fabric)
     assert {(f.kind, f.device, f.evidence["peer_role"]) for f in found} == {

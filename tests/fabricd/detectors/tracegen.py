@@ -26,6 +26,13 @@ WATCHDOG = ("wd.stuck-count", str(PRIO))  # written only by a TraceGen(watchdog=
 WD_TIMEOUT_S = 0.2  # the switch's watchdog detection time (fabricd's policy default)
 
 
+def ts_of(line: dict[str, object]) -> int:
+    """A written line's timestamp."""
+    ts = line["ts"]
+    assert isinstance(ts, int)
+    return ts
+
+
 def at(seconds: float) -> int:
     return T0 + int(seconds * NS)
 
@@ -40,6 +47,7 @@ class TraceGen:
         self.c = {p: dict.fromkeys(LEAVES, 0) for p in self.ports}
         self.watchdog = watchdog  # the switches stream their PFC watchdogs' stuck-count
         self.stuck_count = dict.fromkeys(self.ports, 0)
+        self.extra_frames: dict[Port, int] = {}  # PFC frames a port receives each sample on top (XON, refreshes)
         self.up = dict.fromkeys(self.ports, True)
         self.lines: list[dict[str, object]] = []
         for dev, port in self.ports:
@@ -79,7 +87,7 @@ class TraceGen:
             frac, tx = (paused or {}).get(p, (0.0, TX_PER_S if self.up[p] else 0))
             c = self.c[p]
             c["pause"] += int(frac * NS)
-            c["frames"] += int(frac * FRAMES_PER_S)
+            c["frames"] += int(frac * FRAMES_PER_S) + self.extra_frames.get(p, 0)
             c["tx"] += tx
             for key, (leaf, index) in LEAVES.items():
                 self._line(ts, *p, leaf, index, c[key])
@@ -115,6 +123,6 @@ class TraceGen:
                 self.sample_device(at(t), paused, device=dev)
 
     def write(self, path: Path) -> Path:
-        self.lines.sort(key=lambda r: r["ts"])  # type: ignore[arg-type,return-value]
+        self.lines.sort(key=ts_of)
         path.write_text("".join(json.dumps(r) + "\n" for r in self.lines))
         return path
