@@ -55,7 +55,6 @@ from pygnmi.spec.v080 import gnmi_pb2
 
 from drivers.inventory import DeviceAccess, EapiAccess, GnmiAccess, SshAccess
 from fabricd.telemetry import CounterStore, Ingestor, Stat, TelemetryClient, TelemetryMetrics, TelemetryWorkers
-from fabricd.telemetry.client import notification_ts
 from fabricd.telemetry.paths import eos_profile
 from fabricd.telemetry.store import I64, NEVER
 from fabricd.telemetry.workers import SHIP_S
@@ -392,11 +391,9 @@ class LagIngestor(Ingestor):
         self.recording = False
 
     def ingest(self, data: Any, channel: str, now: int | None = None) -> None:
-        if self.recording:
-            ts = notification_ts(data)
-            if ts is not None:
-                self.lags.append(time.time_ns() - ts)
         super().ingest(data, channel, now)
+        if self.recording and self.last_ts:  # the notification's timestamp, as the client reads it for its lag
+            self.lags.append((now or time.time_ns()) - self.last_ts)
 
 
 class LagStore(CounterStore):

@@ -1,12 +1,14 @@
 """The hot path: serialized gNMI SubscribeResponse bytes -> counter store.
 
 Per notification the prefix bytes are looked up once ((channel, prefix bytes) -> device, port row, and a dict of
-update-path bytes -> leaf code shared by every port with the same prefix shape), so the steady state costs one
-dict lookup per update on a bytes slice of the message: no path strings, no protobuf objects. A raw walker reads
-the common wire layout (timestamp, prefix, updates of path + val) directly; anything else (sync_response, deletes,
-long values, unusual field order, garbage) goes through the protobuf parser (`_general`), which ends in the same
-batch. Values stay as TypedValue bytes until `flush`, which decodes all uint varints with numpy at once and writes
-the store in vectorised batches; the rare other encodings are decoded one by one.
+update-path bytes -> leaf code shared by every port with the same prefix shape). In the steady state the port's
+template (templates.py: one regex per layout of update paths) then reads every value of the notification in one
+C call; the first notification of a port, and any whose layout changed, is read by a raw walker (one dict lookup
+per update on a bytes slice of the message: no path strings, no protobuf objects), which also learns the template.
+Anything the walker does not read (sync_response, deletes, long values, unusual field order, garbage) goes through
+the protobuf parser (`_general`), which ends in the same batch. Values stay as TypedValue bytes until `flush`,
+which decodes all uint varints and doubles with numpy at once and writes the store in vectorised batches; the rare
+other encodings are decoded one by one.
 
 Bad input (undecodable bytes, wrong value types, missing values, huge paths) is counted per device and logged at
 most once per device per minute; it never raises and never reaches a rate.
@@ -26,6 +28,7 @@ from pygnmi.spec.v080 import gnmi_pb2
 
 from .paths import Elem, Kind, classify, match_rel, pb_elems, render, split_root
 from .store import I64, CounterStore, Stat
+from .templates import MAX_TEMPLATES, Template, compile_template, value_kinds
 
 MISS, UNKNOWN, BAD = -1, -2, -3
 MAX_PATH_BYTES = 1024  # longer prefix/update paths are malformed (EOS paths are < 200 bytes)
@@ -34,11 +37,12 @@ REL_CACHE_MAX = 4096  # per prefix shape; bounds what a device sending random pa
 PREFIX_CACHE_MAX = 1 << 20  # per channel
 LOG_EVERY_NS = 60 * 10**9
 _INT64_MAX = (1 << 63) - 1
+_TS_BYTES = 9  # a unix-ns timestamp since 1972 is a 9-byte varint
 _U64_TOP = 1 << 64
 
 Value = int | float | str
-# (device id, base = port row << 16 or 0, rel cache, prefix elems, tree or "", root length)
-Ctx = tuple[int, int, dict[bytes, int], tuple[Elem, ...], str, int]
+# (device id, base = port row << 16 or 0, rel cache, prefix elems, tree or "", root length, [template or None])
+Ctx = tuple[int, int, dict[bytes, int], tuple[Elem, ...], str, int, list[Template | None]]
 
 
 class UpdateSink(Protocol):
@@ -93,9 +97,12 @@ class Ingestor:
         self._n_count: list[int] = []
         self._prefixes: dict[str, dict[bytes, Ctx]] = {}
         self._shapes: dict[tuple[str, tuple[Elem, ...]], dict[bytes, int]] = {}
+        self._templates: dict[tuple[int, bytes, tuple[bytes, ...]], Template] = {}
         self._logged: dict[int, int] = {}
         self._paths: dict[int, str] = {}  # series -> path text, only when recording
         self.last_ts = 0
+        self._ts_bytes, self._ts = b"", 0  # the last 9-byte timestamp varint decoded, and its value
+        self.templated = 0  # notifications read by a template (the rest by the walker or the protobuf parser)
 
     # --- entry points ------------------------------------------------------------------------------------
     def ingest(self, data: bytes | Any, channel: str, now: int | None = None) -> None:
@@ -134,18 +141,41 @@ class Ingestor:
         end = pos + ln
         if end != len(b) or b[pos] != 0x08:
             raise _Odd
-        ts, pos = _varint(b, pos + 1)
+        # The notifications of one sample share a timestamp: reuse the last one's decoding when the bytes match.
+        tsb = b[pos + 1 : pos + 1 + _TS_BYTES]
+        if tsb == self._ts_bytes:
+            ts, pos = self._ts, pos + 1 + _TS_BYTES
+        else:
+            ts, after = _varint(b, pos + 1)
+            if after - pos - 1 == _TS_BYTES:
+                self._ts_bytes, self._ts = tsb, ts
+            pos = after
         if b[pos] != 0x12 or not 0 < ts <= _INT64_MAX:
             raise _Odd
-        plen, pos = _varint(b, pos + 1)
+        plen = b[pos + 1]
+        if plen < 0x80:
+            pos += 2
+        else:
+            plen, pos = _varint(b, pos + 1)
         pfx = b[pos : pos + plen]
         pos += plen
         ctx = self._prefixes.get(channel, {}).get(pfx) or self._prefix(channel, pfx)
         if ctx is None:
             raise _Odd
+        t = ctx[6][0]
+        if t is not None:
+            m = t.match.fullmatch(b, pos, end)
+            if m is not None:  # this port's usual layout: every value in one regex call (templates.py)
+                self.templated += 1
+                self._codes.extend(t.codes)
+                self._vals.extend(m.groups())
+                self._notification(ctx, ts, len(t.codes))
+                return
         rel = ctx[2]
         get = rel.get
         add_code, add_val = self._codes.append, self._vals.append
+        keys: list[bytes] = []
+        add_key = keys.append
         n = 0
         while pos < end:
             if b[pos] != 0x22:
@@ -176,12 +206,27 @@ class Ingestor:
             if c == MISS:
                 c = self._resolve(ctx, key)
             add_code(c)
+            add_key(key)
             add_val(b[pe + 2 : ue])
             pos = ue
             n += 1
         if pos != end:
             raise _Odd
+        if ctx[4]:
+            self._learn(ctx, keys, n)
         self._notification(ctx, ts, n)
+
+    def _learn(self, ctx: Ctx, keys: list[bytes], n: int) -> None:
+        """Give the port the template of the layout just walked (shared by its prefix shape), or none."""
+        kinds = value_kinds(keys, self._vals[len(self._vals) - n :])
+        if kinds is None:
+            ctx[6][0] = None
+            return
+        key = (id(ctx[2]), kinds, tuple(keys))
+        t = self._templates.get(key)
+        if t is None and len(self._templates) < MAX_TEMPLATES:
+            t = self._templates[key] = compile_template(keys, kinds, self._codes[len(self._codes) - n :])
+        ctx[6][0] = t
 
     def _notification(self, ctx: Ctx, ts: int, n: int) -> None:
         self.store.seen(ctx[0], ts)  # now, not at flush: staleness must not wait for a batch to fill
@@ -207,9 +252,9 @@ class Ingestor:
         if root is not None:
             tree, port, k = root
             rel = self._shapes.setdefault((tree, elems[k:]), {})
-            ctx: Ctx = (dev, self.store.port_row(dev, port) << 16, rel, elems, tree, k)
+            ctx: Ctx = (dev, self.store.port_row(dev, port) << 16, rel, elems, tree, k, [None])
         else:
-            ctx = (dev, 0, {}, elems, "", 0)
+            ctx = (dev, 0, {}, elems, "", 0, [None])
         cache = self._prefixes.setdefault(channel, {})
         if len(cache) < PREFIX_CACHE_MAX:
             cache[pfx] = ctx
@@ -217,7 +262,7 @@ class Ingestor:
 
     def _resolve(self, ctx: Ctx, key: bytes) -> int:
         """Leaf code (or port row << 16 | code when the prefix names no port) of an update path; cached."""
-        dev, _, rel, elems, tree, k = ctx
+        dev, _, rel, elems, tree, k, _ = ctx
         if len(key) > MAX_PATH_BYTES:
             return BAD
         try:
@@ -347,14 +392,15 @@ class Ingestor:
         packed = base + codes
         sidx = store.series_at(packed >> 16, packed & 0xFFFF)
         kinds = store.code_kind[packed & 0xFFFF]
-        u64, is_u = _decode_uints(vals)
+        u64, is_u, f64, is_d = _decode_numbers(vals)
         counter = is_u & (kinds == Kind.COUNTER)
-        gauge = is_u & (kinds == Kind.GAUGE)
+        gauge = (is_u | is_d) & (kinds == Kind.GAUGE)
         if self.recorder is not None:
             self._record(sidx, vals, u64, is_u, kinds, ts)
         store.write_counters(sidx[counter], u64[counter], ts[counter])
         if gauge.any():
-            store.write_gauges(sidx[gauge], u64[gauge].astype(np.float64), ts[gauge])
+            g = np.where(is_u, u64.astype(np.float64), f64)  # one write keeps a series' updates in order
+            store.write_gauges(sidx[gauge], g[gauge], ts[gauge])
         rest = np.flatnonzero(~(counter | gauge))
         if len(rest):
             self._apply_rest(rest, sidx, vals, kinds, ts, devs)
@@ -401,14 +447,31 @@ class Ingestor:
             self.recorder.record(st.devices[int(st.port_dev[row])], path, v, int(ts[j]))
 
 
-def _decode_uints(vals: list[bytes]) -> tuple[npt.NDArray[np.uint64], npt.NDArray[np.bool_]]:
-    """Decode TypedValue bytes that hold `uint_val` (tag 0x18 + varint) all at once; mask says which did."""
+F64 = npt.NDArray[np.float64]
+U64 = npt.NDArray[np.uint64]
+Mask = npt.NDArray[np.bool_]
+
+
+def _decode_numbers(vals: list[bytes]) -> tuple[U64, Mask, F64, Mask]:
+    """Decode all TypedValues that hold `uint_val` (tag 0x18 + varint) or `double_val` (tag 0x71 + 8 bytes little
+    endian: optics power, BER) at once; the masks say which did. Anything else is left to `_typed`."""
     n = len(vals)
     lens = np.fromiter(map(len, vals), dtype=np.int64, count=n)
     buf = np.frombuffer(b"".join(vals), dtype=np.uint8)
     starts = np.cumsum(lens) - lens
     if n == 0 or len(buf) == 0:
-        return np.zeros(n, dtype=np.uint64), np.zeros(n, dtype=bool)
+        return np.zeros(n, dtype=np.uint64), np.zeros(n, dtype=bool), np.zeros(n), np.zeros(n, dtype=bool)
+    u64, is_u = _uints(buf, lens, starts)
+    is_d = (lens == 9) & (buf[np.minimum(starts, len(buf) - 1)] == 0x71)
+    f64 = np.zeros(n)
+    if is_d.any():
+        at = starts[is_d, None] + np.arange(1, 9)
+        f64[is_d] = np.ascontiguousarray(buf[at]).view("<f8").ravel()
+    return u64, is_u, f64, is_d
+
+
+def _uints(buf: npt.NDArray[np.uint8], lens: I64, starts: I64) -> tuple[U64, Mask]:
+    n = len(lens)
     safe = np.minimum(starts, len(buf) - 1)
     within = np.arange(len(buf), dtype=np.int64) - np.repeat(starts + 1, lens)  # byte index inside the varint
     body = (within >= 0) & (within < 10)
