@@ -196,6 +196,7 @@ class TelemetryWorkers:
         healthy_s: float | None = None,
         idle_s: float | None = None,
         connect_spread_s: float | None = None,
+        spread_samples: bool = True,
         ship_s: float = SHIP_S,
         hang_s: float | None = None,
         restart_base_s: float = 1.0,
@@ -226,6 +227,7 @@ class TelemetryWorkers:
             "healthy_s": healthy_s,
             "idle_s": idle_s,
             "connect_spread_s": connect_spread_s,
+            "spread_samples": spread_samples,
         }
         platforms = {"eos"} if profile is None else set(profile)
         self._accesses = {a.name: a for a in inventory_devices}

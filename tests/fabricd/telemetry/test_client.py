@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import cmath
 import dataclasses
 import itertools
 import logging
+import math
 import random
 import re
 import socket
@@ -362,7 +364,8 @@ def test_on_change_has_a_subscribe_call_of_its_own() -> None:
         gnmi = GnmiAccess(port=server.add_insecure_port("127.0.0.1:0"), tls=False)
         await server.start()
         dev = DeviceAccess("a", "127.0.0.1", "eos", "a", SecretStr("x"), gnmi, EapiAccess(), SshAccess())
-        c = TelemetryClient([dev], Ingestor(CounterStore()), connect_spread_s=0)
+        # interval_s: the SAMPLE call's subscription goes in the device's phase slot, within one interval
+        c = TelemetryClient([dev], Ingestor(CounterStore()), interval_s=INTERVAL, connect_spread_s=0)
         try:
             async with running(c):
                 await until(lambda: len(calls) == 2, 10)
@@ -371,6 +374,93 @@ def test_on_change_has_a_subscribe_call_of_its_own() -> None:
 
     asyncio.run(go())
     assert sorted(calls) == [("a", [gnmi_pb2.ON_CHANGE]), ("a", [gnmi_pb2.SAMPLE])]
+
+
+async def _sample_requests_at(names: list[str], interval_s: float, spread: bool) -> dict[str, int]:
+    """When (monotonic ns) a local server receives each device's SAMPLE SubscribeRequest: the instant a switch that
+    starts its SAMPLE timer with the subscription (EOS, the twin) samples at, every interval from then on."""
+    at: dict[str, int] = {}
+
+    async def subscribe(requests: AsyncIterator[bytes], context: grpc.aio.ServicerContext[bytes, bytes]) -> None:
+        md = {k: v for k, v in context.invocation_metadata() or () if isinstance(v, str)}
+        async for raw in requests:
+            if any(s.mode == gnmi_pb2.SAMPLE for s in gnmi_pb2.SubscribeRequest.FromString(raw).subscribe.subscription):
+                at[md["username"]] = time.monotonic_ns()
+            break
+        await asyncio.Event().wait()
+
+    server = grpc.aio.server()
+    handler = grpc.stream_stream_rpc_method_handler(subscribe)
+    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler("gnmi.gNMI", {"Subscribe": handler}),))
+    gnmi = GnmiAccess(port=server.add_insecure_port("127.0.0.1:0"), tls=False)
+    await server.start()
+    devices = [DeviceAccess(n, "127.0.0.1", "eos", n, SecretStr("x"), gnmi, EapiAccess(), SshAccess()) for n in names]
+    c = TelemetryClient(devices, Ingestor(CounterStore()), interval_s=interval_s, spread_samples=spread)
+    try:
+        async with running(c):
+            await until(lambda: len(at) == len(names), interval_s + 5)
+    finally:
+        await server.stop(None)
+    return at
+
+
+def test_sample_phases_are_spread_over_the_interval() -> None:
+    """Devices subscribed together would burst together every interval; the client sends each device's SAMPLE
+    subscription in its own slot of the interval. Concentration: the mean resultant length of the phases
+    (1: all at one instant, 0: evenly spread)."""
+    names = [f"sw{k}" for k in range(8)]
+
+    def concentration(at: dict[str, int]) -> float:
+        return abs(sum(cmath.exp(2j * math.pi * t / 0.4e9) for t in at.values())) / len(at)
+
+    # 8 stratified slots: at most 2 sin(pi / 16) = 0.39 from a perfectly even spread, whatever the jitter
+    assert concentration(asyncio.run(_sample_requests_at(names, 0.4, spread=True))) < 0.45
+    assert concentration(asyncio.run(_sample_requests_at(names, 0.4, spread=False))) > 0.8  # within ~32 ms
+
+
+def test_the_sample_subscription_waits_for_its_phase_and_stop_does_not() -> None:
+    """The SAMPLE SubscribeRequest is sent at the device's phase instant (monotonic clock mod interval); the ON_CHANGE
+    one at once. A client stopped while a device waits for its phase returns at once."""
+    sent: list[tuple[int, int]] = []  # (monotonic ns, modes)
+
+    async def subscribe(requests: AsyncIterator[bytes], context: grpc.aio.ServicerContext[bytes, bytes]) -> None:
+        async for raw in requests:
+            modes = {s.mode for s in gnmi_pb2.SubscribeRequest.FromString(raw).subscribe.subscription}
+            sent.append((time.monotonic_ns(), gnmi_pb2.SAMPLE if gnmi_pb2.SAMPLE in modes else gnmi_pb2.ON_CHANGE))
+            break
+        await asyncio.Event().wait()
+
+    async def go(interval_s: float, until_sent: int) -> tuple[TelemetryClient, float]:
+        server = grpc.aio.server()
+        handler = grpc.stream_stream_rpc_method_handler(subscribe)
+        server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler("gnmi.gNMI", {"Subscribe": handler}),))
+        gnmi = GnmiAccess(port=server.add_insecure_port("127.0.0.1:0"), tls=False)
+        await server.start()
+        dev = DeviceAccess("a", "127.0.0.1", "eos", "a", SecretStr("x"), gnmi, EapiAccess(), SshAccess())
+        c = TelemetryClient([dev], Ingestor(CounterStore()), interval_s=interval_s, connect_spread_s=0)
+        task = asyncio.create_task(c.run())
+        try:
+            await until(lambda: len(sent) >= until_sent, 2 * interval_s + 5)
+            t0 = time.monotonic()
+            await asyncio.wait_for(c.stop(), 5)
+            await task
+            return c, time.monotonic() - t0
+        finally:
+            await server.stop(None)
+
+    c, _ = asyncio.run(go(1.5, 2))
+    (t_on, first), (t_sample, second) = sent
+    assert (first, second) == (gnmi_pb2.ON_CHANGE, gnmi_pb2.SAMPLE)
+    phase = c._devices["a"].phase_ns
+    assert phase is not None and 0 <= phase < 1.5e9
+    assert t_sample - t_on < 1.5e9 + 0.1e9  # within one interval
+    off = (t_sample - phase) % int(1.5e9)
+    assert min(off, 1.5e9 - off) < 0.1e9  # at the phase instant
+
+    sent.clear()
+    c, stop_s = asyncio.run(go(60.0, 1))  # the SAMPLE subscription is due within a minute: stop does not wait
+    assert stop_s < 1.0
+    assert [m for _, m in sent] == [gnmi_pb2.ON_CHANGE] or c._devices["a"].phase_ns is not None
 
 
 def test_connect_delays_are_stratified_and_bounded() -> None:
