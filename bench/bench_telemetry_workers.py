@@ -276,7 +276,7 @@ class ReplayServer:
         self,
         bursts: dict[str, tuple[Burst, bytes]],
         interval_s: float,
-        phases: dict[str, float],
+        phases: dict[str, float] | None,
         credentials: tuple[str, str],
         max_pending: int = 2,
         clock: Callable[[], int] = time.time_ns,
@@ -291,6 +291,9 @@ class ReplayServer:
         self.sent_updates = 0
         self.skipped_updates = 0
         self._task: asyncio.Task[None] | None = None
+        self._heap: list[tuple[float, int, str, _Stream | None]] = []
+        self._seq = 0
+        self._changed = asyncio.Event()
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
@@ -321,28 +324,45 @@ class ReplayServer:
         )
         if sample:
             self.subs[device].add(s)
+            if self.phases is None:  # the stream's own timer, from now
+                self._push(time.time() + self.interval_s, device, s)
 
     def unsubscribe(self, device: str, s: _Stream) -> None:
         self.subs[device].discard(s)
 
+    def _push(self, due: float, device: str, stream: _Stream | None) -> None:
+        self._seq += 1
+        heapq.heappush(self._heap, (due, self._seq, device, stream))
+        self._changed.set()
+
     async def _schedule(self) -> None:
-        """Each switch's next sample on its own grid (wall clock: grid = k * interval + phase)."""
+        """Each switch's next sample on its own grid (wall clock: grid = k * interval + phase), or with `phases`
+        None each SAMPLE stream's on the grid that starts when its subscription arrived (as EOS and the twin do)."""
         step = self.interval_s
-        now = time.time()
-        start = (now // step + 1) * step
-        heap = [(start + self.phases[d], d) for d in self.bursts]
-        heapq.heapify(heap)
+        if self.phases is not None:
+            start = (time.time() // step + 1) * step
+            for d in self.bursts:
+                self._push(start + self.phases[d], d, None)
+        heap = self._heap
         while True:
-            due, device = heap[0]
+            if not heap:
+                self._changed.clear()
+                await self._changed.wait()
+                continue
+            due, _, device, stream = heap[0]
             delay = due - time.time()
             if delay > 0:
-                await asyncio.sleep(delay)
+                self._changed.clear()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._changed.wait(), delay)
                 continue
             heapq.heappop(heap)
+            if stream is not None and stream not in self.subs[device]:
+                continue  # that subscription ended
             # A late sample is not made up for: the next one stays on the grid, after now.
             late = max(0, int((time.time() - due) // step))
-            heapq.heappush(heap, (due + step * (late + 1), device))
-            subs = self.subs[device]
+            self._push(due + step * (late + 1), device, stream)
+            subs = self.subs[device] if stream is None else (stream,)
             if not subs:
                 continue
             burst, _ = self.bursts[device]
@@ -354,13 +374,15 @@ class ReplayServer:
                     self.skipped_updates += burst.updates
 
 
-def phases(devices: list[str], interval_s: float, mode: str, seed: int = 7) -> dict[str, float]:
+def phases(devices: list[str], interval_s: float, mode: str, seed: int = 7) -> dict[str, float] | None:
+    if mode == "subscription":
+        return None  # each stream's timer starts with its subscription
     if mode == "aligned":
         return dict.fromkeys(devices, 0.0)
     if mode == "spread":
         rng = random.Random(seed)
         return {d: rng.uniform(0.0, interval_s) for d in devices}
-    raise ValueError(f"phase must be aligned or spread, not {mode!r}")
+    raise ValueError(f"phase must be aligned, spread or subscription, not {mode!r}")
 
 
 def server_main(size: str, interval_s: float, phase: str, ctl: Any) -> None:
@@ -456,7 +478,12 @@ class Result:
 
 
 async def measure(
-    accesses: list[DeviceAccess], interval_s: float, workers: int, window_s: float, ship_s: float | None
+    accesses: list[DeviceAccess],
+    interval_s: float,
+    workers: int,
+    window_s: float,
+    ship_s: float | None,
+    spread_samples: bool = True,
 ) -> Result:
     registry = CollectorRegistry()
     metrics = TelemetryMetrics(registry)
@@ -465,11 +492,19 @@ async def measure(
     source: TelemetryClient | TelemetryWorkers
     if workers == 1:
         ingestor = LagIngestor(CounterStore())
-        source = TelemetryClient(accesses, ingestor, interval_s=interval_s, metrics=metrics)
+        source = TelemetryClient(
+            accesses, ingestor, interval_s=interval_s, metrics=metrics, spread_samples=spread_samples
+        )
     else:
         ingestor = Ingestor(lag_store)
         source = TelemetryWorkers(
-            accesses, ingestor, workers=workers, interval_s=interval_s, metrics=metrics, ship_s=ship_s or SHIP_S
+            accesses,
+            ingestor,
+            workers=workers,
+            interval_s=interval_s,
+            metrics=metrics,
+            ship_s=ship_s or SHIP_S,
+            spread_samples=spread_samples,
         )
     t0 = time.perf_counter()
     task = asyncio.create_task(source.run())
@@ -527,8 +562,8 @@ class Server:
         cpu, skipped = self.ctl.recv()
         return float(cpu), int(skipped)
 
-    def run(self, workers: int, window_s: float, ship_s: float | None = None) -> Result:
-        return asyncio.run(measure(self.accesses, self.interval_s, workers, window_s, ship_s))
+    def run(self, workers: int, window_s: float, ship_s: float | None = None, spread_samples: bool = True) -> Result:
+        return asyncio.run(measure(self.accesses, self.interval_s, workers, window_s, ship_s, spread_samples))
 
     def close(self) -> None:
         self.ctl.send("stop")
@@ -612,17 +647,24 @@ def throughput(args: argparse.Namespace, size: str, window: float, leaves: int, 
 def lag(args: argparse.Namespace, size: str, window: float, leaves: int) -> None:
     interval = max(0.1, round(leaves / args.lag_rate, 3))
     lag_rows = [("phase", "workers", "updates/s", "lag p50", "lag p99", "lag max", "histogram p99 <=", "sync", "stale")]
-    for phase in ("aligned", "spread"):
+    # (server phase, fabricd spreads its SAMPLE subscriptions): the switch's timer runs on a wall-clock grid
+    # (aligned: all at one instant; spread: a random offset each), or starts with the subscription (EOS, the twin),
+    # with fabricd sending each switch's SAMPLE subscription in its own slot of the interval, or all at connect.
+    cases = [("aligned", True), ("spread", True), ("subscription", True), ("subscription", False)]
+    for phase in dict.fromkeys(p for p, _ in cases):
         server = Server(size, interval, phase)
-        results: dict[int, list[Result]] = {1: [], 2: []}
+        spreads = [sp for p, sp in cases if p == phase]
+        results: dict[tuple[bool, int], list[Result]] = {(sp, n): [] for sp in spreads for n in (1, 2)}
         for _ in range(args.runs):
-            for n in results:
-                results[n].append(server.run(n, window, args.ship))
+            for sp, n in results:
+                results[sp, n].append(server.run(n, window, args.ship, spread_samples=sp))
         server.close()
-        for n, rs in results.items():
+        for (sp, n), rs in results.items():
             r = best(rs, lambda r: r.pct(99), low=True)
+            how = "fabricd spreads" if sp else "all at once"
+            name = phase if phase != "subscription" else f"at subscription, {how}"
             lag_rows.append((
-                phase, str(n), f"{r.rate:,.0f}", f"{r.pct(50):.1f} ms", f"{r.pct(99):.1f} ms",
+                name, str(n), f"{r.rate:,.0f}", f"{r.pct(50):.1f} ms", f"{r.pct(99):.1f} ms",
                 f"{float(r.lags_ms.max()) if len(r.lags_ms) else float('nan'):.1f} ms", f"{r.hist_p99_ms:g} ms",
                 f"{r.sync_s:.1f} s", str(r.stale),
             ))  # fmt: skip
