@@ -237,7 +237,7 @@ def main() -> None:
     det_t: dict[str, list[float]] = {d.name: [] for d, _ in solo}
     found: dict[str, int] = {}
     rnd = 0
-    for k in range(args.warmup + args.ticks):
+    for tick in range(args.warmup + args.ticks):
         rnd += 1
         fill.round(rnd)
         now = T0 + rnd * S
@@ -253,7 +253,7 @@ def main() -> None:
             t = time.perf_counter()
             det.detect(s2, fabric, state, now)
             per[det.name] = time.perf_counter() - t
-        if k >= args.warmup:
+        if tick >= args.warmup:
             tick_t.append(tt)
             cpu_t.append(ct)
             snap_t.append(st)

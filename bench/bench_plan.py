@@ -31,6 +31,7 @@ import tempfile
 import time
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
 SPEC = REPO / "examples" / "pod-16k.yaml"
@@ -240,9 +241,9 @@ def _plan(d: dict[str, object]) -> tuple[object, object]:
 
 
 def _report(
-    base: dict[str, object], steps: dict[str, dict[str, float]], made: dict[str, object], rows_i: int, rows_r: int
+    base: dict[str, Any], steps: dict[str, dict[str, float]], made: dict[str, object], rows_i: int, rows_r: int
 ) -> None:
-    base_s = float(base["wall_s"])  # type: ignore[arg-type]
+    base_s = float(base["wall_s"])
     how = f"extrapolated from {base['measured_devices']} switches" if base["extrapolated"] else "all switches"
     print(
         f"\nmachine: {os.cpu_count()} cores ({platform.machine()}), Python {platform.python_version()}, one core pinned"
@@ -250,7 +251,7 @@ def _report(
     print(
         f"baseline ({how}): fabric {base['fabric_s']:.2f} s, intent {base['intent_s']:.2f} s, "
         f"pyavd warm-up {base['pyavd_warmup_s']:.2f} s; per switch "
-        + ", ".join(f"{r} {t:.3f} s" for r, t in base["per_device_s"].items())  # type: ignore[attr-defined]
+        + ", ".join(f"{r} {t:.3f} s" for r, t in base["per_device_s"].items())
     )
     print(f"new cache rows: one-intent {rows_i}, one-running {rows_r} (the changed switch only)")
     print(f"\n{'step':<12} {'wall s':>8} {'cpu s':>8} {'x faster':>9} {'target':>8}")

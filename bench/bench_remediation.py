@@ -210,7 +210,7 @@ def main() -> int:
         svc = ServiceThread(cfg).start(60)
         assert svc.service is not None
         timed = TimedActuator(svc.service.remediator.actuator)
-        svc.service.remediator.actuator = timed  # type: ignore[assignment]
+        svc.service.remediator.actuator = timed
 
         waves = [targets[i : i + args.wave] for i in range(0, len(targets), args.wave)]
         t_run = time.perf_counter()

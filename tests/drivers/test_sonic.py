@@ -294,7 +294,7 @@ def test_apply_patch_is_pure_and_rejects_bad_ops() -> None:
 
 
 def test_patch_commands_write_the_file_with_a_quoted_heredoc_and_apply_it() -> None:
-    patch = [
+    patch: list[dict[str, Any]] = [
         {"op": "replace", "path": "/PORT/Ethernet0/mtu", "value": "9100"},
         {"op": "add", "path": "/WRED_PROFILE/FABRICD_$HOME'x", "value": {"ecn": "ecn_all"}},
     ]

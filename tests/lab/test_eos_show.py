@@ -163,7 +163,8 @@ def test_admin_down_shows_disabled_and_peer_notconnect(show_twin: Twin) -> None:
 def test_counters_grow_with_time(show_twin: Twin) -> None:
     def counters(now: int) -> dict[str, Any]:
         out: dict[str, Any] = _json(show_twin, f"show interfaces {SERVER_PORT}", now)["interfaces"][SERVER_PORT]
-        return out["interfaceCounters"]
+        counters: dict[str, Any] = out["interfaceCounters"]
+        return counters
 
     a, b = counters(T0 + NS), counters(T0 + 11 * NS)
     for key in ("inOctets", "outOctets", "inUcastPkts", "outUcastPkts"):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -16,13 +17,13 @@ from topology.fabric import Fabric
 from topology.spec import FabricSpec
 
 
-def dci_intent(spec: FabricSpec, policy: Policy | None = None) -> dict[str, dict[str, object]]:
+def dci_intent(spec: FabricSpec, policy: Policy | None = None) -> dict[str, dict[str, Any]]:
     intent = derive_intent(Fabric(generate_blueprint(spec)), spec, policy or Policy(), {"dr-campus-b-0"})
     [dev] = intent.devices
     return {p.port: p.model_dump(mode="json") for p in dev.ports}
 
 
-def long_haul(ports: dict[str, dict[str, object]]) -> list[dict[str, object]]:
+def long_haul(ports: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
     return [p for p in ports.values() if p["link_class"] == "dci"]
 
 
@@ -32,8 +33,8 @@ def test_deep_buffer_dr_keeps_pfc_and_generates_cnp(dci_spec: FabricSpec) -> Non
     for p in lh:
         assert p["pfc"] == {"enabled": True, "no_drop": [3], "headroom_bytes": pytest.approx(60.7e6, rel=0.01)}
         assert p["cnp"] == {"source": "dr"}
-        assert p["watchdog"]["enabled"] is True  # type: ignore[index]
-        assert "PFC on" in p["reasons"]["pfc.enabled"]  # type: ignore[index]
+        assert p["watchdog"]["enabled"] is True
+        assert "PFC on" in p["reasons"]["pfc.enabled"]
 
 
 def test_shallow_buffer_dr_runs_lossy_with_dr_cnp(dci_spec: FabricSpec) -> None:
@@ -42,18 +43,18 @@ def test_shallow_buffer_dr_runs_lossy_with_dr_cnp(dci_spec: FabricSpec) -> None:
     for p in long_haul(ports):
         assert p["pfc"] == {"enabled": False, "no_drop": [], "headroom_bytes": 0}
         assert p["cnp"] == {"source": "dr"}
-        assert p["watchdog"]["enabled"] is False  # type: ignore[index]
-        assert p["ecn"]["enabled"] is True  # type: ignore[index]
-        assert "PFC off (lossy, CNP from the DR)" in p["reasons"]["pfc.enabled"]  # type: ignore[index]
+        assert p["watchdog"]["enabled"] is False
+        assert p["ecn"]["enabled"] is True
+        assert "PFC off (lossy, CNP from the DR)" in p["reasons"]["pfc.enabled"]
     campus = [p for p in ports.values() if p["link_class"] == "fabric"]
-    assert campus and all(p["pfc"]["enabled"] for p in campus)  # type: ignore[index]
+    assert campus and all(p["pfc"]["enabled"] for p in campus)
 
 
 def test_dr_platform_without_cnp_support_warns(dci_spec: FabricSpec) -> None:
     sonic_dr = dci_spec.model_copy(update={"platforms": dci_spec.platforms.model_copy(update={"dr": "sonic"})})
     for p in long_haul(dci_intent(sonic_dr)):
         assert p["cnp"] == {"source": "endpoint"}
-        assert p["reasons"]["cnp.source"].startswith("WARNING")  # type: ignore[index]
+        assert p["reasons"]["cnp.source"].startswith("WARNING")
 
 
 def test_every_derived_number_has_a_reason(small_spec: FabricSpec) -> None:

@@ -19,14 +19,14 @@ PHASES = {"leaf-g0-r0": 0.1, "leaf-g1-r0": 0.3, "spine-r0-0": 0.5, "spine-r0-1":
 SETTLE = int(SETTLE_S * NS)
 
 
-def passes(fabric: Fabric, trace: Path, **kw: float) -> list[float]:
+def passes(fabric: Fabric, trace: Path, pass_gap_s: float) -> list[float]:
     seen: list[int] = []
 
     def recording(snapshot: Snapshot, fabric: Fabric, state: object, now: int) -> list[Finding]:
         seen.append(now)
         return []
 
-    assert run_trace(trace, fabric, detectors=[Detector("r", recording, object)], **kw) == []
+    assert run_trace(trace, fabric, detectors=[Detector("r", recording, object)], pass_gap_s=pass_gap_s) == []
     return [round((t - T0) / NS, 3) for t in seen]
 
 

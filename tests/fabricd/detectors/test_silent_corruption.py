@@ -67,7 +67,7 @@ def synthetic(fabric: Fabric, faults: dict[frozenset[str], float], seed: int = 1
     """One probe per ECMP path of every NIC pair of every rail; `faults` maps an element (a switch: {name}; a link:
     {device, device}; a NIC access link: {nic, leaf}) to the share of packets it corrupts (binomial draws)."""
     rng = random.Random(seed)
-    out = []
+    out: list[Probe] = []
     for rail_nics in nics(fabric).values():
         for src, dst in combinations(sorted(rail_nics), 2):
             for hops in fabric.ecmp_paths(src, dst):

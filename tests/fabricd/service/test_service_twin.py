@@ -107,7 +107,12 @@ def test_a_pfc_storm_is_found_between_ticks(twin: TwinThread, tmp_path: Path) ->
                 t.set_port_config(name, port, PortConfig(pfc_enabled=True, no_drop=frozenset({3})))
 
     done = threading.Event()
-    twin.loop.call_soon_threadsafe(lambda: (lossless(), done.set()))
+
+    def configure() -> None:
+        lossless()
+        done.set()
+
+    twin.loop.call_soon_threadsafe(configure)
     assert done.wait(5)
     svc = ServiceThread(write_config(tmp_path, twin.inventory, detectors={"tick_s": 60})).start()
     try:
