@@ -217,10 +217,10 @@ class Ingestor:
         self._notification(ctx, ts, n)
 
     def _learn(self, ctx: Ctx, keys: list[bytes], n: int) -> None:
-        """Give the port the template of the layout just walked (shared by its prefix shape), or none."""
+        """Give the port the template of the layout just walked (shared by its prefix shape). A layout no template
+        reads (strings, an empty notification) leaves the port's template as it was: its usual layout comes back."""
         kinds = value_kinds(keys, self._vals[len(self._vals) - n :])
         if kinds is None:
-            ctx[6][0] = None
             return
         key = (id(ctx[2]), kinds, tuple(keys))
         t = self._templates.get(key)

@@ -112,7 +112,16 @@ def test_a_changed_layout_falls_back_to_the_walker_and_is_learnt() -> None:
     msgs = [(dev, notification(dev, T0 + k * S, port, u)) for k, u in enumerate(layouts)]
     fast = assert_same(msgs)
     assert fast.snapshot().stat(dev, Stat.MALFORMED) == 2
-    assert fast.templated == 1  # message 1; each of the others changed the layout (9 follows one with a string)
+    assert fast.templated == 1  # message 1; each of the others changed the layout (9 differs from 6's)
+
+
+def test_a_string_or_empty_notification_does_not_cost_the_port_its_template() -> None:
+    dev, port = DEVICES[0], IF.format(port=PORTS[0])
+    usual: list[tuple[str, Any]] = [(FCS, 1), (OCTETS, 2)]
+    layouts = [usual, usual, [(OPER, "DOWN")], usual, [], usual]
+    msgs = [(dev, notification(dev, T0 + k * S, port, u)) for k, u in enumerate(layouts)]
+    fast = assert_same(msgs)
+    assert fast.templated == 3  # messages 1, 3 and 5
 
 
 def _decodes(m: bytes) -> bool:
