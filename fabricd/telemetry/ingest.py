@@ -28,7 +28,7 @@ from pygnmi.spec.v080 import gnmi_pb2
 
 from .paths import Elem, Kind, classify, match_rel, pb_elems, render, split_root
 from .store import I64, CounterStore, Stat
-from .templates import MAX_TEMPLATES, Template, compile_template, value_kinds
+from .templates import MAX_TEMPLATES, CompileBudget, Template, compile_template, value_kinds
 
 MISS, UNKNOWN, BAD = -1, -2, -3
 MAX_PATH_BYTES = 1024  # longer prefix/update paths are malformed (EOS paths are < 200 bytes)
@@ -84,8 +84,10 @@ class Ingestor:
         flush_size: int = 4096,
         recorder: UpdateSink | None = None,
         log: logging.Logger | None = None,
+        compile_budget: CompileBudget | None = None,
     ) -> None:
         self.store = store
+        self.compile_budget = compile_budget or CompileBudget()
         self.flush_size = flush_size
         self.recorder = recorder
         self.log = log or logging.getLogger("fabricd.telemetry")
@@ -224,7 +226,7 @@ class Ingestor:
             return
         key = (id(ctx[2]), kinds, tuple(keys))
         t = self._templates.get(key)
-        if t is None and len(self._templates) < MAX_TEMPLATES:
+        if t is None and len(self._templates) < MAX_TEMPLATES and self.compile_budget.take():
             t = self._templates[key] = compile_template(keys, kinds, self._codes[len(self._codes) - n :])
         ctx[6][0] = t
 

@@ -13,13 +13,16 @@ Templates are keyed by the prefix shape (its dict of relative path -> leaf code)
 sequence, so every port of a tree shares one. A compile costs ~2 ms per update of the layout (~40 ms for 20, once
 per layout; a pattern that names each path once compiles twice as fast but matches 60% slower), so their number is
 bounded (`MAX_TEMPLATES`: a few seconds of CPU at most, whatever a device sends); past it, new layouts are walked.
+Compiles are also paced (`CompileBudget`: a burst of 16, then one a second), since each stalls the event loop that
+reads every stream: a device that changes its layout all the time gets walked, not compiled for.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
-from dataclasses import dataclass
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 
 MAX_TEMPLATES = 128
 MAX_UPDATES = 64  # more updates per notification: no template (a regex of many groups costs more than it saves)
@@ -27,6 +30,29 @@ MAX_PATH = 1024  # as ingest.MAX_PATH_BYTES
 _MAX_VARINT = 10  # a uint64 varint has 1-10 bytes
 _UINT = rb"(\x18[\x80-\xff]{0,9}[\x00-\x7f])"
 _DOUBLE = rb"(\x71[\x00-\xff]{8})"
+
+
+@dataclass
+class CompileBudget:
+    """A token bucket: `burst` compiles at once, then one per `every_s` seconds of `clock`."""
+
+    every_s: float = 1.0
+    burst: float = 16.0
+    clock: Callable[[], float] = time.monotonic
+    _tokens: float = field(default=-1.0, repr=False)
+    _at: float = field(default=0.0, repr=False)
+
+    def take(self) -> bool:
+        now = self.clock()
+        if self._tokens < 0:
+            self._tokens = self.burst
+        else:
+            self._tokens = min(self.burst, self._tokens + (now - self._at) / self.every_s)
+        self._at = now
+        if self._tokens >= 1.0:
+            self._tokens -= 1.0
+            return True
+        return False
 
 
 @dataclass(frozen=True, slots=True)

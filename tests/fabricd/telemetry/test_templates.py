@@ -11,7 +11,7 @@ from google.protobuf.message import DecodeError  # type: ignore[import-untyped]
 from pygnmi.spec.v080 import gnmi_pb2
 
 from fabricd.telemetry import CounterStore, Ingestor, Stat
-from fabricd.telemetry.templates import MAX_TEMPLATES
+from fabricd.telemetry.templates import MAX_TEMPLATES, CompileBudget
 
 from . import IF, QOS, T0, S, notification
 
@@ -48,8 +48,8 @@ def reference(msgs: list[tuple[str, bytes]]) -> Ingestor:
     return ref
 
 
-def assert_same(msgs: list[tuple[str, bytes]]) -> Ingestor:
-    fast = Ingestor(CounterStore())
+def assert_same(msgs: list[tuple[str, bytes]], budget: CompileBudget | None = None) -> Ingestor:
+    fast = Ingestor(CounterStore(), compile_budget=budget)
     for channel, m in msgs:
         fast.ingest(m, channel)
     ref = reference(msgs)
@@ -189,15 +189,34 @@ def test_random_streams_agree_with_the_protobuf_parser() -> None:
     assert 1 <= len(fast._templates) <= MAX_TEMPLATES and fast.templated > 100
 
 
-def test_templates_are_capped_and_values_stay_right_beyond_the_cap() -> None:
-    dev = DEVICES[0]
-    msgs = []
+def _many_layouts(n_layouts: int) -> list[tuple[str, bytes]]:
+    dev, msgs = DEVICES[0], []
     for k in range(2):
-        for n in range(MAX_TEMPLATES + 20):  # as many distinct layouts (a leaf per queue name)
-            rels = [f"/output/queues/queue[name={n}]/state/transmit-pkts"]
-            msgs.append((dev, notification(dev, T0 + k * S, QOS.format(port=PORTS[0]), [(rels[0], k * n)])))
-    fast = assert_same(msgs)
+        for n in range(n_layouts):  # as many distinct layouts (a leaf per queue name)
+            rel = f"/output/queues/queue[name={n}]/state/transmit-pkts"
+            msgs.append((dev, notification(dev, T0 + k * S, QOS.format(port=PORTS[0]), [(rel, k * n)])))
+    return msgs
+
+
+def test_templates_are_capped_and_values_stay_right_beyond_the_cap() -> None:
+    clock = iter(range(10**6))  # a second between compiles: the pace never binds
+    fast = assert_same(_many_layouts(MAX_TEMPLATES + 20), CompileBudget(clock=lambda: float(next(clock))))
     assert len(fast._templates) == MAX_TEMPLATES
+
+
+def test_compiles_are_paced_so_a_device_changing_layouts_cannot_stall_the_loop() -> None:
+    now = [0.0]
+    budget = CompileBudget(every_s=1.0, burst=4, clock=lambda: now[0])
+    msgs = _many_layouts(10)
+    fast = Ingestor(CounterStore(), compile_budget=budget)
+    for channel, m in msgs[:10]:  # 10 new layouts at one instant: the burst of 4 compiles, the rest are walked
+        fast.ingest(m, channel)
+    assert len(fast._templates) == 4
+    now[0] = 2.5  # two more tokens
+    for channel, m in msgs[10:]:
+        fast.ingest(m, channel)
+    assert len(fast._templates) == 6
+    assert series(fast) == series(reference(msgs))
 
 
 def test_double_values_are_decoded_bit_for_bit() -> None:
