@@ -51,8 +51,11 @@ class TelemetrySettings(_Strict):
     intervals: dict[str, float] = Field(default_factory=dict)
     record: Path | None = None  # also write the stream to this JSON Lines trace
     # Processes that stream and decode gNMI, each for the switches in its hash range (1: in the service process;
-    # one process keeps up with ~200k updates/s, see docs/telemetry-scale-out.md).
+    # plan ~150k updates/s there, ~250k per worker core: docs/telemetry-scale-out.md).
     workers: int = Field(1, ge=1)
+    # Send each switch's SAMPLE subscription in its own slot of the interval, so switches that start their sample
+    # timer with the subscription do not all burst at once (lag); false subscribes at connect.
+    spread_samples: bool = True
 
     @field_validator("workers")
     @classmethod

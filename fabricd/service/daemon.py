@@ -98,6 +98,7 @@ class Service:
                 interval_s=cfg.telemetry.interval_s,
                 metrics=TelemetryMetrics(self.registry),
                 clock=clock,
+                spread_samples=cfg.telemetry.spread_samples,
             )
         else:
             self.telemetry = TelemetryClient(
@@ -107,6 +108,7 @@ class Service:
                 interval_s=cfg.telemetry.interval_s,
                 metrics=TelemetryMetrics(self.registry),
                 clock=clock,
+                spread_samples=cfg.telemetry.spread_samples,
             )
         service_metrics.register(self.registry, self.state)
         dets = default_detectors(

@@ -8,6 +8,9 @@ import pytest
 
 import fabricd.cli
 from fabricd.service.config import ConfigError, SecretRef, load_config, read_secret
+from fabricd.service.daemon import Service
+from fabricd.telemetry import TelemetryClient
+from tests.conftest import EXAMPLES
 
 SECRET = "hunter2-Sup3r-s3cret"
 MINIMAL = "spec: spec.yaml\ninventory: inventory.yaml\n"
@@ -335,3 +338,26 @@ def test_webhook_url_refused(tmp_path: Path, url: str, why: str) -> None:
     e = error(write(tmp_path, text))
     assert "tickets.webhook.url" in str(e) and why in str(e)
     assert "hunter2" not in str(e)  # the refusal must not echo the credential it refuses
+
+
+@pytest.mark.parametrize("spread", [True, False])
+def test_spread_samples_reaches_the_telemetry_client(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, spread: bool
+) -> None:
+    monkeypatch.setenv("FABRICD_TEST_PW", SECRET)
+    write(
+        tmp_path,
+        "fabric: small-pod\ndefaults: {username: admin, password_env: FABRICD_TEST_PW, gnmi: {tls: false}}\n"
+        "devices:\n  leaf-g0-r0: {host: 127.0.0.1}\n  spine-r0-0: {host: 127.0.0.1}\n",
+        "inventory.yaml",
+    )
+    text = f"spec: {EXAMPLES / 'small-pod.yaml'}\ninventory: inventory.yaml\n"
+    cfg = load_config(write(tmp_path, text + ("" if spread else "telemetry: {spread_samples: false}\n")), {})
+    assert cfg.telemetry.spread_samples is spread
+    svc = Service(cfg)
+    try:
+        assert isinstance(svc.telemetry, TelemetryClient)
+        phases = [d.phase_ns for d in svc.telemetry._devices.values()]
+        assert len(phases) == 2 and all((p is not None) is spread for p in phases)
+    finally:
+        svc.state.close()
