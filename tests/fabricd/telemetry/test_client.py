@@ -138,6 +138,12 @@ def test_streams_every_device_into_the_store(twin: TwinThread, caplog: pytest.Lo
             assert f'fabricd_telemetry_dropped_updates_total{{device="{names[0]}",reason="unknown_path"}} 0.0' in text
             count = re.search(r"^fabricd_telemetry_lag_seconds_count (\S+)$", text, re.M)
             assert count is not None and float(count.group(1)) >= len(names)
+            # Every port of every SAMPLEd tree reads the twin's samples with its template (templates.py) once its
+            # first one was walked; LLDP (strings, ON_CHANGE) is left to the walker.
+            ctxs = [ctx for by_prefix in c.ingestor._prefixes.values() for ctx in by_prefix.values()]
+            sampled = [ctx for ctx in ctxs if ctx[4] in ("if", "qos", "xcvr")]
+            assert len(sampled) >= 3 * len(names) and all(ctx[6][0] is not None for ctx in sampled)
+            assert c.ingestor.templated >= len(sampled)
 
     asyncio.run(go())
     assert password not in caplog.text
