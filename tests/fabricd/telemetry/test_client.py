@@ -459,14 +459,17 @@ def test_the_sample_subscription_waits_for_its_phase_and_stop_does_not() -> None
     assert (first, second) == (gnmi_pb2.ON_CHANGE, gnmi_pb2.SAMPLE)
     phase = c._devices["a"].phase_ns
     assert phase is not None and 0 <= phase < 1.5e9
-    assert t_sample - t_on < 1.5e9 + 0.1e9  # within one interval
+    assert t_sample - t_on < 1.5e9 + 0.25e9  # within one interval
     off = (t_sample - phase) % int(1.5e9)
-    assert min(off, 1.5e9 - off) < 0.1e9  # at the phase instant
+    assert min(off, 1.5e9 - off) < 0.25e9  # at the phase instant
 
     sent.clear()
     c, stop_s = asyncio.run(go(60.0, 1))  # the SAMPLE subscription is due within a minute: stop does not wait
     assert stop_s < 1.0
-    assert [m for _, m in sent] == [gnmi_pb2.ON_CHANGE] or c._devices["a"].phase_ns is not None
+    phase = c._devices["a"].phase_ns
+    assert phase is not None
+    if (phase - sent[0][0]) % int(60e9) > 2e9:  # not due before stop (97% of draws): it was never sent
+        assert [m for _, m in sent] == [gnmi_pb2.ON_CHANGE]
 
 
 def test_connect_delays_are_stratified_and_bounded() -> None:
