@@ -348,8 +348,9 @@ class DeviceConfig:
         self.sync()
 
     def sync(self) -> None:
-        """Tell the twin about every port whose settings the running config changed."""
+        """Tell the twin about every port whose settings the running config changed, and the hostname."""
         sw = self.twin.switch(self.device)
+        sw.hostname = self.hostname
         for port, speed, current in zip(sw.ports, sw.speeds, sw.config, strict=True):
             wanted = derive_port_config(self.running, port, float(speed))
             if wanted != current:

@@ -112,7 +112,7 @@ def show_version(twin: Twin, sw: Switch, now: int, rows: list[int]) -> Json:
 
 
 def show_hostname(twin: Twin, sw: Switch, now: int, rows: list[int]) -> Json:
-    return {"hostname": sw.name, "fqdn": sw.name}
+    return {"hostname": sw.hostname, "fqdn": sw.hostname}
 
 
 def _interface(twin: Twin, sw: Switch, row: int, now: int, counters: np.ndarray, changed: dict[str, int]) -> Json:

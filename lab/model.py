@@ -76,6 +76,7 @@ class Switch:
         self.name = name
         self.role = role
         self.platform = platform
+        self.hostname = name  # what `show hostname` says; the EOS config engine sets it from `hostname X`
         self.ports = ports
         self.index = {p: i for i, p in enumerate(ports)}
         self.speeds = np.asarray(speeds, dtype=np.float64)

@@ -288,3 +288,11 @@ def test_reboot_restores_startup_config(store: ConfigStore, twin: Twin) -> None:
     assert not twin.port_config(DEVICE, "Ethernet1/1").admin_up
     store.reboot(DEVICE, twin.clock())
     assert twin.port_config(DEVICE, "Ethernet1/1").admin_up
+
+
+def test_show_hostname_follows_the_running_config_and_a_reboot(store: ConfigStore, twin: Twin) -> None:
+    session = cli(twin, store, "configure", "hostname lab-leaf-7", "end")
+    assert json.loads(session.run("show hostname | json")) == {"hostname": "lab-leaf-7", "fqdn": "lab-leaf-7"}
+    assert "hostname lab-leaf-7" in running(store)
+    store.reboot(DEVICE, twin.clock())  # never written to startup: the old name is back
+    assert json.loads(session.run("show hostname | json"))["hostname"] == DEVICE
