@@ -204,7 +204,13 @@ def derive_port_config(root: Node, port: str, speed_gbps: float) -> PortConfig:
         watchdog=watchdog,
         watchdog_timeout_ns=timeout,
         watchdog_recovery_ns=recovery,
+        description=_description(iface),
     )
+
+
+def _description(iface: Node | None) -> str:
+    node = None if iface is None else iface.children.get("description")
+    return "" if node is None else node.line.partition(" ")[2]
 
 
 def _watchdog_timers(root: Node, lines: dict[str, Node]) -> tuple[int, int]:

@@ -132,7 +132,7 @@ def _interface(twin: Twin, sw: Switch, row: int, now: int, counters: np.ndarray,
         "interfaceAddress": [],
         "physicalAddress": mac,
         "burnedInAddress": mac,
-        "description": "",
+        "description": sw.config[row].description,
         "bandwidth": int(sw.speeds[row] * 1e9),
         "mtu": MTU,
         "l3MtuConfigured": False,
@@ -198,7 +198,7 @@ def show_interfaces_status(twin: Twin, sw: Switch, now: int, rows: list[int]) ->
         mode = "routed" if peer is not None and twin.is_switch(peer.device) else "bridged"
         status = link_status(twin, sw, row)
         out[sw.ports[row]] = {
-            "description": "",
+            "description": sw.config[row].description,
             "linkStatus": status,
             "lineProtocolStatus": "up" if status == "connected" else "down",
             "vlanInformation": {"interfaceMode": mode, "interfaceForwardingModel": mode},

@@ -55,6 +55,7 @@ class PortConfig:
     # not in the reference, and fabricd's policy sets both explicitly anyway.
     watchdog_timeout_ns: int = 200_000_000
     watchdog_recovery_ns: int = 200_000_000
+    description: str = ""  # shown by `show interfaces`; no effect on traffic
 
     def honours_pause(self, priority: int) -> bool:
         return self.pfc_enabled and priority in self.no_drop

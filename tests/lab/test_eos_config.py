@@ -296,3 +296,14 @@ def test_show_hostname_follows_the_running_config_and_a_reboot(store: ConfigStor
     assert "hostname lab-leaf-7" in running(store)
     store.reboot(DEVICE, twin.clock())  # never written to startup: the old name is back
     assert json.loads(session.run("show hostname | json"))["hostname"] == DEVICE
+
+
+def test_interface_descriptions_follow_the_running_config(store: ConfigStore, twin: Twin) -> None:
+    session = cli(twin, store, "configure", "interface Ethernet1/1", "description to spine-r0-0 Et1/1", "end")
+    assert twin.port_config(DEVICE, "Ethernet1/1").description == "to spine-r0-0 Et1/1"
+    shown = json.loads(session.run("show interfaces Ethernet1/1 | json"))["interfaces"]["Ethernet1/1"]
+    assert shown["description"] == "to spine-r0-0 Et1/1"
+    status = json.loads(session.run("show interfaces status | json"))["interfaceStatuses"]
+    assert status["Ethernet1/1"]["description"] == "to spine-r0-0 Et1/1" and status["Ethernet2/1"]["description"] == ""
+    cli(twin, store, "configure", "interface Ethernet1/1", "no description", "end")
+    assert twin.port_config(DEVICE, "Ethernet1/1").description == ""
