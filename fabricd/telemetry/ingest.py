@@ -28,7 +28,7 @@ from pygnmi.spec.v080 import gnmi_pb2
 
 from .paths import Elem, Kind, classify, match_rel, pb_elems, render, split_root
 from .store import I64, CounterStore, Stat
-from .templates import MAX_TEMPLATES, CompileBudget, Template, compile_template, value_kinds
+from .templates import MAX_TEMPLATES, CompileBudget, Template, compile_cost, compile_template, value_kinds
 
 MISS, UNKNOWN, BAD = -1, -2, -3
 MAX_PATH_BYTES = 1024  # longer prefix/update paths are malformed (EOS paths are < 200 bytes)
@@ -220,14 +220,16 @@ class Ingestor:
 
     def _learn(self, ctx: Ctx, keys: list[bytes], n: int) -> None:
         """Give the port the template of the layout just walked (shared by its prefix shape). A layout no template
-        reads (strings, an empty notification) leaves the port's template as it was: its usual layout comes back."""
+        reads (strings, unknown leaves, an empty notification) leaves the port's template as it was: its usual
+        layout comes back."""
         kinds = value_kinds(keys, self._vals[len(self._vals) - n :])
-        if kinds is None:
+        codes = self._codes[len(self._codes) - n :]
+        if kinds is None or min(codes, default=-1) < 0:
             return
         key = (id(ctx[2]), kinds, tuple(keys))
         t = self._templates.get(key)
-        if t is None and len(self._templates) < MAX_TEMPLATES and self.compile_budget.take():
-            t = self._templates[key] = compile_template(keys, kinds, self._codes[len(self._codes) - n :])
+        if t is None and len(self._templates) < MAX_TEMPLATES and self.compile_budget.take(compile_cost(keys)):
+            t = self._templates[key] = compile_template(keys, kinds, codes)
         ctx[6][0] = t
 
     def _notification(self, ctx: Ctx, ts: int, n: int) -> None:

@@ -10,11 +10,12 @@ the raw walker takes the message. It never accepts bytes the walker would read d
 field, length form or value type does not match. Strings (ON_CHANGE state) are left to the walker.
 
 Templates are keyed by the prefix shape (its dict of relative path -> leaf code), the value kinds and the path
-sequence, so every port of a tree shares one. A compile costs ~2 ms per update of the layout (~40 ms for 20, once
-per layout; a pattern that names each path once compiles twice as fast but matches 60% slower), so their number is
-bounded (`MAX_TEMPLATES`: a few seconds of CPU at most, whatever a device sends); past it, new layouts are walked.
-Compiles are also paced (`CompileBudget`: a burst of 16, then one a second), since each stalls the event loop that
-reads every stream: a device that changes its layout all the time gets walked, not compiled for.
+sequence, so every port of a tree shares one. A compile stalls the event loop that reads every stream for ~14 ms per
+KB of path bytes in the layout (~40 ms for EOS's 20-update interface layout, once; a pattern that names each path
+once compiles twice as fast but matches 60% slower). So only layouts of known leaves get one, at most
+`MAX_LAYOUT_BYTES` of paths (~115 ms), at most `MAX_TEMPLATES` of them, and compiles are paced by their size
+(`CompileBudget`: 16 tokens at once, then one a second; a layout costs a token per 2 KB of paths): a device that
+changes its layout all the time is walked, not compiled for.
 """
 
 from __future__ import annotations
@@ -26,7 +27,8 @@ from dataclasses import dataclass, field
 
 MAX_TEMPLATES = 128
 MAX_UPDATES = 64  # more updates per notification: no template (a regex of many groups costs more than it saves)
-MAX_PATH = 1024  # as ingest.MAX_PATH_BYTES
+MAX_LAYOUT_BYTES = 8192  # path bytes of all updates of a layout
+COST_BYTES = 2048  # path bytes per token of the compile budget
 _MAX_VARINT = 10  # a uint64 varint has 1-10 bytes
 _UINT = rb"(\x18[\x80-\xff]{0,9}[\x00-\x7f])"
 _DOUBLE = rb"(\x71[\x00-\xff]{8})"
@@ -34,7 +36,7 @@ _DOUBLE = rb"(\x71[\x00-\xff]{8})"
 
 @dataclass
 class CompileBudget:
-    """A token bucket: `burst` compiles at once, then one per `every_s` seconds of `clock`."""
+    """A token bucket: `burst` tokens at once, then one per `every_s` seconds of `clock`."""
 
     every_s: float = 1.0
     burst: float = 16.0
@@ -42,17 +44,23 @@ class CompileBudget:
     _tokens: float = field(default=-1.0, repr=False)
     _at: float = field(default=0.0, repr=False)
 
-    def take(self) -> bool:
+    def take(self, cost: float = 1.0) -> bool:
+        """Spend `cost` tokens if there are that many."""
         now = self.clock()
         if self._tokens < 0:
             self._tokens = self.burst
         else:
             self._tokens = min(self.burst, self._tokens + (now - self._at) / self.every_s)
         self._at = now
-        if self._tokens >= 1.0:
-            self._tokens -= 1.0
+        if self._tokens >= cost:
+            self._tokens -= cost
             return True
         return False
+
+
+def compile_cost(keys: Sequence[bytes]) -> float:
+    """Tokens of `CompileBudget` a layout's compile costs (its time grows with its path bytes)."""
+    return max(1.0, sum(map(len, keys)) / COST_BYTES)
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,8 +71,8 @@ class Template:
 
 def value_kinds(keys: Sequence[bytes], vals: Sequence[bytes]) -> bytes | None:
     """The TypedValue tag of each update of a notification read by the walker (its update path keys and TypedValue
-    bytes), if a template can read it: uint and double values only, paths of at most MAX_PATH bytes."""
-    if not 0 < len(keys) <= MAX_UPDATES or any(len(k) > MAX_PATH for k in keys):
+    bytes), if a template can read it: uint and double values only, at most MAX_LAYOUT_BYTES of paths."""
+    if not 0 < len(keys) <= MAX_UPDATES or sum(map(len, keys)) > MAX_LAYOUT_BYTES:
         return None
     kinds = bytes(v[0] if len(v) >= 2 else 0 for v in vals)
     if kinds.strip(b"\x18\x71") or any(len(v) != 9 for v in vals if v[0] == 0x71):
@@ -98,5 +106,5 @@ def _update(key: bytes, kind: int) -> bytes:
 
 def compile_template(keys: Sequence[bytes], kinds: bytes, codes: Sequence[int]) -> Template:
     """The template of a notification layout: its update path keys, `value_kinds` and leaf codes."""
-    assert len(keys) == len(kinds) == len(codes) and all(len(k) <= MAX_PATH for k in keys)
+    assert len(keys) == len(kinds) == len(codes) and sum(map(len, keys)) <= MAX_LAYOUT_BYTES
     return Template(re.compile(b"".join(_update(k, t) for k, t in zip(keys, kinds, strict=True))), tuple(codes))

@@ -11,7 +11,7 @@ from google.protobuf.message import DecodeError  # type: ignore[import-untyped]
 from pygnmi.spec.v080 import gnmi_pb2
 
 from fabricd.telemetry import CounterStore, Ingestor, Stat
-from fabricd.telemetry.templates import MAX_TEMPLATES, CompileBudget
+from fabricd.telemetry.templates import MAX_LAYOUT_BYTES, MAX_TEMPLATES, CompileBudget
 
 from . import IF, QOS, T0, S, notification
 
@@ -232,3 +232,25 @@ def test_double_values_are_decoded_bit_for_bit() -> None:
         got.append(float(s.gauge[g]))
     assert [repr(x) for x in got] == [repr(x) for x in values]
     assert ing.templated == len(values) - 1
+
+
+def test_layouts_of_unknown_leaves_or_too_many_path_bytes_get_no_template() -> None:
+    """Compiles stall the loop in proportion to the paths: a device's unknown (or random) paths never get one, nor
+    does a layout longer than MAX_LAYOUT_BYTES."""
+    dev, port = DEVICES[0], QOS.format(port=PORTS[0])
+    unknown: list[tuple[str, Any]] = [(f"/output/queues/queue[name=3]/state/bogus-{k}", k) for k in range(8)]
+    name = "q" * 200  # a known leaf with a long index: 64 of them hold ~16 KB of paths
+    long = [(f"/output/queues/queue[name={name}{k}]/state/transmit-pkts", k) for k in range(64)]
+    msgs = [(dev, notification(dev, T0 + k * S, port, layout)) for k in range(3) for layout in (unknown, long)]
+    assert len(msgs[1][1]) > MAX_LAYOUT_BYTES + 4096  # the long layout's message: paths well over the limit
+    fast = assert_same(msgs)
+    assert fast.templated == 0 and not fast._templates
+    assert fast.snapshot().stat(dev, Stat.UNKNOWN) == 3 * len(unknown)
+
+
+def test_the_compile_budget_charges_by_size() -> None:
+    now = [0.0]
+    budget = CompileBudget(every_s=1.0, burst=4, clock=lambda: now[0])
+    assert budget.take(3.0) and not budget.take(3.0) and budget.take(1.0)  # 4 tokens: 3, then 1
+    now[0] = 2.0
+    assert not budget.take(3.0) and budget.take(2.0)  # 2 tokens back after 2 s
