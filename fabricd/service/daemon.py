@@ -62,7 +62,8 @@ ACTION_THREADS = 16  # switch sessions in flight at once; the safety budgets kee
 def pass_gap(base_ns: int, cost_s: float) -> int:
     """The gap before the next sample-driven pass: at least `base_ns`, and long enough that these passes take at
     most ~PASS_SHARE of a core. On 832 switches a pass costs ~23 ms and the store copy its snapshot causes at the
-    next write ~30 ms (docs/benchmarks.md): hence twice the pass's own time."""
+    next write ~17 ms (~30 ms before the store copied only the columns it writes; docs/benchmarks.md): hence twice
+    the pass's own time."""
     return max(base_ns, round(2 * cost_s / PASS_SHARE * NS))
 
 

@@ -372,7 +372,7 @@ class Ingestor:
         vals = self._vals
         counts = np.array(self._n_count, dtype=np.int64)
         n_dev = np.array(self._n_dev, dtype=np.int64)
-        store._unshare()
+        store._unshare("stats")  # the per-device counts below; the store copies the columns it writes itself
         np.add.at(store.stats[:, Stat.NOTIFICATIONS], n_dev, 1)
         np.add.at(store.stats[:, Stat.UPDATES], n_dev, counts)
         devs = np.repeat(n_dev, counts)

@@ -80,6 +80,9 @@ _SERIES_FIELDS = (
     ("s_port", np.int32, -1),
     ("s_code", np.uint16, 0),
 )
+_FILL = {f: fill for f, _, fill in _SERIES_FIELDS}
+# What a snapshot shares with the store: each series column, and the other arrays by name.
+_SHAREABLE = frozenset([*_FILL, "stats", "port_dev", "slots", "code_kind", "events"])
 
 
 class CounterStore:
@@ -117,7 +120,7 @@ class CounterStore:
         self.ev_ts = np.zeros(event_capacity, dtype=np.int64)
         self.ev_total = 0
         self.sample_batches = 0  # counter/gauge batches written: the service runs a detector pass when it moves
-        self._shared = False  # a snapshot holds views of the current arrays: copy before writing
+        self._shared: set[str] = set()  # arrays a snapshot holds views of: copy one before writing it
 
     # --- interning ---------------------------------------------------------------------------------------
     def device_id(self, name: str) -> int:
@@ -192,16 +195,34 @@ class CounterStore:
         self.n += 1
         return i
 
-    def _unshare(self) -> None:
-        if self._shared:
-            self.arrays = {f: a.copy() for f, a in self.arrays.items()}
-            self.stats = self.stats.copy()
-            self.port_dev = self.port_dev.copy()
-            self.slots = self.slots.copy()
-            self.code_kind = self.code_kind.copy()
-            self.ev_series, self.ev_value = self.ev_series.copy(), self.ev_value.copy()
-            self.ev_prev, self.ev_ts = self.ev_prev.copy(), self.ev_ts.copy()
-            self._shared = False
+    def _unshare(self, *names: str) -> None:
+        """Copy what a snapshot shares before writing it: the arrays `names` (series columns, "stats", "port_dev",
+        "slots", "code_kind", "events"), or all of them. Only the columns a write touches are copied: a batch of
+        counters copies 5 of the 8 series columns, and only their `n` used rows (at 832 switches ~11 ms of ~25)."""
+        if not self._shared:
+            return
+        for name in names or tuple(self._shared):
+            if name not in self._shared:
+                continue
+            self._shared.discard(name)
+            if name in _FILL:
+                old, n = self.arrays[name], self.n
+                new = np.empty_like(old)
+                new[:n] = old[:n]
+                new[n:] = _FILL[name]  # the growth slack keeps its fill: _alloc relies on it
+                self.arrays[name] = new
+            elif name == "stats":
+                self.stats = self.stats.copy()
+            elif name == "port_dev":
+                self.port_dev = self.port_dev.copy()
+            elif name == "slots":
+                self.slots = self.slots.copy()
+            elif name == "code_kind":
+                self.code_kind = self.code_kind.copy()
+            else:
+                assert name == "events", name
+                self.ev_series, self.ev_value = self.ev_series.copy(), self.ev_value.copy()
+                self.ev_prev, self.ev_ts = self.ev_prev.copy(), self.ev_ts.copy()
 
     # --- writes ------------------------------------------------------------------------------------------
     def devices_of(self, sidx: I64) -> I64:
@@ -209,12 +230,12 @@ class CounterStore:
         return out
 
     def count(self, device: int, stat: Stat, n: int = 1) -> None:
-        self._unshare()
+        self._unshare("stats")
         self.stats[device, stat] += n
 
     def count_many(self, devices: I64, stat: Stat) -> None:
         if len(devices):
-            self._unshare()
+            self._unshare("stats")
             np.add.at(self.stats[:, stat], devices, 1)
 
     def seen(self, device: int, ts: int) -> None:
@@ -230,6 +251,7 @@ class CounterStore:
         self.sample_batches += 1
         for idx, v, t in _rounds(sidx, values, ts):
             ok = self._order(idx, t)
+            self._unshare("prev_ts", "ts", "gauge")
             a = self.arrays
             idx, t = idx[ok], t[ok]
             a["prev_ts"][idx] = a["ts"][idx]
@@ -238,7 +260,6 @@ class CounterStore:
 
     def _order(self, idx: I64, t: I64) -> npt.NDArray[np.bool_]:
         """Mask of samples newer than the stored one; duplicates and older ones are counted."""
-        self._unshare()
         last = self.arrays["ts"][idx]
         ok: npt.NDArray[np.bool_] = t > last
         if not ok.all():
@@ -250,6 +271,7 @@ class CounterStore:
         ok = self._order(idx, t)
         if not ok.all():
             idx, v, t = idx[ok], v[ok], t[ok]
+        self._unshare("value", "ts", "prev_value", "prev_ts", "rate")
         a = self.arrays
         lt = a["ts"][idx]
         lv = a["value"][idx]
@@ -308,7 +330,7 @@ class CounterStore:
     def put_series(self, sidx: I64, fields: dict[str, npt.NDArray[Any]]) -> None:
         """Overwrite `MIRRORED` fields of series rows `sidx` (vectorised; rows must exist, each at most once)."""
         if len(sidx):
-            self._unshare()
+            self._unshare(*fields)
             self.sample_batches += 1
             for f, v in fields.items():
                 self.arrays[f][sidx] = v
@@ -318,7 +340,7 @@ class CounterStore:
         n = len(series)
         if n == 0:
             return
-        self._unshare()
+        self._unshare("events")
         if n > self.ev_cap:  # the ring keeps the newest ev_cap anyway
             skip = n - self.ev_cap
             self.ev_total += skip
@@ -331,13 +353,13 @@ class CounterStore:
     def put_stats(self, devices: I64, rows: I64) -> None:
         """Overwrite whole `Stat` rows of `devices`."""
         if len(devices):
-            self._unshare()
+            self._unshare("stats")
             self.stats[devices] = rows
 
     # --- reads -------------------------------------------------------------------------------------------
     def snapshot(self) -> Snapshot:
         """A consistent read-only view; O(1) for arrays (copy-on-write: the store copies before its next write)."""
-        self._shared = True
+        self._shared = set(_SHAREABLE)
         n = self.n
 
         def ro(a: npt.NDArray[Any]) -> npt.NDArray[Any]:

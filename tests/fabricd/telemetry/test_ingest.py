@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -294,3 +295,50 @@ def test_a_snapshot_does_not_see_ports_added_after_it() -> None:
     assert before.find("leaf-a", "Ethernet1/1", "if.in-fcs-errors") == 0
     assert before.find("leaf-a", "Ethernet2/1", "if.in-fcs-errors") is None  # the shared index grew; this view did not
     assert after.find("leaf-a", "Ethernet2/1", "if.in-fcs-errors") == 1
+
+
+def _frozen(snap: Any) -> str:
+    cols = (snap.value, snap.gauge, snap.ts, snap.prev_value, snap.prev_ts, snap.rate, snap.series_port, snap.stats)
+    return repr([c.tolist() for c in cols] + [snap.events_since(0)])
+
+
+def test_a_snapshot_keeps_its_values_through_every_kind_of_write() -> None:
+    """The store copies a column a snapshot shares only when it writes that column: each kind of write leaves every
+    earlier snapshot as it was, and the columns it does not write stay shared (no copy)."""
+    ber = "/ethernet/phys/phy[index=1]/ingress/fec/state/pre-fec-ber"
+    ing = Ingestor(CounterStore(event_capacity=2))  # a ring of 2: a new event overwrites one a snapshot holds
+    store = ing.store
+
+    def feed(k: int, rels: list[tuple[str, Any]]) -> None:
+        for port in ("Ethernet1/1", "Ethernet2/1"):
+            ing.ingest(notification(DEV, T0 + k * S, IF.format(port=port), rels), DEV)
+        ing.flush()
+
+    feed(0, [(FCS, 1), (ber, 1e-9), ("/state/oper-status", "UP")])
+    snaps = [ing.snapshot()]
+    frozen = [_frozen(snaps[0])]
+
+    feed(1, [(FCS, 5)])  # counters only
+    assert np.shares_memory(snaps[0].gauge, store.arrays["gauge"])  # not written: still shared
+    assert np.shares_memory(snaps[0].series_port, store.arrays["s_port"])
+    assert not np.shares_memory(snaps[0].value, store.arrays["value"])
+    steps: list[Callable[[], None]] = [
+        lambda: feed(2, [(ber, 2e-9)]),  # gauges only
+        lambda: feed(3, [(FCS, 9), (ber, 3e-9)]),  # both
+        lambda: store.put_series(np.array([0, 1]), {"value": np.array([7, 8], dtype=np.uint64)}),  # workers' mirror
+        lambda: store.count(0, Stat.MALFORMED),
+        lambda: store.put_events(np.array([2]), np.array([1]), np.array([0]), np.array([T0 + 9 * S])),
+        lambda: feed(4, [(FCS, 11), ("/state/oper-status", "DOWN")]),  # a state change: everything
+        lambda: feed(5, [(FCS, 13), ("/state/counters/in-octets", 1)]),  # new series
+    ]
+    for step in steps:
+        snaps.append(ing.snapshot())
+        frozen.append(_frozen(snaps[-1]))
+        step()
+        ing.flush()
+        assert [_frozen(s) for s in snaps] == frozen
+    last = ing.snapshot()
+    i = last.find(DEV, "Ethernet1/1", "if.in-fcs-errors")
+    assert i is not None and int(last.value[i]) == 13 and last.stat(DEV, Stat.MALFORMED) == 1
+    new = last.find(DEV, "Ethernet1/1", "if.in-octets")  # allocated from the copies' growth slack: a clean row
+    assert new is not None and math.isnan(last.rate[new]) and last.prev_ts[new] == NEVER
