@@ -30,6 +30,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import functools
 import heapq
 import multiprocessing as mp
 import os
@@ -298,7 +299,7 @@ class ReplayServer:
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
         for device in self.bursts:
-            server = await loop.create_server(lambda d=device: _Conn(self, d), "127.0.0.1", 0)  # type: ignore[misc]
+            server = await loop.create_server(functools.partial(_Conn, self, device), "127.0.0.1", 0)
             self.servers.append(server)
             self.addresses[device] = ("127.0.0.1", server.sockets[0].getsockname()[1])
         self._task = asyncio.create_task(self._schedule())

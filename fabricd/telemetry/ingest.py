@@ -23,7 +23,7 @@ from typing import Any, Protocol
 
 import numpy as np
 import numpy.typing as npt
-from google.protobuf.message import DecodeError  # type: ignore[import-untyped]
+from google.protobuf.message import DecodeError
 from pygnmi.spec.v080 import gnmi_pb2
 
 from .paths import Elem, Kind, classify, match_rel, pb_elems, render, split_root

@@ -62,8 +62,8 @@ def ssh_lab(small_blueprint: Cabling) -> Iterator[SshLab]:
     thread.start()
     # Port 0: the kernel picks free ports, so parallel test runs never clash.
     endpoints = {d: DeviceEndpoints(d, HOST, ssh_port=0) for d in (LEAF, SPINE)}
-    lab = SshLab(twin, None, loop)  # type: ignore[arg-type]
-    lab.servers = lab.call(start_ssh_servers(twin, configs, endpoints, CREDS))
+    servers = asyncio.run_coroutine_threadsafe(start_ssh_servers(twin, configs, endpoints, CREDS), loop).result(10)
+    lab = SshLab(twin, servers, loop)
     yield lab
     lab.call(lab.servers.close())
     loop.call_soon_threadsafe(loop.stop)
