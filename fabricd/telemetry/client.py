@@ -125,17 +125,24 @@ def open_channel(access: DeviceAccess) -> grpc.aio.Channel:
     return grpc.aio.secure_channel(target, grpc.ssl_channel_credentials(root_certificates=root), options=opts)
 
 
-async def write_unless_ended(call: Any, request: bytes) -> None:
-    """`call.write(request)`, but returning when the call ends first. grpc.aio's write waits for the call's headers
-    to be sent, and a call cancelled before that (a device that accepts TCP and never completes the HTTP/2
-    handshake, cancelled as idle or by `stop()`) never sends them: the plain write would wait forever."""
-    ended = asyncio.get_running_loop().create_future()
+def first_ended(calls: Sequence[Any]) -> asyncio.Future[None]:
+    """A future done when the first of `calls` ends (cancel it once no longer waited on)."""
+    ended: asyncio.Future[None] = asyncio.get_running_loop().create_future()
 
     def on_done(_: object) -> None:
         if not ended.done():
             ended.set_result(None)
 
-    call.add_done_callback(on_done)
+    for call in calls:
+        call.add_done_callback(on_done)
+    return ended
+
+
+async def write_unless_ended(call: Any, request: bytes) -> None:
+    """`call.write(request)`, but returning when the call ends first. grpc.aio's write waits for the call's headers
+    to be sent, and a call cancelled before that (a device that accepts TCP and never completes the HTTP/2
+    handshake, cancelled as idle or by `stop()`) never sends them: the plain write would wait forever."""
+    ended = first_ended([call])
     write = asyncio.ensure_future(call.write(request))
     try:
         await asyncio.wait((write, ended), return_when=asyncio.FIRST_COMPLETED)
@@ -463,18 +470,11 @@ class TelemetryClient:
         or the client stopping)."""
         assert d.phase_ns is not None
         delay = ((d.phase_ns - time.monotonic_ns()) % self.interval_ns) / 1e9
-        loop = asyncio.get_running_loop()
-        ended = loop.create_future()
-
-        def on_done(_: object) -> None:
-            if not ended.done():
-                ended.set_result(None)
-
-        for call in d.calls:
-            call.add_done_callback(on_done)
+        ended = first_ended(d.calls)
         closing = asyncio.ensure_future(self._closing.wait())
+        waits: list[asyncio.Future[Any]] = [ended, closing, *readers]
         try:
-            done, _ = await asyncio.wait([ended, closing, *readers], timeout=delay, return_when=asyncio.FIRST_COMPLETED)
+            done, _ = await asyncio.wait(waits, timeout=delay, return_when=asyncio.FIRST_COMPLETED)
         finally:
             closing.cancel()
             ended.cancel()

@@ -12,7 +12,7 @@ import random
 import re
 import socket
 import time
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import asynccontextmanager
 
 import grpc
@@ -90,6 +90,29 @@ async def until(cond: Callable[[], bool], timeout_s: float, step_s: float = 0.02
             raise AssertionError(f"condition not met within {timeout_s} s")
         await asyncio.sleep(step_s)
     return time.monotonic()
+
+
+Subscribe = Callable[[AsyncIterator[bytes], "grpc.aio.ServicerContext[bytes, bytes]"], Awaitable[None]]
+
+
+@asynccontextmanager
+async def local_gnmi(subscribe: Subscribe) -> AsyncIterator[GnmiAccess]:
+    """A plaintext gNMI server on 127.0.0.1 whose Subscribe is `subscribe` (a hung, echoing or recording device)."""
+    server = grpc.aio.server()
+    handler = grpc.stream_stream_rpc_method_handler(subscribe)
+    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler("gnmi.gNMI", {"Subscribe": handler}),))
+    gnmi = GnmiAccess(port=server.add_insecure_port("127.0.0.1:0"), tls=False)
+    await server.start()
+    try:
+        yield gnmi
+    finally:
+        await server.stop(None)
+
+
+def local_device(name: str, gnmi: GnmiAccess, username: str | None = None, password: str = "x") -> DeviceAccess:
+    return DeviceAccess(
+        name, "127.0.0.1", "eos", username or name, SecretStr(password), gnmi, EapiAccess(), SshAccess()
+    )
 
 
 def metric(text: str, name: str, device: str) -> float:
@@ -238,31 +261,20 @@ def test_hung_stream_is_reopened_and_details_are_redacted(caplog: pytest.LogCapt
         await asyncio.Event().wait()  # hang until the client cancels
 
     async def go() -> TelemetryClient:
-        server = grpc.aio.server()
-        handler = grpc.stream_stream_rpc_method_handler(subscribe)
-        server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler("gnmi.gNMI", {"Subscribe": handler}),))
-        port = server.add_insecure_port("127.0.0.1:0")
-        await server.start()
-        gnmi = GnmiAccess(port=port, tls=False)
-        devices = [
-            DeviceAccess(n, "127.0.0.1", "eos", u, SecretStr(secret), gnmi, EapiAccess(), SshAccess())
-            for n, u in (("hung", "admin"), ("echo", "echo"))
-        ]
-        c = TelemetryClient(
-            devices,
-            Ingestor(CounterStore()),
-            interval_s=INTERVAL,
-            heartbeat_s=1.0,
-            idle_s=0.3,
-            metrics=TelemetryMetrics(CollectorRegistry()),
-            backoff_base_s=0.05,
-            backoff_cap_s=0.1,
-        )
-        try:
+        async with local_gnmi(subscribe) as gnmi:
+            devices = [local_device(n, gnmi, u, secret) for n, u in (("hung", "admin"), ("echo", "echo"))]
+            c = TelemetryClient(
+                devices,
+                Ingestor(CounterStore()),
+                interval_s=INTERVAL,
+                heartbeat_s=1.0,
+                idle_s=0.3,
+                metrics=TelemetryMetrics(CollectorRegistry()),
+                backoff_base_s=0.05,
+                backoff_cap_s=0.1,
+            )
             async with running(c):
                 await asyncio.sleep(1.2)
-        finally:
-            await server.stop(None)
         return c
 
     c = asyncio.run(go())
@@ -291,7 +303,7 @@ def test_a_device_that_never_completes_the_handshake_is_retried_and_stop_returns
             mute.bind(("127.0.0.1", 0))
             mute.listen(16)
             gnmi = GnmiAccess(port=mute.getsockname()[1], tls=False)
-            device = DeviceAccess("mute", "127.0.0.1", "eos", "admin", SecretStr("x"), gnmi, EapiAccess(), SshAccess())
+            device = local_device("mute", gnmi, "admin")
             c = TelemetryClient(
                 [device],
                 Ingestor(CounterStore()),
@@ -331,20 +343,11 @@ def test_first_connects_follow_the_staggered_delays() -> None:
     assert min(y - x for x, y in itertools.pairwise(spaced)) > 0.2  # far apart: order is unambiguous
 
     async def go() -> None:
-        server = grpc.aio.server()
-        handler = grpc.stream_stream_rpc_method_handler(subscribe)
-        server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler("gnmi.gNMI", {"Subscribe": handler}),))
-        gnmi = GnmiAccess(port=server.add_insecure_port("127.0.0.1:0"), tls=False)
-        await server.start()
-        devices = [
-            DeviceAccess(n, "127.0.0.1", "eos", n, SecretStr("x"), gnmi, EapiAccess(), SshAccess()) for n in names
-        ]
-        c = TelemetryClient(devices, Ingestor(CounterStore()), connect_spread_s=1.2, rng=random.Random(0))
-        try:
+        async with local_gnmi(subscribe) as gnmi:
+            devices = [local_device(n, gnmi) for n in names]
+            c = TelemetryClient(devices, Ingestor(CounterStore()), connect_spread_s=1.2, rng=random.Random(0))
             async with running(c):
                 await until(lambda: len(arrivals) == 2 * len(names), 10)  # two Subscribe calls a device
-        finally:
-            await server.stop(None)
 
     asyncio.run(go())
     assert list(dict.fromkeys(arrivals)) == [n for _, n in sorted(zip(delays, names, strict=True))]
@@ -364,19 +367,13 @@ def test_on_change_has_a_subscribe_call_of_its_own() -> None:
         await asyncio.Event().wait()
 
     async def go() -> None:
-        server = grpc.aio.server()
-        handler = grpc.stream_stream_rpc_method_handler(subscribe)
-        server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler("gnmi.gNMI", {"Subscribe": handler}),))
-        gnmi = GnmiAccess(port=server.add_insecure_port("127.0.0.1:0"), tls=False)
-        await server.start()
-        dev = DeviceAccess("a", "127.0.0.1", "eos", "a", SecretStr("x"), gnmi, EapiAccess(), SshAccess())
-        # interval_s: the SAMPLE call's subscription goes in the device's phase slot, within one interval
-        c = TelemetryClient([dev], Ingestor(CounterStore()), interval_s=INTERVAL, connect_spread_s=0)
-        try:
+        async with local_gnmi(subscribe) as gnmi:
+            # interval_s: the SAMPLE call's subscription goes in the device's phase slot, within one interval
+            c = TelemetryClient(
+                [local_device("a", gnmi)], Ingestor(CounterStore()), interval_s=INTERVAL, connect_spread_s=0
+            )
             async with running(c):
                 await until(lambda: len(calls) == 2, 10)
-        finally:
-            await server.stop(None)
 
     asyncio.run(go())
     assert sorted(calls) == [("a", [gnmi_pb2.ON_CHANGE]), ("a", [gnmi_pb2.SAMPLE])]
@@ -395,18 +392,11 @@ async def _sample_requests_at(names: list[str], interval_s: float, spread: bool)
             break
         await asyncio.Event().wait()
 
-    server = grpc.aio.server()
-    handler = grpc.stream_stream_rpc_method_handler(subscribe)
-    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler("gnmi.gNMI", {"Subscribe": handler}),))
-    gnmi = GnmiAccess(port=server.add_insecure_port("127.0.0.1:0"), tls=False)
-    await server.start()
-    devices = [DeviceAccess(n, "127.0.0.1", "eos", n, SecretStr("x"), gnmi, EapiAccess(), SshAccess()) for n in names]
-    c = TelemetryClient(devices, Ingestor(CounterStore()), interval_s=interval_s, spread_samples=spread)
-    try:
+    async with local_gnmi(subscribe) as gnmi:
+        devices = [local_device(n, gnmi) for n in names]
+        c = TelemetryClient(devices, Ingestor(CounterStore()), interval_s=interval_s, spread_samples=spread)
         async with running(c):
             await until(lambda: len(at) == len(names), interval_s + 5)
-    finally:
-        await server.stop(None)
     return at
 
 
@@ -437,22 +427,15 @@ def test_the_sample_subscription_waits_for_its_phase_and_stop_does_not() -> None
         await asyncio.Event().wait()
 
     async def go(interval_s: float, until_sent: int) -> tuple[TelemetryClient, float]:
-        server = grpc.aio.server()
-        handler = grpc.stream_stream_rpc_method_handler(subscribe)
-        server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler("gnmi.gNMI", {"Subscribe": handler}),))
-        gnmi = GnmiAccess(port=server.add_insecure_port("127.0.0.1:0"), tls=False)
-        await server.start()
-        dev = DeviceAccess("a", "127.0.0.1", "eos", "a", SecretStr("x"), gnmi, EapiAccess(), SshAccess())
-        c = TelemetryClient([dev], Ingestor(CounterStore()), interval_s=interval_s, connect_spread_s=0)
-        task = asyncio.create_task(c.run())
-        try:
+        async with local_gnmi(subscribe) as gnmi:
+            dev = local_device("a", gnmi)
+            c = TelemetryClient([dev], Ingestor(CounterStore()), interval_s=interval_s, connect_spread_s=0)
+            task = asyncio.create_task(c.run())
             await until(lambda: len(sent) >= until_sent, 2 * interval_s + 5)
             t0 = time.monotonic()
             await asyncio.wait_for(c.stop(), 5)
             await task
             return c, time.monotonic() - t0
-        finally:
-            await server.stop(None)
 
     c, _ = asyncio.run(go(1.5, 2))
     (t_on, first), (t_sample, second) = sent
