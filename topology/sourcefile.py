@@ -124,9 +124,14 @@ def raise_validation_error(path: Path, exc: ValidationError, error: type[InputEr
 
 def write_atomic(path: Path, text: str) -> None:
     """Write through a temporary file and rename, so a failure never leaves a half-written file."""
+    write_atomic_bytes(path, text.encode("utf-8"))
+
+
+def write_atomic_bytes(path: Path, data: bytes) -> None:
+    """`write_atomic` for bytes (an image)."""
     tmp = path.with_name(f".{path.name}.tmp")
     try:
-        tmp.write_text(text, encoding="utf-8")
+        tmp.write_bytes(data)
         tmp.replace(path)
     except OSError as exc:
         tmp.unlink(missing_ok=True)

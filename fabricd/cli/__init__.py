@@ -10,6 +10,7 @@ import typer
 from fabricd import __version__
 from fabricd.cli.apply_cmd import apply_command
 from fabricd.cli.check_cmd import app as check_app
+from fabricd.cli.dci_cmd import app as dci_app
 from fabricd.cli.detect_cmd import detect_command
 from fabricd.cli.intent_cmd import intent_command
 from fabricd.cli.lab_cmd import app as lab_app
@@ -66,6 +67,7 @@ app.command("resolve")(resolve_command)
 app.add_typer(topology_app, name="topology")
 app.add_typer(lab_app, name="lab")
 app.add_typer(check_app, name="check")
+app.add_typer(dci_app, name="dci")
 
 
 def main(argv: list[str] | None = None) -> int:
