@@ -65,6 +65,12 @@ HEALTHY_PRE_FEC_BER = 2e-8
 CODEWORD_BITS = 5440
 
 
+# A DR spreads cross-campus traffic over its ECMP members; with many RoCE flows (and QPs) hashed over them their
+# loads sit within a few percent of each other. The twin's healthy DR ports carry this load, +-2 %.
+DR_UTILISATION = 0.50
+DR_SPREAD = 0.02
+
+
 def pause_frames_per_s(speed_gbps: float) -> float:
     return speed_gbps * 1e9 / (PAUSE_QUANTA * 512) * PAUSE_REFRESH
 
@@ -73,6 +79,12 @@ def utilisation(device: str, port: str) -> float:
     """A steady, plausible load per port (30-60 %), deterministic so tests and traces are repeatable."""
     h = zlib.crc32(f"{device}:{port}".encode())
     return 0.30 + (h % 3001) / 10000.0
+
+
+def dr_utilisation(device: str, port: str) -> float:
+    """A DR port's load: one ECMP group's share, within DR_SPREAD of its members (deterministic)."""
+    h = zlib.crc32(f"{device}:{port}".encode())
+    return DR_UTILISATION * (1 - DR_SPREAD + 2 * DR_SPREAD * (h % 1001) / 1000.0)
 
 
 def baseline_rates(speed_gbps: float, util: float) -> np.ndarray:

@@ -15,7 +15,7 @@ import numpy as np
 
 from topology.deadlock import FailedLink, cable_name, deadlock_risk, resolve_failed
 from topology.errors import InputError
-from topology.model import Endpoint
+from topology.model import Endpoint, Role
 
 from .model import NS, LinkKey, PauseSource, Twin, link_key
 
@@ -60,6 +60,8 @@ class FaultInjector:
         "gnmi_drop",
         "microburst",
         "counter_wrap",
+        "dci_imbalance",
+        "dci_drops",
     )
 
     def __init__(self, twin: Twin, on_reboot: Callable[[str, int], None] | None = None):
@@ -372,4 +374,55 @@ class FaultInjector:
             sw.gnmi_blocked_until = 0
 
         rec.undo = undo
+        return rec
+
+    def _dci_imbalance(self, params: dict[str, Any], now: int) -> FaultRecord:
+        """A DCI's long-haul ports carry uneven shares of its traffic (total unchanged): `skew` = (max - min) / mean.
+        `pattern` polarized: half the members at 1 + skew/2 of the mean, half at 1 - skew/2 (a hash that sees the
+        same fields as the tier before it); spread: shares evenly spaced between the two (too few flows)."""
+        name = params.get("dci")
+        groups = self.twin.dci_ports
+        if not isinstance(name, str) or name not in groups:
+            known = ", ".join(sorted(groups)) or "none in this fabric"
+            raise FaultError(f"dci must name a DCI of this twin ({known}), got {name!r}")
+        skew = self._number(params, "skew", 0.2, 0.0, 1.5)
+        pattern = params.get("pattern", "polarized")
+        if pattern not in ("polarized", "spread"):
+            raise FaultError(f"pattern must be polarized or spread, got {pattern!r}")
+        params.update(dci=name, skew=skew, pattern=pattern)
+        members = groups[name]
+        n = len(members)
+        if n < 2:
+            raise FaultError(f"dci {name} has {n} long-haul port: imbalance needs two or more")
+        if pattern == "polarized":
+            # alternate members of each DR (they are sorted by switch, then port): the skew lies across ports
+            shares = {i: 1 + skew / 2 if i % 2 == 0 else 1 - skew / 2 for i in range(n)}
+            if n % 2:  # an odd count: rescale so the total stays the same
+                mean = sum(shares.values()) / n
+                shares = {i: v / mean for i, v in shares.items()}
+        else:
+            shares = {i: 1 - skew / 2 + skew * i / (n - 1) for i in range(n)}
+        keys = [(members[i].device, members[i].port) for i in range(n)]
+        for i, key in enumerate(keys):
+            self.twin.egress_scale[key] = shares[i]
+        rec = self._record("dci_imbalance", params, now, members)
+
+        def undo(_t: int) -> None:
+            for key in keys:
+                self.twin.egress_scale.pop(key, None)
+
+        rec.undo = undo
+        return rec
+
+    def _dci_drops(self, params: dict[str, Any], now: int) -> FaultRecord:
+        """A DR port drops `rate` of its egress packets (buffer overflow): out-discards and queue 3 dropped-pkts."""
+        end = self._endpoint(params.get("port"), "port")
+        if not self.twin.is_switch(end.device) or self.twin.switch(end.device).role is not Role.DR:
+            raise FaultError(f"port '{end}' must be a port of a DR switch (dr-<dci>-<n>)")
+        rate = self._number(params, "rate", 1e-4, 1e-9, 0.5)
+        params["rate"] = rate
+        key = (end.device, end.port)
+        self.twin.egress_drops[key] = rate
+        rec = self._record("dci_drops", params, now, [end])
+        rec.undo = lambda _t: self.twin.egress_drops.pop(key, None)
         return rec

@@ -26,7 +26,9 @@ from .counters import (
     COL,
     COLUMNS,
     HEALTHY_PRE_FEC_BER,
+    QUEUE_SHARE,
     baseline_rates,
+    dr_utilisation,
     pause_frames_per_s,
     utilisation,
 )
@@ -72,8 +74,29 @@ class PauseSource:
     propagate: bool = True
 
 
+# Columns a port's egress load moves (an ECMP share, a drop): what it sends, and its queues' transmit counts.
+EGRESS = tuple(
+    COL[c]
+    for c in (
+        "if.out-pkts",
+        "if.out-unicast-pkts",
+        "if.out-octets",
+        *(f"q{q}.transmit-{u}" for q in QUEUE_SHARE for u in ("pkts", "octets")),
+    )
+)
+
+
 class Switch:
-    def __init__(self, name: str, role: Role, platform: str, ports: list[str], speeds: list[float], boot_ns: int):
+    def __init__(
+        self,
+        name: str,
+        role: Role,
+        platform: str,
+        ports: list[str],
+        speeds: list[float],
+        boot_ns: int,
+        utils: list[float] | None = None,
+    ):
         self.name = name
         self.role = role
         self.platform = platform
@@ -82,7 +105,8 @@ class Switch:
         self.index = {p: i for i, p in enumerate(ports)}
         self.speeds = np.asarray(speeds, dtype=np.float64)
         n = len(ports)
-        self.baseline = np.stack([baseline_rates(s, utilisation(name, p)) for p, s in zip(ports, speeds, strict=True)])
+        loads = utils if utils is not None else [utilisation(name, p) for p in ports]
+        self.baseline = np.stack([baseline_rates(s, u) for s, u in zip(speeds, loads, strict=True)])
         if n == 0:
             self.baseline = np.zeros((0, len(COLUMNS)))
         self.base = np.zeros((n, len(COLUMNS)), dtype=np.uint64)
@@ -144,13 +168,22 @@ class Twin:
                 speeds.append(float(link.speed_gbps or 0))
                 self.peers[(dev.name, local.port)] = link.other(dev.name, local.port)
                 self.links[link_key(link.a, link.b)] = float(link.speed_gbps or 0)
-            self.switches[dev.name] = Switch(dev.name, dev.role, dev.platform or "eos", ports, speeds, now)
+            utils = [dr_utilisation(dev.name, p) for p in ports] if dev.role is Role.DR else None
+            self.switches[dev.name] = Switch(dev.name, dev.role, dev.platform or "eos", ports, speeds, now, utils)
+        # Each DCI's long-haul ports (DR side), one ECMP group: cross-campus traffic spreads over its up members.
+        self.dci_ports: dict[str, list[Endpoint]] = {}
+        for (device, port), peer in sorted(self.peers.items()):
+            far = fabric.device(peer.device) if peer.device in fabric else None
+            if far is not None and far.site is not None:
+                self.dci_ports.setdefault(far.site, []).append(Endpoint(device, port))
         self.link_down: set[LinkKey] = set()
         self.flap_down: set[LinkKey] = set()
         self.pause_sources: dict[str, list[PauseSource]] = {}
         self.corruption: dict[tuple[str, str], float] = {}  # receiving (device, port) -> frame error rate
         self.optics_loss_db: dict[tuple[str, str], float] = {}
         self.silent: dict[str, float] = {}  # switch -> rate of packets corrupted inside it
+        self.egress_scale: dict[tuple[str, str], float] = {}  # a port's share of its ECMP group's load, x nominal
+        self.egress_drops: dict[tuple[str, str], float] = {}  # (device, port) -> share of its egress packets dropped
         # The switches' PFC watchdogs (detection and counters only: the twin models every action as notify-only,
         # so a stuck queue keeps its pause dynamics): queue -> when it became stuck, the queues declared stormed,
         # and a stormed queue -> when it was last freed of pause (it recovers after the recovery time free).
@@ -241,6 +274,7 @@ class Twin:
             sw.rate = sw.baseline * new_up[:, None]
             sw.rx_power = np.where(new_up, sw.rx_power_nominal, -40.0)
             sw.pre_fec_ber = np.where(new_up, HEALTHY_PRE_FEC_BER, 0.0)
+        self._apply_ecmp()
         self._watch(self._apply_pauses(), now)
         self._apply_ecn()
         self._apply_physical()
@@ -378,6 +412,27 @@ class Twin:
             del self.wd_stuck_since[k]
         for k in [k for k in self.wd_freed if k[0] == device]:
             del self.wd_freed[k]
+
+    def _apply_ecmp(self) -> None:
+        """DCI groups: what a member down cannot carry goes to the members up (ECMP rehash); then each port's share
+        (`egress_scale`, a skewed hash) and its egress drops."""
+        for members in self.dci_ports.values():
+            rows = [(self.switches[e.device], self.switches[e.device].index[e.port]) for e in members]
+            up = sum(1 for sw, row in rows if sw.oper_up[row])
+            if 0 < up < len(rows):
+                for sw, row in rows:
+                    sw.rate[row, list(EGRESS)] *= len(rows) / up
+        for (device, port), scale in self.egress_scale.items():
+            sw = self.switches[device]
+            sw.rate[sw.index[port], list(EGRESS)] *= scale
+        for (device, port), share in self.egress_drops.items():
+            sw = self.switches[device]
+            row = sw.index[port]
+            if not sw.oper_up[row]:
+                continue
+            offered = sw.rate[row, COL["if.out-pkts"]] / max(1e-12, 1 - share)
+            sw.rate[row, COL["if.out-discards"]] += offered * share
+            sw.rate[row, COL["q3.dropped-pkts"]] += offered * share  # the RoCE class is the one congested
 
     def _apply_ecn(self) -> None:
         for sw in self.switches.values():

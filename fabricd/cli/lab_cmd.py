@@ -153,7 +153,7 @@ def inject(
     kind: str = typer.Argument(
         ...,
         help="link_flap, link_down, pfc_storm, pfc_deadlock, link_corruption, "
-        "silent_corruption, optics, reboot, gnmi_drop, microburst",
+        "silent_corruption, optics, reboot, gnmi_drop, microburst, counter_wrap, dci_imbalance, dci_drops",
     ),
     state_dir: Path = STATE_DIR,
     port: str | None = typer.Option(None, "--port", help="device:port (link faults, optics)."),
@@ -175,13 +175,17 @@ def inject(
     seconds: float | None = typer.Option(None, "--seconds", help="How long gNMI stays away (gnmi_drop)."),
     down_s: float | None = typer.Option(None, "--down", help="Seconds down (reboot, each flap)."),
     duration_ms: float | None = typer.Option(None, "--duration-ms", help="Microburst length."),
+    dci: str | None = typer.Option(None, "--dci", help="DCI name (dci_imbalance)."),
+    skew: float | None = typer.Option(None, "--skew", help="(max - min) / mean load of the DCI ports."),
+    pattern: str | None = typer.Option(None, "--pattern", help="polarized or spread (dci_imbalance)."),
     fmt: Format = typer.Option(Format.table, "--format"),
 ) -> None:
     """Inject a fault; it is logged with its time (`fabricd lab faults`)."""
     given = {
         "port": port, "nic": nic, "device": device, "cycle": cycle, "priority": priority, "count": count,
         "period_s": period_s, "rate": rate, "direction": direction, "loss_db": loss_db, "seconds": seconds,
-        "down_s": down_s, "duration_ms": duration_ms, "failed": failed or None,
+        "down_s": down_s, "duration_ms": duration_ms, "failed": failed or None, "dci": dci, "skew": skew,
+        "pattern": pattern,
     }  # fmt: skip
     params = {k: v for k, v in given.items() if v is not None}
     record = _control(state_dir, "POST", "/faults", {"kind": kind, "params": params})

@@ -5,7 +5,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-KINDS = ("link_flap", "pfc_storm", "pfc_deadlock", "link_corruption", "silent_corruption")
+KINDS = (
+    "link_flap",
+    "pfc_storm",
+    "pfc_deadlock",
+    "link_corruption",
+    "silent_corruption",
+    "dci_imbalance",
+    "dci_drops",
+)
 
 
 @dataclass(frozen=True)

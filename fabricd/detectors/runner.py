@@ -11,14 +11,14 @@ once in the result. The trace is read in file order (time order per device, as t
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from fabricd.telemetry import CounterStore, Ingestor, Snapshot, replay
 from topology.fabric import Fabric
 
-from . import link_corruption, link_flap, pfc_deadlock, pfc_storm, silent_corruption, stuck_queues
+from . import dci_ports, link_corruption, link_flap, pfc_deadlock, pfc_storm, silent_corruption, stuck_queues
 from .finding import Finding
 from .probes import Probe
 
@@ -34,17 +34,24 @@ class Detector:
 
 
 def default_detectors(
-    sample_interval_s: float = 1.0, *, pfc_interval_s: float | None = None, fec_interval_s: float | None = None
+    sample_interval_s: float = 1.0,
+    *,
+    pfc_interval_s: float | None = None,
+    fec_interval_s: float | None = None,
+    dci: dci_ports.DciPortsConfig | None = None,
 ) -> list[Detector]:
-    """The built detectors; the PFC/queue and FEC counters may be sampled apart from the rest (telemetry.intervals)."""
+    """The built detectors; the PFC/queue and FEC counters may be sampled apart from the rest (telemetry.intervals);
+    `dci` sets the DR port monitoring (its sample interval is taken from `sample_interval_s`)."""
     storm = pfc_storm.PfcStormConfig(sample_interval_s=pfc_interval_s or sample_interval_s)
     deadlock = pfc_deadlock.PfcDeadlockConfig(stuck=storm)
     corrupt = link_corruption.LinkCorruptionConfig(sample_interval_s=sample_interval_s, fec_interval_s=fec_interval_s)
+    dci = replace(dci or dci_ports.DciPortsConfig(), sample_interval_s=sample_interval_s)
     return [
         Detector("link_flap", link_flap.detect, link_flap.LinkFlapState),
         Detector("pfc_storm", pfc_storm.detect, lambda: pfc_storm.PfcStormState(storm)),
         Detector("pfc_deadlock", pfc_deadlock.detect, lambda: pfc_deadlock.PfcDeadlockState(deadlock)),
         Detector("link_corruption", link_corruption.detect, lambda: link_corruption.LinkCorruptionState(corrupt)),
+        Detector("dci_ports", dci_ports.detect, lambda: dci_ports.DciPortsState(dci)),
     ]
 
 

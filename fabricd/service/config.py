@@ -13,7 +13,7 @@ import stat
 import typing
 import urllib.parse
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
@@ -93,6 +93,26 @@ class TelemetrySettings(_Strict):
         return self
 
 
+class DciDetectorSettings(_Strict):
+    """DR port monitoring (docs/dci.md): imbalance and drops of each DCI's ports, and the job shape the cost is
+    quoted for."""
+
+    window_s: float = Field(10.0, ge=2, le=600)
+    raise_skew: float = Field(0.15, gt=0, le=2)
+    clear_skew: float = Field(0.10, gt=0, le=2)
+    hold_s: float = Field(5.0, ge=0, le=600)
+    drop_rate: float = Field(1e-6, gt=0, le=1)
+    job_params: float = Field(7e9, gt=0)
+    job_gpus: int = Field(1024, ge=16)
+    job_split: Literal["pp", "dp"] = "pp"
+
+    @model_validator(mode="after")
+    def _hysteresis(self) -> Self:
+        if self.clear_skew > self.raise_skew:
+            raise ValueError("clear_skew must not exceed raise_skew (hysteresis: clear below where it raises)")
+        return self
+
+
 class DetectorSettings(_Strict):
     tick_s: float = Field(1.0, gt=0, le=300)  # every detector at least once per tick (normally the sample interval)
     # Between ticks, a pass soon after new counter samples land, at most this often (0: ticks only). Without it a
@@ -100,6 +120,7 @@ class DetectorSettings(_Strict):
     # large fabrics the service spaces these passes further so they take at most ~10% of a core.
     pass_gap_s: float = Field(PASS_GAP_S, ge=0, le=60)  # the same default as `fabricd detect`
     retention_days: float = Field(30, gt=0)  # closed findings and audit rows older than this are pruned
+    dci: DciDetectorSettings = Field(default_factory=DciDetectorSettings)
 
 
 class SafetyLimits(_Strict):

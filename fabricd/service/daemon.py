@@ -26,7 +26,7 @@ from pydantic import SecretStr
 from drivers.inventory import load_inventory
 from fabricd import __version__
 from fabricd.cli.inputs import load_fabric
-from fabricd.detectors import link_flap
+from fabricd.detectors import dci_ports, link_flap
 from fabricd.detectors.finding import Finding
 from fabricd.detectors.runner import SETTLE_S, Runner, default_detectors
 from fabricd.telemetry import (
@@ -113,11 +113,15 @@ class Service:
             )
         service_metrics.register(self.registry, self.state)
         dets = default_detectors(
-            tcfg.interval_s, pfc_interval_s=tcfg.intervals.get("pfc"), fec_interval_s=tcfg.intervals.get("fec")
+            tcfg.interval_s,
+            pfc_interval_s=tcfg.intervals.get("pfc"),
+            fec_interval_s=tcfg.intervals.get("fec"),
+            dci=dci_ports.DciPortsConfig(**cfg.detectors.dci.model_dump()),
         )
         self.runner = Runner(self.fabric, dets)
         names = [d.name for d in self.runner.detectors]
         self._flap_state: link_flap.LinkFlapState = self.runner.states[names.index("link_flap")]
+        service_metrics.register_dci(self.registry, self.runner.states[names.index("dci_ports")])
         self.view = TelemetryPortView(self.ingestor, time.monotonic)
         self.pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="fabricd-io")
         # Port actions get their own threads: a slow ticket backend or drift check must not queue them.

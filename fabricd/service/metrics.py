@@ -7,6 +7,8 @@ from collections.abc import Iterator
 from prometheus_client.core import CollectorRegistry, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from fabricd.detectors.dci_ports import DciPortsState
+
 from .state import StateStore
 
 
@@ -37,3 +39,44 @@ class StateCollector(Collector):
 
 def register(registry: CollectorRegistry, state: StateStore) -> None:
     registry.register(StateCollector(state))
+
+
+class DciCollector(Collector):
+    """The DR port monitor's last judgement per group (a DCI's long-haul ports, a DR's campus uplinks): the live
+    load-balance factor, skew, drop rate and what they cost (docs/dci.md). One series per group: bounded by the
+    number of DCIs and DR switches."""
+
+    def __init__(self, state: DciPortsState) -> None:
+        self.state = state
+
+    def collect(self) -> Iterator[Metric]:
+        labels = ["dci", "group"]
+        fams = {
+            "alpha_lb": GaugeMetricFamily(
+                "fabricd_dci_alpha_lb",
+                "Load-balance factor of the group's ports: mean / max load (1 = even)",
+                labels=labels,
+            ),
+            "skew": GaugeMetricFamily(
+                "fabricd_dci_skew", "(max - min) / mean load of the group's ports", labels=labels
+            ),
+            "drop_rate": GaugeMetricFamily(
+                "fabricd_dci_drop_ratio", "Share of the group's egress packets dropped over the window", labels=labels
+            ),
+            "utilisation": GaugeMetricFamily(
+                "fabricd_dci_utilisation_ratio", "Mean egress load of the group's ports / line rate", labels=labels
+            ),
+            "extra_loss": GaugeMetricFamily(
+                "fabricd_dci_extra_compute_loss_ratio",
+                "Compute the configured job shape loses to today's imbalance and drops (detectors.dci.job_*)",
+                labels=labels,
+            ),
+        }
+        for live in sorted(self.state.live.values(), key=lambda x: x.group):
+            for field, fam in fams.items():
+                fam.add_metric([live.dci, live.group], float(getattr(live, field)))
+        yield from fams.values()
+
+
+def register_dci(registry: CollectorRegistry, state: DciPortsState) -> None:
+    registry.register(DciCollector(state))

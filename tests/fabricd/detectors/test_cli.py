@@ -101,3 +101,22 @@ def test_not_json_line_exits_2(capsys: pytest.CaptureFixture[str], tmp_path: Pat
 def test_trouble_exits_2(capsys: pytest.CaptureFixture[str], args: list[str], message: str) -> None:
     rc, _, err = detect(capsys, *args)
     assert rc == 2 and message in err
+
+
+def test_recorded_dci_trace_names_the_skewed_and_dropping_ports(capsys: pytest.CaptureFixture[str]) -> None:
+    # traces/dci.jsonl: the twin of examples/small-dci.yaml recorded 32 s (DR long-haul ports' egress leaves kept);
+    # `fabricd lab inject dci_imbalance --dci campus-b --skew 0.2` and `dci_drops --port dr-campus-b-1:Ethernet6/1
+    # --rate 1e-4` about 8 s in
+    trace = TRACES / "dci.jsonl"
+    code = main(["detect", "--spec", str(EXAMPLES / "small-dci.yaml"), "--trace", str(trace), "--format", "json"])
+    doc = json.loads(capsys.readouterr()[0])
+    assert code == 1
+    by_kind = {f["kind"]: f for f in doc["findings"]}
+    assert sorted(by_kind) == ["dci_drops", "dci_imbalance"] and len(doc["findings"]) == 2
+    imb, drops = by_kind["dci_imbalance"], by_kind["dci_drops"]
+    assert imb["evidence"]["cause"] == "hash_polarization" and 0.17 <= imb["evidence"]["skew"] <= 0.25
+    assert set(imb["ports"]) == {f"dr-campus-b-{d}:Ethernet{p}/1" for d in (0, 1) for p in (5, 7)}
+    assert drops["ports"] == ["dr-campus-b-1:Ethernet6/1"] and drops["evidence"]["cause"] == "port"
+    first = min(json.loads(line)["ts"] for line in trace.read_text().splitlines())
+    for f in (imb, drops):
+        assert 8 <= (f["detected_ts"] - first) / 1e9 <= 25

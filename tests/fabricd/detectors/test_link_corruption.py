@@ -233,8 +233,8 @@ def test_fec_sampled_apart_is_counted_with_its_own_interval(small_fabric: Fabric
     g.run(20, None)
     trace = g.write(tmp_path / "t.jsonl")
 
-    def leaf_evidence(**kw: float) -> dict[str, Any]:
-        only = [d for d in default_detectors(1.0, **kw) if d.name == "link_corruption"]
+    def leaf_evidence(fec_interval_s: float | None = None) -> dict[str, Any]:
+        only = [d for d in default_detectors(1.0, fec_interval_s=fec_interval_s) if d.name == "link_corruption"]
         (f,) = run_trace(trace, small_fabric, detectors=only)
         return dict(f.evidence["counters"][LEAF]) | {"ber": f.evidence.get("pre_fec_ber", {}).get(LEAF)}
 

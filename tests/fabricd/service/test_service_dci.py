@@ -1,0 +1,74 @@
+"""DR port monitoring in the service, against the twin of examples/small-dci.yaml: a skewed DCI and a dropping DR port
+become findings and tickets (no port action: nothing to disable), and /metrics carries the live alpha_LB."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.conftest import EXAMPLES
+from tests.lab.control_client import inject
+from tests.lab.twin_thread import TwinThread
+from topology.spec import load_spec
+
+from .service_thread import ServiceThread, wait_for, write_config
+
+LONG_HAUL = 'dci="campus-b",group="DCI campus-b long-haul ports"'
+
+
+@pytest.fixture(scope="module")
+def twin(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TwinThread]:
+    t = TwinThread(load_spec(EXAMPLES / "small-dci.yaml"), tmp_path_factory.mktemp("twin")).start()
+    yield t
+    t.stop()
+
+
+def gauge(text: str, name: str) -> float:
+    m = re.search(rf"^{name}\{{{re.escape(LONG_HAUL)}\}} (\S+)$", text, re.M)
+    assert m is not None, f"{name} for the long-haul group not in /metrics"
+    return float(m.group(1))
+
+
+def test_skew_and_drops_become_findings_tickets_and_metrics(twin: TwinThread, tmp_path: Path) -> None:
+    cfg = write_config(
+        tmp_path,
+        twin.inventory,
+        spec=str(EXAMPLES / "small-dci.yaml"),
+        detectors={"tick_s": 0.5, "dci": {"window_s": 4, "hold_s": 1}},
+    )
+    svc = ServiceThread(cfg).start()
+    try:
+        # balanced first: the live factor is there and near 1, and nothing is found
+        def metrics() -> str | None:
+            text = httpx.get(svc.url + "/metrics", timeout=10).text
+            return text if LONG_HAUL in text else None
+
+        text = wait_for(metrics, 15)
+        assert gauge(text, "fabricd_dci_alpha_lb") > 0.97 and gauge(text, "fabricd_dci_skew") < 0.05
+        assert svc.get("/api/v1/findings")["findings"] == []
+
+        inject(twin.state_dir, "dci_imbalance", {"dci": "campus-b", "skew": 0.3})
+        inject(twin.state_dir, "dci_drops", {"port": "dr-campus-b-0:Ethernet8/1", "rate": 1e-4})
+
+        def both() -> dict[str, dict[str, object]] | None:
+            found = {f["kind"]: f for f in svc.get("/api/v1/findings")["findings"]}
+            return found if {"dci_imbalance", "dci_drops"} <= set(found) else None
+
+        found = wait_for(both, 20)
+        assert "hash polarization" in str(found["dci_imbalance"]["summary"])
+        assert found["dci_drops"]["ports"] == ["dr-campus-b-0:Ethernet8/1"]
+        tickets = {t["kind"]: t for t in wait_for(lambda: svc.get("/api/v1/tickets")["tickets"], 10)}
+        assert {"dci_imbalance", "dci_drops"} <= set(tickets)
+        assert "no automatic action" in str(tickets["dci_imbalance"]["body"]["status_note"])
+        assert svc.get("/api/v1/actions")["actions"] == []  # nothing to disable for a skew
+        # once the window holds only skewed samples: the live figures are the injected ones
+        text = wait_for(lambda: (t := metrics()) and gauge(t, "fabricd_dci_skew") > 0.27 and t, 10)
+        assert gauge(text, "fabricd_dci_skew") == pytest.approx(0.3, abs=0.04)
+        assert gauge(text, "fabricd_dci_alpha_lb") == pytest.approx(1 / 1.15, abs=0.02)  # polarized: mean / max
+        assert gauge(text, "fabricd_dci_drop_ratio") > 0 and gauge(text, "fabricd_dci_extra_compute_loss_ratio") > 0
+    finally:
+        svc.stop()
