@@ -90,6 +90,7 @@ from topology.spec import load_spec
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # its parts, also when loaded from a path (the tests)
 
+import accuracy_dci
 from accuracy_plan import (
     CORRUPTION_TARGET,
     INTERVAL_S,
@@ -403,7 +404,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--duration", type=float, default=30.0, help="seconds per recording")
     ap.add_argument("--keep", type=Path, help="keep traces, probes, findings and run.json here")
     ap.add_argument("--rescore", type=Path, help="no recording: run fabricd detect again over a --keep dir and score")
+    ap.add_argument("--dci", action="store_true", help="the DR cases (accuracy_dci.py) on examples/small-dci.yaml")
+    ap.add_argument("--rounds", type=int, default=2, help="--dci: every case this many times (--quick: 1)")
     args = ap.parse_args(argv)
+    if args.dci:
+        return main_dci(args.rounds if not args.quick else 1, args.duration, args.keep)
     fabric = Fabric(complete_labels(generate_blueprint(load_spec(args.spec))))
     t0 = time.perf_counter()
     tmp = None
@@ -435,6 +440,30 @@ def main(argv: list[str] | None = None) -> int:
             print(f"SLOW {k}: {line}")
         for line in scores[k].fps:
             print(f"FALSE {line}")
+    return 0
+
+
+def main_dci(rounds: int, duration_s: float, keep: Path | None) -> int:
+    """The DR cases: imbalance and drops on the twin's DCI, each case one recording (accuracy_dci.py)."""
+    spec = REPO / "examples" / "small-dci.yaml"
+    episodes = accuracy_dci.plan(rounds, duration_s)
+    tmp = None if keep else tempfile.TemporaryDirectory(prefix="fabricd-accuracy-dci-")
+    out = keep or Path(tmp.name if tmp else ".")
+    out.mkdir(parents=True, exist_ok=True)
+    t0 = time.perf_counter()
+    print(f"{len(episodes)} DR cases ({rounds} rounds), {duration_s:g} s recordings; work dir {out}", flush=True)
+    try:
+        results = asyncio.run(run(spec, episodes, out, lossless=False))
+    finally:
+        if tmp is not None:
+            tmp.cleanup()
+    rows = []
+    for rec, findings in results:
+        (sc,) = rec.episode.scenarios
+        start = min((int(r["start_ts"]) for r in sc.records), default=rec.start_ns)
+        rows.append((rec.episode, start, findings))
+    print(f"\n{spec.name}, {len(episodes)} DR cases; {time.perf_counter() - t0:.0f} s wall\n")
+    print("\n".join(accuracy_dci.report(accuracy_dci.score(rows))))
     return 0
 
 

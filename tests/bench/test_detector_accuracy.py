@@ -130,3 +130,48 @@ def test_one_short_recording_through_fabricd_detect(tmp_path: Path, small_fabric
     assert naive["link_flap"].fps
     assert bench.load(tmp_path)[0].episode.scenarios[0].records == flap.records
     assert 0.0 <= scores["link_flap"].delays[0] <= 3.0  # after the fifth flap, within a tick or two
+
+
+def _dci() -> ModuleType:
+    import accuracy_dci  # loaded by the bench (its folder is on sys.path)
+
+    return accuracy_dci
+
+
+def test_dci_plan_holds_every_case_once_per_round() -> None:
+    dci = _dci()
+    plan = dci.plan(2, 30.0)
+    names = [ep.scenarios[0].name.split(".", 1)[1] for ep in plan]
+    assert names[:8] == names[8:] and len(set(names)) == 8
+    truth = {ep.scenarios[0].name.split(".", 1)[1]: ep.scenarios[0].truth for ep in plan[:8]}
+    assert truth == {
+        "balanced": False, "skew10": False, "skew20": True, "skew40": True, "skew20-spread": True,
+        "drops-one": True, "drops-half": True, "burst": False,
+    }  # fmt: skip
+    half = next(ep for ep in plan if ep.scenarios[0].name.endswith("drops-half")).scenarios[0]
+    assert len(half.steps) == 4 and half.where.count(",") == 3
+
+
+def test_dci_scoring_matches_place_and_cause() -> None:
+    dci = _dci()
+    ns = bench.NS
+    eps = {ep.scenarios[0].name.split(".", 1)[1]: ep for ep in dci.plan(1, 30.0)}
+
+    def f(kind: str, ts: int, ports: list[str], **ev: object) -> dict[str, Any]:
+        return {"kind": kind, "detected_ts": ts, "ports": ports, "evidence": ev, "summary": kind}
+
+    lh = {"dci": "campus-b", "group": "DCI campus-b long-haul ports"}
+    rows = [
+        (eps["skew20"], 10 * ns, [f("dci_imbalance", 22 * ns, [], cause="hash_polarization", **lh)]),
+        (eps["skew20-spread"], 10 * ns, [f("dci_imbalance", 21 * ns, [], cause="hash_polarization", **lh)]),
+        (eps["skew40"], 10 * ns, [f("dci_imbalance", 5 * ns, [], cause="hash_polarization", **lh)]),  # too early
+        (eps["drops-one"], 10 * ns, [f("dci_drops", 14 * ns, [eps["drops-one"].scenarios[0].where])]),
+        (eps["drops-half"], 10 * ns, [f("dci_drops", 14 * ns, ["dr-campus-b-0:Ethernet5/1"])]),  # wrong set
+        (eps["balanced"], 10 * ns, [f("dci_imbalance", 20 * ns, [], **lh)]),  # a false finding
+    ]
+    s = dci.score(rows)
+    imb, drops = s["dci_imbalance"], s["dci_drops"]
+    assert (imb.cases, imb.found, imb.findings, imb.matching) == (3, 2, 4, 2)
+    assert imb.delays == [12.0, 11.0] and len(imb.wrong_cause) == 1 and "too_few_flows" in imb.wrong_cause[0]
+    assert imb.misses == ["d03.skew40"] and len(imb.false) == 2
+    assert (drops.cases, drops.found, drops.precision) == (2, 1, 0.5)

@@ -184,6 +184,13 @@ def test_drain_hook_template_checked_at_start(tmp_path: Path) -> None:
             "unknown sample group 'optic'",
         ),
         (MINIMAL + "detectors:\n  pass_gap_s: -1\n", 4, "detectors.pass_gap_s", "greater than or equal to 0"),
+        (MINIMAL + "detectors:\n  dci:\n    job_split: tp\n", 5, "detectors.dci.job_split", "'pp' or 'dp'"),
+        (
+            MINIMAL + "detectors:\n  dci:\n    raise_skew: 0.1\n    clear_skew: 0.2\n",
+            4,
+            "detectors.dci",
+            "clear_skew must not exceed raise_skew",
+        ),
         ("inventory: inventory.yaml\n", 1, "spec", "required field is missing; add it"),  # the mapping
     ],
 )
