@@ -2,20 +2,33 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import grpc
 from pygnmi.spec.v080 import gnmi_pb2, gnmi_pb2_grpc
 
 from drivers.base import DriverError
 from drivers.inventory import DeviceAccess
 
+MAX_MESSAGE = 64 << 20  # a full-device initial dump in JSON can exceed gRPC's 4 MiB default
+
+
+def channel_options(access: DeviceAccess) -> list[tuple[str, Any]]:
+    """The options of every gNMI channel fabricd opens (this check's and the telemetry client's)."""
+    opts: list[tuple[str, Any]] = [("grpc.max_receive_message_length", MAX_MESSAGE), ("grpc.enable_retries", 0)]
+    if access.gnmi.tls and access.gnmi.skip_verify:
+        # The certificate must still chain to the CA; only the name check is made against the inventory host.
+        opts.append(("grpc.ssl_target_name_override", access.host))
+    return opts
+
 
 def channel_for(access: DeviceAccess) -> grpc.Channel:
     """A gRPC channel as the inventory asks: TLS with verification by default, plaintext only if `tls: false`."""
     target = f"{access.host}:{access.gnmi.port}"
+    options = channel_options(access)
     if not access.gnmi.tls:
-        return grpc.insecure_channel(target)
+        return grpc.insecure_channel(target, options=options)
     root = access.gnmi.ca_file.read_bytes() if access.gnmi.ca_file else None
-    options = [("grpc.ssl_target_name_override", access.host)] if access.gnmi.skip_verify else []
     return grpc.secure_channel(target, grpc.ssl_channel_credentials(root_certificates=root), options=options)
 
 

@@ -132,7 +132,7 @@ class Remediator:
             # The switch first, the paperwork after: the action reads its ticket from the state when it ends.
             # (A pending action stays with the ticket that proposed it and is already running or waiting:
             # starting it again would drain and shut the port twice.)
-            self._spawn(self._disable(action))
+            self._spawn(action)
             await asyncio.sleep(0)  # let it reach the driver thread before the ticket is written
         ticket = self._ticket_for(f, fid, fault, target, note, action, evidence, now)
         if action is not None and fresh:
@@ -149,8 +149,7 @@ class Remediator:
     def _held(self) -> set[Endpoint]:
         """Ports fabricd holds down, or is taking down now (a disable in flight already counts against budgets)."""
         held = {Endpoint(p["device"], p["port"]) for p in self.state.disabled_ports()}
-        held |= {Endpoint(a.device, a.port) for s in ("running", "approved") for a in self.state.actions(s)
-                 if a.op == "disable"}  # fmt: skip
+        held |= {Endpoint(a.device, a.port) for a in self.state.actions_in("running", "approved", op="disable")}
         return held
 
     def _decide(self, f: Finding, fid: int, target: Endpoint, v: Verdict, now: int) -> tuple[Action, str]:
@@ -179,9 +178,7 @@ class Remediator:
         down. Re-enables after a repair are not faults."""
         ports = {p["port"] for p in self.state.disabled_ports() if p["device"] == device}
         since = now - 3600 * NS
-        ports |= {
-            a.port for a in self.state.actions() if a.op == "disable" and a.device == device and a.created_ts >= since
-        }
+        ports |= {a.port for a in self.state.actions_on(device, since, op="disable")}
         return sorted(ports)
 
     # --- tickets ---------------------------------------------------------------------------------------------
@@ -285,10 +282,29 @@ class Remediator:
         return self.state.update_ticket(t.id, self.clock(), body=body)
 
     # --- acting on switches ----------------------------------------------------------------------------------
-    def _spawn(self, coro: Awaitable[None]) -> None:
-        task: asyncio.Task[None] = asyncio.ensure_future(coro)
+    def _spawn(self, action: Action) -> None:
+        """Carry out a running action in the background (`idle()` waits for every one)."""
+        task: asyncio.Task[None] = asyncio.ensure_future(self._carry_out(action))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+
+    async def _carry_out(self, action: Action) -> None:
+        try:
+            await (self._disable(action) if action.op == "disable" else self._enable(action))
+        except Exception as e:
+            log.exception("action %d (%s %s:%s) failed unexpectedly", action.id, action.op, action.device, action.port)
+            current = self.state.action(action.id) or action
+            if current.status != "running":
+                return  # it ended before the error (the error came from the paperwork after it)
+            ep = f"{action.device}:{action.port}"
+            text = (
+                f"could not {'enable' if action.op == 'enable' else 'disable'} {ep}: internal error "
+                f"({type(e).__name__}: {e}); the switch's revert timer undoes a half-committed change; see the log"
+            )
+            self._finish(current, "failed", text)
+            t = self._note(current.ticket_id, self.state.action(action.id) or current, text)
+            if t is not None:
+                await self._send(t)
 
     async def idle(self) -> None:
         """Wait until every action in flight has finished (tests, shutdown)."""
@@ -413,7 +429,7 @@ class Remediator:
                 return a
             a = self.state.set_action(a.id, "running", now, detail=f"approved by {actor}")
             self.state.audit(now, f"approved action {a.id}", a.reason, mode=a.mode, actor=actor, action_id=a.id)
-            self._spawn(self._disable(a))
+            self._spawn(a)
             return a
 
     async def resolve(self, ticket_id: int, actor: str) -> Ticket:
@@ -454,7 +470,7 @@ class Remediator:
 
     def _bring_back(self, ticket_id: int, now: int, actor: str) -> None:
         """Cancel what still waits for approval under the ticket and re-enable the ports it holds down."""
-        for a in self.state.actions("awaiting_approval"):
+        for a in self.state.actions_in("awaiting_approval"):
             if a.ticket_id == ticket_id:
                 self.state.set_action(a.id, "cancelled", now, detail=f"ticket resolved by {actor}")
         for p in self.state.disabled_ports():
@@ -463,7 +479,7 @@ class Remediator:
                 a = self.state.add_action(
                     "enable", p["device"], p["port"], self.settings.mode, "running", why, now, ticket_id=ticket_id
                 )
-                self._spawn(self._enable(a))
+                self._spawn(a)
 
     async def _enable(self, action: Action) -> None:
         text = await self._set_admin(action, up=True)
@@ -476,18 +492,20 @@ class Remediator:
     async def reconcile(self) -> list[str]:
         """After a restart: finish what was half done and drop ports someone else brought back up."""
         notes = []
-        for a in self.state.actions("running"):
+        for a in self.state.actions_in("running"):
             notes.append(f"completing {a.op} of {a.device}:{a.port} (action {a.id}) interrupted by a restart")
             self.state.audit(self.clock(), f"resume action {a.id}", "interrupted by a restart", mode=a.mode,
                              action_id=a.id)  # fmt: skip
-            self._spawn(self._disable(a) if a.op == "disable" else self._enable(a))
+            self._spawn(a)
         await self.idle()
         down = self.view.oper_down()
         for p in self.state.disabled_ports():
             ep = Endpoint(p["device"], p["port"])
             if ep not in down and await self.view.wait_oper(ep.device, ep.port, True, 0.0):
                 notes.append(f"{ep} is up although fabricd holds it down: someone enabled it; no longer held")
-                self.state.mark_enabled(ep.device, ep.port, self.clock(), p["ticket_id"])
+                # Enabled by hand, most likely after a repair: on probation as after `fabricd resolve`.
+                until = self.clock() + int(self.settings.probation_s * NS)
+                self.state.mark_enabled(ep.device, ep.port, until, p["ticket_id"])
                 self.state.audit(self.clock(), f"{ep} found up", "enabled outside fabricd after a restart")
         for n in notes:
             log.warning("%s", n)

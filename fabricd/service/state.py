@@ -352,6 +352,17 @@ class StateStore:
             rows = self._all("SELECT * FROM actions ORDER BY id DESC LIMIT ?", (limit,))
         return [Action(**dict(r)) for r in rows]
 
+    def actions_in(self, *statuses: str, op: str | None = None) -> list[Action]:
+        """Every action in these statuses (no limit: remediation decides from all of them, oldest first)."""
+        q = ",".join("?" * len(statuses))
+        sql = f"SELECT * FROM actions WHERE status IN ({q})" + (" AND op = ?" if op else "") + " ORDER BY id"
+        return [Action(**dict(r)) for r in self._all(sql, (*statuses, *([op] if op else [])))]
+
+    def actions_on(self, device: str, since_ts: int, op: str) -> list[Action]:
+        """Every `op` action on `device` created at or after `since_ts` (no limit), oldest first."""
+        sql = "SELECT * FROM actions WHERE device = ? AND op = ? AND created_ts >= ? ORDER BY id"
+        return [Action(**dict(r)) for r in self._all(sql, (device, op, since_ts))]
+
     def open_action(self, device: str, port: str) -> Action | None:
         q = ",".join("?" * len(OPEN_ACTION))
         row = self._one(

@@ -41,6 +41,7 @@ from typing import Any
 import grpc
 from pygnmi.spec.v080 import gnmi_pb2
 
+from drivers.gnmi_check import channel_options
 from drivers.inventory import DeviceAccess
 
 from .ingest import Ingestor
@@ -50,7 +51,6 @@ from .paths import Subscription, eos_profile, subscribe_request
 SUBSCRIBE = "/gnmi.gNMI/Subscribe"
 LOST = "LOST"  # pseudo status: the call failed but gRPC lost the device's status (see _stream)
 SYNC_TAG = 0x18  # SubscribeResponse field 3 (sync_response), varint
-MAX_MESSAGE = 64 << 20  # a full-device initial dump in JSON can exceed gRPC's 4 MiB default
 CONNECT_SPREAD_PER_DEVICE_S = 0.004  # TLS handshakes cost ~1-3 ms of CPU on either side
 CONNECT_SPREAD_MAX_S = 2.0
 HINTS = {
@@ -104,15 +104,6 @@ def connect_delays(n: int, spread_s: float, rng: random.Random) -> list[float]:
     order = list(range(n))
     rng.shuffle(order)
     return [slot * (k + rng.random()) for k in order]
-
-
-def channel_options(access: DeviceAccess) -> list[tuple[str, Any]]:
-    opts: list[tuple[str, Any]] = [("grpc.max_receive_message_length", MAX_MESSAGE), ("grpc.enable_retries", 0)]
-    if access.gnmi.tls and access.gnmi.skip_verify:
-        # Same meaning as drivers.gnmi_check.channel_for: the certificate must still chain to the CA; only the
-        # name check is made against the inventory host.
-        opts.append(("grpc.ssl_target_name_override", access.host))
-    return opts
 
 
 def open_channel(access: DeviceAccess) -> grpc.aio.Channel:

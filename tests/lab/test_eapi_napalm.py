@@ -123,9 +123,13 @@ def test_getters(eapi_twin: EapiLab) -> None:
         assert facts["interface_list"] == ports
         interfaces = drv.get_interfaces()
         assert interfaces["Ethernet1/1"]["is_up"] and interfaces["Ethernet1/1"]["is_enabled"]
+        eapi_twin.advance(10)  # ten seconds of traffic since boot
+        expected = eapi_twin.twin.switch(DEVICE).value("Ethernet1/1", "if.in-octets", eapi_twin.clock())
         counters = drv.get_interfaces_counters()
         assert set(counters) == set(ports)
-        assert counters["Ethernet1/1"]["rx_octets"] >= 0
+        # the twin's counter at this (injected, unmoving) time: 10 s at 30-60 % of 400G
+        assert counters["Ethernet1/1"]["rx_octets"] == expected
+        assert 10 * 0.3 * 400e9 / 8 <= expected <= 10 * 0.6 * 400e9 / 8
         lldp = drv.get_lldp_neighbors()
         peer = eapi_twin.twin.peer(DEVICE, "Ethernet5/1")
         assert peer is not None

@@ -118,13 +118,19 @@ CASES = [
 def test_tomography(
     name: str, faults: dict[frozenset[str], float], expected: list[tuple[str, str, str | None, list[str]]], tomo: Fabric
 ) -> None:
-    found = localize(synthetic(tomo, faults), tomo)
+    probes = synthetic(tomo, faults)
+    found = localize(probes, tomo)
     got = [(f.evidence["element"], f.device, f.port, list(f.ports)) for f in found]
     assert sorted(got) == sorted(expected), [f.summary for f in found]
     for f in found:
         assert f.kind == "silent_corruption" and f.severity == "critical"
         assert f.confidence >= 0.9, f.evidence["alternatives"]
-        assert f.evidence["clean_probes"] >= 0 and f.evidence["corrupted"] > 0
+        if f.evidence["element"] == "switch":  # the evidence counts exactly the probes through the switch
+            through = [p for p in probes if f.device in p.hops]
+            assert f.evidence["probes"] == len(through)
+            assert f.evidence["corrupted_probes"] == sum(p.corrupted > 0 for p in through)
+            assert f.evidence["corrupted"] == sum(p.corrupted for p in through) > 0
+        assert 0 < f.evidence["corrupted_probes"] <= f.evidence["probes"]
         assert f.evidence["counters"] == "not checked (no telemetry trace)"
         assert f.start_ts <= f.detected_ts
 
