@@ -9,6 +9,7 @@ import pytest
 from tests.conftest import EXAMPLES
 from tests.topology.cabling_edits import add, drop, find, links_between, rewire, swap_far_ends
 from topology.blueprint import generate_blueprint
+from topology.labels import complete_labels
 from topology.model import Cabling, Device, Endpoint, Link, Role
 from topology.rules.violation import Code, Violation
 from topology.spec import FabricSpec, load_spec
@@ -159,6 +160,35 @@ def test_unknown_device(small_spec: FabricSpec, small_blueprint: Cabling) -> Non
     assert v.devices == ["leaf-g7-r0"]
     assert v.severity == "warning"
     assert "group 7" in v.message
+
+
+@pytest.mark.parametrize("name", ["gpu-g0-004", "gpu-extra"])
+def test_a_fifth_server_in_a_group_of_four_is_unknown(
+    small_spec: FabricSpec, small_blueprint: Cabling, name: str
+) -> None:
+    # as-built from the field: a server the spec does not have, cabled NIC k to the group's rail-k leaf (a free port);
+    # labels are completed from the graph as for any as-built
+    links = [Link(Endpoint(name, f"nic{r}"), Endpoint(f"leaf-g0-r{r}", "Ethernet9/1"), 400, 3) for r in range(4)]
+    bad = Cabling([*small_blueprint.devices, Device(name, Role.SERVER)], [*small_blueprint.links, *links])
+    result = validate(small_spec, complete_labels(bad))
+    (v,) = [v for v in result.violations if v.code is Code.UNKNOWN_DEVICE]
+    assert v.devices == [name] and v.severity == "warning"
+    assert "aggregation group 0 holds 5 servers where the spec 'small-pod' has 4" in v.message
+
+
+def test_a_group_of_foreign_names_over_its_size_names_the_candidates(
+    small_spec: FabricSpec, small_blueprint: Cabling
+) -> None:
+    # LLDP-style names for every server: which one is extra cannot be told, so one violation names the candidates
+    rename = {f"gpu-g0-00{i}": f"node{i}" for i in range(4)}
+    devices = [replace(d, name=rename.get(d.name, d.name)) for d in small_blueprint.devices]
+    links = [replace(ln, a=Endpoint(rename.get(ln.a.device, ln.a.device), ln.a.port)) for ln in small_blueprint.links]
+    devices.append(Device("node4", Role.SERVER, group=0))
+    links += [Link(Endpoint("node4", f"nic{r}"), Endpoint(f"leaf-g0-r{r}", "Ethernet9/1"), 400, 3) for r in range(4)]
+    result = validate(small_spec, complete_labels(Cabling(devices, links)))
+    (v,) = [v for v in result.violations if v.code is Code.UNKNOWN_DEVICE]
+    assert v.devices == ["node0", "node1", "node2", "node3", "node4"]
+    assert v.message.startswith("1 of node0, node1, node2, node3, node4 (servers) are not part of the spec")
 
 
 def test_oversubscribed_by_slow_uplinks(small_spec: FabricSpec, small_blueprint: Cabling) -> None:

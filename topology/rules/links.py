@@ -52,6 +52,7 @@ def check_links(ctx: RuleContext) -> list[Violation]:
             )
     out.extend(_port_reuse(ctx))
     out.extend(_unknown_devices(ctx))
+    out.extend(_extra_servers(ctx))
     return out
 
 
@@ -140,6 +141,50 @@ def _unknown_devices(ctx: RuleContext) -> list[Violation]:
                 severity="warning",
             )
         )
+    return out
+
+
+def _extra_servers(ctx: RuleContext) -> list[Violation]:
+    """Servers a group holds beyond the spec's `servers_per_group`: the ones that are not the spec's own (by name)
+    get a check of their own, instead of vanishing into the group and showing only as its oversubscription."""
+    spec = ctx.layout.spec
+    groups: dict[int, list[Device]] = {}
+    for dev in ctx.fabric.devices():
+        if dev.role is Role.SERVER and dev.group is not None and dev.group < spec.aggregation_groups:
+            groups.setdefault(dev.group, []).append(dev)
+    out = []
+    for group, servers in sorted(groups.items()):
+        if len(servers) <= spec.servers_per_group:
+            continue
+        foreign = sorted(d.name for d in servers if ctx.layout.device(d.name) is None)
+        extra = len(servers) - spec.servers_per_group
+        if not foreign:
+            continue
+        per_group = spec.servers_per_group
+        where = f"aggregation group {group} holds {len(servers)} servers where the spec '{spec.name}' has {per_group}"
+        if len(servers) - len(foreign) >= spec.servers_per_group:  # the spec's own fill the group: these are extra
+            for name in foreign:
+                out.append(
+                    Violation(
+                        Code.UNKNOWN_DEVICE,
+                        f"{name} (server) is not part of the spec: {where}, and those are all cabled",
+                        "uncable it, or raise servers_per_group in the spec if the group really holds more",
+                        [name],
+                        [],
+                        severity="warning",
+                    )
+                )
+        else:
+            out.append(
+                Violation(
+                    Code.UNKNOWN_DEVICE,
+                    f"{extra} of {', '.join(foreign)} (servers) are not part of the spec: {where}",
+                    "uncable the servers the group should not hold, or raise servers_per_group in the spec",
+                    foreign,
+                    [],
+                    severity="warning",
+                )
+            )
     return out
 
 
