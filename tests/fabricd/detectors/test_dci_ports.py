@@ -193,3 +193,14 @@ def test_a_drop_burst_is_not_a_finding(fabric: Fabric, tmp_path: Path) -> None:
 
 def test_a_fabric_without_dci_has_no_groups(small_fabric: Fabric) -> None:
     assert dci_groups(small_fabric) == []
+
+
+def test_a_drs_campus_uplinks_are_their_own_ecmp_group(fabric: Fabric, tmp_path: Path) -> None:
+    up = next(g for g in dci_groups(fabric) if g.kind == "uplinks" and g.name == "dr-campus-b-1")
+    assert len(up.members) == 4  # its links to the campus top tier (2 superspines, 2 links each)
+    found = run(fabric, write(tmp_path, list(up.members) + long_haul(fabric), 60, polarized(0.3, start=10)))
+    groups = {f.evidence["group"] for f in of("dci_imbalance", found)}
+    # the skew is on every group written here; each is judged on its own
+    assert groups == {"DCI campus-b long-haul ports", "dr-campus-b-1 campus uplinks"}
+    (f,) = [f for f in found if f.evidence["group"] == "dr-campus-b-1 campus uplinks"]
+    assert f.devices == ("dr-campus-b-1",) and all(p.startswith("dr-campus-b-1:") for p in f.ports)
