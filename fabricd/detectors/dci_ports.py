@@ -274,7 +274,7 @@ def detect(snapshot: Snapshot, fabric: Fabric, state: DciPortsState, now_ns: int
                 ps.samples.popleft()
         if any(snapshot.stale(d, now_ns, interval) for d in {p[0] for p in g.members}):
             continue
-        j = _window(snapshot, g, state, now_ns, window)
+        j = _window(snapshot, g, state, window)
         if j is None:
             continue
         judged[g.label] = (g, j)
@@ -290,7 +290,7 @@ def detect(snapshot: Snapshot, fabric: Fabric, state: DciPortsState, now_ns: int
     return out
 
 
-def _window(s: Snapshot, g: Group, state: DciPortsState, now: int, window: int) -> Judgement | None:
+def _window(s: Snapshot, g: Group, state: DciPortsState, window: int) -> Judgement | None:
     loads: dict[Port, float] = {}
     up: dict[Port, bool] = {}
     drops: dict[Port, tuple[float, float]] = {}
@@ -402,8 +402,8 @@ def _drops(
         worst = max(dropping, key=lambda p: (rate[p], p))
         active = state.drops[dci] = (now, worst[0], worst[1])
     start, device, port = active
-    lh = next(gj for gj in groups if gj[0].kind == "dci") if any(g.kind == "dci" for g, _ in groups) else groups[0]
-    g, j = lh
+    # the DCI's own figures (its long-haul group) when it was judged this pass, else a DR's uplinks
+    g, j = min(groups, key=lambda gj: gj[0].kind != "dci")
     total = len(per_port)
     imbalanced = state.imbalance.get(g.label) is not None
     heavy = {p for p in j.loads if j.loads[p] > 1.05 * (sum(j.loads.values()) / len(j.loads))}
