@@ -10,10 +10,16 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
-from fabricd.cli.output import Format, console, emit_json
+from fabricd.cli.output import EXIT_CLEAN, EXIT_FINDINGS, Format, console, emit_json
+from fabricd.cli.service_cmd import ApiClient
+from fabricd.detectors import Detector, Finding, run_trace
+from fabricd.detectors import dci_ports as dci_detector
+from fabricd.telemetry import Snapshot
 from policies.dci_loss import UNTUNED_WINDOW_BYTES, DciPath, Result, Split, Workload, whatif
 from policies.nccl_tuning import NcclPlan, plan
 from topology.errors import FabricdError
+from topology.fabric import Fabric
+from topology.load import load_fabric
 from topology.spec import DciSpec, FabricSpec, load_spec
 
 app = typer.Typer(help="Long-haul DCI: compute lost across campuses, NCCL tuning.", no_args_is_help=True)
@@ -254,3 +260,95 @@ def _print_nccl(p: NcclPlan, path: DciPath) -> None:
         lat.add_row(f"{x.bytes / 2**20:g} MiB", f"{x.before_ms:.2f} ms", f"{x.after_ms:.2f} ms", f"{x.speedup:.1f}x")
     out.print(lat)
     out.print(p.env(), markup=False, highlight=False)
+
+
+DCI_KINDS = ("dci_imbalance", "dci_drops")
+
+
+@app.command("ports")
+def ports_command(
+    spec: Path | None = typer.Option(None, "--spec", "-s", help="Fabric spec (with --trace)."),
+    cabling: Path | None = typer.Option(None, "--cabling", help="As-built cabling (default: blueprint)."),
+    trace: Path | None = typer.Option(None, "--trace", "-t", help="A recorded trace (default: ask the service)."),
+    config: Path | None = typer.Option(None, "--config", "-c", help="fabricd.yaml of the running service."),
+    api: str | None = typer.Option(
+        None, "--api", help="Service URL, e.g. http://127.0.0.1:8340 (instead of --config)."
+    ),
+    token_env: str = typer.Option("FABRICD_API_TOKEN", "--token-env", help="Env var with the API token (--api)."),
+    plot: Path | None = typer.Option(None, "--plot", help="Each DR port's share of its group's load (.svg/.png)."),
+    fmt: Format = typer.Option(Format.table, "--format", "-f", help="json for scripts, table for people."),
+) -> None:
+    """Why are some DR ports dropping while others idle? Each DCI's DR ports: load share, drops, alpha_LB, what it
+    costs in compute, and the active dci_imbalance / dci_drops findings with their cause and fix. From the running
+    service, or from a recorded trace (--spec --trace). Exit 0 balanced and clean, 1 findings, 2 trouble."""
+    if plot is not None and plot.suffix.lower() not in (".svg", ".png"):
+        raise FabricdError(f"--plot {plot}: name a .svg or .png file")
+    if trace is not None:
+        if spec is None:
+            raise FabricdError("--trace needs --spec (the fabric the trace was recorded on)")
+        _, fabric = load_fabric(spec, cabling)
+        state = dci_detector.DciPortsState()
+        last: list[Finding] = []  # what the last pass over the trace found active: the state at its end
+
+        def detect(snapshot: Snapshot, fab: Fabric, st: dci_detector.DciPortsState, now: int) -> list[Finding]:
+            last[:] = dci_detector.detect(snapshot, fab, st, now)
+            return last
+
+        run_trace(trace, fabric, detectors=[Detector("dci_ports", detect, lambda: state)])
+        groups = [x.to_dict() for x in sorted(state.live.values(), key=lambda x: x.group)]
+        findings = [f.to_dict() for f in last]
+    else:
+        client = ApiClient(config, api, token_env)
+        groups = client.call("GET", "/api/v1/dci")["groups"]
+        rows = client.call("GET", "/api/v1/findings", status="active")["findings"]
+        findings = [f for f in rows if f.get("kind") in DCI_KINDS]
+    if not groups:
+        raise FabricdError(
+            "no DR ports judged: the fabric has no dci, or the DR switches have not streamed a full window yet"
+        )
+    if plot is not None:
+        from fabricd.cli.dci_plot import plot_ports
+
+        plot_ports(groups, plot)
+    if fmt is Format.json:
+        emit_json({"groups": groups, "findings": findings})
+    else:
+        _print_ports(groups, findings)
+    raise typer.Exit(EXIT_FINDINGS if findings else EXIT_CLEAN)
+
+
+def _print_ports(groups: list[dict[str, object]], findings: list[dict[str, object]]) -> None:
+    out = console()
+    for g in groups:
+        out.print(
+            f"[bold]{g['group']}[/bold]: alpha_LB {g['alpha_lb']}, "
+            f"loads differ by {float(str(g['skew'])) * 100:.0f} %, "
+            f"{float(str(g['utilisation'])) * 100:.0f} % of line rate, drop rate {g['drop_rate']}; costs "
+            f"~{float(str(g['extra_compute_loss'])) * 100:.2f} % compute"
+        )
+        table = Table(header_style="bold")
+        for col in ("port", "state", "Gb/s", "share", "", "drops", "drop rate"):
+            table.add_column(col)
+        ports = g["ports"]
+        assert isinstance(ports, list)
+        for x in ports:
+            share = float(x["share"])
+            bar = "#" * max(0, round(share * 20))
+            colour = "red" if x["drops"] else ("yellow" if abs(share - 1) > 0.05 else "green")
+            table.add_row(
+                x["port"],
+                "up" if x["up"] else "[red]DOWN[/red]",
+                f"{x['gbps']:.1f}",
+                f"{share:.2f}",
+                f"[{colour}]{bar}[/{colour}]",
+                str(x["drops"]),
+                f"{x['drop_rate']:.2g}",
+            )
+        out.print(table)
+    if not findings:
+        out.print("[green]balanced, no drops: no finding[/green]")
+    for f in findings:
+        ev = f.get("evidence") or {}
+        assert isinstance(ev, dict)
+        out.print(f"[yellow]{f['kind']}[/yellow] {f['summary']}", highlight=False)
+        out.print(f"  cause: {ev.get('cause')}; fix: {ev.get('fix')}", markup=False, highlight=False)

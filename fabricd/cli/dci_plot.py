@@ -37,3 +37,35 @@ def plot_sweep(rows: list[dict[str, object]], sweep: str, work: Workload, path: 
     fig.savefig(buf, format=out.suffix.lower().lstrip("."))
     plt.close(fig)
     write_atomic_bytes(out, buf.getvalue())
+
+
+def plot_ports(groups: list[dict[str, object]], out: Path) -> None:
+    """One panel per group of DR ports: each port's share of the group's mean load; dropping ports in red."""
+    import io
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(len(groups), 1, figsize=(8, 2.6 * len(groups)), dpi=120, squeeze=False)
+    for ax, g in zip(axes[:, 0], groups, strict=True):
+        ports = g["ports"]
+        assert isinstance(ports, list)
+        names = [str(x["port"]) for x in ports]
+        shares = [float(x["share"]) for x in ports]
+        colours = ["tab:red" if x["drops"] else ("tab:grey" if not x["up"] else "tab:blue") for x in ports]
+        ax.bar(range(len(names)), shares, color=colours)
+        ax.axhline(1.0, color="black", linewidth=0.8, linestyle=":")
+        ax.set_xticks(range(len(names)), names, rotation=30, ha="right", fontsize=7)
+        ax.set_ylabel("share of mean load")
+        ax.set_title(
+            f"{g['group']}: alpha_LB {g['alpha_lb']}, skew {float(str(g['skew'])) * 100:.0f} %, "
+            f"drop rate {g['drop_rate']} (red: dropping)",
+            fontsize=9,
+        )
+    fig.tight_layout()
+    buf = io.BytesIO()
+    fig.savefig(buf, format=out.suffix.lower().lstrip("."))
+    plt.close(fig)
+    write_atomic_bytes(out, buf.getvalue())

@@ -93,8 +93,18 @@ class _Port:
 
 
 @dataclass(frozen=True)
+class PortLive:
+    port: str  # device:port
+    up: bool
+    gbps: float  # egress over the window
+    share: float  # of the group's mean load (1 = its fair share)
+    drops: int
+    drop_rate: float
+
+
+@dataclass(frozen=True)
 class Live:
-    """The last judgement of one group (what the service exports as metrics)."""
+    """The last judgement of one group (what the service exports as metrics and `fabricd dci ports` shows)."""
 
     dci: str
     group: str
@@ -103,6 +113,29 @@ class Live:
     drop_rate: float
     utilisation: float
     extra_loss: float
+    ports: tuple[PortLive, ...] = ()
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "dci": self.dci,
+            "group": self.group,
+            "alpha_lb": round(self.alpha_lb, 4),
+            "skew": round(self.skew, 4),
+            "drop_rate": float(f"{self.drop_rate:.3g}"),
+            "utilisation": round(self.utilisation, 4),
+            "extra_compute_loss": round(self.extra_loss, 5),
+            "ports": [
+                {
+                    "port": x.port,
+                    "up": x.up,
+                    "gbps": round(x.gbps, 2),
+                    "share": round(x.share, 4),
+                    "drops": x.drops,
+                    "drop_rate": float(f"{x.drop_rate:.3g}"),
+                }
+                for x in self.ports
+            ],
+        }
 
 
 @dataclass
@@ -279,7 +312,7 @@ def detect(snapshot: Snapshot, fabric: Fabric, state: DciPortsState, now_ns: int
             continue
         judged[g.label] = (g, j)
         _, extra = cost(cfg, g, j.alpha_lb, j.drop_rate)
-        state.live[g.label] = Live(g.dci, g.label, j.alpha_lb, j.skew, j.drop_rate, j.utilisation, extra)
+        state.live[g.label] = _live(g, j, extra)
         f = _imbalance(cfg, state, g, j, now_ns)
         if f is not None:
             out.append(f)
@@ -288,6 +321,22 @@ def detect(snapshot: Snapshot, fabric: Fabric, state: DciPortsState, now_ns: int
         if f is not None:
             out.append(f)
     return out
+
+
+def _live(g: Group, j: Judgement, extra: float) -> Live:
+    mean = sum(j.loads[p] if j.up[p] else 0.0 for p in g.members) / len(g.members)
+    ports = tuple(
+        PortLive(
+            f"{d}:{p}",
+            j.up[(d, p)],
+            j.loads[(d, p)] * 8 / 1e9,
+            j.loads[(d, p)] / mean if mean else 0.0,
+            int(j.drops[(d, p)][0]),
+            j.drops[(d, p)][0] / j.drops[(d, p)][1] if j.drops[(d, p)][1] else 0.0,
+        )
+        for d, p in g.members
+    )
+    return Live(g.dci, g.label, j.alpha_lb, j.skew, j.drop_rate, j.utilisation, extra, ports)
 
 
 def _window(s: Snapshot, g: Group, state: DciPortsState, window: int) -> Judgement | None:

@@ -65,6 +65,11 @@ def create_app(service: Service) -> FastAPI:
     async def topology() -> Any:
         return service.topology_summary()
 
+    @app.get("/api/v1/dci")
+    async def dci() -> Any:
+        """The DR port monitor's last judgement per group: load share, drops and cost (docs/dci.md)."""
+        return {"groups": [x.to_dict() for x in sorted(service.dci_state.live.values(), key=lambda x: x.group)]}
+
     @app.get("/api/v1/audit")
     async def audit(limit: int = 200) -> Any:
         return {"audit": service.state.audit_log(limit)}

@@ -25,7 +25,6 @@ from pydantic import SecretStr
 
 from drivers.inventory import load_inventory
 from fabricd import __version__
-from fabricd.cli.inputs import load_fabric
 from fabricd.detectors import dci_ports, link_flap
 from fabricd.detectors.finding import Finding
 from fabricd.detectors.runner import SETTLE_S, Runner, default_detectors
@@ -40,6 +39,7 @@ from fabricd.telemetry import (
 )
 from fabricd.telemetry.paths import eos_profile
 from policies.policy import load_policy
+from topology.load import load_fabric
 from topology.model import Endpoint
 
 from . import metrics as service_metrics
@@ -121,7 +121,8 @@ class Service:
         self.runner = Runner(self.fabric, dets)
         names = [d.name for d in self.runner.detectors]
         self._flap_state: link_flap.LinkFlapState = self.runner.states[names.index("link_flap")]
-        service_metrics.register_dci(self.registry, self.runner.states[names.index("dci_ports")])
+        self.dci_state: dci_ports.DciPortsState = self.runner.states[names.index("dci_ports")]
+        service_metrics.register_dci(self.registry, self.dci_state)
         self.view = TelemetryPortView(self.ingestor, time.monotonic)
         self.pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="fabricd-io")
         # Port actions get their own threads: a slow ticket backend or drift check must not queue them.

@@ -108,3 +108,37 @@ def test_nccl_env_lines(capsys: pytest.CaptureFixture[str]) -> None:
     assert code == 0
     lines = out.strip().splitlines()
     assert len(lines) == 5 and all(line.startswith("export NCCL_") for line in lines)
+
+
+TRACE = Path(__file__).parent.parent / "fabricd" / "detectors" / "traces" / "dci.jsonl"  # recorded on small-dci
+SMALL_DCI = str(EXAMPLES / "small-dci.yaml")
+
+
+def test_ports_from_a_recorded_trace(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    plot = tmp_path / "ports.png"
+    code, out, err = run(capsys, "ports", "--spec", SMALL_DCI, "--trace", str(TRACE), "--plot", str(plot), "-f", "json")
+    assert code == 1, err
+    d = json.loads(out)
+    (g,) = d["groups"]  # the trace holds the long-haul ports only
+    assert g["group"] == "DCI campus-b long-haul ports" and 0.85 <= g["alpha_lb"] <= 0.92
+    shares = {p["port"]: p["share"] for p in g["ports"]}
+    assert all(v > 1.05 for k, v in shares.items() if k.endswith(("Ethernet5/1", "Ethernet7/1")))
+    assert all(v < 0.95 for k, v in shares.items() if k.endswith(("Ethernet6/1", "Ethernet8/1")))
+    dropping = [p["port"] for p in g["ports"] if p["drops"]]
+    assert dropping == ["dr-campus-b-1:Ethernet6/1"]
+    assert sorted(f["kind"] for f in d["findings"]) == ["dci_drops", "dci_imbalance"]
+    assert plot.read_bytes().startswith(b"\x89PNG")
+
+
+def test_ports_table_says_cause_and_fix(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "ports", "--spec", SMALL_DCI, "--trace", str(TRACE))
+    assert code == 1
+    assert "cause: hash_polarization; fix:" in out and "DLB" in out
+    assert "dr-campus-b-1:Ethernet6/1" in out
+
+
+def test_ports_needs_a_spec_with_a_trace_and_a_dci(capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run(capsys, "ports", "--trace", str(TRACE))
+    assert code == 2 and "--trace needs --spec" in err
+    code, _, err = run(capsys, "ports", "--spec", SMALL, "--trace", str(TRACE))
+    assert code == 2 and "no DR ports judged" in err

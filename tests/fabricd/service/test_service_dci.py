@@ -10,6 +10,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from fabricd.cli import main
 from tests.conftest import EXAMPLES
 from tests.lab.control_client import inject
 from tests.lab.twin_thread import TwinThread
@@ -33,7 +34,9 @@ def gauge(text: str, name: str) -> float:
     return float(m.group(1))
 
 
-def test_skew_and_drops_become_findings_tickets_and_metrics(twin: TwinThread, tmp_path: Path) -> None:
+def test_skew_and_drops_become_findings_tickets_and_metrics(
+    twin: TwinThread, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     cfg = write_config(
         tmp_path,
         twin.inventory,
@@ -70,5 +73,21 @@ def test_skew_and_drops_become_findings_tickets_and_metrics(twin: TwinThread, tm
         assert gauge(text, "fabricd_dci_skew") == pytest.approx(0.3, abs=0.04)
         assert gauge(text, "fabricd_dci_alpha_lb") == pytest.approx(1 / 1.15, abs=0.02)  # polarized: mean / max
         assert gauge(text, "fabricd_dci_drop_ratio") > 0 and gauge(text, "fabricd_dci_extra_compute_loss_ratio") > 0
+
+        # per port, through the API and `fabricd dci ports --api` (the engineer's one command)
+        groups = {g["group"]: g for g in svc.get("/api/v1/dci")["groups"]}
+        assert set(groups) == {
+            "DCI campus-b long-haul ports",
+            "dr-campus-b-0 campus uplinks",
+            "dr-campus-b-1 campus uplinks",
+        }
+        lh = groups["DCI campus-b long-haul ports"]
+        assert [p["port"] for p in lh["ports"] if p["drops"]] == ["dr-campus-b-0:Ethernet8/1"]
+        shares = [p["share"] for p in lh["ports"]]
+        assert sum(x > 1.1 for x in shares) == 4 and sum(x < 0.9 for x in shares) == 4  # 1 +- 0.15, +- 0.02 spread
+        capsys.readouterr()
+        assert main(["dci", "ports", "--api", svc.url]) == 1
+        out = capsys.readouterr().out
+        assert "cause: hash_polarization" in out and "dr-campus-b-0:Ethernet8/1" in out
     finally:
         svc.stop()
