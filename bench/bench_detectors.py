@@ -39,10 +39,10 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from fabricd.cli.inputs import load_fabric
 from fabricd.detectors.runner import Detector, Runner, default_detectors
 from fabricd.telemetry import CounterStore, Snapshot
 from topology.fabric import Fabric
+from topology.load import load_fabric
 
 S = 10**9
 T0 = 1_700_000_000 * S

@@ -38,9 +38,9 @@ import yaml
 from napalm import get_network_driver
 
 from drivers.inventory import load_inventory
-from fabricd.cli.inputs import load_fabric
 from tests.fabricd.service.service_thread import ServiceThread, write_config
 from tests.lab.control_client import inject
+from topology.load import load_fabric
 from topology.model import Role
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -26,7 +26,6 @@ from pathlib import Path
 from drivers.base import DevicePlan, Driver
 from drivers.eos import plan as eos_plan
 from drivers.eos import render as eos_render
-from fabricd import __version__
 from policies.intent import DeviceIntent
 
 # Bump when what is stored changes meaning; old rows then simply miss.
@@ -221,7 +220,7 @@ class OfflinePlanner:
 
     def __init__(self, cache: PlanCache):
         self.cache = cache
-        self._versions = (__version__, _dist_version("pyavd"), _dist_version("hier-config"))
+        self._versions = (_dist_version("fabricd"), _dist_version("pyavd"), _dist_version("hier-config"))
         self._templates: dict[str, tuple[str, str] | None] = {}
         self._owned_intended: dict[str, tuple[str, str]] = {}
         self._ports_ids: dict[str, str] = {}

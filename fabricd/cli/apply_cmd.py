@@ -14,13 +14,14 @@ import typer
 from rich.table import Table
 
 from drivers.inventory import load_inventory
-from fabricd.cli.inputs import load_fabric, selected_switches
+from fabricd.cli.inputs import selected_switches
 from fabricd.cli.output import EXIT_CLEAN, EXIT_FINDINGS, EXIT_TROUBLE, console, emit_json, err_console
 from fabricd.cli.plan_cmd import print_plans
 from fabricd.rollout import ApplyOptions, DeviceResult, apply_all, plan_all, targets
 from policies.intent import derive_intent
 from policies.policy import load_policy
 from topology.errors import FabricdError
+from topology.load import load_fabric
 
 _FAILED = ("rolled_back", "rejected", "unreachable", "failed", "skipped")
 

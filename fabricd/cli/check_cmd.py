@@ -7,9 +7,9 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
-from fabricd.cli.inputs import load_fabric
 from fabricd.cli.output import EXIT_CLEAN, EXIT_FINDINGS, Format, console, emit_json
 from topology.deadlock import MAX_CYCLES, DeadlockRisk, deadlock_risk, resolve_failed
+from topology.load import load_fabric
 
 app = typer.Typer(help="What-if checks of the fabric model.", no_args_is_help=True)
 

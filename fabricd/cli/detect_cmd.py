@@ -8,13 +8,13 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
-from fabricd.cli.inputs import load_fabric
 from fabricd.cli.output import EXIT_CLEAN, EXIT_FINDINGS, Format, console, emit_json
 from fabricd.detectors import Finding, run_trace
 from fabricd.detectors.probes import read_probes
 from fabricd.detectors.runner import PASS_GAP_S
 from fabricd.detectors.silent_corruption import localize
 from topology.errors import FabricdError
+from topology.load import load_fabric
 
 
 def detect_command(

@@ -7,10 +7,11 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
-from fabricd.cli.inputs import load_fabric, selected_switches
+from fabricd.cli.inputs import selected_switches
 from fabricd.cli.output import Format, console, emit_json
 from policies.intent import Intent, derive_intent
 from policies.policy import load_policy
+from topology.load import load_fabric
 
 
 def intent_command(

@@ -15,12 +15,13 @@ from drivers.base import DevicePlan, Driver
 from drivers.inventory import load_inventory
 from drivers.plan_cache import OfflinePlanner, PlanCache, default_cache_dir, paused_gc
 from drivers.registry import get_driver
-from fabricd.cli.inputs import load_fabric, selected_switches
+from fabricd.cli.inputs import selected_switches
 from fabricd.cli.output import EXIT_CLEAN, EXIT_FINDINGS, EXIT_TROUBLE, console, emit_json, err_console
 from fabricd.rollout import plan_all, targets
 from policies.intent import DeviceIntent, derive_intent
 from policies.policy import load_policy
 from topology.errors import FabricdError
+from topology.load import load_fabric
 
 
 def plan_command(

@@ -7,13 +7,13 @@ from pathlib import Path
 
 import typer
 
-from fabricd.cli.inputs import load_fabric
 from fabricd.cli.output import err_console, write_or_print
 from topology.blueprint import generate_blueprint
 from topology.cabling_io import dump_cabling
 from topology.errors import FabricdError
 from topology.exports import EXPORT_FORMATS, export
 from topology.exports.clab import ceos_startup_config, clab_topology
+from topology.load import load_fabric
 from topology.sourcefile import write_atomic
 from topology.spec import load_spec
 

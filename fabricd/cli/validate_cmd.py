@@ -7,8 +7,8 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
-from fabricd.cli.inputs import load_as_built
 from fabricd.cli.output import EXIT_CLEAN, EXIT_FINDINGS, Format, console, emit_json
+from topology.load import load_as_built
 from topology.spec import load_spec
 from topology.validate import ValidationResult, validate
 

@@ -4,12 +4,10 @@ there (`resolved`). Backends are blocking; the service calls them from worker th
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Protocol
 
 from topology.errors import FabricdError
 
-from ..config import TicketSettings, read_secret
 from ..state import Ticket
 
 
@@ -39,20 +37,3 @@ class SqliteBackend:
 
     def resolved(self, tickets: list[Ticket]) -> list[int]:
         return []
-
-
-def make_backend(settings: TicketSettings, source: Path | None) -> TicketBackend:
-    if settings.backend == "webhook":
-        from .webhook import WebhookBackend
-
-        assert settings.webhook is not None  # load_config refuses a webhook backend without its section
-        hook = settings.webhook
-        token = None if hook.token is None else read_secret(hook.token, "tickets.webhook.token", source)
-        return WebhookBackend(hook.url, token, retries=hook.retries, timeout_s=hook.timeout_s)
-    if settings.backend == "jira":
-        from .jira_backend import JiraBackend
-
-        assert settings.jira is not None
-        j = settings.jira
-        return JiraBackend(j, read_secret(j.token, "tickets.jira.token", source))
-    return SqliteBackend()

@@ -8,11 +8,11 @@ from typing import Any
 
 import pytest
 
-from fabricd.cli.inputs import load_fabric
 from fabricd.service.config import SafetyLimits
 from fabricd.service.state import StateStore, Ticket
 from tests.conftest import EXAMPLES
 from topology.fabric import Fabric
+from topology.load import load_fabric
 
 from .harness import Clock, Harness, World, make_remediator, pod_variant
 

@@ -14,13 +14,13 @@ from typing import Any, TypeVar
 import yaml
 
 from drivers.base import DriverError
-from fabricd.cli.inputs import load_fabric
 from fabricd.detectors.finding import Finding
 from fabricd.service.config import RemediationSettings, SafetyLimits
 from fabricd.service.remediation import NS, Outcome, Remediator
 from fabricd.service.state import Action, StateStore, Ticket
 from tests.conftest import EXAMPLES
 from topology.fabric import Fabric
+from topology.load import load_fabric
 from topology.model import Endpoint
 
 T0 = 1_700_000_000 * NS

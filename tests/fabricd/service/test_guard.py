@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import pytest
 
-from fabricd.cli.inputs import load_fabric
 from fabricd.service.config import SafetyLimits
 from fabricd.service.guard import GuardInput, check_disable, is_uplink
 from tests.conftest import EXAMPLES
 from topology.fabric import Fabric
+from topology.load import load_fabric
 from topology.model import Endpoint
 
 from .harness import pod_variant
