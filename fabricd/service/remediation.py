@@ -28,7 +28,7 @@ from topology.model import Endpoint, Role
 from .config import RemediationSettings, SafetyLimits
 from .faults import LINK_KINDS, common_cause, fault_key, target_port
 from .guard import GuardInput, Verdict, check_disable
-from .state import Action, StateStore, Ticket
+from .state import Action, ActionStatus, StateStore, Ticket
 
 log = logging.getLogger("fabricd.remediation")
 NS = 1_000_000_000
@@ -149,7 +149,7 @@ class Remediator:
     def _held(self) -> set[Endpoint]:
         """Ports fabricd holds down, or is taking down now (a disable in flight already counts against budgets)."""
         held = {Endpoint(p["device"], p["port"]) for p in self.state.disabled_ports()}
-        held |= {Endpoint(a.device, a.port) for a in self.state.actions_in("running", "approved", op="disable")}
+        held |= {Endpoint(a.device, a.port) for a in self.state.actions_in("running", op="disable")}
         return held
 
     def _decide(self, f: Finding, fid: int, target: Endpoint, v: Verdict, now: int) -> tuple[Action, str]:
@@ -166,7 +166,7 @@ class Remediator:
             a = self.state.add_action("disable", target.device, target.port, mode, "observed", why, now, finding_id=fid)
             self.state.audit(now, f"would disable {target}", why, mode=mode, finding_id=fid, action_id=a.id)
             return a, f"observe mode: fabricd would disable {target} (guard allows: {v.reason}); nothing was changed"
-        status = "awaiting_approval" if mode == "approve" else "running"
+        status: ActionStatus = "awaiting_approval" if mode == "approve" else "running"
         a = self.state.add_action("disable", target.device, target.port, mode, status, why, now, finding_id=fid)
         self.state.audit(now, f"disable {target}: {status}", why, mode=mode, finding_id=fid, action_id=a.id)
         if mode == "approve":
@@ -374,7 +374,7 @@ class Remediator:
             raise
         return session
 
-    def _finish(self, action: Action, status: str, text: str) -> None:
+    def _finish(self, action: Action, status: ActionStatus, text: str) -> None:
         now = self.clock()
         # The port's new state (held down, or back up on probation) is recorded with the status, atomically.
         action = self.state.finish_action(action.id, status, now, text, now + int(self.settings.probation_s * NS))

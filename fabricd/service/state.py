@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from fabricd.detectors.finding import Finding
 from topology.errors import FabricdError
@@ -52,7 +52,12 @@ CREATE TABLE IF NOT EXISTS audit (
 """
 
 # An action's life: proposed (observe) | awaiting_approval -> running -> done | failed | rolled_back; refused.
-OPEN_ACTION = ("awaiting_approval", "approved", "running")
+# What an action goes through: proposed (awaiting_approval in approve mode, observed in observe mode, refused by the
+# guard), running (on the switch now; approval moves it here), then done, failed, rolled_back or cancelled.
+ActionStatus = Literal[
+    "awaiting_approval", "running", "done", "failed", "rolled_back", "refused", "observed", "cancelled"
+]
+OPEN_ACTION: tuple[ActionStatus, ...] = ("awaiting_approval", "running")
 
 
 class StateError(FabricdError):
@@ -89,7 +94,7 @@ class Action:
     device: str
     port: str
     mode: str
-    status: str
+    status: ActionStatus
     reason: str
     finding_id: int | None
     ticket_id: int | None
@@ -300,7 +305,7 @@ class StateStore:
 
     # --- actions ---------------------------------------------------------------------------------------------
     def add_action(
-        self, op: str, device: str, port: str, mode: str, status: str, reason: str, now: int,
+        self, op: str, device: str, port: str, mode: str, status: ActionStatus, reason: str, now: int,
         *, finding_id: int | None = None, ticket_id: int | None = None,
     ) -> Action:  # fmt: skip
         with self.tx() as db:
@@ -314,7 +319,7 @@ class StateStore:
         assert a is not None
         return a
 
-    def set_action(self, action_id: int, status: str, now: int, detail: str | None = None) -> Action:
+    def set_action(self, action_id: int, status: ActionStatus, now: int, detail: str | None = None) -> Action:
         with self.tx() as db:
             db.execute("UPDATE actions SET status = ?, updated_ts = ? WHERE id = ?", (status, now, action_id))
             if detail is not None:
@@ -323,7 +328,9 @@ class StateStore:
         assert a is not None
         return a
 
-    def finish_action(self, action_id: int, status: str, now: int, detail: str, probation_until: int) -> Action:
+    def finish_action(
+        self, action_id: int, status: ActionStatus, now: int, detail: str, probation_until: int
+    ) -> Action:
         """An action's end and what it did to the port, in one transaction: between an admin change marked done and
         the port recorded as held down, the guard would not count the port and could let one more go down."""
         with self.tx() as db:
@@ -352,7 +359,7 @@ class StateStore:
             rows = self._all("SELECT * FROM actions ORDER BY id DESC LIMIT ?", (limit,))
         return [Action(**dict(r)) for r in rows]
 
-    def actions_in(self, *statuses: str, op: str | None = None) -> list[Action]:
+    def actions_in(self, *statuses: ActionStatus, op: str | None = None) -> list[Action]:
         """Every action in these statuses (no limit: remediation decides from all of them, oldest first)."""
         q = ",".join("?" * len(statuses))
         sql = f"SELECT * FROM actions WHERE status IN ({q})" + (" AND op = ?" if op else "") + " ORDER BY id"
