@@ -34,6 +34,7 @@ def plan_command(
     cabling: Path | None = typer.Option(None, "--cabling", "-c", help="As-built cabling (default: blueprint)."),
     device: list[str] = typer.Option([], "--device", "-d", help="Only these devices (repeatable)."),
     fmt: str = typer.Option("text", "--format", "-f", help="text for people, json for scripts."),
+    show: str = typer.Option("diff", "--show", help="text: the unified diff, the commands, or both."),
     cache_dir: Path | None = typer.Option(
         None, "--cache-dir", help="Offline plan cache folder (default: $XDG_CACHE_HOME/fabricd or ~/.cache/fabricd)."
     ),
@@ -42,6 +43,8 @@ def plan_command(
     """Dry run: what would change on each switch, as a unified diff and the exact EOS commands."""
     if fmt not in ("text", "json"):
         raise FabricdError(f"--format '{fmt}' is unknown; use text or json")
+    if show not in SHOW:
+        raise FabricdError(f"--show '{show}' is unknown; use {', '.join(SHOW)}")
     if running_dir is None and inventory is None:
         raise FabricdError("pass --inventory FILE to plan live, or --running-dir DIR with saved running configs")
     if running_dir is not None and not running_dir.is_dir():
@@ -67,18 +70,22 @@ def plan_command(
                 assert inventory is not None
                 items = targets(intent.devices, load_inventory(inventory))
                 plans = plan_all(items, progress=lambda: progress.advance(task))
-        print_plans(plans, fmt)
+        print_plans(plans, fmt, show)
         del fabric, intent  # freed now by reference counting, so the GC has little left to scan when it resumes
     if any(p.error for p in plans):
         raise typer.Exit(EXIT_TROUBLE)
     raise typer.Exit(EXIT_FINDINGS if any(p.changed for p in plans) else EXIT_CLEAN)
 
 
-def print_plans(plans: list[DevicePlan], fmt: str) -> None:
+SHOW = ("diff", "commands", "both")
+
+
+def print_plans(plans: list[DevicePlan], fmt: str, show: str = "diff") -> None:
+    """JSON carries both; text shows the unified diff (for review), the commands (to paste), or both."""
     if fmt == "json":
         emit_json({"devices": [p.to_dict() for p in plans]})
     else:
-        _print(plans)
+        _print(plans, show)
 
 
 def _warn(message: str) -> None:
@@ -101,14 +108,17 @@ def _plan_one(planner: OfflinePlanner, driver: Driver, dev: DeviceIntent, runnin
         return DevicePlan(device, error=f"{path}: cannot parse the running config ({exc})")
 
 
-def _print(plans: list[DevicePlan]) -> None:
+def _print(plans: list[DevicePlan], show: str) -> None:
     out = console()
     for p in plans:
         if p.changed:
             out.rule(f"{p.device}")
-            out.print(p.diff, markup=False, highlight=False)
-            out.print("commands:", style="bold")
-            out.print("\n".join(p.commands), markup=False, highlight=False)
+            if show in ("diff", "both"):
+                out.print(p.diff, markup=False, highlight=False)
+            if show in ("commands", "both"):
+                if show == "both":
+                    out.print("commands:", style="bold")
+                out.print("\n".join(p.commands), markup=False, highlight=False)
     table = Table(title="plan", header_style="bold")
     for col in ("device", "result", "commands"):
         table.add_column(col)

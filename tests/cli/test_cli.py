@@ -156,3 +156,14 @@ def test_exported_json_validates_as_cabling(capsys: pytest.CaptureFixture[str], 
     assert code == 0, err
     code, out, _ = run(capsys, "validate", "--spec", SMALL, "--cabling", str(target), "--format", "json")
     assert code == 0 and json.loads(out)["summary"]["links"] == 96
+
+
+def test_intent_table_groups_ports_that_share_settings_and_reasons(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["intent", "--spec", str(EXAMPLES / "small-pod.yaml"), "--device", "leaf-g0-r0"]) == 0
+    out = capsys.readouterr().out
+    rows = [line for line in out.splitlines() if line.startswith("│")]
+    assert len(rows) == 2  # the 4 server ports, the 4 uplinks
+    assert "Ethernet1/1 .. Ethernet4/1" in rows[0] and "server" in rows[0] and "4 peers" in rows[0]
+    assert "Ethernet5/1 .. Ethernet8/1" in rows[1] and "fabric" in rows[1]
+    assert out.count("pfc.headroom_bytes: headroom") == 2  # each group's reasons, once
+    assert "2 x 3 m x 400 Gb/s" in out and "2 x 30 m x 400 Gb/s" in out

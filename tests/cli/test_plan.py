@@ -77,3 +77,23 @@ def test_an_unparsable_running_config_fails_alone(capsys: pytest.CaptureFixture[
     assert code == 2
     assert "cannot parse the running config" in str(plans["leaf-g0-r0"]["error"])
     assert plans["spine-r0-0"]["error"] is None and plans["spine-r0-0"]["changed"] is True
+
+
+@pytest.mark.parametrize(
+    ("show", "diff", "commands"), [("diff", True, False), ("commands", False, True), ("both", True, True)]
+)
+def test_text_shows_the_diff_or_the_commands_unless_asked_for_both(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, show: str, diff: bool, commands: bool
+) -> None:
+    (tmp_path / "leaf-g0-r0.cfg").write_text("hostname leaf-g0-r0\n!\n")
+    args = ["plan", "--spec", SMALL, "--running-dir", str(tmp_path), "--device", "leaf-g0-r0", "--no-cache"]
+    assert main([*args, "--show", show]) == 1
+    out = capsys.readouterr().out
+    assert ("+   priority-flow-control on" in out) is diff  # a diff line
+    assert any(line == "   priority-flow-control on" for line in out.splitlines()) is commands  # a command line
+    assert ("commands:" in out) is (show == "both")
+
+
+def test_an_unknown_show_is_a_one_line_error(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    assert main(["plan", "--spec", SMALL, "--running-dir", str(tmp_path), "--show", "all"]) == 2
+    assert "--show 'all' is unknown; use diff, commands, both" in capsys.readouterr().err

@@ -189,7 +189,7 @@ def test_unreachable_device_fails_alone(twin: TwinThread, spec: FabricSpec, tmp_
 
 def test_cli_apply_then_plan_is_clean(twin: TwinThread, capsys: pytest.CaptureFixture[str]) -> None:
     args = ["--spec", str(SPEC), "--inventory", str(twin.inventory), "--device", "leaf-g1-r1"]
-    assert main(["plan", *args]) == 1
+    assert main(["plan", *args, "--show", "commands"]) == 1
     shown = capsys.readouterr().out
     assert "sudo config apply-patch" in shown
     assert main(["apply", *args, "--yes", "--revert-in", "60", "--format", "json"]) == 1
