@@ -13,7 +13,9 @@ from fabricd.detectors import Finding, run_trace
 from fabricd.detectors.probes import read_probes
 from fabricd.detectors.runner import PASS_GAP_S
 from fabricd.detectors.silent_corruption import localize
+from fabricd.jobs.annotate import annotate
 from topology.errors import FabricdError
+from topology.jobs import JobMap, load_jobs
 from topology.load import load_fabric
 
 
@@ -23,6 +25,9 @@ def detect_command(
     trace: Path | None = typer.Option(None, "--trace", "-t", help="Telemetry trace (JSON Lines, DESIGN.md)."),
     probes: Path | None = typer.Option(
         None, "--probes", help="Probe results (JSON Lines, DESIGN.md): localizes silent corruption."
+    ),
+    jobs: Path | None = typer.Option(
+        None, "--jobs", help="Jobs (YAML/JSON, Slurm or kubectl JSON): each finding names the jobs it hits."
     ),
     tick: float = typer.Option(
         1.0, "--tick", help="Seconds of trace time between full detector ticks (the sample interval)."
@@ -50,6 +55,8 @@ def detect_command(
         findings = run_trace(trace, fabric, tick_s=tick, pass_gap_s=pass_gap, probes=results)
     else:
         findings = localize(results or [], fabric)
+    if jobs is not None:
+        findings = annotate(findings, JobMap(load_jobs(jobs), fabric))
     if fmt is Format.json:
         emit_json({"findings": [f.to_dict() for f in findings]})
     else:
@@ -63,13 +70,14 @@ def _print(findings: list[Finding]) -> None:
         out.print("[green]no findings[/green]")
         return
     table = Table(header_style="bold")
-    for col in ("kind", "severity", "where", "ports", "summary"):
+    for col in ("kind", "severity", "where", "ports", "summary", "jobs"):
         table.add_column(col, overflow="fold")
     for f in findings:
         where = f"{f.device}:{f.port}" if f.port else f.device
         if f.priority is not None:
             where += f" prio {f.priority}"
         color = "red" if f.severity == "critical" else "yellow"
-        table.add_row(f.kind, f"[{color}]{f.severity}[/{color}]", where, ", ".join(f.ports), f.summary)
+        jobs = ", ".join(f"{j.name} ({j.gpus} GPUs)" for j in f.jobs)
+        table.add_row(f.kind, f"[{color}]{f.severity}[/{color}]", where, ", ".join(f.ports), f.summary, jobs)
     out.print(table)
     out.print(f"{len(findings)} finding(s)", markup=False)

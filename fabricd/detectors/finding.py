@@ -17,6 +17,19 @@ KINDS = (
 
 
 @dataclass(frozen=True)
+class JobRef:
+    """A training job a finding hits (filled in from the job map, outside the detectors)."""
+
+    id: str
+    name: str
+    priority: str | None
+    gpus: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"id": self.id, "name": self.name, "priority": self.priority, "gpus": self.gpus}
+
+
+@dataclass(frozen=True)
 class Finding:
     kind: str
     device: str  # where it starts: a storm's origin port, one end of a flapping link
@@ -30,6 +43,7 @@ class Finding:
     summary: str
     priority: int | None = None
     evidence: dict[str, Any] = field(default_factory=dict)
+    jobs: tuple[JobRef, ...] = ()  # the training jobs whose traffic uses what it names (none without a job map)
 
     @property
     def key(self) -> tuple[str, str, str | None, int | None, int]:
@@ -60,4 +74,5 @@ class Finding:
             "confidence": round(self.confidence, 3),
             "evidence": self.evidence,
             "summary": self.summary,
+            "jobs": [j.to_dict() for j in self.jobs],
         }

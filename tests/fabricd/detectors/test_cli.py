@@ -25,6 +25,7 @@ FIELDS = {
     "confidence",
     "evidence",
     "summary",
+    "jobs",
 }
 
 
@@ -120,3 +121,20 @@ def test_recorded_dci_trace_names_the_skewed_and_dropping_ports(capsys: pytest.C
     first = min(json.loads(line)["ts"] for line in trace.read_text().splitlines())
     for f in (imb, drops):
         assert 8 <= (f["detected_ts"] - first) / 1e9 <= 25
+
+
+def test_findings_name_the_jobs_they_hit(capsys: pytest.CaptureFixture[str]) -> None:
+    # the flap is on leaf-g0-r0 <-> spine-r0-0: only job-b spans both groups and so uses the spines
+    jobs = str(EXAMPLES / "small-pod-jobs.yaml")
+    rc, out, _ = detect(capsys, "--trace", str(TRACES / "flap.jsonl"), "--jobs", jobs, "--format", "json")
+    (f,) = json.loads(out)["findings"]
+    assert rc == 1 and f["jobs"] == [{"id": "job-b", "name": "llama-70b-pretrain", "priority": "high", "gpus": 16}]
+    rc, out, _ = detect(capsys, "--trace", str(TRACES / "flap.jsonl"), "--jobs", jobs)
+    assert "llama-70b-pretrain (16 GPUs)" in out
+
+
+def test_a_bad_jobs_file_is_one_line(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    bad = tmp_path / "jobs.yaml"
+    bad.write_text("jobs:\n  - id: a\n")
+    rc, _, err = detect(capsys, "--trace", str(TRACES / "flap.jsonl"), "--jobs", str(bad))
+    assert rc == 2 and f"{bad}:2: field 'jobs[0].nodes': required field is missing" in err
