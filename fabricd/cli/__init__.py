@@ -13,6 +13,7 @@ from fabricd.cli.check_cmd import app as check_app
 from fabricd.cli.dci_cmd import app as dci_app
 from fabricd.cli.detect_cmd import detect_command
 from fabricd.cli.intent_cmd import intent_command
+from fabricd.cli.jobs_cmd import jobs_command
 from fabricd.cli.lab_cmd import app as lab_app
 from fabricd.cli.output import EXIT_TROUBLE, err_console
 from fabricd.cli.plan_cmd import plan_command
@@ -64,6 +65,7 @@ app.command("tickets")(tickets_command)
 app.command("actions")(actions_command)
 app.command("approve")(approve_command)
 app.command("resolve")(resolve_command)
+app.command("jobs")(jobs_command)
 app.add_typer(topology_app, name="topology")
 app.add_typer(lab_app, name="lab")
 app.add_typer(check_app, name="check")

@@ -70,6 +70,18 @@ def create_app(service: Service) -> FastAPI:
         """The DR port monitor's last judgement per group: load share, drops and cost (docs/dci.md)."""
         return {"groups": [x.to_dict() for x in sorted(service.dci_state.live.values(), key=lambda x: x.group)]}
 
+    @app.get("/api/v1/jobs")
+    async def jobs() -> Any:
+        """Every job with its footprint, traffic per rail, outliers and the ports that need attention."""
+        return {"jobs": [r.to_dict(ports=False) for r in service.job_reports()], **service.health()["jobs"]}
+
+    @app.get("/api/v1/jobs/{job_id}")
+    async def job(job_id: str) -> Any:
+        for r in service.job_reports():
+            if r.footprint.job.id == job_id:
+                return r.to_dict()
+        raise HTTPException(404, f"no job {job_id}; list them with `fabricd jobs`")
+
     @app.get("/api/v1/audit")
     async def audit(limit: int = 200) -> Any:
         return {"audit": service.state.audit_log(limit)}

@@ -123,6 +123,23 @@ class DetectorSettings(_Strict):
     dci: DciDetectorSettings = Field(default_factory=DciDetectorSettings)
 
 
+class JobSettings(_Strict):
+    """Where the training jobs come from (docs/jobs.md); the service re-reads them every refresh_s, and a bad read
+    keeps the previous job map in force."""
+
+    path: Path | None = None  # a jobs file, `squeue --json` or `kubectl get pods -o json` output
+    command: list[str] | None = None  # or a command printing one of those, e.g. [squeue, --json]
+    job_label: str | None = None  # Kubernetes: the pod label naming the job (default: the Job controller's)
+    refresh_s: float = Field(60.0, ge=1, le=86400)
+    timeout_s: float = Field(20.0, gt=0, le=600)
+
+    @model_validator(mode="after")
+    def _one_source(self) -> Self:
+        if self.path is not None and self.command:
+            raise ValueError("give path or command, not both")
+        return self
+
+
 class SafetyLimits(_Strict):
     # CorrOpt (SIGCOMM'17) disables a corrupting link only while the switch keeps its capacity target;
     # 75% of uplink capacity is its default and ours (../shared/reference/domain.md).
@@ -143,6 +160,9 @@ class RemediationSettings(_Strict):
     # scontrol update nodename={node} state=drain reason="{reason}"
     drain_hook: str | None = None
     drain_timeout_s: float = Field(30.0, gt=0)
+    # In auto mode, a port that carries a job with one of these priority labels (jobs.*) waits for approval
+    # instead: a flap on a rank of the flagship run is a call for a person, not for fabricd.
+    approve_for_priority: list[str] = []
 
     @field_validator("drain_hook")
     @classmethod
@@ -212,6 +232,7 @@ class ServiceConfig(_Strict):
     state: Path = Path("fabricd-state.db")
     telemetry: TelemetrySettings = Field(default_factory=TelemetrySettings)
     detectors: DetectorSettings = Field(default_factory=DetectorSettings)
+    jobs: JobSettings = Field(default_factory=JobSettings)
     remediation: RemediationSettings = Field(default_factory=RemediationSettings)
     safety: SafetyLimits = Field(default_factory=SafetyLimits)
     tickets: TicketSettings = Field(default_factory=TicketSettings)
@@ -249,6 +270,8 @@ def load_config(path: Path, environ: dict[str, str] | None = None) -> ServiceCon
             updates[name] = base / value
     if cfg.telemetry.record is not None and not cfg.telemetry.record.is_absolute():
         updates["telemetry"] = cfg.telemetry.model_copy(update={"record": base / cfg.telemetry.record})
+    if cfg.jobs.path is not None and not cfg.jobs.path.is_absolute():
+        updates["jobs"] = cfg.jobs.model_copy(update={"path": base / cfg.jobs.path})
     cfg = cfg.model_copy(update=updates)
     for field, ref in _secret_refs(cfg):
         read_secret(ref, field, path, environ)  # refuse at start, not at the first ticket

@@ -16,6 +16,7 @@ import time
 from collections import Counter
 from collections.abc import Awaitable
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict
 from typing import Any
 
 import uvicorn
@@ -28,6 +29,10 @@ from fabricd import __version__
 from fabricd.detectors import dci_ports, link_flap
 from fabricd.detectors.finding import Finding
 from fabricd.detectors.runner import SETTLE_S, Runner, default_detectors
+from fabricd.jobs.annotate import annotate
+from fabricd.jobs.report import JobReport
+from fabricd.jobs.report import report as job_report
+from fabricd.jobs.source import JobSource
 from fabricd.telemetry import (
     CounterStore,
     Ingestor,
@@ -121,8 +126,12 @@ class Service:
         self.runner = Runner(self.fabric, dets)
         names = [d.name for d in self.runner.detectors]
         self._flap_state: link_flap.LinkFlapState = self.runner.states[names.index("link_flap")]
+        jc = cfg.jobs
+        self.job_source = JobSource(self.fabric, jc.path, jc.command, jc.job_label, jc.timeout_s)
+        self.job_source.refresh()  # a bad read is logged; fabricd watches the fabric without jobs until a good one
         self.dci_state: dci_ports.DciPortsState = self.runner.states[names.index("dci_ports")]
         service_metrics.register_dci(self.registry, self.dci_state)
+        service_metrics.register_jobs(self.registry, self.state)
         self.view = TelemetryPortView(self.ingestor, time.monotonic)
         self.pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="fabricd-io")
         # Port actions get their own threads: a slow ticket backend or drift check must not queue them.
@@ -181,6 +190,8 @@ class Service:
             scheduler.add_job(self._retry_enables, "interval", seconds=max(30.0, tick), id="reenable")
             scheduler.add_job(self._drift, "interval", seconds=self.cfg.drift_interval_s, id="drift")
             scheduler.add_job(self._prune, "interval", hours=6, id="prune")
+            if self.job_source.configured:
+                scheduler.add_job(self._refresh_jobs, "interval", seconds=self.cfg.jobs.refresh_s, id="jobs")
             scheduler.start()
             tasks.append(asyncio.create_task(self._tick_loop(tick), name="detectors"))
             self.ready.set()
@@ -273,7 +284,7 @@ class Service:
     async def _act(self, findings: list[Finding], now: int) -> list[Finding]:
         stale = set(self.telemetry.stale_devices(now))
         held = {Endpoint(p["device"], p["port"]) for p in self.state.disabled_ports()}
-        usable = [f for f in findings if not self._ignored(f, stale, held)]
+        usable = annotate([f for f in findings if not self._ignored(f, stale, held)], self.job_source.map)
         await self.remediator.on_findings(usable)
         return usable
 
@@ -344,6 +355,9 @@ class Service:
             self.state.audit(self.clock(), "config drift", f"{len(drifted)} switches differ: {', '.join(drifted[:20])}")
             log.warning("config drift on %d switches: %s (run fabricd plan)", len(drifted), ", ".join(drifted[:20]))
 
+    async def _refresh_jobs(self) -> None:
+        await asyncio.get_running_loop().run_in_executor(self.pool, self.job_source.refresh)
+
     async def _prune(self) -> None:
         self.state.prune(self.clock() - int(self.cfg.detectors.retention_days * 86400 * NS))
 
@@ -360,7 +374,15 @@ class Service:
             "open_tickets": len(self.state.tickets("open")),
             "disabled_ports": len(self.state.disabled_ports()),
             "ticket_backend": self.backend.name,
+            "jobs": asdict(self.job_source.status) | {"configured": self.job_source.configured},
         }
+
+    def job_reports(self) -> list[JobReport]:
+        jobs = self.job_source.map
+        if jobs is None:
+            return []
+        snap = self.ingestor.snapshot()
+        return [job_report(fp, snap) for fp in jobs.footprints.values()]
 
     def topology_summary(self) -> dict[str, Any]:
         roles = Counter(d.role.value for d in self.fabric.devices())

@@ -80,3 +80,30 @@ class DciCollector(Collector):
 
 def register_dci(registry: CollectorRegistry, state: DciPortsState) -> None:
     registry.register(DciCollector(state))
+
+
+MAX_JOB_SERIES = 100  # bounded labels: past this many jobs with findings, the rest count under job="_other"
+
+
+class JobCollector(Collector):
+    """Active findings per job they hit (jobs from the job map); bounded to MAX_JOB_SERIES label values."""
+
+    def __init__(self, state: StateStore) -> None:
+        self.state = state
+
+    def collect(self) -> Iterator[Metric]:
+        counts: dict[str, int] = {}
+        for f in self.state.findings("active", limit=100_000):
+            for j in f.get("jobs") or []:
+                counts[str(j["id"])] = counts.get(str(j["id"]), 0) + 1
+        fam = GaugeMetricFamily("fabricd_job_active_findings", "Active findings hitting each job", labels=["job"])
+        ranked = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
+        for job, n in ranked[:MAX_JOB_SERIES]:
+            fam.add_metric([job], n)
+        if len(ranked) > MAX_JOB_SERIES:
+            fam.add_metric(["_other"], sum(n for _, n in ranked[MAX_JOB_SERIES:]))
+        yield fam
+
+
+def register_jobs(registry: CollectorRegistry, state: StateStore) -> None:
+    registry.register(JobCollector(state))

@@ -162,6 +162,11 @@ class Remediator:
                              finding_id=fid, action_id=a.id)  # fmt: skip
             return a, f"no action: the safety guard refused to disable {target}: {v.reason}; escalated to people"
         why = f"{f.kind} on {target}: {f.summary}"
+        protected = [j for j in f.jobs if j.priority is not None and j.priority in self.settings.approve_for_priority]
+        if mode == "auto" and protected:
+            mode = "approve"  # a person decides for a port under a protected job
+            names = ", ".join(f"{j.name} (priority {j.priority})" for j in protected)
+            why = f"{why}; carries {names}: approval required (remediation.approve_for_priority)"
         if mode == "observe":
             a = self.state.add_action("disable", target.device, target.port, mode, "observed", why, now, finding_id=fid)
             self.state.audit(now, f"would disable {target}", why, mode=mode, finding_id=fid, action_id=a.id)
@@ -170,7 +175,8 @@ class Remediator:
         a = self.state.add_action("disable", target.device, target.port, mode, status, why, now, finding_id=fid)
         self.state.audit(now, f"disable {target}: {status}", why, mode=mode, finding_id=fid, action_id=a.id)
         if mode == "approve":
-            return a, f"waiting for approval: run `fabricd approve {a.id}` to disable {target}"
+            held = f" (it carries {', '.join(j.name for j in protected)})" if protected else ""
+            return a, f"waiting for approval: run `fabricd approve {a.id}` to disable {target}{held}"
         return a, f"disabling {target} (action {a.id})"
 
     def _faulty_ports(self, device: str, now: int) -> list[str]:
@@ -209,6 +215,7 @@ class Remediator:
                 "finding": f.to_dict(),
                 "evidence": evidence,
                 "likely_repair": f.evidence.get("repair") or f.evidence.get("likely_repair"),
+                "jobs": [j.to_dict() for j in f.jobs],
                 "occurrences": [occurrence],
                 "occurrence_count": 1,
                 "actions": [],
@@ -217,6 +224,8 @@ class Remediator:
             if action is not None:
                 body["actions"] = [_action_note(action, note)]
             title = f"{f.kind.replace('_', ' ')} on {f.device}:{f.port}" if f.port else f"{f.kind} on {f.device}"
+            if f.jobs:
+                title += f" (jobs: {', '.join(j.name for j in f.jobs[:3])}{', ...' if len(f.jobs) > 3 else ''})"
             t = self.state.create_ticket(fault, f.kind, f.device, f.port, title, body, now)
             self.state.audit(now, f"opened ticket {t.id}", f.summary, mode=self.settings.mode, finding_id=fid,
                              ticket_id=t.id)  # fmt: skip
@@ -224,6 +233,7 @@ class Remediator:
         body = dict[str, Any](t.body)
         body["finding"] = f.to_dict()
         body["evidence"] = evidence
+        body["jobs"] = [j.to_dict() for j in f.jobs]
         body["occurrences"] = [*body.get("occurrences", []), occurrence][-MAX_OCCURRENCES:]
         body["occurrence_count"] = int(body.get("occurrence_count", 1)) + 1
         body["status_note"] = ("recurred during probation after repair; " if reopened else "") + note
