@@ -56,7 +56,7 @@ def jobs_command(
             rows = [client.call("GET", f"/api/v1/jobs/{show}")]
         else:
             answer = client.call("GET", "/api/v1/jobs")
-            if not answer.get("configured"):
+            if not answer["source"]["configured"]:
                 raise FabricdError("the service has no jobs: set jobs.path or jobs.command in fabricd.yaml")
             rows = answer["jobs"]
     if fmt is Format.json:

@@ -73,7 +73,7 @@ def create_app(service: Service) -> FastAPI:
     @app.get("/api/v1/jobs")
     async def jobs() -> Any:
         """Every job with its footprint, traffic per rail, outliers and the ports that need attention."""
-        return {"jobs": [r.to_dict(ports=False) for r in service.job_reports()], **service.health()["jobs"]}
+        return {"jobs": [r.to_dict(ports=False) for r in service.job_reports()], "source": service.health()["jobs"]}
 
     @app.get("/api/v1/jobs/{job_id}")
     async def job(job_id: str) -> Any:

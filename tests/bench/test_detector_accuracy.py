@@ -133,9 +133,8 @@ def test_one_short_recording_through_fabricd_detect(tmp_path: Path, small_fabric
 
 
 def _dci() -> ModuleType:
-    import accuracy_dci  # loaded by the bench (its folder is on sys.path)
-
-    return accuracy_dci
+    dci: ModuleType = bench.accuracy_dci  # the bench's DR part, as the bench loaded it
+    return dci
 
 
 def test_dci_plan_holds_every_case_once_per_round() -> None:
