@@ -16,6 +16,7 @@ from fabricd.cli.intent_cmd import intent_command
 from fabricd.cli.jobs_cmd import jobs_command
 from fabricd.cli.lab_cmd import app as lab_app
 from fabricd.cli.output import EXIT_TROUBLE, err_console
+from fabricd.cli.place_cmd import place_command
 from fabricd.cli.plan_cmd import plan_command
 from fabricd.cli.service_cmd import (
     actions_command,
@@ -66,6 +67,7 @@ app.command("actions")(actions_command)
 app.command("approve")(approve_command)
 app.command("resolve")(resolve_command)
 app.command("jobs")(jobs_command)
+app.command("place")(place_command)
 app.add_typer(topology_app, name="topology")
 app.add_typer(lab_app, name="lab")
 app.add_typer(check_app, name="check")

@@ -29,6 +29,7 @@ from topology.exports import (
     slurm_topology,
 )
 from topology.exports.hostlist import compress_hostlist, expand_hostlist
+from topology.exports.schedulers import k8s_labels, slurm_blocks, volcano_hypernodes
 from topology.fabric import Fabric
 from topology.model import Cabling, Device, Endpoint, Role
 from topology.spec import FabricSpec, load_spec
@@ -328,6 +329,9 @@ def test_export_dispatches_every_format(small_spec: FabricSpec, small_blueprint:
     fabric = Fabric(small_blueprint)
     direct = {
         "slurm": slurm_topology,
+        "slurm-block": slurm_blocks,
+        "k8s-labels": k8s_labels,
+        "volcano": volcano_hypernodes,
         "hostfile": host_order,
         "clab": clab_topology,
         "json": fabric_json,
@@ -338,5 +342,5 @@ def test_export_dispatches_every_format(small_spec: FabricSpec, small_blueprint:
 
 
 def test_export_unknown_format_lists_the_formats(small_spec: FabricSpec, small_blueprint: Cabling) -> None:
-    with pytest.raises(FabricdError, match="slurm, hostfile, clab, json"):
+    with pytest.raises(FabricdError, match="slurm, slurm-block, k8s-labels, volcano, hostfile, clab, json"):
         export("dot", Fabric(small_blueprint), small_spec)

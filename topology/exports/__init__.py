@@ -12,16 +12,25 @@ from topology.errors import FabricdError
 from topology.exports.clab import clab_to_eos_iface, clab_topology, eos_to_clab_iface
 from topology.exports.fabric_json import fabric_json
 from topology.exports.hostfile import host_order
+from topology.exports.schedulers import k8s_labels, slurm_blocks, volcano_hypernodes
 from topology.exports.slurm import parse_slurm_topology, slurm_topology
 from topology.fabric import Fabric
 from topology.spec import FabricSpec
 
 Exporter = Callable[[Fabric, FabricSpec], str]
 
-EXPORT_FORMATS = ("slurm", "hostfile", "clab", "json")
+EXPORT_FORMATS = ("slurm", "slurm-block", "k8s-labels", "volcano", "hostfile", "clab", "json")
 
 _EXPORTERS: Mapping[str, Exporter] = MappingProxyType(
-    {"slurm": slurm_topology, "hostfile": host_order, "clab": clab_topology, "json": fabric_json}
+    {
+        "slurm": slurm_topology,
+        "slurm-block": slurm_blocks,
+        "k8s-labels": k8s_labels,
+        "volcano": volcano_hypernodes,
+        "hostfile": host_order,
+        "clab": clab_topology,
+        "json": fabric_json,
+    }
 )
 
 
