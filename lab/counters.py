@@ -71,6 +71,23 @@ DR_UTILISATION = 0.50
 DR_SPREAD = 0.02
 
 
+# An optic's receive power wanders with its temperature: a daily cycle of a few tenths of a dB, plus reading noise.
+# Our figures (no datasheet gives them): 0.2 dB amplitude, 0.03 dB noise; readings are rounded to 0.01 dBm.
+WANDER_DAILY_DB = 0.2
+WANDER_NOISE_DB = 0.03
+DAY_NS = 86_400 * 1_000_000_000
+
+
+def optics_wander(device: str, port: str, now_ns: int) -> float:
+    """dB to add to a receiver's power at `now_ns`: deterministic per port and minute, so traces repeat."""
+    h = zlib.crc32(f"{device}:{port}".encode())
+    phase = (h % 1000) / 1000.0 * 2 * np.pi
+    daily = WANDER_DAILY_DB * float(np.sin(2 * np.pi * (now_ns % DAY_NS) / DAY_NS + phase))
+    minute = now_ns // 60_000_000_000
+    noise = (zlib.crc32(f"{h}:{minute}".encode()) % 2001 - 1000) / 1000.0 * WANDER_NOISE_DB
+    return daily + noise
+
+
 def pause_frames_per_s(speed_gbps: float) -> float:
     return speed_gbps * 1e9 / (PAUSE_QUANTA * 512) * PAUSE_REFRESH
 

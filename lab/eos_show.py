@@ -313,7 +313,7 @@ def show_interfaces_transceiver(twin: Twin, sw: Switch, now: int, rows: list[int
         out[sw.ports[row]] = {
             "mediaType": media_type(float(sw.speeds[row])),
             "vendorSn": f"XKP{h % 10**8:08d}",
-            "rxPower": round(float(sw.rx_power[row]), 4),
+            "rxPower": round(twin.rx_power(sw, row), 4),
             "txPower": round(0.5 + (h % 100) / 200.0, 4),
             "txBias": round(6.0 + (h % 80) / 100.0, 3),
             "temperature": round(33.0 + (h % 600) / 100.0, 2),

@@ -62,6 +62,7 @@ class FaultInjector:
         "counter_wrap",
         "dci_imbalance",
         "dci_drops",
+        "optics_degrade",
     )
 
     def __init__(self, twin: Twin, on_reboot: Callable[[str, int], None] | None = None):
@@ -425,4 +426,38 @@ class FaultInjector:
         self.twin.egress_drops[key] = rate
         rec = self._record("dci_drops", params, now, [end])
         rec.undo = lambda _t: self.twin.egress_drops.pop(key, None)
+        return rec
+
+    def _optics_degrade(self, params: dict[str, Any], now: int) -> FaultRecord:
+        """An optic failing slowly: the receiver loses `db_per_hour` more every hour (stepped each `step_s`), with
+        what `optics` does at that loss (FEC corrections, pre-FEC BER, frame errors past ~6 dB: the failure)."""
+        end = self._endpoint(params.get("port"), "port")
+        if not self.twin.is_switch(end.device):
+            raise FaultError(f"port '{end}' must be a switch port (its receiver sees the power loss)")
+        key = (end.device, end.port)
+        if key in self.twin.optics_loss_db:
+            raise FaultError(f"port '{end}' already loses optical power (a fault is active there: clear it first)")
+        rate = self._number(params, "db_per_hour", 0.25, 0.001, 100)
+        step = self._number(params, "step_s", 60, 1, 3600)
+        cap = self._number(params, "max_db", 20, 0.1, 40)
+        params.update(db_per_hour=rate, step_s=step, max_db=cap)
+        cancelled = False
+
+        def grow(at: int) -> None:
+            if cancelled:
+                return
+            self.twin.optics_loss_db[key] = min(cap, rate * (at - now) / NS / 3600)
+            self.twin.touch()
+            self.twin.schedule(at + int(step * NS), grow)
+
+        self.twin.optics_loss_db[key] = 0.0
+        self.twin.schedule(now + int(step * NS), grow)
+        rec = self._record("optics_degrade", params, now, [end])
+
+        def undo(_t: int) -> None:
+            nonlocal cancelled
+            cancelled = True
+            self.twin.optics_loss_db.pop(key, None)
+
+        rec.undo = undo
         return rec

@@ -360,7 +360,7 @@ def state_value(twin: Twin, sw: Switch, row: int, kind: str) -> str | float | No
     if kind == "pre-fec-ber":
         return float(sw.pre_fec_ber[row])
     if kind == "rx-power":
-        return round(float(sw.rx_power[row]), 2)
+        return round(twin.rx_power(sw, row), 2)
     peer = twin.peer(sw.name, sw.ports[row])
     if peer is None:
         return None

@@ -29,6 +29,7 @@ from .counters import (
     QUEUE_SHARE,
     baseline_rates,
     dr_utilisation,
+    optics_wander,
     pause_frames_per_s,
     utilisation,
 )
@@ -472,6 +473,11 @@ class Twin:
         sw.rate[row, COL["fec.corrected-codewords"]] = max(
             sw.rate[row, COL["fec.corrected-codewords"]], bits / CODEWORD_BITS * min(1.0, frame_error_rate * 100)
         )
+
+    def rx_power(self, sw: Switch, row: int) -> float:
+        """What the port's receiver reads now (dBm): nominal less losses, plus its wander; a dark port reads -40."""
+        base = float(sw.rx_power[row])
+        return base if not sw.oper_up[row] else base + optics_wander(sw.name, sw.ports[row], self.now)
 
     # --- convenience for faults and servers -----------------------------------------------------
     def ports_of_links(self, keys: Iterable[LinkKey]) -> list[Endpoint]:

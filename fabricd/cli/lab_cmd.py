@@ -152,8 +152,8 @@ def _fault_table(records: list[dict[str, Any]], title: str) -> None:
 def inject(
     kind: str = typer.Argument(
         ...,
-        help="link_flap, link_down, pfc_storm, pfc_deadlock, link_corruption, "
-        "silent_corruption, optics, reboot, gnmi_drop, microburst, counter_wrap, dci_imbalance, dci_drops",
+        help="link_flap, link_down, pfc_storm, pfc_deadlock, link_corruption, silent_corruption, optics, "
+        "optics_degrade, reboot, gnmi_drop, microburst, counter_wrap, dci_imbalance, dci_drops",
     ),
     state_dir: Path = STATE_DIR,
     port: str | None = typer.Option(None, "--port", help="device:port (link faults, optics)."),
@@ -178,6 +178,9 @@ def inject(
     dci: str | None = typer.Option(None, "--dci", help="DCI name (dci_imbalance)."),
     skew: float | None = typer.Option(None, "--skew", help="(max - min) / mean load of the DCI ports."),
     pattern: str | None = typer.Option(None, "--pattern", help="polarized or spread (dci_imbalance)."),
+    db_per_hour: float | None = typer.Option(
+        None, "--db-per-hour", help="Receive power lost per hour (optics_degrade)."
+    ),
     fmt: Format = typer.Option(Format.table, "--format"),
 ) -> None:
     """Inject a fault; it is logged with its time (`fabricd lab faults`)."""
@@ -185,7 +188,7 @@ def inject(
         "port": port, "nic": nic, "device": device, "cycle": cycle, "priority": priority, "count": count,
         "period_s": period_s, "rate": rate, "direction": direction, "loss_db": loss_db, "seconds": seconds,
         "down_s": down_s, "duration_ms": duration_ms, "failed": failed or None, "dci": dci, "skew": skew,
-        "pattern": pattern,
+        "pattern": pattern, "db_per_hour": db_per_hour,
     }  # fmt: skip
     params = {k: v for k, v in given.items() if v is not None}
     record = _control(state_dir, "POST", "/faults", {"kind": kind, "params": params})

@@ -13,6 +13,7 @@ KINDS = (
     "silent_corruption",
     "dci_imbalance",
     "dci_drops",
+    "predicted_failure",
 )
 
 

@@ -18,7 +18,16 @@ from typing import Any
 from fabricd.telemetry import CounterStore, Ingestor, Snapshot, replay
 from topology.fabric import Fabric
 
-from . import dci_ports, link_corruption, link_flap, pfc_deadlock, pfc_storm, silent_corruption, stuck_queues
+from . import (
+    dci_ports,
+    link_corruption,
+    link_flap,
+    optics_trend,
+    pfc_deadlock,
+    pfc_storm,
+    silent_corruption,
+    stuck_queues,
+)
 from .finding import Finding
 from .probes import Probe
 
@@ -52,6 +61,7 @@ def default_detectors(
         Detector("pfc_deadlock", pfc_deadlock.detect, lambda: pfc_deadlock.PfcDeadlockState(deadlock)),
         Detector("link_corruption", link_corruption.detect, lambda: link_corruption.LinkCorruptionState(corrupt)),
         Detector("dci_ports", dci_ports.detect, lambda: dci_ports.DciPortsState(dci)),
+        Detector("optics_trend", optics_trend.detect, optics_trend.OpticsTrendState),
     ]
 
 

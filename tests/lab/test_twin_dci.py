@@ -96,3 +96,32 @@ def test_drops_count_discards_and_queue_drops(twin: Twin) -> None:
 def test_bad_fault_requests_say_what_to_fix(twin: Twin, kind: str, params: dict[str, object], message: str) -> None:
     with pytest.raises(FaultError, match=message.replace("(", r"\(").replace(")", r"\)")):
         FaultInjector(twin).inject(kind, params, T0 + NS)
+
+
+def test_optics_wander_is_small_and_degrade_grows_by_the_hour() -> None:
+    from lab.model import NS as _NS
+
+    fabric = Fabric(complete_labels(generate_blueprint(load_spec(EXAMPLES / "small-pod.yaml"))))
+    clock = [T0]
+    twin = Twin(fabric, clock=lambda: clock[0])
+    sw = twin.switch("leaf-g0-r1")
+    row = sw.index["Ethernet2/1"]
+    nominal = float(sw.rx_power_nominal[row])
+    readings = []
+    for minute in range(0, 24 * 60, 10):  # a day: the daily cycle and the noise stay within a quarter dB
+        twin.advance(T0 + minute * 60 * _NS)
+        readings.append(twin.rx_power(sw, row) - nominal)
+    assert max(abs(r) for r in readings) <= 0.25 and max(readings) - min(readings) > 0.2
+    inj = FaultInjector(twin)
+    start = T0 + 24 * 3600 * _NS
+    inj.inject("optics_degrade", {"port": "leaf-g0-r1:Ethernet2/1", "db_per_hour": 0.5}, start)
+    twin.advance(start + 4 * 3600 * _NS)
+    assert twin.optics_loss_db[("leaf-g0-r1", "Ethernet2/1")] == pytest.approx(2.0, abs=0.01)
+    assert float(sw.rx_power[row]) == pytest.approx(nominal - 2.0, abs=0.01)
+    assert float(sw.pre_fec_ber[row]) > 2e-8  # BER follows the loss
+    with pytest.raises(FaultError, match="already loses optical power"):
+        inj.inject("optics_degrade", {"port": "leaf-g0-r1:Ethernet2/1"}, start + 5 * 3600 * _NS)
+    inj.clear(now_ns=start + 5 * 3600 * _NS)
+    twin.advance(start + 6 * 3600 * _NS)
+    assert ("leaf-g0-r1", "Ethernet2/1") not in twin.optics_loss_db
+    assert float(sw.rx_power[row]) == pytest.approx(nominal)

@@ -1,0 +1,105 @@
+"""predicted_failure: the trend fit (pure), and the twin on a simulated clock: a gradual optics fault is predicted
+hours before the link fails, a day of healthy temperature wander is not, and a repaired optic clears."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from fabricd.detectors import Detector, Finding, run_trace
+from fabricd.detectors.optics_trend import OpticsTrendState, detect, fit
+from fabricd.telemetry import Snapshot
+from lab.faults import FaultInjector
+from lab.model import NS, Twin
+from lab.simclock import simulate, write_trace
+from topology.fabric import Fabric
+
+T0 = 1_700_000_000 * NS
+PORT = "leaf-g0-r1:Ethernet2/1"
+H = 3600
+
+
+@pytest.mark.parametrize(
+    ("values", "slope", "t_strong"),
+    [
+        (np.linspace(-2.0, -3.5, 36), -0.25, True),  # 1.5 dB over 6 h
+        (-2.0 + 0.2 * np.sin(np.linspace(0, np.pi / 2, 36)), None, False),  # a quarter of a daily cycle
+        (np.full(36, -2.0), 0.0, False),
+    ],
+    ids=["falling", "temperature", "flat"],
+)
+def test_fit(values: np.ndarray, slope: float | None, t_strong: bool) -> None:
+    noisy = values + np.random.default_rng(1).normal(0, 0.03, len(values))
+    f = fit(noisy.astype(np.float32)[None, :], 600 / 3600)
+    if slope is not None:
+        assert f["slope"][0] == pytest.approx(slope, abs=0.02)
+    assert bool(f["t"][0] <= -6) is t_strong
+    assert abs(f["slope"][0]) < 0.1 or slope is not None  # the daily wander never passes 0.1 dB/h
+
+
+Fault = tuple[float, str, dict[str, object]]  # (hours in, kind, params); kind "clear" clears every fault
+
+
+def run(small_fabric: Fabric, tmp_path: Path, hours: float, faults: list[Fault]) -> list[dict[str, Any]]:
+    """`hours` of the twin at 60 s samples of two leaves (their 16 ports), faults at their times, then detect."""
+    clock = [T0]
+    twin = Twin(small_fabric, clock=lambda: clock[0])
+    inj = FaultInjector(twin)
+
+    def event(kind: str, params: dict[str, object]) -> Callable[[int], object]:
+        return lambda at: inj.clear(now_ns=at) if kind == "clear" else inj.inject(kind, params, at)
+
+    events = [(h * H, event(kind, params)) for h, kind, params in faults]
+    trace = tmp_path / "t.jsonl"
+    write_trace(simulate(twin, T0, hours * H, 60, devices=["leaf-g0-r0", "leaf-g0-r1"], events=events), trace)
+    return [f.to_dict() for f in run_trace(trace, small_fabric, tick_s=60, pass_gap_s=0)]
+
+
+def hours_in(ts: object) -> float:
+    assert isinstance(ts, int)
+    return (ts - T0) / NS / H
+
+
+def test_a_gradual_fault_is_predicted_hours_before_the_link_fails(small_fabric: Fabric, tmp_path: Path) -> None:
+    # 0.25 dB/h from hour 2: the twin's link starts to lose frames past 6 dB, at hour 26
+    found = run(small_fabric, tmp_path, 28, [(2, "optics_degrade", {"port": PORT, "db_per_hour": 0.25})])
+    (pred,) = [f for f in found if f["kind"] == "predicted_failure"]
+    assert pred["ports"] == [PORT] and pred["severity"] == "warning"
+    detected = hours_in(pred["detected_ts"])
+    assert 2 < detected <= 5  # the fall is sure within ~2 h of 10-minute buckets
+    failed = [hours_in(f["detected_ts"]) for f in found if f["kind"] == "link_corruption"]
+    assert failed and min(failed) >= 26
+    assert min(failed) - detected >= 20  # hours of lead time
+    assert "gpu-g0-001:nic1" in str(pred["evidence"]["repair"])
+    assert {f["kind"] for f in found} == {"predicted_failure", "link_corruption"}
+
+
+def test_a_healthy_day_with_temperature_wander_raises_nothing(small_fabric: Fabric, tmp_path: Path) -> None:
+    assert run(small_fabric, tmp_path, 26, []) == []
+
+
+def test_a_repaired_optic_clears(small_fabric: Fabric, tmp_path: Path) -> None:
+    clock = [T0]
+    twin = Twin(small_fabric, clock=lambda: clock[0])
+    inj = FaultInjector(twin)
+    events = [
+        (1 * H, lambda at: inj.inject("optics_degrade", {"port": PORT, "db_per_hour": 0.5}, at)),
+        (6 * H, lambda at: inj.clear(now_ns=at)),  # the optic was replaced at hour 6
+    ]
+    trace = tmp_path / "t.jsonl"
+    write_trace(simulate(twin, T0, 14 * H, 60, devices=["leaf-g0-r1"], events=events), trace)
+    passes: list[tuple[int, int]] = []  # (pass time, active predictions)
+
+    def watch(snap: Snapshot, fab: Fabric, st: OpticsTrendState, now: int) -> list[Finding]:
+        out = detect(snap, fab, st, now)
+        passes.append((now, len(out)))
+        return out
+
+    run_trace(trace, small_fabric, tick_s=60, pass_gap_s=0, detectors=[Detector("t", watch, OpticsTrendState)])
+    active = [hours_in(t) for t, n in passes if n]
+    assert active and min(active) < 6  # predicted while it fell
+    assert max(active) < 13 and passes[-1][1] == 0  # and cleared within hours of the repair
