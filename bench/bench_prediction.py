@@ -94,10 +94,10 @@ def main(argv: list[str] | None = None) -> int:
         found = run_trace(trace, fabric, tick_s=60, pass_gap_s=0)
         detect_s = time.perf_counter() - t
         static: dict[str, float] = {}
-        for r in read_trace(trace):
-            if r.path.endswith("input-power/instant") and isinstance(r.value, float) and r.value < THRESHOLD_DBM:
-                port = r.path.split("name=", 1)[1].split(" transceiver", 1)[0]
-                static.setdefault(f"{r.device}:{port}", (r.ts - T0) / NS / H)
+        for rec in read_trace(trace):
+            if rec.path.endswith("input-power/instant") and isinstance(rec.value, float) and rec.value < THRESHOLD_DBM:
+                port = rec.path.split("name=", 1)[1].split(" transceiver", 1)[0]
+                static.setdefault(f"{rec.device}:{port}", (rec.ts - T0) / NS / H)
     preds = [f for f in found if f.kind == "predicted_failure"]
     rows = []
     for port, rate, onset in FAULTS:
