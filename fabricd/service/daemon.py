@@ -116,7 +116,6 @@ class Service:
                 clock=clock,
                 spread_samples=cfg.telemetry.spread_samples,
             )
-        service_metrics.register(self.registry, self.state)
         dets = default_detectors(
             tcfg.interval_s,
             pfc_interval_s=tcfg.intervals.get("pfc"),
@@ -130,8 +129,7 @@ class Service:
         self.job_source = JobSource(self.fabric, jc.path, jc.command, jc.job_label, jc.timeout_s)
         self.job_source.refresh()  # a bad read is logged; fabricd watches the fabric without jobs until a good one
         self.dci_state: dci_ports.DciPortsState = self.runner.states[names.index("dci_ports")]
-        service_metrics.register_dci(self.registry, self.dci_state)
-        service_metrics.register_jobs(self.registry, self.state)
+        service_metrics.register(self.registry, self.state, self.dci_state, self.job_reports)
         self.view = TelemetryPortView(self.ingestor, time.monotonic)
         self.pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="fabricd-io")
         # Port actions get their own threads: a slow ticket backend or drift check must not queue them.

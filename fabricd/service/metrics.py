@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from prometheus_client.core import CollectorRegistry, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from fabricd.detectors.dci_ports import DciPortsState
+from fabricd.jobs.report import JobReport
 
 from .state import StateStore
 
@@ -37,8 +38,14 @@ class StateCollector(Collector):
         )
 
 
-def register(registry: CollectorRegistry, state: StateStore) -> None:
+def register(
+    registry: CollectorRegistry, state: StateStore, dci: DciPortsState, reports: Callable[[], list[JobReport]]
+) -> None:
+    """Every service metric (the telemetry client registers its own): state, DR ports, jobs."""
     registry.register(StateCollector(state))
+    registry.register(DciCollector(dci))
+    registry.register(JobCollector(state))
+    registry.register(JobReportCollector(reports))
 
 
 class DciCollector(Collector):
@@ -78,10 +85,6 @@ class DciCollector(Collector):
         yield from fams.values()
 
 
-def register_dci(registry: CollectorRegistry, state: DciPortsState) -> None:
-    registry.register(DciCollector(state))
-
-
 MAX_JOB_SERIES = 100  # bounded labels: past this many jobs with findings, the rest count under job="_other"
 
 
@@ -105,5 +108,32 @@ class JobCollector(Collector):
         yield fam
 
 
-def register_jobs(registry: CollectorRegistry, state: StateStore) -> None:
-    registry.register(JobCollector(state))
+class JobReportCollector(Collector):
+    """Each job's traffic per rail and how many of its ports stand out (the Grafana job view reads these); the
+    MAX_JOB_SERIES largest jobs, by GPUs."""
+
+    def __init__(self, reports: Callable[[], list[JobReport]]) -> None:
+        self.reports = reports
+
+    def collect(self) -> Iterator[Metric]:
+        gpus = GaugeMetricFamily("fabricd_job_gpus", "GPUs of each job", labels=["job", "name"])
+        rail = GaugeMetricFamily("fabricd_job_rail_gbps", "A job's traffic on each rail, Gb/s", labels=["job", "rail"])
+        imb = GaugeMetricFamily(
+            "fabricd_job_rail_imbalance_ratio", "(max - min) / mean of a job's traffic per rail", labels=["job"]
+        )
+        out = GaugeMetricFamily(
+            "fabricd_job_outlier_ports", "A job's ports that stand out from its others", labels=["job"]
+        )
+        att = GaugeMetricFamily(
+            "fabricd_job_attention_ports", "A job's ports with pauses, drops or frame errors", labels=["job"]
+        )
+        reports = sorted(self.reports(), key=lambda r: (-r.footprint.gpus, r.footprint.job.id))[:MAX_JOB_SERIES]
+        for r in reports:
+            job = r.footprint.job
+            gpus.add_metric([job.id, job.name or job.id], r.footprint.gpus)
+            for k, v in sorted(r.per_rail_gbps.items()):
+                rail.add_metric([job.id, str(k)], v)
+            imb.add_metric([job.id], r.rail_imbalance)
+            out.add_metric([job.id], len({o.port for o in r.outliers}))
+            att.add_metric([job.id], len(r.attention))
+        yield from (gpus, rail, imb, out, att)
