@@ -50,7 +50,9 @@ def test_a_flap_names_the_job_it_hits_and_jobs_points_at_the_slow_rank(
         assert [j["id"] for j in svc.get(f"/api/v1/tickets/{t['id']}")["body"]["jobs"]] == ["job-b"]
         text = httpx.get(svc.url + "/metrics", timeout=10).text
         assert re.search(r'^fabricd_job_active_findings\{job="job-b"\} 1\.0$', text, re.M)
-        assert 'job="job-a"' not in text and 'job="job-c"' not in text
+        assert 'fabricd_job_active_findings{job="job-a"}' not in text
+        assert 'fabricd_job_active_findings{job="job-c"}' not in text
+        assert re.search(r'^fabricd_job_gpus\{job="job-b",name="llama-70b-pretrain"\} 16\.0$', text, re.M)
 
         # a corrupting rank of job-b: the outlier among its ports, from the CLI against the service
         inject(twin.state_dir, "link_corruption", {"port": B_RANK, "rate": 1e-5})
