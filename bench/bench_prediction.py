@@ -86,7 +86,8 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         trace = Path(tmp) / "t.jsonl"
         lines = write_trace(
-            simulate(twin, T0, args.hours * H, 60, events=events, counters=(), gauges=("rx-power",)), trace
+            simulate(twin, T0, args.hours * H, 60, events=events, counters=(), gauges=("rx-power", "pre-fec-ber")),
+            trace,
         )
         sim_s = time.perf_counter() - t
         ports = {f"{d}:{p}" for d in twin.switches for p in twin.switch(d).ports}

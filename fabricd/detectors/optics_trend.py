@@ -1,11 +1,13 @@
-"""predicted_failure: an optic whose receive power falls steadily, with when it will cross the power at which frames
-start to fail; the repair ticket can be worked before the job it carries breaks.
+"""predicted_failure: an optic whose receive power falls, or whose pre-FEC bit error rate rises, steadily, with when it
+will cross the level at which frames start to fail; the repair ticket can be worked before the job it carries breaks.
 
 Hardware rarely fails at once: a dirty connector or an ageing laser loses power over hours or days before the link
-errors. Per port (its lowest channel), samples of input-power are averaged into `bucket_s` buckets; at each bucket
-close a least-squares line over the last `fit_buckets` (6 h by default) gives the trend. A port is predicted to fail
-when the fall is steep (`min_slope_db_h`), sure (t-statistic of the slope beyond `min_t`), real (the fitted power
-is `min_drop_db` under the window's best bucket) and the line crosses `threshold_dbm` within `horizon_h`. An optic's
+errors. Per series (input-power per channel in dBm; pre-FEC BER as -log10, so both fall when they worsen), samples
+are averaged into `bucket_s` buckets; at each bucket close a least-squares line over the last `fit_buckets` (6 h by
+default) gives the trend. A port is predicted to fail when a signal's fall is steep (`min_slope_db_h`, or
+`min_ber_decades_h`), sure (t-statistic of the slope beyond `min_t`), real (the fitted value is `min_drop_db`, or
+`min_ber_rise_decades`, under the window's best bucket) and the line crosses its threshold (`threshold_dbm`; the
+RS-FEC limit `ber_limit`) within `horizon_h`; the earliest crossing is the port's deadline. An optic's
 power wanders with its temperature over the day (a few tenths of a dB); a 6 h window sees at most about 0.05 dB/h
 of that, half the slope that counts. Vectorised over every port: healthy ones cost a few array cells each.
 """
@@ -25,7 +27,8 @@ from topology.fabric import Fabric
 from .finding import Finding
 
 NS = 1_000_000_000
-LEAF = "optics.input-power"
+RX, BER = "optics.input-power", "fec.pre-fec-ber"
+LEAVES = (RX, BER)
 
 
 @dataclass(frozen=True)
@@ -40,6 +43,11 @@ class OpticsTrendConfig:
     # Where a receiver starts to starve: 400G-FR4's -7.3 dBm minimum average receive power per lane (the figure
     # link_corruption uses for "low" too; e.g. IEEE 802.3cu); not a domain.md figure, so a setting.
     threshold_dbm: float = -7.0
+    # RS(544,514) ("KP4") FEC corrects up to a pre-FEC BER of about 2.4e-4 (the twin's figure too, lab/counters.py);
+    # a BER rising a decade in 20 h, half a decade above its window's best, is a trend.
+    ber_limit: float = 2.4e-4
+    min_ber_decades_h: float = 0.05
+    min_ber_rise_decades: float = 0.5
 
 
 @dataclass
@@ -57,8 +65,9 @@ class OpticsTrendState:
     acc_sum: npt.NDArray[np.float64] = field(default_factory=lambda: np.zeros(0))
     acc_n: npt.NDArray[np.int32] = field(default_factory=lambda: np.zeros(0, dtype=np.int32))
     ring: npt.NDArray[np.float32] = field(default_factory=lambda: np.zeros((0, 0), dtype=np.float32))
-    active: dict[int, _Incident] = field(default_factory=dict)  # series row -> incident
-    last: dict[int, dict[str, float]] = field(default_factory=dict)  # series row -> the latest fit of an incident
+    leaf: npt.NDArray[np.int8] = field(default_factory=lambda: np.zeros(0, dtype=np.int8))  # 1 + LEAVES index
+    active: dict[tuple[str, str], _Incident] = field(default_factory=dict)  # (device, port) -> incident
+    last: dict[tuple[str, str], dict[str, dict[str, float]]] = field(default_factory=dict)  # port -> signal -> fit
 
 
 def _grow(state: OpticsTrendState, n: int) -> None:
@@ -69,6 +78,7 @@ def _grow(state: OpticsTrendState, n: int) -> None:
     state.last_ts = np.concatenate([state.last_ts, np.full(n - have, NEVER, dtype=np.int64)])
     state.acc_sum = np.concatenate([state.acc_sum, np.zeros(n - have)])
     state.acc_n = np.concatenate([state.acc_n, np.zeros(n - have, dtype=np.int32)])
+    state.leaf = np.concatenate([state.leaf, np.zeros(n - have, dtype=np.int8)])
     state.ring = np.concatenate([state.ring.reshape(have, width), np.full((n - have, width), np.nan, np.float32)])
 
 
@@ -106,15 +116,26 @@ def fit(ring: npt.NDArray[np.float32], bucket_h: float) -> dict[str, npt.NDArray
     return {"n": n, "slope": slope, "t": t, "now": icept + slope * x[-1], "best": best}
 
 
+def _health(leaf: str, values: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
+    """Both signals as 'higher is healthier': dBm as is, BER as -log10."""
+    if leaf == BER:
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return np.asarray(-np.log10(np.maximum(values, 1e-18)), dtype=np.float64)
+    return values
+
+
 def detect(snapshot: Snapshot, fabric: Fabric, state: OpticsTrendState, now_ns: int) -> list[Finding]:
     cfg = state.config
     bucket_ns = int(cfg.bucket_s * NS)
-    rows = snapshot.select(leaf=LEAF)
     _grow(state, len(snapshot))
-    if len(rows):
+    for code, leaf in enumerate(LEAVES, 1):
+        rows = snapshot.select(leaf=leaf)
+        if not len(rows):
+            continue
+        state.leaf[rows] = code
         ts = snapshot.ts[rows]
         new = rows[(ts != NEVER) & (ts > state.last_ts[rows])]
-        vals = snapshot.gauge[new]
+        vals = _health(leaf, snapshot.gauge[new].astype(np.float64))
         ok = np.isfinite(vals)
         new, vals = new[ok], vals[ok]
         state.acc_sum[new] += vals
@@ -127,59 +148,113 @@ def detect(snapshot: Snapshot, fabric: Fabric, state: OpticsTrendState, now_ns: 
         _close(state, int(b - state.bucket))
         state.bucket = int(b)
         _judge(snapshot, state, now_ns)
-    return [_finding(fabric, state, row, inc, now_ns) for row, inc in sorted(state.active.items())]
+    return [_finding(fabric, state, port, inc, now_ns) for port, inc in sorted(state.active.items())]
+
+
+def _params(cfg: OpticsTrendConfig, leaf: npt.NDArray[np.int8]) -> tuple[npt.NDArray[np.float64], ...]:
+    """Per row: threshold, least slope and least change that count (in 'higher is healthier' units)."""
+    is_ber = leaf == 2
+    threshold = np.where(is_ber, -math.log10(cfg.ber_limit), cfg.threshold_dbm)
+    slope = np.where(is_ber, cfg.min_ber_decades_h, cfg.min_slope_db_h)
+    change = np.where(is_ber, cfg.min_ber_rise_decades, cfg.min_drop_db)
+    return threshold, slope, change
 
 
 def _judge(snapshot: Snapshot, state: OpticsTrendState, now_ns: int) -> None:
     cfg = state.config
     f = fit(state.ring, cfg.bucket_s / 3600)
     n, slope, t, cur, best = f["n"], f["slope"], f["t"], f["now"], f["best"]
-    enough = n >= cfg.min_buckets
+    threshold, min_slope, min_change = _params(cfg, state.leaf)
+    enough = (n >= cfg.min_buckets) & (state.leaf > 0)
     with np.errstate(invalid="ignore", divide="ignore"):
-        eta = (cfg.threshold_dbm - cur) / slope
-    falling = enough & (slope <= -cfg.min_slope_db_h) & (t <= -cfg.min_t) & (best - cur >= cfg.min_drop_db)
-    due = falling & (cur > cfg.threshold_dbm) & (eta <= cfg.horizon_h)
-    for row in np.flatnonzero(due).tolist():
-        if row not in state.active:
-            device, port, _, _ = snapshot.key(row)
-            state.active[row] = _Incident(now_ns, device, port)
-    for row in list(state.active):
-        if row >= len(n):
-            continue
-        recovered = not enough[row] or (slope[row] > -cfg.min_slope_db_h / 2 and best[row] - cur[row] < cfg.min_drop_db)
-        if recovered:
-            del state.active[row]
-            state.last.pop(row, None)
-            continue
-        state.last[row] = {
+        eta = (threshold - cur) / slope
+    falling = enough & (slope <= -min_slope) & (t <= -cfg.min_t) & (best - cur >= min_change)
+    due = falling & (cur > threshold) & (eta <= cfg.horizon_h)
+    trending = falling | (enough & (slope <= -min_slope / 2) & (best - cur >= min_change / 2))
+    fits: dict[tuple[str, str], dict[str, dict[str, float]]] = {}
+    for row in np.flatnonzero(trending).tolist():
+        device, port, leaf, _ = snapshot.key(row)
+        signal = "rx" if leaf == RX else "pre_fec_ber"
+        prev = fits.setdefault((device, port), {}).get(signal)
+        if prev is not None and prev["now"] <= float(cur[row]):
+            continue  # the port's worst channel speaks for it
+        fits[(device, port)][signal] = {
             "slope": float(slope[row]),
             "t": float(t[row]),
             "now": float(cur[row]),
             "best": float(best[row]),
-            "eta_h": float(eta[row]) if cur[row] > cfg.threshold_dbm else 0.0,
+            "eta_h": max(0.0, float(eta[row])) if cur[row] > threshold[row] else 0.0,
             "n": float(n[row]),
+            "due": float(bool(due[row])),
         }
+    for key, signals in fits.items():
+        if key not in state.active and any(x["due"] for x in signals.values()):
+            state.active[key] = _Incident(now_ns, *key)
+    for key in list(state.active):
+        if key not in fits:  # no signal still trends: repaired, or it was wander after all
+            del state.active[key]
+            state.last.pop(key, None)
+        else:
+            state.last[key] = fits[key]
 
 
 def _when(ts_ns: int) -> str:
     return dt.datetime.fromtimestamp(ts_ns / NS, tz=dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
 
 
-def _finding(fabric: Fabric, state: OpticsTrendState, row: int, inc: _Incident, now_ns: int) -> Finding:
+def _finding(fabric: Fabric, state: OpticsTrendState, key: tuple[str, str], inc: _Incident, now_ns: int) -> Finding:
     cfg = state.config
-    last = state.last.get(row, {})
-    slope, eta_h, rx = last.get("slope", math.nan), last.get("eta_h", math.nan), last.get("now", math.nan)
+    signals = state.last.get(key, {})
+    first = min(signals.items(), key=lambda kv: kv[1]["eta_h"], default=("rx", {}))
+    name, lead = first
+    eta_h = lead.get("eta_h", math.nan)
     eta_ts = now_ns + int(eta_h * 3600 * NS) if math.isfinite(eta_h) else now_ns
     where = f"{inc.device}:{inc.port}"
-    crossed = eta_h <= 0
+    rx, ber = signals.get("rx"), signals.get("pre_fec_ber")
+    trend = []
+    if rx is not None:
+        trend.append(f"receive power falls {abs(rx['slope']):.2f} dB/h (now {rx['now']:.1f} dBm)")
+    if ber is not None:
+        trend.append(f"pre-FEC BER rises {abs(ber['slope']):.2f} decades/h (now {10 ** -ber['now']:.1e})")
+    limit = f"{cfg.threshold_dbm:g} dBm" if name == "rx" else f"a pre-FEC BER of {cfg.ber_limit:.1e}"
     summary = (
-        f"optic on {where} has crossed {cfg.threshold_dbm:g} dBm after falling {abs(slope):.2f} dB/h: replace it now"
-        if crossed
-        else f"optic on {where} loses {abs(slope):.2f} dB/h (rx {rx:.1f} dBm); crosses {cfg.threshold_dbm:g} dBm, "
-        f"where frames start to fail, in ~{eta_h:.0f} h: replace it before ~{_when(eta_ts)}"
+        f"optic on {where}: {' and '.join(trend)}; has reached {limit}, where frames start to fail: replace it now"
+        if eta_h <= 0
+        else f"optic on {where}: {' and '.join(trend)}; reaches {limit}, where frames start to fail, in "
+        f"~{eta_h:.0f} h: replace it before ~{_when(eta_ts)}"
     )
     far = fabric.peer(inc.device, inc.port)
     peer = str(far) if far is not None else None
+    evidence: dict[str, object] = {
+        "eta_hours": round(max(eta_h, 0.0), 1) if math.isfinite(eta_h) else None,
+        "eta_ts": eta_ts,
+        "eta": _when(eta_ts),
+        "deadline_from": name,
+        "window_h": cfg.fit_buckets * cfg.bucket_s / 3600,
+        "repair": f"clean the connector or replace the optic on {where}"
+        + (f" (the far end {peer} sends the light: check its optic too)" if peer else ""),
+        "peer": peer,
+    }
+    if rx is not None:
+        evidence["rx"] = {
+            "slope_db_per_hour": round(rx["slope"], 4),
+            "dbm_fitted": round(rx["now"], 2),
+            "best_dbm_in_window": round(rx["best"], 2),
+            "threshold_dbm": cfg.threshold_dbm,
+            "eta_hours": round(rx["eta_h"], 1),
+            "t_stat": round(rx["t"], 1),
+            "buckets": int(rx["n"]),
+        }
+    if ber is not None:
+        evidence["pre_fec_ber"] = {
+            "decades_per_hour": round(-ber["slope"], 4),
+            "ber_fitted": float(f"{10 ** -ber['now']:.3g}"),
+            "limit": cfg.ber_limit,
+            "eta_hours": round(ber["eta_h"], 1),
+            "t_stat": round(ber["t"], 1),
+            "buckets": int(ber["n"]),
+        }
+    best_t = max((abs(x["t"]) for x in signals.values()), default=0.0)
     return Finding(
         kind="predicted_failure",
         device=inc.device,
@@ -189,21 +264,7 @@ def _finding(fabric: Fabric, state: OpticsTrendState, row: int, inc: _Incident, 
         start_ts=inc.start_ts,
         detected_ts=now_ns,
         severity="warning",
-        confidence=min(0.99, abs(last.get("t", 0.0)) / (2 * cfg.min_t)),
+        confidence=min(0.99, best_t / (2 * cfg.min_t)),
         summary=summary,
-        evidence={
-            "slope_db_per_hour": round(slope, 4),
-            "rx_dbm_fitted": round(rx, 2),
-            "best_dbm_in_window": round(last.get("best", math.nan), 2),
-            "threshold_dbm": cfg.threshold_dbm,
-            "eta_hours": round(max(eta_h, 0.0), 1),
-            "eta_ts": eta_ts,
-            "eta": _when(eta_ts),
-            "t_stat": round(last.get("t", math.nan), 1),
-            "buckets": int(last.get("n", 0)),
-            "window_h": cfg.fit_buckets * cfg.bucket_s / 3600,
-            "repair": f"clean the connector or replace the optic on {where}"
-            + (f" (the far end {peer} sends the light: check its optic too)" if peer else ""),
-            "peer": peer,
-        },
+        evidence=evidence,
     )

@@ -162,6 +162,8 @@ class Remediator:
                              finding_id=fid, action_id=a.id)  # fmt: skip
             return a, f"no action: the safety guard refused to disable {target}: {v.reason}; escalated to people"
         why = f"{f.kind} on {target}: {f.summary}"
+        if f.jobs:
+            why += f" (jobs: {', '.join(j.name for j in f.jobs)})"
         protected = [j for j in f.jobs if j.priority is not None and j.priority in self.settings.approve_for_priority]
         if mode == "auto" and protected:
             mode = "approve"  # a person decides for a port under a protected job

@@ -3,6 +3,7 @@ hours before the link fails, a day of healthy temperature wander is not, and a r
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -103,3 +104,26 @@ def test_a_repaired_optic_clears(small_fabric: Fabric, tmp_path: Path) -> None:
     active = [hours_in(t) for t, n in passes if n]
     assert active and min(active) < 6  # predicted while it fell
     assert max(active) < 13 and passes[-1][1] == 0  # and cleared within hours of the repair
+
+
+def test_a_rising_pre_fec_ber_alone_is_predicted(small_fabric: Fabric, tmp_path: Path) -> None:
+    # receive power steady, the BER climbing a tenth of a decade an hour from 1e-8 (a laser or FEC lane ageing)
+    from fabricd.telemetry import render
+
+    lines = []
+    for minute in range(12 * 60):
+        ts = T0 + minute * 60 * NS
+        ber = 1e-8 * 10 ** (0.1 * max(0.0, minute / 60 - 2))
+        for port, value in ((PORT, ber), ("leaf-g0-r1:Ethernet3/1", 1e-8)):
+            dev, name = port.split(":")
+            lines.append({"ts": ts, "device": dev, "path": render(name, "fec.pre-fec-ber", "1"), "value": value})
+            lines.append({"ts": ts, "device": dev, "path": render(name, "optics.input-power", "0"), "value": -2.0})
+    trace = tmp_path / "ber.jsonl"
+    trace.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    (f,) = run_trace(trace, small_fabric, tick_s=60, pass_gap_s=0)
+    assert f.kind == "predicted_failure" and f.ports == (PORT,)
+    assert f.evidence["deadline_from"] == "pre_fec_ber" and "rx" not in f.evidence
+    assert f.evidence["pre_fec_ber"]["decades_per_hour"] == pytest.approx(0.1, abs=0.01)
+    # 1e-8 -> 2.4e-4 is 4.4 decades: ~44 h after the onset at hour 2
+    assert 30 <= f.evidence["eta_hours"] + hours_in(f.detected_ts) - 2 <= 50
+    assert "pre-FEC BER rises 0.10 decades/h" in f.summary

@@ -21,6 +21,8 @@ def test_the_ticket_names_the_jobs(make: Callable[..., Harness]) -> None:
     assert t.title.endswith("(jobs: llama-8b-sft)")
     assert t.body["jobs"] == [{"id": "job-a", "name": "llama-8b-sft", "priority": "normal", "gpus": 8}]
     assert t.body["finding"]["jobs"] == t.body["jobs"]
+    (a,) = h.state.actions()
+    assert a.reason.endswith("(jobs: llama-8b-sft)")  # the action names them too (fabricd actions, the API)
 
 
 def test_a_port_under_a_protected_job_waits_for_approval_in_auto_mode(make: Callable[..., Harness]) -> None:
