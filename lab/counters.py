@@ -88,6 +88,17 @@ def optics_wander(device: str, port: str, now_ns: int) -> float:
     return daily + noise
 
 
+# Module temperature: 33-39 C per port (as the twin always showed), a 2 C daily cycle in step with the power wander.
+TEMP_DAILY_C = 2.0
+
+
+def module_temperature(device: str, port: str, now_ns: int) -> float:
+    h = zlib.crc32(f"{device}:{port}".encode())
+    base = 33.0 + (zlib.crc32(f"{device}:{port}".encode()) % 600) / 100.0
+    phase = (h % 1000) / 1000.0 * 2 * np.pi
+    return base + TEMP_DAILY_C * float(np.sin(2 * np.pi * (now_ns % DAY_NS) / DAY_NS + phase))
+
+
 def pause_frames_per_s(speed_gbps: float) -> float:
     return speed_gbps * 1e9 / (PAUSE_QUANTA * 512) * PAUSE_REFRESH
 

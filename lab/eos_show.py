@@ -316,7 +316,7 @@ def show_interfaces_transceiver(twin: Twin, sw: Switch, now: int, rows: list[int
             "rxPower": round(twin.rx_power(sw, row), 4),
             "txPower": round(0.5 + (h % 100) / 200.0, 4),
             "txBias": round(6.0 + (h % 80) / 100.0, 3),
-            "temperature": round(33.0 + (h % 600) / 100.0, 2),
+            "temperature": round(twin.temperature(sw, row), 2),
             "voltage": round(3.25 + (h % 8) / 100.0, 4),
             "updateTime": now / NS - (now // NS) % 5,
         }

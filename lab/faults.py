@@ -440,13 +440,16 @@ class FaultInjector:
         rate = self._number(params, "db_per_hour", 0.25, 0.001, 100)
         step = self._number(params, "step_s", 60, 1, 3600)
         cap = self._number(params, "max_db", 20, 0.1, 40)
-        params.update(db_per_hour=rate, step_s=step, max_db=cap)
+        heat = self._number(params, "c_per_hour", 0, 0, 50)  # a failing laser or its cooler may also run hotter
+        params.update(db_per_hour=rate, step_s=step, max_db=cap, c_per_hour=heat)
         cancelled = False
 
         def grow(at: int) -> None:
             if cancelled:
                 return
             self.twin.optics_loss_db[key] = min(cap, rate * (at - now) / NS / 3600)
+            if heat:
+                self.twin.optics_heat_c[key] = min(60.0, heat * (at - now) / NS / 3600)
             self.twin.touch()
             self.twin.schedule(at + int(step * NS), grow)
 
@@ -458,6 +461,7 @@ class FaultInjector:
             nonlocal cancelled
             cancelled = True
             self.twin.optics_loss_db.pop(key, None)
+            self.twin.optics_heat_c.pop(key, None)
 
         rec.undo = undo
         return rec

@@ -108,6 +108,7 @@ def _catalog() -> tuple[Leaf, ...]:
             counter("qos", (_e("output"), _e("queues"), _e("queue", name=str(q)), st, _e(c)), f"q{q}.{c}")
     chan = (_e("transceiver"), _e("physical-channels"), _e("channel", index="0"), st)
     out.append(("xcvr", (*chan, _e("input-power"), _e("instant")), "rx-power", -1))
+    out.append(("xcvr", (st, _e("temperature"), _e("instant")), "temperature", -1))
     nbr = (_e("neighbors"), _e("neighbor", id=LLDP_NEIGHBOR_ID), st)
     out.append(("lldp", (*nbr, _e("system-name")), "lldp-system-name", -1))
     out.append(("lldp", (*nbr, _e("port-id")), "lldp-port-id", -1))
@@ -361,6 +362,8 @@ def state_value(twin: Twin, sw: Switch, row: int, kind: str) -> str | float | No
         return float(sw.pre_fec_ber[row])
     if kind == "rx-power":
         return round(twin.rx_power(sw, row), 2)
+    if kind == "temperature":
+        return round(twin.temperature(sw, row), 1)
     peer = twin.peer(sw.name, sw.ports[row])
     if peer is None:
         return None

@@ -29,6 +29,7 @@ from .counters import (
     QUEUE_SHARE,
     baseline_rates,
     dr_utilisation,
+    module_temperature,
     optics_wander,
     pause_frames_per_s,
     utilisation,
@@ -185,6 +186,7 @@ class Twin:
         self.silent: dict[str, float] = {}  # switch -> rate of packets corrupted inside it
         self.egress_scale: dict[tuple[str, str], float] = {}  # a port's share of its ECMP group's load, x nominal
         self.egress_drops: dict[tuple[str, str], float] = {}  # (device, port) -> share of its egress packets dropped
+        self.optics_heat_c: dict[tuple[str, str], float] = {}  # (device, port) -> degrees a failing module runs hotter
         # The switches' PFC watchdogs (detection and counters only: the twin models every action as notify-only,
         # so a stuck queue keeps its pause dynamics): queue -> when it became stuck, the queues declared stormed,
         # and a stormed queue -> when it was last freed of pause (it recovers after the recovery time free).
@@ -473,6 +475,11 @@ class Twin:
         sw.rate[row, COL["fec.corrected-codewords"]] = max(
             sw.rate[row, COL["fec.corrected-codewords"]], bits / CODEWORD_BITS * min(1.0, frame_error_rate * 100)
         )
+
+    def temperature(self, sw: Switch, row: int) -> float:
+        """The port's transceiver module temperature (C) now."""
+        heat = self.optics_heat_c.get((sw.name, sw.ports[row]), 0.0)
+        return module_temperature(sw.name, sw.ports[row], self.now) + heat
 
     def rx_power(self, sw: Switch, row: int) -> float:
         """What the port's receiver reads now (dBm): nominal less losses, plus its wander; a dark port reads -40."""

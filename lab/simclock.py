@@ -15,7 +15,7 @@ from .gnmi_paths import CATALOG, full_path_text, state_value
 from .model import NS, Twin
 
 Event = tuple[float, Callable[[int], object]]  # (seconds after start, called with the twin time then)
-STATES = ("oper-status", "rx-power", "pre-fec-ber")
+STATES = ("oper-status", "rx-power", "pre-fec-ber", "temperature")
 COUNTERS = ("if.in-pkts", "if.in-fcs-errors", "fec.corrected-codewords", "fec.uncorrected-codewords")
 
 
@@ -43,7 +43,7 @@ def simulate(
     devices: Sequence[str] | None = None,
     events: Iterable[Event] = (),
     counters: Sequence[str] = COUNTERS,
-    gauges: Sequence[str] = ("rx-power", "pre-fec-ber"),
+    gauges: Sequence[str] = ("rx-power", "pre-fec-ber", "temperature"),
 ) -> Iterator[dict[str, object]]:
     """Trace records (ts, device, path, value) of `devices` (default: every switch) every `step_s` of twin time;
     `events` run at their times (fault injections and clears). oper-status is sent at the start and on change."""

@@ -181,6 +181,9 @@ def inject(
     db_per_hour: float | None = typer.Option(
         None, "--db-per-hour", help="Receive power lost per hour (optics_degrade)."
     ),
+    c_per_hour: float | None = typer.Option(
+        None, "--c-per-hour", help="Degrees the module warms per hour (optics_degrade; default 0)."
+    ),
     fmt: Format = typer.Option(Format.table, "--format"),
 ) -> None:
     """Inject a fault; it is logged with its time (`fabricd lab faults`)."""
@@ -188,7 +191,7 @@ def inject(
         "port": port, "nic": nic, "device": device, "cycle": cycle, "priority": priority, "count": count,
         "period_s": period_s, "rate": rate, "direction": direction, "loss_db": loss_db, "seconds": seconds,
         "down_s": down_s, "duration_ms": duration_ms, "failed": failed or None, "dci": dci, "skew": skew,
-        "pattern": pattern, "db_per_hour": db_per_hour,
+        "pattern": pattern, "db_per_hour": db_per_hour, "c_per_hour": c_per_hour,
     }  # fmt: skip
     params = {k: v for k, v in given.items() if v is not None}
     record = _control(state_dir, "POST", "/faults", {"kind": kind, "params": params})

@@ -1,15 +1,17 @@
 """predicted_failure: an optic whose receive power falls, or whose pre-FEC bit error rate rises, steadily, with when it
 will cross the level at which frames start to fail; the repair ticket can be worked before the job it carries breaks.
+A module that warms steadily toward its alarm temperature is the third signal.
 
 Hardware rarely fails at once: a dirty connector or an ageing laser loses power over hours or days before the link
-errors. Per series (input-power per channel in dBm; pre-FEC BER as -log10, so both fall when they worsen), samples
-are averaged into `bucket_s` buckets; at each bucket close a least-squares line over the last `fit_buckets` (6 h by
-default) gives the trend. A port is predicted to fail when a signal's fall is steep (`min_slope_db_h`, or
-`min_ber_decades_h`), sure (t-statistic of the slope beyond `min_t`), real (the fitted value is `min_drop_db`, or
-`min_ber_rise_decades`, under the window's best bucket) and the line crosses its threshold (`threshold_dbm`; the
-RS-FEC limit `ber_limit`) within `horizon_h`; the earliest crossing is the port's deadline. An optic's
-power wanders with its temperature over the day (a few tenths of a dB); a 6 h window sees at most about 0.05 dB/h
-of that, half the slope that counts. Vectorised over every port: healthy ones cost a few array cells each.
+errors. Per series (input-power per channel in dBm; pre-FEC BER as -log10; temperature as -C: all fall when they
+worsen), samples are averaged into `bucket_s` buckets; at each bucket close a least-squares line over the last
+`fit_buckets` (6 h by default) gives the trend. A port is predicted to fail when a signal's fall is steep
+(`min_slope_db_h`, `min_ber_decades_h`, `min_temp_c_h`), sure (t-statistic of the slope beyond `min_t`), real (the
+fitted value is `min_drop_db`, `min_ber_rise_decades`, `min_temp_rise_c` worse than the window's best bucket) and
+the line crosses its limit (`threshold_dbm`, the RS-FEC limit `ber_limit`, `temp_limit_c`) within `horizon_h`; the
+earliest crossing is the port's deadline. An optic's power wanders with its temperature over the day (a few tenths
+of a dB, a couple of degrees); a 6 h window sees at most about 0.05 dB/h and 0.5 C/h of that, under what counts.
+Vectorised over every port: healthy ones cost a few array cells each.
 """
 
 from __future__ import annotations
@@ -27,8 +29,9 @@ from topology.fabric import Fabric
 from .finding import Finding
 
 NS = 1_000_000_000
-RX, BER = "optics.input-power", "fec.pre-fec-ber"
-LEAVES = (RX, BER)
+RX, BER, TEMP = "optics.input-power", "fec.pre-fec-ber", "optics.temperature"
+LEAVES = (RX, BER, TEMP)
+SIGNAL = {RX: "rx", BER: "pre_fec_ber", TEMP: "temperature"}
 
 
 @dataclass(frozen=True)
@@ -48,6 +51,13 @@ class OpticsTrendConfig:
     ber_limit: float = 2.4e-4
     min_ber_decades_h: float = 0.05
     min_ber_rise_decades: float = 0.5
+    # Module temperature (as -C, so it too falls when it worsens): QSFP-DD/OSFP modules' high-temperature alarm is
+    # typically 70-75 C (SFF-8636 / CMIS alarm thresholds, set by each vendor; 70 C is the common commercial case
+    # limit), so 70 C is the default deadline. A module warming half a degree an hour, 3 C above its window's coolest,
+    # is a trend: the daily cycle of the room (a couple of degrees) stays under both.
+    temp_limit_c: float = 70.0
+    min_temp_c_h: float = 0.5
+    min_temp_rise_c: float = 3.0
 
 
 @dataclass
@@ -117,10 +127,12 @@ def fit(ring: npt.NDArray[np.float32], bucket_h: float) -> dict[str, npt.NDArray
 
 
 def _health(leaf: str, values: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
-    """Both signals as 'higher is healthier': dBm as is, BER as -log10."""
+    """Every signal as 'higher is healthier': dBm as is, BER as -log10, temperature negated."""
     if leaf == BER:
         with np.errstate(divide="ignore", invalid="ignore"):
             return np.asarray(-np.log10(np.maximum(values, 1e-18)), dtype=np.float64)
+    if leaf == TEMP:
+        return -values
     return values
 
 
@@ -153,10 +165,10 @@ def detect(snapshot: Snapshot, fabric: Fabric, state: OpticsTrendState, now_ns: 
 
 def _params(cfg: OpticsTrendConfig, leaf: npt.NDArray[np.int8]) -> tuple[npt.NDArray[np.float64], ...]:
     """Per row: threshold, least slope and least change that count (in 'higher is healthier' units)."""
-    is_ber = leaf == 2
-    threshold = np.where(is_ber, -math.log10(cfg.ber_limit), cfg.threshold_dbm)
-    slope = np.where(is_ber, cfg.min_ber_decades_h, cfg.min_slope_db_h)
-    change = np.where(is_ber, cfg.min_ber_rise_decades, cfg.min_drop_db)
+    code = np.clip(leaf.astype(np.int64) - 1, 0, len(LEAVES) - 1)  # 0 (no leaf yet) reads as RX; `enough` masks it
+    threshold = np.array([cfg.threshold_dbm, -math.log10(cfg.ber_limit), -cfg.temp_limit_c])[code]
+    slope = np.array([cfg.min_slope_db_h, cfg.min_ber_decades_h, cfg.min_temp_c_h])[code]
+    change = np.array([cfg.min_drop_db, cfg.min_ber_rise_decades, cfg.min_temp_rise_c])[code]
     return threshold, slope, change
 
 
@@ -174,7 +186,7 @@ def _judge(snapshot: Snapshot, state: OpticsTrendState, now_ns: int) -> None:
     fits: dict[tuple[str, str], dict[str, dict[str, float]]] = {}
     for row in np.flatnonzero(trending).tolist():
         device, port, leaf, _ = snapshot.key(row)
-        signal = "rx" if leaf == RX else "pre_fec_ber"
+        signal = SIGNAL[leaf]
         prev = fits.setdefault((device, port), {}).get(signal)
         if prev is not None and prev["now"] <= float(cur[row]):
             continue  # the port's worst channel speaks for it
@@ -210,17 +222,23 @@ def _finding(fabric: Fabric, state: OpticsTrendState, key: tuple[str, str], inc:
     eta_h = lead.get("eta_h", math.nan)
     eta_ts = now_ns + int(eta_h * 3600 * NS) if math.isfinite(eta_h) else now_ns
     where = f"{inc.device}:{inc.port}"
-    rx, ber = signals.get("rx"), signals.get("pre_fec_ber")
+    rx, ber, temp = signals.get("rx"), signals.get("pre_fec_ber"), signals.get("temperature")
     trend = []
     if rx is not None:
         trend.append(f"receive power falls {abs(rx['slope']):.2f} dB/h (now {rx['now']:.1f} dBm)")
     if ber is not None:
         trend.append(f"pre-FEC BER rises {abs(ber['slope']):.2f} decades/h (now {10 ** -ber['now']:.1e})")
-    limit = f"{cfg.threshold_dbm:g} dBm" if name == "rx" else f"a pre-FEC BER of {cfg.ber_limit:.1e}"
+    if temp is not None:
+        trend.append(f"module temperature rises {abs(temp['slope']):.1f} C/h (now {-temp['now']:.0f} C)")
+    limit = {
+        "rx": f"{cfg.threshold_dbm:g} dBm, where frames start to fail",
+        "pre_fec_ber": f"a pre-FEC BER of {cfg.ber_limit:.1e}, where frames start to fail",
+        "temperature": f"{cfg.temp_limit_c:g} C, the module's alarm temperature",
+    }[name]
     summary = (
-        f"optic on {where}: {' and '.join(trend)}; has reached {limit}, where frames start to fail: replace it now"
+        f"optic on {where}: {' and '.join(trend)}; has reached {limit}: replace it now"
         if eta_h <= 0
-        else f"optic on {where}: {' and '.join(trend)}; reaches {limit}, where frames start to fail, in "
+        else f"optic on {where}: {' and '.join(trend)}; reaches {limit}, in "
         f"~{eta_h:.0f} h: replace it before ~{_when(eta_ts)}"
     )
     far = fabric.peer(inc.device, inc.port)
@@ -253,6 +271,16 @@ def _finding(fabric: Fabric, state: OpticsTrendState, key: tuple[str, str], inc:
             "eta_hours": round(ber["eta_h"], 1),
             "t_stat": round(ber["t"], 1),
             "buckets": int(ber["n"]),
+        }
+    if temp is not None:
+        evidence["temperature"] = {
+            "c_per_hour": round(-temp["slope"], 3),
+            "c_fitted": round(-temp["now"], 1),
+            "coolest_c_in_window": round(-temp["best"], 1),
+            "limit_c": cfg.temp_limit_c,
+            "eta_hours": round(temp["eta_h"], 1),
+            "t_stat": round(temp["t"], 1),
+            "buckets": int(temp["n"]),
         }
     best_t = max((abs(x["t"]) for x in signals.values()), default=0.0)
     return Finding(

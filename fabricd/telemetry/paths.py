@@ -103,6 +103,8 @@ def _leaves() -> tuple[Leaf, ...]:
         out.append(Leaf(f"queue.{c}", "qos", (*queue, _e(c)), Kind.COUNTER))
     chan = (_e("transceiver"), _e("physical-channels"), _e("channel", index=ANY), st)
     out.append(Leaf("optics.input-power", "xcvr", (*chan, _e("input-power"), _e("instant")), Kind.GAUGE))
+    # openconfig-platform: a component's temperature (the transceiver module's, for "<port> transceiver")
+    out.append(Leaf("optics.temperature", "xcvr", (st, _e("temperature"), _e("instant")), Kind.GAUGE))
     nbr = (_e("neighbors"), _e("neighbor", id=ANY), st)
     for c in ("system-name", "port-id"):
         out.append(Leaf(f"lldp.{c}", "lldp", (*nbr, _e(c)), Kind.TEXT))
@@ -277,6 +279,7 @@ def eos_profile(
             "sample",
             ns("optics"),
         ),
+        Subscription("/components/component[name=*]/state/temperature", "sample", ns("optics")),
         Subscription("/lldp/interfaces/interface[name=*]/neighbors/neighbor[id=*]/state", "on_change"),
     ]
     for p in lossless:

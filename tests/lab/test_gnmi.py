@@ -367,7 +367,7 @@ def test_path_matching(gnmi_twin: GnmiTwin) -> None:
     assert count("/interfaces/*/ethernet/pfc/priorities/priority[index=3]/state") == 3 * n_ports
     assert count("/interfaces/interface/.../in-frames") == 8 * n_ports
     assert count("/") == len(gp.CATALOG) * n_ports
-    assert count("/components/component[name=Ethernet2/1 transceiver]") == 1
+    assert count("/components/component[name=Ethernet2/1 transceiver]") == 2  # input power, temperature
     with pytest.raises(gp.PathNotFound):
         count("/components/component[name=Ethernet2/1]")
     with pytest.raises(gp.PathError):

@@ -127,3 +127,18 @@ def test_a_rising_pre_fec_ber_alone_is_predicted(small_fabric: Fabric, tmp_path:
     # 1e-8 -> 2.4e-4 is 4.4 decades: ~44 h after the onset at hour 2
     assert 30 <= f.evidence["eta_hours"] + hours_in(f.detected_ts) - 2 <= 50
     assert "pre-FEC BER rises 0.10 decades/h" in f.summary
+
+
+def test_a_module_warming_toward_its_alarm_is_predicted(small_fabric: Fabric, tmp_path: Path) -> None:
+    # power and BER steady; the module warms 2 C/h from hour 2 (a failing laser cooler): 70 C is reached ~hour 19
+    found = run(
+        small_fabric, tmp_path, 8, [(2, "optics_degrade", {"port": PORT, "db_per_hour": 0.001, "c_per_hour": 2})]
+    )
+    (f,) = found
+    assert f["kind"] == "predicted_failure" and f["ports"] == [PORT]
+    ev = f["evidence"]
+    assert ev["deadline_from"] == "temperature" and "rx" not in ev
+    assert 1.0 <= ev["temperature"]["c_per_hour"] <= 2.2  # the 6 h fit still holds flat hours from before the onset
+    assert 30 <= ev["temperature"]["c_fitted"] <= 55 and ev["temperature"]["limit_c"] == 70.0
+    assert 12 <= ev["eta_hours"] + hours_in(f["detected_ts"]) <= 26
+    assert "module temperature rises" in f["summary"] and "70 C, the module's alarm temperature" in f["summary"]
