@@ -2,9 +2,10 @@
 over a long healthy run, on the twin with its clock accelerated.
 
 The twin of examples/small-pod.yaml (every switch port, with the optics' temperature wander) runs `--hours` of
-simulated time in 60 s steps (lab/simclock.py), sampled into a trace of receive power and oper-status; `optics_degrade`
-faults at several rates start at staggered hours on ports of distinct switches. The detectors then replay the trace
-exactly as `fabricd detect` does (run_trace, 60 s ticks).
+simulated time in 60 s steps (lab/simclock.py), sampled into a trace of oper-status and every signal the detector
+reads (receive power, pre-FEC BER, module temperature with its daily cycle, FEC corrected codewords);
+`optics_degrade` faults at several rates start at staggered hours on ports of distinct switches. The detectors then
+replay the trace exactly as `fabricd detect` does (run_trace, 60 s ticks).
 
 Ground truth per fault: its onset; when the receiver crosses -7 dBm (nominal power minus the accumulated loss); when
 the link fails (the twin starts losing frames past 6 dB of loss). A predicted_failure on the fault's port after its
@@ -86,7 +87,15 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         trace = Path(tmp) / "t.jsonl"
         lines = write_trace(
-            simulate(twin, T0, args.hours * H, 60, events=events, counters=(), gauges=("rx-power", "pre-fec-ber")),
+            simulate(
+                twin,
+                T0,
+                args.hours * H,
+                60,
+                events=events,
+                counters=("fec.corrected-codewords",),
+                gauges=("rx-power", "pre-fec-ber", "temperature"),
+            ),
             trace,
         )
         sim_s = time.perf_counter() - t

@@ -1,6 +1,8 @@
 """predicted_failure: an optic whose receive power falls, or whose pre-FEC bit error rate rises, steadily, with when it
 will cross the level at which frames start to fail; the repair ticket can be worked before the job it carries breaks.
-A module that warms steadily toward its alarm temperature is the third signal.
+A module that warms steadily toward its alarm temperature is the third signal; the FEC corrected-codeword rate (as the
+bit error rate it implies: corrections per second over the line rate, one error per corrected codeword while errors
+are rare) the fourth, which stands in for the pre-FEC BER where a platform does not serve it.
 
 Hardware rarely fails at once: a dirty connector or an ageing laser loses power over hours or days before the link
 errors. Per series (input-power per channel in dBm; pre-FEC BER as -log10; temperature as -C: all fall when they
@@ -10,7 +12,7 @@ worsen), samples are averaged into `bucket_s` buckets; at each bucket close a le
 fitted value is `min_drop_db`, `min_ber_rise_decades`, `min_temp_rise_c` worse than the window's best bucket) and
 the line crosses its limit (`threshold_dbm`, the RS-FEC limit `ber_limit`, `temp_limit_c`) within `horizon_h`; the
 earliest crossing is the port's deadline. An optic's power wanders with its temperature over the day (a few tenths
-of a dB, a couple of degrees); a 6 h window sees at most about 0.05 dB/h and 0.5 C/h of that, under what counts.
+of a dB, a couple of degrees); a 6 h window sees at most about 0.05 dB/h and 0.5 C/h of that: half what counts.
 Vectorised over every port: healthy ones cost a few array cells each.
 """
 
@@ -29,9 +31,9 @@ from topology.fabric import Fabric
 from .finding import Finding
 
 NS = 1_000_000_000
-RX, BER, TEMP = "optics.input-power", "fec.pre-fec-ber", "optics.temperature"
-LEAVES = (RX, BER, TEMP)
-SIGNAL = {RX: "rx", BER: "pre_fec_ber", TEMP: "temperature"}
+RX, BER, TEMP, FEC = "optics.input-power", "fec.pre-fec-ber", "optics.temperature", "fec.corrected-codewords"
+LEAVES = (RX, BER, TEMP, FEC)
+SIGNAL = {RX: "rx", BER: "pre_fec_ber", TEMP: "temperature", FEC: "fec_corrected"}
 
 
 @dataclass(frozen=True)
@@ -47,17 +49,18 @@ class OpticsTrendConfig:
     # link_corruption uses for "low" too; e.g. IEEE 802.3cu); not a domain.md figure, so a setting.
     threshold_dbm: float = -7.0
     # RS(544,514) ("KP4") FEC corrects up to a pre-FEC BER of about 2.4e-4 (the twin's figure too, lab/counters.py);
-    # a BER rising a decade in 20 h, half a decade above its window's best, is a trend.
+    # a BER rising a decade in 20 h, a quarter of a decade above its window's best, is a trend (the least change
+    # must be under what the least slope gives over the window, 0.3 decades in 6 h, or it would never be reached).
     ber_limit: float = 2.4e-4
     min_ber_decades_h: float = 0.05
-    min_ber_rise_decades: float = 0.5
+    min_ber_rise_decades: float = 0.25
     # Module temperature (as -C, so it too falls when it worsens): QSFP-DD/OSFP modules' high-temperature alarm is
     # typically 70-75 C (SFF-8636 / CMIS alarm thresholds, set by each vendor; 70 C is the common commercial case
-    # limit), so 70 C is the default deadline. A module warming half a degree an hour, 3 C above its window's coolest,
-    # is a trend: the daily cycle of the room (a couple of degrees) stays under both.
+    # limit), so 70 C is the default deadline. A module warming a degree an hour, 4 C above its window's coolest, is
+    # a trend: a daily cycle of +-2 C moves at most 0.52 C/h, half of that.
     temp_limit_c: float = 70.0
-    min_temp_c_h: float = 0.5
-    min_temp_rise_c: float = 3.0
+    min_temp_c_h: float = 1.0
+    min_temp_rise_c: float = 4.0
 
 
 @dataclass
@@ -76,6 +79,9 @@ class OpticsTrendState:
     acc_n: npt.NDArray[np.int32] = field(default_factory=lambda: np.zeros(0, dtype=np.int32))
     ring: npt.NDArray[np.float32] = field(default_factory=lambda: np.zeros((0, 0), dtype=np.float32))
     leaf: npt.NDArray[np.int8] = field(default_factory=lambda: np.zeros(0, dtype=np.int8))  # 1 + LEAVES index
+    bits_s: npt.NDArray[np.float64] = field(
+        default_factory=lambda: np.zeros(0)
+    )  # FEC rows: line rate (0 = not looked up)
     active: dict[tuple[str, str], _Incident] = field(default_factory=dict)  # (device, port) -> incident
     last: dict[tuple[str, str], dict[str, dict[str, float]]] = field(default_factory=dict)  # port -> signal -> fit
 
@@ -89,6 +95,7 @@ def _grow(state: OpticsTrendState, n: int) -> None:
     state.acc_sum = np.concatenate([state.acc_sum, np.zeros(n - have)])
     state.acc_n = np.concatenate([state.acc_n, np.zeros(n - have, dtype=np.int32)])
     state.leaf = np.concatenate([state.leaf, np.zeros(n - have, dtype=np.int8)])
+    state.bits_s = np.concatenate([state.bits_s, np.zeros(n - have)])
     state.ring = np.concatenate([state.ring.reshape(have, width), np.full((n - have, width), np.nan, np.float32)])
 
 
@@ -136,6 +143,17 @@ def _health(leaf: str, values: npt.NDArray[np.float64]) -> npt.NDArray[np.float6
     return values
 
 
+def _line_rate(
+    snapshot: Snapshot, fabric: Fabric, state: OpticsTrendState, rows: npt.NDArray[np.int64]
+) -> npt.NDArray[np.float64]:
+    """Bits/s of each row's port (from the cabling; NaN where the link or its speed is not known), looked up once."""
+    for row in rows[state.bits_s[rows] == 0].tolist():
+        device, port, _, _ = snapshot.key(row)
+        link = fabric.link_of(device, port)
+        state.bits_s[row] = float(link.speed_gbps) * 1e9 if link is not None and link.speed_gbps else np.nan
+    return state.bits_s[rows]
+
+
 def detect(snapshot: Snapshot, fabric: Fabric, state: OpticsTrendState, now_ns: int) -> list[Finding]:
     cfg = state.config
     bucket_ns = int(cfg.bucket_s * NS)
@@ -147,7 +165,10 @@ def detect(snapshot: Snapshot, fabric: Fabric, state: OpticsTrendState, now_ns: 
         state.leaf[rows] = code
         ts = snapshot.ts[rows]
         new = rows[(ts != NEVER) & (ts > state.last_ts[rows])]
-        vals = _health(leaf, snapshot.gauge[new].astype(np.float64))
+        if leaf == FEC:
+            vals = _health(BER, snapshot.rate[new] / _line_rate(snapshot, fabric, state, new))
+        else:
+            vals = _health(leaf, snapshot.gauge[new].astype(np.float64))
         ok = np.isfinite(vals)
         new, vals = new[ok], vals[ok]
         state.acc_sum[new] += vals
@@ -166,9 +187,10 @@ def detect(snapshot: Snapshot, fabric: Fabric, state: OpticsTrendState, now_ns: 
 def _params(cfg: OpticsTrendConfig, leaf: npt.NDArray[np.int8]) -> tuple[npt.NDArray[np.float64], ...]:
     """Per row: threshold, least slope and least change that count (in 'higher is healthier' units)."""
     code = np.clip(leaf.astype(np.int64) - 1, 0, len(LEAVES) - 1)  # 0 (no leaf yet) reads as RX; `enough` masks it
-    threshold = np.array([cfg.threshold_dbm, -math.log10(cfg.ber_limit), -cfg.temp_limit_c])[code]
-    slope = np.array([cfg.min_slope_db_h, cfg.min_ber_decades_h, cfg.min_temp_c_h])[code]
-    change = np.array([cfg.min_drop_db, cfg.min_ber_rise_decades, cfg.min_temp_rise_c])[code]
+    ber = -math.log10(cfg.ber_limit)
+    threshold = np.array([cfg.threshold_dbm, ber, -cfg.temp_limit_c, ber])[code]
+    slope = np.array([cfg.min_slope_db_h, cfg.min_ber_decades_h, cfg.min_temp_c_h, cfg.min_ber_decades_h])[code]
+    change = np.array([cfg.min_drop_db, cfg.min_ber_rise_decades, cfg.min_temp_rise_c, cfg.min_ber_rise_decades])[code]
     return threshold, slope, change
 
 
@@ -223,16 +245,20 @@ def _finding(fabric: Fabric, state: OpticsTrendState, key: tuple[str, str], inc:
     eta_ts = now_ns + int(eta_h * 3600 * NS) if math.isfinite(eta_h) else now_ns
     where = f"{inc.device}:{inc.port}"
     rx, ber, temp = signals.get("rx"), signals.get("pre_fec_ber"), signals.get("temperature")
+    fec = signals.get("fec_corrected")
     trend = []
     if rx is not None:
         trend.append(f"receive power falls {abs(rx['slope']):.2f} dB/h (now {rx['now']:.1f} dBm)")
     if ber is not None:
         trend.append(f"pre-FEC BER rises {abs(ber['slope']):.2f} decades/h (now {10 ** -ber['now']:.1e})")
+    if fec is not None:
+        trend.append(f"FEC corrections rise {abs(fec['slope']):.2f} decades/h (a BER of {10 ** -fec['now']:.1e})")
     if temp is not None:
         trend.append(f"module temperature rises {abs(temp['slope']):.1f} C/h (now {-temp['now']:.0f} C)")
     limit = {
         "rx": f"{cfg.threshold_dbm:g} dBm, where frames start to fail",
         "pre_fec_ber": f"a pre-FEC BER of {cfg.ber_limit:.1e}, where frames start to fail",
+        "fec_corrected": f"a pre-FEC BER of {cfg.ber_limit:.1e}, where frames start to fail",
         "temperature": f"{cfg.temp_limit_c:g} C, the module's alarm temperature",
     }[name]
     summary = (
@@ -271,6 +297,15 @@ def _finding(fabric: Fabric, state: OpticsTrendState, key: tuple[str, str], inc:
             "eta_hours": round(ber["eta_h"], 1),
             "t_stat": round(ber["t"], 1),
             "buckets": int(ber["n"]),
+        }
+    if fec is not None:
+        evidence["fec_corrected"] = {
+            "decades_per_hour": round(-fec["slope"], 4),
+            "implied_ber": float(f"{10 ** -fec['now']:.3g}"),
+            "limit": cfg.ber_limit,
+            "eta_hours": round(fec["eta_h"], 1),
+            "t_stat": round(fec["t"], 1),
+            "buckets": int(fec["n"]),
         }
     if temp is not None:
         evidence["temperature"] = {

@@ -1,6 +1,6 @@
-"""The service's job map, kept fresh: re-read the jobs file (or re-run the command) on a schedule; a bad read is
-logged once per distinct error and leaves the previous map in force (a typo in jobs.yaml must not blind fabricd to
-which jobs a fault hits)."""
+"""The service's job map, kept fresh: re-read the jobs file (re-run the command, or ask slurmrestd) on a schedule; a
+bad read is logged once per distinct error and leaves the previous map in force (a typo in jobs.yaml must not blind
+fabricd to which jobs a fault hits)."""
 
 from __future__ import annotations
 
@@ -10,6 +10,9 @@ import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
+
+import httpx
+from pydantic import SecretStr
 
 from topology.errors import FabricdError
 from topology.fabric import Fabric
@@ -25,25 +28,51 @@ class JobStatus:
     error: str | None = None  # the last read's error, None when it was good
 
 
+@dataclass(frozen=True)
+class SlurmRest:
+    """slurmrestd: GET {url}/slurm/{api_version}/jobs with the user's JWT (never logged, never in an error)."""
+
+    url: str
+    user: str
+    token: SecretStr
+    api_version: str = "v0.0.40"
+    verify: bool | str = True  # or a CA bundle file
+
+    @property
+    def jobs_url(self) -> str:
+        return f"{self.url.rstrip('/')}/slurm/{self.api_version}/jobs"
+
+
 class JobSource:
     def __init__(
-        self, fabric: Fabric, path: Path | None, command: list[str] | None, job_label: str | None, timeout_s: float
+        self,
+        fabric: Fabric,
+        path: Path | None,
+        command: list[str] | None,
+        job_label: str | None,
+        timeout_s: float,
+        rest: SlurmRest | None = None,
     ) -> None:
-        self.fabric, self.path, self.command = fabric, path, command
+        self.fabric, self.path, self.command, self.rest = fabric, path, command, rest
         self.job_label, self.timeout_s = job_label, timeout_s
         self.map: JobMap | None = None
         self.status = JobStatus()
 
     @property
     def configured(self) -> bool:
-        return self.path is not None or bool(self.command)
+        return self.path is not None or bool(self.command) or self.rest is not None
 
     def refresh(self) -> JobMap | None:
         """Blocking (a file read or a command): the new map, or the previous one when this read failed."""
         if not self.configured:
             return None
         try:
-            jobs = load_jobs(self.path, self.job_label) if self.path is not None else self._run()
+            if self.path is not None:
+                jobs = load_jobs(self.path, self.job_label)
+            elif self.rest is not None:
+                jobs = self._ask(self.rest)
+            else:
+                jobs = self._run()
         except FabricdError as e:
             if str(e) != self.status.error:
                 log.error("jobs: %s; the previous job map stays in force", e)
@@ -68,3 +97,31 @@ class JobSource:
         except ValueError as e:
             raise JobError(where, f"did not print JSON ({e}); it must print squeue --json or kubectl -o json") from None
         return parse_jobs(data, Path(where), self.job_label)
+
+    def _ask(self, rest: SlurmRest) -> list[Job]:
+        where = rest.jobs_url
+        headers = {"X-SLURM-USER-NAME": rest.user, "X-SLURM-USER-TOKEN": rest.token.get_secret_value()}
+        try:
+            with httpx.Client(timeout=self.timeout_s, verify=rest.verify) as client:
+                r = client.get(where, headers=headers)
+        except httpx.HTTPError as e:
+            raise JobError(where, f"cannot reach slurmrestd ({type(e).__name__}); check jobs.slurmrestd.url") from None
+        if r.status_code in (401, 403):
+            raise JobError(where, f"slurmrestd refused the token ({r.status_code}); renew jobs.slurmrestd.token "
+                           "(scontrol token username=USER lifespan=...) and check jobs.slurmrestd.user")  # fmt: skip
+        if r.status_code == 404:
+            raise JobError(where, f"no such endpoint (404); is {rest.api_version} the data parser slurmrestd loads? "
+                           "set jobs.slurmrestd.api_version")  # fmt: skip
+        try:
+            data = r.json()
+        except ValueError:
+            raise JobError(where, f"answered {r.status_code} without JSON; check jobs.slurmrestd.url") from None
+        errors = data.get("errors") if isinstance(data, dict) else None
+        if r.status_code >= 400 or errors:
+            first = errors[0] if isinstance(errors, list) and errors and isinstance(errors[0], dict) else {}
+            text = first.get("description") or first.get("error") or f"HTTP {r.status_code}"
+            raise JobError(where, f"slurmrestd answered an error: {str(text)[:200]}")
+        try:
+            return parse_jobs(data, Path("slurmrestd"), self.job_label)
+        except JobError as e:  # named by the URL (a Path would fold its '//')
+            raise JobError(where, e.problem, field=e.field) from None

@@ -123,20 +123,45 @@ class DetectorSettings(_Strict):
     dci: DciDetectorSettings = Field(default_factory=DciDetectorSettings)
 
 
+def _service_url(url: str) -> str:
+    """An http(s) URL without user:password@: a credential in the file would be a secret outside the env/0600 rules
+    (and with a token as well, the URL's basic auth would silently replace it)."""
+    parsed = urllib.parse.urlsplit(url)
+    if parsed.username is not None or parsed.password is not None:
+        raise ValueError("must not carry user:password@; put the credential in the token (env or 0600 file)")
+    if parsed.scheme not in ("http", "https") or not parsed.hostname:
+        raise ValueError("is not an http(s) URL; write it as https://host/path")
+    return url
+
+
+class SlurmRestSettings(_Strict):
+    """slurmrestd (Slurm's REST API) with a JWT: GET {url}/slurm/{api_version}/jobs, the same job records as
+    `squeue --json` (Slurm's OpenAPI reference, https://slurm.schedmd.com/rest_api.html)."""
+
+    url: str
+    user: str  # X-SLURM-USER-NAME: the user the token was issued for (`scontrol token username=...`)
+    token: SecretRef  # X-SLURM-USER-TOKEN
+    api_version: str = Field("v0.0.40", pattern=r"^v0\.0\.[0-9]+$")  # the data parser plugin slurmrestd loads
+    verify: bool | Path = True  # TLS: a CA bundle file, or false for a lab's self-signed slurmrestd
+
+    _url = field_validator("url")(_service_url)
+
+
 class JobSettings(_Strict):
     """Where the training jobs come from (docs/jobs.md); the service re-reads them every refresh_s, and a bad read
     keeps the previous job map in force."""
 
     path: Path | None = None  # a jobs file, `squeue --json` or `kubectl get pods -o json` output
     command: list[str] | None = None  # or a command printing one of those, e.g. [squeue, --json]
+    slurmrestd: SlurmRestSettings | None = None  # or Slurm's REST API
     job_label: str | None = None  # Kubernetes: the pod label naming the job (default: the Job controller's)
     refresh_s: float = Field(60.0, ge=1, le=86400)
     timeout_s: float = Field(20.0, gt=0, le=600)
 
     @model_validator(mode="after")
     def _one_source(self) -> Self:
-        if self.path is not None and self.command:
-            raise ValueError("give path or command, not both")
+        if sum((self.path is not None, bool(self.command), self.slurmrestd is not None)) > 1:
+            raise ValueError("give one of path, command or slurmrestd")
         return self
 
 
@@ -178,17 +203,6 @@ class RemediationSettings(_Strict):
             except (IndexError, AttributeError, ValueError) as e:
                 raise ValueError(f"not a valid command template ({e}); " + hint) from None
         return hook
-
-
-def _service_url(url: str) -> str:
-    """An http(s) URL without user:password@: a credential in the file would be a secret outside the env/0600 rules
-    (and with a token as well, the URL's basic auth would silently replace it)."""
-    parsed = urllib.parse.urlsplit(url)
-    if parsed.username is not None or parsed.password is not None:
-        raise ValueError("must not carry user:password@; put the credential in the token (env or 0600 file)")
-    if parsed.scheme not in ("http", "https") or not parsed.hostname:
-        raise ValueError("is not an http(s) URL; write it as https://host/path")
-    return url
 
 
 class WebhookSettings(_Strict):
@@ -341,6 +355,8 @@ def _secret_refs(cfg: ServiceConfig) -> list[tuple[str, SecretRef]]:
         if cfg.tickets.jira is None:
             raise ConfigError(str(cfg.source), "tickets.backend is jira but tickets.jira is missing; add url, project")
         refs.append(("tickets.jira.token", cfg.tickets.jira.token))
+    if cfg.jobs.slurmrestd is not None:
+        refs.append(("jobs.slurmrestd.token", cfg.jobs.slurmrestd.token))
     return refs
 
 

@@ -17,6 +17,7 @@ from collections import Counter
 from collections.abc import Awaitable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict
+from pathlib import Path
 from typing import Any
 
 import uvicorn
@@ -32,7 +33,7 @@ from fabricd.detectors.runner import SETTLE_S, Runner, default_detectors
 from fabricd.jobs.annotate import annotate
 from fabricd.jobs.report import JobReport
 from fabricd.jobs.report import report as job_report
-from fabricd.jobs.source import JobSource
+from fabricd.jobs.source import JobSource, SlurmRest
 from fabricd.telemetry import (
     CounterStore,
     Ingestor,
@@ -126,7 +127,13 @@ class Service:
         names = [d.name for d in self.runner.detectors]
         self._flap_state: link_flap.LinkFlapState = self.runner.states[names.index("link_flap")]
         jc = cfg.jobs
-        self.job_source = JobSource(self.fabric, jc.path, jc.command, jc.job_label, jc.timeout_s)
+        rest = None
+        if jc.slurmrestd is not None:
+            sr = jc.slurmrestd
+            token = read_secret(sr.token, "jobs.slurmrestd.token", cfg.source)
+            verify = str(sr.verify) if isinstance(sr.verify, Path) else sr.verify
+            rest = SlurmRest(sr.url, sr.user, token, sr.api_version, verify)
+        self.job_source = JobSource(self.fabric, jc.path, jc.command, jc.job_label, jc.timeout_s, rest)
         self.job_source.refresh()  # a bad read is logged; fabricd watches the fabric without jobs until a good one
         self.dci_state: dci_ports.DciPortsState = self.runner.states[names.index("dci_ports")]
         service_metrics.register(self.registry, self.state, self.dci_state, self.job_reports)

@@ -142,3 +142,21 @@ def test_a_module_warming_toward_its_alarm_is_predicted(small_fabric: Fabric, tm
     assert 30 <= ev["temperature"]["c_fitted"] <= 55 and ev["temperature"]["limit_c"] == 70.0
     assert 12 <= ev["eta_hours"] + hours_in(f["detected_ts"]) <= 26
     assert "module temperature rises" in f["summary"] and "70 C, the module's alarm temperature" in f["summary"]
+
+
+def test_fec_corrections_alone_predict_where_no_ber_or_power_is_served(small_fabric: Fabric, tmp_path: Path) -> None:
+    # a platform serving neither pre-FEC BER nor receive power: the corrected-codeword counter still shows the fall
+    twin = Twin(small_fabric, clock=lambda: T0)
+    inj = FaultInjector(twin)
+    events = [(2 * H, lambda at: inj.inject("optics_degrade", {"port": PORT, "db_per_hour": 0.25}, at))]
+    trace = tmp_path / "t.jsonl"
+    write_trace(simulate(twin, T0, 8 * H, 60, devices=["leaf-g0-r1"], events=events, gauges=()), trace)
+    (f,) = run_trace(trace, small_fabric, tick_s=60, pass_gap_s=0)
+    assert f.kind == "predicted_failure" and f.ports == (PORT,)
+    ev = f.evidence
+    assert ev["deadline_from"] == "fec_corrected" and "rx" not in ev and "pre_fec_ber" not in ev
+    # 0.25 dB/h is a decade of BER per 12 h in the twin (3 dB a decade): ~0.08 decades/h once the fit holds the fall
+    assert 0.04 <= ev["fec_corrected"]["decades_per_hour"] <= 0.1
+    assert 4.5 <= hours_in(f.detected_ts) <= 7  # a quarter of a decade off the best takes 3 h at this rate
+    assert 30 <= ev["eta_hours"] <= 60  # 1.9e-8 -> 2.4e-4 implied BER at ~0.08 decades/h
+    assert "FEC corrections rise" in f.summary

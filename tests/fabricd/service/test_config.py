@@ -185,7 +185,7 @@ def test_drain_hook_template_checked_at_start(tmp_path: Path) -> None:
         ),
         (MINIMAL + "detectors:\n  pass_gap_s: -1\n", 4, "detectors.pass_gap_s", "greater than or equal to 0"),
         (MINIMAL + "detectors:\n  dci:\n    job_split: tp\n", 5, "detectors.dci.job_split", "'pp' or 'dp'"),
-        (MINIMAL + "jobs:\n  path: j.yaml\n  command: [squeue]\n", 3, "jobs", "give path or command, not both"),
+        (MINIMAL + "jobs:\n  path: j.yaml\n  command: [squeue]\n", 3, "jobs", "give one of path, command or slurmrestd"),
         (
             MINIMAL + "detectors:\n  dci:\n    raise_skew: 0.1\n    clear_skew: 0.2\n",
             4,
