@@ -48,9 +48,12 @@ def default_detectors(
     pfc_interval_s: float | None = None,
     fec_interval_s: float | None = None,
     dci: dci_ports.DciPortsConfig | None = None,
+    optics: optics_trend.OpticsTrendConfig | None = None,
 ) -> list[Detector]:
     """The built detectors; the PFC/queue and FEC counters may be sampled apart from the rest (telemetry.intervals);
-    `dci` sets the DR port monitoring (its sample interval is taken from `sample_interval_s`)."""
+    `dci` sets the DR port monitoring (its sample interval is taken from `sample_interval_s`), `optics` the failure
+    prediction."""
+    trend = optics or optics_trend.OpticsTrendConfig()
     storm = pfc_storm.PfcStormConfig(sample_interval_s=pfc_interval_s or sample_interval_s)
     deadlock = pfc_deadlock.PfcDeadlockConfig(stuck=storm)
     corrupt = link_corruption.LinkCorruptionConfig(sample_interval_s=sample_interval_s, fec_interval_s=fec_interval_s)
@@ -61,7 +64,7 @@ def default_detectors(
         Detector("pfc_deadlock", pfc_deadlock.detect, lambda: pfc_deadlock.PfcDeadlockState(deadlock)),
         Detector("link_corruption", link_corruption.detect, lambda: link_corruption.LinkCorruptionState(corrupt)),
         Detector("dci_ports", dci_ports.detect, lambda: dci_ports.DciPortsState(dci)),
-        Detector("optics_trend", optics_trend.detect, optics_trend.OpticsTrendState),
+        Detector("optics_trend", optics_trend.detect, lambda: optics_trend.OpticsTrendState(trend)),
     ]
 
 

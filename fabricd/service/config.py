@@ -113,6 +113,19 @@ class DciDetectorSettings(_Strict):
         return self
 
 
+class OpticsTrendSettings(_Strict):
+    """Failure prediction (docs/jobs.md): where each signal fails (set them to the optics' data sheet: e.g. the
+    receiver sensitivity of the module type, its high-temperature alarm) and how steep a trend must be to count."""
+
+    horizon_h: float = Field(168.0, gt=0, le=24 * 90)
+    threshold_dbm: float = Field(-7.0, ge=-30, le=5)
+    ber_limit: float = Field(2.4e-4, gt=0, lt=1)
+    temp_limit_c: float = Field(70.0, ge=30, le=120)
+    min_slope_db_h: float = Field(0.1, gt=0)
+    min_ber_decades_h: float = Field(0.05, gt=0)
+    min_temp_c_h: float = Field(1.0, gt=0)
+
+
 class DetectorSettings(_Strict):
     tick_s: float = Field(1.0, gt=0, le=300)  # every detector at least once per tick (normally the sample interval)
     # Between ticks, a pass soon after new counter samples land, at most this often (0: ticks only). Without it a
@@ -121,6 +134,7 @@ class DetectorSettings(_Strict):
     pass_gap_s: float = Field(PASS_GAP_S, ge=0, le=60)  # the same default as `fabricd detect`
     retention_days: float = Field(30, gt=0)  # closed findings and audit rows older than this are pruned
     dci: DciDetectorSettings = Field(default_factory=DciDetectorSettings)
+    optics_trend: OpticsTrendSettings = Field(default_factory=OpticsTrendSettings)
 
 
 def _service_url(url: str) -> str:

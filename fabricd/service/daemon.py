@@ -27,7 +27,7 @@ from pydantic import SecretStr
 
 from drivers.inventory import load_inventory
 from fabricd import __version__
-from fabricd.detectors import dci_ports, link_flap
+from fabricd.detectors import dci_ports, link_flap, optics_trend
 from fabricd.detectors.finding import Finding
 from fabricd.detectors.runner import SETTLE_S, Runner, default_detectors
 from fabricd.jobs.annotate import annotate
@@ -122,6 +122,7 @@ class Service:
             pfc_interval_s=tcfg.intervals.get("pfc"),
             fec_interval_s=tcfg.intervals.get("fec"),
             dci=dci_ports.DciPortsConfig(**cfg.detectors.dci.model_dump()),
+            optics=optics_trend.OpticsTrendConfig(**cfg.detectors.optics_trend.model_dump()),
         )
         self.runner = Runner(self.fabric, dets)
         names = [d.name for d in self.runner.detectors]

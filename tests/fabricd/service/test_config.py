@@ -185,7 +185,7 @@ def test_drain_hook_template_checked_at_start(tmp_path: Path) -> None:
         ),
         (MINIMAL + "detectors:\n  pass_gap_s: -1\n", 4, "detectors.pass_gap_s", "greater than or equal to 0"),
         (MINIMAL + "detectors:\n  dci:\n    job_split: tp\n", 5, "detectors.dci.job_split", "'pp' or 'dp'"),
-        (MINIMAL + "jobs:\n  path: j.yaml\n  command: [squeue]\n", 3, "jobs", "give one of path, command or slurmrestd"),
+        (MINIMAL + "jobs:\n  path: j.yaml\n  command: [squeue]\n", 3, "jobs", "give one of path, command or"),
         (
             MINIMAL + "detectors:\n  dci:\n    raise_skew: 0.1\n    clear_skew: 0.2\n",
             4,
@@ -369,3 +369,25 @@ def test_spread_samples_reaches_the_telemetry_client(
         assert len(phases) == 2 and all((p is not None) is spread for p in phases)
     finally:
         svc.state.close()
+
+
+def test_optics_trend_settings_reach_the_detector(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("FABRICD_TEST_PW", SECRET)
+    write(
+        tmp_path,
+        "fabric: small-pod\ndefaults: {username: admin, password_env: FABRICD_TEST_PW, gnmi: {tls: false}}\n"
+        "devices:\n  leaf-g0-r0: {host: 127.0.0.1}\n",
+        "inventory.yaml",
+    )
+    text = f"spec: {EXAMPLES / 'small-pod.yaml'}\ninventory: inventory.yaml\n"
+    text += "detectors:\n  optics_trend: {threshold_dbm: -9.5, temp_limit_c: 75}\n"
+    svc = Service(load_config(write(tmp_path, text), {}))
+    try:
+        (state,) = [s for d, s in zip(svc.runner.detectors, svc.runner.states, strict=True) if d.name == "optics_trend"]
+        assert state.config.threshold_dbm == -9.5 and state.config.temp_limit_c == 75
+        assert state.config.ber_limit == 2.4e-4  # what was not set keeps its default
+    finally:
+        svc.state.close()
+    with pytest.raises(ConfigError) as e:
+        load_config(write(tmp_path, text.replace("-9.5", "-90")), {})
+    assert "detectors.optics_trend.threshold_dbm" in str(e.value)
