@@ -11,13 +11,15 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
-from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client import CollectorRegistry
 
 from fabricd.detectors.dci_ports import DciPortsState
 from fabricd.service import metrics
+from fabricd.service.port_metrics import PortCollector
 from fabricd.service.state import StateStore
-from fabricd.telemetry import TelemetryMetrics
-from tests.conftest import REPO
+from fabricd.telemetry import CounterStore, TelemetryMetrics
+from tests.conftest import EXAMPLES, REPO
+from topology.load import load_fabric
 
 GRAFANA = REPO / "examples" / "grafana"
 
@@ -34,13 +36,22 @@ def _load() -> ModuleType:
 DASH = _load()
 
 
+SUFFIXES = {"counter": ("_total",), "histogram": ("_bucket", "_sum", "_count"), "gauge": ("",)}
+
+
 def exported(tmp_path: Path) -> set[str]:
-    """Metric names the service exports: the same registration the service makes."""
+    """Sample names the service exports (a counter's `_total`, a histogram's `_bucket`...): the same registration
+    the service makes."""
     registry = CollectorRegistry()
-    TelemetryMetrics(registry)
-    metrics.register(registry, StateStore(tmp_path / "s.db"), DciPortsState(), lambda: [])
-    text = generate_latest(registry).decode()
-    return set(re.findall(r"^# TYPE (\S+) ", text, re.M))
+    store = CounterStore()
+    telemetry = TelemetryMetrics(registry)
+    telemetry.bind(store, ["leaf-g0-r0"], lambda: ())
+    telemetry.bind_workers(2)  # with telemetry.workers > 1
+    fabric = load_fabric(EXAMPLES / "small-pod.yaml", None)[1]
+    ports = PortCollector(store.snapshot, fabric)
+    metrics.register(registry, StateStore(tmp_path / "s.db"), DciPortsState(), lambda: [], ports, lambda: [])
+    # the families themselves, so that one with no sample yet (an empty store) still counts as exported
+    return {m.name + sfx for m in registry.collect() for sfx in SUFFIXES.get(m.type, ("",))}
 
 
 @pytest.mark.parametrize("name", sorted(DASH.DASHBOARDS))
@@ -53,5 +64,5 @@ def test_every_queried_metric_is_exported(name: str, tmp_path: Path) -> None:
     doc = json.loads((GRAFANA / name).read_text())
     exprs = [t["expr"] for p in doc["panels"] for t in p.get("targets", [])]
     exprs += [v["query"] for v in doc["templating"]["list"] if v["type"] == "query"]
-    used = {m for e in exprs for m in re.findall(r"\b(fabricd_[a-z_]+)", e)}
+    used = {m for e in exprs for m in re.findall(r"\b(fabricd_[a-z_0-9]+)", e)}
     assert used and used <= exported(tmp_path), used - exported(tmp_path)

@@ -3,8 +3,18 @@
 Run: .venv/bin/python examples/grafana/dashboards.py   (tests/test_dashboards.py checks the JSON is current and
 that every metric a panel queries is one the service exports)
 
+- fabric-overview.json: the whole fabric at a glance: switches streaming and stale, active findings by kind, ports
+  held down, open tickets; a rails x aggregation-groups table of leaf ports down, paused and erroring.
+- switch.json: one switch (variable `device`): per port traffic, PFC pause time, ECN marks, drops, FCS errors,
+  pre-FEC BER, receive power, module temperature; its telemetry lag and findings.
+- link.json: one port (variables `device`, `port`): the same signals for that port alone, for a repair ticket.
+- telemetry-health.json: streams connected, stale and synced, updates and drops by reason, lag quantiles, worker
+  processes and reconnects.
+- remediation.json: actions by op and outcome, each guard budget against its limit, ports held down, open tickets.
 - job-view.json: one training job (variable `job`): GPUs, findings hitting it, outlier ports, ports with pauses,
   drops or errors, traffic per rail and the rails' imbalance; `fabricd jobs --show JOB` lists the ports.
+
+Every panel reads a metric the service exports at /metrics (the per-port ones need api.port_metrics, the default).
 """
 
 from __future__ import annotations
@@ -13,10 +23,11 @@ import json
 import sys
 from pathlib import Path
 
-from grafana_foundation_sdk.builders import dashboard, prometheus, stat, text, timeseries
+from grafana_foundation_sdk.builders import dashboard, prometheus, stat, table, text, timeseries
 from grafana_foundation_sdk.cog.encoder import JSONEncoder
 from grafana_foundation_sdk.models.common import GraphDrawStyle
-from grafana_foundation_sdk.models.dashboard import DataSourceRef
+from grafana_foundation_sdk.models.dashboard import DataSourceRef, DataTransformerConfig, VariableRefresh
+from grafana_foundation_sdk.models.prometheus import PromQueryFormat
 
 HERE = Path(__file__).resolve().parent
 PROM = DataSourceRef(type_val="prometheus", uid="${datasource}")
@@ -29,6 +40,223 @@ def _q(expr: str, legend: str = "") -> prometheus.Dataquery:
 
 def _stat(title: str, expr: str, unit: str = "none") -> stat.Panel:
     return stat.Panel().title(title).datasource(PROM).with_target(_q(expr)).unit(unit).height(4).span(6)
+
+
+def _ts(title: str, unit: str, *targets: tuple[str, str], span: int = 12) -> timeseries.Panel:
+    panel = timeseries.Panel().title(title).datasource(PROM).unit(unit).height(8).span(span)
+    for expr, legend in targets:
+        panel = panel.with_target(_q(expr, legend))
+    return panel
+
+
+def _base(title: str, uid: str, tags: list[str]) -> dashboard.Dashboard:
+    return (
+        dashboard.Dashboard(title)
+        .uid(uid)
+        .tags(["fabricd", *tags])
+        .refresh("30s")
+        .time("now-3h", "now")
+        .with_variable(dashboard.DatasourceVariable("datasource").type("prometheus"))
+    )
+
+
+def _var(name: str, query: str) -> dashboard.QueryVariable:
+    return (
+        dashboard.QueryVariable(name)
+        .label(name)
+        .datasource(PROM)
+        .query(query)
+        .refresh(VariableRefresh.ON_TIME_RANGE_CHANGED)
+    )
+
+
+def _table(title: str, *targets: tuple[str, str]) -> table.Panel:
+    panel = table.Panel().title(title).datasource(PROM).height(10).span(24)
+    for expr, ref in targets:
+        panel = panel.with_target(_q(expr).instant().format(PromQueryFormat.TABLE).ref_id(ref))
+    return panel.with_transformation(DataTransformerConfig(id_val="merge", options={}))
+
+
+def _port_signals(sel: str, legend: str) -> list[timeseries.Panel]:
+    """The per-port panels of the switch and link views; `sel` selects the ports, `legend` names a series."""
+    return [
+        _ts(
+            "traffic",
+            "bps",
+            (f"rate(fabricd_port_receive_bytes_total{{{sel}}}[2m]) * 8", f"{legend} rx"),
+            (f"rate(fabricd_port_transmit_bytes_total{{{sel}}}[2m]) * 8", f"{legend} tx"),
+        ),
+        _ts(
+            "time paused by received PFC (lossless priority)",
+            "percentunit",
+            (f"rate(fabricd_port_pfc_paused_seconds_total{{{sel}}}[2m])", legend),
+        ),
+        _ts(
+            "PFC pause frames (lossless priority)",
+            "pps",
+            (f"rate(fabricd_port_pfc_receive_frames_total{{{sel}}}[2m])", f"{legend} rx"),
+            (f"rate(fabricd_port_pfc_transmit_frames_total{{{sel}}}[2m])", f"{legend} tx"),
+        ),
+        _ts(
+            "ECN-marked packets (lossless queue)",
+            "pps",
+            (f"rate(fabricd_port_ecn_marked_packets_total{{{sel}}}[2m])", legend),
+        ),
+        _ts(
+            "drops",
+            "pps",
+            (f"rate(fabricd_port_queue_dropped_packets_total{{{sel}}}[2m])", f"{legend} lossless queue"),
+            (f"rate(fabricd_port_transmit_discards_total{{{sel}}}[2m])", f"{legend} egress discards"),
+            (f"rate(fabricd_port_receive_discards_total{{{sel}}}[2m])", f"{legend} ingress discards"),
+        ),
+        _ts(
+            "frame and FEC errors",
+            "pps",
+            (f"rate(fabricd_port_receive_fcs_errors_total{{{sel}}}[2m])", f"{legend} FCS"),
+            (f"rate(fabricd_port_fec_uncorrected_codewords_total{{{sel}}}[2m])", f"{legend} FEC uncorrected"),
+        ),
+        _ts("pre-FEC BER", "sci", (f"fabricd_port_pre_fec_ber{{{sel}}}", legend)),
+        _ts("receive power (weakest lane)", "dBm", (f"fabricd_port_receive_power_dbm{{{sel}}}", legend)),
+        _ts("module temperature", "celsius", (f"fabricd_port_module_temperature_celsius{{{sel}}}", legend)),
+        _ts(
+            "oper state (1 = up) and carrier transitions",
+            "none",
+            (f"fabricd_port_up{{{sel}}}", f"{legend} up"),
+            (f"increase(fabricd_port_carrier_transitions_total{{{sel}}}[5m])", f"{legend} transitions / 5m"),
+        ),
+    ]
+
+
+def fabric_overview() -> dashboard.Dashboard:
+    d = _base("fabricd: fabric overview", "fabricd-overview", ["fabric"])
+    d = (
+        d.with_row(dashboard.Row("now"))
+        .with_panel(_stat("switches streaming", "sum(fabricd_telemetry_connected)").span(4))
+        .with_panel(_stat("switches stale", "sum(fabricd_telemetry_stale)").span(4))
+        .with_panel(_stat("active findings", 'sum(fabricd_findings{status="active"}) or vector(0)').span(4))
+        .with_panel(_stat("ports held down by fabricd", "fabricd_disabled_ports").span(4))
+        .with_panel(_stat("open repair tickets", "sum(fabricd_open_tickets) or vector(0)").span(4))
+        .with_panel(_stat("leaf ports down", 'count(fabricd_port_up{role="leaf"} == 0) or vector(0)').span(4))
+        .with_row(dashboard.Row("rails x aggregation groups (leaf ports)"))
+        .with_panel(
+            _table(
+                "per rail and group: ports down, paused share, frame errors/s",
+                ('count by (rail, group) (fabricd_port_up{role="leaf"} == 0)', "down"),
+                ('max by (rail, group) (rate(fabricd_port_pfc_paused_seconds_total{role="leaf"}[2m]))', "paused"),
+                ('sum by (rail, group) (rate(fabricd_port_receive_fcs_errors_total{role="leaf"}[2m]))', "fcs"),
+            )
+        )
+        .with_row(dashboard.Row("findings"))
+        .with_panel(
+            _ts("active findings by kind", "none", ('sum by (kind) (fabricd_findings{status="active"})', "{{kind}}"))
+        )
+        .with_panel(
+            _ts(
+                "fabric-wide PFC pause and drops",
+                "none",
+                ("sum(rate(fabricd_port_pfc_paused_seconds_total[2m]))", "seconds paused per second"),
+                ("sum(rate(fabricd_port_queue_dropped_packets_total[2m]))", "lossless queue drops/s"),
+            )
+        )
+    )
+    return d
+
+
+def switch_view() -> dashboard.Dashboard:
+    d = _base("fabricd: switch", "fabricd-switch", ["switch"]).with_variable(
+        _var("device", "label_values(fabricd_port_up, device)")
+    )
+    d = d.with_row(dashboard.Row("$device"))
+    d = d.with_panel(_stat("ports up", 'sum(fabricd_port_up{device="$device"})'))
+    d = d.with_panel(_stat("ports down", 'count(fabricd_port_up{device="$device"} == 0) or vector(0)'))
+    d = d.with_panel(_stat("telemetry stale (1 = yes)", 'fabricd_telemetry_stale{device="$device"}'))
+    d = d.with_panel(_stat("last telemetry lag", 'fabricd_telemetry_last_lag_seconds{device="$device"}', "s"))
+    d = d.with_row(dashboard.Row("ports"))
+    for panel in _port_signals('device="$device"', "{{port}}"):
+        d = d.with_panel(panel)
+    return d
+
+
+def link_view() -> dashboard.Dashboard:
+    d = (
+        _base("fabricd: link", "fabricd-link", ["link"])
+        .with_variable(_var("device", "label_values(fabricd_port_up, device)"))
+        .with_variable(_var("port", 'label_values(fabricd_port_up{device="$device"}, port)'))
+    )
+    d = d.with_row(dashboard.Row("$device $port"))
+    for panel in _port_signals('device="$device", port="$port"', "$port"):
+        d = d.with_panel(panel)
+    return d
+
+
+def telemetry_health() -> dashboard.Dashboard:
+    return (
+        _base("fabricd: telemetry health", "fabricd-telemetry", ["telemetry"])
+        .with_row(dashboard.Row("streams"))
+        .with_panel(_stat("connected", "sum(fabricd_telemetry_connected)"))
+        .with_panel(_stat("synced", "sum(fabricd_telemetry_synced)"))
+        .with_panel(_stat("stale", "sum(fabricd_telemetry_stale)"))
+        .with_panel(
+            _stat(
+                "lag p99", "histogram_quantile(0.99, sum by (le) (rate(fabricd_telemetry_lag_seconds_bucket[5m])))", "s"
+            )
+        )
+        .with_panel(_ts("stale switches", "none", ("fabricd_telemetry_stale == 1", "{{device}}")))
+        .with_panel(_ts("updates/s", "ops", ("sum(rate(fabricd_telemetry_updates_total[2m]))", "updates/s")))
+        .with_panel(
+            _ts(
+                "dropped updates/s by reason",
+                "ops",
+                ("sum by (reason) (rate(fabricd_telemetry_dropped_updates_total[2m]))", "{{reason}}"),
+            )
+        )
+        .with_panel(
+            _ts(
+                "lag: receive time - notification time",
+                "s",
+                ("histogram_quantile(0.5, sum by (le) (rate(fabricd_telemetry_lag_seconds_bucket[5m])))", "p50"),
+                ("histogram_quantile(0.99, sum by (le) (rate(fabricd_telemetry_lag_seconds_bucket[5m])))", "p99"),
+            )
+        )
+        .with_panel(
+            _ts(
+                "stream reconnects / 10m",
+                "none",
+                ("increase(fabricd_telemetry_reconnects_total[10m]) > 0", "{{device}}"),
+            )
+        )
+        .with_panel(_ts("worker processes up", "none", ("fabricd_telemetry_worker_up", "worker {{worker}}")))
+        .with_panel(
+            text.Panel()
+            .title("bus backlog")
+            .content("No bus yet: the service streams from the switches itself (telemetry.source: direct).")
+            .height(4)
+            .span(24)
+        )
+    )
+
+
+def remediation() -> dashboard.Dashboard:
+    return (
+        _base("fabricd: remediation", "fabricd-remediation", ["remediation"])
+        .with_row(dashboard.Row("now"))
+        .with_panel(_stat("ports held down", "fabricd_disabled_ports"))
+        .with_panel(_stat("open tickets", "sum(fabricd_open_tickets) or vector(0)"))
+        .with_panel(_stat("actions waiting for approval", 'sum(fabricd_actions{status="pending"}) or vector(0)'))
+        .with_panel(_stat("actions failed", 'sum(fabricd_actions{status="failed"}) or vector(0)'))
+        .with_row(dashboard.Row("guard budgets"))
+        .with_panel(
+            _ts(
+                "used of each guard limit",
+                "none",
+                ("fabricd_remediation_budget_used", "{{limit}} used"),
+                ("fabricd_remediation_budget_limit", "{{limit}} limit"),
+            )
+        )
+        .with_panel(_ts("actions by op and outcome", "none", ("fabricd_actions", "{{op}} {{status}}")))
+        .with_panel(_ts("open tickets by kind", "none", ("fabricd_open_tickets", "{{kind}}")))
+        .with_panel(_ts("findings by kind and status", "none", ("fabricd_findings", "{{kind}} {{status}}")))
+    )
 
 
 def job_view() -> dashboard.Dashboard:
@@ -82,7 +310,14 @@ def job_view() -> dashboard.Dashboard:
     )
 
 
-DASHBOARDS = {"job-view.json": job_view}
+DASHBOARDS = {
+    "fabric-overview.json": fabric_overview,
+    "switch.json": switch_view,
+    "link.json": link_view,
+    "telemetry-health.json": telemetry_health,
+    "remediation.json": remediation,
+    "job-view.json": job_view,
+}
 
 
 def render(name: str) -> str:

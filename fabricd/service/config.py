@@ -250,6 +250,9 @@ class ApiSettings(_Strict):
     host: str = "127.0.0.1"
     port: int = Field(8340, ge=0, le=65535)  # 0 = any free port (tests)
     token: SecretRef | None = None  # bearer token for mutating calls; without it they are refused
+    # /metrics also carries every port's counters and optics (fabricd_port_*: 19 series per port, ~700k at 16k
+    # GPUs); false leaves them to another exporter
+    port_metrics: bool = True
 
 
 class ServiceConfig(_Strict):

@@ -53,6 +53,7 @@ from .actuator import DriverActuator
 from .api import create_app
 from .config import ServiceConfig, read_secret
 from .faults import LINK_KINDS
+from .port_metrics import PortCollector
 from .port_view import TelemetryPortView
 from .remediation import NS, Remediator
 from .state import StateStore, Ticket
@@ -137,7 +138,11 @@ class Service:
         self.job_source = JobSource(self.fabric, jc.path, jc.command, jc.job_label, jc.timeout_s, rest)
         self.job_source.refresh()  # a bad read is logged; fabricd watches the fabric without jobs until a good one
         self.dci_state: dci_ports.DciPortsState = self.runner.states[names.index("dci_ports")]
-        service_metrics.register(self.registry, self.state, self.dci_state, self.job_reports)
+        first = lossless[0] if lossless else 3
+        ports = PortCollector(self.ingestor.snapshot, self.fabric, first) if cfg.api.port_metrics else None
+        service_metrics.register(
+            self.registry, self.state, self.dci_state, self.job_reports, ports, lambda: self.remediator.budgets()
+        )
         self.view = TelemetryPortView(self.ingestor, time.monotonic)
         self.pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="fabricd-io")
         # Port actions get their own threads: a slow ticket backend or drift check must not queue them.

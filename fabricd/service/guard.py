@@ -35,6 +35,32 @@ class GuardInput:
     disables_last_hour: int
 
 
+@dataclass(frozen=True)
+class Budget:
+    """How much of a named limit is in use now (the busiest switch or rail for the per-switch and per-rail ones)."""
+
+    limit: str  # the Verdict rule that refuses once used >= allowed
+    used: int
+    allowed: int
+
+
+def budgets(fabric: Fabric, limits: SafetyLimits, known: GuardInput) -> list[Budget]:
+    """The rate and budget limits `check_disable` enforces, with what is used of each."""
+    per_switch: dict[str, int] = {}
+    per_rail: dict[int, int] = {}
+    for ep in known.held_down:
+        per_switch[ep.device] = per_switch.get(ep.device, 0) + 1
+        d = fabric.get(ep.device)
+        if d is not None and d.rail is not None:
+            per_rail[d.rail] = per_rail.get(d.rail, 0) + 1
+    return [
+        Budget("rate", known.disables_last_hour, limits.max_actions_per_hour),
+        Budget("switch_budget", max(per_switch.values(), default=0), limits.max_down_per_switch),
+        Budget("rail_budget", max(per_rail.values(), default=0), limits.max_down_per_rail),
+        Budget("fabric_budget", len(known.held_down), limits.max_down_fabric),
+    ]
+
+
 def is_uplink(fabric: Fabric, device: str, link: Link) -> bool:
     """A link toward a higher tier (leaf->spine, spine->superspine) or toward another campus (DCI)."""
     here = fabric.get(device)

@@ -10,6 +10,8 @@ from prometheus_client.registry import Collector
 from fabricd.detectors.dci_ports import DciPortsState
 from fabricd.jobs.report import JobReport
 
+from .guard import Budget
+from .port_metrics import PortCollector
 from .state import StateStore
 
 
@@ -39,13 +41,46 @@ class StateCollector(Collector):
 
 
 def register(
-    registry: CollectorRegistry, state: StateStore, dci: DciPortsState, reports: Callable[[], list[JobReport]]
+    registry: CollectorRegistry,
+    state: StateStore,
+    dci: DciPortsState,
+    reports: Callable[[], list[JobReport]],
+    ports: PortCollector | None = None,
+    budgets: Callable[[], list[Budget]] | None = None,
 ) -> None:
-    """Every service metric (the telemetry client registers its own): state, DR ports, jobs."""
+    """Every service metric (the telemetry client registers its own): state, DR ports, jobs, and the per-port
+    counters when `ports` is given (api.port_metrics)."""
     registry.register(StateCollector(state))
     registry.register(DciCollector(dci))
     registry.register(JobCollector(state))
     registry.register(JobReportCollector(reports))
+    if ports is not None:
+        registry.register(ports)
+    if budgets is not None:
+        registry.register(BudgetCollector(budgets))
+
+
+class BudgetCollector(Collector):
+    """The remediation guard's rate and budget limits and what is used of each (an alert fires when used reaches
+    the limit: fabricd will refuse the next disable)."""
+
+    def __init__(self, budgets: Callable[[], list[Budget]]) -> None:
+        self.budgets = budgets
+
+    def collect(self) -> Iterator[Metric]:
+        used = GaugeMetricFamily(
+            "fabricd_remediation_budget_used",
+            "Used of each guard limit: disables in the last hour, ports held on the busiest switch and rail, fabric",
+            labels=["limit"],
+        )
+        allowed = GaugeMetricFamily(
+            "fabricd_remediation_budget_limit", "Each guard limit (remediation.limits)", labels=["limit"]
+        )
+        for b in self.budgets():
+            used.add_metric([b.limit], b.used)
+            allowed.add_metric([b.limit], b.allowed)
+        yield used
+        yield allowed
 
 
 class DciCollector(Collector):

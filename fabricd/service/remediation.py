@@ -27,7 +27,7 @@ from topology.model import Endpoint, Role
 
 from .config import RemediationSettings, SafetyLimits
 from .faults import LINK_KINDS, common_cause, fault_key, target_port
-from .guard import GuardInput, Verdict, check_disable
+from .guard import Budget, GuardInput, Verdict, budgets, check_disable
 from .state import Action, ActionStatus, StateStore, Ticket
 
 log = logging.getLogger("fabricd.remediation")
@@ -141,10 +141,16 @@ class Remediator:
         await self._send(ticket)
         return Outcome(ticket, action, verdict)
 
-    def _guard(self, target: Endpoint) -> Verdict:
+    def _known(self) -> GuardInput:
         hour_ago = self.clock() - 3600 * NS
-        known = GuardInput(frozenset(self._held()), self.view.oper_down(), self.state.actions_since(hour_ago))
-        return check_disable(self.fabric, self.limits, target, known)
+        return GuardInput(frozenset(self._held()), self.view.oper_down(), self.state.actions_since(hour_ago))
+
+    def _guard(self, target: Endpoint) -> Verdict:
+        return check_disable(self.fabric, self.limits, target, self._known())
+
+    def budgets(self) -> list[Budget]:
+        """What is used of each rate and budget limit now (the /metrics remediation gauges)."""
+        return budgets(self.fabric, self.limits, self._known())
 
     def _held(self) -> set[Endpoint]:
         """Ports fabricd holds down, or is taking down now (a disable in flight already counts against budgets)."""

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from fabricd.service.config import SafetyLimits
-from fabricd.service.guard import GuardInput, check_disable, is_uplink
+from fabricd.service.guard import GuardInput, budgets, check_disable, is_uplink
 from tests.conftest import EXAMPLES
 from topology.fabric import Fabric
 from topology.load import load_fabric
@@ -177,3 +177,32 @@ def test_zero_budgets_refuse_everything(fabrics: dict[str, Fabric]) -> None:
     limits = SafetyLimits(max_actions_per_hour=0)
     v = check_disable(fabrics["small"], limits, ep("leaf-g0-r0:Ethernet1/1"), GuardInput(frozenset(), frozenset(), 0))
     assert (v.allowed, v.rule) == (False, "rate")
+
+
+@pytest.mark.parametrize(
+    ("held", "last_hour", "used"),
+    [
+        ((), 0, {"rate": 0, "switch_budget": 0, "rail_budget": 0, "fabric_budget": 0}),
+        # two ports on one leaf of rail 0, one on a leaf of rail 1: the busiest switch holds 2, the busiest rail 2
+        (
+            ("leaf-g0-r0:Ethernet2/1", "leaf-g0-r0:Ethernet3/1", "leaf-g1-r1:Ethernet1/1"),
+            5,
+            {"rate": 5, "switch_budget": 2, "rail_budget": 2, "fabric_budget": 3},
+        ),
+    ],
+    ids=["idle", "three-held"],
+)
+def test_budgets_say_what_is_used_of_each_limit(
+    fabrics: dict[str, Fabric], held: tuple[str, ...], last_hour: int, used: dict[str, int]
+) -> None:
+    got = budgets(fabrics["small"], DEFAULT, GuardInput(eps(*held), frozenset(), last_hour))
+    assert {b.limit: b.used for b in got} == used
+    assert {b.limit: b.allowed for b in got} == {"rate": 10, "switch_budget": 2, "rail_budget": 4, "fabric_budget": 8}
+
+
+def test_a_used_up_budget_is_the_rule_that_refuses(fabrics: dict[str, Fabric]) -> None:
+    # budgets() and check_disable() agree: the switch budget shows 2 of 2 and a third port on that switch is refused
+    known = GuardInput(eps("leaf-g0-r0:Ethernet2/1", "leaf-g0-r0:Ethernet3/1"), frozenset(), 0)
+    (switch,) = [b for b in budgets(fabrics["small"], DEFAULT, known) if b.limit == "switch_budget"]
+    assert switch.used >= switch.allowed
+    assert check_disable(fabrics["small"], DEFAULT, ep("leaf-g0-r0:Ethernet1/1"), known).rule == switch.limit
