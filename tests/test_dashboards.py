@@ -11,15 +11,9 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
-from prometheus_client import CollectorRegistry
 
-from fabricd.detectors.dci_ports import DciPortsState
-from fabricd.service import metrics
-from fabricd.service.port_metrics import PortCollector
-from fabricd.service.state import StateStore
-from fabricd.telemetry import CounterStore, TelemetryMetrics
-from tests.conftest import EXAMPLES, REPO
-from topology.load import load_fabric
+from tests.conftest import REPO
+from tests.exported_metrics import exported
 
 GRAFANA = REPO / "examples" / "grafana"
 
@@ -34,24 +28,6 @@ def _load() -> ModuleType:
 
 
 DASH = _load()
-
-
-SUFFIXES = {"counter": ("_total",), "histogram": ("_bucket", "_sum", "_count"), "gauge": ("",)}
-
-
-def exported(tmp_path: Path) -> set[str]:
-    """Sample names the service exports (a counter's `_total`, a histogram's `_bucket`...): the same registration
-    the service makes."""
-    registry = CollectorRegistry()
-    store = CounterStore()
-    telemetry = TelemetryMetrics(registry)
-    telemetry.bind(store, ["leaf-g0-r0"], lambda: ())
-    telemetry.bind_workers(2)  # with telemetry.workers > 1
-    fabric = load_fabric(EXAMPLES / "small-pod.yaml", None)[1]
-    ports = PortCollector(store.snapshot, fabric)
-    metrics.register(registry, StateStore(tmp_path / "s.db"), DciPortsState(), lambda: [], ports, lambda: [])
-    # the families themselves, so that one with no sample yet (an empty store) still counts as exported
-    return {m.name + sfx for m in registry.collect() for sfx in SUFFIXES.get(m.type, ("",))}
 
 
 @pytest.mark.parametrize("name", sorted(DASH.DASHBOARDS))

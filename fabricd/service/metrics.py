@@ -24,6 +24,19 @@ class StateCollector(Collector):
         for (kind, status), n in sorted(self.state.finding_counts().items()):
             findings.add_metric([kind, status], n)
         yield findings
+        # Where: active findings per kind and device (bounded by switches x kinds), so an alert can name the switch
+        where = GaugeMetricFamily(
+            "fabricd_active_findings",
+            "Active findings by kind, device and severity",
+            labels=["kind", "device", "severity"],
+        )
+        per: dict[tuple[str, str, str], int] = {}
+        for f in self.state.findings("active", limit=100_000):
+            key = (str(f["kind"]), str(f.get("device") or ""), str(f.get("severity") or ""))
+            per[key] = per.get(key, 0) + 1
+        for key, n in sorted(per.items()):
+            where.add_metric(list(key), n)
+        yield where
         actions = GaugeMetricFamily("fabricd_actions", "Remediation actions by outcome", labels=["op", "status"])
         for (op, status), n in sorted(self.state.action_counts().items()):
             actions.add_metric([op, status], n)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import threading
 import time
 from collections.abc import Iterator
@@ -68,6 +69,16 @@ def test_flap_takes_the_port_down_and_files_a_ticket(twin: TwinThread, tmp_path:
         metrics = httpx_text(svc.url + "/metrics")
         assert "fabricd_disabled_ports 1.0" in metrics
         assert 'fabricd_open_tickets{kind="link_flap"} 1.0' in metrics
+        # what alert rules read: the finding with its switch, the guard budgets, the port as the switch reports it
+        assert re.search(
+            r'fabricd_active_findings\{device="leaf-g0-r0",kind="link_flap",severity="\w+"\} 1\.0', metrics
+        )
+        assert 'fabricd_remediation_budget_used{limit="fabric_budget"} 1.0' in metrics
+        assert 'fabricd_remediation_budget_limit{limit="fabric_budget"} 8.0' in metrics
+        port = 'device="leaf-g0-r0",group="0",port="Ethernet1/1",rail="0",role="leaf"'
+        assert f"fabricd_port_up{{{port}}} 0.0" in metrics
+        flaps = re.search(rf"fabricd_port_carrier_transitions_total\{{{port}\}} (\S+)", metrics)
+        assert flaps is not None and float(flaps.group(1)) >= 8
 
         # The repair is done: resolving re-enables the port, on probation.
         assert svc.post(f"/api/v1/tickets/{t['id']}/resolve", token="wrong").status_code == 401
