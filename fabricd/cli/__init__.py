@@ -27,6 +27,7 @@ from fabricd.cli.service_cmd import (
     status_command,
     tickets_command,
 )
+from fabricd.cli.token_cmd import app as token_app
 from fabricd.cli.topology_cmd import app as topology_app
 from fabricd.cli.validate_cmd import validate_command
 from topology.errors import FabricdError
@@ -72,6 +73,7 @@ app.add_typer(topology_app, name="topology")
 app.add_typer(lab_app, name="lab")
 app.add_typer(check_app, name="check")
 app.add_typer(dci_app, name="dci")
+app.add_typer(token_app, name="token")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import ssl
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +22,10 @@ DEFAULT_CONFIG = Path("fabricd.yaml")
 _CONFIG = typer.Option(None, "--config", "-c", help="fabricd.yaml of the service (default: ./fabricd.yaml).")
 _API = typer.Option(None, "--api", help="Service URL, e.g. http://127.0.0.1:8340 (instead of --config).")
 _TOKEN_ENV = typer.Option(
-    "FABRICD_API_TOKEN", "--token-env", help="Environment variable holding the API token (with --api)."
+    "FABRICD_API_TOKEN",
+    "--token-env",
+    help="Environment variable holding your API token (fabricd token create); with --config, the service token "
+    "from fabricd.yaml when it is not set.",
 )
 _FMT = typer.Option(Format.table, "--format", "-f", help="json for scripts, table for people.")
 
@@ -54,24 +58,31 @@ def run_command(
 
 
 class ApiClient:
+    """The service's API as the CLI sees it: your token (--token-env) or, with --config, the service token; https
+    when the service serves TLS (trusting the system CAs and the service's own certificate, for a self-signed one)."""
+
     def __init__(self, config: Path | None, api: str | None, token_env: str) -> None:
-        token: str | None = None
+        token: str | None = os.environ.get(token_env) or None
+        self._verify: ssl.SSLContext | bool = True
         if api is None:
             cfg = load_config(config or DEFAULT_CONFIG)
             host = "127.0.0.1" if cfg.api.host in ("0.0.0.0", "::") else cfg.api.host
-            api = f"http://{host}:{cfg.api.port}"
-            if cfg.api.token is not None:
+            scheme = "https" if cfg.api.tls is not None else "http"
+            api = f"{scheme}://{host}:{cfg.api.port}"
+            if cfg.api.tls is not None:
+                ctx = ssl.create_default_context()
+                ctx.load_verify_locations(cafile=str(cfg.api.tls.cert))
+                self._verify = ctx
+            if token is None and cfg.api.token is not None:
                 token = read_secret(cfg.api.token, "api.token", cfg.source).get_secret_value()
-        else:
-            token = os.environ.get(token_env) or None
         self.base = api.rstrip("/")
-        self._headers = {"X-Fabricd-Actor": f"cli:{os.environ.get('USER', 'unknown')}"}
-        if token:
-            self._headers["Authorization"] = f"Bearer {token}"
+        self._headers = {"Authorization": f"Bearer {token}"} if token else {}
 
     def call(self, method: str, path: str, **params: Any) -> Any:
         try:
-            r = httpx.request(method, self.base + path, params=params or None, headers=self._headers, timeout=30)
+            r = httpx.request(
+                method, self.base + path, params=params or None, headers=self._headers, timeout=30, verify=self._verify
+            )
         except httpx.HTTPError as e:
             raise FabricdError(
                 f"cannot reach the fabricd service at {self.base} ({type(e).__name__}); is it running?"

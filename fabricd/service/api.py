@@ -1,107 +1,188 @@
 """The REST API (FastAPI, OpenAPI at /docs and /openapi.json) and /metrics for Prometheus.
 
-Reads are open to whoever can reach the address (bind it to localhost or a management network); calls that
-change anything need `Authorization: Bearer <api token>`. Without a configured token they are refused.
+Every call but /metrics and /api/v1/health needs `Authorization: Bearer <token>` with a role that allows it
+(fabricd/service/access.py: viewer reads, operator approves and resolves, admin manages tokens); the actor in the
+audit log is the token's user. `api.anonymous_read: true` opens the reads (a lab). docs/access.md.
 """
 
 from __future__ import annotations
 
 import hmac
-from typing import TYPE_CHECKING, Any
+import time
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any, Literal
 
 from fastapi import Depends, FastAPI, HTTPException, Query, Request
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from pydantic import BaseModel, Field
 
 from fabricd import __version__
 
+from .access import ANONYMOUS, SERVICE_ACTOR, Principal, Role, new_token, token_hash, valid_user
 from .remediation import ActionError, UnknownIdError
 
 if TYPE_CHECKING:
     from .daemon import Service
 
 
+MAX_BODY = 64 * 1024  # the API takes small JSON bodies only
+
+
+class NewToken(BaseModel):
+    user: str = Field(min_length=1, max_length=64)
+    role: Literal["viewer", "operator", "admin"]
+
+
 def create_app(service: Service) -> FastAPI:
     app = FastAPI(title="fabricd", version=__version__, description="Fabric controller for RoCE GPU fabrics.")
+    api = service.cfg.api
+    max_list = api.max_list
 
-    def require_token(request: Request) -> str:
-        token = service.api_token
-        if token is None:
-            raise HTTPException(403, "mutating calls are disabled: set api.token in fabricd.yaml")
-        got = request.headers.get("authorization", "")
+    def authenticate(request: Request) -> Principal | None:
+        """The credential's principal; None without one; 401 for a wrong one (never which part was wrong)."""
+        got = request.headers.get("authorization")
+        if got is None:
+            return None
         scheme, _, value = got.partition(" ")
-        if scheme.lower() != "bearer" or not hmac.compare_digest(value.encode(), token.get_secret_value().encode()):
-            raise HTTPException(401, "missing or wrong bearer token", headers={"WWW-Authenticate": "Bearer"})
-        return request.headers.get("x-fabricd-actor", "api")
+        if scheme.lower() != "bearer" or not value:
+            raise HTTPException(401, "use Authorization: Bearer <token>", headers={"WWW-Authenticate": "Bearer"})
+        service_token = service.api_token
+        if service_token is not None and hmac.compare_digest(value.encode(), service_token.get_secret_value().encode()):
+            return Principal(SERVICE_ACTOR, Role.admin)
+        row = service.state.token_by_hash(token_hash(value))
+        if row is None:
+            raise HTTPException(401, "unknown or revoked token", headers={"WWW-Authenticate": "Bearer"})
+        return Principal(f"user:{row.user}", Role[row.role])
+
+    def need(role: Role) -> Callable[[Request], Principal]:
+        def check(request: Request) -> Principal:
+            who = authenticate(request)
+            if who is None:
+                if role == Role.viewer and api.anonymous_read:
+                    return Principal(ANONYMOUS, Role.viewer)
+                raise HTTPException(401, "this call needs a token (Authorization: Bearer <token>); "
+                                    "ask an admin for one: fabricd token create --user YOU --role viewer",
+                                    headers={"WWW-Authenticate": "Bearer"})  # fmt: skip
+            if not who.may(role):
+                raise HTTPException(403, f"{who.actor} is {who.role.name}; this call needs {role.name}")
+            return who
+
+        return check
+
+    viewer, operator, admin = need(Role.viewer), need(Role.operator), need(Role.admin)
+
+    def limit_q(default: int) -> Any:
+        return Query(default, ge=1, le=max_list, description=f"at most {max_list} (api.max_list)")
+
+    @app.middleware("http")
+    async def _bounded(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:
+        size = request.headers.get("content-length")
+        if size is not None and (not size.isdigit() or int(size) > MAX_BODY):
+            return JSONResponse({"error": f"request body over {MAX_BODY} bytes"}, status_code=413)
+        return await call_next(request)
 
     @app.get("/api/v1/health")
     async def health() -> dict[str, Any]:
         return service.health()
 
-    @app.get("/api/v1/findings")
-    async def findings(status: str | None = Query(None, pattern="^(active|cleared)$"), limit: int = 500) -> Any:
-        return {"findings": service.state.findings(status, limit)}
+    @app.get("/api/v1/findings", dependencies=[Depends(viewer)])
+    async def findings(
+        status: str | None = Query(None, pattern="^(active|cleared)$"),
+        limit: int = limit_q(500),
+        offset: int = Query(0, ge=0),
+    ) -> Any:
+        return {"findings": service.state.findings(status, limit, offset)}
 
-    @app.get("/api/v1/actions")
-    async def actions(status: str | None = None, limit: int = 500) -> Any:
-        return {"actions": [a.to_dict() for a in service.state.actions(status, limit)]}
+    @app.get("/api/v1/actions", dependencies=[Depends(viewer)])
+    async def actions(
+        status: str | None = Query(None, pattern="^[a-z_]{1,32}$"),
+        limit: int = limit_q(500),
+        offset: int = Query(0, ge=0),
+    ) -> Any:
+        return {"actions": [a.to_dict() for a in service.state.actions(status, limit, offset)]}
 
-    @app.get("/api/v1/tickets")
-    async def tickets(status: str | None = Query(None, pattern="^(open|resolved)$"), limit: int = 500) -> Any:
-        return {"tickets": [t.to_dict() for t in service.state.tickets(status, limit)]}
+    @app.get("/api/v1/tickets", dependencies=[Depends(viewer)])
+    async def tickets(
+        status: str | None = Query(None, pattern="^(open|resolved)$"),
+        limit: int = limit_q(500),
+        offset: int = Query(0, ge=0),
+    ) -> Any:
+        return {"tickets": [t.to_dict() for t in service.state.tickets(status, limit, offset)]}
 
-    @app.get("/api/v1/tickets/{ticket_id}")
+    @app.get("/api/v1/tickets/{ticket_id}", dependencies=[Depends(viewer)])
     async def ticket(ticket_id: int) -> Any:
         t = service.state.ticket(ticket_id)
         if t is None:
             raise HTTPException(404, f"no ticket {ticket_id}")
         return t.to_dict()
 
-    @app.get("/api/v1/ports/disabled")
+    @app.get("/api/v1/ports/disabled", dependencies=[Depends(viewer)])
     async def disabled() -> Any:
         return {"ports": service.state.disabled_ports()}
 
-    @app.get("/api/v1/topology/summary")
+    @app.get("/api/v1/topology/summary", dependencies=[Depends(viewer)])
     async def topology() -> Any:
         return service.topology_summary()
 
-    @app.get("/api/v1/dci")
+    @app.get("/api/v1/dci", dependencies=[Depends(viewer)])
     async def dci() -> Any:
         """The DR port monitor's last judgement per group: load share, drops and cost (docs/dci.md)."""
         return {"groups": [x.to_dict() for x in sorted(service.dci_state.live.values(), key=lambda x: x.group)]}
 
-    @app.get("/api/v1/jobs")
+    @app.get("/api/v1/jobs", dependencies=[Depends(viewer)])
     async def jobs() -> Any:
         """Every job with its footprint, traffic per rail, outliers and the ports that need attention."""
         return {"jobs": [r.to_dict(ports=False) for r in service.job_reports()], "source": service.health()["jobs"]}
 
-    @app.get("/api/v1/jobs/{job_id}")
+    @app.get("/api/v1/jobs/{job_id}", dependencies=[Depends(viewer)])
     async def job(job_id: str) -> Any:
         for r in service.job_reports():
             if r.footprint.job.id == job_id:
                 return r.to_dict()
         raise HTTPException(404, f"no job {job_id}; list them with `fabricd jobs`")
 
-    @app.get("/api/v1/audit")
-    async def audit(limit: int = 200) -> Any:
-        return {"audit": service.state.audit_log(limit)}
+    @app.get("/api/v1/audit", dependencies=[Depends(viewer)])
+    async def audit(limit: int = limit_q(200), offset: int = Query(0, ge=0)) -> Any:
+        return {"audit": service.state.audit_log(limit, offset)}
 
     @app.post("/api/v1/tickets/{ticket_id}/resolve")
-    async def resolve(ticket_id: int, actor: str = Depends(require_token)) -> Any:
+    async def resolve(ticket_id: int, who: Principal = Depends(operator)) -> Any:
         try:
-            t = await service.remediator.resolve(ticket_id, actor)
+            t = await service.remediator.resolve(ticket_id, who.actor)
         except ActionError as e:
             raise HTTPException(404 if isinstance(e, UnknownIdError) else 409, str(e)) from None
         await service.publish(t)
         return t.to_dict()
 
     @app.post("/api/v1/actions/{action_id}/approve")
-    async def approve(action_id: int, actor: str = Depends(require_token)) -> Any:
+    async def approve(action_id: int, who: Principal = Depends(operator)) -> Any:
         try:
-            a = await service.remediator.approve(action_id, actor)
+            a = await service.remediator.approve(action_id, who.actor)
         except ActionError as e:
             raise HTTPException(404 if isinstance(e, UnknownIdError) else 409, str(e)) from None
         return a.to_dict()
+
+    @app.get("/api/v1/tokens")
+    async def tokens(_: Principal = Depends(admin)) -> Any:
+        """Every user token (never the token or its hash), revoked ones with when."""
+        return {"tokens": [t.to_dict() for t in service.state.api_tokens()]}
+
+    @app.post("/api/v1/tokens", status_code=201)
+    async def create_token(body: NewToken, who: Principal = Depends(admin)) -> Any:
+        """A new token for `user` with `role`: the answer is the only place the token is ever shown."""
+        if not valid_user(body.user):
+            raise HTTPException(400, "user: letters, digits and . _ @ - only (a login or an e-mail)")
+        token = new_token()
+        row = service.state.add_token(body.user, body.role, token_hash(token), time.time_ns(), who.actor)
+        return {**row.to_dict(), "token": token}
+
+    @app.delete("/api/v1/tokens/{token_id}")
+    async def revoke_token(token_id: int, who: Principal = Depends(admin)) -> Any:
+        if not service.state.revoke_token(token_id, time.time_ns(), who.actor):
+            raise HTTPException(404, f"no live token {token_id}")
+        return {"revoked": token_id}
 
     @app.get("/metrics")
     async def metrics() -> Response:
@@ -110,5 +191,12 @@ def create_app(service: Service) -> FastAPI:
     @app.exception_handler(HTTPException)
     async def _http_error(_: Request, exc: HTTPException) -> JSONResponse:
         return JSONResponse({"error": exc.detail}, status_code=exc.status_code, headers=exc.headers)
+
+    @app.exception_handler(RequestValidationError)
+    async def _bad_request(_: Request, exc: RequestValidationError) -> JSONResponse:
+        """A bad query value or body: 400 naming the field and what it must be (never the value: it may be secret)."""
+        first = exc.errors()[0] if exc.errors() else {}
+        where = ".".join(str(x) for x in first.get("loc", ()) if x not in ("query", "body", "path"))
+        return JSONResponse({"error": f"{where or 'request'}: {first.get('msg', 'invalid')}"}, status_code=400)
 
     return app

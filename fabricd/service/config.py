@@ -246,13 +246,29 @@ class TicketSettings(_Strict):
     sync_interval_s: float = Field(60.0, gt=0)
 
 
+class TlsSettings(_Strict):
+    cert: Path  # PEM certificate (chain) the API serves
+    key: Path  # its private key: a 0600 file
+    client_ca: Path | None = None  # with it, clients must present a certificate this CA signed (mutual TLS)
+
+
 class ApiSettings(_Strict):
     host: str = "127.0.0.1"
     port: int = Field(8340, ge=0, le=65535)  # 0 = any free port (tests)
-    token: SecretRef | None = None  # bearer token for mutating calls; without it they are refused
+    # The service token: an admin credential for automation and for the first `fabricd token create` over the API;
+    # people get their own tokens (`fabricd token create --user U --role viewer|operator|admin`, docs/access.md).
+    token: SecretRef | None = None
+    anonymous_read: bool = False  # true: reads need no token (a lab); /metrics and /api/v1/health never do
+    tls: TlsSettings | None = None
+    allow_plain_http: bool = False  # plain HTTP on an address other than loopback needs this, said out loud
+    max_list: int = Field(5000, ge=1, le=100_000)  # the largest `limit` a list endpoint takes
     # /metrics also carries every port's counters and optics (fabricd_port_*: 19 series per port, ~700k at 16k
     # GPUs); false leaves them to another exporter
     port_metrics: bool = True
+
+
+def _loopback(host: str) -> bool:
+    return host in ("localhost", "::1") or host.startswith("127.")
 
 
 class ServiceConfig(_Strict):
@@ -303,10 +319,33 @@ def load_config(path: Path, environ: dict[str, str] | None = None) -> ServiceCon
         updates["telemetry"] = cfg.telemetry.model_copy(update={"record": base / cfg.telemetry.record})
     if cfg.jobs.path is not None and not cfg.jobs.path.is_absolute():
         updates["jobs"] = cfg.jobs.model_copy(update={"path": base / cfg.jobs.path})
+    if cfg.api.tls is not None:
+        tls = cfg.api.tls
+        resolved = {k: (v if v is None or v.is_absolute() else base / v) for k, v in tls.model_dump().items()}
+        updates["api"] = cfg.api.model_copy(update={"tls": TlsSettings(**resolved)})
     cfg = cfg.model_copy(update=updates)
+    _check_api(cfg, path)
     for field, ref in _secret_refs(cfg):
         read_secret(ref, field, path, environ)  # refuse at start, not at the first ticket
     return cfg
+
+
+def _check_api(cfg: ServiceConfig, path: Path) -> None:
+    api = cfg.api
+    if api.tls is None and not api.allow_plain_http and not _loopback(api.host):
+        raise ConfigError(
+            str(path),
+            f"serves plain HTTP on {api.host}: give api.tls (cert, key) or set api.allow_plain_http: true",
+            field="api.host",
+        )
+    if api.tls is None:
+        return
+    for name in ("cert", "key", "client_ca"):
+        file = getattr(api.tls, name)
+        if file is not None and not file.is_file():
+            raise ConfigError(str(path), f"{file}: no such file", field=f"api.tls.{name}")
+    if api.tls.key.stat().st_mode & (stat.S_IRWXG | stat.S_IRWXO):
+        raise ConfigError(str(path), f"{api.tls.key} is readable by others; chmod 600 it", field="api.tls.key")
 
 
 def _apply_env(data: dict[str, Any], environ: Any, path: Path) -> dict[str, str]:

@@ -12,6 +12,7 @@ import contextlib
 import gc
 import logging
 import signal
+import ssl
 import time
 from collections import Counter
 from collections.abc import Awaitable
@@ -175,8 +176,14 @@ class Service:
             with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
                 loop.add_signal_handler(sig, self._stop.set)
         app = create_app(self)
+        api = self.cfg.api
+        tls: dict[str, Any] = {}
+        if api.tls is not None:
+            tls = {"ssl_certfile": str(api.tls.cert), "ssl_keyfile": str(api.tls.key)}
+            if api.tls.client_ca is not None:  # mutual TLS: no client certificate, no connection
+                tls |= {"ssl_ca_certs": str(api.tls.client_ca), "ssl_cert_reqs": ssl.CERT_REQUIRED}
         config = uvicorn.Config(
-            app, host=self.cfg.api.host, port=self.cfg.api.port, log_level="warning", lifespan="off", access_log=False
+            app, host=api.host, port=api.port, log_level="warning", lifespan="off", access_log=False, **tls
         )
         self._server = uvicorn.Server(config)
         # uvicorn takes SIGINT/SIGTERM while it serves and re-raises them to our handlers when it stops.

@@ -46,6 +46,9 @@ CREATE TABLE IF NOT EXISTS disabled_ports (
 CREATE TABLE IF NOT EXISTS probation (
     device TEXT NOT NULL, port TEXT NOT NULL, until_ts INTEGER NOT NULL, ticket_id INTEGER,
     PRIMARY KEY (device, port));
+CREATE TABLE IF NOT EXISTS tokens (
+    id INTEGER PRIMARY KEY, user TEXT NOT NULL, role TEXT NOT NULL, hash TEXT NOT NULL UNIQUE,
+    created_ts INTEGER NOT NULL, created_by TEXT NOT NULL, revoked_ts INTEGER);
 CREATE TABLE IF NOT EXISTS audit (
     id INTEGER PRIMARY KEY, ts INTEGER NOT NULL, what TEXT NOT NULL, why TEXT NOT NULL, mode TEXT,
     actor TEXT NOT NULL, finding_id INTEGER, action_id INTEGER, ticket_id INTEGER);
@@ -82,6 +85,21 @@ class Ticket:
     resolved_ts: int | None
     resolved_by: str | None
     synced_ts: int | None = None  # when the ticket backend last took this version
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+@dataclass(frozen=True)
+class ApiToken:
+    """A user's API token as stored: never the token, only its hash (which to_dict leaves out too)."""
+
+    id: int
+    user: str
+    role: str
+    created_ts: int
+    created_by: str
+    revoked_ts: int | None
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -150,6 +168,44 @@ class StateStore:
         with self._lock:
             return list(self._db.execute(sql, args).fetchall())
 
+    # --- API tokens ------------------------------------------------------------------------------------------
+    def add_token(self, user: str, role: str, token_hash: str, now: int, created_by: str) -> ApiToken:
+        with self.tx() as db:
+            cur = db.execute(
+                "INSERT INTO tokens (user, role, hash, created_ts, created_by) VALUES (?, ?, ?, ?, ?)",
+                (user, role, token_hash, now, created_by),
+            )
+            db.execute(
+                "INSERT INTO audit (ts, what, why, actor) VALUES (?, ?, ?, ?)",
+                (now, f"token {cur.lastrowid} created", f"user {user}, role {role}", created_by),
+            )
+            tid = int(cur.lastrowid or 0)
+        return ApiToken(tid, user, role, now, created_by, None)
+
+    def token_by_hash(self, token_hash: str) -> ApiToken | None:
+        """The live (not revoked) token with this hash."""
+        row = self._one(
+            "SELECT id, user, role, created_ts, created_by, revoked_ts FROM tokens"
+            " WHERE hash = ? AND revoked_ts IS NULL",
+            (token_hash,),
+        )
+        return ApiToken(**dict(row)) if row else None
+
+    def api_tokens(self) -> list[ApiToken]:
+        rows = self._all("SELECT id, user, role, created_ts, created_by, revoked_ts FROM tokens ORDER BY id")
+        return [ApiToken(**dict(r)) for r in rows]
+
+    def revoke_token(self, token_id: int, now: int, actor: str) -> bool:
+        """True when this call revoked it; False when there is no such live token (revoking twice is a no-op)."""
+        with self.tx() as db:
+            cur = db.execute("UPDATE tokens SET revoked_ts = ? WHERE id = ? AND revoked_ts IS NULL", (now, token_id))
+            if cur.rowcount:
+                db.execute(
+                    "INSERT INTO audit (ts, what, why, actor) VALUES (?, ?, ?, ?)",
+                    (now, f"token {token_id} revoked", "revoked", actor),
+                )
+            return bool(cur.rowcount)
+
     # --- audit -----------------------------------------------------------------------------------------------
     def audit(
         self,
@@ -170,8 +226,8 @@ class StateStore:
                 (ts, what, why, mode, actor, finding_id, action_id, ticket_id),
             )
 
-    def audit_log(self, limit: int = 200) -> list[dict[str, Any]]:
-        rows = self._all("SELECT * FROM audit ORDER BY id DESC LIMIT ?", (limit,))
+    def audit_log(self, limit: int = 200, offset: int = 0) -> list[dict[str, Any]]:
+        rows = self._all("SELECT * FROM audit ORDER BY id DESC LIMIT ? OFFSET ?", (limit, offset))
         return [dict(r) for r in rows]
 
     # --- findings --------------------------------------------------------------------------------------------
@@ -205,11 +261,11 @@ class StateStore:
             )
             return cur.rowcount
 
-    def findings(self, status: str | None = None, limit: int = 500) -> list[dict[str, Any]]:
+    def findings(self, status: str | None = None, limit: int = 500, offset: int = 0) -> list[dict[str, Any]]:
         where, args = (" WHERE status = ?", (status,)) if status else ("", ())
         rows = self._all(
-            f"SELECT id, fault, status, last_seen_ts, data FROM findings{where} ORDER BY id DESC LIMIT ?",
-            (*args, limit),
+            f"SELECT id, fault, status, last_seen_ts, data FROM findings{where} ORDER BY id DESC LIMIT ? OFFSET ?",
+            (*args, limit, offset),
         )
         out = []
         for r in rows:
@@ -235,11 +291,13 @@ class StateStore:
         row = self._one("SELECT * FROM tickets WHERE id = ?", (ticket_id,))
         return _ticket(row) if row else None
 
-    def tickets(self, status: str | None = None, limit: int = 500) -> list[Ticket]:
+    def tickets(self, status: str | None = None, limit: int = 500, offset: int = 0) -> list[Ticket]:
         if status:
-            rows = self._all("SELECT * FROM tickets WHERE status = ? ORDER BY id DESC LIMIT ?", (status, limit))
+            rows = self._all(
+                "SELECT * FROM tickets WHERE status = ? ORDER BY id DESC LIMIT ? OFFSET ?", (status, limit, offset)
+            )
         else:
-            rows = self._all("SELECT * FROM tickets ORDER BY id DESC LIMIT ?", (limit,))
+            rows = self._all("SELECT * FROM tickets ORDER BY id DESC LIMIT ? OFFSET ?", (limit, offset))
         return [_ticket(r) for r in rows]
 
     def create_ticket(
@@ -352,11 +410,13 @@ class StateStore:
         row = self._one("SELECT * FROM actions WHERE id = ?", (action_id,))
         return Action(**dict(row)) if row else None
 
-    def actions(self, status: str | None = None, limit: int = 500) -> list[Action]:
+    def actions(self, status: str | None = None, limit: int = 500, offset: int = 0) -> list[Action]:
         if status:
-            rows = self._all("SELECT * FROM actions WHERE status = ? ORDER BY id DESC LIMIT ?", (status, limit))
+            rows = self._all(
+                "SELECT * FROM actions WHERE status = ? ORDER BY id DESC LIMIT ? OFFSET ?", (status, limit, offset)
+            )
         else:
-            rows = self._all("SELECT * FROM actions ORDER BY id DESC LIMIT ?", (limit,))
+            rows = self._all("SELECT * FROM actions ORDER BY id DESC LIMIT ? OFFSET ?", (limit, offset))
         return [Action(**dict(r)) for r in rows]
 
     def actions_in(self, *statuses: ActionStatus, op: str | None = None) -> list[Action]:

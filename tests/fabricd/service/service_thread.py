@@ -87,8 +87,9 @@ class ServiceThread:
         assert self.service is not None
         return f"http://127.0.0.1:{self.service.api_port}"
 
-    def get(self, path: str, **params: Any) -> Any:
-        r = httpx.get(self.url + path, params=params or None, timeout=10)
+    def get(self, path: str, token: str | None = TOKEN, **params: Any) -> Any:
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        r = httpx.get(self.url + path, params=params or None, headers=headers, timeout=10)
         r.raise_for_status()
         return r.json()
 

@@ -16,7 +16,7 @@ from tests.lab.control_client import inject
 from tests.lab.twin_thread import TwinThread
 from topology.spec import load_spec
 
-from .service_thread import ServiceThread, wait_for, write_config
+from .service_thread import TOKEN, ServiceThread, wait_for, write_config
 
 LONG_HAUL = 'dci="campus-b",group="DCI campus-b long-haul ports"'
 
@@ -35,8 +35,12 @@ def gauge(text: str, name: str) -> float:
 
 
 def test_skew_and_drops_become_findings_tickets_and_metrics(
-    twin: TwinThread, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    twin: TwinThread,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    monkeypatch.setenv("FABRICD_API_TOKEN", TOKEN)  # a reader's token, as `fabricd ... --api` takes it
     cfg = write_config(
         tmp_path,
         twin.inventory,

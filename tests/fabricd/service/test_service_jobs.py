@@ -18,7 +18,7 @@ from tests.lab.control_client import inject
 from tests.lab.twin_thread import TwinThread
 from topology.spec import load_spec
 
-from .service_thread import ServiceThread, wait_for, write_config
+from .service_thread import TOKEN, ServiceThread, wait_for, write_config
 
 B_PORT = "leaf-g0-r1:Ethernet3/1"  # faces gpu-g0-002:nic1, a rank of job-b
 B_RANK = "leaf-g0-r2:Ethernet4/1"  # faces gpu-g0-003:nic2, another
@@ -32,8 +32,12 @@ def twin(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TwinThread]:
 
 
 def test_a_flap_names_the_job_it_hits_and_jobs_points_at_the_slow_rank(
-    twin: TwinThread, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    twin: TwinThread,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    monkeypatch.setenv("FABRICD_API_TOKEN", TOKEN)  # a reader's token, as `fabricd ... --api` takes it
     jobs = tmp_path / "jobs.yaml"
     shutil.copy(EXAMPLES / "small-pod-jobs.yaml", jobs)
     cfg = write_config(

@@ -21,7 +21,7 @@ from tests.lab.control_client import inject
 from tests.lab.twin_thread import TwinThread
 from topology.spec import load_spec
 
-from .service_thread import wait_for, write_config
+from .service_thread import TOKEN, wait_for, write_config
 from .test_service_twin import admin_enabled
 
 
@@ -63,7 +63,7 @@ class Daemon:
             return False
 
     def get(self, path: str) -> Any:
-        return httpx.get(self.url + path, timeout=10).json()
+        return httpx.get(self.url + path, headers={"Authorization": f"Bearer {TOKEN}"}, timeout=10).json()
 
     def kill(self) -> None:
         self.proc.send_signal(signal.SIGKILL)

@@ -1,0 +1,58 @@
+"""Who may do what through the API: per-user tokens with a role, pure rules (no I/O here).
+
+- viewer reads (findings, actions, tickets, audit, jobs, topology);
+- operator also approves and resolves;
+- admin also manages tokens.
+
+A token is 256 random bits, shown once at creation; the state file keeps only its SHA-256. A slow password hash
+(bcrypt, scrypt) protects guessable secrets; a 256-bit random token cannot be guessed, and a fast hash lets every
+request be checked by one indexed lookup. The configured service token (`api.token`) is an admin credential for
+automation and for creating the first user token; its actor is `service-token`. The actor in the audit log always
+comes from the credential, never from a request header.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+from dataclasses import dataclass
+from enum import IntEnum
+
+TOKEN_PREFIX = "fabricd_"  # recognisable in a secret scanner, and in a config file where it does not belong
+SERVICE_ACTOR = "service-token"
+ANONYMOUS = "anonymous"
+
+
+class Role(IntEnum):
+    viewer = 1
+    operator = 2
+    admin = 3
+
+    @classmethod
+    def parse(cls, text: str) -> Role:
+        try:
+            return cls[text]
+        except KeyError:
+            raise ValueError(f"unknown role {text!r}; use viewer, operator or admin") from None
+
+
+@dataclass(frozen=True)
+class Principal:
+    actor: str  # what the audit log records: "user:<name>", SERVICE_ACTOR or ANONYMOUS
+    role: Role
+
+    def may(self, needed: Role) -> bool:
+        return self.role >= needed
+
+
+def new_token() -> str:
+    return TOKEN_PREFIX + secrets.token_urlsafe(32)
+
+
+def token_hash(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+def valid_user(name: str) -> bool:
+    """A user name for the audit log: letters, digits and . _ @ - (an e-mail or a login), at most 64."""
+    return 0 < len(name) <= 64 and all(c.isalnum() or c in "._@-" for c in name)
