@@ -14,7 +14,9 @@ comes from the credential, never from a request header.
 from __future__ import annotations
 
 import hashlib
+import hmac
 import secrets
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import IntEnum
 
@@ -56,3 +58,14 @@ def token_hash(token: str) -> str:
 def valid_user(name: str) -> bool:
     """A user name for the audit log: letters, digits and . _ @ - (an e-mail or a login), at most 64."""
     return 0 < len(name) <= 64 and all(c.isalnum() or c in "._@-" for c in name)
+
+
+def principal_for(
+    token: str, service_token: str | None, lookup: Callable[[str], tuple[str, str] | None]
+) -> Principal | None:
+    """Who `token` is: the service token (admin), a live user token (`lookup(hash)` gives its user and role), or
+    None. The API's bearer header and the page's login both come here."""
+    if service_token is not None and hmac.compare_digest(token.encode(), service_token.encode()):
+        return Principal(SERVICE_ACTOR, Role.admin)
+    found = lookup(token_hash(token))
+    return None if found is None else Principal(f"user:{found[0]}", Role[found[1]])

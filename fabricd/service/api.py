@@ -7,7 +7,6 @@ audit log is the token's user. `api.anonymous_read: true` opens the reads (a lab
 
 from __future__ import annotations
 
-import hmac
 import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Literal
@@ -20,7 +19,8 @@ from pydantic import BaseModel, Field
 
 from fabricd import __version__
 
-from .access import ANONYMOUS, SERVICE_ACTOR, Principal, Role, new_token, token_hash, valid_user
+from . import web
+from .access import ANONYMOUS, Principal, Role, new_token, token_hash, valid_user
 from .remediation import ActionError, UnknownIdError
 
 if TYPE_CHECKING:
@@ -33,6 +33,10 @@ MAX_BODY = 64 * 1024  # the API takes small JSON bodies only
 class NewToken(BaseModel):
     user: str = Field(min_length=1, max_length=64)
     role: Literal["viewer", "operator", "admin"]
+
+
+class Rejection(BaseModel):
+    reason: str = Field(min_length=1, max_length=500)
 
 
 def create_app(service: Service) -> FastAPI:
@@ -48,13 +52,10 @@ def create_app(service: Service) -> FastAPI:
         scheme, _, value = got.partition(" ")
         if scheme.lower() != "bearer" or not value:
             raise HTTPException(401, "use Authorization: Bearer <token>", headers={"WWW-Authenticate": "Bearer"})
-        service_token = service.api_token
-        if service_token is not None and hmac.compare_digest(value.encode(), service_token.get_secret_value().encode()):
-            return Principal(SERVICE_ACTOR, Role.admin)
-        row = service.state.token_by_hash(token_hash(value))
-        if row is None:
+        who = service.principal(value)
+        if who is None:
             raise HTTPException(401, "unknown or revoked token", headers={"WWW-Authenticate": "Bearer"})
-        return Principal(f"user:{row.user}", Role[row.role])
+        return who
 
     def need(role: Role) -> Callable[[Request], Principal]:
         def check(request: Request) -> Principal:
@@ -164,6 +165,15 @@ def create_app(service: Service) -> FastAPI:
             raise HTTPException(404 if isinstance(e, UnknownIdError) else 409, str(e)) from None
         return a.to_dict()
 
+    @app.post("/api/v1/actions/{action_id}/reject")
+    async def reject(action_id: int, body: Rejection, who: Principal = Depends(operator)) -> Any:
+        """Say no to a proposed action (it never runs); the reason goes on its ticket and in the audit log."""
+        try:
+            a = await service.remediator.reject(action_id, who.actor, body.reason)
+        except ActionError as e:
+            raise HTTPException(404 if isinstance(e, UnknownIdError) else 409, str(e)) from None
+        return a.to_dict()
+
     @app.get("/api/v1/tokens")
     async def tokens(_: Principal = Depends(admin)) -> Any:
         """Every user token (never the token or its hash), revoked ones with when."""
@@ -199,4 +209,5 @@ def create_app(service: Service) -> FastAPI:
         where = ".".join(str(x) for x in first.get("loc", ()) if x not in ("query", "body", "path"))
         return JSONResponse({"error": f"{where or 'request'}: {first.get('msg', 'invalid')}"}, status_code=400)
 
+    web.mount(app, service)
     return app

@@ -50,6 +50,7 @@ from topology.load import load_fabric
 from topology.model import Endpoint
 
 from . import metrics as service_metrics
+from .access import Principal, principal_for
 from .actuator import DriverActuator
 from .api import create_app
 from .config import ServiceConfig, read_secret
@@ -140,6 +141,7 @@ class Service:
         self.job_source.refresh()  # a bad read is logged; fabricd watches the fabric without jobs until a good one
         self.dci_state: dci_ports.DciPortsState = self.runner.states[names.index("dci_ports")]
         first = lossless[0] if lossless else 3
+        self.lossless = first  # the priority whose PFC and queue counters the page and /metrics show
         ports = PortCollector(self.ingestor.snapshot, self.fabric, first) if cfg.api.port_metrics else None
         service_metrics.register(
             self.registry, self.state, self.dci_state, self.job_reports, ports, lambda: self.remediator.budgets()
@@ -380,6 +382,16 @@ class Service:
         self.state.prune(self.clock() - int(self.cfg.detectors.retention_days * 86400 * NS))
 
     # --- views for the API -----------------------------------------------------------------------------------
+    def principal(self, token: str) -> Principal | None:
+        """Who a bearer token (or the page's login) is, or None."""
+        service_token = None if self.api_token is None else self.api_token.get_secret_value()
+
+        def lookup(h: str) -> tuple[str, str] | None:
+            row = self.state.token_by_hash(h)
+            return None if row is None else (row.user, row.role)
+
+        return principal_for(token, service_token, lookup)
+
     def health(self) -> dict[str, Any]:
         stale = self.telemetry.stale_devices()
         synced = sum(self.telemetry.synced.values())

@@ -450,6 +450,23 @@ class Remediator:
             self._spawn(a)
             return a
 
+    async def reject(self, action_id: int, actor: str, reason: str) -> Action:
+        """A person says no to a proposed action: it is cancelled (never run), with who and why on the ticket."""
+        async with self._lock:
+            a = self.state.action(action_id)
+            if a is None:
+                raise UnknownIdError(f"no action {action_id}; list them with `fabricd actions`")
+            if a.status != "awaiting_approval":
+                raise ActionError(f"action {action_id} is {a.status}, not awaiting approval")
+            now = self.clock()
+            why = reason.strip() or "no reason given"
+            a = self.state.set_action(a.id, "cancelled", now, detail=f"rejected by {actor}: {why}")
+            self.state.audit(now, f"rejected action {a.id}", why, mode=a.mode, actor=actor, action_id=a.id)
+            t = self._note(a.ticket_id, a, f"rejected by {actor}: {why}")
+            if t is not None:
+                await self._send(t)
+            return a
+
     async def resolve(self, ticket_id: int, actor: str) -> Ticket:
         """The repair is done: close the ticket, bring back the ports it held down, start their probation."""
         async with self._lock:

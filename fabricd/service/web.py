@@ -1,0 +1,246 @@
+"""The fabric page at `/`: server-rendered (Jinja2) from the same state the API reads, live through one small
+script that swaps in fresh HTML fragments every second (`/ui/live`); without the script every part is a plain
+page, link or form. No JavaScript build, no front-end library: two fetches and an innerHTML do not need one.
+
+Log in with an API token (`fabricd token create`): the page keeps a server-side session behind an HttpOnly,
+SameSite=Strict cookie (Secure under TLS), and every form carries the session's CSRF token. Sessions live in the
+service's memory: a restart logs everyone out. Roles as in the API: viewers see, operators approve and reject.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hmac
+import math
+import secrets
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import jinja2
+from fastapi import FastAPI, Form, HTTPException, Request
+from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
+from fastapi.staticfiles import StaticFiles
+
+from fabricd.telemetry import NEVER, Snapshot
+from topology.model import Endpoint
+
+from .access import ANONYMOUS, Principal, Role
+from .fabric_view import FabricView, build
+from .remediation import ActionError
+
+if TYPE_CHECKING:
+    from .daemon import Service
+
+HERE = Path(__file__).resolve().parent
+COOKIE = "fabricd_session"
+SESSION_S = 12 * 3600
+LIVE = ("grid", "approvals", "findings", "actions", "tickets", "audit")
+
+
+@dataclass
+class Session:
+    who: Principal
+    csrf: str
+    expires: float
+
+
+def _when(ts: object) -> str:
+    return dt.datetime.fromtimestamp(int(str(ts)) / 1e9, tz=dt.UTC).strftime("%Y-%m-%d %H:%M:%S") if ts else ""
+
+
+def diff_lines(op: str, port: str) -> list[tuple[str, str, str]]:
+    """Side-by-side lines of a port action's config change (EOS syntax, what the driver commits): (running, after,
+    kind) with kind same | del | add."""
+    before, after = ("shutdown", "no shutdown") if op == "enable" else ("no shutdown", "shutdown")
+    return [(f"interface {port}", f"interface {port}", "same"), (f"   {before}", "", "del"), ("", f"   {after}", "add")]
+
+
+def _fmt(x: float | None, digits: int = 2, sci: bool = False) -> str:
+    if x is None or not math.isfinite(x):
+        return ""
+    return f"{x:.1e}" if sci else f"{x:.{digits}f}"
+
+
+def port_rows(snap: Snapshot, service: Service, device: str) -> list[dict[str, Any]]:
+    """The switch page's port table from the telemetry snapshot: current rates and gauges per cabled port."""
+
+    def rate(port: str, leaf: str, index: str | None = None) -> float | None:
+        i = snap.find(device, port, leaf, index)
+        if i is None or snap.ts[i] == NEVER or snap.prev_ts[i] == NEVER:
+            return None
+        return float(snap.rate[i])
+
+    def gauge(port: str, leaf: str, worst: Any = min) -> float | None:
+        vals = [float(snap.gauge[i]) for i in snap.select(device=device, port=port, leaf=leaf).tolist()
+                if snap.ts[i] != NEVER]  # fmt: skip
+        return worst(vals) if vals else None
+
+    held = {p["port"] for p in service.state.disabled_ports() if p["device"] == device}
+    lossless = str(service.lossless)
+    out = []
+    for port in service.fabric.ports(device):
+        i = snap.find(device, port, "oper-status")
+        rx, tx = rate(port, "if.in-octets"), rate(port, "if.out-octets")
+        paused = rate(port, "pfc.pfc-on-total-rx-time", lossless)
+        out.append(
+            {
+                "port": port,
+                "peer": str(service.fabric.peer(device, port) or ""),
+                "oper": snap.text(i) if i is not None else None,
+                "held": port in held,
+                "rx_gbps": _fmt(None if rx is None else rx * 8 / 1e9),
+                "tx_gbps": _fmt(None if tx is None else tx * 8 / 1e9),
+                "paused": _fmt(None if paused is None else paused / 1e9 * 100, 1) + ("%" if paused is not None else ""),
+                "fcs": _fmt(rate(port, "if.in-fcs-errors"), 1),
+                "ber": _fmt(gauge(port, "fec.pre-fec-ber", max), sci=True),
+                "power": _fmt(gauge(port, "optics.input-power", min), 1),
+                "temp": _fmt(gauge(port, "optics.temperature", max), 1),
+            }
+        )
+    return out
+
+
+def mount(app: FastAPI, service: Service) -> None:
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(HERE / "templates"), autoescape=True, undefined=jinja2.StrictUndefined
+    )
+    env.filters["when"] = _when
+    sessions: dict[str, Session] = {}
+    secure = service.cfg.api.tls is not None
+    app.mount("/static", StaticFiles(directory=HERE / "static"), name="static")
+
+    def session(request: Request) -> Session | None:
+        sid = request.cookies.get(COOKIE)
+        s = sessions.get(sid) if sid else None
+        if s is None or s.expires < time.time():
+            return None
+        return s
+
+    def viewer(request: Request) -> tuple[Principal, str] | None:
+        s = session(request)
+        if s is not None:
+            return s.who, s.csrf
+        if service.cfg.api.anonymous_read:
+            return Principal(ANONYMOUS, Role.viewer), ""
+        return None
+
+    def render(name: str, **ctx: Any) -> str:
+        return env.get_template(name).render(**ctx)
+
+    def view() -> FabricView:
+        return build(
+            service.fabric,
+            service.state.findings("active", limit=100_000),
+            {Endpoint(p["device"], p["port"]) for p in service.state.disabled_ports()},
+            service.view.oper_down(),
+            service.telemetry.stale_devices(),
+        )
+
+    def context(request: Request, who: Principal, csrf: str, flash: str = "") -> dict[str, Any]:
+        q = request.query_params
+        filters = {k: q.get(k, "active" if k == "status" else "")[:64] for k in ("kind", "device", "status", "job")}
+        found = service.state.findings(filters["status"] or None, limit=500)
+        kinds = sorted({str(f["kind"]) for f in found})
+        jobs = sorted({str(j["id"]) for f in found for j in f.get("jobs") or []})
+        if filters["kind"]:
+            found = [f for f in found if f["kind"] == filters["kind"]]
+        if filters["device"]:
+            found = [f for f in found if filters["device"] in (f.get("devices") or [f.get("device")])]
+        if filters["job"]:
+            found = [f for f in found if filters["job"] in {str(j["id"]) for j in f.get("jobs") or []}]
+        pending = service.state.actions_in("awaiting_approval")
+        return {
+            "who": who, "csrf": csrf, "view": view(), "findings": found, "filters": filters, "kinds": kinds,
+            "jobs": jobs, "pending": pending, "diffs": {a.id: diff_lines(a.op, a.port) for a in pending},
+            "can_act": who.may(Role.operator), "actions": service.state.actions(limit=50),
+            "tickets": service.state.tickets(limit=50), "audit": service.state.audit_log(50), "flash": flash,
+        }  # fmt: skip
+
+    @app.get("/", response_class=HTMLResponse, include_in_schema=False)
+    async def page(request: Request) -> Response:
+        got = viewer(request)
+        if got is None:
+            return HTMLResponse(render("login.html", who=None, csrf="", error=""))
+        return HTMLResponse(render("page.html", **context(request, *got)))
+
+    @app.get("/ui/live", include_in_schema=False)
+    async def live(request: Request) -> Response:
+        got = viewer(request)
+        if got is None:
+            return JSONResponse({"error": "log in"}, status_code=401)
+        ctx = context(request, *got)
+        return JSONResponse({part: render(f"{part}.html", **ctx) for part in LIVE})
+
+    @app.get("/ui/switch/{device}", response_class=HTMLResponse, include_in_schema=False)
+    async def switch(device: str, request: Request) -> Response:
+        got = viewer(request)
+        if got is None:
+            return RedirectResponse("/", status_code=303)
+        sw = view().switches.get(device)
+        if sw is None:
+            raise HTTPException(404, f"no switch {device} in the fabric")
+        snap = service.ingestor.snapshot()
+        return HTMLResponse(
+            render("switch.html", who=got[0], csrf=got[1], sw=sw, ports=port_rows(snap, service, device))
+        )
+
+    @app.post("/login", include_in_schema=False)
+    async def login(token: str = Form("", max_length=512)) -> Response:
+        who = service.principal(token.strip()) if token.strip() else None
+        if who is None:
+            html = render("login.html", who=None, csrf="", error="unknown or revoked token")
+            return HTMLResponse(html, status_code=401)
+        now = time.time()
+        for sid in [k for k, s in sessions.items() if s.expires < now]:
+            del sessions[sid]
+        sid = secrets.token_urlsafe(32)
+        sessions[sid] = Session(who, secrets.token_urlsafe(32), now + SESSION_S)
+        service.state.audit(time.time_ns(), "logged in to the page", "token login", actor=who.actor)
+        r = RedirectResponse("/", status_code=303)
+        r.set_cookie(COOKIE, sid, max_age=SESSION_S, httponly=True, samesite="strict", secure=secure, path="/")
+        return r
+
+    def checked(request: Request, csrf: str, needed: Role) -> Session:
+        s = session(request)
+        if s is None:
+            raise HTTPException(401, "log in first")
+        if not hmac.compare_digest(csrf, s.csrf):
+            raise HTTPException(403, "stale or missing form token; reload the page")
+        if not s.who.may(needed):
+            raise HTTPException(403, f"{s.who.actor} is {s.who.role.name}; this needs {needed.name}")
+        return s
+
+    @app.post("/logout", include_in_schema=False)
+    async def logout(request: Request, csrf: str = Form("")) -> Response:
+        s = checked(request, csrf, Role.viewer)
+        sessions.pop(request.cookies.get(COOKIE, ""), None)
+        service.state.audit(time.time_ns(), "logged out of the page", "logout", actor=s.who.actor)
+        r = RedirectResponse("/", status_code=303)
+        r.delete_cookie(COOKIE, path="/")
+        return r
+
+    async def act(request: Request, action_id: int, csrf: str, reason: str | None) -> Response:
+        s = checked(request, csrf, Role.operator)
+        try:
+            if reason is None:
+                a = await service.remediator.approve(action_id, s.who.actor)
+                flash = f"action {a.id}: {a.status}"
+            else:
+                a = await service.remediator.reject(action_id, s.who.actor, reason)
+                flash = f"action {a.id}: rejected"
+        except ActionError as e:
+            flash = str(e)
+        ctx = context(request, s.who, s.csrf, flash)
+        return HTMLResponse(render("page.html", **ctx), status_code=200)
+
+    @app.post("/ui/actions/{action_id}/approve", include_in_schema=False)
+    async def approve(action_id: int, request: Request, csrf: str = Form("")) -> Response:
+        return await act(request, action_id, csrf, None)
+
+    @app.post("/ui/actions/{action_id}/reject", include_in_schema=False)
+    async def reject(
+        action_id: int, request: Request, csrf: str = Form(""), reason: str = Form("", max_length=500)
+    ) -> Response:
+        return await act(request, action_id, csrf, reason)

@@ -1,0 +1,124 @@
+"""The fabric page without a browser: the grid model as a table of cases, login into an HttpOnly SameSite=Strict
+session, CSRF on forms, roles, the live fragments, the switch page; the browser tests are in tests/web."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+
+from fabricd.service.api import create_app
+from fabricd.service.config import load_config
+from fabricd.service.daemon import Service
+from fabricd.service.fabric_view import build
+from tests.conftest import EXAMPLES
+from topology.load import load_fabric
+from topology.model import Endpoint
+
+from .test_access import SERVICE_TOKEN, make, write
+
+FABRIC = load_fabric(EXAMPLES / "small-pod.yaml", None)[1]
+
+
+def finding(device: str, severity: str = "warning", kind: str = "link_flap") -> dict[str, object]:
+    return {"kind": kind, "device": device, "devices": [device], "severity": severity, "summary": "s"}
+
+
+@pytest.mark.parametrize(
+    ("findings", "held", "down", "stale", "expect"),
+    [
+        ([], [], [], [], {"leaf-g0-r0": "ok", "spine-r0-0": "ok"}),
+        ([finding("leaf-g0-r0")], [], [], [], {"leaf-g0-r0": "warning", "leaf-g0-r1": "ok"}),
+        ([finding("leaf-g1-r2", "critical", "pfc_storm")], [], [], [], {"leaf-g1-r2": "critical"}),
+        ([], [Endpoint("leaf-g0-r0", "Ethernet1/1")], [], [], {"leaf-g0-r0": "warning"}),
+        # a fabric link down degrades both ends' switch; a server-facing port down does not
+        ([], [], [Endpoint("leaf-g0-r0", "Ethernet5/1")], [], {"leaf-g0-r0": "degraded"}),
+        ([], [], [Endpoint("leaf-g0-r0", "Ethernet1/1")], [], {"leaf-g0-r0": "ok"}),
+        ([], [], [], ["spine-r1-0"], {"spine-r1-0": "stale"}),
+        ([finding("spine-r1-0", "critical")], [], [], ["spine-r1-0"], {"spine-r1-0": "critical"}),  # worst wins
+    ],
+    ids=["healthy", "finding", "critical", "held", "fabric-link-down", "server-port-down", "stale", "worst-wins"],
+)
+def test_switch_health(
+    findings: list[dict[str, object]], held: list[Endpoint], down: list[Endpoint], stale: list[str],
+    expect: dict[str, str],
+) -> None:  # fmt: skip
+    v = build(FABRIC, findings, held, down, stale)
+    assert {name: v.switches[name].health for name in expect} == expect
+    assert v.rails == [0, 1, 2, 3] and v.groups == [0, 1]
+    assert v.cells[(2, 1)].name == "leaf-g1-r2" and [s.name for s in v.spines[0]] == ["spine-r0-0", "spine-r0-1"]
+    assert {s.role for s in v.top} == {"superspine"}
+
+
+@pytest.fixture
+def svc(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Service]:
+    monkeypatch.setenv("FABRICD_TEST_PW", "pw")
+    s = Service(load_config(write(tmp_path), {}))
+    try:
+        yield s
+    finally:
+        s.state.close()
+
+
+def login(c: TestClient, token: str) -> str:
+    r = c.post("/login", data={"token": token}, follow_redirects=False)
+    assert r.status_code == 303
+    cookie = r.headers["set-cookie"]
+    assert "HttpOnly" in cookie and "SameSite=strict" in cookie and "Path=/" in cookie
+    page = c.get("/").text
+    m = re.search(r'name="csrf" value="([^"]+)"', page)
+    assert m is not None
+    return m.group(1)
+
+
+def test_login_page_session_and_grid(svc: Service) -> None:
+    c = TestClient(create_app(svc))
+    assert "API token" in c.get("/").text  # not logged in: the login form, nothing of the fabric
+    assert "leaf-g0-r0" not in c.get("/").text
+    r = c.post("/login", data={"token": "fabricd_wrong"})
+    assert r.status_code == 401 and "unknown or revoked token" in r.text
+    login(c, make(c, "vera", "viewer"))
+    page = c.get("/").text
+    assert 'data-device="leaf-g1-r3"' in page and "user:vera (viewer)" in page and "Nothing waits for approval" in page
+    live = c.get("/ui/live").json()
+    assert set(live) == {"grid", "approvals", "findings", "actions", "tickets", "audit"}
+    assert "logged in to the page" in live["audit"] and "user:vera" in live["audit"]
+    sw = c.get("/ui/switch/spine-r0-0").text
+    assert "<h1>spine-r0-0" in sw and "Ethernet1/1" in sw and "superspine" not in sw.split("<h2>Ports")[0]
+    assert c.get("/ui/switch/nosuch").status_code == 404
+    assert TestClient(create_app(svc)).get("/ui/live").status_code == 401  # another browser, no session
+
+
+def test_forms_need_the_session_csrf_and_the_role(svc: Service) -> None:
+    c = TestClient(create_app(svc))
+    csrf = login(c, make(c, "vera", "viewer"))
+    r = c.post("/ui/actions/1/approve", data={"csrf": csrf})
+    assert r.status_code == 403 and "user:vera is viewer; this needs operator" in r.text
+    o = TestClient(create_app(svc))
+    ocsrf = login(o, make(o, "otto", "operator"))
+    assert o.post("/ui/actions/1/approve", data={"csrf": "forged"}).status_code == 403
+    r = o.post("/ui/actions/1/approve", data={"csrf": ocsrf})
+    assert r.status_code == 200 and "no action 1" in r.text  # through the checks to the remediator
+    assert o.post("/logout", data={"csrf": ocsrf}, follow_redirects=False).status_code == 303
+    assert o.get("/ui/live").status_code == 401
+
+
+def test_a_filter_narrows_the_findings(svc: Service) -> None:
+    from fabricd.detectors.finding import Finding
+
+    for dev, kind in (("leaf-g0-r0", "link_flap"), ("leaf-g1-r1", "pfc_storm")):
+        where = (f"{dev}:Ethernet1/1",)
+        f = Finding(kind=kind, device=dev, port="Ethernet1/1", devices=(dev,), ports=where, start_ts=1,
+                    detected_ts=1, severity="warning", confidence=1.0, summary=f"{kind} on {dev}")  # fmt: skip
+        svc.state.upsert_finding(f, f"{kind}:{dev}", 1)
+    c = TestClient(create_app(svc))
+    login(c, SERVICE_TOKEN)
+    both = c.get("/ui/live").json()["findings"]
+    assert "link_flap on leaf-g0-r0" in both and "pfc_storm on leaf-g1-r1" in both
+    one = c.get("/ui/live", params={"kind": "pfc_storm"}).json()["findings"]
+    assert "pfc_storm on leaf-g1-r1" in one and "leaf-g0-r0" not in one
+    grid = c.get("/ui/live").json()["grid"]
+    assert 'data-device="leaf-g1-r1" data-health="warning"' in grid
