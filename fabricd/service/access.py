@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import re
 import secrets
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -55,9 +56,12 @@ def token_hash(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
 
 
+USER_PATTERN = r"^[A-Za-z0-9._@-]{1,64}$"
+
+
 def valid_user(name: str) -> bool:
-    """A user name for the audit log: letters, digits and . _ @ - (an e-mail or a login), at most 64."""
-    return 0 < len(name) <= 64 and all(c.isalnum() or c in "._@-" for c in name)
+    """A user name for the audit log: ASCII letters, digits and . _ @ - (an e-mail or a login), at most 64."""
+    return re.fullmatch(USER_PATTERN, name) is not None
 
 
 def principal_for(

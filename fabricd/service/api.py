@@ -12,6 +12,7 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Literal
 
 from fastapi import Depends, FastAPI, HTTPException, Query, Request
+from fastapi import Path as PathParam
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
@@ -20,7 +21,7 @@ from pydantic import BaseModel, Field
 from fabricd import __version__
 
 from . import web
-from .access import ANONYMOUS, Principal, Role, new_token, token_hash, valid_user
+from .access import ANONYMOUS, USER_PATTERN, Principal, Role, new_token, token_hash, valid_user
 from .remediation import ActionError, UnknownIdError
 
 if TYPE_CHECKING:
@@ -28,11 +29,32 @@ if TYPE_CHECKING:
 
 
 MAX_BODY = 64 * 1024  # the API takes small JSON bodies only
+MAX_OFFSET = 10**9
+
+
+def _id() -> Any:
+    """A path id: positive and bounded (SQLite integers are 64-bit: never overflow them). One per parameter: FastAPI
+    binds a parameter object to its first name."""
+    return PathParam(ge=1, le=2**53, description="a positive id")
 
 
 class NewToken(BaseModel):
-    user: str = Field(min_length=1, max_length=64)
+    user: str = Field(pattern=USER_PATTERN, description="a login or an e-mail: letters, digits and . _ @ -")
     role: Literal["viewer", "operator", "admin"]
+
+
+class ErrorBody(BaseModel):
+    error: str  # one line: what is wrong and what to do
+
+
+ERRORS: dict[int | str, dict[str, Any]] = {
+    400: {"model": ErrorBody, "description": "a bad query value or body, named"},
+    401: {"model": ErrorBody, "description": "no token, or an unknown or revoked one"},
+    403: {"model": ErrorBody, "description": "the token's role does not allow this call"},
+    404: {"model": ErrorBody, "description": "no such object"},
+    409: {"model": ErrorBody, "description": "the object is not in a state that allows this"},
+    413: {"model": ErrorBody, "description": "request body too large"},
+}
 
 
 class Rejection(BaseModel):
@@ -40,7 +62,9 @@ class Rejection(BaseModel):
 
 
 def create_app(service: Service) -> FastAPI:
-    app = FastAPI(title="fabricd", version=__version__, description="Fabric controller for RoCE GPU fabrics.")
+    app = FastAPI(
+        title="fabricd", version=__version__, description="Fabric controller for RoCE GPU fabrics.", responses=ERRORS
+    )
     api = service.cfg.api
     max_list = api.max_list
 
@@ -92,7 +116,7 @@ def create_app(service: Service) -> FastAPI:
     async def findings(
         status: str | None = Query(None, pattern="^(active|cleared)$"),
         limit: int = limit_q(500),
-        offset: int = Query(0, ge=0),
+        offset: int = Query(0, ge=0, le=MAX_OFFSET),
     ) -> Any:
         return {"findings": service.state.findings(status, limit, offset)}
 
@@ -100,7 +124,7 @@ def create_app(service: Service) -> FastAPI:
     async def actions(
         status: str | None = Query(None, pattern="^[a-z_]{1,32}$"),
         limit: int = limit_q(500),
-        offset: int = Query(0, ge=0),
+        offset: int = Query(0, ge=0, le=MAX_OFFSET),
     ) -> Any:
         return {"actions": [a.to_dict() for a in service.state.actions(status, limit, offset)]}
 
@@ -108,12 +132,12 @@ def create_app(service: Service) -> FastAPI:
     async def tickets(
         status: str | None = Query(None, pattern="^(open|resolved)$"),
         limit: int = limit_q(500),
-        offset: int = Query(0, ge=0),
+        offset: int = Query(0, ge=0, le=MAX_OFFSET),
     ) -> Any:
         return {"tickets": [t.to_dict() for t in service.state.tickets(status, limit, offset)]}
 
     @app.get("/api/v1/tickets/{ticket_id}", dependencies=[Depends(viewer)])
-    async def ticket(ticket_id: int) -> Any:
+    async def ticket(ticket_id: int = _id()) -> Any:
         t = service.state.ticket(ticket_id)
         if t is None:
             raise HTTPException(404, f"no ticket {ticket_id}")
@@ -145,11 +169,11 @@ def create_app(service: Service) -> FastAPI:
         raise HTTPException(404, f"no job {job_id}; list them with `fabricd jobs`")
 
     @app.get("/api/v1/audit", dependencies=[Depends(viewer)])
-    async def audit(limit: int = limit_q(200), offset: int = Query(0, ge=0)) -> Any:
+    async def audit(limit: int = limit_q(200), offset: int = Query(0, ge=0, le=MAX_OFFSET)) -> Any:
         return {"audit": service.state.audit_log(limit, offset)}
 
     @app.post("/api/v1/tickets/{ticket_id}/resolve")
-    async def resolve(ticket_id: int, who: Principal = Depends(operator)) -> Any:
+    async def resolve(ticket_id: int = _id(), who: Principal = Depends(operator)) -> Any:
         try:
             t = await service.remediator.resolve(ticket_id, who.actor)
         except ActionError as e:
@@ -158,7 +182,7 @@ def create_app(service: Service) -> FastAPI:
         return t.to_dict()
 
     @app.post("/api/v1/actions/{action_id}/approve")
-    async def approve(action_id: int, who: Principal = Depends(operator)) -> Any:
+    async def approve(action_id: int = _id(), who: Principal = Depends(operator)) -> Any:
         try:
             a = await service.remediator.approve(action_id, who.actor)
         except ActionError as e:
@@ -166,7 +190,7 @@ def create_app(service: Service) -> FastAPI:
         return a.to_dict()
 
     @app.post("/api/v1/actions/{action_id}/reject")
-    async def reject(action_id: int, body: Rejection, who: Principal = Depends(operator)) -> Any:
+    async def reject(body: Rejection, action_id: int = _id(), who: Principal = Depends(operator)) -> Any:
         """Say no to a proposed action (it never runs); the reason goes on its ticket and in the audit log."""
         try:
             a = await service.remediator.reject(action_id, who.actor, body.reason)
@@ -189,12 +213,12 @@ def create_app(service: Service) -> FastAPI:
         return {**row.to_dict(), "token": token}
 
     @app.delete("/api/v1/tokens/{token_id}")
-    async def revoke_token(token_id: int, who: Principal = Depends(admin)) -> Any:
+    async def revoke_token(token_id: int = _id(), who: Principal = Depends(admin)) -> Any:
         if not service.state.revoke_token(token_id, time.time_ns(), who.actor):
             raise HTTPException(404, f"no live token {token_id}")
         return {"revoked": token_id}
 
-    @app.get("/metrics")
+    @app.get("/metrics", response_class=Response, responses={200: {"content": {CONTENT_TYPE_LATEST: {}}}})
     async def metrics() -> Response:
         return Response(generate_latest(service.registry), media_type=CONTENT_TYPE_LATEST)
 

@@ -122,7 +122,7 @@ def test_bad_values_are_400_naming_the_field(client: tuple[TestClient, Service])
     assert c.get("/api/v1/audit", params={"offset": -1}, headers=h).status_code == 400
     assert c.get("/api/v1/tickets", params={"status": "weird"}, headers=h).json()["error"].startswith("status: ")
     r = c.post("/api/v1/tokens", json={"user": "x y", "role": "viewer"}, headers=h)
-    assert r.status_code == 400 and "letters, digits" in r.json()["error"]
+    assert r.status_code == 400 and r.json()["error"].startswith("user: String should match pattern")
     r = c.post("/api/v1/tokens", json={"user": "x", "role": "root"}, headers=h)
     assert r.status_code == 400 and r.json()["error"].startswith("role: ")
     r = c.post("/api/v1/tokens", content=b"{" + b" " * 70_000 + b"}", headers={**h, "Content-Type": "application/json"})
