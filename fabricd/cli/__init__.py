@@ -22,6 +22,8 @@ from fabricd.cli.service_cmd import (
     actions_command,
     approve_command,
     findings_command,
+    mode_command,
+    reject_command,
     resolve_command,
     run_command,
     status_command,
@@ -67,6 +69,8 @@ app.command("tickets")(tickets_command)
 app.command("actions")(actions_command)
 app.command("approve")(approve_command)
 app.command("resolve")(resolve_command)
+app.command("reject")(reject_command)
+app.command("mode")(mode_command)
 app.command("jobs")(jobs_command)
 app.command("place")(place_command)
 app.add_typer(topology_app, name="topology")

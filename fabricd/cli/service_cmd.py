@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import os
 import ssl
+from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
@@ -78,10 +79,16 @@ class ApiClient:
         self.base = api.rstrip("/")
         self._headers = {"Authorization": f"Bearer {token}"} if token else {}
 
-    def call(self, method: str, path: str, **params: Any) -> Any:
+    def call(self, method: str, path: str, body: dict[str, Any] | None = None, /, **params: Any) -> Any:
         try:
             r = httpx.request(
-                method, self.base + path, params=params or None, headers=self._headers, timeout=30, verify=self._verify
+                method,
+                self.base + path,
+                params=params or None,
+                json=body,
+                headers=self._headers,
+                timeout=30,
+                verify=self._verify,
             )
         except httpx.HTTPError as e:
             raise FabricdError(
@@ -176,6 +183,36 @@ def approve_command(
     """Approve an action waiting in `approve` mode; the guard checks again before it runs."""
     a = ApiClient(config, api, token_env).call("POST", f"/api/v1/actions/{action_id}/approve")
     console().print(f"action {a['id']}: {a['status']} ({a['op']} {a['device']}:{a['port']})")
+
+
+def reject_command(
+    action_id: int = typer.Argument(..., help="Action id (see `fabricd actions`)."),
+    reason: str = typer.Option(..., "--reason", help="Why not: goes on the ticket and in the audit log."),
+    config: Path | None = _CONFIG,
+    api: str | None = _API,
+    token_env: str = _TOKEN_ENV,
+) -> None:
+    """Reject an action waiting in `approve` mode: it never runs."""
+    a = ApiClient(config, api, token_env).call("POST", f"/api/v1/actions/{action_id}/reject", {"reason": reason})
+    console().print(f"action {a['id']}: {a['status']} ({a['detail']})")
+
+
+class Mode(StrEnum):
+    observe = "observe"
+    approve = "approve"
+    auto = "auto"
+
+
+def mode_command(
+    mode: Mode = typer.Argument(..., help="observe (never touch a switch), approve (a person approves), auto."),
+    reason: str = typer.Option(..., "--reason", help="Why: goes in the audit log."),
+    config: Path | None = _CONFIG,
+    api: str | None = _API,
+    token_env: str = _TOKEN_ENV,
+) -> None:
+    """Switch the running service's remediation mode now (admin); it holds across restarts until changed again."""
+    r = ApiClient(config, api, token_env).call("POST", "/api/v1/mode", {"mode": mode.value, "reason": reason})
+    console().print(f"remediation mode: {r['mode']} (by {r['by']})")
 
 
 def resolve_command(

@@ -57,6 +57,11 @@ ERRORS: dict[int | str, dict[str, Any]] = {
 }
 
 
+class ModeChange(BaseModel):
+    mode: Literal["observe", "approve", "auto"]
+    reason: str = Field(min_length=1, max_length=500)
+
+
 class Rejection(BaseModel):
     reason: str = Field(min_length=1, max_length=500)
 
@@ -197,6 +202,12 @@ def create_app(service: Service) -> FastAPI:
         except ActionError as e:
             raise HTTPException(404 if isinstance(e, UnknownIdError) else 409, str(e)) from None
         return a.to_dict()
+
+    @app.post("/api/v1/mode")
+    async def set_mode(body: ModeChange, who: Principal = Depends(admin)) -> Any:
+        """Switch remediation mode now (observe: never touch a switch); kept across restarts, audited."""
+        mode = await service.remediator.set_mode(body.mode, who.actor, body.reason)
+        return {"mode": mode, "by": who.actor}
 
     @app.get("/api/v1/tokens")
     async def tokens(_: Principal = Depends(admin)) -> Any:

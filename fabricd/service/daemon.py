@@ -163,6 +163,13 @@ class Service:
             executor=self.action_pool,
             publish=self.publish,
         )
+        override = self.state.mode_override()
+        if override is not None and override[0] != cfg.remediation.mode:
+            mode, actor, ts = override
+            log.warning("remediation mode %s (set by %s at %s) overrides fabricd.yaml's %s; change it with "
+                        "`fabricd mode`", mode, actor, time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(ts / 1e9)),
+                        cfg.remediation.mode)  # fmt: skip
+            self.remediator.settings = cfg.remediation.model_copy(update={"mode": mode})
         self.api_port: int | None = None
         self.ready = asyncio.Event()
         self._stop = asyncio.Event()
@@ -198,7 +205,7 @@ class Service:
             await self._api_started()
             log.info(
                 "fabricd %s: %d switches, mode %s, API on http://%s:%s",
-                __version__, len(self.inventory.names), self.cfg.remediation.mode, self.cfg.api.host, self.api_port,
+                __version__, len(self.inventory.names), self.remediator.mode, self.cfg.api.host, self.api_port,
             )  # fmt: skip
             # Reconcile only on fresh data: wait for the first full sync (bounded, a dead switch must not block us).
             await self.telemetry.wait_synced(3 * self.cfg.telemetry.interval_s + 2)
@@ -398,7 +405,7 @@ class Service:
         return {
             "status": "ok" if not stale else "degraded",
             "version": __version__,
-            "mode": self.cfg.remediation.mode,
+            "mode": self.remediator.mode,
             "uptime_s": round(time.monotonic() - self.started, 1),
             "telemetry": {"devices": len(self.telemetry.devices), "synced": synced, "stale": stale},
             "open_tickets": len(self.state.tickets("open")),

@@ -17,7 +17,7 @@ import shlex
 from collections.abc import Awaitable, Callable, Container
 from concurrent.futures import Executor
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 from drivers.base import DriverError, Session
 from fabricd.detectors.finding import Finding
@@ -449,6 +449,18 @@ class Remediator:
             self.state.audit(now, f"approved action {a.id}", a.reason, mode=a.mode, actor=actor, action_id=a.id)
             self._spawn(a)
             return a
+
+    @property
+    def mode(self) -> str:
+        return self.settings.mode
+
+    async def set_mode(self, mode: Literal["observe", "approve", "auto"], actor: str, why: str) -> str:
+        """Change the remediation mode now (e.g. observe during an incident or maintenance); it is written to the
+        state so a restart keeps it, and audited. Actions already running finish; proposals wait as they are."""
+        async with self._lock:
+            self.settings = self.settings.model_copy(update={"mode": mode})
+            self.state.set_mode(mode, actor, why.strip() or "no reason given", self.clock())
+            return mode
 
     async def reject(self, action_id: int, actor: str, reason: str) -> Action:
         """A person says no to a proposed action: it is cancelled (never run), with who and why on the ticket."""

@@ -168,6 +168,27 @@ class StateStore:
         with self._lock:
             return list(self._db.execute(sql, args).fetchall())
 
+    # --- settings changed at run time ---------------------------------------------------------------------
+    def mode_override(self) -> tuple[str, str, int] | None:
+        """The remediation mode an admin set at run time: (mode, actor, when), or None (fabricd.yaml's holds)."""
+        row = self._one("SELECT value FROM meta WHERE key = 'mode'")
+        if row is None:
+            return None
+        mode, actor, ts = json.loads(row[0])
+        return str(mode), str(actor), int(ts)
+
+    def set_mode(self, mode: str, actor: str, why: str, now: int) -> None:
+        with self.tx() as db:
+            db.execute(
+                "INSERT INTO meta (key, value) VALUES ('mode', ?)"
+                " ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+                (json.dumps([mode, actor, now]),),
+            )
+            db.execute(
+                "INSERT INTO audit (ts, what, why, mode, actor) VALUES (?, ?, ?, ?, ?)",
+                (now, f"remediation mode set to {mode}", why, mode, actor),
+            )
+
     # --- API tokens ------------------------------------------------------------------------------------------
     def add_token(self, user: str, role: str, token_hash: str, now: int, created_by: str) -> ApiToken:
         with self.tx() as db:

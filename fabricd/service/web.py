@@ -16,7 +16,7 @@ import secrets
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import jinja2
 from fastapi import FastAPI, Form, HTTPException, Request
@@ -36,6 +36,7 @@ if TYPE_CHECKING:
 HERE = Path(__file__).resolve().parent
 COOKIE = "fabricd_session"
 SESSION_S = 12 * 3600
+MODES: dict[str, Literal["observe", "approve", "auto"]] = {"observe": "observe", "approve": "approve", "auto": "auto"}
 LIVE = ("grid", "approvals", "findings", "actions", "tickets", "audit")
 
 
@@ -127,7 +128,7 @@ def mount(app: FastAPI, service: Service) -> None:
         return None
 
     def render(name: str, **ctx: Any) -> str:
-        return env.get_template(name).render(**ctx)
+        return env.get_template(name).render(mode=service.remediator.mode, **ctx)
 
     def view() -> FabricView:
         return build(
@@ -234,6 +235,17 @@ def mount(app: FastAPI, service: Service) -> None:
             flash = str(e)
         ctx = context(request, s.who, s.csrf, flash)
         return HTMLResponse(render("page.html", **ctx), status_code=200)
+
+    @app.post("/ui/mode", include_in_schema=False)
+    async def set_mode(
+        request: Request, csrf: str = Form(""), mode: str = Form(""), reason: str = Form("", max_length=500)
+    ) -> Response:
+        s = checked(request, csrf, Role.admin)
+        chosen = MODES.get(mode)
+        if chosen is None or not reason.strip():
+            raise HTTPException(400, "mode: observe, approve or auto, with a reason")
+        await service.remediator.set_mode(chosen, s.who.actor, reason)
+        return RedirectResponse("/", status_code=303)
 
     @app.post("/ui/actions/{action_id}/approve", include_in_schema=False)
     async def approve(action_id: int, request: Request, csrf: str = Form("")) -> Response:

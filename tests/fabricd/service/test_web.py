@@ -122,3 +122,18 @@ def test_a_filter_narrows_the_findings(svc: Service) -> None:
     assert "pfc_storm on leaf-g1-r1" in one and "leaf-g0-r0" not in one
     grid = c.get("/ui/live").json()["grid"]
     assert 'data-device="leaf-g1-r1" data-health="warning"' in grid
+
+
+def test_admins_switch_the_mode_from_the_page(svc: Service) -> None:
+    v = TestClient(create_app(svc))
+    vcsrf = login(v, make(v, "vera", "viewer"))
+    assert "set mode" not in v.get("/").text and "remediation: <strong" in v.get("/").text
+    r = v.post("/ui/mode", data={"csrf": vcsrf, "mode": "auto", "reason": "x"})
+    assert r.status_code == 403 and "needs admin" in r.text
+    a = TestClient(create_app(svc))
+    csrf = login(a, make(a, "ada", "admin"))
+    assert "set mode" in a.get("/").text
+    assert a.post("/ui/mode", data={"csrf": csrf, "mode": "auto", "reason": ""}).status_code == 400
+    r = a.post("/ui/mode", data={"csrf": csrf, "mode": "approve", "reason": "night shift"}, follow_redirects=False)
+    assert r.status_code == 303 and svc.remediator.mode == "approve"
+    assert any(x["actor"] == "user:ada" and x["why"] == "night shift" for x in svc.state.audit_log())
