@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import ipaddress
 import re
 import secrets
 from collections.abc import Callable
@@ -73,3 +74,24 @@ def principal_for(
         return Principal(SERVICE_ACTOR, Role.admin)
     found = lookup(token_hash(token))
     return None if found is None else Principal(f"user:{found[0]}", Role[found[1]])
+
+
+def proxy_principal(
+    client: str | None,
+    user: str | None,
+    addresses: list[str],
+    roles: dict[str, str],
+    default_role: str | None,
+) -> Principal | None:
+    """The user a trusted proxy vouches for: only when the request comes from one of `addresses`, carries a valid
+    user name, and that user has a role (`roles`, else `default_role`)."""
+    if client is None or not user or not valid_user(user):
+        return None
+    try:
+        ip = ipaddress.ip_address(client)
+    except ValueError:
+        return None
+    if not any(ip in ipaddress.ip_network(a, strict=False) for a in addresses):
+        return None
+    role = roles.get(user, default_role)
+    return None if role is None else Principal(f"user:{user}", Role[role])

@@ -77,7 +77,7 @@ def create_app(service: Service) -> FastAPI:
         """The credential's principal; None without one; 401 for a wrong one (never which part was wrong)."""
         got = request.headers.get("authorization")
         if got is None:
-            return None
+            return service.proxied(request.client.host if request.client else None, request.headers)
         scheme, _, value = got.partition(" ")
         if scheme.lower() != "bearer" or not value:
             raise HTTPException(401, "use Authorization: Bearer <token>", headers={"WWW-Authenticate": "Bearer"})

@@ -15,7 +15,7 @@ import signal
 import ssl
 import time
 from collections import Counter
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict
 from pathlib import Path
@@ -50,7 +50,7 @@ from topology.load import load_fabric
 from topology.model import Endpoint
 
 from . import metrics as service_metrics
-from .access import Principal, principal_for
+from .access import Principal, principal_for, proxy_principal
 from .actuator import DriverActuator
 from .api import create_app
 from .config import ServiceConfig, read_secret
@@ -398,6 +398,13 @@ class Service:
             return None if row is None else (row.user, row.role)
 
         return principal_for(token, service_token, lookup)
+
+    def proxied(self, client: str | None, headers: Mapping[str, str]) -> Principal | None:
+        """Who a trusted SSO proxy says the request is from (api.trusted_proxy), or None."""
+        tp = self.cfg.api.trusted_proxy
+        if tp is None:
+            return None
+        return proxy_principal(client, headers.get(tp.user_header), tp.addresses, dict(tp.roles), tp.default_role)
 
     def health(self) -> dict[str, Any]:
         stale = self.telemetry.stale_devices()

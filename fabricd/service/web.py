@@ -45,6 +45,7 @@ class Session:
     who: Principal
     csrf: str
     expires: float
+    sid: str
 
 
 def _when(ts: object) -> str:
@@ -119,10 +120,17 @@ def mount(app: FastAPI, service: Service) -> None:
             return None
         return s
 
-    def viewer(request: Request) -> tuple[Principal, str] | None:
+    def viewer(request: Request, create: bool = False) -> tuple[Principal, str] | None:
         s = session(request)
         if s is not None:
             return s.who, s.csrf
+        via = service.proxied(request.client.host if request.client else None, request.headers)
+        if via is not None:
+            if not create:
+                return via, ""  # reads only: forms need the session the page's own load starts
+            new = start(via)  # SSO in front: the page still needs a session for its CSRF tokens
+            request.state.new_session = new
+            return new.who, new.csrf
         if service.cfg.api.anonymous_read:
             return Principal(ANONYMOUS, Role.viewer), ""
         return None
@@ -159,12 +167,26 @@ def mount(app: FastAPI, service: Service) -> None:
             "tickets": service.state.tickets(limit=50), "audit": service.state.audit_log(50), "flash": flash,
         }  # fmt: skip
 
+    def start(who: Principal) -> Session:
+        now = time.time()
+        for sid in [k for k, s in sessions.items() if s.expires < now]:
+            del sessions[sid]
+        new = Session(who, secrets.token_urlsafe(32), now + SESSION_S, secrets.token_urlsafe(32))
+        sessions[new.sid] = new
+        return new
+
+    def with_cookie(r: Response, s: Session) -> Response:
+        r.set_cookie(COOKIE, s.sid, max_age=SESSION_S, httponly=True, samesite="strict", secure=secure, path="/")
+        return r
+
     @app.get("/", response_class=HTMLResponse, include_in_schema=False)
     async def page(request: Request) -> Response:
-        got = viewer(request)
+        got = viewer(request, create=True)
         if got is None:
             return HTMLResponse(render("login.html", who=None, csrf="", error=""))
-        return HTMLResponse(render("page.html", **context(request, *got)))
+        r = HTMLResponse(render("page.html", **context(request, *got)))
+        new = getattr(request.state, "new_session", None)
+        return with_cookie(r, new) if new is not None else r
 
     @app.get("/ui/live", include_in_schema=False)
     async def live(request: Request) -> Response:
@@ -193,15 +215,9 @@ def mount(app: FastAPI, service: Service) -> None:
         if who is None:
             html = render("login.html", who=None, csrf="", error="unknown or revoked token")
             return HTMLResponse(html, status_code=401)
-        now = time.time()
-        for sid in [k for k, s in sessions.items() if s.expires < now]:
-            del sessions[sid]
-        sid = secrets.token_urlsafe(32)
-        sessions[sid] = Session(who, secrets.token_urlsafe(32), now + SESSION_S)
+        new = start(who)
         service.state.audit(time.time_ns(), "logged in to the page", "token login", actor=who.actor)
-        r = RedirectResponse("/", status_code=303)
-        r.set_cookie(COOKIE, sid, max_age=SESSION_S, httponly=True, samesite="strict", secure=secure, path="/")
-        return r
+        return with_cookie(RedirectResponse("/", status_code=303), new)
 
     def checked(request: Request, csrf: str, needed: Role) -> Session:
         s = session(request)

@@ -137,3 +137,48 @@ def test_admins_switch_the_mode_from_the_page(svc: Service) -> None:
     r = a.post("/ui/mode", data={"csrf": csrf, "mode": "approve", "reason": "night shift"}, follow_redirects=False)
     assert r.status_code == 303 and svc.remediator.mode == "approve"
     assert any(x["actor"] == "user:ada" and x["why"] == "night shift" for x in svc.state.audit_log())
+
+
+@pytest.mark.parametrize(
+    ("client", "user", "role"),
+    [
+        ("10.0.0.5", "alice@example.com", "admin"),  # the proxy, a user with a role
+        ("10.1.0.77", "bob", "viewer"),  # a proxy in the network, a user without: the default role
+        ("10.9.9.9", "alice@example.com", None),  # not the proxy: the header is ignored
+        ("10.0.0.5", "x y", None),  # not a user name
+        ("10.0.0.5", None, None),  # no header
+    ],
+)
+def test_trusted_proxy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, client: str, user: str | None,
+                       role: str | None) -> None:  # fmt: skip
+    monkeypatch.setenv("FABRICD_TEST_PW", "pw")
+    extra = (
+        "  trusted_proxy:\n    addresses: [10.0.0.5, 10.1.0.0/24]\n    user_header: X-Remote-User\n"
+        "    roles: {alice@example.com: admin}\n"
+    )
+    svc = Service(load_config(write(tmp_path, extra), {}))
+    try:
+        c = TestClient(create_app(svc), client=(client, 40000))
+        headers = {"X-Remote-User": user} if user else {}
+        r = c.get("/api/v1/findings", headers=headers)
+        assert r.status_code == (200 if role else 401)
+        page = c.get("/", headers=headers)
+        if role is None:
+            assert "API token" in page.text
+            return
+        assert f"user:{user} ({role})" in page.text and "HttpOnly" in page.headers["set-cookie"]
+        # the session the page started carries the CSRF token its forms need; admin may switch the mode
+        m = re.search(r'name="csrf" value="([^"]+)"', page.text)
+        assert m is not None
+        r = c.post("/ui/mode", data={"csrf": m.group(1), "mode": "observe", "reason": "sso"}, follow_redirects=False)
+        assert r.status_code == (303 if role == "admin" else 403)
+    finally:
+        svc.state.close()
+
+
+def test_trusted_proxy_addresses_are_checked(tmp_path: Path) -> None:
+    from fabricd.service.config import ConfigError
+
+    with pytest.raises(ConfigError) as e:
+        load_config(write(tmp_path, "  trusted_proxy: {addresses: [proxy.example.com]}\n"), {})
+    assert "api.trusted_proxy.addresses" in str(e.value) and "not an IP address or network" in str(e.value)
