@@ -182,3 +182,11 @@ def test_trusted_proxy_addresses_are_checked(tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as e:
         load_config(write(tmp_path, "  trusted_proxy: {addresses: [proxy.example.com]}\n"), {})
     assert "api.trusted_proxy.addresses" in str(e.value) and "not an IP address or network" in str(e.value)
+
+
+def test_the_grid_of_a_16k_gpu_fabric_is_one_row_per_rail() -> None:
+    big = load_fabric(EXAMPLES / "pod-16k.yaml", None)[1]
+    v = build(big, [finding("leaf-g40-r7", "critical")], [], [], [])
+    assert len(v.rails) == 8 and len(v.groups) == 64 and len(v.cells) == 512
+    assert v.cells[(7, 40)].health == "critical" and v.counts()["critical"] == 1
+    assert all(len(v.spines[r]) == len(v.spines[0]) for r in v.rails)

@@ -1,0 +1,94 @@
+"""The fabric page at scale: how long the service takes to render what the browser fetches every second
+(/ui/live: grid, approvals, findings, actions, tickets, audit) and the page itself, for examples/pod-16k.yaml
+(1,024 leaves in a 128-group x 8-rail grid) against the same for examples/small-pod.yaml measured in the same run.
+
+A service is built in process on each fabric (telemetry is not started: the page reads the state and an empty
+store), 50 active findings spread over the leaves, and the endpoints are called through FastAPI's test client.
+
+Run: .venv/bin/python bench/bench_page.py [--rounds 10]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from fastapi.testclient import TestClient
+
+from fabricd.detectors.finding import Finding
+from fabricd.service.api import create_app
+from fabricd.service.config import load_config
+from fabricd.service.daemon import Service
+
+REPO = Path(__file__).resolve().parent.parent
+TOKEN = "bench-service-token-0001"
+
+
+def service(spec: str, tmp: Path) -> Service:
+    (tmp / "inventory.yaml").write_text(
+        "fabric: bench\ndefaults: {username: admin, password_env: BENCH_PW, gnmi: {tls: false}}\n"
+        "devices:\n  leaf-g0-r0: {host: 127.0.0.1}\n"
+    )
+    secret = tmp / "api.token"
+    secret.write_text(TOKEN)
+    secret.chmod(0o600)
+    (tmp / "fabricd.yaml").write_text(
+        f"spec: {REPO / 'examples' / spec}\ninventory: inventory.yaml\nstate: state.db\n"
+        "api: {token: {file: api.token}}\n"
+    )
+    return Service(load_config(tmp / "fabricd.yaml", {}))
+
+
+def measure(spec: str, rounds: int) -> dict[str, float]:
+    with tempfile.TemporaryDirectory() as d:
+        t0 = time.perf_counter()
+        svc = service(spec, Path(d))
+        build_s = time.perf_counter() - t0
+        leaves = [x.name for x in svc.fabric.switches() if x.role.value == "leaf"]
+        for i, leaf in enumerate(leaves[:: max(1, len(leaves) // 50)][:50]):
+            where = (f"{leaf}:Ethernet1/1",)
+            f = Finding(kind="link_flap", device=leaf, port="Ethernet1/1", devices=(leaf,), ports=where, start_ts=i,
+                        detected_ts=i, severity="warning", confidence=1.0, summary=f"flap on {leaf}")  # fmt: skip
+            svc.state.upsert_finding(f, f"bench:{leaf}", i)
+        c = TestClient(create_app(svc))
+        c.post("/login", data={"token": TOKEN})
+        out: dict[str, float] = {"switches": float(len(svc.fabric.switches())), "service_build_s": build_s}
+        for name, path in (("live", "/ui/live"), ("page", "/")):
+            times, size = [], 0
+            for _ in range(rounds):
+                t = time.perf_counter()
+                r = c.get(path)
+                times.append(time.perf_counter() - t)
+                size = len(r.content)
+                assert r.status_code == 200
+            out[f"{name}_ms"] = statistics.median(times) * 1000
+            out[f"{name}_kb"] = size / 1024
+        svc.state.close()
+        return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n", 1)[0])
+    ap.add_argument("--rounds", type=int, default=10)
+    args = ap.parse_args(argv)
+    os.environ.setdefault("BENCH_PW", "x")
+    small, big = measure("small-pod.yaml", args.rounds), measure("pod-16k.yaml", args.rounds)
+    print("| fabric | switches | /ui/live (median) | its size | page (median) | its size |")
+    print("|---|---|---|---|---|---|")
+    for name, m in (("small-pod", small), ("pod-16k", big)):
+        print(f"| {name} | {m['switches']:.0f} | {m['live_ms']:.1f} ms | {m['live_kb']:.0f} KiB | "
+              f"{m['page_ms']:.1f} ms | {m['page_kb']:.0f} KiB |")  # fmt: skip
+    print(f"\npod-16k / small-pod: /ui/live {big['live_ms'] / small['live_ms']:.1f}x the time for "
+          f"{big['switches'] / small['switches']:.0f}x the switches; refresh period 1000 ms")  # fmt: skip
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
