@@ -164,8 +164,9 @@ def test_plain_http_off_loopback_needs_saying(tmp_path: Path) -> None:
     assert "chmod 600" in str(e.value) and "api.tls.key" in str(e.value)
 
 
-def self_signed(tmp: Path) -> tuple[Path, Path]:
-    """A self-signed certificate for 127.0.0.1 (cryptography, already installed with paramiko)."""
+def self_signed(tmp: Path, name: str = "127.0.0.1", prefix: str = "") -> tuple[Path, Path]:
+    """A self-signed certificate for 127.0.0.1 (cryptography, already installed with paramiko); with `name` another
+    subject (a client's), as its own CA."""
     import datetime as dt
     import ipaddress
 
@@ -175,12 +176,12 @@ def self_signed(tmp: Path) -> tuple[Path, Path]:
     from cryptography.x509.oid import NameOID
 
     key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
+    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)])
     now = dt.datetime.now(dt.UTC)
     cert = (
         x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
+        .subject_name(subject)
+        .issuer_name(subject)
         .public_key(key.public_key())
         .serial_number(x509.random_serial_number())
         .not_valid_before(now - dt.timedelta(minutes=5))
@@ -189,7 +190,7 @@ def self_signed(tmp: Path) -> tuple[Path, Path]:
         .add_extension(x509.BasicConstraints(ca=True, path_length=None), True)
         .sign(key, hashes.SHA256())
     )
-    cert_path, key_path = tmp / "cert.pem", tmp / "key.pem"
+    cert_path, key_path = tmp / f"{prefix}cert.pem", tmp / f"{prefix}key.pem"
     cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
     key_path.write_bytes(
         key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
@@ -259,3 +260,23 @@ def test_role_table(role: str, needed: str, may: bool) -> None:
     from fabricd.service.access import Principal
 
     assert Principal("user:x", Role.parse(role)).may(Role.parse(needed)) is may
+
+
+def test_mutual_tls_refuses_a_client_without_a_certificate(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from .service_thread import ServiceThread
+
+    monkeypatch.setenv("FABRICD_TEST_PW", "pw")
+    cert, key = self_signed(tmp_path)
+    client_cert, client_key = self_signed(tmp_path, "noc-laptop", "client-")  # its own CA: the one fabricd trusts
+    cfg_path = write(tmp_path, f"  port: 0\n  tls: {{cert: {cert}, key: {key}, client_ca: {client_cert}}}\n")
+    svc = ServiceThread(cfg_path).start()
+    try:
+        assert svc.service is not None
+        url = f"https://127.0.0.1:{svc.service.api_port}/api/v1/health"
+        ctx = ssl.create_default_context(cafile=str(cert))
+        with pytest.raises(httpx.HTTPError):  # no client certificate: the handshake fails
+            httpx.get(url, verify=ctx, timeout=5)
+        ctx.load_cert_chain(str(client_cert), str(client_key))
+        assert httpx.get(url, verify=ctx, timeout=10).status_code == 200
+    finally:
+        svc.stop()

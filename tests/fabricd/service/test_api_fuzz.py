@@ -53,6 +53,9 @@ def test_no_5xx_and_answers_match_the_schema(service: Service) -> None:
 def test_no_secret_in_any_answer_the_page_metrics_logs_or_state(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
+    import logging
+
+    caplog.set_level(logging.DEBUG)  # every log line fabricd writes, not only warnings
     hook = "webhook-secret-41c7"
     monkeypatch.setenv("FABRICD_TEST_PW", PASSWORD)
     monkeypatch.setenv("HOOK_TOKEN", hook)
