@@ -2,7 +2,7 @@
 
 Each probe takes one of the ECMP paths (as a flow hash would pick it) and sends `sent` packets; the number
 corrupted follows the corruption inside the switches it crosses (silent faults) and on the links between
-them (which port counters also show). Output is the probe-result JSON Lines record of DESIGN.md.
+them (which port counters also show). Output is the probe-result JSON Lines record of docs/formats.md.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The twin on a simulated clock: days of a fabric in seconds of CPU, sampled into a DESIGN.md telemetry trace
+"""The twin on a simulated clock: days of a fabric in seconds of CPU, sampled into a docs/formats.md telemetry trace
 (what `fabricd detect --trace` replays). The twin's model is the same one its gNMI servers stream; only the clock
 is stepped here instead of read from the wall, so a slow fault (an optic losing 0.25 dB an hour) and a long healthy
 run (a day of temperature wander) can be checked in a test.

@@ -1,4 +1,4 @@
-"""Fabric + policy -> vendor-neutral per-port intent (DESIGN.md "Intent" contract), with a reason per number."""
+"""Fabric + policy -> vendor-neutral per-port intent (docs/formats.md "Intent" contract), with a reason per number."""
 
 from __future__ import annotations
 

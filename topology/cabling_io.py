@@ -1,4 +1,4 @@
-"""Cabling files (DESIGN.md schema, YAML or JSON by extension): load, check references, write."""
+"""Cabling files (docs/formats.md schema, YAML or JSON by extension): load, check references, write."""
 
 from __future__ import annotations
 
@@ -132,7 +132,7 @@ def _flow(value: object) -> str:
 
 
 def _yaml_one_line_per_item(data: dict[str, object]) -> str:
-    """YAML with one device or link per line, as in DESIGN.md (and much faster than yaml.dump)."""
+    """YAML with one device or link per line, as in docs/formats.md (and much faster than yaml.dump)."""
     lines = []
     for key, items in data.items():
         lines.append(f"{key}:")

@@ -1,4 +1,4 @@
-"""The fabric spec (DESIGN.md contract): what the fabric should be."""
+"""The fabric spec (docs/formats.md contract): what the fabric should be."""
 
 from __future__ import annotations
 

@@ -22,9 +22,9 @@ from topology.load import load_fabric
 def detect_command(
     spec: Path = typer.Option(..., "--spec", "-s", help="Fabric spec (YAML)."),
     cabling: Path | None = typer.Option(None, "--cabling", "-c", help="As-built cabling (default: blueprint)."),
-    trace: Path | None = typer.Option(None, "--trace", "-t", help="Telemetry trace (JSON Lines, DESIGN.md)."),
+    trace: Path | None = typer.Option(None, "--trace", "-t", help="Telemetry trace (JSON Lines, docs/formats.md)."),
     probes: Path | None = typer.Option(
-        None, "--probes", help="Probe results (JSON Lines, DESIGN.md): localizes silent corruption."
+        None, "--probes", help="Probe results (JSON Lines, docs/formats.md): localizes silent corruption."
     ),
     jobs: Path | None = typer.Option(
         None, "--jobs", help="Jobs (YAML/JSON, Slurm or kubectl JSON): each finding names the jobs it hits."

@@ -226,7 +226,7 @@ def faults(state_dir: Path = STATE_DIR, fmt: Format = typer.Option(Format.table,
 @app.command("record")
 def record(
     seconds: float = typer.Option(..., "--seconds", help="How long to record."),
-    output: Path = typer.Option(..., "--output", "-o", help="Trace file (JSON Lines, DESIGN.md format)."),
+    output: Path = typer.Option(..., "--output", "-o", help="Trace file (JSON Lines, docs/formats.md format)."),
     state_dir: Path = STATE_DIR,
     interval: float = typer.Option(1.0, "--interval", help="Counter sample interval in seconds."),
     device: list[str] = typer.Option([], "--device", "-d", help="Only these switches (repeatable)."),

@@ -1,4 +1,4 @@
-"""The finding every detector returns, in the DESIGN.md shape (`{"findings": [...]}` holds their `to_dict()`)."""
+"""The finding every detector returns, in the docs/formats.md shape (`{"findings": [...]}` holds their `to_dict()`)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Probe results (DESIGN.md JSON Lines): end-to-end checks between host NICs, with the switches each one crossed.
+"""Probe results (docs/formats.md JSON Lines): end-to-end checks between host NICs, with the switches each one crossed.
 
 `{"ts": <unix ns>, "src": "gpu-g0-017:nic3", "dst": "gpu-g1-002:nic3", "hops": ["leaf-g0-r3", ...],
   "sent": 1000, "corrupted": 2}`; blank lines are skipped; the first malformed line raises ProbeError (file:line).

@@ -4,7 +4,7 @@ A known leaf lives under a per-port root of one of four trees (interfaces, qos, 
 named by a short leaf id (`pfc.in-frames`, `queue.transmit-pkts`, `oper-status`, ...) plus at most one index key
 (a PFC priority, queue name, phy, channel or LLDP neighbour id). Detectors ask by (device, port, leaf, index).
 
-Canonical text (the DESIGN.md trace form): `/elem[key=value]...`, keys sorted by name, no origin, module prefixes
+Canonical text (the docs/formats.md trace form): `/elem[key=value]...`, keys sorted by name, no origin, module prefixes
 (`openconfig-interfaces:`) stripped, e.g.
 `/interfaces/interface[name=Ethernet18/1]/ethernet/pfc/priorities/priority[index=3]/state/in-frames`.
 """

@@ -1,4 +1,4 @@
-"""Telemetry traces (DESIGN.md JSON Lines): record what ingestion accepted, and replay a trace through ingestion.
+"""Telemetry traces (docs/formats.md JSON Lines): record what ingestion accepted, and replay a trace through ingestion.
 
 Replay does not write the store itself: consecutive lines with the same (device, ts, per-port root) become one gNMI
 Notification (prefix = target + root, updates = relative paths), serialized and handed to `Ingestor.ingest`, so a

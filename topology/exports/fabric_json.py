@@ -1,4 +1,4 @@
-"""The fabric as JSON: name, a summary, and the DESIGN.md cabling schema (devices + links).
+"""The fabric as JSON: name, a summary, and the docs/formats.md cabling schema (devices + links).
 
 One device or link per line, so the file diffs well and stays small for a 16k-GPU fabric.
 The `devices`/`links` part loads back as a cabling file (topology.cabling_io.cabling_from_data).

@@ -1,4 +1,4 @@
-"""Rail-optimized layout rules: each returns violations in the DESIGN.md shape."""
+"""Rail-optimized layout rules: each returns violations in the docs/formats.md shape."""
 
 from topology.rules.violation import Code, Violation
 

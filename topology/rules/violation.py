@@ -1,4 +1,4 @@
-"""A rule violation (DESIGN.md validation result contract)."""
+"""A rule violation (docs/formats.md validation result contract)."""
 
 from __future__ import annotations
 

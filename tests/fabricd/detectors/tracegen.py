@@ -1,4 +1,4 @@
-"""Writes small DESIGN.md telemetry traces for a fabric: 1 s samples of the leaves the detectors read."""
+"""Writes small docs/formats.md telemetry traces for a fabric: 1 s samples of the leaves the detectors read."""
 
 from __future__ import annotations
 
