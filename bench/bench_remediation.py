@@ -38,8 +38,8 @@ import yaml
 from napalm import get_network_driver
 
 from drivers.inventory import load_inventory
-from tests.fabricd.service.service_thread import ServiceThread, write_config
-from tests.lab.control_client import inject
+from fabricd.service.background import BackgroundService
+from lab.control_client import inject
 from topology.load import load_fabric
 from topology.model import Role
 
@@ -194,20 +194,21 @@ def main() -> int:
     twin = start_twin(spec, state)
     print(f"twin up in {time.perf_counter() - t:.1f} s: {len(leaves)} leaves, {sum(map(len, ports.values()))} "
           f"server ports; state in {tmp}")  # fmt: skip
-    svc: ServiceThread | None = None
+    svc: BackgroundService | None = None
     try:
         inventory = state / "inventory.yaml"
         base = baseline(inventory, spare[0], spare[1], args.baseline_reps)
 
         big = 100_000
-        cfg = write_config(
-            tmp, inventory, spec=str(spec),
-            telemetry={"interval_s": args.interval, "workers": args.workers}, detectors={"tick_s": args.interval},
-            remediation={"mode": "auto", "revert_in_s": 60, "verify_timeout_s": 5},
-            safety={"min_uplink_fraction": 0.01, "max_down_per_switch": big, "max_down_per_rail": big,
-                    "max_down_fabric": big, "max_actions_per_hour": big},
-        )  # fmt: skip
-        svc = ServiceThread(cfg).start(60)
+        cfg = tmp / "fabricd.yaml"
+        cfg.write_text(yaml.safe_dump({
+            "spec": str(spec), "inventory": str(inventory), "state": str(tmp / "state.db"), "api": {"port": 0},
+            "telemetry": {"interval_s": args.interval, "workers": args.workers}, "detectors": {"tick_s": args.interval},
+            "remediation": {"mode": "auto", "revert_in_s": 60, "verify_timeout_s": 5},
+            "safety": {"min_uplink_fraction": 0.01, "max_down_per_switch": big, "max_down_per_rail": big,
+                       "max_down_fabric": big, "max_actions_per_hour": big},
+        }))  # fmt: skip
+        svc = BackgroundService(cfg).start(60)
         assert svc.service is not None
         timed = TimedActuator(svc.service.remediator.actuator)
         svc.service.remediator.actuator = timed
@@ -220,8 +221,8 @@ def main() -> int:
             want = set(wave)
             deadline = time.monotonic() + 60
             while True:
-                acts = svc.get("/api/v1/actions")["actions"]
-                final = {(a["device"], a["port"]) for a in acts if a["status"] not in ("running", "approved")}
+                acts = svc.service.state.actions(limit=100_000)
+                final = {(a.device, a.port) for a in acts if a.status != "running"}
                 if want <= final:
                     break
                 if time.monotonic() > deadline:
@@ -230,7 +231,7 @@ def main() -> int:
                 time.sleep(0.1)
         run_s = time.perf_counter() - t_run
 
-        actions = [a for a in svc.get("/api/v1/actions")["actions"] if a["op"] == "disable"]
+        actions = [a.to_dict() for a in svc.service.state.actions(limit=100_000) if a.op == "disable"]
         # The API's findings carry the data of the latest tick that re-raised them (detected_ts moves on while
         # the link stays suppressed); the first tick's detected_ts is the findings table's own column.
         with sqlite3.connect(f"file:{tmp / 'state.db'}?mode=ro", uri=True) as db:
@@ -238,7 +239,7 @@ def main() -> int:
             # The threshold crossing: the flap event (switch timestamp) that took the penalty over suppress.
             crossed = {i: json.loads(d)["evidence"]["suppressed_ts"]
                        for i, d in db.execute("SELECT id, data FROM findings WHERE kind = 'link_flap'")}  # fmt: skip
-        api_ts = {f["id"]: f["detected_ts"] for f in svc.get("/api/v1/findings")["findings"]}
+        api_ts = {f["id"]: f["detected_ts"] for f in svc.service.state.findings(limit=100_000)}
         statuses: dict[str, int] = {}
         for a in actions:
             statuses[a["status"]] = statuses.get(a["status"], 0) + 1

@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
 import sys
 import time
-import urllib.error
-import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +16,7 @@ from rich.table import Table
 from drivers.inventory import load_inventory
 from fabricd.cli.output import Format, console, emit_json, err_console
 from fabricd.telemetry.record import record_trace
-from topology.errors import FabricdError
+from lab import control_client
 from topology.spec import load_spec
 
 app = typer.Typer(help="The fabric twin: gNMI, eAPI and SSH for every switch of a spec, with fault injection.")
@@ -27,8 +24,7 @@ app = typer.Typer(help="The fabric twin: gNMI, eAPI and SSH for every switch of 
 STATE_DIR = typer.Option(Path(".fabricd-lab"), "--state-dir", help="Where the twin keeps inventory, secret, logs.")
 
 
-class LabError(FabricdError):
-    pass
+LabError = control_client.LabControlError  # one error for everything `fabricd lab` cannot do
 
 
 def _pid(state_dir: Path) -> int | None:
@@ -46,23 +42,7 @@ def _pid(state_dir: Path) -> int | None:
 
 
 def _control(state_dir: Path, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
-    try:
-        url = json.loads((state_dir / "control.json").read_text())["url"]
-        token = os.environ.get("FABRICD_LAB_PASSWORD") or (state_dir / "lab.secret").read_text().strip()
-    except (OSError, ValueError, KeyError):
-        raise LabError(f"no twin running with state dir {state_dir}; start one with `fabricd lab up`") from None
-    data = json.dumps(body).encode() if body is not None else None
-    req = urllib.request.Request(url + path, data=data, method=method)
-    req.add_header("Authorization", f"Bearer {token}")
-    req.add_header("Content-Type", "application/json")
-    try:
-        with urllib.request.urlopen(req, timeout=30) as resp:
-            return json.loads(resp.read())
-    except urllib.error.HTTPError as e:
-        detail = json.loads(e.read() or b"{}").get("detail", e.reason)
-        raise LabError(f"twin refused: {detail}") from None
-    except (urllib.error.URLError, OSError) as e:
-        raise LabError(f"twin at {url} does not answer ({e}); `fabricd lab status` or restart it") from None
+    return control_client.call(state_dir, method, path, body)
 
 
 @app.command("up")

@@ -19,10 +19,10 @@ from drivers.sonic.patch import patch_commands
 from drivers.sonic.session import SonicSession
 from fabricd.cli import main
 from fabricd.rollout import ApplyOptions, Target, apply_all, plan_all, targets
+from lab.control_client import inject
 from policies.intent import derive_intent
 from policies.policy import load_policy
 from tests.conftest import EXAMPLES
-from tests.lab.control_client import inject
 from tests.lab.twin_thread import TwinThread
 from topology.blueprint import generate_blueprint
 from topology.fabric import Fabric

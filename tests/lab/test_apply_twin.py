@@ -13,10 +13,10 @@ from drivers.eos.session import EosSession
 from drivers.inventory import load_inventory
 from fabricd.cli import main
 from fabricd.rollout import ApplyOptions, Target, apply_all, plan_all, targets
+from lab.control_client import inject
 from policies.intent import derive_intent
 from policies.policy import load_policy
 from tests.conftest import EXAMPLES
-from tests.lab.control_client import inject
 from tests.lab.twin_child import TwinChild
 from topology.blueprint import generate_blueprint
 from topology.fabric import Fabric

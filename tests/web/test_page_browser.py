@@ -14,9 +14,9 @@ from pathlib import Path
 import httpx
 import pytest
 
+from lab.control_client import inject
 from tests.conftest import EXAMPLES, REPO
 from tests.fabricd.service.service_thread import TOKEN, ServiceThread, wait_for, write_config
-from tests.lab.control_client import inject
 from tests.lab.twin_thread import TwinThread
 from topology.spec import load_spec
 

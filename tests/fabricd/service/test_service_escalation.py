@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from tests.lab.control_client import inject
+from lab.control_client import inject
 from tests.lab.twin_thread import TwinThread
 from topology.spec import load_spec
 

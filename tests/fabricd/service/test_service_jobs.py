@@ -13,8 +13,8 @@ import httpx
 import pytest
 
 from fabricd.cli import main
+from lab.control_client import inject
 from tests.conftest import EXAMPLES
-from tests.lab.control_client import inject
 from tests.lab.twin_thread import TwinThread
 from topology.spec import load_spec
 

@@ -14,9 +14,9 @@ from napalm import get_network_driver
 
 from drivers.inventory import load_inventory
 from fabricd.service.daemon import Service
+from lab.control_client import inject
 from lab.model import PortConfig
 from tests.conftest import EXAMPLES
-from tests.lab.control_client import inject
 from tests.lab.twin_thread import TwinThread
 from topology.spec import load_spec
 

@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
+from lab.control_client import inject
 from tests.conftest import EXAMPLES
-from tests.lab.control_client import inject
 from tests.lab.twin_thread import TwinThread
 from topology.spec import load_spec
 

@@ -25,7 +25,7 @@ from pygnmi.spec.v080 import gnmi_pb2
 from drivers.inventory import DeviceAccess, EapiAccess, GnmiAccess, SshAccess, load_inventory
 from fabricd.telemetry import CounterStore, Ingestor, Stat, Subscription, TelemetryClient, TelemetryMetrics
 from fabricd.telemetry.client import Backoff, connect_delays, notification_ts
-from tests.lab.control_client import inject
+from lab.control_client import inject
 from tests.lab.twin_thread import TwinThread
 from topology.spec import FabricSpec
 

@@ -31,9 +31,9 @@ from fabricd.telemetry.store import NEVER
 from fabricd.telemetry.worker_process import _Shipper
 from fabricd.telemetry.worker_wire import Batch
 from fabricd.telemetry.workers import _Mirror, worker_of
+from lab.control_client import inject
 from lab.counters import COL
 from tests.fabricd.service.service_thread import write_config
-from tests.lab.control_client import inject
 from tests.lab.twin_thread import TwinThread
 from topology.spec import FabricSpec
 
