@@ -14,7 +14,6 @@ from topology.fabric import Fabric
 from topology.model import Link, Role
 
 REPO = Path(__file__).resolve().parent.parent
-NS = 1_000_000_000
 KINDS = ("link_flap", "pfc_storm", "pfc_deadlock", "link_corruption", "silent_corruption")
 PRIO = 3
 INTERVAL_S = 1.0  # gNMI sample interval, and `fabricd detect --tick`

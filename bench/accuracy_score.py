@@ -10,11 +10,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from accuracy_plan import CORRUPTION_TARGET, KINDS, LATE_S, NS, PRIO, TARGETS, Episode, flap_rule_onset
+from accuracy_plan import CORRUPTION_TARGET, KINDS, LATE_S, PRIO, TARGETS, Episode, flap_rule_onset
 
 from fabricd.detectors.probes import Probe
 from fabricd.detectors.silent_corruption import localize
 from topology.fabric import Fabric
+from topology.units import NS
 
 
 # --- ground truth and matching -----------------------------------------------------------------------------------

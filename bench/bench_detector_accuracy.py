@@ -95,7 +95,6 @@ from accuracy_plan import (
     CORRUPTION_TARGET,
     INTERVAL_S,
     KINDS,
-    NS,
     REPO,
     TARGETS,
     Episode,
@@ -105,6 +104,8 @@ from accuracy_plan import (
     flap_rule_onset,
 )
 from accuracy_score import Score, Truth, localize_delay, naive, score, truths
+
+from topology.units import NS
 
 # What the tests and other scripts use from here (the parts hold the code).
 __all__ = [

@@ -29,9 +29,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from fabricd.detectors import run_trace
 from fabricd.telemetry import read_trace
 from lab.faults import FaultInjector
-from lab.model import NS, Twin
+from lab.model import Twin
 from lab.simclock import simulate, write_trace
 from topology.load import load_fabric
+from topology.units import NS
 
 REPO = Path(__file__).resolve().parent.parent
 T0 = 1_700_000_000 * NS

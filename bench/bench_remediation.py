@@ -42,9 +42,9 @@ from fabricd.service.background import BackgroundService
 from lab.control_client import inject
 from topology.load import load_fabric
 from topology.model import Role
+from topology.units import NS
 
 ROOT = Path(__file__).resolve().parent.parent
-NS = 1_000_000_000
 TARGET = "crossing -> commit returned (port down on twin)"
 TOTAL = "crossing -> done (confirmed, action updated_ts)"
 SPEC = {

@@ -14,10 +14,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from topology.units import NS
+
 from .endpoints import Credentials
 from .eos_grammar import CliError, parse_line
 from .eos_show import EOS_VERSION
-from .model import NS, PortConfig, Twin
+from .model import PortConfig, Twin
 
 # Bytes per buffer segment for ECN thresholds in `segments` (an approximation: cells differ by chip).
 SEGMENT_BYTES = 208

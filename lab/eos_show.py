@@ -16,10 +16,11 @@ from typing import Any
 import numpy as np
 
 from topology.model import Role
+from topology.units import NS
 
 from .counters import COL
 from .eos_show_text import dotted_mac, render, speed_label
-from .model import NS, Switch, Twin
+from .model import Switch, Twin
 
 EOS_VERSION = "4.31.2F"
 INTERNAL_VERSION = f"{EOS_VERSION}-35442176.{EOS_VERSION.replace('.', '')}"

@@ -8,8 +8,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from topology.units import NS
+
 Json = dict[str, Any]
-NS = 1_000_000_000
 
 
 def short_name(port: str) -> str:

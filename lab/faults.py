@@ -16,8 +16,9 @@ import numpy as np
 from topology.deadlock import FailedLink, cable_name, deadlock_risk, resolve_failed
 from topology.errors import InputError
 from topology.model import Endpoint, Role
+from topology.units import NS
 
-from .model import NS, LinkKey, PauseSource, Twin, link_key
+from .model import LinkKey, PauseSource, Twin, link_key
 
 
 class FaultError(ValueError):

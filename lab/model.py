@@ -20,6 +20,7 @@ import numpy as np
 
 from topology.fabric import Fabric
 from topology.model import Endpoint, Link, Role
+from topology.units import NS
 
 from .counters import (
     CODEWORD_BITS,
@@ -35,7 +36,6 @@ from .counters import (
     utilisation,
 )
 
-NS = 1_000_000_000
 LinkKey = tuple[Endpoint, Endpoint]
 OperListener = Callable[[str, str, bool, int], None]
 QueueKey = tuple[str, str, int]  # (switch, port, priority): the port's egress queue of that priority

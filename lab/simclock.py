@@ -10,9 +10,11 @@ import json
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 
+from topology.units import NS
+
 from .counters import COL
 from .gnmi_paths import CATALOG, full_path_text, state_value
-from .model import NS, Twin
+from .model import Twin
 
 Event = tuple[float, Callable[[int], object]]  # (seconds after start, called with the twin time then)
 STATES = ("oper-status", "rx-power", "pre-fec-ber", "temperature")

@@ -11,7 +11,9 @@ import json
 import time
 from collections.abc import Callable
 
-from .model import NS, Twin
+from topology.units import NS
+
+from .model import Twin
 from .sonic_config import HWSKU, PLATFORM, SONIC_VERSION, GcuError, SonicDevice, sonic_port
 
 Output = tuple[str, str, int]  # stdout, stderr, exit status

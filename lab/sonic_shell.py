@@ -15,7 +15,9 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from .model import NS, Twin
+from topology.units import NS
+
+from .model import Twin
 from .sonic_commands import Output, config_command, show_command
 from .sonic_config import SonicDevice
 

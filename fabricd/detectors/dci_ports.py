@@ -31,10 +31,10 @@ from fabricd.telemetry import NEVER, Snapshot
 from policies.dci_loss import DciPath, Split, Workload, evaluate
 from topology.fabric import Fabric
 from topology.model import Role
+from topology.units import NS
 
 from .finding import Finding
 
-NS = 1_000_000_000
 Port = tuple[str, str]
 
 OCTETS, PKTS, DISCARDS, QDROPS = "if.out-octets", "if.out-pkts", "if.out-discards", "queue.dropped-pkts"

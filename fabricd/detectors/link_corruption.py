@@ -28,10 +28,10 @@ import numpy as np
 
 from fabricd.telemetry import NEVER, Snapshot
 from topology.fabric import Fabric
+from topology.units import NS
 
 from .finding import Finding
 
-NS = 1_000_000_000
 Port = tuple[str, str]
 
 PKTS = "if.in-pkts"

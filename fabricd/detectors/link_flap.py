@@ -17,10 +17,9 @@ import numpy as np
 
 from fabricd.telemetry import Snapshot, StateEvent
 from topology.fabric import Fabric
+from topology.units import NS
 
 from .finding import Finding
-
-NS = 1_000_000_000
 
 
 @dataclass(frozen=True)

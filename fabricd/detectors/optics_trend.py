@@ -27,10 +27,10 @@ import numpy.typing as npt
 
 from fabricd.telemetry import NEVER, Snapshot
 from topology.fabric import Fabric
+from topology.units import NS
 
 from .finding import Finding
 
-NS = 1_000_000_000
 RX, BER, TEMP, FEC = "optics.input-power", "fec.pre-fec-ber", "optics.temperature", "fec.corrected-codewords"
 LEAVES = (RX, BER, TEMP, FEC)
 SIGNAL = {RX: "rx", BER: "pre_fec_ber", TEMP: "temperature", FEC: "fec_corrected"}

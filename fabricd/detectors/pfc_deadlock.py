@@ -25,12 +25,12 @@ import networkx as nx
 from fabricd.telemetry import Snapshot
 from topology.deadlock import port_key, rotate_to_min
 from topology.fabric import Fabric
+from topology.units import NS
 
 from .finding import Finding
 from .pfc_storm import PfcStormConfig
 from .stuck_queues import StuckQueues, by_switch, track, waits_on
 
-NS = 1_000_000_000
 Hop = tuple[str, str, int]  # (switch, the switch its held queues face, priority)
 
 

@@ -24,9 +24,10 @@ from dataclasses import dataclass, field
 
 from fabricd.telemetry import NEVER, Snapshot
 from topology.fabric import Fabric
+from topology.units import NS
 
 from .finding import Finding
-from .stuck_queues import NS, Queue, QueueState, StuckConfig, StuckQueues, by_switch, sampled_round, track, waits_on
+from .stuck_queues import Queue, QueueState, StuckConfig, StuckQueues, by_switch, sampled_round, track, waits_on
 
 # The watchdog rule's settings: pfc_deadlock judges stuck queues by the same ones (one tracker per Runner).
 PfcStormConfig = StuckConfig

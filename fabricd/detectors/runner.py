@@ -17,6 +17,7 @@ from typing import Any
 
 from fabricd.telemetry import CounterStore, Ingestor, Snapshot, replay
 from topology.fabric import Fabric
+from topology.units import NS
 
 from . import (
     dci_ports,
@@ -31,7 +32,6 @@ from . import (
 from .finding import Finding
 from .probes import Probe
 
-NS = 1_000_000_000
 DetectFn = Callable[[Snapshot, Fabric, Any, int], list[Finding]]
 
 

@@ -32,12 +32,12 @@ import numpy as np
 
 from fabricd.telemetry import Snapshot
 from topology.fabric import Fabric
+from topology.units import NS
 
 from .finding import Finding
 from .link_corruption import ERROR_LEAVES
 from .probes import Probe
 
-NS = 1_000_000_000
 Port = tuple[str, str]
 
 

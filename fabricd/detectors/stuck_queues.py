@@ -29,8 +29,8 @@ import numpy.typing as npt
 
 from fabricd.telemetry import NEVER, Snapshot
 from topology.fabric import Fabric
+from topology.units import NS
 
-NS = 1_000_000_000
 FORGET_NS = 60 * NS
 Queue = tuple[str, str, int]  # (device, port, priority)
 PAUSE, FRAMES, TX, OPER = "pfc.pfc-on-total-rx-time", "pfc.in-frames", "queue.transmit-pkts", "oper-status"

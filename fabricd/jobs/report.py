@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 
 from fabricd.telemetry import NEVER, Snapshot
 from topology.jobs import Footprint
+from topology.units import NS
 
-NS = 1_000_000_000
 Z = 3.5  # robust z beyond which a port is an outlier (Iglewicz and Hoaglin's usual cut for modified z-scores)
 MAD_SCALE = 1.4826  # MAD of a normal sample x this = its standard deviation
 CORRUPTING = 1e-8  # CorrOpt's floor of a corrupting link (reference/domain.md)

@@ -48,6 +48,7 @@ from fabricd.telemetry.paths import eos_profile
 from policies.policy import load_policy
 from topology.load import load_fabric
 from topology.model import Endpoint
+from topology.units import NS
 
 from . import metrics as service_metrics
 from .access import Principal, principal_for, proxy_principal
@@ -57,7 +58,7 @@ from .config import ServiceConfig, read_secret
 from .faults import LINK_KINDS
 from .port_metrics import PortCollector
 from .port_view import TelemetryPortView
-from .remediation import NS, Remediator
+from .remediation import Remediator
 from .state import StateStore, Ticket
 from .tickets import TicketBackend, TicketError, make_backend
 

@@ -24,6 +24,7 @@ from fabricd.detectors.finding import Finding
 from topology.errors import FabricdError
 from topology.fabric import Fabric
 from topology.model import Endpoint, Role
+from topology.units import NS
 
 from .config import RemediationSettings, SafetyLimits
 from .faults import LINK_KINDS, common_cause, fault_key, target_port
@@ -31,7 +32,6 @@ from .guard import Budget, GuardInput, Verdict, budgets, check_disable
 from .state import Action, ActionStatus, StateStore, Ticket
 
 log = logging.getLogger("fabricd.remediation")
-NS = 1_000_000_000
 BUDGET_RULES = ("switch_budget", "rail_budget", "fabric_budget", "rate")
 MAX_OCCURRENCES = 20  # kept in a ticket body; older ones are counted, not listed
 

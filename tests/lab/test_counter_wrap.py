@@ -11,10 +11,11 @@ from fabricd.cli import main
 from fabricd.telemetry import CounterStore, Ingestor, Stat, render, replay
 from lab.counters import COL
 from lab.faults import FaultInjector
-from lab.model import NS, Twin
+from lab.model import Twin
 from tests.conftest import EXAMPLES
 from topology.fabric import Fabric
 from topology.model import Cabling
+from topology.units import NS
 
 T0 = 1_700_000_000 * NS
 U64 = 1 << 64

@@ -25,9 +25,10 @@ from napalm.base.exceptions import ConnectionException, MergeConfigException
 from lab.eapi import EapiServers, start_eapi_servers
 from lab.endpoints import EAPI_PORT, Credentials, DeviceEndpoints, allocate
 from lab.eos_config import ConfigStore
-from lab.model import NS, Twin
+from lab.model import Twin
 from topology.fabric import Fabric
 from topology.model import Cabling
+from topology.units import NS
 
 GOLDEN = Path(__file__).resolve().parent.parent / "drivers" / "golden" / "small-pod_leaf-g0-r0.cfg"
 DEVICE = "leaf-g0-r0"

@@ -9,9 +9,10 @@ import pytest
 
 from lab.eos_cli import CliError, CliSession
 from lab.eos_config import ConfigStore
-from lab.model import NS, PortConfig, Twin
+from lab.model import PortConfig, Twin
 from topology.fabric import Fabric
 from topology.model import Cabling
+from topology.units import NS
 
 GOLDEN = Path(__file__).resolve().parent.parent / "drivers" / "golden" / "small-pod_leaf-g0-r0.cfg"
 DEVICE = "leaf-g0-r0"

@@ -12,10 +12,11 @@ from napalm.eos.eos import EOSDriver
 from ntc_templates.parse import parse_output
 
 from lab.eos_show import show_json, show_text
-from lab.model import NS, PauseSource, PortConfig, Twin
+from lab.model import PauseSource, PortConfig, Twin
 from topology.blueprint import generate_blueprint
 from topology.fabric import Fabric
 from topology.model import Cabling, Endpoint
+from topology.units import NS
 
 REFERENCE = Path("/work/shared/reference/eos-outputs")
 LEAF = "leaf-g0-r0"

@@ -8,13 +8,14 @@ from collections.abc import Iterator
 
 import pytest
 
-from lab.model import NS, Twin
+from lab.model import Twin
 from lab.sonic_config import GcuError, SonicStore, apply_json_patch
 from lab.sonic_shell import ShellSyntaxError, SonicHost, SonicShell, lex, parse
 from tests.conftest import EXAMPLES
 from topology.blueprint import generate_blueprint
 from topology.fabric import Fabric
 from topology.spec import load_spec
+from topology.units import NS
 
 LEAF = "leaf-g0-r0"
 

@@ -6,12 +6,13 @@ import pytest
 
 from lab.counters import COL
 from lab.faults import FaultError, FaultInjector
-from lab.model import NS, Twin
+from lab.model import Twin
 from tests.conftest import EXAMPLES
 from topology.blueprint import generate_blueprint
 from topology.fabric import Fabric
 from topology.labels import complete_labels
 from topology.spec import load_spec
+from topology.units import NS
 
 T0 = 1_700_000_000 * NS
 
@@ -99,7 +100,7 @@ def test_bad_fault_requests_say_what_to_fix(twin: Twin, kind: str, params: dict[
 
 
 def test_optics_wander_is_small_and_degrade_grows_by_the_hour() -> None:
-    from lab.model import NS as _NS
+    from topology.units import NS as _NS
 
     fabric = Fabric(complete_labels(generate_blueprint(load_spec(EXAMPLES / "small-pod.yaml"))))
     clock = [T0]

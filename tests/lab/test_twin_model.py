@@ -6,10 +6,11 @@ import pytest
 
 from lab.counters import COL
 from lab.faults import FaultError, FaultInjector
-from lab.model import NS, PortConfig, Twin
+from lab.model import PortConfig, Twin
 from lab.probes import ProbeGenerator
 from topology.fabric import Fabric
 from topology.model import Cabling
+from topology.units import NS
 
 T0 = 1_700_000_000 * NS
 LOSSLESS = PortConfig(pfc_enabled=True, no_drop=frozenset({3}))

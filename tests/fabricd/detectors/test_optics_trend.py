@@ -15,9 +15,10 @@ from fabricd.detectors import Detector, Finding, run_trace
 from fabricd.detectors.optics_trend import OpticsTrendState, detect, fit
 from fabricd.telemetry import Snapshot
 from lab.faults import FaultInjector
-from lab.model import NS, Twin
+from lab.model import Twin
 from lab.simclock import simulate, write_trace
 from topology.fabric import Fabric
+from topology.units import NS
 
 T0 = 1_700_000_000 * NS
 PORT = "leaf-g0-r1:Ethernet2/1"

@@ -16,12 +16,13 @@ import yaml
 from drivers.base import DriverError
 from fabricd.detectors.finding import Finding
 from fabricd.service.config import RemediationSettings, SafetyLimits
-from fabricd.service.remediation import NS, Outcome, Remediator
+from fabricd.service.remediation import Outcome, Remediator
 from fabricd.service.state import Action, StateStore, Ticket
 from tests.conftest import EXAMPLES
 from topology.fabric import Fabric
 from topology.load import load_fabric
 from topology.model import Endpoint
+from topology.units import NS
 
 T0 = 1_700_000_000 * NS
 SERVER_PORT = Endpoint("leaf-g0-r0", "Ethernet1/1")  # faces gpu-g0-000:nic0

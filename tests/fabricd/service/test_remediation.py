@@ -10,10 +10,11 @@ import pytest
 from drivers.base import DriverError, UnreachableError
 from fabricd.service.config import SafetyLimits
 from fabricd.service.faults import common_cause
-from fabricd.service.remediation import NS, ActionError, Outcome
+from fabricd.service.remediation import ActionError, Outcome
 from fabricd.service.state import Ticket
 from topology.fabric import Fabric
 from topology.model import Endpoint
+from topology.units import NS
 
 from .harness import (
     FAULT,

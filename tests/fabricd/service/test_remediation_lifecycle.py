@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from fabricd.detectors.finding import Finding
-from fabricd.service.remediation import NS
 from fabricd.service.state import Ticket
+from topology.units import NS
 
 from .harness import (
     FAULT,

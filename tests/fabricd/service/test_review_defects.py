@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from fabricd.service.remediation import NS
+from topology.units import NS
 
 from .harness import FAULT, SERVER_PORT, T0, UPLINK, Harness, action_of, flap, report, run
 
