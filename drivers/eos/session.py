@@ -64,6 +64,9 @@ class EosSession:
             raise self._fail("show running-config", e) from None
         return running
 
+    def port_key(self, port: str) -> str:
+        return port  # EOS names are fabricd's names
+
     def interfaces_up(self) -> dict[str, bool]:
         try:
             interfaces = self._napalm.get_interfaces()

@@ -160,6 +160,9 @@ class SonicSession:
             raise DriverError(self.device, problem) from None
         return text
 
+    def port_key(self, port: str) -> str:
+        return sonic_port_name(port)
+
     def interfaces_up(self) -> dict[str, bool]:
         rows = _table(self._ok("show interfaces status", "show interfaces status"))
         return {r["Interface"]: r.get("Oper", "") == "up" for r in rows if "Interface" in r}

@@ -1,0 +1,137 @@
+"""One contract for every driver (as napalm tests all its drivers with one suite): the same checks, over real
+sockets, against an EOS switch (eAPI) and a SONiC switch (SSH) of the twin of examples/small-sonic.yaml (SONiC
+leaves under EOS spines). A new driver passes these before fabricd may act through it."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator
+
+import pytest
+
+from drivers.base import DriverError, Session, UnreachableError
+from drivers.inventory import load_inventory
+from drivers.registry import get_driver
+from tests.conftest import EXAMPLES
+from tests.lab.twin_thread import TwinThread
+from topology.load import load_fabric
+from topology.spec import load_spec
+
+pytestmark = pytest.mark.slow
+SPEC = EXAMPLES / "small-sonic.yaml"
+FABRIC = load_fabric(SPEC, None)[1]
+# (platform, switch, a fabric port whose admin state the contract toggles)
+CASES = [("eos", "spine-r0-0", "Ethernet2/1"), ("sonic", "leaf-g1-r1", "Ethernet4/1")]
+
+
+@pytest.fixture(scope="module")
+def twin(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TwinThread]:
+    t = TwinThread(load_spec(SPEC), tmp_path_factory.mktemp("contract-twin")).start()
+    yield t
+    t.stop()
+
+
+def connect(twin: TwinThread, device: str) -> Session:
+    access = load_inventory(twin.inventory).access(device)
+    return get_driver(access.platform).connect(access, timeout_s=15)
+
+
+def up(s: Session, port: str) -> bool | None:
+    """The port's oper state as the driver reads it, found by the driver's own name for the fabricd port."""
+    return s.interfaces_up().get(s.port_key(port))
+
+
+@pytest.mark.parametrize(("platform", "device", "port"), CASES, ids=[c[0] for c in CASES])
+def test_facts_running_config_and_interfaces(twin: TwinThread, platform: str, device: str, port: str) -> None:
+    assert FABRIC.device(device).platform == platform
+    s = connect(twin, device)
+    try:
+        assert s.device == device
+        assert s.facts()["hostname"] == device
+        assert len(s.running_config()) > 100
+        states = s.interfaces_up()
+        assert states and all(isinstance(v, bool) for v in states.values())
+        assert up(s, port) is True
+    finally:
+        s.close()
+
+
+@pytest.mark.parametrize(("platform", "device", "port"), CASES, ids=[c[0] for c in CASES])
+def test_port_down_confirmed_then_back(twin: TwinThread, platform: str, device: str, port: str) -> None:
+    s = connect(twin, device)
+    try:
+        s.set_port_admin(port, False, revert_in_s=60)
+        s.confirm()
+        assert up(s, port) is False
+        s.set_port_admin(port, True, revert_in_s=60)
+        s.confirm()
+        assert up(s, port) is True
+    finally:
+        s.close()
+
+
+@pytest.mark.parametrize(("platform", "device", "port"), CASES, ids=[c[0] for c in CASES])
+def test_rollback_undoes_an_unconfirmed_change(twin: TwinThread, platform: str, device: str, port: str) -> None:
+    s = connect(twin, device)
+    try:
+        before = s.running_config()
+        s.set_port_admin(port, False, revert_in_s=60)
+        s.rollback()
+        assert up(s, port) is True
+        assert s.running_config() == before
+    finally:
+        s.close()
+
+
+@pytest.mark.parametrize(("platform", "device", "port"), CASES, ids=[c[0] for c in CASES])
+def test_render_and_plan_of_the_intended_config_against_itself_is_clean(
+    twin: TwinThread, platform: str, device: str, port: str
+) -> None:
+    from policies.intent import derive_intent
+    from policies.policy import load_policy
+    from topology.spec import load_spec as spec_of
+
+    driver = get_driver(platform)
+    intent = derive_intent(FABRIC, spec_of(SPEC), load_policy(None), {device})
+    (dev,) = [d for d in intent.devices if d.device == device]
+    intended = driver.render(dev)
+    ports = {p.port for p in dev.ports}
+    s = connect(twin, device)
+    try:
+        running = s.running_config()
+    finally:
+        s.close()
+    first = driver.plan(device, running, intended, ports)
+    assert first.error is None and first.device == device
+    # whatever the twin runs today, the intended config planned against an already-applied copy has no change
+    assert not driver.plan(device, _applied(platform, running, intended), intended, ports).changed
+
+
+def _applied(platform: str, running: str, intended: str) -> str:
+    """What the switch would run after the intended config: for EOS the rendered text itself (its plan compares
+    the lossless sections), for SONiC the running config_db with the rendered tables merged in."""
+    if platform == "eos":
+        return intended
+    import json
+
+    doc = json.loads(running)
+    for table, rows in json.loads(intended).items():
+        doc.setdefault(table, {}).update(rows)
+    return json.dumps(doc)
+
+
+@pytest.mark.parametrize(("platform", "device", "port"), CASES, ids=[c[0] for c in CASES])
+def test_unreachable_and_wrong_password_are_named_driver_errors(
+    twin: TwinThread, platform: str, device: str, port: str
+) -> None:
+    access = load_inventory(twin.inventory).access(device)
+    driver = get_driver(platform)
+    dead = dataclasses.replace(access, host="127.0.0.254")
+    with pytest.raises(UnreachableError) as e:
+        driver.connect(dead, timeout_s=3)
+    assert device in str(e.value)
+    wrong = dataclasses.replace(access, password=type(access.password)("not-the-password"))
+    with pytest.raises(DriverError) as e2:
+        s = driver.connect(wrong, timeout_s=10)
+        s.facts()  # a driver may authenticate lazily: the first call must fail then
+    assert device in str(e2.value) and "not-the-password" not in str(e2.value)
