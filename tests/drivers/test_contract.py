@@ -17,7 +17,7 @@ from tests.lab.twin_thread import TwinThread
 from topology.load import load_fabric
 from topology.spec import load_spec
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.twin, pytest.mark.slow]
 SPEC = EXAMPLES / "small-sonic.yaml"
 FABRIC = load_fabric(SPEC, None)[1]
 # (platform, switch, a fabric port whose admin state the contract toggles)

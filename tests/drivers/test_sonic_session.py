@@ -13,6 +13,8 @@ from drivers.inventory import DeviceAccess, EapiAccess, GnmiAccess, SshAccess
 from drivers.sonic.driver import SonicDriver
 from drivers.sonic.session import _fields, _summary, _table
 
+pytestmark = pytest.mark.twin  # real sockets: a twin, a service or a server of the lab
+
 # Recorded outputs: `show interfaces status` as sonic-mgmt's show_and_parse documents it
 # (tests/common/devices/sonic.py); `config replace` refusing a config (the updater's log lines, then click's
 # ctx.fail text) as a SONiC user reported it.

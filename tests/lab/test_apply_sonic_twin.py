@@ -28,6 +28,8 @@ from topology.blueprint import generate_blueprint
 from topology.fabric import Fabric
 from topology.spec import FabricSpec, load_spec
 
+pytestmark = pytest.mark.twin  # real sockets: a twin, a service or a server of the lab
+
 SPEC = EXAMPLES / "small-sonic.yaml"
 
 

@@ -22,6 +22,8 @@ from topology.blueprint import generate_blueprint
 from topology.fabric import Fabric
 from topology.spec import FabricSpec
 
+pytestmark = pytest.mark.twin  # real sockets: a twin, a service or a server of the lab
+
 SPEC = EXAMPLES / "small-pod.yaml"
 DEVICES = ["leaf-g0-r0", "leaf-g0-r1", "spine-r0-0"]
 

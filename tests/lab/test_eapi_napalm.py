@@ -30,6 +30,8 @@ from topology.fabric import Fabric
 from topology.model import Cabling
 from topology.units import NS
 
+pytestmark = pytest.mark.twin  # real sockets: a twin, a service or a server of the lab
+
 GOLDEN = Path(__file__).resolve().parent.parent / "drivers" / "golden" / "small-pod_leaf-g0-r0.cfg"
 DEVICE = "leaf-g0-r0"
 PASSWORD = "twin-pw"

@@ -15,6 +15,8 @@ from fabricd.telemetry.trace import read_trace, replay
 from tests.lab.twin_thread import TwinThread
 from topology.spec import FabricSpec
 
+pytestmark = pytest.mark.twin  # real sockets: a twin, a service or a server of the lab
+
 
 @pytest.fixture(scope="module")
 def twin(small_spec: FabricSpec, tmp_path_factory: pytest.TempPathFactory) -> Iterator[TwinThread]:

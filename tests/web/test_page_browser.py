@@ -24,6 +24,7 @@ from topology.spec import load_spec
 _CANDIDATES = ("/usr/lib/chromium/chromium", shutil.which("chromium") or "")
 CHROMIUM = next((p for p in _CANDIDATES if p and Path(p).exists()), None)
 pytestmark = [
+    pytest.mark.twin,
     pytest.mark.slow,
     pytest.mark.skipif(
         CHROMIUM is None and not os.environ.get("FABRICD_REQUIRE_BROWSER"),

@@ -16,6 +16,8 @@ from topology.fabric import Fabric
 
 from .tracegen import NS, T0
 
+pytestmark = pytest.mark.twin  # real sockets: a twin, a service or a server of the lab
+
 # trace leaf (fabricd.telemetry.paths) -> twin counter column (lab.counters.COL)
 COLUMNS = {
     ("pfc.in-frames", "3"): "pfc3.in-frames",

@@ -18,6 +18,8 @@ from topology.spec import load_spec
 
 from .service_thread import TOKEN, ServiceThread, wait_for, write_config
 
+pytestmark = pytest.mark.twin  # real sockets: a twin, a service or a server of the lab
+
 LONG_HAUL = 'dci="campus-b",group="DCI campus-b long-haul ports"'
 
 

@@ -14,6 +14,8 @@ from topology.spec import load_spec
 
 from .service_thread import ServiceThread, wait_for, write_config
 
+pytestmark = pytest.mark.twin  # real sockets: a twin, a service or a server of the lab
+
 SPEC = Path(__file__).with_name("wide-leaf.yaml")
 
 

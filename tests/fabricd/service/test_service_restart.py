@@ -24,6 +24,8 @@ from topology.spec import load_spec
 from .service_thread import TOKEN, wait_for, write_config
 from .test_service_twin import admin_enabled
 
+pytestmark = pytest.mark.twin  # real sockets: a twin, a service or a server of the lab
+
 
 @pytest.fixture(scope="module")
 def twin(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TwinThread]:

@@ -22,6 +22,8 @@ from topology.spec import load_spec
 
 from .service_thread import TOKEN, ServiceThread, wait_for, write_config
 
+pytestmark = pytest.mark.twin  # real sockets: a twin, a service or a server of the lab
+
 SERVER_PORT = "leaf-g0-r0:Ethernet1/1"  # faces gpu-g0-000:nic0
 
 

@@ -19,6 +19,8 @@ from topology.spec import load_spec
 
 from .service_thread import ServiceThread, wait_for, write_config
 
+pytestmark = pytest.mark.twin  # real sockets: a twin, a service or a server of the lab
+
 HOOK_TOKEN = "hook-secret-77a1"
 
 

@@ -31,6 +31,8 @@ from topology.spec import FabricSpec
 
 from . import IF, T0, S, notification
 
+pytestmark = pytest.mark.twin  # real sockets: a twin, a service or a server of the lab
+
 INTERVAL = 0.2  # the twin refuses sample intervals below 0.1 s
 FULL_INTERVAL = 0.4  # the full EOS profile on every switch at 0.2 s is ~50k updates/s: too much for 2 shared cores
 # A light profile for the tests about connections (two subscriptions instead of ten: less CPU, same behaviour).

@@ -40,6 +40,8 @@ from topology.spec import FabricSpec
 from . import IF, T0, S, notification
 from .test_client import INTERVAL, LIGHT, accesses, metric, until
 
+pytestmark = pytest.mark.twin  # real sockets: a twin, a service or a server of the lab
+
 PKTS = "/state/counters/in-pkts"
 OPER = "/state/oper-status"
 
