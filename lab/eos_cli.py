@@ -249,6 +249,8 @@ class CliSession:
         if word == "configure" and toks[1:2] == ["session"]:
             self._leave_config()
             return self._configure_session(toks[2:])
+        if word in ("copy", "write"):  # EOS runs these exec commands from any configuration mode, staying in it
+            return self._exec(line, toks)
         if self.session is not None:
             done = self._session_line(self.session, toks)
             if done is not None:

@@ -153,3 +153,19 @@ def test_address_in_use_names_host_and_port(ssh_lab: SshLab) -> None:
     endpoints = {LEAF: DeviceEndpoints(LEAF, HOST, ssh_port=taken)}
     with pytest.raises(OSError, match=f"{HOST}:{taken}"):
         ssh_lab.call(start_ssh_servers(ssh_lab.twin, configs, endpoints, CREDS))
+
+
+def test_save_config_works_from_config_if_mode_after_an_error(ssh_lab: SshLab) -> None:
+    # EOS runs exec commands (copy, write) from any configuration mode; netmiko's save_config relies on that
+    with ssh_lab.netmiko() as conn:
+        out = conn.send_config_set(
+            ["interface Ethernet2/1", "description saved-by-test", "frobnicate the widget"], exit_config_mode=False
+        )
+        assert "% Invalid input" in out and "(config-if-Et2/1)" in conn.find_prompt()
+        saved = conn.save_config()
+        assert "Copy completed successfully" in saved, saved
+        assert "(config-if-Et2/1)" in conn.find_prompt()  # still where it was
+        conn.exit_config_mode()
+        assert "description saved-by-test" in conn.send_command("show startup-config")
+        assert "write memory" not in conn.send_command("show running-config")  # not taken as a config line
+        conn.send_config_set(["interface Ethernet2/1", "no description"])
