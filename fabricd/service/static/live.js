@@ -5,7 +5,8 @@
   const sections = Array.from(document.querySelectorAll("[data-live]"));
   async function tick() {
     try {
-      const r = await fetch("/ui/live" + window.location.search, { credentials: "same-origin" });
+      // the browser's cache revalidates with the last ETag: an unchanged fabric costs a 304 without a body
+      const r = await fetch("/ui/live" + window.location.search, { credentials: "same-origin", cache: "no-cache" });
       if (r.ok) {
         const parts = await r.json();
         for (const el of sections) {

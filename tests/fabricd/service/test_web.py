@@ -190,3 +190,16 @@ def test_the_grid_of_a_16k_gpu_fabric_is_one_row_per_rail() -> None:
     assert len(v.rails) == 8 and len(v.groups) == 64 and len(v.cells) == 512
     assert v.cells[(7, 40)].health == "critical" and v.counts()["critical"] == 1
     assert all(len(v.spines[r]) == len(v.spines[0]) for r in v.rails)
+
+
+def test_live_revalidates_with_an_etag(svc: Service) -> None:
+    c = TestClient(create_app(svc))
+    login(c, SERVICE_TOKEN)
+    first = c.get("/ui/live")
+    tag = first.headers["etag"]
+    assert first.status_code == 200 and first.headers["cache-control"] == "no-cache, private"
+    same = c.get("/ui/live", headers={"If-None-Match": tag})
+    assert same.status_code == 304 and same.content == b"" and same.headers["etag"] == tag
+    svc.state.audit(1, "something happened", "test", actor="t")  # the audit section changes
+    changed = c.get("/ui/live", headers={"If-None-Match": tag})
+    assert changed.status_code == 200 and changed.headers["etag"] != tag and "something happened" in changed.text
