@@ -85,6 +85,7 @@ class Remediator:
         self.executor = executor
         self._publish = publish
         self._tasks: set[asyncio.Task[None]] = set()
+        self._underway: dict[int, asyncio.Event] = {}  # action id -> set once its first step is handed off
         self._lock = asyncio.Lock()  # one decision at a time: budgets must count the action just taken
         # One transaction per switch at a time: EOS refuses a commit while another commit timer is pending.
         self._device_locks: dict[str, asyncio.Lock] = {}
@@ -132,8 +133,9 @@ class Remediator:
             # The switch first, the paperwork after: the action reads its ticket from the state when it ends.
             # (A pending action stays with the ticket that proposed it and is already running or waiting:
             # starting it again would drain and shut the port twice.)
-            self._spawn(action)
-            await asyncio.sleep(0)  # let it reach the driver thread before the ticket is written
+            # ... explicitly: wait until the action has handed its first step to a thread or process (the drain
+            # hook, or connect-and-commit in the driver thread), or is queued behind another action on the switch.
+            await self._spawn(action).wait()
         ticket = self._ticket_for(f, fid, fault, target, note, action, evidence, now)
         if action is not None and fresh:
             self.state.link_action_ticket(action.id, ticket.id)
@@ -300,13 +302,28 @@ class Remediator:
         return self.state.update_ticket(t.id, self.clock(), body=body)
 
     # --- acting on switches ----------------------------------------------------------------------------------
-    def _spawn(self, action: Action) -> None:
-        """Carry out a running action in the background (`idle()` waits for every one)."""
+    def _spawn(self, action: Action) -> asyncio.Event:
+        """Carry out a running action in the background (`idle()` waits for every one); the event is set once it is
+        underway: its first step handed to the driver thread or the drain hook, queued behind another action on
+        the same switch, or ended."""
+        underway = self._underway[action.id] = asyncio.Event()
         task: asyncio.Task[None] = asyncio.ensure_future(self._carry_out(action))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+        return underway
+
+    def _mark_underway(self, action_id: int) -> None:
+        event = self._underway.pop(action_id, None)
+        if event is not None:
+            event.set()
 
     async def _carry_out(self, action: Action) -> None:
+        try:
+            await self._carry_out_inner(action)
+        finally:
+            self._mark_underway(action.id)
+
+    async def _carry_out_inner(self, action: Action) -> None:
         try:
             await (self._disable(action) if action.op == "disable" else self._enable(action))
         except Exception as e:
@@ -334,7 +351,7 @@ class Remediator:
 
     async def _disable(self, action: Action) -> None:
         ep = Endpoint(action.device, action.port)
-        drained = await self._drain(ep, action.reason)
+        drained = await self._drain(ep, action.reason, action.id)
         text = await self._set_admin(action, up=False)
         done = self.state.action(action.id) or action
         if drained:
@@ -349,14 +366,19 @@ class Remediator:
         loop = asyncio.get_running_loop()
         if loop is not self._locks_loop:  # an asyncio.Lock belongs to the loop it first waited in
             self._device_locks, self._locks_loop = {}, loop
-        async with self._device_locks.setdefault(ep.device, asyncio.Lock()):
+        lock = self._device_locks.setdefault(ep.device, asyncio.Lock())
+        if lock.locked():
+            self._mark_underway(action.id)  # queued behind another action on this switch
+        async with lock:
             return await self._transaction(action, ep, up, verb)
 
     async def _transaction(self, action: Action, ep: Endpoint, up: bool, verb: str) -> str:
         session: Session | None = None
         try:
             # Connect and commit in one trip to the driver thread: each hop back to a busy loop costs latency.
-            session = await self._blocking(self._open_and_set, ep, up)
+            opened = asyncio.get_running_loop().run_in_executor(self.executor, self._open_and_set, ep, up)
+            self._mark_underway(action.id)  # connect-and-commit is in the driver thread now
+            session = await opened
             seen = await self.view.wait_oper(ep.device, ep.port, up, self.settings.verify_timeout_s)
             if not seen and not up:
                 await self._blocking(session.rollback)
@@ -400,7 +422,7 @@ class Remediator:
                          finding_id=action.finding_id, action_id=action.id, ticket_id=action.ticket_id)  # fmt: skip
         (log.info if status == "done" else log.warning)("action %d: %s", action.id, text)
 
-    async def _drain(self, ep: Endpoint, reason: str) -> str:
+    async def _drain(self, ep: Endpoint, reason: str, action_id: int) -> str:
         """Run the node-drain hook for a server-facing port; returns a note for the ticket ('' if none)."""
         hook = self.settings.drain_hook
         peer = self.fabric.peer(ep.device, ep.port)
@@ -414,6 +436,7 @@ class Remediator:
             proc = await asyncio.create_subprocess_exec(
                 *argv, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT
             )
+            self._mark_underway(action_id)  # the drain hook runs; the switch comes after it
         except OSError as e:
             return f"drain hook for {node.name} failed ({type(e).__name__}: {e})"
         try:

@@ -397,3 +397,37 @@ def test_common_cause_names_a_line_card() -> None:
         "line card 3 of leaf-1 (all 3 ports are on module 3): check the card and its power"
     )
     assert common_cause("leaf-1", ["Ethernet3/1/1", "Ethernet4/1/1"]).startswith("leaf-1 itself (2 faulty ports")
+
+
+def test_the_switch_first_then_the_ticket_even_with_a_real_driver_thread(make: Callable[..., Harness]) -> None:
+    # the driver call runs in a thread of its own: the ticket is written only once connect-and-commit has started
+    # there, and a second fault on the same switch, queued behind the first action, still gets its ticket at once
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    h = make()
+    release = threading.Event()
+    seen: list[tuple[str, int]] = []
+    connect = h.rem.actuator.connect
+
+    def slow_connect(device: str) -> object:
+        seen.append((device, len(h.state.tickets())))
+        release.wait(10)  # the switch is slow to answer
+        return connect(device)
+
+    h.rem.actuator.connect = slow_connect  # type: ignore[method-assign,assignment]
+    h.rem.executor = ThreadPoolExecutor(max_workers=4)
+
+    async def scenario() -> tuple[int, int]:
+        first = await h.rem.on_findings([flap(h.fabric, SERVER_PORT)])
+        tickets_while_first_blocks = len(h.state.tickets())
+        second = await h.rem.on_findings([flap(h.fabric, Endpoint("leaf-g0-r0", "Ethernet2/1"))])
+        tickets_while_queued = len(h.state.tickets())
+        assert len(first) == 1 and len(second) == 1
+        release.set()
+        await h.rem.idle()
+        return tickets_while_first_blocks, tickets_while_queued
+
+    assert run(scenario()) == (1, 2)
+    assert seen[0] == ("leaf-g0-r0", 0)  # connect began before any ticket existed
+    assert [a.status for a in h.state.actions()] == ["done", "done"]
