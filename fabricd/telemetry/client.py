@@ -414,7 +414,7 @@ class TelemetryClient:
             ]
             d.calls, d.unsynced = calls, len(calls)
             d.watch_since, d.watch_messages = time.monotonic(), -1
-            store.synced[d.dev_id] = False  # this stream's sync is still to come
+            store.set_synced(d.dev_id, False)  # this stream's sync is still to come
             readers: list[asyncio.Task[None]] = []
             try:
                 for call, request, sampled in zip(calls, d.requests, d.sampled, strict=True):

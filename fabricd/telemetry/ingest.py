@@ -298,7 +298,7 @@ class Ingestor:
         which = r.WhichOneof("response")
         if which == "sync_response":
             dev = self.store.device_id(channel)
-            self.store.synced[dev] = True
+            self.store.set_synced(dev, True)
             self.store.count(dev, Stat.SYNCS)
             return
         if which != "update":

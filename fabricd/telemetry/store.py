@@ -242,6 +242,10 @@ class CounterStore:
         if ts > self.last_seen[device]:
             self.last_seen[device] = ts
 
+    def set_synced(self, device: int, synced: bool) -> None:
+        """Whether the device's current stream has sent its initial sync_response (False when a stream (re)opens)."""
+        self.synced[device] = synced
+
     def write_counters(self, sidx: I64, values: U64, ts: I64) -> None:
         self.sample_batches += 1
         for idx, v, t in _rounds(sidx, values, ts):

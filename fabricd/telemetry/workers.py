@@ -135,7 +135,7 @@ class _Mirror:
             devs = self.dev[b.dev]
             for d, t, s in zip(devs.tolist(), b.last_seen.tolist(), b.synced.tolist(), strict=True):
                 st.seen(d, t)
-                st.synced[d] = s
+                st.set_synced(d, s)
             st.put_stats(devs, self.stats_base[b.dev] + b.stats)
 
     def _events(self, b: Batch) -> None:
@@ -418,7 +418,7 @@ class TelemetryWorkers:
             s = self._states[name]
             self._states[name] = DeviceState(name, False, False, s.attempts, s.last_error)
             self._synced[name].clear()
-            self.store.synced[self.store.device_id(name)] = False
+            self.store.set_synced(self.store.device_id(name), False)
             if self.metrics is not None:
                 self.metrics.connected.labels(name).set(0)
         if self._worker_metrics is not None:
