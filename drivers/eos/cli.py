@@ -6,6 +6,7 @@ from netmiko import ConnectHandler
 from netmiko.exceptions import NetmikoAuthenticationException, NetmikoTimeoutException
 
 from drivers.base import ConfigRejectedError, DriverError, UnreachableError
+from drivers.eos.render import port_admin_lines
 from drivers.inventory import DeviceAccess
 
 # EOS prints these for a line it refuses; netmiko returns them as output rather than raising.
@@ -46,7 +47,7 @@ class EosCli:
         return out
 
     def set_port_admin(self, port: str, up: bool) -> None:
-        self.configure([f"interface {port}", "no shutdown" if up else "shutdown"])
+        self.configure(port_admin_lines(port, up))
 
     def close(self) -> None:
         self._conn.disconnect()

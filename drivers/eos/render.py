@@ -153,3 +153,8 @@ def render(dev: DeviceIntent) -> str:
     if template is None:
         return _render_config(structured_config(dev))
     return template[0] + dev.device + template[1]
+
+
+def port_admin_lines(port: str, up: bool) -> list[str]:
+    """The EOS lines that set one port's admin state (the sessions commit them; the page shows them as the diff)."""
+    return [f"interface {port}", "no shutdown" if up else "shutdown"]

@@ -19,6 +19,7 @@ from napalm.base.exceptions import (
 )
 
 from drivers.base import ConfigRejectedError, DriverError, UnreachableError
+from drivers.eos.render import port_admin_lines
 from drivers.inventory import DeviceAccess
 
 # What napalm/pyeapi raise when the switch cannot be reached or refuses the login.
@@ -119,7 +120,7 @@ class EosSession:
             raise self._fail("discarding the candidate", e) from None
 
     def set_port_admin(self, port: str, up: bool, revert_in_s: int) -> None:
-        self.load([f"interface {port}", "no shutdown" if up else "shutdown"])
+        self.load(port_admin_lines(port, up))
         self.commit(revert_in_s)
 
     def close(self) -> None:

@@ -41,8 +41,7 @@ def _pid(state_dir: Path) -> int | None:
     return pid
 
 
-def _control(state_dir: Path, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
-    return control_client.call(state_dir, method, path, body)
+_control = control_client.call  # every call to the twin's control API goes through lab/control_client.py
 
 
 @app.command("up")

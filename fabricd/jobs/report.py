@@ -109,11 +109,7 @@ class JobReport:
 
 def _rate(s: Snapshot, port: str, leaf: str, index: str | None = None) -> float | None:
     device, name = port.split(":", 1)
-    i = s.find(device, name, leaf, index)
-    if i is None or s.ts[i] == NEVER or s.prev_ts[i] == NEVER:
-        return None
-    r = float(s.rate[i])
-    return r if math.isfinite(r) else None
+    return s.rate_of(device, name, leaf, index)
 
 
 def _sum(s: Snapshot, port: str, leaf: str) -> float:

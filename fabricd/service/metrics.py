@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from typing import Any
 
 from prometheus_client.core import CollectorRegistry, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
@@ -31,12 +32,14 @@ class StateCollector(Collector):
             labels=["kind", "device", "severity"],
         )
         per: dict[tuple[str, str, str], int] = {}
-        for f in self.state.findings("active", limit=100_000):
+        active = self.state.findings("active", limit=100_000)  # read once: the job counts below come from it too
+        for f in active:
             key = (str(f["kind"]), str(f.get("device") or ""), str(f.get("severity") or ""))
             per[key] = per.get(key, 0) + 1
         for key, n in sorted(per.items()):
             where.add_metric(list(key), n)
         yield where
+        yield _job_findings(active)
         actions = GaugeMetricFamily("fabricd_actions", "Remediation actions by outcome", labels=["op", "status"])
         for (op, status), n in sorted(self.state.action_counts().items()):
             actions.add_metric([op, status], n)
@@ -65,7 +68,6 @@ def register(
     counters when `ports` is given (api.port_metrics)."""
     registry.register(StateCollector(state))
     registry.register(DciCollector(dci))
-    registry.register(JobCollector(state))
     registry.register(JobReportCollector(reports))
     if ports is not None:
         registry.register(ports)
@@ -136,24 +138,19 @@ class DciCollector(Collector):
 MAX_JOB_SERIES = 100  # bounded labels: past this many jobs with findings, the rest count under job="_other"
 
 
-class JobCollector(Collector):
+def _job_findings(active: list[dict[str, Any]]) -> GaugeMetricFamily:
     """Active findings per job they hit (jobs from the job map); bounded to MAX_JOB_SERIES label values."""
-
-    def __init__(self, state: StateStore) -> None:
-        self.state = state
-
-    def collect(self) -> Iterator[Metric]:
-        counts: dict[str, int] = {}
-        for f in self.state.findings("active", limit=100_000):
-            for j in f.get("jobs") or []:
-                counts[str(j["id"])] = counts.get(str(j["id"]), 0) + 1
-        fam = GaugeMetricFamily("fabricd_job_active_findings", "Active findings hitting each job", labels=["job"])
-        ranked = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
-        for job, n in ranked[:MAX_JOB_SERIES]:
-            fam.add_metric([job], n)
-        if len(ranked) > MAX_JOB_SERIES:
-            fam.add_metric(["_other"], sum(n for _, n in ranked[MAX_JOB_SERIES:]))
-        yield fam
+    counts: dict[str, int] = {}
+    for f in active:
+        for j in f.get("jobs") or []:
+            counts[str(j["id"])] = counts.get(str(j["id"]), 0) + 1
+    fam = GaugeMetricFamily("fabricd_job_active_findings", "Active findings hitting each job", labels=["job"])
+    ranked = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
+    for job, n in ranked[:MAX_JOB_SERIES]:
+        fam.add_metric([job], n)
+    if len(ranked) > MAX_JOB_SERIES:
+        fam.add_metric(["_other"], sum(n for _, n in ranked[MAX_JOB_SERIES:]))
+    return fam
 
 
 class JobReportCollector(Collector):

@@ -25,6 +25,7 @@ from fastapi import FastAPI, Form, HTTPException, Request
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
 
+from drivers.eos.render import port_admin_lines
 from fabricd.telemetry import NEVER, Snapshot
 from topology.model import Endpoint
 
@@ -55,10 +56,11 @@ def _when(ts: object) -> str:
 
 
 def diff_lines(op: str, port: str) -> list[tuple[str, str, str]]:
-    """Side-by-side lines of a port action's config change (EOS syntax, what the driver commits): (running, after,
-    kind) with kind same | del | add."""
-    before, after = ("shutdown", "no shutdown") if op == "enable" else ("no shutdown", "shutdown")
-    return [(f"interface {port}", f"interface {port}", "same"), (f"   {before}", "", "del"), ("", f"   {after}", "add")]
+    """Side-by-side lines of a port action's config change (EOS syntax: the lines the driver commits): (running,
+    after, kind) with kind same | del | add."""
+    head, before = port_admin_lines(port, op != "enable")
+    _, after = port_admin_lines(port, op == "enable")
+    return [(head, head, "same"), (f"   {before}", "", "del"), ("", f"   {after}", "add")]
 
 
 def _fmt(x: float | None, digits: int = 2, sci: bool = False) -> str:
@@ -71,10 +73,7 @@ def port_rows(snap: Snapshot, service: Service, device: str) -> list[dict[str, A
     """The switch page's port table from the telemetry snapshot: current rates and gauges per cabled port."""
 
     def rate(port: str, leaf: str, index: str | None = None) -> float | None:
-        i = snap.find(device, port, leaf, index)
-        if i is None or snap.ts[i] == NEVER or snap.prev_ts[i] == NEVER:
-            return None
-        return float(snap.rate[i])
+        return snap.rate_of(device, port, leaf, index)
 
     def gauge(port: str, leaf: str, worst: Any = min) -> float | None:
         vals = [float(snap.gauge[i]) for i in snap.select(device=device, port=port, leaf=leaf).tolist()
@@ -140,10 +139,10 @@ def mount(app: FastAPI, service: Service) -> None:
     def render(name: str, **ctx: Any) -> str:
         return env.get_template(name).render(mode=service.remediator.mode, **ctx)
 
-    def view() -> FabricView:
+    def view(active: list[dict[str, Any]] | None = None) -> FabricView:
         return build(
             service.fabric,
-            service.state.findings("active", limit=100_000),
+            service.state.findings("active", limit=100_000) if active is None else active,
             {Endpoint(p["device"], p["port"]) for p in service.state.disabled_ports()},
             service.view.oper_down(),
             service.telemetry.stale_devices(),
@@ -152,7 +151,10 @@ def mount(app: FastAPI, service: Service) -> None:
     def context(request: Request, who: Principal, csrf: str, flash: str = "") -> dict[str, Any]:
         q = request.query_params
         filters = {k: q.get(k, "active" if k == "status" else "")[:64] for k in ("kind", "device", "status", "job")}
-        found = service.state.findings(filters["status"] or None, limit=500)
+        active = service.state.findings("active", limit=100_000)  # the grid's and, by default, the list's
+        found = (
+            active[:500] if filters["status"] == "active" else service.state.findings(filters["status"] or None, 500)
+        )
         kinds = sorted({str(f["kind"]) for f in found})
         jobs = sorted({str(j["id"]) for f in found for j in f.get("jobs") or []})
         if filters["kind"]:
@@ -163,7 +165,7 @@ def mount(app: FastAPI, service: Service) -> None:
             found = [f for f in found if filters["job"] in {str(j["id"]) for j in f.get("jobs") or []}]
         pending = service.state.actions_in("awaiting_approval")
         return {
-            "who": who, "csrf": csrf, "view": view(), "findings": found, "filters": filters, "kinds": kinds,
+            "who": who, "csrf": csrf, "view": view(active), "findings": found, "filters": filters, "kinds": kinds,
             "jobs": jobs, "pending": pending, "diffs": {a.id: diff_lines(a.op, a.port) for a in pending},
             "can_act": who.may(Role.operator), "actions": service.state.actions(limit=50),
             "tickets": service.state.tickets(limit=50), "audit": service.state.audit_log(50), "flash": flash,

@@ -16,6 +16,7 @@ Rates are therefore never negative and never span a reset. Time is always the no
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 from dataclasses import dataclass
 from enum import IntEnum
@@ -500,6 +501,14 @@ class Snapshot:
             return None
         i = int(self.slots[row, c])
         return i if 0 <= i < len(self) else None
+
+    def rate_of(self, device: str, port: str, leaf: str, index: str | int | None = None) -> float | None:
+        """A counter's current rate per second, or None before it has two samples (or when it is not finite)."""
+        i = self.find(device, port, leaf, index)
+        if i is None or self.ts[i] == NEVER or self.prev_ts[i] == NEVER:
+            return None
+        r = float(self.rate[i])
+        return r if math.isfinite(r) else None
 
     def select(
         self,

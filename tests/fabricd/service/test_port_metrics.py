@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -86,3 +87,25 @@ def test_an_empty_store_still_names_every_family(tmp_path: Path) -> None:
     snap = snapshot_of([(0, "leaf-g0-r0", "Ethernet1/1", "oper-status", None, "UP")], tmp_path)
     fams = list(families(snap, FABRIC))
     assert len(fams) == PORT_SERIES and all(f.name.startswith("fabricd_port_") for f in fams)
+
+
+def test_api_port_metrics_false_leaves_them_out(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from fastapi.testclient import TestClient
+
+    from fabricd.service.api import create_app
+    from fabricd.service.config import load_config
+    from fabricd.service.daemon import Service
+
+    from .test_access import write
+
+    monkeypatch.setenv("FABRICD_TEST_PW", "pw")
+    for on in (True, False):
+        d = tmp_path / str(on)
+        d.mkdir()
+        svc = Service(load_config(write(d, f"  port_metrics: {str(on).lower()}\n"), {}))
+        try:
+            text = TestClient(create_app(svc)).get("/metrics").text
+        finally:
+            svc.state.close()
+        assert ("# TYPE fabricd_port_up gauge" in text) is on
+        assert "fabricd_remediation_budget_used" in text  # the rest stays
