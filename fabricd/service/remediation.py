@@ -14,7 +14,7 @@ import contextlib
 import logging
 import re
 import shlex
-from collections.abc import Awaitable, Callable, Container
+from collections.abc import Awaitable, Callable, Container, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
@@ -27,13 +27,12 @@ from topology.model import Endpoint, Role
 from topology.units import NS
 
 from .config import RemediationSettings, SafetyLimits
-from .faults import LINK_KINDS, common_cause, fault_key, target_port
+from .decide import Decision, PortFacts, action_note, decide, enable_key, escalation, new_ticket, recurrence
+from .faults import LINK_KINDS, fault_key, target_port
 from .guard import Budget, GuardInput, Verdict, budgets, check_disable
 from .state import Action, ActionStatus, StateStore, Ticket
 
 log = logging.getLogger("fabricd.remediation")
-BUDGET_RULES = ("switch_budget", "rail_budget", "fabric_budget", "rate")
-MAX_OCCURRENCES = 20  # kept in a ticket body; older ones are counted, not listed
 
 
 class PortView(Protocol):
@@ -97,51 +96,64 @@ class Remediator:
         async with self._lock:
             now = self.clock()
             for f in findings:
-                fault = fault_key(f, self.fabric)
-                fid, new = self.state.upsert_finding(f, fault, now)
-                if new:
-                    out.append(await self._new_incident(f, fid, fault, now))
+                outcome = await self._incident(f, now)
+                if outcome is not None:
+                    out.append(outcome)
         return out
 
-    async def _new_incident(self, f: Finding, fid: int, fault: str, now: int) -> Outcome:
+    async def _incident(self, f: Finding, now: int) -> Outcome | None:
+        """Record the finding; if it is a new incident, decide (decide.py) and write the decision, its action and
+        its ticket in one transaction, then start the switch work, then hand the ticket to the backend. A crash
+        before the commit leaves nothing (the detector reports the finding again); after it, the action is
+        `running` in the state and `reconcile()` completes it, and the ticket backend takes what it has not."""
+        fault = fault_key(f, self.fabric)
         target = target_port(f, self.fabric, self.managed) if f.kind in LINK_KINDS else None
-        if target is not None and self.state.is_disabled(target.device, target.port):
-            return Outcome(None, None, None)  # the port is down because of us: leftover noise, not a new fault
-        action: Action | None = None
-        fresh = False  # the action was decided now (not one already pending on the port)
-        verdict: Verdict | None = None
-        note = "no automatic action for this kind of fault; see the evidence"
-        if f.kind in LINK_KINDS and f.kind in self.settings.kinds:
-            if target is None:
-                note = "no action: neither end of the link is a switch fabricd manages (not in the inventory)"
-            elif (pending := self.state.open_action(target.device, target.port)) is not None:
-                action, note = pending, f"action {pending.id} on {target} is already {pending.status}"
+        with self.state.tx():
+            fid, new = self.state.upsert_finding(f, fault, now)
+            if not new:
+                return None
+            d = decide(f, fid, self._facts(target, now), fabric=self.fabric, limits=self.limits,
+                       settings=self.settings, known=self._known())  # fmt: skip
+            if d.outcome == "ignore":
+                return Outcome(None, None, None)
+            action = self._record(d, f, fid, target, now)
+            if d.escalate and target is not None:
+                ticket = self._escalate(target.device, d.escalate, f, fid, d.note, now)
             else:
-                verdict = self._guard(target)
-                action, note = self._decide(f, fid, target, verdict, now)
-                fresh = True
-        if verdict is not None and not verdict.allowed and verdict.rule in BUDGET_RULES and target is not None:
-            faulty = self._faulty_ports(target.device, now)
-            if len(faulty) > self.limits.max_down_per_switch:
-                ticket = self._escalate(target.device, faulty, f, fid, note, now)
-                if action is not None:
-                    self.state.link_action_ticket(action.id, ticket.id)
-                await self._send(ticket)
-                return Outcome(ticket, action, verdict)
-        evidence = self._evidence(f)  # as the fault left the ports, before our action changes them
-        if action is not None and fresh and action.status == "running":
-            # The switch first, the paperwork after: the action reads its ticket from the state when it ends.
-            # (A pending action stays with the ticket that proposed it and is already running or waiting:
-            # starting it again would drain and shut the port twice.)
-            # ... explicitly: wait until the action has handed its first step to a thread or process (the drain
-            # hook, or connect-and-commit in the driver thread), or is queued behind another action on the switch.
+                evidence = self._evidence(f)  # as the fault left the ports, before our action changes them
+                ticket = self._ticket_for(f, fid, fault, target, d, action, evidence, now)
+            if action is not None and d.action is not None:
+                self.state.link_action_ticket(action.id, ticket.id)
+                action = self.state.action(action.id) or action
+        if action is not None and d.action is not None and action.status == "running":
+            # The switch first, the paperwork outside after: wait until the action has handed its first step to a
+            # thread or process (the drain hook, or connect-and-commit in the driver thread), or is queued behind
+            # another action on the switch. (A pending action is already running or waiting: not started twice.)
             await self._spawn(action).wait()
-        ticket = self._ticket_for(f, fid, fault, target, note, action, evidence, now)
-        if action is not None and fresh:
-            self.state.link_action_ticket(action.id, ticket.id)
-            action = self.state.action(action.id) or action
         await self._send(ticket)
-        return Outcome(ticket, action, verdict)
+        return Outcome(ticket, action, d.verdict)
+
+    def _facts(self, target: Endpoint | None, now: int) -> PortFacts:
+        if target is None:
+            return PortFacts(None)
+        return PortFacts(
+            target,
+            held=self.state.is_disabled(target.device, target.port),
+            pending=self.state.open_action(target.device, target.port),
+            faulty_on_switch=tuple(self._faulty_ports(target.device, now)),
+        )
+
+    def _record(self, d: Decision, f: Finding, fid: int, target: Endpoint | None, now: int) -> Action | None:
+        """The decision's action (a new one, or the one already pending on the port), audited."""
+        if d.outcome == "pending":
+            return self._facts(target, now).pending
+        if d.action is None or target is None:
+            return None
+        n = d.action
+        a = self.state.add_action("disable", target.device, target.port, n.mode, n.status, n.reason, now,
+                                  finding_id=fid, key=n.key)  # fmt: skip
+        self.state.audit(now, n.audit_what, n.audit_why, mode=n.mode, finding_id=fid, action_id=a.id)
+        return a
 
     def _known(self) -> GuardInput:
         hour_ago = self.clock() - 3600 * NS
@@ -160,35 +172,6 @@ class Remediator:
         held |= {Endpoint(a.device, a.port) for a in self.state.actions_in("running", op="disable")}
         return held
 
-    def _decide(self, f: Finding, fid: int, target: Endpoint, v: Verdict, now: int) -> tuple[Action, str]:
-        mode = self.settings.mode
-        if not v.allowed:
-            a = self.state.add_action(
-                "disable", target.device, target.port, mode, "refused", v.reason, now, finding_id=fid
-            )
-            self.state.audit(now, f"refused to disable {target}", f"guard ({v.rule}): {v.reason}", mode=mode,
-                             finding_id=fid, action_id=a.id)  # fmt: skip
-            return a, f"no action: the safety guard refused to disable {target}: {v.reason}; escalated to people"
-        why = f"{f.kind} on {target}: {f.summary}"
-        if f.jobs:
-            why += f" (jobs: {', '.join(j.name for j in f.jobs)})"
-        protected = [j for j in f.jobs if j.priority is not None and j.priority in self.settings.approve_for_priority]
-        if mode == "auto" and protected:
-            mode = "approve"  # a person decides for a port under a protected job
-            names = ", ".join(f"{j.name} (priority {j.priority})" for j in protected)
-            why = f"{why}; carries {names}: approval required (remediation.approve_for_priority)"
-        if mode == "observe":
-            a = self.state.add_action("disable", target.device, target.port, mode, "observed", why, now, finding_id=fid)
-            self.state.audit(now, f"would disable {target}", why, mode=mode, finding_id=fid, action_id=a.id)
-            return a, f"observe mode: fabricd would disable {target} (guard allows: {v.reason}); nothing was changed"
-        status: ActionStatus = "awaiting_approval" if mode == "approve" else "running"
-        a = self.state.add_action("disable", target.device, target.port, mode, status, why, now, finding_id=fid)
-        self.state.audit(now, f"disable {target}: {status}", why, mode=mode, finding_id=fid, action_id=a.id)
-        if mode == "approve":
-            held = f" (it carries {', '.join(j.name for j in protected)})" if protected else ""
-            return a, f"waiting for approval: run `fabricd approve {a.id}` to disable {target}{held}"
-        return a, f"disabling {target} (action {a.id})"
-
     def _faulty_ports(self, device: str, now: int) -> list[str]:
         """Ports of `device` fabricd wanted down in the last hour (acted, proposed or refused), plus those it holds
         down. Re-enables after a repair are not faults."""
@@ -204,12 +187,12 @@ class Remediator:
         fid: int,
         fault: str,
         target: Endpoint | None,
-        note: str,
+        d: Decision,
         action: Action | None,
         evidence: dict[str, Any],
         now: int,
     ) -> Ticket:
-        occurrence = {"finding_id": fid, "detected_ts": f.detected_ts, "summary": f.summary}
+        note = d.note.replace("{action_id}", str(action.id) if action is not None else "?")
         t = self.state.open_ticket(fault)
         reopened = False
         if t is None and target is not None:
@@ -218,61 +201,27 @@ class Remediator:
                 t = self.state.ticket(tid)
                 reopened = t is not None
         if t is None:
-            body: dict[str, Any] = {
-                "fault": fault,
-                "device": f.device,
-                "port": f.port,
-                "finding": f.to_dict(),
-                "evidence": evidence,
-                "likely_repair": f.evidence.get("repair") or f.evidence.get("likely_repair"),
-                "jobs": [j.to_dict() for j in f.jobs],
-                "occurrences": [occurrence],
-                "occurrence_count": 1,
-                "actions": [],
-                "status_note": note,
-            }
-            if action is not None:
-                body["actions"] = [_action_note(action, note)]
-            title = f"{f.kind.replace('_', ' ')} on {f.device}:{f.port}" if f.port else f"{f.kind} on {f.device}"
-            if f.jobs:
-                title += f" (jobs: {', '.join(j.name for j in f.jobs[:3])}{', ...' if len(f.jobs) > 3 else ''})"
+            title, body = new_ticket(f, fid, fault, note, action, evidence)
             t = self.state.create_ticket(fault, f.kind, f.device, f.port, title, body, now)
             self.state.audit(now, f"opened ticket {t.id}", f.summary, mode=self.settings.mode, finding_id=fid,
                              ticket_id=t.id)  # fmt: skip
             return t
-        body = dict[str, Any](t.body)
-        body["finding"] = f.to_dict()
-        body["evidence"] = evidence
-        body["jobs"] = [j.to_dict() for j in f.jobs]
-        body["occurrences"] = [*body.get("occurrences", []), occurrence][-MAX_OCCURRENCES:]
-        body["occurrence_count"] = int(body.get("occurrence_count", 1)) + 1
-        body["status_note"] = ("recurred during probation after repair; " if reopened else "") + note
-        if action is not None:
-            body["actions"] = [*body.get("actions", []), _action_note(action, note)]
+        body = recurrence(t, f, fid, note, action, evidence, reopened)
         t = self.state.update_ticket(t.id, now, body=body, recurrence=True, reopen=reopened)
         what = "reopened" if reopened else "updated"
         self.state.audit(now, f"{what} ticket {t.id}", f.summary, mode=self.settings.mode, finding_id=fid,
                          ticket_id=t.id)  # fmt: skip
         return t
 
-    def _escalate(self, device: str, ports: list[str], f: Finding, fid: int, note: str, now: int) -> Ticket:
+    def _escalate(self, device: str, ports: Sequence[str], f: Finding, fid: int, note: str, now: int) -> Ticket:
+        held = [ep.port for ep in self._held() if ep.device == device]
+        title, body = escalation(device, ports, held, f, note)
         fault = f"escalation:{device}"
-        cause = common_cause(device, ports)
-        held = {ep.port for ep in self._held() if ep.device == device}
-        body = {
-            "fault": fault,
-            "device": device,
-            "faulty_ports": ports,
-            "held_down_by_fabricd": sorted(held),
-            "likely_common_cause": cause,
-            "why_no_more_actions": note,
-            "latest_finding": f.to_dict(),
-        }
-        title = f"{len(ports)} faulty ports on {device}: likely {cause.split(':')[0]}"
         t = self.state.open_ticket(fault)
         if t is None:
             t = self.state.create_ticket(fault, "escalation", device, None, title, body, now, escalation=True)
-            self.state.audit(now, f"escalated {device}", cause, mode=self.settings.mode, finding_id=fid, ticket_id=t.id)
+            self.state.audit(now, f"escalated {device}", body["likely_common_cause"], mode=self.settings.mode,
+                             finding_id=fid, ticket_id=t.id)  # fmt: skip
         else:
             t = self.state.update_ticket(t.id, now, body=body, title=title, recurrence=True)
         return t
@@ -297,7 +246,7 @@ class Remediator:
         if t is None:
             return None
         body = dict(t.body)
-        body["actions"] = [*body.get("actions", []), _action_note(action, text)]
+        body["actions"] = [*body.get("actions", []), action_note(action, text)]
         body["status_note"] = text
         return self.state.update_ticket(t.id, self.clock(), body=body)
 
@@ -544,12 +493,17 @@ class Remediator:
             if a.ticket_id == ticket_id:
                 self.state.set_action(a.id, "cancelled", now, detail=f"ticket resolved by {actor}")
         for p in self.state.disabled_ports():
-            if p["ticket_id"] == ticket_id:
+            if p["ticket_id"] != ticket_id:
+                continue
+            with self.state.tx():
+                if self.state.open_action(p["device"], p["port"]) is not None:
+                    continue  # its enable is already under way (a second resolve, a retry)
+                tries = self.state.count_actions(p["device"], p["port"], "enable", after_id=p["action_id"])
                 why = f"ticket {ticket_id} resolved by {actor}"
-                a = self.state.add_action(
-                    "enable", p["device"], p["port"], self.settings.mode, "running", why, now, ticket_id=ticket_id
-                )
-                self._spawn(a)
+                a = self.state.add_action("enable", p["device"], p["port"], self.settings.mode, "running", why, now,
+                                          ticket_id=ticket_id, key=enable_key(p["device"], p["port"], p["action_id"],
+                                                                              tries + 1))  # fmt: skip
+            self._spawn(a)
 
     async def _enable(self, action: Action) -> None:
         text = await self._set_admin(action, up=True)
@@ -586,8 +540,3 @@ def _inert(text: str) -> str:
     """A value safe inside any quoting a hook template may use (`sh -c '... reason="{reason}"'` included): the
     finding's summary has `<->`, `>` and parentheses, which a shell would read as redirections and subshells."""
     return re.sub(r"[^\w .,:/=+@%-]", "_", text.replace("<->", "--").replace(">", "gt"))
-
-
-def _action_note(action: Action, text: str) -> dict[str, Any]:
-    return {"action_id": action.id, "op": action.op, "port": f"{action.device}:{action.port}",
-            "status": action.status, "mode": action.mode, "note": text}  # fmt: skip

@@ -20,7 +20,7 @@ from typing import Any, Literal
 from fabricd.detectors.finding import Finding
 from topology.errors import FabricdError
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: actions.key (idempotency)
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -39,7 +39,7 @@ CREATE UNIQUE INDEX IF NOT EXISTS tickets_open_fault ON tickets(fault) WHERE sta
 CREATE TABLE IF NOT EXISTS actions (
     id INTEGER PRIMARY KEY, op TEXT NOT NULL, device TEXT NOT NULL, port TEXT NOT NULL, mode TEXT NOT NULL,
     status TEXT NOT NULL, reason TEXT NOT NULL, finding_id INTEGER, ticket_id INTEGER,
-    created_ts INTEGER NOT NULL, updated_ts INTEGER NOT NULL, detail TEXT NOT NULL DEFAULT '');
+    created_ts INTEGER NOT NULL, updated_ts INTEGER NOT NULL, detail TEXT NOT NULL DEFAULT '', key TEXT);
 CREATE TABLE IF NOT EXISTS disabled_ports (
     device TEXT NOT NULL, port TEXT NOT NULL, action_id INTEGER NOT NULL, ticket_id INTEGER,
     since_ts INTEGER NOT NULL, PRIMARY KEY (device, port));
@@ -119,6 +119,15 @@ class Action:
     created_ts: int
     updated_ts: int
     detail: str
+    # What makes the action unique (`disable:<device>:<port>:finding<id>`, `enable:<device>:<port>:after<id>`):
+    # deciding the same thing twice (a retry, a restart, a second leader) finds the first one instead of adding one.
+    key: str | None = None
+
+    @property
+    def switch_key(self) -> str:
+        """The name of its transaction on the switch (an EOS config session, a SONiC checkpoint): a fabricd that
+        dies between commit and confirm finds its own pending commit again by this name."""
+        return f"fabricd_a{self.id}"
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -137,11 +146,26 @@ class StateStore:
         except sqlite3.Error as e:
             raise StateError(f"{path}: cannot open the state database ({e}); check the path and permissions") from None
         self._lock = threading.RLock()
+        self._depth = 0  # nesting of tx() in the thread that holds the lock
         version = self._one("SELECT value FROM meta WHERE key = 'schema'")
         if version is None:
             self._db.execute("INSERT INTO meta VALUES ('schema', ?)", (str(SCHEMA_VERSION),))
         elif int(version[0]) > SCHEMA_VERSION:
             raise StateError(f"{path}: written by a newer fabricd (schema {version[0]}); upgrade fabricd")
+        else:
+            self._migrate(int(version[0]))
+        self._db.execute("CREATE UNIQUE INDEX IF NOT EXISTS actions_key ON actions(key) WHERE key IS NOT NULL")
+
+    def _migrate(self, version: int) -> None:
+        """Bring a state file of an older fabricd up to SCHEMA_VERSION, in one transaction."""
+        if version >= SCHEMA_VERSION:
+            return
+        with self.tx() as db:
+            if version < 2:
+                columns = {r[1] for r in db.execute("PRAGMA table_info(actions)")}
+                if "key" not in columns:
+                    db.execute("ALTER TABLE actions ADD COLUMN key TEXT")
+            db.execute("UPDATE meta SET value = ? WHERE key = 'schema'", (str(SCHEMA_VERSION),))
 
     def close(self) -> None:
         with self._lock:
@@ -149,14 +173,25 @@ class StateStore:
 
     @contextmanager
     def tx(self) -> Iterator[sqlite3.Connection]:
-        """One atomic unit: everything inside commits together or not at all."""
+        """One atomic unit: everything inside commits together or not at all. Nested calls (every write method
+        opens one) join the outermost, so a caller can make several writes one transaction."""
         with self._lock:
+            if self._depth:
+                self._depth += 1
+                try:
+                    yield self._db
+                finally:
+                    self._depth -= 1
+                return
             self._db.execute("BEGIN IMMEDIATE")
+            self._depth = 1
             try:
                 yield self._db
             except BaseException:
                 self._db.execute("ROLLBACK")
                 raise
+            finally:
+                self._depth = 0
             self._db.execute("COMMIT")
 
     def _one(self, sql: str, args: tuple[Any, ...] = ()) -> sqlite3.Row | None:
@@ -385,16 +420,19 @@ class StateStore:
     # --- actions ---------------------------------------------------------------------------------------------
     def add_action(
         self, op: str, device: str, port: str, mode: str, status: ActionStatus, reason: str, now: int,
-        *, finding_id: int | None = None, ticket_id: int | None = None,
+        *, finding_id: int | None = None, ticket_id: int | None = None, key: str | None = None,
     ) -> Action:  # fmt: skip
+        """Record a new action; with a `key` already recorded, the action that has it (nothing is added)."""
         with self.tx() as db:
+            if key is not None and (row := db.execute("SELECT * FROM actions WHERE key = ?", (key,)).fetchone()):
+                return Action(**dict(row))
             cur = db.execute(
                 "INSERT INTO actions (op, device, port, mode, status, reason, finding_id, ticket_id, created_ts,"
-                " updated_ts) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (op, device, port, mode, status, reason, finding_id, ticket_id, now, now),
+                " updated_ts, key) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (op, device, port, mode, status, reason, finding_id, ticket_id, now, now, key),
             )
             aid = int(cur.lastrowid or 0)
-        a = self.action(aid)
+            a = self.action(aid)
         assert a is not None
         return a
 
@@ -450,6 +488,12 @@ class StateStore:
         """Every `op` action on `device` created at or after `since_ts` (no limit), oldest first."""
         sql = "SELECT * FROM actions WHERE device = ? AND op = ? AND created_ts >= ? ORDER BY id"
         return [Action(**dict(r)) for r in self._all(sql, (device, op, since_ts))]
+
+    def count_actions(self, device: str, port: str, op: str, *, after_id: int) -> int:
+        """How many `op` actions on the port were recorded after action `after_id`."""
+        sql = "SELECT COUNT(*) FROM actions WHERE device = ? AND port = ? AND op = ? AND id > ?"
+        row = self._one(sql, (device, port, op, after_id))
+        return int(row[0]) if row else 0
 
     def open_action(self, device: str, port: str) -> Action | None:
         q = ",".join("?" * len(OPEN_ACTION))

@@ -53,7 +53,7 @@ def store(tmp_path: Path) -> Iterator[StateStore]:
 
 def test_wal_journal_and_schema(store: StateStore) -> None:
     assert scalar(store, "PRAGMA journal_mode") == "wal"
-    assert scalar(store, "SELECT value FROM meta WHERE key = 'schema'") == "1"
+    assert scalar(store, "SELECT value FROM meta WHERE key = 'schema'") == "2"
     assert (store.path.parent / "state.db-wal").exists()
 
 
@@ -66,6 +66,45 @@ def test_newer_schema_is_refused(tmp_path: Path) -> None:
     db.close()
     with pytest.raises(StateError, match=r"newer fabricd \(schema 99\); upgrade fabricd"):
         StateStore(path)
+
+
+def test_a_schema_1_file_is_migrated_and_keeps_its_actions(tmp_path: Path) -> None:
+    # a state file of the fabricd before action keys: the table gains the column, old rows stay, keys are unique
+    path = tmp_path / "state.db"
+    db = sqlite3.connect(path)
+    db.executescript(
+        "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL); INSERT INTO meta VALUES ('schema', '1');"
+        "CREATE TABLE actions (id INTEGER PRIMARY KEY, op TEXT NOT NULL, device TEXT NOT NULL, port TEXT NOT NULL,"
+        " mode TEXT NOT NULL, status TEXT NOT NULL, reason TEXT NOT NULL, finding_id INTEGER, ticket_id INTEGER,"
+        " created_ts INTEGER NOT NULL, updated_ts INTEGER NOT NULL, detail TEXT NOT NULL DEFAULT '');"
+        "INSERT INTO actions VALUES (7, 'disable', 'leaf-1', 'Ethernet1/1', 'auto', 'done', 'flap', 1, 1, 1, 2, 'x');"
+    )
+    db.commit()
+    db.close()
+    s = StateStore(path)
+    try:
+        assert scalar(s, "SELECT value FROM meta WHERE key = 'schema'") == "2"
+        old = s.action(7)
+        assert old is not None and old.status == "done" and old.key is None
+        a = s.add_action("disable", "leaf-1", "Ethernet2/1", "auto", "running", "flap", T0, key="k1")
+        assert s.add_action("disable", "leaf-1", "Ethernet2/1", "auto", "running", "again", T0, key="k1") == a
+        assert [x.id for x in s.actions()] == [a.id, 7]
+    finally:
+        s.close()
+
+
+def test_nested_transactions_are_one(store: StateStore) -> None:
+    # every write method opens a transaction; inside an outer one they join it and go (or vanish) together
+    with pytest.raises(RuntimeError), store.tx():
+        fid, _ = store.upsert_finding(flap(), FAULT, T0)
+        store.add_action("disable", "leaf-g0-r0", "Ethernet1/1", "auto", "running", "flap", T0, finding_id=fid)
+        store.create_ticket(FAULT, "link_flap", "leaf-g0-r0", "Ethernet1/1", "t", {}, T0)
+        raise RuntimeError("crash before the commit")
+    assert store.findings() == [] and store.actions() == [] and store.tickets() == []
+    with store.tx():
+        store.add_action("disable", "leaf-g0-r0", "Ethernet1/1", "auto", "running", "flap", T0, key="k")
+        store.audit(T0, "disable", "flap")
+    assert len(store.actions()) == 1 and len(store.audit_log()) == 1
 
 
 def test_unopenable_path(tmp_path: Path) -> None:
