@@ -29,6 +29,28 @@ from .harness import (
 
 
 # --- repair, probation ---------------------------------------------------------------------------------------
+def test_a_second_resolve_while_the_enable_runs_starts_no_second_enable(make: Callable[..., Harness]) -> None:
+    # two people (or the ticket system and a person) resolve the same ticket at once: the port is enabled once,
+    # and the enable carries its idempotency key
+    h = make()
+    run(report(h, flap(h.fabric, SERVER_PORT)))
+    (t,) = h.tickets()
+    disable = h.state.actions()[0]
+    h.world.calls.clear()
+
+    async def resolve_twice() -> None:
+        await h.rem.resolve(t.id, "alice")
+        await h.rem.resolve(t.id, "bob")  # alice's enable is still running
+        await h.rem.idle()
+
+    run(resolve_twice())
+    assert [c for c in h.world.calls if c[0] == "set_port_admin"] == [
+        ("set_port_admin", "leaf-g0-r0", "Ethernet1/1", True, 120)
+    ]
+    enables = [a for a in h.state.actions() if a.op == "enable"]
+    assert [(a.status, a.key) for a in enables] == [("done", f"enable:leaf-g0-r0:Ethernet1/1:after{disable.id}:try1")]
+
+
 def test_resolve_brings_the_port_back_on_probation_and_a_new_flap_reopens(make: Callable[..., Harness]) -> None:
     h = make(probation_s=3600)
     run(report(h, flap(h.fabric, SERVER_PORT)))
