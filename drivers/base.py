@@ -9,7 +9,7 @@ that names the device and what to do; nothing else escapes a driver.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 from policies.intent import DeviceIntent
 from topology.errors import FabricdError
@@ -54,6 +54,9 @@ class DevicePlan:
         }
 
 
+Resumed = Literal["none", "pending", "confirmed"]
+
+
 class Session(Protocol):
     device: str
 
@@ -81,8 +84,16 @@ class Session(Protocol):
         ...
 
     def discard(self) -> None: ...
-    def set_port_admin(self, port: str, up: bool, revert_in_s: int) -> None:
-        """Commit `shutdown`/`no shutdown` on one port with a revert timer; the caller confirms."""
+    def set_port_admin(self, port: str, up: bool, revert_in_s: int, *, key: str | None = None) -> None:
+        """Commit `shutdown`/`no shutdown` on one port with a revert timer; the caller confirms. `key` names the
+        transaction on the switch (an EOS config session, a SONiC checkpoint) so `resume` can find it again."""
+        ...
+
+    def resume(self, key: str) -> Resumed:
+        """What became of transaction `key`, begun by a fabricd that died before it was decided: "pending" (it is
+        committed under its revert timer, and this session now confirms or rolls it back), "confirmed", or "none"
+        (never committed, already reverted, or no longer known: begin again). A loaded but uncommitted candidate
+        under `key` is discarded (it would hold the switch's config lock)."""
         ...
 
     def close(self) -> None: ...

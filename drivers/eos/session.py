@@ -18,7 +18,7 @@ from napalm.base.exceptions import (
     ReplaceConfigException,
 )
 
-from drivers.base import ConfigRejectedError, DriverError, UnreachableError
+from drivers.base import ConfigRejectedError, DriverError, Resumed, UnreachableError
 from drivers.eos.render import port_admin_lines
 from drivers.inventory import DeviceAccess
 
@@ -119,9 +119,32 @@ class EosSession:
         except _FAILED as e:
             raise self._fail("discarding the candidate", e) from None
 
-    def set_port_admin(self, port: str, up: bool, revert_in_s: int) -> None:
+    def set_port_admin(self, port: str, up: bool, revert_in_s: int, *, key: str | None = None) -> None:
+        if key is not None:
+            self._napalm.config_session = key  # napalm names its config session after it (else napalm_<n>)
         self.load(port_admin_lines(port, up))
         self.commit(revert_in_s)
+
+    def resume(self, key: str) -> Resumed:
+        try:
+            # Through napalm's own eAPI connection (pyeapi's Node), the command napalm's has_pending_commit reads.
+            data = self._napalm.device.run_commands(["show configuration sessions detail"])[0]
+            session = data.get("sessions", {}).get(key)
+            # EOS 4.32+ also names the session whose commit timer runs at the top level (napalm reads both).
+            timer = data.get("commitTimerSessionName") == key
+            if session is None and not timer:
+                return "none"
+            state = "pendingCommitTimer" if timer else str(session.get("state", ""))
+            if state == "pendingCommitTimer":
+                self._napalm.config_session = key  # napalm's confirm_commit and rollback act on this session
+                self._pending = True
+                return "pending"
+            if state == "completed":
+                return "confirmed"
+            self._napalm.device.run_commands([f"configure session {key} abort"])  # loaded, never committed
+            return "none"
+        except _FAILED as e:
+            raise self._fail(f"looking for config session {key}", e) from None
 
     def close(self) -> None:
         """Close; napalm aborts an open session on close, so an unconfirmed commit is rolled back now."""

@@ -24,6 +24,7 @@ password fails at once with "a password is required" instead of hanging the sess
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import secrets
@@ -36,7 +37,7 @@ from typing import Any
 from netmiko import ConnectHandler
 from netmiko.exceptions import NetmikoAuthenticationException, NetmikoBaseException, NetmikoTimeoutException
 
-from drivers.base import ConfigRejectedError, DriverError, UnreachableError
+from drivers.base import ConfigRejectedError, DriverError, Resumed, UnreachableError
 from drivers.inventory import DeviceAccess
 from drivers.sonic.patch import (
     HEREDOC_END,
@@ -65,6 +66,7 @@ class _Pending:
     checkpoint: str
     pid: int
     lock: str
+    decided: bool = False  # this session already holds the lock (it took the decision over in resume)
 
 
 class SonicSession:
@@ -205,20 +207,25 @@ class SonicSession:
         if not same:
             raise DriverError(self.device, f"{self._file} on the switch is not the patch that was sent; not applied")
 
-    def commit(self, revert_in_s: int) -> None:
+    def commit(self, revert_in_s: int, *, key: str | None = None) -> None:
         """Checkpoint, arm the switch's revert timer, apply. A refused apply is rolled back here and then."""
         if not self._loaded:
             raise DriverError(self.device, "nothing loaded to commit")
         self._commits += 1
-        name = f"{self._tag}-{self._commits}"
+        name = key or f"{self._tag}-{self._commits}"
         lock = f"/tmp/{name}.decided"
+        if key is not None:
+            # A key is reused only after resume() found nothing pending under it: what a decided transaction of
+            # that name left (its lock would stop the new timer from ever firing) goes first.
+            self._run(f"rmdir {lock} 2>/dev/null; rm -f {_pidfile(name)}")
         self._ok(f"sudo -n config checkpoint {name}", f"config checkpoint {name}")
         timer = (
             f"sleep {int(revert_in_s)}; mkdir {lock} 2>/dev/null && sudo -n config rollback {name}"
             f" && sudo -n config delete-checkpoint {name}"
         )
         detached = f"nohup sh -c {shlex.quote(timer)} >/dev/null 2>&1 </dev/null &"
-        status, out = self._run(f'{detached} echo "fabricd-pid=$!"')
+        # The timer's pid is also kept on the switch, so a fabricd that dies here can find and decide it (resume).
+        status, out = self._run(f'{detached} echo "fabricd-pid=$!"; echo $! > {_pidfile(name)}')
         found = _PID.search(out)
         if status != 0 or found is None:
             with suppress(DriverError):
@@ -275,6 +282,8 @@ class SonicSession:
 
     def _decide(self, pending: _Pending) -> bool:
         """Create the lock directory: True if this session, not the timer, decides the commit's fate."""
+        if pending.decided:
+            return True
         status, _ = self._run(f"mkdir {pending.lock}")
         return status == 0
 
@@ -297,6 +306,7 @@ class SonicSession:
         with suppress(DriverError):
             self._run(f"kill {pending.pid}")
             self._run(f"rmdir {pending.lock}")
+            self._run(f"rm -f {_pidfile(pending.checkpoint)}")
             self._run(f"sudo -n config delete-checkpoint {pending.checkpoint}")
             self.discard()
 
@@ -304,12 +314,27 @@ class SonicSession:
         self._loaded = False
         self._ok(f"rm -f {self._file}", f"removing {self._file}")
 
-    def set_port_admin(self, port: str, up: bool, revert_in_s: int) -> None:
+    def set_port_admin(self, port: str, up: bool, revert_in_s: int, *, key: str | None = None) -> None:
         """PORT|<port> admin_status through the same patch/commit path (so it carries the revert timer)."""
         name = sonic_port_name(port)
         patch = [{"op": "add", "path": json_pointer("PORT", name, "admin_status"), "value": "up" if up else "down"}]
         self.load(patch_commands(patch))
-        self.commit(revert_in_s)
+        self.commit(revert_in_s, key=key)
+
+    def resume(self, key: str) -> Resumed:
+        """A pending commit leaves its timer's pid in /tmp/KEY.pid until it is decided. SONiC keeps no record of a
+        confirmed one (the checkpoint is deleted), so that is "none": applying the same patch again is a no-op."""
+        if self._pending is not None:
+            raise DriverError(self.device, "a commit is still pending in this session; confirm or roll it back first")
+        status, out = self._run(f"cat {_pidfile(key)}")
+        if status != 0 or not out.strip().isdigit():
+            return "none"
+        pending = _Pending(key, int(out.strip()), f"/tmp/{key}.decided")
+        if not self._decide(pending):  # the timer won: it reverted (or is reverting) the switch by itself
+            self._run(f"rm -f {_pidfile(key)}; rmdir {pending.lock}")
+            return "none"
+        self._pending = dataclasses.replace(pending, decided=True)
+        return "pending"
 
     def close(self) -> None:
         """Close; a commit still pending is rolled back now (else the switch's timer reverts it)."""
@@ -320,6 +345,10 @@ class SonicSession:
         finally:
             with suppress(*_FAILED):
                 self._conn.disconnect()
+
+
+def _pidfile(name: str) -> str:
+    return f"/tmp/{name}.pid"
 
 
 def _summary(out: str) -> str:

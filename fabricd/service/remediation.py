@@ -19,7 +19,7 @@ from concurrent.futures import Executor
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
-from drivers.base import DriverError, Session
+from drivers.base import DriverError, Resumed, Session
 from fabricd.detectors.finding import Finding
 from topology.errors import FabricdError
 from topology.fabric import Fabric
@@ -251,12 +251,12 @@ class Remediator:
         return self.state.update_ticket(t.id, self.clock(), body=body)
 
     # --- acting on switches ----------------------------------------------------------------------------------
-    def _spawn(self, action: Action) -> asyncio.Event:
+    def _spawn(self, action: Action, resumed: bool = False) -> asyncio.Event:
         """Carry out a running action in the background (`idle()` waits for every one); the event is set once it is
         underway: its first step handed to the driver thread or the drain hook, queued behind another action on
-        the same switch, or ended."""
+        the same switch, or ended. `resumed`: a fabricd before this one began it (see `_open_and_set`)."""
         underway = self._underway[action.id] = asyncio.Event()
-        task: asyncio.Task[None] = asyncio.ensure_future(self._carry_out(action))
+        task: asyncio.Task[None] = asyncio.ensure_future(self._carry_out(action, resumed))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
         return underway
@@ -266,15 +266,15 @@ class Remediator:
         if event is not None:
             event.set()
 
-    async def _carry_out(self, action: Action) -> None:
+    async def _carry_out(self, action: Action, resumed: bool) -> None:
         try:
-            await self._carry_out_inner(action)
+            await self._carry_out_inner(action, resumed)
         finally:
             self._mark_underway(action.id)
 
-    async def _carry_out_inner(self, action: Action) -> None:
+    async def _carry_out_inner(self, action: Action, resumed: bool) -> None:
         try:
-            await (self._disable(action) if action.op == "disable" else self._enable(action))
+            await (self._disable(action, resumed) if action.op == "disable" else self._enable(action, resumed))
         except Exception as e:
             log.exception("action %d (%s %s:%s) failed unexpectedly", action.id, action.op, action.device, action.port)
             current = self.state.action(action.id) or action
@@ -298,10 +298,10 @@ class Remediator:
     async def _blocking(self, fn: Callable[..., Any], *args: Any) -> Any:
         return await asyncio.get_running_loop().run_in_executor(self.executor, fn, *args)
 
-    async def _disable(self, action: Action) -> None:
+    async def _disable(self, action: Action, resumed: bool) -> None:
         ep = Endpoint(action.device, action.port)
-        drained = await self._drain(ep, action.reason, action.id)
-        text = await self._set_admin(action, up=False)
+        drained = await self._drain(ep, action.reason, action.id)  # draining a node twice is harmless
+        text = await self._set_admin(action, up=False, resumed=resumed)
         done = self.state.action(action.id) or action
         if drained:
             text = f"{drained}; {text}"
@@ -309,7 +309,7 @@ class Remediator:
         if t is not None:
             await self._send(t)
 
-    async def _set_admin(self, action: Action, up: bool) -> str:
+    async def _set_admin(self, action: Action, up: bool, resumed: bool) -> str:
         """Commit the change under a revert timer, watch telemetry, confirm or roll back; returns what happened."""
         ep, verb = Endpoint(action.device, action.port), ("enable" if up else "disable")
         loop = asyncio.get_running_loop()
@@ -319,16 +319,23 @@ class Remediator:
         if lock.locked():
             self._mark_underway(action.id)  # queued behind another action on this switch
         async with lock:
-            return await self._transaction(action, ep, up, verb)
+            return await self._transaction(action, ep, up, verb, resumed)
 
-    async def _transaction(self, action: Action, ep: Endpoint, up: bool, verb: str) -> str:
+    async def _transaction(self, action: Action, ep: Endpoint, up: bool, verb: str, resumed: bool) -> str:
         session: Session | None = None
         try:
             # Connect and commit in one trip to the driver thread: each hop back to a busy loop costs latency.
-            opened = asyncio.get_running_loop().run_in_executor(self.executor, self._open_and_set, ep, up)
+            opened = asyncio.get_running_loop().run_in_executor(
+                self.executor, self._open_and_set, ep, up, action.switch_key, resumed
+            )
             self._mark_underway(action.id)  # connect-and-commit is in the driver thread now
-            session = await opened
+            session, found = await opened
             seen = await self.view.wait_oper(ep.device, ep.port, up, self.settings.verify_timeout_s)
+            if found == "confirmed":
+                # The fabricd before this one confirmed it on the switch and died before recording that.
+                text = f"{verb}d {ep} (confirmed on the switch before a restart)"
+                self._finish(action, "done", text)
+                return text
             if not seen and not up:
                 await self._blocking(session.rollback)
                 text = f"telemetry did not show {ep} down within {self.settings.verify_timeout_s:g} s; rolled back"
@@ -351,17 +358,23 @@ class Remediator:
             if session is not None:
                 await self._blocking(session.close)
 
-    def _open_and_set(self, ep: Endpoint, up: bool) -> Session:
-        """Blocking: a session with the admin-state change committed under the revert timer (closed on failure)."""
+    def _open_and_set(self, ep: Endpoint, up: bool, key: str, resumed: bool) -> tuple[Session, Resumed]:
+        """Blocking: a session with the admin-state change committed under the revert timer (closed on failure),
+        and what a fabricd before this one left of it on the switch. The switch's transaction is named by the
+        action (`key`): a resumed action first looks for it, and takes over a commit still pending under its
+        timer (confirmed or rolled back like a new one) or one already confirmed, instead of committing again
+        (EOS refuses a second commit timer; a SONiC timer left behind would revert the new commit)."""
         session = self.actuator.connect(ep.device)
         try:
-            session.set_port_admin(ep.port, up, self.settings.revert_in_s)
+            found = session.resume(key) if resumed else "none"
+            if found == "none":
+                session.set_port_admin(ep.port, up, self.settings.revert_in_s, key=key)
         except BaseException:
             with contextlib.suppress(DriverError):  # the switch's commit timer reverts anything half-committed
                 session.rollback()
             session.close()
             raise
-        return session
+        return session, found
 
     def _finish(self, action: Action, status: ActionStatus, text: str) -> None:
         now = self.clock()
@@ -505,8 +518,8 @@ class Remediator:
                                                                               tries + 1))  # fmt: skip
             self._spawn(a)
 
-    async def _enable(self, action: Action) -> None:
-        text = await self._set_admin(action, up=True)
+    async def _enable(self, action: Action, resumed: bool) -> None:
+        text = await self._set_admin(action, up=True, resumed=resumed)
         done = self.state.action(action.id)
         t = self._note(action.ticket_id, done or action, text)
         if t is not None:
@@ -520,7 +533,7 @@ class Remediator:
             notes.append(f"completing {a.op} of {a.device}:{a.port} (action {a.id}) interrupted by a restart")
             self.state.audit(self.clock(), f"resume action {a.id}", "interrupted by a restart", mode=a.mode,
                              action_id=a.id)  # fmt: skip
-            self._spawn(a)
+            self._spawn(a, resumed=True)
         await self.idle()
         down = self.view.oper_down()
         for p in self.state.disabled_ports():

@@ -84,6 +84,39 @@ def test_rollback_undoes_an_unconfirmed_change(twin: TwinThread, platform: str, 
 
 
 @pytest.mark.parametrize(("platform", "device", "port"), CASES, ids=[c[0] for c in CASES])
+def test_a_commit_left_pending_by_a_dead_controller_is_found_by_its_key(
+    twin: TwinThread, platform: str, device: str, port: str
+) -> None:
+    # fabricd commits under a key and dies before confirming (no confirm, no close): the next fabricd's session
+    # finds the transaction by its key and decides it, confirm or roll back, instead of colliding with it
+    dead = connect(twin, device)
+    dead.set_port_admin(port, False, revert_in_s=300, key="fabricd_a901")
+    s = connect(twin, device)
+    try:
+        assert s.resume("fabricd_a999") == "none"
+        assert s.resume("fabricd_a901") == "pending"
+        assert up(s, port) is False
+        s.confirm()
+        assert up(s, port) is False
+        # EOS keeps the completed session; SONiC keeps no record of it (applying the same patch again is a no-op)
+        assert s.resume("fabricd_a901") == ("confirmed" if platform == "eos" else "none")
+
+        dead2 = connect(twin, device)
+        dead2.set_port_admin(port, True, revert_in_s=300, key="fabricd_a902")
+        assert up(s, port) is True
+        assert s.resume("fabricd_a902") == "pending"
+        s.rollback()
+        assert up(s, port) is False
+        assert s.resume("fabricd_a902") == "none"  # rolled back: nothing left under the key
+        # the key can be used again, and the switch takes a new commit (no timer of the dead one is in the way)
+        s.set_port_admin(port, True, revert_in_s=300, key="fabricd_a902")
+        s.confirm()
+        assert up(s, port) is True
+    finally:
+        s.close()
+
+
+@pytest.mark.parametrize(("platform", "device", "port"), CASES, ids=[c[0] for c in CASES])
 def test_render_and_plan_of_the_intended_config_against_itself_is_clean(
     twin: TwinThread, platform: str, device: str, port: str
 ) -> None:

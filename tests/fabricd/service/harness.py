@@ -42,6 +42,8 @@ class World:
     calls: list[tuple[Any, ...]] = field(default_factory=list)
     waits: list[tuple[Any, ...]] = field(default_factory=list)
     hooks: dict[str, Callable[[], None]] = field(default_factory=dict)  # session method -> run as it is called
+    # What the switches know of keyed transactions (as an EOS config session): key -> pending | confirmed
+    keyed: dict[str, str] = field(default_factory=dict)
 
     def state(self, ep: Endpoint) -> str:
         return self.oper.get(ep, "UP")
@@ -54,6 +56,7 @@ class FakeSession:
     def __init__(self, world: World, device: str) -> None:
         self.world, self.device = world, device
         self._before: dict[Endpoint, str] = {}
+        self._key: str | None = None
 
     def _call(self, name: str, *args: Any) -> None:
         self.world.calls.append((name, self.device, *args))
@@ -62,21 +65,35 @@ class FakeSession:
         if name in self.world.fail:
             raise self.world.fail[name]
 
-    def set_port_admin(self, port: str, up: bool, revert_in_s: int) -> None:
+    def set_port_admin(self, port: str, up: bool, revert_in_s: int, *, key: str | None = None) -> None:
         self._call("set_port_admin", port, up, revert_in_s)
         ep = Endpoint(self.device, port)
         self._before[ep] = self.world.state(ep)
         if ep not in self.world.stuck:
             self.world.oper[ep] = "UP" if up else "DOWN"
+        self._key = key
+        if key is not None:
+            self.world.keyed[key] = "pending"
+
+    def resume(self, key: str) -> str:
+        self._call("resume", key)
+        found = self.world.keyed.get(key, "none")
+        if found == "pending":
+            self._key = key
+        return found
 
     def confirm(self) -> None:
         self._call("confirm")
         self._before.clear()
+        if self._key is not None:
+            self.world.keyed[self._key] = "confirmed"
 
     def rollback(self) -> None:
         self._call("rollback")
         self.world.oper.update(self._before)
         self._before.clear()
+        if self._key is not None:
+            self.world.keyed.pop(self._key, None)
 
     def close(self) -> None:
         self._call("close")

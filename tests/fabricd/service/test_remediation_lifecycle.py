@@ -195,7 +195,10 @@ def test_reconcile_completes_an_interrupted_action(make: Callable[..., Harness])
         f"completing disable of leaf-g0-r0:Ethernet1/1 (action {a.id}) interrupted by a restart",
         "leaf-g0-r1:Ethernet2/1 is up although fabricd holds it down: someone enabled it; no longer held",
     ]
-    assert h.world.calls == SESSION_DISABLE
+    # it looks on the switch for what the dead fabricd left under the action's key: nothing, so it commits
+    resumed = [SESSION_DISABLE[0], ("resume", "leaf-g0-r0", f"fabricd_a{a.id}"), *SESSION_DISABLE[1:]]
+    assert h.world.calls == resumed
+    assert h.world.keyed == {f"fabricd_a{a.id}": "confirmed"}
     assert action_of(h, a.id).status == "done"
     assert [(p["device"], p["port"], p["ticket_id"]) for p in h.state.disabled_ports()] == [
         ("leaf-g0-r0", "Ethernet1/1", t.id)
@@ -203,7 +206,33 @@ def test_reconcile_completes_an_interrupted_action(make: Callable[..., Harness])
     assert ticket_of(h, t.id).body["status_note"] == "disabled leaf-g0-r0:Ethernet1/1"
     # A second reconcile has nothing to do.
     assert run(rem.reconcile()) == []
-    assert h.world.calls == SESSION_DISABLE
+    assert h.world.calls == resumed
+
+
+@pytest.mark.parametrize(
+    ("left_on_switch", "calls", "note"),
+    [
+        ("pending", ["connect", "resume", "confirm", "close"], "disabled leaf-g0-r0:Ethernet1/1"),
+        ("confirmed", ["connect", "resume", "close"],
+         "disabled leaf-g0-r0:Ethernet1/1 (confirmed on the switch before a restart)"),
+    ],
+)  # fmt: skip
+def test_reconcile_takes_over_what_the_dead_fabricd_left_on_the_switch(
+    make: Callable[..., Harness], left_on_switch: str, calls: list[str], note: str
+) -> None:
+    # fabricd died after the commit (pending under its revert timer) or after the confirm, before recording it:
+    # the next one never commits a second time; it confirms the pending commit, or records the confirmed one
+    h = make()
+    t = h.state.create_ticket(FAULT, "link_flap", "leaf-g0-r0", "Ethernet1/1", "link flap", {"actions": []}, T0)
+    a = h.state.add_action("disable", "leaf-g0-r0", "Ethernet1/1", "auto", "running", "flap", T0, ticket_id=t.id)
+    h.world.oper[SERVER_PORT] = "DOWN"
+    h.world.keyed[a.switch_key] = left_on_switch
+    run(h.restart().reconcile())
+    assert [c[0] for c in h.world.calls] == calls
+    assert h.world.keyed == {a.switch_key: "confirmed"}
+    assert action_of(h, a.id).status == "done"
+    assert [(p["device"], p["port"]) for p in h.state.disabled_ports()] == [("leaf-g0-r0", "Ethernet1/1")]
+    assert ticket_of(h, t.id).body["status_note"] == note
 
 
 def test_reconcile_completes_an_interrupted_enable(make: Callable[..., Harness]) -> None:
