@@ -1,0 +1,148 @@
+"""A fabricd remediator that dies (`os._exit`, as a kill -9 would leave it) at one step of taking a port down.
+
+`python -m tests.fabricd.service.crash_child STATE INVENTORY DEVICE PORT STEP` disables DEVICE:PORT of a running
+twin in auto mode through the real driver and the real state file, and dies at STEP:
+- decided: the decision, action and ticket are recorded; the switch is not touched yet;
+- committed: the change is committed on the switch under its revert timer, not confirmed;
+- confirmed: the switch confirmed it; the state does not know yet;
+- recorded: the state says done; the ticket's last note has not reached the ticket backend.
+test_crash_recovery.py then starts a new remediator on the same state file and switch and checks the outcome.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from drivers.base import Session
+from drivers.inventory import load_inventory
+from fabricd.detectors.finding import Finding
+from fabricd.service.actuator import DriverActuator
+from fabricd.service.config import RemediationSettings, SafetyLimits
+from fabricd.service.remediation import Actuator, Remediator
+from fabricd.service.state import StateStore, Ticket
+from tests.conftest import EXAMPLES
+from topology.fabric import Fabric
+from topology.load import load_fabric
+from topology.model import Endpoint
+from topology.units import NS
+
+SPEC = EXAMPLES / "small-sonic.yaml"  # EOS spines, SONiC leaves
+T0 = 1_700_000_000 * NS
+KILLED = 137
+REVERT_S = 30  # the shortest revert timer fabricd allows: the test waits it out once
+
+
+class SwitchView:
+    """Reads a port's state from the switch itself: the crash is the subject here, not telemetry."""
+
+    def __init__(self, actuator: Actuator) -> None:
+        self.actuator = actuator
+
+    def oper_down(self) -> frozenset[Endpoint]:
+        return frozenset()
+
+    def evidence(self, device: str, port: str) -> dict[str, Any]:
+        return {}
+
+    def _up(self, device: str, port: str) -> bool | None:
+        s = self.actuator.connect(device)
+        try:
+            return s.interfaces_up().get(s.port_key(port))
+        finally:
+            s.close()
+
+    async def wait_oper(self, device: str, port: str, up: bool, timeout_s: float) -> bool:
+        deadline = time.monotonic() + timeout_s
+        while True:
+            if await asyncio.to_thread(self._up, device, port) == up:
+                return True
+            if time.monotonic() > deadline:
+                return False
+            await asyncio.sleep(0.2)
+
+
+def remediator(state: StateStore, inventory: Path, actuator: Actuator | None = None,
+               publish: Any = None) -> Remediator:  # fmt: skip
+    fabric = load_fabric(SPEC, None)[1]
+    real = actuator or DriverActuator(load_inventory(inventory), timeout_s=15)
+    return Remediator(
+        fabric,
+        state,
+        RemediationSettings(mode="auto", verify_timeout_s=10.0, revert_in_s=REVERT_S),
+        # the small lab has 2 uplinks per leaf: let one go, the guard is not the subject here
+        SafetyLimits(min_uplink_fraction=0.25),
+        managed={d.name for d in fabric.switches()},
+        actuator=real,
+        view=SwitchView(real),
+        clock=lambda: T0 + time.monotonic_ns(),
+        executor=ThreadPoolExecutor(max_workers=2),
+        publish=publish,
+    )
+
+
+def finding(fabric: Fabric, ep: Endpoint) -> Finding:
+    peer = fabric.peer(ep.device, ep.port)
+    assert peer is not None
+    ends = tuple(sorted((str(ep), str(peer))))
+    return Finding(kind="link_flap", device=ep.device, port=ep.port, devices=tuple(sorted({ep.device, peer.device})),
+                   ports=ends, start_ts=T0, detected_ts=T0 + 3 * NS, severity="warning", confidence=1.0,
+                   summary=f"link {ends[0]}--{ends[1]} flapped 8 times in 2.4 s", evidence={"flaps": 8})  # fmt: skip
+
+
+class Dying:
+    """A driver session that dies right after the step it is told to."""
+
+    def __init__(self, session: Session, step: str) -> None:
+        self.session, self.step = session, step
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.session, name)
+
+    def set_port_admin(self, port: str, up: bool, revert_in_s: int, *, key: str | None = None) -> None:
+        self.session.set_port_admin(port, up, revert_in_s, key=key)
+        if self.step == "committed":
+            os._exit(KILLED)
+
+    def confirm(self) -> None:
+        self.session.confirm()
+        if self.step == "confirmed":
+            os._exit(KILLED)
+
+
+class DyingActuator:
+    def __init__(self, real: DriverActuator, step: str) -> None:
+        self.real, self.step = real, step
+
+    def connect(self, device: str) -> Session:
+        if self.step == "decided":
+            os._exit(KILLED)
+        return Dying(self.real.connect(device), self.step)  # type: ignore[return-value]
+
+
+def main(state_path: str, inventory: str, device: str, port: str, step: str) -> None:
+    state = StateStore(Path(state_path))
+    real = DriverActuator(load_inventory(Path(inventory)), timeout_s=15)
+
+    async def publish(t: Ticket) -> None:
+        actions = state.actions()
+        if step == "recorded" and actions and actions[0].status == "done":
+            os._exit(KILLED)
+
+    rem = remediator(state, Path(inventory), DyingActuator(real, step), publish)
+
+    async def run() -> None:
+        await rem.on_findings([finding(rem.fabric, Endpoint(device, port))])
+        await rem.idle()
+
+    asyncio.run(run())
+    sys.exit(0)  # not killed: the step was never reached
+
+
+if __name__ == "__main__":
+    main(*sys.argv[1:6])
