@@ -43,6 +43,7 @@ from pygnmi.spec.v080 import gnmi_pb2
 
 from drivers.gnmi_check import channel_options
 from drivers.inventory import DeviceAccess
+from fabricd.backoff import Backoff
 
 from .ingest import Ingestor
 from .metrics import TelemetryMetrics
@@ -60,28 +61,6 @@ HINTS = {
     "INVALID_ARGUMENT": "; the device rejects the subscription profile (paths or intervals)",
     "UNIMPLEMENTED": "; the device does not serve gNMI Subscribe with PROTO encoding",
 }
-
-
-@dataclass
-class Backoff:
-    """Exponential backoff with full jitter: the n-th delay is uniform in [0, min(cap_s, base_s * 2**n)]."""
-
-    base_s: float = 0.5
-    cap_s: float = 30.0
-    rng: random.Random = field(default_factory=random.Random)
-    attempt: int = 0
-
-    def bound(self) -> float:
-        return min(self.cap_s, self.base_s * 2.0**self.attempt)
-
-    def next(self) -> float:
-        b = self.bound()
-        if b < self.cap_s:  # stop counting once capped (2**attempt must not overflow a float on a long outage)
-            self.attempt += 1
-        return self.rng.uniform(0.0, b)
-
-    def reset(self) -> None:
-        self.attempt = 0
 
 
 @dataclass(frozen=True)
@@ -267,7 +246,7 @@ class TelemetryClient:
                 access,
                 requests.get(access.platform, ()),
                 sampled.get(access.platform, ()),
-                Backoff(backoff_base_s, backoff_cap_s, rng),
+                Backoff(backoff_base_s, backoff_cap_s, rng=rng),
                 self.store.device_id(access.name),  # interned now: stats rows and staleness from the start
             )
         streamed = [d for d in self._devices.values() if d.requests]

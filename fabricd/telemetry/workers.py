@@ -50,6 +50,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from drivers.inventory import DeviceAccess
+from fabricd.backoff import Backoff
 
 from .client import DeviceState
 from .ingest import Ingestor
@@ -165,7 +166,7 @@ class _Worker:
     heard: float = 0.0  # monotonic time of its last frame (or of its start)
     talked: bool = False  # has this incarnation sent a frame yet?
     restarts: int = 0
-    quick_deaths: int = 0
+    restart_backoff: Backoff | None = None  # grows while the worker keeps dying young
     attempts_base: dict[str, int] = field(default_factory=dict)  # stream attempts of earlier incarnations
     lost: asyncio.Event = field(default_factory=asyncio.Event)
 
@@ -345,8 +346,11 @@ class TelemetryWorkers:
         """Log the death and wait before the next start: 1 s, doubling to 30 s while the worker keeps dying young."""
         what = "could not start" if w.proc is None else _exit_text(await self._reap(w))
         lived = time.monotonic() - w.started
-        w.quick_deaths = 0 if lived >= RESTART_HEALTHY_S else w.quick_deaths + 1
-        delay = min(self.restart_cap_s, self.restart_base_s * 2.0 ** max(w.quick_deaths - 1, 0))
+        if w.restart_backoff is None:
+            w.restart_backoff = Backoff(self.restart_base_s, self.restart_cap_s, jitter=False)
+        if lived >= RESTART_HEALTHY_S:
+            w.restart_backoff.reset()
+        delay = w.restart_backoff.next()
         w.restarts += 1
         if self._worker_metrics is not None:
             self._worker_metrics[1].labels(str(w.index)).inc()

@@ -14,6 +14,8 @@ from collections.abc import Callable
 import httpx
 from pydantic import SecretStr
 
+from fabricd.backoff import Backoff
+
 from ..state import Ticket
 from .base import TicketError
 
@@ -47,9 +49,10 @@ class WebhookBackend:
             headers["Authorization"] = f"Bearer {self._token.get_secret_value()}"
         payload = {"source": "fabricd", "ticket": ticket.to_dict()}
         problem = ""
+        backoff = Backoff(self.backoff_s, max(self.backoff_s, 30.0), jitter=False)
         for attempt in range(self.retries + 1):
             if attempt:
-                self._sleep(self.backoff_s * 2 ** (attempt - 1))
+                self._sleep(backoff.next())
             try:
                 r = self._client.post(self.url, json=payload, headers=headers)
             except httpx.HTTPError as e:

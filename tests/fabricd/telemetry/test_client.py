@@ -23,8 +23,9 @@ from pydantic import SecretStr
 from pygnmi.spec.v080 import gnmi_pb2
 
 from drivers.inventory import DeviceAccess, EapiAccess, GnmiAccess, SshAccess, load_inventory
+from fabricd.backoff import Backoff
 from fabricd.telemetry import CounterStore, Ingestor, Stat, Subscription, TelemetryClient, TelemetryMetrics
-from fabricd.telemetry.client import Backoff, connect_delays, notification_ts
+from fabricd.telemetry.client import connect_delays, notification_ts
 from lab.control_client import inject
 from tests.lab.twin_thread import TwinThread
 from topology.spec import FabricSpec
@@ -559,3 +560,12 @@ def test_metrics_export_store_counts_without_the_default_registry() -> None:
     assert c.stale_devices(T0 + 31 * 10**9) == ["leaf-a", "leaf-b"]  # 3 intervals of 10 s after the last sample
     assert c.stale_devices(T0 + 29 * 10**9) == ["leaf-b"]
     assert b"fabricd_telemetry" not in generate_latest(prometheus_client.REGISTRY)
+
+
+def test_backoff_without_jitter_doubles_to_its_cap_and_starts_over() -> None:
+    b = Backoff(base_s=1.0, cap_s=5.0, jitter=False)
+    assert [b.next() for _ in range(5)] == [1.0, 2.0, 4.0, 5.0, 5.0]
+    b.reset()
+    assert b.next() == 1.0
+    with pytest.raises(ValueError, match="base_s > 0 and cap_s >= base_s"):
+        Backoff(base_s=2.0, cap_s=1.0)
