@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import itertools
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -34,3 +36,28 @@ def dci_spec() -> FabricSpec:
 def private_plan_cache(tmp_path_factory: pytest.TempPathFactory) -> None:
     """Offline plans cache under $XDG_CACHE_HOME; keep the tests' entries out of the user's cache."""
     os.environ["XDG_CACHE_HOME"] = str(tmp_path_factory.mktemp("xdg-cache"))
+
+
+# --- a real PostgreSQL for the distributed mode (the pgserver wheel: its own server binaries, no install) --------
+@pytest.fixture(scope="session")
+def postgres_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The URL of a PostgreSQL server this test session started (a Unix socket in a temp folder)."""
+    import pgserver
+
+    server = pgserver.get_server(tmp_path_factory.mktemp("pg"), cleanup_mode="stop")
+    yield str(server.get_uri())
+    server.cleanup()
+
+
+_databases = itertools.count()
+
+
+@pytest.fixture
+def postgres_url(postgres_server: str) -> str:
+    """A fresh, empty database on the session's server, for one test."""
+    import psycopg
+
+    name = f"fabricd_t{next(_databases)}"
+    with psycopg.connect(postgres_server, autocommit=True) as admin:
+        admin.execute(f"CREATE DATABASE {name}")
+    return postgres_server.replace("/postgres?", f"/{name}?", 1)

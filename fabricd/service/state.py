@@ -8,8 +8,8 @@ call is a short transaction. Times are unix nanoseconds. Secrets never reach thi
 
 from __future__ import annotations
 
+import contextlib
 import json
-import sqlite3
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -18,41 +18,11 @@ from pathlib import Path
 from typing import Any, Literal
 
 from fabricd.detectors.finding import Finding
-from topology.errors import FabricdError
+
+from .state_db import Db, Result, Row, StateError, connect, schema
 
 SCHEMA_VERSION = 2  # 2: actions.key (idempotency)
 
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS findings (
-    id INTEGER PRIMARY KEY, key TEXT NOT NULL UNIQUE, fault TEXT NOT NULL, kind TEXT NOT NULL,
-    device TEXT NOT NULL, port TEXT, priority INTEGER, severity TEXT NOT NULL, summary TEXT NOT NULL,
-    start_ts INTEGER NOT NULL, detected_ts INTEGER NOT NULL, last_seen_ts INTEGER NOT NULL,
-    status TEXT NOT NULL DEFAULT 'active', data TEXT NOT NULL);
-CREATE INDEX IF NOT EXISTS findings_fault ON findings(fault);
-CREATE TABLE IF NOT EXISTS tickets (
-    id INTEGER PRIMARY KEY, fault TEXT NOT NULL, kind TEXT NOT NULL, device TEXT NOT NULL, port TEXT,
-    status TEXT NOT NULL, title TEXT NOT NULL, body TEXT NOT NULL, escalation INTEGER NOT NULL DEFAULT 0,
-    recurrences INTEGER NOT NULL DEFAULT 0, external_ref TEXT, created_ts INTEGER NOT NULL,
-    updated_ts INTEGER NOT NULL, resolved_ts INTEGER, resolved_by TEXT, synced_ts INTEGER);
-CREATE UNIQUE INDEX IF NOT EXISTS tickets_open_fault ON tickets(fault) WHERE status = 'open';
-CREATE TABLE IF NOT EXISTS actions (
-    id INTEGER PRIMARY KEY, op TEXT NOT NULL, device TEXT NOT NULL, port TEXT NOT NULL, mode TEXT NOT NULL,
-    status TEXT NOT NULL, reason TEXT NOT NULL, finding_id INTEGER, ticket_id INTEGER,
-    created_ts INTEGER NOT NULL, updated_ts INTEGER NOT NULL, detail TEXT NOT NULL DEFAULT '', key TEXT);
-CREATE TABLE IF NOT EXISTS disabled_ports (
-    device TEXT NOT NULL, port TEXT NOT NULL, action_id INTEGER NOT NULL, ticket_id INTEGER,
-    since_ts INTEGER NOT NULL, PRIMARY KEY (device, port));
-CREATE TABLE IF NOT EXISTS probation (
-    device TEXT NOT NULL, port TEXT NOT NULL, until_ts INTEGER NOT NULL, ticket_id INTEGER,
-    PRIMARY KEY (device, port));
-CREATE TABLE IF NOT EXISTS tokens (
-    id INTEGER PRIMARY KEY, user TEXT NOT NULL, role TEXT NOT NULL, hash TEXT NOT NULL UNIQUE,
-    created_ts INTEGER NOT NULL, created_by TEXT NOT NULL, revoked_ts INTEGER);
-CREATE TABLE IF NOT EXISTS audit (
-    id INTEGER PRIMARY KEY, ts INTEGER NOT NULL, what TEXT NOT NULL, why TEXT NOT NULL, mode TEXT,
-    actor TEXT NOT NULL, finding_id INTEGER, action_id INTEGER, ticket_id INTEGER);
-"""
 
 # An action's life: proposed (observe) | awaiting_approval -> running -> done | failed | rolled_back; refused.
 # What an action goes through: proposed (awaiting_approval in approve mode, observed in observe mode, refused by the
@@ -61,10 +31,6 @@ ActionStatus = Literal[
     "awaiting_approval", "running", "done", "failed", "rolled_back", "refused", "observed", "cancelled"
 ]
 OPEN_ACTION: tuple[ActionStatus, ...] = ("awaiting_approval", "running")
-
-
-class StateError(FabricdError):
-    """The state database cannot be opened or is from a newer fabricd."""
 
 
 @dataclass(frozen=True)
@@ -134,45 +100,47 @@ class Action:
 
 
 class StateStore:
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path | None = None, *, url: str | None = None, password: str | None = None) -> None:
+        """SQLite at `path` (the default), or the PostgreSQL database at `url` that a leader and its standbys
+        share (the password comes from state.password, never from the URL)."""
         self.path = path
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            self._db = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None, timeout=10)
-            self._db.row_factory = sqlite3.Row
-            self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.execute("PRAGMA synchronous=NORMAL")  # WAL + NORMAL: durable at checkpoints, no torn writes
-            self._db.executescript(_SCHEMA)
-        except sqlite3.Error as e:
-            raise StateError(f"{path}: cannot open the state database ({e}); check the path and permissions") from None
+        self._db: Db = connect(path, url, password)
+        self.dialect = self._db.dialect
         self._lock = threading.RLock()
         self._depth = 0  # nesting of tx() in the thread that holds the lock
-        version = self._one("SELECT value FROM meta WHERE key = 'schema'")
-        if version is None:
-            self._db.execute("INSERT INTO meta VALUES ('schema', ?)", (str(SCHEMA_VERSION),))
-        elif int(version[0]) > SCHEMA_VERSION:
-            raise StateError(f"{path}: written by a newer fabricd (schema {version[0]}); upgrade fabricd")
-        else:
-            self._migrate(int(version[0]))
-        self._db.execute("CREATE UNIQUE INDEX IF NOT EXISTS actions_key ON actions(key) WHERE key IS NOT NULL")
+        where = str(path) if path is not None else "the state database"
+        with self.tx() as db:
+            if self.dialect == "postgresql":  # two instances starting at once must not both create the tables
+                db.execute("SELECT pg_advisory_xact_lock(7152308)")
+            version = db.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone() if self._has_meta() else None
+            if version is not None and int(version[0]) > SCHEMA_VERSION:
+                raise StateError(f"{where}: written by a newer fabricd (schema {version[0]}); upgrade fabricd")
+            if version is not None and int(version[0]) < SCHEMA_VERSION:
+                self._migrate(int(version[0]))
+            self._db.script(schema(self.dialect))
+            if version is None:
+                db.execute("INSERT INTO meta (key, value) VALUES ('schema', ?)", (str(SCHEMA_VERSION),))
+            db.execute("CREATE UNIQUE INDEX IF NOT EXISTS actions_key ON actions(key) WHERE key IS NOT NULL")
+
+    def _has_meta(self) -> bool:
+        if self.dialect == "postgresql":
+            return self._db.execute("SELECT to_regclass('meta') IS NOT NULL").fetchone()[0] is True
+        return self._db.execute("SELECT 1 FROM sqlite_master WHERE name = 'meta'").fetchone() is not None
 
     def _migrate(self, version: int) -> None:
-        """Bring a state file of an older fabricd up to SCHEMA_VERSION, in one transaction."""
-        if version >= SCHEMA_VERSION:
-            return
-        with self.tx() as db:
-            if version < 2:
-                columns = {r[1] for r in db.execute("PRAGMA table_info(actions)")}
-                if "key" not in columns:
-                    db.execute("ALTER TABLE actions ADD COLUMN key TEXT")
-            db.execute("UPDATE meta SET value = ? WHERE key = 'schema'", (str(SCHEMA_VERSION),))
+        """Inside the opening transaction: bring a state file of an older fabricd up to SCHEMA_VERSION."""
+        if version < 2 and self.dialect == "sqlite":  # PostgreSQL support began at schema 2
+            columns = {r[1] for r in self._db.execute("PRAGMA table_info(actions)").fetchall()}
+            if "key" not in columns:
+                self._db.execute("ALTER TABLE actions ADD COLUMN key TEXT")
+        self._db.execute("UPDATE meta SET value = ? WHERE key = 'schema'", (str(SCHEMA_VERSION),))
 
     def close(self) -> None:
         with self._lock:
             self._db.close()
 
     @contextmanager
-    def tx(self) -> Iterator[sqlite3.Connection]:
+    def tx(self) -> Iterator[Db]:
         """One atomic unit: everything inside commits together or not at all. Nested calls (every write method
         opens one) join the outermost, so a caller can make several writes one transaction."""
         with self._lock:
@@ -183,23 +151,24 @@ class StateStore:
                 finally:
                     self._depth -= 1
                 return
-            self._db.execute("BEGIN IMMEDIATE")
+            self._db.execute("BEGIN")
             self._depth = 1
             try:
                 yield self._db
             except BaseException:
-                self._db.execute("ROLLBACK")
+                with contextlib.suppress(StateError):  # a lost connection has rolled back already
+                    self._db.execute("ROLLBACK")
                 raise
             finally:
                 self._depth = 0
             self._db.execute("COMMIT")
 
-    def _one(self, sql: str, args: tuple[Any, ...] = ()) -> sqlite3.Row | None:
+    def _one(self, sql: str, args: tuple[Any, ...] = ()) -> Row | None:
         with self._lock:
-            row: sqlite3.Row | None = self._db.execute(sql, args).fetchone()
+            row: Row | None = self._db.execute(sql, args).fetchone()
             return row
 
-    def _all(self, sql: str, args: tuple[Any, ...] = ()) -> list[sqlite3.Row]:
+    def _all(self, sql: str, args: tuple[Any, ...] = ()) -> list[Row]:
         with self._lock:
             return list(self._db.execute(sql, args).fetchall())
 
@@ -227,28 +196,27 @@ class StateStore:
     # --- API tokens ------------------------------------------------------------------------------------------
     def add_token(self, user: str, role: str, token_hash: str, now: int, created_by: str) -> ApiToken:
         with self.tx() as db:
-            cur = db.execute(
-                "INSERT INTO tokens (user, role, hash, created_ts, created_by) VALUES (?, ?, ?, ?, ?)",
+            tid = _new_id(db.execute(
+                'INSERT INTO tokens ("user", role, hash, created_ts, created_by) VALUES (?, ?, ?, ?, ?) RETURNING id',
                 (user, role, token_hash, now, created_by),
-            )
+            ))  # fmt: skip
             db.execute(
                 "INSERT INTO audit (ts, what, why, actor) VALUES (?, ?, ?, ?)",
-                (now, f"token {cur.lastrowid} created", f"user {user}, role {role}", created_by),
+                (now, f"token {tid} created", f"user {user}, role {role}", created_by),
             )
-            tid = int(cur.lastrowid or 0)
         return ApiToken(tid, user, role, now, created_by, None)
 
     def token_by_hash(self, token_hash: str) -> ApiToken | None:
         """The live (not revoked) token with this hash."""
         row = self._one(
-            "SELECT id, user, role, created_ts, created_by, revoked_ts FROM tokens"
+            'SELECT id, "user", role, created_ts, created_by, revoked_ts FROM tokens'
             " WHERE hash = ? AND revoked_ts IS NULL",
             (token_hash,),
         )
         return ApiToken(**dict(row)) if row else None
 
     def api_tokens(self) -> list[ApiToken]:
-        rows = self._all("SELECT id, user, role, created_ts, created_by, revoked_ts FROM tokens ORDER BY id")
+        rows = self._all('SELECT id, "user", role, created_ts, created_by, revoked_ts FROM tokens ORDER BY id')
         return [ApiToken(**dict(r)) for r in rows]
 
     def revoke_token(self, token_id: int, now: int, actor: str) -> bool:
@@ -304,11 +272,11 @@ class StateStore:
                 return int(row["id"]), False
             cur = db.execute(
                 "INSERT INTO findings (key, fault, kind, device, port, priority, severity, summary, start_ts,"
-                " detected_ts, last_seen_ts, data) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                " detected_ts, last_seen_ts, data) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
                 (key, fault, f.kind, f.device, f.port, f.priority, f.severity, f.summary, f.start_ts,
                  f.detected_ts, now, data),
             )  # fmt: skip
-            return int(cur.lastrowid or 0), True
+            return _new_id(cur), True
 
     def clear_findings_not_seen_since(self, ts: int) -> int:
         with self.tx() as db:
@@ -361,12 +329,11 @@ class StateStore:
         *, escalation: bool = False,
     ) -> Ticket:  # fmt: skip
         with self.tx() as db:
-            cur = db.execute(
+            tid = _new_id(db.execute(
                 "INSERT INTO tickets (fault, kind, device, port, status, title, body, escalation, created_ts,"
-                " updated_ts) VALUES (?, ?, ?, ?, 'open', ?, ?, ?, ?, ?)",
+                " updated_ts) VALUES (?, ?, ?, ?, 'open', ?, ?, ?, ?, ?) RETURNING id",
                 (fault, kind, device, port, title, json.dumps(body, sort_keys=True), int(escalation), now, now),
-            )
-            tid = int(cur.lastrowid or 0)
+            ))  # fmt: skip
         t = self.ticket(tid)
         assert t is not None
         return t
@@ -391,7 +358,7 @@ class StateStore:
                 db.execute("UPDATE tickets SET external_ref = ? WHERE id = ?", (external_ref, ticket_id))
             # The version (updated_ts) always moves forward, even within one clock tick or when the clock steps
             # back: backends key idempotency on it and unsynced() compares it with what they last took.
-            db.execute("UPDATE tickets SET updated_ts = MAX(?, updated_ts + 1) WHERE id = ?", (now, ticket_id))
+            db.execute("UPDATE tickets SET updated_ts = GREATEST(?, updated_ts + 1) WHERE id = ?", (now, ticket_id))
         t = self.ticket(ticket_id)
         assert t is not None
         return t
@@ -400,7 +367,7 @@ class StateStore:
         with self.tx() as db:
             db.execute(
                 "UPDATE tickets SET status = 'resolved', resolved_ts = ?, resolved_by = ?,"
-                " updated_ts = MAX(?, updated_ts + 1) WHERE id = ? AND status = 'open'",
+                " updated_ts = GREATEST(?, updated_ts + 1) WHERE id = ? AND status = 'open'",
                 (now, by, now, ticket_id),
             )
         return self.ticket(ticket_id)
@@ -426,12 +393,11 @@ class StateStore:
         with self.tx() as db:
             if key is not None and (row := db.execute("SELECT * FROM actions WHERE key = ?", (key,)).fetchone()):
                 return Action(**dict(row))
-            cur = db.execute(
+            aid = _new_id(db.execute(
                 "INSERT INTO actions (op, device, port, mode, status, reason, finding_id, ticket_id, created_ts,"
-                " updated_ts, key) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                " updated_ts, key) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
                 (op, device, port, mode, status, reason, finding_id, ticket_id, now, now, key),
-            )
-            aid = int(cur.lastrowid or 0)
+            ))  # fmt: skip
             a = self.action(aid)
         assert a is not None
         return a
@@ -544,22 +510,33 @@ class StateStore:
         return n
 
 
-def _ticket(row: sqlite3.Row) -> Ticket:
+def _new_id(cur: Result) -> int:
+    row = cur.fetchone()
+    return int(row[0])
+
+
+def _ticket(row: Row) -> Ticket:
     d = dict(row)
     d["body"] = json.loads(d["body"])
     d["escalation"] = bool(d["escalation"])
     return Ticket(**d)
 
 
-def _hold(db: sqlite3.Connection, device: str, port: str, action_id: int, ticket_id: int | None, now: int) -> None:
+def _hold(db: Db, device: str, port: str, action_id: int, ticket_id: int | None, now: int) -> None:
     """Inside a transaction: the port is held down by fabricd (and no longer on probation)."""
     db.execute(
-        "INSERT OR REPLACE INTO disabled_ports VALUES (?, ?, ?, ?, ?)", (device, port, action_id, ticket_id, now)
+        "INSERT INTO disabled_ports VALUES (?, ?, ?, ?, ?) ON CONFLICT (device, port) DO UPDATE SET"
+        " action_id = excluded.action_id, ticket_id = excluded.ticket_id, since_ts = excluded.since_ts",
+        (device, port, action_id, ticket_id, now),
     )
     db.execute("DELETE FROM probation WHERE device = ? AND port = ?", (device, port))
 
 
-def _release(db: sqlite3.Connection, device: str, port: str, probation_until: int, ticket_id: int | None) -> None:
+def _release(db: Db, device: str, port: str, probation_until: int, ticket_id: int | None) -> None:
     """Inside a transaction: the port is back up, on probation until `probation_until`."""
     db.execute("DELETE FROM disabled_ports WHERE device = ? AND port = ?", (device, port))
-    db.execute("INSERT OR REPLACE INTO probation VALUES (?, ?, ?, ?)", (device, port, probation_until, ticket_id))
+    db.execute(
+        "INSERT INTO probation VALUES (?, ?, ?, ?) ON CONFLICT (device, port) DO UPDATE SET"
+        " until_ts = excluded.until_ts, ticket_id = excluded.ticket_id",
+        (device, port, probation_until, ticket_id),
+    )

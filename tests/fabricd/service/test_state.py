@@ -10,6 +10,7 @@ import pytest
 
 from fabricd.detectors.finding import Finding
 from fabricd.service.state import StateError, StateStore
+from fabricd.service.state_db import ConflictError
 
 T0 = 1_700_000_000_000_000_000
 S = 1_000_000_000
@@ -44,14 +45,21 @@ def ticket_ref(store: StateStore, ticket_id: int) -> str | None:
     return t.external_ref
 
 
-@pytest.fixture
-def store(tmp_path: Path) -> Iterator[StateStore]:
-    s = StateStore(tmp_path / "var" / "state.db")  # the folder is created
+@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.distributed)])
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[StateStore]:
+    """The same contract on both databases: a SQLite file, and a real PostgreSQL (a fresh database)."""
+    if request.param == "sqlite":
+        s = StateStore(tmp_path / "var" / "state.db")  # the folder is created
+    else:
+        s = StateStore(url=request.getfixturevalue("postgres_url"))
     yield s
     s.close()
 
 
 def test_wal_journal_and_schema(store: StateStore) -> None:
+    if store.dialect != "sqlite":
+        assert scalar(store, "SELECT value FROM meta WHERE key = 'schema'") == "2"
+        return
     assert scalar(store, "PRAGMA journal_mode") == "wal"
     assert scalar(store, "SELECT value FROM meta WHERE key = 'schema'") == "2"
     assert (store.path.parent / "state.db-wal").exists()
@@ -138,7 +146,7 @@ def test_one_open_ticket_per_fault(store: StateStore) -> None:
     t = store.create_ticket(FAULT, "link_flap", "leaf-g0-r0", "Ethernet1/1", "link flap", {"n": 1}, T0)
     assert (t.status, t.body, t.escalation, t.recurrences, t.created_ts) == ("open", {"n": 1}, False, 0, T0)
     assert store.open_ticket(FAULT) == t
-    with pytest.raises(sqlite3.IntegrityError):
+    with pytest.raises(ConflictError):
         store.create_ticket(FAULT, "link_flap", "leaf-g0-r0", "Ethernet1/1", "again", {}, T0 + S)
     assert [x.id for x in store.tickets()] == [t.id]  # the failed insert left nothing behind
 
@@ -155,7 +163,7 @@ def test_one_open_ticket_per_fault(store: StateStore) -> None:
     # Once resolved, a new ticket for the same fault may open; or the old one reopens.
     t2 = store.create_ticket(FAULT, "link_flap", "leaf-g0-r0", "Ethernet1/1", "link flap", {}, T0 + 4 * S)
     assert store.open_ticket(FAULT) == t2 and store.latest_ticket(FAULT) == t2
-    with pytest.raises(sqlite3.IntegrityError):
+    with pytest.raises(ConflictError):
         store.update_ticket(t.id, T0 + 5 * S, reopen=True)  # two open tickets for one fault: refused
     store.resolve_ticket(t2.id, T0 + 5 * S, "alice")
     t = store.update_ticket(t.id, T0 + 6 * S, reopen=True, recurrence=True)
