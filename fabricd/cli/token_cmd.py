@@ -15,7 +15,7 @@ from rich.table import Table
 from fabricd.cli.output import Format, console, emit_json
 from fabricd.service.access import Role, new_token, token_hash, valid_user
 from fabricd.service.config import load_config
-from fabricd.service.state import StateStore
+from fabricd.service.state import StateStore, open_state
 from topology.errors import FabricdError
 
 app = typer.Typer(help="Per-user API tokens (viewer, operator, admin): docs/access.md.", no_args_is_help=True)
@@ -23,7 +23,7 @@ _CONFIG = typer.Option(Path("fabricd.yaml"), "--config", "-c", help="fabricd.yam
 
 
 def _state(config: Path) -> StateStore:
-    return StateStore(load_config(config).state)
+    return open_state(load_config(config))
 
 
 def _actor() -> str:

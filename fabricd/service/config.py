@@ -289,6 +289,67 @@ class ApiSettings(_Strict):
     port_metrics: bool = True
 
 
+class StateSettings(_Strict):
+    """Where the service keeps its state: a SQLite file (one node), or PostgreSQL that a leader and its standbys
+    share (`url`, e.g. postgresql://fabricd@db1:5432/fabricd; the password from `password`, never in the URL)."""
+
+    path: Path = Path("fabricd-state.db")
+    url: str | None = None
+    password: SecretRef | None = None
+
+    @field_validator("url")
+    @classmethod
+    def _postgres_url(cls, v: str | None) -> str | None:
+        if v is None:
+            return v
+        parts = urllib.parse.urlsplit(v)
+        if parts.scheme not in ("postgresql", "postgres"):
+            raise ValueError("must be a postgresql:// URL (leave it out for the SQLite file at state.path)")
+        if parts.password is not None:
+            raise ValueError("carries a password; give it as state.password (env: or file:) instead")
+        return v
+
+
+class BusSettings(_Strict):
+    """The NATS servers (JetStream) the leader lease lives on; secrets from env or 0600 files as everywhere."""
+
+    urls: list[str] = ["nats://127.0.0.1:4222"]
+    user: str | None = None
+    password: SecretRef | None = None
+    token: SecretRef | None = None
+    ca_file: Path | None = None  # TLS (tls:// URLs) verified against this CA
+
+    @field_validator("urls")
+    @classmethod
+    def _nats_urls(cls, v: list[str]) -> list[str]:
+        if not v:
+            raise ValueError("give at least one NATS URL (nats://host:4222)")
+        for url in v:
+            parts = urllib.parse.urlsplit(url)
+            if parts.scheme not in ("nats", "tls") or not parts.hostname:
+                raise ValueError(f"{url!r} is not a nats://host:port or tls://host:port URL")
+            if parts.password is not None or parts.username is not None:
+                raise ValueError(f"{_no_userinfo(url)} carries credentials; give bus.user and bus.password instead")
+        return v
+
+
+def _no_userinfo(url: str) -> str:
+    parts = urllib.parse.urlsplit(url)
+    return parts._replace(netloc=(parts.hostname or "") + (f":{parts.port}" if parts.port else "")).geturl()
+
+
+class HaSettings(_Strict):
+    """Hot standby: every instance on the same config watches the fabric; the one holding the lease acts."""
+
+    enabled: bool = False
+    instance: str | None = None  # this instance's name in the lease and the logs (default: host:pid)
+    # The lease lives this long after the leader's last renewal (every third of it); a standby takes over within
+    # it plus half a second of polling. The leader stops acting a third of it before the lease can end.
+    lease_ttl_s: float = Field(3.0, ge=1.0, le=60.0)
+    bucket: str = Field("fabricd_leader", pattern=r"^[A-Za-z0-9_-]+$")
+    bus: BusSettings = Field(default_factory=BusSettings)
+
+
 def _loopback(host: str) -> bool:
     return host in ("localhost", "::1") or host.startswith("127.")
 
@@ -298,7 +359,8 @@ class ServiceConfig(_Strict):
     cabling: Path | None = None
     inventory: Path
     policy: Path | None = None
-    state: Path = Path("fabricd-state.db")
+    state: StateSettings = Field(default_factory=StateSettings)
+    ha: HaSettings = Field(default_factory=HaSettings)
     telemetry: TelemetrySettings = Field(default_factory=TelemetrySettings)
     detectors: DetectorSettings = Field(default_factory=DetectorSettings)
     jobs: JobSettings = Field(default_factory=JobSettings)
@@ -311,8 +373,25 @@ class ServiceConfig(_Strict):
     log_level: Literal["debug", "info", "warning", "error"] = "info"
     source: Path | None = Field(None, exclude=True)
 
+    @model_validator(mode="before")
+    @classmethod
+    def _state_as_path(cls, data: Any) -> Any:
+        """`state: some/file.db` (the short form) is `state: {path: some/file.db}`."""
+        if isinstance(data, dict) and isinstance(data.get("state"), str | Path):
+            data = {**data, "state": {"path": data["state"]}}
+        return data
 
-_PATH_FIELDS = ("spec", "cabling", "inventory", "policy", "state")
+    @model_validator(mode="after")
+    def _ha_needs_shared_state(self) -> Self:
+        if self.ha.enabled and self.state.url is None:
+            raise ValueError(
+                "ha.enabled needs state.url (PostgreSQL): the leader and its standbys share one state, and a "
+                "SQLite file cannot be shared between machines"
+            )
+        return self
+
+
+_PATH_FIELDS = ("spec", "cabling", "inventory", "policy")
 
 
 def load_config(path: Path, environ: dict[str, str] | None = None) -> ServiceConfig:
@@ -337,6 +416,8 @@ def load_config(path: Path, environ: dict[str, str] | None = None) -> ServiceCon
         value = getattr(cfg, name)
         if isinstance(value, Path) and not value.is_absolute():
             updates[name] = base / value
+    if not cfg.state.path.is_absolute():
+        updates["state"] = cfg.state.model_copy(update={"path": base / cfg.state.path})
     if cfg.telemetry.record is not None and not cfg.telemetry.record.is_absolute():
         updates["telemetry"] = cfg.telemetry.model_copy(update={"record": base / cfg.telemetry.record})
     if cfg.jobs.path is not None and not cfg.jobs.path.is_absolute():
@@ -435,6 +516,13 @@ def _secret_refs(cfg: ServiceConfig) -> list[tuple[str, SecretRef]]:
         refs.append(("tickets.jira.token", cfg.tickets.jira.token))
     if cfg.jobs.slurmrestd is not None:
         refs.append(("jobs.slurmrestd.token", cfg.jobs.slurmrestd.token))
+    if cfg.state.password is not None:
+        refs.append(("state.password", cfg.state.password))
+    if cfg.ha.enabled:
+        for name in ("password", "token"):
+            ref = getattr(cfg.ha.bus, name)
+            if ref is not None:
+                refs.append((f"ha.bus.{name}", ref))
     return refs
 
 

@@ -59,7 +59,7 @@ from .faults import LINK_KINDS
 from .port_metrics import PortCollector
 from .port_view import TelemetryPortView
 from .remediation import Remediator
-from .state import StateStore, Ticket
+from .state import Ticket, open_state
 from .tickets import TicketBackend, TicketError, make_backend
 
 log = logging.getLogger("fabricd.service")
@@ -90,7 +90,7 @@ class Service:
         if cfg.api.token is not None:
             self.api_token = read_secret(cfg.api.token, "api.token", cfg.source)
             self.secrets.append(self.api_token.get_secret_value())
-        self.state = StateStore(cfg.state)
+        self.state = open_state(cfg)
         self.store = CounterStore()
         self._trace = cfg.telemetry.record.open("a", encoding="utf-8") if cfg.telemetry.record else None
         self.ingestor = Ingestor(self.store, recorder=TraceWriter(self._trace) if self._trace else None)

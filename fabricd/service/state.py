@@ -19,6 +19,7 @@ from typing import Any, Literal
 
 from fabricd.detectors.finding import Finding
 
+from .config import ServiceConfig, read_secret
 from .state_db import Db, Result, Row, StateError, connect, schema
 
 SCHEMA_VERSION = 2  # 2: actions.key (idempotency)
@@ -540,3 +541,13 @@ def _release(db: Db, device: str, port: str, probation_until: int, ticket_id: in
         " until_ts = excluded.until_ts, ticket_id = excluded.ticket_id",
         (device, port, probation_until, ticket_id),
     )
+
+
+def open_state(cfg: ServiceConfig) -> StateStore:
+    """The state store fabricd.yaml names: PostgreSQL at state.url (password from state.password), else the file."""
+    password = None
+    if cfg.state.password is not None:
+        password = read_secret(cfg.state.password, "state.password", cfg.source).get_secret_value()
+    if cfg.state.url:
+        return StateStore(url=cfg.state.url, password=password)
+    return StateStore(cfg.state.path)

@@ -40,7 +40,7 @@ def test_defaults_are_safe(tmp_path: Path) -> None:
     assert (s.min_uplink_fraction, s.max_down_per_switch, s.max_down_per_rail, s.max_down_fabric) == (0.75, 2, 4, 8)
     assert s.max_actions_per_hour == 10
     assert cfg.source == tmp_path / "fabricd.yaml"
-    assert cfg.state == tmp_path / "fabricd-state.db"  # the default is relative too: next to the file
+    assert cfg.state.path == tmp_path / "fabricd-state.db"  # the default is relative too: next to the file
 
 
 def test_empty_file_names_the_missing_fields(tmp_path: Path) -> None:
@@ -64,7 +64,7 @@ def test_relative_paths_resolve_against_the_files_folder(tmp_path: Path, monkeyp
     assert cfg.cabling == conf / "../asbuilt.yaml"
     assert cfg.inventory == Path("/abs/inventory.yaml")
     assert cfg.policy == conf / "policy.yaml"
-    assert cfg.state == conf / "var/state.db"
+    assert cfg.state.path == conf / "var/state.db"
     assert cfg.telemetry.record == conf / "trace.jsonl"
 
 
