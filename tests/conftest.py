@@ -42,9 +42,9 @@ def private_plan_cache(tmp_path_factory: pytest.TempPathFactory) -> None:
 @pytest.fixture(scope="session")
 def postgres_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """The URL of a PostgreSQL server this test session started (a Unix socket in a temp folder)."""
-    import pgserver
+    from pgserver.postgres_server import get_server
 
-    server = pgserver.get_server(tmp_path_factory.mktemp("pg"), cleanup_mode="stop")
+    server = get_server(tmp_path_factory.mktemp("pg"), cleanup_mode="stop")
     yield str(server.get_uri())
     server.cleanup()
 

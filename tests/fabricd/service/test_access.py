@@ -109,6 +109,7 @@ def test_revoked_tokens_stop_at_once_and_only_hashes_are_stored(client: tuple[Te
     assert c.delete(f"/api/v1/tokens/{row.id}", headers=bearer(SERVICE_TOKEN)).json() == {"revoked": row.id}
     assert c.get("/api/v1/findings", headers=bearer(token)).status_code == 401
     assert c.delete(f"/api/v1/tokens/{row.id}", headers=bearer(SERVICE_TOKEN)).status_code == 404  # never twice
+    assert svc.state.path is not None
     raw = svc.state.path.read_bytes() + Path(str(svc.state.path) + "-wal").read_bytes()
     assert token.encode() not in raw and token_hash(token).encode() in raw
 

@@ -78,6 +78,7 @@ def test_no_secret_in_any_answer_the_page_metrics_logs_or_state(
         seen += [c.get("/").text, c.get("/ui/live").text, c.get("/ui/switch/leaf-g0-r0").text]
         c.post("/login", data={"token": PASSWORD})  # a secret typed in the wrong place is not echoed
         seen.append(c.post("/login", data={"token": hook}).text)
+        assert svc.state.path is not None
         state = svc.state.path.read_bytes() + Path(str(svc.state.path) + "-wal").read_bytes()
     finally:
         svc.state.close()

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from fabricd.detectors.finding import Finding
-from fabricd.service.state import StateError, StateStore
-from fabricd.service.state_db import ConflictError
+from fabricd.service.state import StateStore
+from fabricd.service.state_db import ConflictError, StateError
 
 T0 = 1_700_000_000_000_000_000
 S = 1_000_000_000
@@ -62,7 +62,7 @@ def test_wal_journal_and_schema(store: StateStore) -> None:
         return
     assert scalar(store, "PRAGMA journal_mode") == "wal"
     assert scalar(store, "SELECT value FROM meta WHERE key = 'schema'") == "2"
-    assert (store.path.parent / "state.db-wal").exists()
+    assert store.path is not None and (store.path.parent / "state.db-wal").exists()
 
 
 def test_newer_schema_is_refused(tmp_path: Path) -> None:
