@@ -22,7 +22,7 @@ from fabricd import __version__
 
 from . import web
 from .access import ANONYMOUS, USER_PATTERN, Principal, Role, new_token, token_hash, valid_user
-from .remediation import ActionError, UnknownIdError
+from .remediation import ActionError, StandbyError, UnknownIdError
 
 if TYPE_CHECKING:
     from .daemon import Service
@@ -236,6 +236,11 @@ def create_app(service: Service) -> FastAPI:
     @app.exception_handler(HTTPException)
     async def _http_error(_: Request, exc: HTTPException) -> JSONResponse:
         return JSONResponse({"error": exc.detail}, status_code=exc.status_code, headers=exc.headers)
+
+    @app.exception_handler(StandbyError)
+    async def _standby(_: Request, exc: StandbyError) -> JSONResponse:
+        """A change asked of a standby: 503 naming why and where to go (the leader acts)."""
+        return JSONResponse({"error": str(exc)}, status_code=503, headers={"Retry-After": "2"})
 
     @app.exception_handler(RequestValidationError)
     async def _bad_request(_: Request, exc: RequestValidationError) -> JSONResponse:

@@ -15,7 +15,7 @@ import signal
 import ssl
 import time
 from collections import Counter
-from collections.abc import Awaitable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict
 from pathlib import Path
@@ -28,6 +28,7 @@ from pydantic import SecretStr
 
 from drivers.inventory import load_inventory
 from fabricd import __version__
+from fabricd.bus import connect as connect_bus
 from fabricd.detectors import dci_ports, link_flap, optics_trend
 from fabricd.detectors.finding import Finding
 from fabricd.detectors.runner import SETTLE_S, Runner, default_detectors
@@ -56,6 +57,7 @@ from .actuator import DriverActuator
 from .api import create_app
 from .config import ServiceConfig, read_secret
 from .faults import LINK_KINDS
+from .leader import Leadership, default_instance
 from .port_metrics import PortCollector
 from .port_view import TelemetryPortView
 from .remediation import Remediator
@@ -152,6 +154,12 @@ class Service:
         # Port actions get their own threads: a slow ticket backend or drift check must not queue them.
         self.action_pool = ThreadPoolExecutor(max_workers=ACTION_THREADS, thread_name_prefix="fabricd-action")
         self.backend: TicketBackend = make_backend(cfg.tickets, cfg.source)
+        # Hot standby: every instance watches; the one holding the lease acts (leader.py).
+        self.leadership: Leadership | None = None
+        if cfg.ha.enabled:
+            ha = cfg.ha
+            self.leadership = Leadership(ha, lambda: connect_bus(ha.bus, cfg.source, f"fabricd {self.instance}"),
+                                         self._elected, instance=ha.instance)  # fmt: skip
         self.remediator = Remediator(
             self.fabric,
             self.state,
@@ -163,6 +171,7 @@ class Service:
             clock=clock,
             executor=self.action_pool,
             publish=self.publish,
+            fence=self.fence if self.leadership is not None else None,
         )
         override = self.state.mode_override()
         if override is not None and override[0] != cfg.remediation.mode:
@@ -172,6 +181,7 @@ class Service:
                         cfg.remediation.mode)  # fmt: skip
             self.remediator.settings = cfg.remediation.model_copy(update={"mode": mode})
         self.api_port: int | None = None
+        self._synced = asyncio.Event()
         self.ready = asyncio.Event()
         self._stop = asyncio.Event()
         self._server: uvicorn.Server | None = None
@@ -201,6 +211,8 @@ class Service:
             asyncio.create_task(self.telemetry.run(), name="telemetry"),
             asyncio.create_task(self._server.serve(), name="api"),
         ]
+        if self.leadership is not None:
+            tasks.append(asyncio.create_task(self.leadership.run(self._stop), name="leader-lease"))
         scheduler = AsyncIOScheduler(event_loop=loop)
         try:
             await self._api_started()
@@ -210,14 +222,16 @@ class Service:
             )  # fmt: skip
             # Reconcile only on fresh data: wait for the first full sync (bounded, a dead switch must not block us).
             await self.telemetry.wait_synced(3 * self.cfg.telemetry.interval_s + 2)
-            for note in await self.remediator.reconcile():
-                self.state.audit(self.clock(), "reconcile", note)
-            await self._sync_tickets()
+            self._synced.set()
+            if self.leadership is None:  # with a standby, the instance that takes the lease reconciles (_elected)
+                await self._take_over()
             tick = self.cfg.detectors.tick_s
-            scheduler.add_job(self._sync_tickets, "interval", seconds=self.cfg.tickets.sync_interval_s, id="tickets")
-            scheduler.add_job(self._retry_enables, "interval", seconds=max(30.0, tick), id="reenable")
-            scheduler.add_job(self._drift, "interval", seconds=self.cfg.drift_interval_s, id="drift")
-            scheduler.add_job(self._prune, "interval", hours=6, id="prune")
+            lead = self._leader_job
+            scheduler.add_job(lead(self._sync_tickets), "interval", seconds=self.cfg.tickets.sync_interval_s,
+                              id="tickets")  # fmt: skip
+            scheduler.add_job(lead(self._retry_enables), "interval", seconds=max(30.0, tick), id="reenable")
+            scheduler.add_job(lead(self._drift), "interval", seconds=self.cfg.drift_interval_s, id="drift")
+            scheduler.add_job(lead(self._prune), "interval", hours=6, id="prune")
             if self.job_source.configured:
                 scheduler.add_job(self._refresh_jobs, "interval", seconds=self.cfg.jobs.refresh_s, id="jobs")
             scheduler.start()
@@ -251,6 +265,48 @@ class Service:
 
     def stop(self) -> None:
         self._stop.set()
+
+    # --- hot standby -----------------------------------------------------------------------------------------
+    @property
+    def instance(self) -> str:
+        return self.cfg.ha.instance or default_instance()
+
+    def acting(self) -> bool:
+        """This instance acts: it runs alone, or it holds the leader lease."""
+        return self.leadership is None or self.leadership.acting()
+
+    def fence(self) -> str | None:
+        """Why this instance may not act now, or None: asked before every switch commit and request of people."""
+        lead = self.leadership
+        if lead is None:
+            return None
+        if not lead.acting():
+            return f"this instance ({lead.instance}) is a standby; the leader is {lead.holder or 'being elected'}"
+        held = self.state.leader()
+        if held is None or held[1] != lead.token:
+            who = "nobody" if held is None else f"{held[0]} (token {held[1]})"
+            return f"fenced: the state names {who} as leader, not this instance (token {lead.token})"
+        return None
+
+    async def _elected(self, token: int) -> None:
+        """This instance took the lease: record its fencing token, then finish what the old leader left."""
+        if not self.state.claim_leader(self.instance, token, self.clock()):
+            raise RuntimeError(f"a leader with a newer token than {token} is recorded; not taking over")
+        await self._synced.wait()  # reconcile on fresh telemetry (a standby has it already)
+        await self._take_over()
+
+    async def _take_over(self) -> None:
+        for note in await self.remediator.reconcile():
+            self.state.audit(self.clock(), "reconcile", note)
+        await self._sync_tickets()
+
+    def _leader_job(self, job: Callable[[], Awaitable[None]]) -> Callable[[], Awaitable[None]]:
+        async def run() -> None:
+            if self.acting():
+                await job()
+
+        run.__name__ = job.__name__
+        return run
 
     async def _api_started(self) -> None:
         server = self._server
@@ -301,8 +357,8 @@ class Service:
 
     async def tick(self, now: int) -> list[Finding]:
         usable = await self._act(self.runner.tick(self.ingestor.snapshot(), now), now)
-        # An incident not reported for 3 ticks is over.
-        self.state.clear_findings_not_seen_since(now - int(3 * self.cfg.detectors.tick_s * NS))
+        if self.acting():  # An incident not reported for 3 ticks is over.
+            self.state.clear_findings_not_seen_since(now - int(3 * self.cfg.detectors.tick_s * NS))
         return usable
 
     async def flap_pass(self, now: int) -> list[Finding]:
@@ -313,7 +369,8 @@ class Service:
         stale = set(self.telemetry.stale_devices(now))
         held = {Endpoint(p["device"], p["port"]) for p in self.state.disabled_ports()}
         usable = annotate([f for f in findings if not self._ignored(f, stale, held)], self.job_source.map)
-        await self.remediator.on_findings(usable)
+        if self.acting():  # a standby's detectors run too (warm for a takeover); the leader records and acts
+            await self.remediator.on_findings(usable)
         return usable
 
     def _ignored(self, f: Finding, stale: set[str], held: set[Endpoint]) -> bool:
@@ -414,6 +471,7 @@ class Service:
             "status": "ok" if not stale else "degraded",
             "version": __version__,
             "mode": self.remediator.mode,
+            "ha": self.ha_status(),
             "uptime_s": round(time.monotonic() - self.started, 1),
             "telemetry": {"devices": len(self.telemetry.devices), "synced": synced, "stale": stale},
             "open_tickets": len(self.state.tickets("open")),
@@ -421,6 +479,13 @@ class Service:
             "ticket_backend": self.backend.name,
             "jobs": asdict(self.job_source.status) | {"configured": self.job_source.configured},
         }
+
+    def ha_status(self) -> dict[str, Any]:
+        lead = self.leadership
+        if lead is None:
+            return {"enabled": False, "role": "leader"}
+        return {"enabled": True, "role": lead.role(), "instance": lead.instance, "leader": lead.holder,
+                "token": lead.token}  # fmt: skip
 
     def job_reports(self) -> list[JobReport]:
         jobs = self.job_source.map

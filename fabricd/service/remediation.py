@@ -57,6 +57,14 @@ class UnknownIdError(ActionError):
     """No action or ticket has that id."""
 
 
+class StandbyError(FabricdError):
+    """This instance is a standby (or was fenced off): the leader acts; send the request there."""
+
+
+class _Fenced(Exception):
+    """Raised inside an action when this instance may no longer act: the action is left to the leader."""
+
+
 @dataclass
 class Outcome:
     ticket: Ticket | None
@@ -78,11 +86,15 @@ class Remediator:
         clock: Callable[[], int],
         executor: Executor | None = None,
         publish: Callable[[Ticket], Awaitable[None]] | None = None,
+        fence: Callable[[], str | None] | None = None,
     ) -> None:
+        """`fence()` says why this instance may not act now (a standby, or a leader whose token was superseded), or
+        None; it is asked before each action starts, before every switch commit, and by every request of people."""
         self.fabric, self.state, self.settings, self.limits = fabric, state, settings, limits
         self.managed, self.actuator, self.view, self.clock = managed, actuator, view, clock
         self.executor = executor
         self._publish = publish
+        self._fence = fence
         self._tasks: set[asyncio.Task[None]] = set()
         self._underway: dict[int, asyncio.Event] = {}  # action id -> set once its first step is handed off
         self._lock = asyncio.Lock()  # one decision at a time: budgets must count the action just taken
@@ -272,9 +284,22 @@ class Remediator:
         finally:
             self._mark_underway(action.id)
 
+    def _fenced(self) -> str | None:
+        return None if self._fence is None else self._fence()
+
+    def _leader_only(self) -> None:
+        if (why := self._fenced()) is not None:
+            raise StandbyError(f"this fabricd does not act now: {why}; send the request to the leader")
+
     async def _carry_out_inner(self, action: Action, resumed: bool) -> None:
         try:
+            if (why := self._fenced()) is not None:
+                raise _Fenced(why)
             await (self._disable(action, resumed) if action.op == "disable" else self._enable(action, resumed))
+        except _Fenced as e:
+            # Nothing written: the action stays `running` in the shared state and the leader's reconcile resumes it.
+            log.warning("action %d (%s %s:%s) left to the leader: %s", action.id, action.op, action.device,
+                        action.port, e)  # fmt: skip
         except Exception as e:
             log.exception("action %d (%s %s:%s) failed unexpectedly", action.id, action.op, action.device, action.port)
             current = self.state.action(action.id) or action
@@ -323,6 +348,8 @@ class Remediator:
 
     async def _transaction(self, action: Action, ep: Endpoint, up: bool, verb: str, resumed: bool) -> str:
         session: Session | None = None
+        if (why := self._fenced()) is not None:  # checked before every switch commit
+            raise _Fenced(why)
         try:
             # Connect and commit in one trip to the driver thread: each hop back to a busy loop costs latency.
             opened = asyncio.get_running_loop().run_in_executor(
@@ -414,6 +441,7 @@ class Remediator:
 
     # --- people --------------------------------------------------------------------------------------------
     async def approve(self, action_id: int, actor: str) -> Action:
+        self._leader_only()
         async with self._lock:
             a = self.state.action(action_id)
             if a is None:
@@ -442,6 +470,7 @@ class Remediator:
     async def set_mode(self, mode: Literal["observe", "approve", "auto"], actor: str, why: str) -> str:
         """Change the remediation mode now (e.g. observe during an incident or maintenance); it is written to the
         state so a restart keeps it, and audited. Actions already running finish; proposals wait as they are."""
+        self._leader_only()
         async with self._lock:
             self.settings = self.settings.model_copy(update={"mode": mode})
             self.state.set_mode(mode, actor, why.strip() or "no reason given", self.clock())
@@ -449,6 +478,7 @@ class Remediator:
 
     async def reject(self, action_id: int, actor: str, reason: str) -> Action:
         """A person says no to a proposed action: it is cancelled (never run), with who and why on the ticket."""
+        self._leader_only()
         async with self._lock:
             a = self.state.action(action_id)
             if a is None:
@@ -466,6 +496,7 @@ class Remediator:
 
     async def resolve(self, ticket_id: int, actor: str) -> Ticket:
         """The repair is done: close the ticket, bring back the ports it held down, start their probation."""
+        self._leader_only()
         async with self._lock:
             t = self.state.ticket(ticket_id)
             if t is None:
