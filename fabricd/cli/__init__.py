@@ -9,6 +9,7 @@ import typer
 
 from fabricd import __version__
 from fabricd.cli.apply_cmd import apply_command
+from fabricd.cli.bus_cmd import app as bus_app
 from fabricd.cli.check_cmd import app as check_app
 from fabricd.cli.dci_cmd import app as dci_app
 from fabricd.cli.detect_cmd import detect_command
@@ -78,6 +79,7 @@ app.add_typer(lab_app, name="lab")
 app.add_typer(check_app, name="check")
 app.add_typer(dci_app, name="dci")
 app.add_typer(token_app, name="token")
+app.add_typer(bus_app, name="bus")
 
 
 def main(argv: list[str] | None = None) -> int:

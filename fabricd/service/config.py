@@ -305,7 +305,7 @@ class StateSettings(_Strict):
         parts = urllib.parse.urlsplit(v)
         if parts.scheme not in ("postgresql", "postgres"):
             raise ValueError("must be a postgresql:// URL (leave it out for the SQLite file at state.path)")
-        if parts.password is not None:
+        if parts.password:  # an empty one (user:@host) is no secret
             raise ValueError("carries a password; give it as state.password (env: or file:) instead")
         return v
 
