@@ -27,6 +27,8 @@ def exported(tmp_path: Path) -> set[str]:
     telemetry.bind_workers(2)  # with telemetry.workers > 1
     fabric = load_fabric(EXAMPLES / "small-pod.yaml", None)[1]
     ports = PortCollector(store.snapshot, fabric)
-    metrics.register(registry, StateStore(tmp_path / "s.db"), DciPortsState(), lambda: [], ports, lambda: [])
+    ha = {"enabled": True, "role": "leader", "instance": "ctl-a"}  # with ha.enabled
+    metrics.register(registry, StateStore(tmp_path / "s.db"), DciPortsState(), lambda: [], ports, lambda: [],
+                     lambda: ha)  # fmt: skip
     # the families themselves, so that one with no sample yet (an empty store) still counts as exported
     return {m.name + sfx for m in registry.collect() for sfx in SUFFIXES.get(m.type, ("",))}

@@ -147,7 +147,13 @@ class Service:
         self.lossless = first  # the priority whose PFC and queue counters the page and /metrics show
         ports = PortCollector(self.ingestor.snapshot, self.fabric, first) if cfg.api.port_metrics else None
         service_metrics.register(
-            self.registry, self.state, self.dci_state, self.job_reports, ports, lambda: self.remediator.budgets()
+            self.registry,
+            self.state,
+            self.dci_state,
+            self.job_reports,
+            ports,
+            lambda: self.remediator.budgets(),
+            self.ha_status if cfg.ha.enabled else None,
         )
         self.view = TelemetryPortView(self.ingestor, time.monotonic)
         self.pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="fabricd-io")

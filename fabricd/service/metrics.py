@@ -63,6 +63,7 @@ def register(
     reports: Callable[[], list[JobReport]],
     ports: PortCollector | None = None,
     budgets: Callable[[], list[Budget]] | None = None,
+    ha: Callable[[], dict[str, Any]] | None = None,
 ) -> None:
     """Every service metric (the telemetry client registers its own): state, DR ports, jobs, and the per-port
     counters when `ports` is given (api.port_metrics)."""
@@ -73,6 +74,22 @@ def register(
         registry.register(ports)
     if budgets is not None:
         registry.register(BudgetCollector(budgets))
+    if ha is not None:
+        registry.register(HaCollector(ha))
+
+
+class HaCollector(Collector):
+    """Is this instance the one that acts? (a hot-standby pair: exactly one 1 across the instances)"""
+
+    def __init__(self, status: Callable[[], dict[str, Any]]) -> None:
+        self.status = status
+
+    def collect(self) -> Iterator[Metric]:
+        s = self.status()
+        g = GaugeMetricFamily("fabricd_ha_leader", "1 while this instance holds the leader lease and acts",
+                              labels=["instance"])  # fmt: skip
+        g.add_metric([str(s.get("instance", ""))], 1.0 if s.get("role") == "leader" else 0.0)
+        yield g
 
 
 class BudgetCollector(Collector):

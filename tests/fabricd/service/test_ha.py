@@ -81,6 +81,7 @@ def test_leader_killed_the_standby_acts_once_and_a_partitioned_leader_stops(
         b = Instance("b", config, tmp_path / "b.log")
         wait_for(lambda: b is not None and b.role() == "standby", 60)
         assert b.get("/api/v1/health")["ha"]["leader"] == "a"
+        assert 'fabricd_ha_leader{instance="b"} 0.0' in httpx.get(f"http://127.0.0.1:{b.port}/metrics").text
         # a standby refuses changes and names why
         r = httpx.post(f"http://127.0.0.1:{b.port}/api/v1/tickets/1/resolve",
                        headers={"Authorization": f"Bearer {TOKEN}"}, timeout=5)  # fmt: skip
@@ -97,6 +98,7 @@ def test_leader_killed_the_standby_acts_once_and_a_partitioned_leader_stops(
         assert took < 5.0, f"standby took {took:.1f} s"
         health = b.get("/api/v1/health")["ha"]
         assert health["leader"] == "b" and health["token"] > 1
+        assert 'fabricd_ha_leader{instance="b"} 1.0' in httpx.get(f"http://127.0.0.1:{b.port}/metrics").text
 
         inject(twin.state_dir, "link_flap", {"port": SECOND, "count": 8, "period_s": 0.3})
         wait_for(lambda: b is not None and done_on(b) == sorted([FIRST, SECOND]), 30)
