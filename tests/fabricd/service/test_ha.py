@@ -73,7 +73,7 @@ def test_leader_killed_the_standby_acts_once_and_a_partitioned_leader_stops(
     twin: TwinThread, nats_bus: LocalBus, postgres_url: str, tmp_path: Path
 ) -> None:
     config = write_config(tmp_path, twin.inventory, state={"url": postgres_url},
-                          ha={"enabled": True, "lease_ttl_s": TTL, "bus": {"urls": [nats_bus.url]}})  # fmt: skip
+                          ha={"enabled": True, "lease_ttl_s": TTL}, bus={"urls": [nats_bus.url]})  # fmt: skip
     a = Instance("a", config, tmp_path / "a.log")
     b: Instance | None = None
     try:

@@ -18,18 +18,17 @@ pytestmark = [pytest.mark.distributed, pytest.mark.slow]
 TTL = 1.5
 
 
-def settings(bus: LocalBus) -> HaSettings:
-    return HaSettings(enabled=True, lease_ttl_s=TTL, bus=BusSettings(urls=[bus.url]))
+HA = HaSettings(enabled=True, lease_ttl_s=TTL)
 
 
-def member(bus: LocalBus, name: str, elected: list[tuple[str, int]]) -> Leadership:
+def member(bus: LocalBus, name: str, elected: list[tuple[str, int]], url: str | None = None) -> Leadership:
     from fabricd.bus import connect
 
     async def on_elected(token: int) -> None:
         elected.append((name, token))
 
-    cfg = settings(bus)
-    return Leadership(cfg, lambda: connect(cfg.bus, None, name), on_elected, instance=name)
+    where = BusSettings(urls=[url or bus.url])
+    return Leadership(HA, lambda: connect(where, None, name), on_elected, instance=name)
 
 
 async def until(cond: object, timeout_s: float) -> float:
@@ -114,18 +113,11 @@ class Cable:
 def test_a_leader_partitioned_from_the_bus_stops_acting_and_the_standby_takes_over(nats_bus: LocalBus) -> None:
     # a reaches the bus through a cable the test cuts; b reaches it directly
     async def scenario() -> None:
-        from fabricd.bus import connect
-
         elected: list[tuple[str, int]] = []
         bus_port = int(nats_bus.url.rsplit(":", 1)[1])
         cable = Cable(bus_port)
         await cable.start()
-        cfg_a = HaSettings(enabled=True, lease_ttl_s=TTL, bus=BusSettings(urls=[f"nats://127.0.0.1:{cable.port}"]))
-
-        async def on_elected(token: int) -> None:
-            elected.append(("a", token))
-
-        a = Leadership(cfg_a, lambda: connect(cfg_a.bus, None, "a"), on_elected, instance="a")
+        a = member(nats_bus, "a", elected, url=f"nats://127.0.0.1:{cable.port}")
         b = member(nats_bus, "b", elected)
         stop = asyncio.Event()
         tasks = [asyncio.create_task(a.run(stop))]
