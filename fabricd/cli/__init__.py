@@ -11,6 +11,7 @@ from fabricd import __version__
 from fabricd.cli.apply_cmd import apply_command
 from fabricd.cli.bus_cmd import app as bus_app
 from fabricd.cli.check_cmd import app as check_app
+from fabricd.cli.collector_cmd import collector_command
 from fabricd.cli.dci_cmd import app as dci_app
 from fabricd.cli.detect_cmd import detect_command
 from fabricd.cli.intent_cmd import intent_command
@@ -64,6 +65,7 @@ app.command("plan")(plan_command)
 app.command("apply")(apply_command)
 app.command("detect")(detect_command)
 app.command("run")(run_command)
+app.command("collector")(collector_command)
 app.command("status")(status_command)
 app.command("findings")(findings_command)
 app.command("tickets")(tickets_command)

@@ -45,6 +45,7 @@ from fabricd.telemetry import (
     TelemetryWorkers,
     TraceWriter,
 )
+from fabricd.telemetry.bus_source import BusTelemetry
 from fabricd.telemetry.paths import eos_profile
 from policies.policy import load_policy
 from topology.load import load_fabric
@@ -102,7 +103,18 @@ class Service:
         profile = {"eos": eos_profile(tcfg.interval_s, lossless, tcfg.intervals)}
         self.registry = CollectorRegistry()
         self.telemetry: TelemetrySource
-        if cfg.telemetry.workers > 1:  # worker processes stream and decode; their batches land in self.store
+        if cfg.telemetry.source == "bus":  # `fabricd collector` processes subscribe; this one reads their stream
+            self.telemetry = BusTelemetry(
+                [a.name for a in accesses],
+                self.ingestor,
+                lambda: connect_bus(cfg.bus, cfg.source, f"fabricd {self.instance} telemetry"),
+                interval_s=tcfg.interval_s,
+                max_age_s=tcfg.stream_max_age_s,
+                max_bytes=tcfg.stream_max_bytes,
+                registry=self.registry,
+                clock=clock,
+            )
+        elif cfg.telemetry.workers > 1:  # worker processes stream and decode; their batches land in self.store
             self.telemetry = TelemetryWorkers(
                 accesses,
                 self.ingestor,

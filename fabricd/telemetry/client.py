@@ -174,6 +174,10 @@ class _Device:
     first_delay: float = 0.0  # before the first connect (see connect_delays)
     phase_ns: int | None = None  # SAMPLE subscriptions go at monotonic ns = phase mod interval; None: at once
     children: tuple[Any, Any, Any] | None = None  # (connected gauge, reconnects counter, last-lag gauge)
+    owned: asyncio.Event = field(default_factory=asyncio.Event)  # this client streams it (see set_owned)
+
+
+RELEASED = "released"  # the cancel reason of a stream whose device another collector now owns
 
 
 class TelemetryClient:
@@ -208,7 +212,10 @@ class TelemetryClient:
         spread_samples: bool = True,
         on_lag: Callable[[str, float], None] | None = None,
         log: logging.Logger | None = None,
+        owned: Sequence[str] | None = None,
     ) -> None:
+        """`owned`: the devices to stream now (None: every one); `set_owned` changes it while running (a collector
+        streams the switches it holds a lease on)."""
         if interval_s <= 0 or backoff_base_s <= 0 or backoff_cap_s < backoff_base_s:
             raise ValueError("interval_s and backoff_base_s must be > 0 and backoff_cap_s >= backoff_base_s")
         self.ingestor = ingestor
@@ -249,6 +256,9 @@ class TelemetryClient:
                 Backoff(backoff_base_s, backoff_cap_s, rng=rng),
                 self.store.device_id(access.name),  # interned now: stats rows and staleness from the start
             )
+        for name, d in self._devices.items():
+            if owned is None or name in owned:
+                d.owned.set()
         streamed = [d for d in self._devices.values() if d.requests]
         if connect_spread_s is None:
             connect_spread_s = min(CONNECT_SPREAD_MAX_S, CONNECT_SPREAD_PER_DEVICE_S * len(streamed))
@@ -336,6 +346,24 @@ class TelemetryClient:
         if self._running:
             await self._done.wait()
 
+    def set_owned(self, names: Sequence[str] | set[str]) -> None:
+        """Stream exactly these devices from now on: a device dropped from the set has its stream ended at once
+        (another collector streams it now), one added connects at once."""
+        wanted = set(names)
+        for name, d in self._devices.items():
+            if name in wanted:
+                d.owned.set()
+            elif d.owned.is_set():
+                d.owned.clear()
+                d.synced.clear()
+                if d.calls:
+                    d.cancel_reason = RELEASED
+                    for call in d.calls:
+                        call.cancel()
+
+    def owned(self) -> list[str]:
+        return [name for name, d in self._devices.items() if d.owned.is_set()]
+
     # --- per device --------------------------------------------------------------------------------------
     async def _device_loop(self, d: _Device) -> None:
         name = d.access.name
@@ -343,6 +371,15 @@ class TelemetryClient:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._closing.wait(), d.first_delay)
         while not self._closing.is_set():
+            if not d.owned.is_set():
+                closing = asyncio.ensure_future(self._closing.wait())
+                owned = asyncio.ensure_future(d.owned.wait())
+                try:
+                    await asyncio.wait([closing, owned], return_when=asyncio.FIRST_COMPLETED)
+                finally:
+                    closing.cancel()
+                    owned.cancel()
+                continue
             if d.attempts and d.children is not None:
                 d.children[1].inc()
             d.attempts += 1
@@ -357,6 +394,8 @@ class TelemetryClient:
                 self._set_connected(d, False)
             if self._closing.is_set():
                 return
+            if code == "CANCELLED" and detail == RELEASED:
+                continue  # not a failure: wait until it is ours again
             if d.synced.is_set() and time.monotonic() - started >= self.healthy_s:
                 d.backoff.reset()
             d.synced.clear()

@@ -1,0 +1,171 @@
+"""`telemetry.source: bus`: the service reads the collectors' stream instead of subscribing to the switches.
+
+An ordered push consumer (ephemeral, in order, re-created by the client library on a gap in its own sequence)
+reads `fabricd.tm.>` from the oldest message the stream still keeps, so a service that starts (or a standby that
+takes over) has every port's state from the collectors' heartbeats within the stream's age. Each message is one
+switch's raw SubscribeResponses (`bus_wire.py`), decoded by the same `Ingestor` as a direct subscription, so
+detectors cannot tell the difference. A reader slower than the stream's limits loses the oldest messages: the
+gap in the stream sequence is counted (`fabricd_bus_lost_messages_total`), as is what still waits
+(`fabricd_bus_pending_messages`); neither grows memory here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from prometheus_client import CollectorRegistry, Counter, Gauge
+
+from . import bus_wire
+from .client import SYNC_TAG, DeviceState
+from .ingest import Ingestor
+
+if TYPE_CHECKING:
+    from nats.aio.client import Client as NATS
+    from nats.aio.msg import Msg
+
+log = logging.getLogger("fabricd.telemetry.bus")
+
+
+class BusTelemetry:
+    """The TelemetrySource of a service that reads the bus (same queries as TelemetryClient)."""
+
+    def __init__(
+        self,
+        devices: Sequence[str],
+        ingestor: Ingestor,
+        connect: Callable[[], Awaitable[NATS]],
+        *,
+        interval_s: float,
+        max_age_s: float,
+        max_bytes: int,
+        registry: CollectorRegistry | None = None,
+        clock: Callable[[], int] = time.time_ns,
+    ) -> None:
+        self._devices = list(devices)
+        self._known = set(devices)
+        self.ingestor, self.store = ingestor, ingestor.store
+        self._connect = connect
+        self.interval_ns = int(interval_s * 1e9)
+        self.max_age_s, self.max_bytes = max_age_s, max_bytes
+        self.clock = clock
+        self._synced: dict[str, asyncio.Event] = {d: asyncio.Event() for d in devices}
+        for d in devices:
+            self.store.device_id(d)
+        self._stop = asyncio.Event()
+        self._last_seq = 0
+        self.messages = 0
+        self.lost = 0
+        self.foreign = 0  # messages of switches not in the inventory, or malformed
+        self._pending = 0
+        self._lost_c = self._pending_g = None
+        if registry is not None:
+            self._lost_c = Counter("fabricd_bus_lost_messages", "Telemetry batches the stream dropped before this "
+                                   "service read them (it fell behind the stream's age or size limit)",
+                                   registry=registry)  # fmt: skip
+            self._pending_g = Gauge("fabricd_bus_pending_messages", "Telemetry batches on the stream this service "
+                                    "has not read yet", registry=registry)  # fmt: skip
+
+    # --- queries (TelemetrySource) ---------------------------------------------------------------------------
+    @property
+    def devices(self) -> list[str]:
+        return list(self._devices)
+
+    @property
+    def synced(self) -> dict[str, bool]:
+        return {d: e.is_set() for d, e in self._synced.items()}
+
+    def stale_devices(self, now: int | None = None) -> list[str]:
+        t = self.clock() if now is None else now
+        return [d for d in self._devices if self.store.stale(d, t, self.interval_ns)]
+
+    async def wait_synced(self, timeout_s: float | None = None) -> bool:
+        try:
+            await asyncio.wait_for(asyncio.gather(*(e.wait() for e in self._synced.values())), timeout_s)
+        except TimeoutError:
+            return False
+        return True
+
+    def state(self, device: str) -> DeviceState:
+        fresh = device not in self.stale_devices()
+        return DeviceState(device, fresh, self._synced[device].is_set(), 0, None if fresh else "no data on the bus")
+
+    # --- the consumer ----------------------------------------------------------------------------------------
+    def _on_message(self, msg: Msg) -> None:
+        meta = msg.metadata
+        seq = meta.sequence.stream
+        if self._last_seq and seq > self._last_seq + 1:
+            gap = seq - self._last_seq - 1
+            self.lost += gap
+            if self._lost_c is not None:
+                self._lost_c.inc(gap)
+        self._last_seq = seq
+        self._pending = meta.num_pending
+        self.messages += 1
+        try:
+            device, responses = bus_wire.unpack(msg.data)
+        except bus_wire.WireError:
+            self.foreign += 1
+            return
+        if device not in self._known:
+            self.foreign += 1
+            return
+        now = self.clock()
+        ingest = self.ingestor.ingest
+        for raw in responses:
+            ingest(raw, device, now)
+            if raw and raw[0] == SYNC_TAG:
+                self._synced[device].set()
+
+    async def run(self) -> None:
+        """Read until stop(); a lost bus is retried with backoff (the devices go stale meanwhile, as they would
+        with a direct subscription that lost its switches)."""
+        from fabricd.backoff import Backoff
+
+        backoff = Backoff(0.5, 10.0)
+        while not self._stop.is_set():
+            try:
+                await self._consume()
+                backoff.reset()
+            except Exception as e:  # noqa: BLE001 - the bus went away: keep trying, never crash the service
+                log.warning("telemetry from the bus: %s (%s); retrying", type(e).__name__, str(e)[:200])
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._stop.wait(), backoff.next())
+        self.ingestor.flush()
+
+    async def _consume(self) -> None:
+        from nats.js.api import DeliverPolicy
+
+        from .collector import ensure_stream
+
+        nc = await self._connect()
+        try:
+            js = nc.jetstream()
+            await ensure_stream(js, self.max_age_s, self.max_bytes)
+            sub = await js.subscribe(bus_wire.SUBJECTS, stream=bus_wire.STREAM, ordered_consumer=True,
+                                     deliver_policy=DeliverPolicy.ALL, cb=self._async_cb)  # fmt: skip
+            try:
+                while not self._stop.is_set():
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(self._stop.wait(), 0.05)
+                    self.ingestor.flush()  # the detectors' snapshot sees what arrived
+                    if self._pending_g is not None:
+                        self._pending_g.set(self._pending)
+                    if not nc.is_connected and not nc.is_reconnecting:
+                        raise ConnectionError("the bus connection closed")
+            finally:
+                with contextlib.suppress(Exception):
+                    await sub.unsubscribe()
+        finally:
+            with contextlib.suppress(Exception):
+                await nc.close()
+
+    async def _async_cb(self, msg: Any) -> None:
+        self._on_message(msg)
+
+    async def stop(self) -> None:
+        self._stop.set()

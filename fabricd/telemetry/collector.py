@@ -1,0 +1,255 @@
+"""`fabricd collector`: subscribe to a share of the switches and publish what they send to the bus.
+
+Any number of collectors run on any number of machines with the same fabricd.yaml. Who streams which switch is
+decided by leases in the JetStream key-value bucket `fabricd_switches` (gnmic's "locked targets"): a key per
+switch, created by the collector that takes it and rewritten (compare-and-set) every third of
+`telemetry.collector_lease_ttl_s`. Each collector also keeps a key of its own in `fabricd_collectors`, so every one
+knows how many are alive and takes its fair share, ceil(switches / collectors), and gives back what it holds
+beyond that, so a collector that joins gets work. A collector that dies or is cut off stops renewing; its keys
+expire after one TTL and the others take its switches at their next round: within one TTL plus a third, then one
+sample interval until the first data.
+
+The gNMI side is the service's own `TelemetryClient` (same subscriptions, reconnects, sample phases). Instead of
+decoding, `BusPublisher` hands each switch's raw SubscribeResponses to the bus every few milliseconds, on the
+switch's subject of the stream (`bus_wire.py`), whose age and size limits bound what a slow reader can cost.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import math
+import time
+import zlib
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from drivers.inventory import DeviceAccess
+
+from . import bus_wire
+from .client import TelemetryClient
+from .ingest import Ingestor
+from .paths import Subscription
+from .store import CounterStore
+
+if TYPE_CHECKING:
+    from nats.aio.client import Client as NATS
+    from nats.js.client import JetStreamContext
+    from nats.js.kv import KeyValue
+
+log = logging.getLogger("fabricd.collector")
+SWITCHES, MEMBERS = "fabricd_switches", "fabricd_collectors"
+PUBLISH_EVERY_S = 0.005  # batching window: a flap's oper-status event waits at most this long on the collector
+
+
+async def ensure_stream(js: JetStreamContext, max_age_s: float, max_bytes: int) -> None:
+    """The telemetry stream, created if missing (or its limits brought up to date): old messages go first."""
+    from nats.js.api import DiscardPolicy, RetentionPolicy, StorageType, StreamConfig
+
+    config = StreamConfig(
+        name=bus_wire.STREAM, subjects=[bus_wire.SUBJECTS], retention=RetentionPolicy.LIMITS,
+        max_age=max_age_s, max_bytes=max_bytes, discard=DiscardPolicy.OLD, storage=StorageType.MEMORY,
+    )  # fmt: skip
+    try:
+        await js.add_stream(config)
+    except Exception:  # noqa: BLE001 - it exists with other limits: update it
+        await js.update_stream(config)
+
+
+class BusPublisher(Ingestor):
+    """Takes the client's raw responses per switch and publishes them in batches (no decoding here)."""
+
+    def __init__(self, nc: NATS) -> None:
+        super().__init__(CounterStore())
+        self.nc = nc
+        self._pending: dict[str, list[bytes]] = {}
+        self.published = 0  # responses handed to the bus
+        self.bytes = 0
+
+    def ingest(self, data: bytes | Any, channel: str, now: int | None = None) -> None:
+        self._pending.setdefault(channel, []).append(data if isinstance(data, bytes) else data.SerializeToString())
+
+    def flush(self) -> None:
+        """Nothing to flush into a store: `drain()` publishes on its own clock."""
+
+    async def drain(self, stop: asyncio.Event) -> None:
+        while not stop.is_set():
+            await self.publish_pending()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), PUBLISH_EVERY_S)
+        await self.publish_pending()
+
+    async def publish_pending(self) -> None:
+        if not self._pending:
+            return
+        pending, self._pending = self._pending, {}
+        for device, responses in pending.items():
+            data = bus_wire.pack(device, responses)
+            await self.nc.publish(bus_wire.subject(device), data)
+            self.published += len(responses)
+            self.bytes += len(data)
+
+
+def fair_share(switches: int, members: int) -> int:
+    return math.ceil(switches / max(1, members))
+
+
+def preference(instance: str, switch: str) -> int:
+    """Rendezvous hashing: each collector tries the free switches in its own order, so several collectors taking
+    over at once rarely race for the same keys."""
+    return zlib.crc32(f"{instance}|{switch}".encode())
+
+
+def plan_claims(
+    instance: str, switches: Sequence[str], taken: set[str], mine: set[str], members: int
+) -> tuple[list[str], list[str]]:
+    """(switches to try to take, switches to give back) this round: up to the fair share, pure."""
+    share = fair_share(len(switches), members)
+    if len(mine) > share:
+        extra = sorted(mine, key=lambda s: preference(instance, s))[share:]
+        return [], extra
+    free = [s for s in switches if s not in taken and s not in mine]
+    free.sort(key=lambda s: preference(instance, s))
+    return free[: share - len(mine)], []
+
+
+def _key(switch: str) -> str:
+    return bus_wire.subject(switch).removeprefix("fabricd.tm.")
+
+
+class Collector:
+    def __init__(
+        self,
+        accesses: Sequence[DeviceAccess],
+        connect: Callable[[], Awaitable[NATS]],
+        *,
+        instance: str,
+        profile: Mapping[str, Sequence[Subscription]],
+        interval_s: float,
+        lease_ttl_s: float,
+        max_age_s: float,
+        max_bytes: int,
+    ) -> None:
+        self.accesses = list(accesses)
+        self.switches = [a.name for a in self.accesses]
+        self._connect = connect
+        self.instance, self.profile, self.interval_s = instance, profile, interval_s
+        self.ttl, self.max_age_s, self.max_bytes = lease_ttl_s, max_age_s, max_bytes
+        self.mine: dict[str, int] = {}  # switch -> revision of our lease key
+        self.client: TelemetryClient | None = None
+        self.publisher: BusPublisher | None = None
+        self._renewed = time.monotonic()  # when the last renewal round was sent
+
+    async def run(self, stop: asyncio.Event) -> None:
+        nc = await self._connect()
+        try:
+            js = nc.jetstream(timeout=max(1.0, self.ttl / 3))
+            await ensure_stream(js, self.max_age_s, self.max_bytes)
+            switches = await _bucket(js, SWITCHES, self.ttl)
+            members = await _bucket(js, MEMBERS, self.ttl)
+            self.publisher = BusPublisher(nc)
+            # ON_CHANGE leaves resent every half stream age, so a reader starting at any time finds every port's
+            # oper state within the stream, not only changes after it joined (gNMI heartbeat_interval).
+            self.client = TelemetryClient(
+                self.accesses, self.publisher, profile=self.profile, interval_s=self.interval_s,
+                heartbeat_s=self.max_age_s / 2, owned=[], log=log,
+            )  # fmt: skip
+            tasks = [
+                asyncio.create_task(self.client.run(), name="gnmi"),
+                asyncio.create_task(self.publisher.drain(stop), name="publish"),
+                asyncio.create_task(self._leases(switches, members, stop), name="leases"),
+            ]
+            stopping = asyncio.create_task(stop.wait())
+            try:
+                done, _ = await asyncio.wait([stopping, *tasks], return_when=asyncio.FIRST_COMPLETED)
+                for t in done:
+                    if t is not stopping and t.exception() is not None:
+                        raise t.exception()  # type: ignore[misc]
+            finally:
+                stop.set()
+                await self.client.stop()
+                await asyncio.gather(*tasks, return_exceptions=True)
+                stopping.cancel()
+                await self._release_all(switches)
+        finally:
+            with contextlib.suppress(Exception):
+                await nc.drain()
+
+    async def _leases(self, switches: KeyValue, members: KeyValue, stop: asyncio.Event) -> None:
+        me = self.instance.encode()
+        member_key = _key(self.instance)
+        while not stop.is_set():
+            started = time.monotonic()
+            try:
+                await members.put(member_key, me)
+                alive = len(await _keys(members))
+                await self._renew(switches)
+                taken = set()
+                for k in await _keys(switches):
+                    taken.add(k)
+                by_key = {_key(s): s for s in self.switches}
+                taken_switches = {by_key[k] for k in taken if k in by_key}
+                claim, give = plan_claims(self.instance, self.switches, taken_switches, set(self.mine), alive)
+                for s in claim:
+                    await self._claim(switches, s, me)
+                for s in give:
+                    await self._give_back(switches, s)
+            except Exception as e:  # noqa: BLE001 - the bus went away: keep streaming what we hold until it ends
+                log.warning("collector %s: lease round failed (%s: %s)", self.instance, type(e).__name__, e)
+                if time.monotonic() - self._renewed > self.ttl * 2 / 3:
+                    self.mine.clear()  # our leases may be gone: stop streaming before someone else starts
+            assert self.client is not None
+            self.client.set_owned(list(self.mine))
+            wait = max(0.05, self.ttl / 3 - (time.monotonic() - started))
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), wait)
+
+    async def _renew(self, kv: KeyValue) -> None:
+        from nats.js.errors import KeyWrongLastSequenceError
+
+        sent = time.monotonic()
+        for s, rev in list(self.mine.items()):
+            try:
+                self.mine[s] = await kv.update(_key(s), self.instance.encode(), last=rev)
+            except KeyWrongLastSequenceError:
+                log.warning("collector %s: lost %s to another collector", self.instance, s)
+                del self.mine[s]
+        self._renewed = sent
+
+    async def _claim(self, kv: KeyValue, switch: str, me: bytes) -> None:
+        from nats.js.errors import KeyWrongLastSequenceError
+
+        try:
+            self.mine[switch] = await kv.create(_key(switch), me)
+        except KeyWrongLastSequenceError:
+            return  # another collector was faster
+        log.info("collector %s: streams %s now", self.instance, switch)
+
+    async def _give_back(self, kv: KeyValue, switch: str) -> None:
+        rev = self.mine.pop(switch)
+        with contextlib.suppress(Exception):
+            await kv.delete(_key(switch), last=rev)
+
+    async def _release_all(self, kv: KeyValue) -> None:
+        """On a clean stop, hand the switches over at once instead of after a TTL."""
+        for s in list(self.mine):
+            await self._give_back(kv, s)
+
+
+async def _bucket(js: JetStreamContext, name: str, ttl: float) -> KeyValue:
+    from nats.js.errors import BucketNotFoundError
+
+    try:
+        return await js.key_value(name)
+    except BucketNotFoundError:
+        return await js.create_key_value(bucket=name, ttl=ttl, history=1)
+
+
+async def _keys(kv: KeyValue) -> list[str]:
+    from nats.js.errors import NoKeysError
+
+    try:
+        return list(await kv.keys())
+    except NoKeysError:
+        return []

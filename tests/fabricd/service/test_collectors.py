@@ -1,0 +1,114 @@
+"""Collectors end to end: two `fabricd collector` processes share the twin's switches through leases on a real
+nats-server and publish to the telemetry stream; the service reads the stream (telemetry.source: bus) and acts on
+a flap exactly as with its own subscriptions. Killed with -9, a collector's switches move to the other one within
+a lease TTL and an interval, and a flap after that is still found."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from drivers.inventory import load_inventory
+from fabricd.bus import LocalBus
+from fabricd.service.config import BusSettings
+from fabricd.telemetry.collector import SWITCHES
+from lab.control_client import inject
+from tests.conftest import EXAMPLES, REPO
+from tests.lab.twin_thread import TwinThread
+from topology.spec import load_spec
+
+from .service_thread import ServiceThread, wait_for, write_config
+
+pytestmark = [pytest.mark.distributed, pytest.mark.twin, pytest.mark.slow]
+LEASE_S = 2.0
+
+
+@pytest.fixture
+def twin(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TwinThread]:
+    t = TwinThread(load_spec(EXAMPLES / "small-pod.yaml"), tmp_path_factory.mktemp("collector-twin")).start()
+    yield t
+    t.stop()
+
+
+def owners(bus: LocalBus) -> dict[str, str]:
+    """switch key -> collector, as the lease bucket says now."""
+
+    async def read() -> dict[str, str]:
+        from fabricd.bus import connect
+
+        nc = await connect(BusSettings(urls=[bus.url]), None, "test")
+        try:
+            kv = await nc.jetstream().key_value(SWITCHES)
+            out = {}
+            for k in await kv.keys():
+                entry = await kv.get(k)
+                out[k] = (entry.value or b"").decode()
+            return out
+        except Exception:  # noqa: BLE001 - no bucket or no keys yet
+            return {}
+        finally:
+            await nc.close()
+
+    return asyncio.run(read())
+
+
+def collector(name: str, config: Path, log: Path) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "fabricd", "collector", "--config", str(config), "--instance", name],
+        cwd=REPO, env=os.environ.copy(), stdout=log.open("wb"), stderr=subprocess.STDOUT,
+    )  # fmt: skip
+
+
+def test_collectors_share_the_switches_and_a_dead_ones_move(
+    twin: TwinThread, nats_bus: LocalBus, tmp_path: Path
+) -> None:
+    config = write_config(
+        tmp_path, twin.inventory, bus={"urls": [nats_bus.url]},
+        telemetry={"interval_s": 0.5, "source": "bus", "collector_lease_ttl_s": LEASE_S, "stream_max_age_s": 20},
+    )  # fmt: skip
+    procs = {n: collector(n, config, tmp_path / f"{n}.log") for n in ("c1", "c2")}
+    try:
+        switches = len(load_inventory(twin.inventory).names)  # small-pod: 18
+        wait_for(lambda: len(owners(nats_bus)) == switches and set(owners(nats_bus).values()) == {"c1", "c2"}, 30)
+        shares = sorted(list(owners(nats_bus).values()).count(n) for n in ("c1", "c2"))
+        assert shares == [switches // 2, switches - switches // 2]  # a fair share each
+
+        svc = ServiceThread(config).start(60)
+        try:
+            wait_for(lambda: svc.get("/api/v1/health")["telemetry"]["stale"] == [], 30)
+            inject(twin.state_dir, "link_flap", {"port": "leaf-g0-r0:Ethernet1/1", "count": 8, "period_s": 0.3})
+            wait_for(lambda: [a["status"] for a in svc.get("/api/v1/actions")["actions"]] == ["done"], 30)
+
+            procs["c1"].send_signal(signal.SIGKILL)  # no goodbye: its leases just expire
+            procs["c1"].wait(10)
+            killed = time.monotonic()
+            wait_for(lambda: set(owners(nats_bus).values()) == {"c2"} and len(owners(nats_bus)) == switches, 15,
+                     every_s=0.1)  # fmt: skip
+            moved = time.monotonic() - killed
+            assert moved < LEASE_S + LEASE_S / 3 + 2.0, moved
+            wait_for(lambda: svc.get("/api/v1/health")["telemetry"]["stale"] == [], 15)
+
+            inject(twin.state_dir, "link_flap", {"port": "leaf-g1-r1:Ethernet2/1", "count": 8, "period_s": 0.3})
+            wait_for(lambda: sorted(f"{a['device']}:{a['port']}" for a in svc.get("/api/v1/actions")["actions"])
+                     == ["leaf-g0-r0:Ethernet1/1", "leaf-g1-r1:Ethernet2/1"], 30)  # fmt: skip
+            metrics = httpx.get(svc.url + "/metrics", timeout=10).text
+            assert "fabricd_bus_lost_messages_total 0.0" in metrics
+        finally:
+            svc.stop()
+    finally:
+        for p in procs.values():
+            if p.poll() is None:
+                p.send_signal(signal.SIGTERM)
+                try:
+                    p.wait(10)
+                except subprocess.TimeoutExpired:
+                    p.kill()
