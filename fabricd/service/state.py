@@ -94,7 +94,9 @@ class Action:
     def switch_key(self) -> str:
         """The name of its transaction on the switch (an EOS config session, a SONiC checkpoint): a fabricd that
         dies between commit and confirm finds its own pending commit again by this name."""
-        return f"fabricd_a{self.id}"
+        # The id alone repeats across state databases (a new deployment, a lab rebuilt, one test after another on
+        # one twin), and EOS keeps a completed session's name: the creation time's low bits tell them apart.
+        return f"fabricd_a{self.id}_{self.created_ts & 0xFFFFFFFF:08x}"
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)

@@ -196,9 +196,10 @@ def test_reconcile_completes_an_interrupted_action(make: Callable[..., Harness])
         "leaf-g0-r1:Ethernet2/1 is up although fabricd holds it down: someone enabled it; no longer held",
     ]
     # it looks on the switch for what the dead fabricd left under the action's key: nothing, so it commits
-    resumed = [SESSION_DISABLE[0], ("resume", "leaf-g0-r0", f"fabricd_a{a.id}"), *SESSION_DISABLE[1:]]
+    resumed = [SESSION_DISABLE[0], ("resume", "leaf-g0-r0", a.switch_key), *SESSION_DISABLE[1:]]
     assert h.world.calls == resumed
-    assert h.world.keyed == {f"fabricd_a{a.id}": "confirmed"}
+    assert h.world.keyed == {a.switch_key: "confirmed"}
+    assert a.switch_key == f"fabricd_a{a.id}_{T0 & 0xFFFFFFFF:08x}"
     assert action_of(h, a.id).status == "done"
     assert [(p["device"], p["port"], p["ticket_id"]) for p in h.state.disabled_ports()] == [
         ("leaf-g0-r0", "Ethernet1/1", t.id)
