@@ -71,7 +71,9 @@ def test_flap_in_the_browser_approve_as_operator_refused_as_viewer(twin: TwinThr
             ctx = browser.new_context(viewport={"width": 1280, "height": 800}, color_scheme="light")
             page = ctx.new_page()
             page.goto(svc.url + "/")
-            # the keyboard alone: the token field has the focus, Enter submits
+            # the keyboard alone: the token field has the focus, Enter submits (typing before autofocus has
+            # taken effect would lose keys on a loaded machine)
+            expect(page.locator("#token")).to_be_focused()
             page.keyboard.type(operator)
             page.keyboard.press("Enter")
             cell = page.locator('#grid a[data-device="leaf-g0-r0"]')

@@ -78,9 +78,13 @@ def test_collectors_share_the_switches_and_a_dead_ones_move(
     procs = {n: collector(n, config, tmp_path / f"{n}.log") for n in ("c1", "c2")}
     try:
         switches = len(load_inventory(twin.inventory).names)  # small-pod: 18
-        wait_for(lambda: len(owners(nats_bus)) == switches and set(owners(nats_bus).values()) == {"c1", "c2"}, 30)
-        shares = sorted(list(owners(nats_bus).values()).count(n) for n in ("c1", "c2"))
-        assert shares == [switches // 2, switches - switches // 2]  # a fair share each
+
+        def shares() -> list[int]:
+            held = list(owners(nats_bus).values())
+            return sorted(held.count(n) for n in ("c1", "c2")) if len(held) == switches else []
+
+        # the first to start takes them all, then gives back what is over its share once it sees the second
+        wait_for(lambda: shares() == [switches // 2, switches - switches // 2], 30)
 
         svc = ServiceThread(config).start(60)
         try:
@@ -105,6 +109,60 @@ def test_collectors_share_the_switches_and_a_dead_ones_move(
         finally:
             svc.stop()
     finally:
+        for p in procs.values():
+            if p.poll() is None:
+                p.send_signal(signal.SIGTERM)
+                try:
+                    p.wait(10)
+                except subprocess.TimeoutExpired:
+                    p.kill()
+
+
+def test_three_collectors_two_services_any_one_killed(
+    twin: TwinThread, nats_bus: LocalBus, postgres_url: str, tmp_path: Path
+) -> None:
+    """The whole picture on one machine: 3 collectors, 2 `fabricd run` (leader and standby) reading the bus and
+    sharing PostgreSQL. Kill -9 a collector, then the leader: every fault is acted on once, one ticket each."""
+    from .test_ha import Instance, done_on
+
+    config = write_config(
+        tmp_path, twin.inventory, bus={"urls": [nats_bus.url]}, state={"url": postgres_url},
+        ha={"enabled": True, "lease_ttl_s": 2.0},
+        telemetry={"interval_s": 0.5, "source": "bus", "collector_lease_ttl_s": LEASE_S, "stream_max_age_s": 20},
+    )  # fmt: skip
+    procs = {n: collector(n, config, tmp_path / f"{n}.log") for n in ("c1", "c2", "c3")}
+    a = b = None
+    try:
+        switches = len(load_inventory(twin.inventory).names)
+        wait_for(lambda: len(owners(nats_bus)) == switches and set(owners(nats_bus).values()) == set(procs), 30)
+        a = Instance("a", config, tmp_path / "a.log")
+        wait_for(lambda: a is not None and a.role() == "leader", 60)
+        b = Instance("b", config, tmp_path / "b.log")
+        wait_for(lambda: b is not None and b.role() == "standby", 60)
+
+        faults = ["leaf-g0-r0:Ethernet1/1", "leaf-g1-r1:Ethernet2/1", "leaf-g0-r1:Ethernet3/1"]
+        inject(twin.state_dir, "link_flap", {"port": faults[0], "count": 8, "period_s": 0.3})
+        wait_for(lambda: a is not None and done_on(a) == faults[:1], 30)
+
+        procs["c2"].send_signal(signal.SIGKILL)  # a collector dies
+        procs["c2"].wait(10)
+        wait_for(lambda: len(owners(nats_bus)) == switches and set(owners(nats_bus).values()) == {"c1", "c3"}, 15)
+        inject(twin.state_dir, "link_flap", {"port": faults[1], "count": 8, "period_s": 0.3})
+        wait_for(lambda: a is not None and done_on(a) == sorted(faults[:2]), 30)
+
+        a.kill()  # the leader dies
+        wait_for(lambda: b is not None and b.role() == "leader", 10)
+        inject(twin.state_dir, "link_flap", {"port": faults[2], "count": 8, "period_s": 0.3})
+        wait_for(lambda: b is not None and done_on(b) == sorted(faults), 30)
+        time.sleep(2)
+        actions = b.get("/api/v1/actions")["actions"]
+        assert sorted(f"{x['device']}:{x['port']}" for x in actions) == sorted(faults)  # once each
+        tickets = b.get("/api/v1/tickets")["tickets"]
+        assert sorted(t["kind"] for t in tickets) == ["link_flap"] * 3
+    finally:
+        for inst in (a, b):
+            if inst is not None:
+                inst.kill()
         for p in procs.values():
             if p.poll() is None:
                 p.send_signal(signal.SIGTERM)
