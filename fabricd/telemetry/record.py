@@ -1,51 +1,32 @@
-"""Record gNMI telemetry from switches into a JSON Lines trace, through the same ingestion the service uses.
-
-One thread per device streams the EOS subscription profile (raw bytes: no protobuf objects on our side);
-the shared Ingestor, guarded by a lock, writes every accepted update to the trace, so a trace replays to
-exactly what the service would have seen.
+"""Record gNMI telemetry from switches into a JSON Lines trace, through the same subscription and ingestion the
+service uses: the service's `TelemetryClient` (same profile, reconnects, raw bytes) feeds an `Ingestor` whose
+recorder writes every accepted update, so a trace replays to exactly what the service would have seen.
 """
 
 from __future__ import annotations
 
+import asyncio
 import io
-import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-import grpc
-
-from drivers.gnmi_check import channel_for
 from drivers.inventory import DeviceAccess
+from fabricd.telemetry.client import TelemetryClient
 from fabricd.telemetry.ingest import Ingestor
-from fabricd.telemetry.paths import eos_profile, subscribe_request
+from fabricd.telemetry.paths import eos_profile
 from fabricd.telemetry.store import CounterStore
 from fabricd.telemetry.trace import TraceWriter
 from topology.sourcefile import write_atomic
 
 
-def _stream(access: DeviceAccess, request: Any, ingest: Any, stop: threading.Event, seconds: float) -> str | None:
-    metadata = [("username", access.username), ("password", access.password.get_secret_value())]
-    with channel_for(access) as channel:
-        call = channel.stream_stream(
-            "/gnmi.gNMI/Subscribe",
-            request_serializer=lambda m: m.SerializeToString(),
-            response_deserializer=lambda b: b,  # raw bytes go straight to the ingest hot path
-        )(iter([request]), metadata=metadata, timeout=seconds + 5)
-        timer = threading.Timer(seconds, call.cancel)
-        timer.start()
-        try:
-            for raw in call:
-                ingest(raw, access.name)
-                if stop.is_set():
-                    call.cancel()
-        except grpc.RpcError as e:
-            if e.code() != grpc.StatusCode.CANCELLED:
-                return f"{access.name}: gNMI stream ended: {e.code().name}"
-        finally:
-            timer.cancel()
-    return None
+class _InOrder(Ingestor):
+    """Writes each response to the trace as it arrives (the recorder writes at flush), so the trace keeps the
+    arrival order across switches."""
+
+    def ingest(self, data: bytes | Any, channel: str, now: int | None = None) -> None:
+        super().ingest(data, channel, now)
+        self.flush()
 
 
 def record_trace(
@@ -53,18 +34,26 @@ def record_trace(
 ) -> tuple[int, list[str]]:
     """Stream every device for `seconds`; write the trace atomically. Returns (lines, per-device errors)."""
     buffer = io.StringIO()
-    ingestor = Ingestor(CounterStore(), recorder=TraceWriter(buffer))
-    lock = threading.Lock()
+    ingestor = _InOrder(CounterStore(), recorder=TraceWriter(buffer))
 
-    def ingest(raw: bytes, device: str) -> None:
-        with lock:
-            ingestor.ingest(raw, device, time.time_ns())
-            ingestor.flush()  # the recorder writes at flush; keep the trace in arrival order
+    async def run() -> list[str]:
+        client = TelemetryClient(accesses, ingestor, profile={"eos": eos_profile(sample_interval_s=interval_s)},
+                                 interval_s=interval_s, connect_spread_s=0, spread_samples=False,
+                                 clock=time.time_ns)  # fmt: skip
+        task = asyncio.create_task(client.run())
+        await asyncio.sleep(seconds)
+        await client.stop()
+        await task
+        errors = []
+        for d in client.devices:
+            state = client.state(d)
+            if state.last_error is not None:
+                errors.append(f"{d}: gNMI stream ended: {state.last_error}")
+            elif state.attempts == 0:
+                errors.append(f"{d}: gNMI never connected within {seconds:g} s")
+        return errors
 
-    stop = threading.Event()
-    request = subscribe_request(eos_profile(sample_interval_s=interval_s))
-    with ThreadPoolExecutor(max_workers=max(1, min(64, len(accesses)))) as pool:
-        errors = [e for e in pool.map(lambda a: _stream(a, request, ingest, stop, seconds), accesses) if e]
+    errors = asyncio.run(run())
     text = buffer.getvalue()
     write_atomic(output, text)
     return text.count("\n"), errors

@@ -44,3 +44,17 @@ def test_record_then_replay(twin: TwinThread, tmp_path: Path) -> None:
     snap = ingestor.snapshot()
     row = snap.find("leaf-g0-r0", "Ethernet1/1", "if.in-pkts")
     assert row is not None and snap.rate[row] > 0
+
+
+def test_an_unreachable_switch_is_named_and_the_trace_still_written(tmp_path: Path) -> None:
+    from pydantic import SecretStr
+
+    from drivers.inventory import DeviceAccess, EapiAccess, GnmiAccess, SshAccess
+    from tests.conftest import free_port
+
+    dead = DeviceAccess("leaf-x", "127.0.0.1", "eos", "admin", SecretStr("pw"), GnmiAccess(port=free_port(), tls=False),
+                        EapiAccess(), SshAccess())  # fmt: skip
+    out = tmp_path / "trace.jsonl"
+    lines, errors = record_trace([dead], seconds=1.0, interval_s=1.0, output=out)
+    assert (lines, errors) == (0, ["leaf-x: gNMI stream ended: UNAVAILABLE"])
+    assert out.read_text() == ""
