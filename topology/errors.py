@@ -8,7 +8,10 @@ from __future__ import annotations
 
 
 class FabricdError(Exception):
-    """Root of every error fabricd raises on purpose (the CLI prints it as one line, exit 2)."""
+    """Root of every error fabricd raises on purpose: the CLI prints it as one line and exits with `exit_code`
+    (2, "could not do the job": 0 and 1 are a clean result and a result with findings, never an error)."""
+
+    exit_code: int = 2
 
 
 class InputError(FabricdError):

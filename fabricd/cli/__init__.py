@@ -94,7 +94,7 @@ def main(argv: list[str] | None = None) -> int:
         if debug:
             traceback.print_exc()
         err_console().print(f"fabricd: error: {exc}", markup=False, highlight=False)
-        return _exit(EXIT_TROUBLE, argv)
+        return _exit(exc.exit_code, argv)
     except typer.Exit as exc:
         return _exit(exc.exit_code, argv)
     except typer.Abort:

@@ -167,3 +167,16 @@ def test_intent_table_groups_ports_that_share_settings_and_reasons(capsys: pytes
     assert "Ethernet5/1 .. Ethernet8/1" in rows[1] and "fabric" in rows[1]
     assert out.count("pfc.headroom_bytes: headroom") == 2  # each group's reasons, once
     assert "2 x 3 m x 400 Gb/s" in out and "2 x 30 m x 400 Gb/s" in out
+
+
+def test_every_error_class_exits_2_through_the_one_root() -> None:
+    # the CLI's exit code comes from the error hierarchy's root: whatever fails on purpose is "could not do the job"
+    import fabricd.service.remediation as remediation
+    from drivers.base import DriverError
+    from fabricd.bus import BusError
+    from fabricd.cli.output import EXIT_TROUBLE
+    from fabricd.service.state_db import StateError
+    from topology.errors import FabricdError, InputError
+
+    for cls in (InputError, DriverError, BusError, StateError, remediation.StandbyError, remediation.ActionError):
+        assert issubclass(cls, FabricdError) and cls.exit_code == EXIT_TROUBLE
