@@ -20,6 +20,7 @@ from drivers.base import ConfigRejectedError, DevicePlan, Driver, DriverError, S
 from drivers.gnmi_check import gnmi_streams
 from drivers.inventory import DeviceAccess, Inventory
 from drivers.registry import get_driver
+from drivers.transaction import settle
 from policies.intent import DeviceIntent
 from topology.errors import FabricdError
 
@@ -143,9 +144,8 @@ def apply_one(target: Target, options: ApplyOptions) -> DeviceResult:
         result.steps.append(f"committed, reverts in {options.revert_in_s} s unless confirmed")
         _verify(session, target, up_before, options)
         result.steps.append("verified")
-        session.confirm()
+        result.steps.append(settle(session, keep=True))
         committed = False
-        result.steps.append("confirmed")
         result.status = "applied"
         log.info("%s: applied %d commands", target.device, len(plan.commands))
     except ConfigRejectedError as e:
@@ -173,11 +173,7 @@ def _verify(session: Session, target: Target, up_before: dict[str, bool], option
 
 
 def _roll_back(session: Session, result: DeviceResult) -> None:
-    try:
-        session.rollback()
-        result.steps.append("rolled back")
-    except DriverError as e:
-        result.steps.append(f"rollback failed ({e}); the switch reverts when its commit timer ends")
+    result.steps.append(settle(session, keep=False))
     result.status = "rolled_back"
 
 

@@ -10,7 +10,6 @@ in telemetry, then confirm; anything else rolls back. Every step is written to t
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import re
 import shlex
@@ -20,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
 from drivers.base import DriverError, Resumed, Session
+from drivers.transaction import settle
 from fabricd.detectors.finding import Finding
 from topology.errors import FabricdError
 from topology.fabric import Fabric
@@ -364,11 +364,11 @@ class Remediator:
                 self._finish(action, "done", text)
                 return text
             if not seen and not up:
-                await self._blocking(session.rollback)
-                text = f"telemetry did not show {ep} down within {self.settings.verify_timeout_s:g} s; rolled back"
+                how = await self._blocking(settle, session, False)
+                text = f"telemetry did not show {ep} down within {self.settings.verify_timeout_s:g} s; {how}"
                 self._finish(action, "rolled_back", text)
                 return text
-            await self._blocking(session.confirm)
+            await self._blocking(settle, session, True)
             text = f"{verb}d {ep}" + (
                 "" if seen else f" (it did not come up within {self.settings.verify_timeout_s:g} s)"
             )
@@ -376,8 +376,7 @@ class Remediator:
             return text
         except DriverError as e:
             if session is not None:
-                with contextlib.suppress(DriverError):  # the switch's commit timer reverts it anyway
-                    await self._blocking(session.rollback)
+                await self._blocking(settle, session, False)  # a failed rollback: the switch's timer reverts it
             text = f"could not {verb} {ep}: {e}"
             self._finish(action, "failed", text)
             return text
@@ -397,8 +396,7 @@ class Remediator:
             if found == "none":
                 session.set_port_admin(ep.port, up, self.settings.revert_in_s, key=key)
         except BaseException:
-            with contextlib.suppress(DriverError):  # the switch's commit timer reverts anything half-committed
-                session.rollback()
+            settle(session, keep=False)  # anything half-committed goes now (or with the switch's timer)
             session.close()
             raise
         return session, found
