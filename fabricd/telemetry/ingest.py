@@ -336,29 +336,27 @@ class Ingestor:
         store.count(dev, Stat.DELETES)
         full = ctx[3] + pb_elems(path)
         root = split_root(full)
-        row = None if root is None else store.ports_of[dev].get(root[1])
-        if root is None or row is None:
+        if root is None:
             return
         if len(full) == root[2]:
-            store.clear(store.port_series(row))
+            store.forget(dev, root[1])
             return
         found = match_rel(root[0], full[root[2] :])
-        c = None if found is None else store.code_ids.get((found[0].name, found[1]))
-        if c is not None and store.slots[row, c] >= 0:
-            store.clear(np.array([store.slots[row, c]], dtype=np.int64))
+        if found is not None:
+            store.forget(dev, root[1], (found[0].name, found[1]))
 
     def _bad(self, dev: int, reason: str, now: int | None) -> None:
         self.store.count(dev, Stat.MALFORMED)
         self._log(dev, reason, now)
 
     def _log(self, dev: int, reason: str, now: int | None) -> None:
-        t = now if now is not None else max(self.store.last_seen[dev], 0)
+        t = now if now is not None else max(self.store.last_seen_ts(dev), 0)
         last = self._logged.get(dev)
         if last is None or t - last >= LOG_EVERY_NS:
             self._logged[dev] = t
             self.log.warning(
                 "telemetry from %s: %s (counted; logged at most once a minute per device)",
-                self.store.devices[dev],
+                self.store.device_name(dev),
                 reason,
             )
 
@@ -372,9 +370,7 @@ class Ingestor:
         vals = self._vals
         counts = np.array(self._n_count, dtype=np.int64)
         n_dev = np.array(self._n_dev, dtype=np.int64)
-        store._unshare("stats")  # the per-device counts below; the store copies the columns it writes itself
-        np.add.at(store.stats[:, Stat.NOTIFICATIONS], n_dev, 1)
-        np.add.at(store.stats[:, Stat.UPDATES], n_dev, counts)
+        store.count_notifications(n_dev, counts)
         devs = np.repeat(n_dev, counts)
         ts = np.repeat(np.array(self._n_ts, dtype=np.int64), counts)
         base = np.repeat(np.array(self._n_base, dtype=np.int64), counts)
@@ -395,7 +391,7 @@ class Ingestor:
                 return
         packed = base + codes
         sidx = store.series_at(packed >> 16, packed & 0xFFFF)
-        kinds = store.code_kind[packed & 0xFFFF]
+        kinds = store.kinds_of(packed & 0xFFFF)
         u64, is_u, f64, is_d = _decode_numbers(vals)
         counter = is_u & (kinds == Kind.COUNTER)
         gauge = (is_u | is_d) & (kinds == Kind.GAUGE)

@@ -329,6 +329,36 @@ class CounterStore:
         out: I64 = s[s >= 0].astype(np.int64)
         return out
 
+    def forget(self, device: int, port: str, leaf: tuple[str, str | None] | None = None) -> None:
+        """A switch deleted a path: the port's series (or one leaf of it: (leaf, index)) start over, no rate across
+        the gap. Unknown ports and leaves are ignored."""
+        row = self.ports_of[device].get(port)
+        if row is None:
+            return
+        if leaf is None:
+            self.clear(self.port_series(row))
+            return
+        c = self.code_ids.get(leaf)
+        if c is not None and self.slots[row, c] >= 0:
+            self.clear(np.array([self.slots[row, c]], dtype=np.int64))
+
+    def count_notifications(self, devices: I64, updates: I64) -> None:
+        """One notification per entry of `devices`, carrying `updates[i]` updates (a batch of the ingestor)."""
+        self._unshare("stats")
+        np.add.at(self.stats[:, Stat.NOTIFICATIONS], devices, 1)
+        np.add.at(self.stats[:, Stat.UPDATES], devices, updates)
+
+    def kinds_of(self, codes: I64) -> npt.NDArray[Any]:
+        """The Kind of each leaf code."""
+        out: npt.NDArray[Any] = self.code_kind[codes]
+        return out
+
+    def device_name(self, device: int) -> str:
+        return self.devices[device]
+
+    def last_seen_ts(self, device: int) -> int:
+        return int(self.last_seen[device])
+
     # --- mirrored writes (telemetry workers) ------------------------------------------------------------
     # Another process's store computed these rows by the rules above; they are copied as they are, so rates,
     # resets and the order checks stay where the samples arrived.
