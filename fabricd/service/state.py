@@ -219,6 +219,35 @@ class StateStore:
         row = self._one("SELECT holder, token FROM leader WHERE id = 1")
         return None if row is None else (str(row["holder"]), int(row["token"]))
 
+    # --- page sessions -------------------------------------------------------------------------------------
+    # In the state, not in one process: a restart or a standby taking over keeps people logged in, and revoking
+    # the token a session was opened with ends the session. The session id is kept hashed, like tokens.
+    def add_page_session(
+        self, sid_hash: str, actor: str, role: str, csrf: str, expires_ts: int, token_hash: str | None, now: int
+    ) -> None:
+        with self.tx() as db:
+            db.execute("DELETE FROM page_sessions WHERE expires_ts < ?", (now,))
+            db.execute(
+                "INSERT INTO page_sessions (sid_hash, actor, role, csrf, expires_ts, token_hash)"
+                " VALUES (?, ?, ?, ?, ?, ?)",
+                (sid_hash, actor, role, csrf, expires_ts, token_hash),
+            )
+
+    def page_session(self, sid_hash: str, now: int) -> tuple[str, str, str] | None:
+        """(actor, role, csrf) of a live session: not expired, and its token (if it was opened with a user token)
+        not revoked."""
+        row = self._one(
+            "SELECT s.actor, s.role, s.csrf FROM page_sessions s LEFT JOIN tokens t ON t.hash = s.token_hash"
+            " WHERE s.sid_hash = ? AND s.expires_ts >= ? AND (s.token_hash IS NULL OR t.revoked_ts IS NULL)"
+            " AND (s.token_hash IS NULL OR t.id IS NOT NULL)",
+            (sid_hash, now),
+        )
+        return None if row is None else (str(row["actor"]), str(row["role"]), str(row["csrf"]))
+
+    def drop_page_session(self, sid_hash: str) -> None:
+        with self.tx() as db:
+            db.execute("DELETE FROM page_sessions WHERE sid_hash = ?", (sid_hash,))
+
     # --- API tokens ------------------------------------------------------------------------------------------
     def add_token(self, user: str, role: str, token_hash: str, now: int, created_by: str) -> ApiToken:
         with self.tx() as db:

@@ -82,6 +82,9 @@ CREATE TABLE IF NOT EXISTS tokens (
 CREATE TABLE IF NOT EXISTS audit (
     id {pk}, ts {big} NOT NULL, what TEXT NOT NULL, why TEXT NOT NULL, mode TEXT,
     actor TEXT NOT NULL, finding_id {big}, action_id {big}, ticket_id {big});
+CREATE TABLE IF NOT EXISTS page_sessions (
+    sid_hash TEXT PRIMARY KEY, actor TEXT NOT NULL, role TEXT NOT NULL, csrf TEXT NOT NULL,
+    expires_ts {big} NOT NULL, token_hash TEXT);
 CREATE TABLE IF NOT EXISTS leader (
     id {big} PRIMARY KEY CHECK (id = 1), holder TEXT NOT NULL, token {big} NOT NULL, since_ts {big} NOT NULL);
 """

@@ -4,7 +4,8 @@ page, link or form. No JavaScript build, no front-end library: two fetches and a
 
 Log in with an API token (`fabricd token create`): the page keeps a server-side session behind an HttpOnly,
 SameSite=Strict cookie (Secure under TLS), and every form carries the session's CSRF token. Sessions live in the
-service's memory: a restart logs everyone out. Roles as in the API: viewers see, operators approve and reject.
+state (the id hashed): a restart or a standby taking over keeps people logged in, and revoking the token a session
+was opened with ends it. Roles as in the API: viewers see, operators approve and reject.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from drivers.eos.render import port_admin_lines
 from fabricd.telemetry import NEVER, Snapshot
 from topology.model import Endpoint
 
-from .access import ANONYMOUS, Principal, Role
+from .access import ANONYMOUS, Principal, Role, token_hash
 from .fabric_view import FabricView, build
 from .remediation import ActionError
 
@@ -110,16 +111,18 @@ def mount(app: FastAPI, service: Service) -> None:
         loader=jinja2.FileSystemLoader(HERE / "templates"), autoescape=True, undefined=jinja2.StrictUndefined
     )
     env.filters["when"] = _when
-    sessions: dict[str, Session] = {}
     secure = service.cfg.api.tls is not None
     app.mount("/static", StaticFiles(directory=HERE / "static"), name="static")
 
     def session(request: Request) -> Session | None:
         sid = request.cookies.get(COOKIE)
-        s = sessions.get(sid) if sid else None
-        if s is None or s.expires < time.time():
+        if not sid or len(sid) > 128:
             return None
-        return s
+        found = service.state.page_session(token_hash(sid), time.time_ns())
+        if found is None:
+            return None
+        actor, role, csrf = found
+        return Session(Principal(actor, Role[role]), csrf, 0.0, sid)
 
     def viewer(request: Request, create: bool = False) -> tuple[Principal, str] | None:
         s = session(request)
@@ -171,12 +174,13 @@ def mount(app: FastAPI, service: Service) -> None:
             "tickets": service.state.tickets(limit=50), "audit": service.state.audit_log(50), "flash": flash,
         }  # fmt: skip
 
-    def start(who: Principal) -> Session:
+    def start(who: Principal, token: str | None = None) -> Session:
+        """A page session for `who`; opened with a user token (`token`), it ends when that token is revoked."""
         now = time.time()
-        for sid in [k for k, s in sessions.items() if s.expires < now]:
-            del sessions[sid]
         new = Session(who, secrets.token_urlsafe(32), now + SESSION_S, secrets.token_urlsafe(32))
-        sessions[new.sid] = new
+        held = token_hash(token) if token and service.state.token_by_hash(token_hash(token)) else None
+        service.state.add_page_session(token_hash(new.sid), who.actor, who.role.name, new.csrf,
+                                       int(new.expires * 1e9), held, time.time_ns())  # fmt: skip
         return new
 
     def with_cookie(r: Response, s: Session) -> Response:
@@ -225,7 +229,7 @@ def mount(app: FastAPI, service: Service) -> None:
         if who is None:
             html = render("login.html", who=None, csrf="", error="unknown or revoked token")
             return HTMLResponse(html, status_code=401)
-        new = start(who)
+        new = start(who, token.strip())
         service.state.audit(time.time_ns(), "logged in to the page", "token login", actor=who.actor)
         return with_cookie(RedirectResponse("/", status_code=303), new)
 
@@ -242,7 +246,7 @@ def mount(app: FastAPI, service: Service) -> None:
     @app.post("/logout", include_in_schema=False)
     async def logout(request: Request, csrf: str = Form("")) -> Response:
         s = checked(request, csrf, Role.viewer)
-        sessions.pop(request.cookies.get(COOKIE, ""), None)
+        service.state.drop_page_session(token_hash(s.sid))
         service.state.audit(time.time_ns(), "logged out of the page", "logout", actor=s.who.actor)
         r = RedirectResponse("/", status_code=303)
         r.delete_cookie(COOKIE, path="/")

@@ -203,3 +203,21 @@ def test_live_revalidates_with_an_etag(svc: Service) -> None:
     svc.state.audit(1, "something happened", "test", actor="t")  # the audit section changes
     changed = c.get("/ui/live", headers={"If-None-Match": tag})
     assert changed.status_code == 200 and changed.headers["etag"] != tag and "something happened" in changed.text
+
+
+def test_a_page_session_outlives_a_restart_and_dies_with_its_token(svc: Service, tmp_path: Path) -> None:
+    c = TestClient(create_app(svc))
+    token = make(c, "vera", "viewer")
+    login(c, token)
+    assert c.get("/ui/live").status_code == 200
+    # the session is in the state: another service on the same state (a restart, a standby) knows it
+    again = TestClient(create_app(svc))
+    again.cookies.update(c.cookies)
+    assert again.get("/ui/live").status_code == 200
+    raw = svc.state._all("SELECT sid_hash FROM page_sessions")
+    assert len(raw) == 1 and c.cookies.get("fabricd_session") not in str(raw[0][0])  # kept hashed
+    # revoking the token ends its sessions at once
+    (row,) = [t for t in svc.state.api_tokens() if t.user == "vera"]
+    assert svc.state.revoke_token(row.id, 1, "test")
+    assert c.get("/ui/live").status_code == 401
+    assert "API token" in c.get("/").text
