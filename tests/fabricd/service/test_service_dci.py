@@ -80,7 +80,16 @@ def test_skew_and_drops_become_findings_tickets_and_metrics(
         assert gauge(text, "fabricd_dci_alpha_lb") == pytest.approx(1 / 1.15, abs=0.02)  # polarized: mean / max
         assert gauge(text, "fabricd_dci_drop_ratio") > 0 and gauge(text, "fabricd_dci_extra_compute_loss_ratio") > 0
 
-        # per port, through the API and `fabricd dci ports --api` (the engineer's one command)
+        # per port, through the API and `fabricd dci ports --api` (the engineer's one command); each port's share
+        # is over its own window, which may still hold a balanced sample a little longer than the fabric figure
+        def split() -> bool:
+            for g in svc.get("/api/v1/dci")["groups"]:
+                if g["group"] == "DCI campus-b long-haul ports":
+                    shares = [p["share"] for p in g["ports"]]
+                    return bool(sum(x > 1.1 for x in shares) == 4 and sum(x < 0.9 for x in shares) == 4)
+            return False
+
+        wait_for(split, 10)
         groups = {g["group"]: g for g in svc.get("/api/v1/dci")["groups"]}
         assert set(groups) == {
             "DCI campus-b long-haul ports",
