@@ -118,6 +118,12 @@ def status_command(config: Path | None = _CONFIG, api: str | None = _API, token_
         if tel["stale"]:
             out.print("  stale: " + ", ".join(tel["stale"][:20]))
         out.print(f"open tickets: {h['open_tickets']}   ports held down: {h['disabled_ports']}")
+        ha = h.get("ha") or {}
+        if ha.get("enabled"):
+            if ha["role"] == "leader":
+                out.print(f"hot standby: {ha['instance']} is the leader and acts")
+            else:
+                out.print(f"hot standby: {ha['instance']} is a standby; the leader is {ha.get('leader') or 'none'}")
     raise typer.Exit(EXIT_CLEAN if h["status"] == "ok" else EXIT_FINDINGS)
 
 

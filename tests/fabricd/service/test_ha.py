@@ -82,6 +82,11 @@ def test_leader_killed_the_standby_acts_once_and_a_partitioned_leader_stops(
         wait_for(lambda: b is not None and b.role() == "standby", 60)
         assert b.get("/api/v1/health")["ha"]["leader"] == "a"
         assert 'fabricd_ha_leader{instance="b"} 0.0' in httpx.get(f"http://127.0.0.1:{b.port}/metrics").text
+        status = subprocess.run(
+            [sys.executable, "-m", "fabricd", "status", "--api", f"http://127.0.0.1:{b.port}"], cwd=REPO,
+            env={**os.environ, "FABRICD_API_TOKEN": TOKEN}, capture_output=True, text=True, timeout=30,
+        )  # fmt: skip
+        assert "hot standby: b is a standby; the leader is a" in status.stdout, status
         # a standby refuses changes and names why
         r = httpx.post(f"http://127.0.0.1:{b.port}/api/v1/tickets/1/resolve",
                        headers={"Authorization": f"Bearer {TOKEN}"}, timeout=5)  # fmt: skip
