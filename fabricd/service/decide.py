@@ -11,10 +11,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
 
 from fabricd.detectors.finding import Finding
 from topology.fabric import Fabric
+from topology.jsontypes import JsonDict, JsonValue
 from topology.model import Endpoint
 
 from .config import RemediationSettings, SafetyLimits
@@ -124,20 +125,20 @@ def decide(
 
 
 # --- ticket bodies ----------------------------------------------------------------------------------------------
-def action_note(action: Action, text: str) -> dict[str, Any]:
+def action_note(action: Action, text: str) -> JsonDict:
     return {"action_id": action.id, "op": action.op, "port": f"{action.device}:{action.port}",
             "status": action.status, "mode": action.mode, "note": text}  # fmt: skip
 
 
-def _occurrence(f: Finding, finding_id: int) -> dict[str, Any]:
+def _occurrence(f: Finding, finding_id: int) -> JsonDict:
     return {"finding_id": finding_id, "detected_ts": f.detected_ts, "summary": f.summary}
 
 
 def new_ticket(
-    f: Finding, finding_id: int, fault: str, note: str, action: Action | None, evidence: dict[str, Any]
-) -> tuple[str, dict[str, Any]]:
+    f: Finding, finding_id: int, fault: str, note: str, action: Action | None, evidence: JsonDict
+) -> tuple[str, JsonDict]:
     """(title, body) of the first ticket of a fault."""
-    body: dict[str, Any] = {
+    body: JsonDict = {
         "fault": fault,
         "device": f.device,
         "port": f.port,
@@ -157,31 +158,36 @@ def new_ticket(
 
 
 def recurrence(
-    t: Ticket, f: Finding, finding_id: int, note: str, action: Action | None, evidence: dict[str, Any], reopened: bool
-) -> dict[str, Any]:
+    t: Ticket, f: Finding, finding_id: int, note: str, action: Action | None, evidence: JsonDict, reopened: bool
+) -> JsonDict:
     """The body of a fault's ticket after one more occurrence (reopened: it came back during probation)."""
-    body = dict[str, Any](t.body)
+    body: JsonDict = dict(t.body)
     body["finding"] = f.to_dict()
     body["evidence"] = evidence
     body["jobs"] = [j.to_dict() for j in f.jobs]
-    body["occurrences"] = [*body.get("occurrences", []), _occurrence(f, finding_id)][-MAX_OCCURRENCES:]
-    body["occurrence_count"] = int(body.get("occurrence_count", 1)) + 1
+    body["occurrences"] = [*_list(body, "occurrences"), _occurrence(f, finding_id)][-MAX_OCCURRENCES:]
+    count = body.get("occurrence_count")
+    body["occurrence_count"] = (count if isinstance(count, int) else 1) + 1
     body["status_note"] = ("recurred during probation after repair; " if reopened else "") + note
     if action is not None:
-        body["actions"] = [*body.get("actions", []), action_note(action, note)]
+        body["actions"] = [*_list(body, "actions"), action_note(action, note)]
     return body
 
 
-def escalation(
-    device: str, ports: Sequence[str], held: Sequence[str], f: Finding, note: str
-) -> tuple[str, dict[str, Any]]:
+def _list(body: JsonDict, key: str) -> list[JsonValue]:
+    """A list field of a stored ticket body (empty when missing or not a list: a body edited by hand)."""
+    value = body.get(key)
+    return value if isinstance(value, list) else []
+
+
+def escalation(device: str, ports: Sequence[str], held: Sequence[str], f: Finding, note: str) -> tuple[str, JsonDict]:
     """(title, body) of the one ticket for a switch with more faulty ports than fabricd may take down."""
     cause = common_cause(device, list(ports))
-    body = {
+    body: JsonDict = {
         "fault": f"escalation:{device}",
         "device": device,
-        "faulty_ports": list(ports),
-        "held_down_by_fabricd": sorted(held),
+        "faulty_ports": list[JsonValue](ports),
+        "held_down_by_fabricd": list[JsonValue](sorted(held)),
         "likely_common_cause": cause,
         "why_no_more_actions": note,
         "latest_finding": f.to_dict(),

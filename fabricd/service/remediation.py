@@ -23,12 +23,13 @@ from drivers.transaction import settle
 from fabricd.detectors.finding import Finding
 from topology.errors import FabricdError
 from topology.fabric import Fabric
+from topology.jsontypes import JsonDict
 from topology.model import Endpoint, Role
 from topology.units import NS
 
 from .config import RemediationSettings, SafetyLimits
 from .decide import Decision, PortFacts, action_note, decide, enable_key, escalation, new_ticket, recurrence
-from .faults import LINK_KINDS, fault_key, target_port
+from .faults import LINK_KINDS, common_cause, fault_key, target_port
 from .guard import Budget, GuardInput, Verdict, budgets, check_disable
 from .state import Action, ActionStatus, StateStore, Ticket
 
@@ -39,7 +40,7 @@ class PortView(Protocol):
     """What remediation reads from telemetry."""
 
     def oper_down(self) -> frozenset[Endpoint]: ...
-    def evidence(self, device: str, port: str) -> dict[str, Any]: ...
+    def evidence(self, device: str, port: str) -> JsonDict: ...
     async def wait_oper(self, device: str, port: str, up: bool, timeout_s: float) -> bool: ...
 
 
@@ -201,7 +202,7 @@ class Remediator:
         target: Endpoint | None,
         d: Decision,
         action: Action | None,
-        evidence: dict[str, Any],
+        evidence: JsonDict,
         now: int,
     ) -> Ticket:
         note = d.note.replace("{action_id}", str(action.id) if action is not None else "?")
@@ -228,18 +229,19 @@ class Remediator:
     def _escalate(self, device: str, ports: Sequence[str], f: Finding, fid: int, note: str, now: int) -> Ticket:
         held = [ep.port for ep in self._held() if ep.device == device]
         title, body = escalation(device, ports, held, f, note)
+        cause = common_cause(device, list(ports))
         fault = f"escalation:{device}"
         t = self.state.open_ticket(fault)
         if t is None:
             t = self.state.create_ticket(fault, "escalation", device, None, title, body, now, escalation=True)
-            self.state.audit(now, f"escalated {device}", body["likely_common_cause"], mode=self.settings.mode,
+            self.state.audit(now, f"escalated {device}", cause, mode=self.settings.mode,
                              finding_id=fid, ticket_id=t.id)  # fmt: skip
         else:
             t = self.state.update_ticket(t.id, now, body=body, title=title, recurrence=True)
         return t
 
-    def _evidence(self, f: Finding) -> dict[str, Any]:
-        out: dict[str, Any] = {"detector": f.evidence}
+    def _evidence(self, f: Finding) -> JsonDict:
+        out: JsonDict = {"detector": f.evidence}
         if f.port is not None:
             out["this_end"] = {"port": f"{f.device}:{f.port}", **self.view.evidence(f.device, f.port)}
             peer = self.fabric.peer(f.device, f.port)
