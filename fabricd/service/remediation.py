@@ -16,7 +16,7 @@ import shlex
 from collections.abc import Awaitable, Callable, Container, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol
+from typing import Literal, Protocol, TypeVar, TypeVarTuple
 
 from drivers.base import DriverError, Resumed, Session
 from drivers.transaction import settle
@@ -34,6 +34,8 @@ from .guard import Budget, GuardInput, Verdict, budgets, check_disable
 from .state import Action, ActionStatus, StateStore, Ticket
 
 log = logging.getLogger("fabricd.remediation")
+R = TypeVar("R")
+Ts = TypeVarTuple("Ts")
 
 
 class PortView(Protocol):
@@ -322,7 +324,8 @@ class Remediator:
         while self._tasks:
             await asyncio.gather(*list(self._tasks), return_exceptions=True)
 
-    async def _blocking(self, fn: Callable[..., Any], *args: Any) -> Any:
+    async def _blocking(self, fn: Callable[[*Ts], R], *args: *Ts) -> R:
+        """A blocking driver call in the executor (the event loop never waits on a switch)."""
         return await asyncio.get_running_loop().run_in_executor(self.executor, fn, *args)
 
     async def _disable(self, action: Action, resumed: bool) -> None:
