@@ -18,6 +18,7 @@ import numpy as np
 from topology.model import Role
 from topology.units import NS
 
+from . import eos_environment as environment
 from .counters import COL
 from .eos_show_text import dotted_mac, render, speed_label
 from .model import Switch, Twin
@@ -362,7 +363,12 @@ COMMANDS: dict[tuple[str, ...], tuple[str, Handler]] = {
     ("show", "lldp", "neighbors", IF, "detail"): ("lldp neighbors detail", show_lldp_neighbors_detail),
     ("show", "priority-flow-control", IF, "counters"): ("pfc counters", show_pfc_counters),
     ("show", "priority-flow-control", IF, "counters", "detail"): ("pfc counters detail", show_pfc_counters_detail),
+    ("show", "system", "environment", "cooling"): ("environment cooling", environment.cooling),
+    ("show", "system", "environment", "temperature"): ("environment temperature", environment.temperature),
+    ("show", "system", "environment", "power"): ("environment power", environment.power),
+    ("show", "processes", "top", "once"): ("processes top", environment.processes_top),
 }
+TEXT_ONLY = {"processes top"}  # EOS answers these in text only ("unconverted" commands)
 # Abbreviations EOS accepts because they are unambiguous among its keywords; only the common ones.
 MIN_PREFIX = {
     "show": 2,
@@ -378,6 +384,12 @@ MIN_PREFIX = {
     "version": 3,
     "hostname": 4,
     "ethernet": 2,
+    "system": 3,
+    "environment": 3,
+    "cooling": 4,
+    "temperature": 4,
+    "power": 3,
+    "processes": 4,
 }
 
 
@@ -443,7 +455,7 @@ def show_json(twin: Twin, device: str, command: str, now_ns: int) -> dict[str, A
     """The eAPI JSON answer of `command` on `device`; None if this module does not know the command
     (or it names an interface the switch does not have)."""
     done = _run(twin, device, command, now_ns)
-    return None if done is None else done[1]
+    return None if done is None or done[0] in TEXT_ONLY else done[1]
 
 
 def show_text(twin: Twin, device: str, command: str, now_ns: int) -> str | None:

@@ -10,6 +10,8 @@ from typing import Any
 
 from topology.units import NS
 
+from . import eos_environment as environment
+
 Json = dict[str, Any]
 
 
@@ -283,6 +285,10 @@ RENDERERS: dict[str, Callable[[Json, int], list[str]]] = {
     "lldp neighbors detail": lldp_neighbors_detail,
     "pfc counters": pfc_counters,
     "pfc counters detail": pfc_counters_detail,
+    "environment cooling": environment.cooling_text,
+    "environment temperature": environment.temperature_text,
+    "environment power": environment.power_text,
+    "processes top": environment.processes_top_text,
 }
 
 

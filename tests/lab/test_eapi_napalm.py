@@ -146,6 +146,25 @@ def test_getters(eapi_twin: EapiLab) -> None:
         drv.close()
 
 
+def test_get_environment_fans_temperatures_power_cpu_memory(eapi_twin: EapiLab) -> None:
+    # napalm's get_environment reads cooling, temperature and power as JSON and `show processes top once` as text
+    drv = eapi_twin.driver()
+    drv.open()
+    try:
+        env = drv.get_environment()
+    finally:
+        drv.close()
+    assert env["fans"] == {str(t): {"status": True} for t in range(1, 5)}
+    assert set(env["temperature"]) == {"TempSensor1", "TempSensor2", "TempSensor3", "TempSensor4", "TempSensorP1/1",
+                                       "TempSensorP2/1"}  # fmt: skip
+    for name, t in env["temperature"].items():
+        assert 20 < t["temperature"] < 90 and not t["is_alert"] and not t["is_critical"], name
+    assert set(env["power"]) == {"1", "2"}
+    assert all(p["status"] and p["capacity"] == 1900.0 and 0 < p["output"] < 1900 for p in env["power"].values())
+    assert 0 < env["cpu"][0]["%usage"] < 20
+    assert env["memory"]["available_ram"] == 16_092_376 and 0 < env["memory"]["used_ram"] < 16_092_376
+
+
 def test_merge_compare_commit_confirm(eapi_twin: EapiLab) -> None:
     drv = eapi_twin.driver()
     drv.open()

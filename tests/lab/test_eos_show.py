@@ -282,3 +282,32 @@ def test_napalm_sees_admin_down(napalm_driver: EOSDriver, show_twin: Twin) -> No
     iface = napalm_driver.get_interfaces()[SERVER_PORT]
     assert (iface["is_up"], iface["is_enabled"]) == (False, False)
     assert SERVER_PORT not in napalm_driver.get_lldp_neighbors()
+
+
+def test_environment_follows_the_switch_load_and_is_text_too(show_twin: Twin) -> None:
+    temp = _json(show_twin, "show system environment temperature")
+    chip = next(s for s in temp["tempSensors"] if s["name"] == "TempSensor2")
+    assert chip["currentTemperature"] < chip["overheatThreshold"] < chip["criticalThreshold"]
+    power = _json(show_twin, "show system environment power")["powerSupplies"]
+    assert {p["state"] for p in power.values()} == {"ok"}
+    cooling = _json(show_twin, "sh sys env cool")  # EOS's abbreviations
+    assert [s["label"] for s in cooling["fanTraySlots"]] == ["1", "2", "3", "4"]
+    # a switch with no traffic runs cooler and draws less than the same switch under load
+    sw = show_twin.switch(LEAF)
+    loaded = sum(p["outputPower"] for p in power.values())
+    saved = sw.rate.copy()
+    sw.rate[:] = 0
+    try:
+        idle = _json(show_twin, "show system environment power")["powerSupplies"]
+        assert sum(p["outputPower"] for p in idle.values()) < loaded
+        idle_chip = next(s for s in _json(show_twin, "show system environment temperature")["tempSensors"]
+                         if s["name"] == "TempSensor2")  # fmt: skip
+        assert idle_chip["currentTemperature"] < chip["currentTemperature"]
+    finally:
+        sw.rate[:] = saved
+    # `show processes top once` is text only, as on EOS
+    assert show_json(show_twin, LEAF, "show processes top once", T0) is None
+    top = show_text(show_twin, LEAF, "show processes top once", T0)
+    assert top is not None and top.splitlines()[2].startswith("%Cpu(s):") and " id," in top.splitlines()[2]
+    text = show_text(show_twin, LEAF, "show system environment temperature", T0)
+    assert text is not None and "System temperature status is: Ok" in text and "TempSensorP1/1" in text
