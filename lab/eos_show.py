@@ -19,6 +19,7 @@ from topology.model import Role
 from topology.units import NS
 
 from . import eos_environment as environment
+from . import eos_services as services
 from .counters import COL
 from .eos_show_text import dotted_mac, render, speed_label
 from .model import Switch, Twin
@@ -352,6 +353,7 @@ Handler = Callable[[Twin, Switch, int, list[int]], Json]
 
 # Keyword sequences -> (command key, handler); `IF` marks where an optional interface name may stand.
 IF = "<interface>"
+REST = "<arguments>"  # the rest of the line, whatever it is (a route's vrf, prefix and options)
 COMMANDS: dict[tuple[str, ...], tuple[str, Handler]] = {
     ("show", "version"): ("version", show_version),
     ("show", "hostname"): ("hostname", show_hostname),
@@ -367,6 +369,23 @@ COMMANDS: dict[tuple[str, ...], tuple[str, Handler]] = {
     ("show", "system", "environment", "temperature"): ("environment temperature", environment.temperature),
     ("show", "system", "environment", "power"): ("environment power", environment.power),
     ("show", "processes", "top", "once"): ("processes top", environment.processes_top),
+    # services the twin does not model: a real switch's answer where they are not configured (eos_services.py)
+    ("show", "vlan"): ("vlan", services.vlans),
+    ("show", "users", "accounts"): ("users accounts", services.users),
+    ("show", "snmp", "v2-mib", "chassis"): ("snmp chassis", services.snmp_chassis),
+    ("show", "snmp", "v2-mib", "location"): ("snmp location", services.snmp_location),
+    ("show", "snmp", "v2-mib", "contact"): ("snmp contact", services.snmp_contact),
+    ("show", "ntp", "associations"): ("ntp associations", services.ntp_associations),
+    ("show", "mac", "address-table"): ("mac address-table", services.mac_table),
+    ("show", "vrf"): ("vrf", services.vrfs),
+    ("show", "ip", "interface"): ("ip interface", services.ip_interfaces),
+    ("show", "ipv6", "interface"): ("ip interface", services.ip_interfaces),
+    ("show", "ip", "bgp", "summary", "vrf", "all"): ("bgp", services.bgp_vrfs),
+    ("show", "ipv6", "bgp", "summary", "vrf", "all"): ("bgp", services.bgp_vrfs),
+    ("show", "ip", "bgp", "neighbors", "vrf", "all"): ("bgp", services.bgp_vrfs),
+    ("show", "ipv6", "bgp", "peers", "vrf", "all"): ("bgp", services.bgp_vrfs),
+    ("show", "ip", "route", REST): ("ip route", services.routes),
+    ("show", "ipv6", "route", REST): ("ip route", services.routes),
 }
 TEXT_ONLY = {"processes top"}  # EOS answers these in text only ("unconverted" commands)
 # Abbreviations EOS accepts because they are unambiguous among its keywords; only the common ones.
@@ -390,6 +409,11 @@ MIN_PREFIX = {
     "temperature": 4,
     "power": 3,
     "processes": 4,
+    "accounts": 4,
+    "associations": 5,
+    "address-table": 7,
+    "interface": 4,
+    "summary": 3,
 }
 
 
@@ -411,6 +435,8 @@ def _match(pattern: tuple[str, ...], tokens: list[str]) -> tuple[bool, str | Non
     iface: str | None = None
     i = 0
     for kw in pattern:
+        if kw == REST:
+            return True, iface
         if kw == IF:
             if i < len(tokens) and (name := interface_name(tokens[i])) is not None:
                 iface = name

@@ -11,6 +11,7 @@ from typing import Any
 from topology.units import NS
 
 from . import eos_environment as environment
+from . import eos_services as services
 
 Json = dict[str, Any]
 
@@ -289,6 +290,17 @@ RENDERERS: dict[str, Callable[[Json, int], list[str]]] = {
     "environment temperature": environment.temperature_text,
     "environment power": environment.power_text,
     "processes top": environment.processes_top_text,
+    "vlan": services.vlans_text,
+    "users accounts": services.users_text,
+    "snmp chassis": services.empty_text,
+    "snmp location": services.empty_text,
+    "snmp contact": services.empty_text,
+    "ntp associations": services.ntp_text,
+    "mac address-table": services.mac_table_text,
+    "vrf": services.vrfs_text,
+    "ip interface": services.empty_text,
+    "bgp": services.bgp_text,
+    "ip route": services.empty_text,
 }
 
 

@@ -165,6 +165,39 @@ def test_get_environment_fans_temperatures_power_cpu_memory(eapi_twin: EapiLab) 
     assert env["memory"]["available_ram"] == 16_092_376 and 0 < env["memory"]["used_ram"] < 16_092_376
 
 
+# The getters napalm's eos driver does not implement for any EOS (it raises NotImplementedError itself).
+NAPALM_UNIMPLEMENTED = {"get_firewall_policies", "get_ipv6_neighbors_table", "get_ntp_peers", "get_probes_config",
+                        "get_probes_results"}  # fmt: skip
+
+
+def test_every_napalm_eos_getter_answers(eapi_twin: EapiLab) -> None:
+    # unmodified napalm, every get_* it has: an answer of the documented shape, never "invalid command"
+    drv = eapi_twin.driver()
+    drv.open()
+    try:
+        answers: dict[str, Any] = {}
+        for name in sorted(n for n in dir(drv) if n.startswith("get_")):
+            if name in NAPALM_UNIMPLEMENTED:
+                with pytest.raises(NotImplementedError):
+                    getattr(drv, name)()
+                continue
+            args = ("10.0.0.0/8",) if name == "get_route_to" else ()
+            answers[name] = getattr(drv, name)(*args)
+    finally:
+        drv.close()
+    assert len(answers) == 21
+    assert answers["get_vlans"] == {"1": {"name": "default", "interfaces": []}}
+    assert set(answers["get_users"]) == {"admin"} and answers["get_users"]["admin"]["level"] == 15
+    assert PASSWORD not in str(answers["get_users"])  # the lab password never leaves the lab, hashed or not
+    assert answers["get_network_instances"]["default"]["type"] == "DEFAULT_INSTANCE"
+    assert answers["get_snmp_information"] == {"chassis_id": "", "location": "", "contact": "", "community": {}}
+    assert answers["get_ntp_stats"] == [] and answers["get_mac_address_table"] == []
+    assert answers["get_bgp_neighbors"] == {} and answers["get_bgp_config"] == {}  # no router bgp: no peers
+    assert answers["get_route_to"] == {}
+    assert answers["get_facts"]["hostname"] == DEVICE
+    assert "Ethernet1/1" in answers["get_optics"] and answers["get_environment"]["fans"]
+
+
 def test_merge_compare_commit_confirm(eapi_twin: EapiLab) -> None:
     drv = eapi_twin.driver()
     drv.open()

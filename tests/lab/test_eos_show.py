@@ -311,3 +311,26 @@ def test_environment_follows_the_switch_load_and_is_text_too(show_twin: Twin) ->
     assert top is not None and top.splitlines()[2].startswith("%Cpu(s):") and " id," in top.splitlines()[2]
     text = show_text(show_twin, LEAF, "show system environment temperature", T0)
     assert text is not None and "System temperature status is: Ok" in text and "TempSensorP1/1" in text
+
+
+UNMODELLED = [
+    "show vlan",
+    "show users accounts",
+    "show snmp v2-mib chassis",
+    "show ntp associations",
+    "show mac address-table",
+    "show vrf",
+    "show ip interface",
+    "show ip bgp summary vrf all",
+    "show ip route vrf default 10.0.0.0/8 longer-prefixes detail",
+    "show system environment power",
+]
+
+
+@pytest.mark.parametrize("command", UNMODELLED)
+def test_services_the_twin_does_not_model_answer_well_formed(show_twin: Twin, command: str) -> None:
+    # a real switch where the service is not configured: JSON of the EOS shape and CLI text, never "invalid"
+    data = _json(show_twin, command)
+    assert isinstance(data, dict) and data
+    assert show_text(show_twin, LEAF, command, T0) is not None
+    assert show_text(show_twin, LEAF, command + " | json", T0) is not None
