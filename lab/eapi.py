@@ -1,4 +1,6 @@
-"""eAPI (JSON-RPC 2.0 `runCmds` over HTTP/1.1) for every twin switch, one listening socket per switch.
+"""eAPI (JSON-RPC 2.0 `runCmds` over HTTP/1.1) for every twin switch: HTTPS with the twin's self-signed certificate
+(EOS's default) and plain HTTP (`protocol http`), a listening socket each per switch. `HEAD /command-api` answers 200
+(clients such as ANTA's asynceapi check the endpoint with it).
 
 Answers have EOS's shapes, which is what pyeapi (and so napalm's `eos` driver) parses: `result` is one entry per
 command (`{"output": text}` in text format); a failing command stops the request with error 1002, `message`
@@ -12,7 +14,8 @@ import asyncio
 import base64
 import binascii
 import json
-from dataclasses import dataclass
+import ssl
+from dataclasses import dataclass, field
 from typing import Any
 
 from .endpoints import Credentials, DeviceEndpoints
@@ -34,38 +37,54 @@ class _HttpError(Exception):
 
 @dataclass
 class EapiServers:
-    servers: dict[str, asyncio.Server]
+    servers: dict[str, asyncio.Server]  # plain HTTP
+    https: dict[str, asyncio.Server] = field(default_factory=dict)
 
     def port(self, device: str) -> int:
         port: int = self.servers[device].sockets[0].getsockname()[1]
         return port
 
+    def https_port(self, device: str) -> int:
+        port: int = self.https[device].sockets[0].getsockname()[1]
+        return port
+
     async def close(self) -> None:
-        for server in self.servers.values():
+        every = [*self.servers.values(), *self.https.values()]
+        for server in every:
             server.close()
-        for server in self.servers.values():
+        for server in every:
             await server.wait_closed()
 
 
 async def start_eapi_servers(
-    twin: Twin, configs: ConfigStore, endpoints: dict[str, DeviceEndpoints], credentials: Credentials
+    twin: Twin,
+    configs: ConfigStore,
+    endpoints: dict[str, DeviceEndpoints],
+    credentials: Credentials,
+    tls: ssl.SSLContext | None = None,
 ) -> EapiServers:
-    servers: dict[str, asyncio.Server] = {}
+    """Plain HTTP on each switch's eapi_port; with `tls`, HTTPS on its eapi_https_port too."""
+    out = EapiServers({})
     try:
         for device, ep in endpoints.items():
             if device not in configs.devices:
                 continue  # not an EOS switch: no eAPI
             handler = _Handler(twin, configs, device, credentials)
-            try:
-                servers[device] = await asyncio.start_server(handler.serve, ep.host, ep.eapi_port)
-            except OSError as e:
-                raise OSError(
-                    e.errno, f"eAPI for {device}: cannot listen on {ep.host}:{ep.eapi_port}: {e.strerror}"
-                ) from e
+            out.servers[device] = await _listen(handler, device, ep.host, ep.eapi_port, None)
+            if tls is not None:
+                out.https[device] = await _listen(handler, device, ep.host, ep.eapi_https_port, tls)
     except BaseException:
-        await EapiServers(servers).close()
+        await out.close()
         raise
-    return EapiServers(servers)
+    return out
+
+
+async def _listen(handler: _Handler, device: str, host: str, port: int, tls: ssl.SSLContext | None) -> asyncio.Server:
+    try:
+        return await asyncio.start_server(handler.serve, host, port, ssl=tls)
+    except OSError as e:
+        what = "eAPI over HTTPS" if tls else "eAPI"
+        raise OSError(e.errno, f"{what} for {device}: cannot listen on {host}:{port}: {e.strerror}") from e
 
 
 class _Handler:
@@ -106,6 +125,9 @@ class _Handler:
             self._authorise(headers.get("authorization", ""))
             if path.split("?")[0] != "/command-api":
                 raise _HttpError(404, "Not Found")
+            if method == "HEAD":
+                await _send(writer, 200, "application/json", b"", keep)
+                return keep
             if method != "POST":
                 raise _HttpError(405, "Only POST is supported")
             answer = self.rpc(body)

@@ -7,6 +7,7 @@ the twin before running commands, so commit timers fire and counters are current
 
 from __future__ import annotations
 
+import difflib
 import json
 import re
 from typing import Any
@@ -302,6 +303,10 @@ class CliSession:
         toks = line.split()
         what = toks[1] if len(toks) > 1 else ""
         now = self.twin.now
+        if what == "running-config" and toks[2:] == ["diffs"]:
+            if as_json:  # EOS has no JSON for it either
+                raise CliError("% This is an unconverted command", "unconverted command")
+            return self._running_diffs()
         if what == "running-config":
             opts = toks[2:]
             root = self.dev.running
@@ -331,6 +336,19 @@ class CliSession:
             raise _invalid(line.split(), 1)
         assert isinstance(out, dict)
         return out
+
+    def _running_diffs(self) -> str:
+        """`show running-config diffs`: what `write memory` would save, as a unified diff of startup against running
+        (empty when they are the same); the `! Command:` header lines are not config."""
+
+        def lines(root: Node) -> list[str]:
+            text = self._config_out(root, "show running-config", False, False)
+            assert isinstance(text, str)
+            return [ln for ln in text.splitlines(keepends=True) if not ln.startswith("! Command:")]
+
+        diff = difflib.unified_diff(lines(self.dev.startup), lines(self.dev.running), "flash:/startup-config",
+                                    "system:/running-config")  # fmt: skip
+        return "".join(diff)
 
     def _config_out(self, root: Node, line: str, as_json: bool, sanitized: bool) -> str | Json:
         model = eos_show.model_name(self.twin.switch(self.device))

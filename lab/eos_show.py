@@ -309,6 +309,46 @@ def show_lldp_neighbors_detail(twin: Twin, sw: Switch, now: int, rows: list[int]
     return {"lldpNeighbors": out}
 
 
+def show_interfaces_counters_discards(twin: Twin, sw: Switch, now: int, rows: list[int]) -> Json:
+    values = sw.values(now, np.array(rows, dtype=np.int64))
+    out: Json = {}
+    for i, row in enumerate(rows):
+        c = values[i]
+        out[sw.ports[row]] = {
+            "inDiscards": int(c[COL["if.in-discards"]]),
+            "outDiscards": int(c[COL["if.out-discards"]]),
+        }
+    return {"interfaces": out, "inDiscardsTotal": sum(v["inDiscards"] for v in out.values()),
+            "outDiscardsTotal": sum(v["outDiscards"] for v in out.values())}  # fmt: skip
+
+
+def show_interfaces_status_errdisabled(twin: Twin, sw: Switch, now: int, rows: list[int]) -> Json:
+    return {"interfaceStatuses": {}}  # the twin err-disables no port
+
+
+def show_uptime(twin: Twin, sw: Switch, now: int, rows: list[int]) -> Json:
+    return {"upTime": max(0.0, (now - sw.boot_ns) / NS), "loadAvg": [0.61, 0.55, 0.52], "users": 0,
+            "currentTime": now / NS}  # fmt: skip
+
+
+# A transceiver's temperature limits (SFF-8636 / CMIS module alarm thresholds of a typical 400G-DR4 QSFP-DD).
+XCVR_OVERHEAT_C, XCVR_CRITICAL_C = 70.0, 75.0
+
+
+def show_transceiver_temperature(twin: Twin, sw: Switch, now: int, rows: list[int]) -> Json:
+    sensors = []
+    for row in rows:
+        t = round(twin.temperature(sw, row), 2)
+        port = sw.ports[row]
+        sensors.append({"name": f"DomTemperatureSensor{port.removeprefix('Ethernet')}", "description": f"{port}",
+                        "relPos": port.removeprefix("Ethernet"), "currentTemperature": t,
+                        "maxTemperature": t, "overheatThreshold": XCVR_OVERHEAT_C,
+                        "criticalThreshold": XCVR_CRITICAL_C, "hwStatus": "ok", "alertCount": 0,
+                        "inAlertState": t > XCVR_OVERHEAT_C, "targetTemperature": 0.0, "isPidDriver": False,
+                        "pidDriverCount": 0})  # fmt: skip
+    return {"tempSensors": sensors, "cardSlots": []}
+
+
 def show_interfaces_transceiver(twin: Twin, sw: Switch, now: int, rows: list[int]) -> Json:
     out: Json = {}
     for row in rows:
@@ -365,6 +405,19 @@ COMMANDS: dict[tuple[str, ...], tuple[str, Handler]] = {
     ("show", "lldp", "neighbors", IF, "detail"): ("lldp neighbors detail", show_lldp_neighbors_detail),
     ("show", "priority-flow-control", IF, "counters"): ("pfc counters", show_pfc_counters),
     ("show", "priority-flow-control", IF, "counters", "detail"): ("pfc counters detail", show_pfc_counters_detail),
+    ("show", "interfaces", IF, "counters", "discards"): (
+        "interfaces counters discards",
+        show_interfaces_counters_discards,
+    ),
+    ("show", "interfaces", IF, "status", "errdisabled"): (
+        "interfaces status errdisabled",
+        show_interfaces_status_errdisabled,
+    ),
+    ("show", "uptime"): ("uptime", show_uptime),
+    ("show", "system", "environment", "temperature", "transceiver"): (
+        "transceiver temperature",
+        show_transceiver_temperature,
+    ),
     ("show", "system", "environment", "cooling"): ("environment cooling", environment.cooling),
     ("show", "system", "environment", "temperature"): ("environment temperature", environment.temperature),
     ("show", "system", "environment", "power"): ("environment power", environment.power),
@@ -414,6 +467,9 @@ MIN_PREFIX = {
     "address-table": 7,
     "interface": 4,
     "summary": 3,
+    "discards": 4,
+    "errdisabled": 4,
+    "uptime": 2,
 }
 
 

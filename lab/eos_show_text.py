@@ -290,6 +290,17 @@ RENDERERS: dict[str, Callable[[Json, int], list[str]]] = {
     "environment temperature": environment.temperature_text,
     "environment power": environment.power_text,
     "processes top": environment.processes_top_text,
+    "interfaces counters discards": lambda d, now: [
+        "Port        InDiscards  OutDiscards",
+        "----------  ----------  -----------",
+        *(f"{p:<11} {v['inDiscards']:>10}  {v['outDiscards']:>11}" for p, v in d["interfaces"].items()),
+    ],
+    "interfaces status errdisabled": lambda d, now: [""],
+    "uptime": lambda d, now: [f" up {int(d['upTime']) // 86400} days,  0 users,  load average: 0.61, 0.55, 0.52"],
+    "transceiver temperature": lambda d, now: [
+        f"{s['description']:<12} {s['currentTemperature']:>6.1f}C  {s['overheatThreshold']:.0f}C  ok"
+        for s in d["tempSensors"]
+    ],
     "vlan": services.vlans_text,
     "users accounts": services.users_text,
     "snmp chassis": services.empty_text,

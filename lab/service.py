@@ -36,6 +36,7 @@ from .gnmi_server import start_gnmi_servers
 from .model import Twin
 from .probes import ProbeGenerator
 from .ssh_server import start_ssh_servers
+from .tls import self_signed
 
 USERNAME = "admin"
 
@@ -86,7 +87,7 @@ def inventory_document(
             "username": USERNAME,
             "password_file": str(secret_file.resolve()),
             "gnmi": {"port": any_ep.gnmi_port, "tls": False},
-            "eapi": {"port": any_ep.eapi_port, "transport": "http"},
+            "eapi": {"port": any_ep.eapi_https_port, "transport": "https"},  # EOS's default (HTTP on eapi_port too)
             "ssh": {"port": any_ep.ssh_port},
         },
         "devices": {
@@ -128,7 +129,8 @@ class TwinProcess:
         closers: list[_Closable] = []
         try:
             closers.append(await start_gnmi_servers(self.twin, self.endpoints, creds))
-            closers.append(await start_eapi_servers(self.twin, self.configs, self.endpoints, creds))
+            tls = self_signed(state, [ep.host for ep in self.endpoints.values()])  # made anew at each `lab up`
+            closers.append(await start_eapi_servers(self.twin, self.configs, self.endpoints, creds, tls))
             closers.append(await start_ssh_servers(self.twin, self.configs, self.endpoints, creds))
             control_port = _free_port("127.0.0.1")
             info = {"fabric": self.spec.name, "pid": os.getpid(), "state_dir": str(state.resolve())}

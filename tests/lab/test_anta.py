@@ -1,0 +1,86 @@
+"""ANTA, Arista's own network test framework, run unmodified (`anta nrfu`) against the twin's EOS switches over
+eAPI on HTTPS 443 with the twin's self-signed certificate: on a healthy fabric every test of the catalog succeeds
+(none errors on a command the twin does not know); a corrupting link fails VerifyInterfaceErrors on its switch."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+
+from drivers.inventory import load_inventory
+from lab.control_client import inject
+from tests.conftest import EXAMPLES
+from tests.lab.twin_thread import TwinThread
+from topology.spec import load_spec
+
+pytestmark = [pytest.mark.twin, pytest.mark.slow]
+SWITCHES = ["leaf-g0-r0", "spine-r0-0"]
+# What a RoCE operator checks daily that the twin models; each entry names ANTA's module and test.
+CATALOG: dict[str, list[dict[str, object]]] = {
+    "anta.tests.software": [{"VerifyEOSVersion": {"versions": ["4.31.2F"]}}],
+    "anta.tests.system": [{"VerifyUptime": {"minimum": 1}}],
+    "anta.tests.hardware": [
+        {"VerifyEnvironmentPower": {"states": ["ok"]}},
+        {"VerifyEnvironmentCooling": {"states": ["ok"]}},
+        {"VerifyTemperature": None},
+        {"VerifyTransceiversTemperature": None},
+    ],
+    "anta.tests.interfaces": [
+        {"VerifyInterfaceErrors": None},
+        {"VerifyInterfaceDiscards": None},
+        {"VerifyInterfaceErrDisabled": None},
+    ],
+    "anta.tests.configuration": [{"VerifyRunningConfigDiffs": None}],
+}
+
+
+@pytest.fixture(scope="module")
+def twin(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TwinThread]:
+    t = TwinThread(load_spec(EXAMPLES / "small-pod.yaml"), tmp_path_factory.mktemp("anta-twin")).start()
+    yield t
+    t.stop()
+
+
+def nrfu(twin: TwinThread, tmp: Path) -> dict[tuple[str, str], tuple[str, list[str]]]:
+    """{(switch, test): (result, messages)} of one `anta nrfu` run."""
+    inv = load_inventory(twin.inventory)
+    hosts = [{"host": inv.access(n).host, "name": n, "port": inv.access(n).eapi.port} for n in SWITCHES]
+    assert {inv.access(n).eapi.transport for n in SWITCHES} == {"https"}
+    (tmp / "inventory.yml").write_text(yaml.safe_dump({"anta_inventory": {"hosts": hosts}}))
+    (tmp / "catalog.yml").write_text(yaml.safe_dump(CATALOG))
+    anta = Path(sys.executable).parent / "anta"
+    password = inv.access(SWITCHES[0]).password.get_secret_value()
+    run = subprocess.run(
+        [str(anta), "nrfu", "-u", "admin", "-p", password, "-i", str(tmp / "inventory.yml"), "-c",
+         str(tmp / "catalog.yml"), "--insecure", "json", "-o", str(tmp / "results.json")],
+        capture_output=True, text=True, timeout=180,
+    )  # fmt: skip
+    assert (tmp / "results.json").exists(), run.stdout[-2000:] + run.stderr[-2000:]
+    rows = json.loads((tmp / "results.json").read_text())
+    return {(r["name"], r["test"]): (r["result"], r.get("messages") or []) for r in rows}
+
+
+def test_anta_on_a_healthy_fabric_all_success_then_corruption_fails_interface_errors(
+    twin: TwinThread, tmp_path: Path
+) -> None:
+    time.sleep(1.2)  # VerifyUptime: the twin's switches booted just now
+    results = nrfu(twin, tmp_path)
+    tests = sum(len(v) for v in CATALOG.values())
+    assert len(results) == tests * len(SWITCHES)
+    bad = {k: v for k, v in results.items() if v[0] != "success"}
+    assert bad == {}, bad
+
+    inject(twin.state_dir, "link_corruption", {"port": "leaf-g0-r0:Ethernet5/1", "rate": 1e-4, "direction": "rx"})
+    time.sleep(1.5)  # errored frames accumulate
+    after = nrfu(twin, tmp_path)
+    result, messages = after[("leaf-g0-r0", "VerifyInterfaceErrors")]
+    assert result == "failure" and "Ethernet5/1" in " ".join(messages), messages
+    assert after[("spine-r0-0", "VerifyInterfaceErrors")][0] == "success"
+    assert all(r != "error" for r, _ in after.values())
