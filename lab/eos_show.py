@@ -326,6 +326,13 @@ def show_interfaces_status_errdisabled(twin: Twin, sw: Switch, now: int, rows: l
     return {"interfaceStatuses": {}}  # the twin err-disables no port
 
 
+def show_reload_cause(twin: Twin, sw: Switch, now: int, rows: list[int]) -> Json:
+    """Why the switch last booted: every twin boot (and a `reboot` fault) is a reload someone asked for."""
+    return {"resetCauses": [{"description": "Reload requested by the user.", "timestamp": sw.boot_ns / NS,
+                             "recommendedAction": "No action necessary.", "debugInfoIsDir": False}],
+            "full": False}  # fmt: skip
+
+
 def show_uptime(twin: Twin, sw: Switch, now: int, rows: list[int]) -> Json:
     return {"upTime": max(0.0, (now - sw.boot_ns) / NS), "loadAvg": [0.61, 0.55, 0.52], "users": 0,
             "currentTime": now / NS}  # fmt: skip
@@ -414,6 +421,7 @@ COMMANDS: dict[tuple[str, ...], tuple[str, Handler]] = {
         show_interfaces_status_errdisabled,
     ),
     ("show", "uptime"): ("uptime", show_uptime),
+    ("show", "reload", "cause"): ("reload cause", show_reload_cause),
     ("show", "system", "environment", "temperature", "transceiver"): (
         "transceiver temperature",
         show_transceiver_temperature,

@@ -296,6 +296,15 @@ RENDERERS: dict[str, Callable[[Json, int], list[str]]] = {
         *(f"{p:<11} {v['inDiscards']:>10}  {v['outDiscards']:>11}" for p, v in d["interfaces"].items()),
     ],
     "interfaces status errdisabled": lambda d, now: [""],
+    "reload cause": lambda d, now: [
+        "Reload Cause:",
+        "-------------",
+        *(f"{c['description']}" for c in d["resetCauses"]),
+        "",
+        "Recommended Action:",
+        "-------------------",
+        "No action necessary.",
+    ],
     "uptime": lambda d, now: [f" up {int(d['upTime']) // 86400} days,  0 users,  load average: 0.61, 0.55, 0.52"],
     "transceiver temperature": lambda d, now: [
         f"{s['description']:<12} {s['currentTemperature']:>6.1f}C  {s['overheatThreshold']:.0f}C  ok"

@@ -25,7 +25,7 @@ SWITCHES = ["leaf-g0-r0", "spine-r0-0"]
 # What a RoCE operator checks daily that the twin models; each entry names ANTA's module and test.
 CATALOG: dict[str, list[dict[str, object]]] = {
     "anta.tests.software": [{"VerifyEOSVersion": {"versions": ["4.31.2F"]}}],
-    "anta.tests.system": [{"VerifyUptime": {"minimum": 1}}],
+    "anta.tests.system": [{"VerifyUptime": {"minimum": 1}}, {"VerifyReloadCause": None}],
     "anta.tests.hardware": [
         {"VerifyEnvironmentPower": {"states": ["ok"]}},
         {"VerifyEnvironmentCooling": {"states": ["ok"]}},
