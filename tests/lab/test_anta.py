@@ -18,6 +18,7 @@ from drivers.inventory import load_inventory
 from lab.control_client import inject
 from tests.conftest import EXAMPLES
 from tests.lab.twin_thread import TwinThread
+from topology.load import load_fabric
 from topology.spec import load_spec
 
 pytestmark = [pytest.mark.twin, pytest.mark.slow]
@@ -48,13 +49,28 @@ def twin(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TwinThread]:
     t.stop()
 
 
+def cabling_checks() -> list[dict[str, object]]:
+    """ANTA's LLDP check of each switch against the fabric's cabling (the blueprint the twin is built from)."""
+    fabric = load_fabric(EXAMPLES / "small-pod.yaml", None)[1]
+    out: list[dict[str, object]] = []
+    for name in SWITCHES:
+        neighbors = []
+        for link in fabric.links_of(name):
+            here, peer = (link.a, link.b) if link.a.device == name else (link.b, link.a)
+            if (d := fabric.get(peer.device)) is not None and d.is_switch:
+                neighbors.append({"port": here.port, "neighbor_device": peer.device, "neighbor_port": peer.port})
+        assert neighbors, name
+        out.append({"VerifyLLDPNeighbors": {"neighbors": neighbors, "filters": {"tags": [name]}}})
+    return out
+
+
 def nrfu(twin: TwinThread, tmp: Path) -> dict[tuple[str, str], tuple[str, list[str]]]:
     """{(switch, test): (result, messages)} of one `anta nrfu` run."""
     inv = load_inventory(twin.inventory)
-    hosts = [{"host": inv.access(n).host, "name": n, "port": inv.access(n).eapi.port} for n in SWITCHES]
+    hosts = [{"host": inv.access(n).host, "name": n, "port": inv.access(n).eapi.port, "tags": [n]} for n in SWITCHES]
     assert {inv.access(n).eapi.transport for n in SWITCHES} == {"https"}
     (tmp / "inventory.yml").write_text(yaml.safe_dump({"anta_inventory": {"hosts": hosts}}))
-    (tmp / "catalog.yml").write_text(yaml.safe_dump(CATALOG))
+    (tmp / "catalog.yml").write_text(yaml.safe_dump({**CATALOG, "anta.tests.connectivity": cabling_checks()}))
     anta = Path(sys.executable).parent / "anta"
     password = inv.access(SWITCHES[0]).password.get_secret_value()
     run = subprocess.run(
@@ -73,7 +89,7 @@ def test_anta_on_a_healthy_fabric_all_success_then_corruption_fails_interface_er
     time.sleep(1.2)  # VerifyUptime: the twin's switches booted just now
     results = nrfu(twin, tmp_path)
     tests = sum(len(v) for v in CATALOG.values())
-    assert len(results) == tests * len(SWITCHES)
+    assert len(results) == (tests + 1) * len(SWITCHES)  # + each switch's LLDP check of its cabling
     bad = {k: v for k, v in results.items() if v[0] != "success"}
     assert bad == {}, bad
 
