@@ -1,6 +1,7 @@
 """ANTA, Arista's own network test framework, run unmodified (`anta nrfu`) against the twin's EOS switches over
 eAPI on HTTPS 443 with the twin's self-signed certificate: on a healthy fabric every test of the catalog succeeds
-(none errors on a command the twin does not know); a corrupting link fails VerifyInterfaceErrors on its switch."""
+(none errors on a command the twin does not know); a corrupting link fails VerifyInterfaceErrors on its switch, and a
+PFC storm from a NIC fails VerifyInterfacesPFCCounters on the leaf port facing it."""
 
 from __future__ import annotations
 
@@ -37,6 +38,7 @@ CATALOG: dict[str, list[dict[str, object]]] = {
         {"VerifyInterfaceErrors": None},
         {"VerifyInterfaceDiscards": None},
         {"VerifyInterfaceErrDisabled": None},
+        {"VerifyInterfacesPFCCounters": None},
     ],
     "anta.tests.configuration": [{"VerifyRunningConfigDiffs": None}],
 }
@@ -94,9 +96,12 @@ def test_anta_on_a_healthy_fabric_all_success_then_corruption_fails_interface_er
     assert bad == {}, bad
 
     inject(twin.state_dir, "link_corruption", {"port": "leaf-g0-r0:Ethernet5/1", "rate": 1e-4, "direction": "rx"})
-    time.sleep(1.5)  # errored frames accumulate
+    inject(twin.state_dir, "pfc_storm", {"nic": "gpu-g0-000:nic0", "priority": 3})  # faces leaf-g0-r0:Ethernet1/1
+    time.sleep(1.5)  # errored frames and pause frames accumulate
     after = nrfu(twin, tmp_path)
     result, messages = after[("leaf-g0-r0", "VerifyInterfaceErrors")]
     assert result == "failure" and "Ethernet5/1" in " ".join(messages), messages
+    result, messages = after[("leaf-g0-r0", "VerifyInterfacesPFCCounters")]
+    assert result == "failure" and "Interface: Ethernet1/1 - Counters above threshold" in " ".join(messages), messages
     assert after[("spine-r0-0", "VerifyInterfaceErrors")][0] == "success"
     assert all(r != "error" for r, _ in after.values())
