@@ -326,6 +326,18 @@ def show_interfaces_status_errdisabled(twin: Twin, sw: Switch, now: int, rows: l
     return {"interfaceStatuses": {}}  # the twin err-disables no port
 
 
+def show_ecn_counters(twin: Twin, sw: Switch, now: int, rows: list[int]) -> Json:
+    """ECN-marked packets per egress queue; "-" for a queue without `random-detect ecn` (EOS prints the same)."""
+    values = sw.values(now, np.array(rows, dtype=np.int64))
+    out: Json = {}
+    for i, row in enumerate(rows):
+        ecn = sw.config[row].ecn
+        out[sw.ports[row]] = {"queueCounters": {
+            str(q): str(int(values[i][COL[f"q{q}.ecn-marked-pkts"]])) if q in ecn else "-" for q in range(8)
+        }}  # fmt: skip
+    return {"intfQueueCounters": out}
+
+
 def show_reload_cause(twin: Twin, sw: Switch, now: int, rows: list[int]) -> Json:
     """Why the switch last booted: every twin boot (and a `reboot` fault) is a reload someone asked for."""
     return {"resetCauses": [{"description": "Reload requested by the user.", "timestamp": sw.boot_ns / NS,
@@ -422,6 +434,7 @@ COMMANDS: dict[tuple[str, ...], tuple[str, Handler]] = {
     ),
     ("show", "uptime"): ("uptime", show_uptime),
     ("show", "reload", "cause"): ("reload cause", show_reload_cause),
+    ("show", "qos", "interfaces", IF, "ecn", "counters", "queue"): ("ecn counters", show_ecn_counters),
     ("show", "system", "environment", "temperature", "transceiver"): (
         "transceiver temperature",
         show_transceiver_temperature,

@@ -296,6 +296,13 @@ RENDERERS: dict[str, Callable[[Json, int], list[str]]] = {
         *(f"{p:<11} {v['inDiscards']:>10}  {v['outDiscards']:>11}" for p, v in d["interfaces"].items()),
     ],
     "interfaces status errdisabled": lambda d, now: [""],
+    "ecn counters": lambda d, now: [
+        "Port        " + " ".join(f"{'TxQ' + str(q):>8}" for q in range(8)),
+        *(
+            f"{p:<11} " + " ".join(f"{v['queueCounters'][str(q)]:>8}" for q in range(8))
+            for p, v in d["intfQueueCounters"].items()
+        ),
+    ],
     "reload cause": lambda d, now: [
         "Reload Cause:",
         "-------------",

@@ -39,6 +39,7 @@ CATALOG: dict[str, list[dict[str, object]]] = {
         {"VerifyInterfaceDiscards": None},
         {"VerifyInterfaceErrDisabled": None},
         {"VerifyInterfacesPFCCounters": None},
+        {"VerifyInterfacesECNCounters": None},
     ],
     "anta.tests.configuration": [{"VerifyRunningConfigDiffs": None}],
 }

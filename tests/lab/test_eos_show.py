@@ -334,3 +334,20 @@ def test_services_the_twin_does_not_model_answer_well_formed(show_twin: Twin, co
     assert isinstance(data, dict) and data
     assert show_text(show_twin, LEAF, command, T0) is not None
     assert show_text(show_twin, LEAF, command + " | json", T0) is not None
+
+
+def test_ecn_counters_show_a_dash_where_ecn_is_not_configured(show_twin: Twin) -> None:
+    sw = show_twin.switch(LEAF)
+    row = sw.index["Ethernet1/1"]
+    plain = _json(show_twin, "show qos interfaces ecn counters queue")["intfQueueCounters"]
+    assert plain["Ethernet1/1"]["queueCounters"] == {str(q): "-" for q in range(8)}
+    cfg = sw.config[row]
+    saved = dict(cfg.ecn)
+    cfg.ecn[3] = (1_000_000, 4_000_000, 10)
+    try:
+        marked = _json(show_twin, "show qos interfaces ethernet1/1 ecn counters queue")["intfQueueCounters"]
+        queues = marked["Ethernet1/1"]["queueCounters"]
+        assert queues["3"].isdigit() and all(queues[str(q)] == "-" for q in range(8) if q != 3)
+    finally:
+        cfg.ecn.clear()
+        cfg.ecn.update(saved)
