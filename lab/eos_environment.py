@@ -1,5 +1,5 @@
-"""A twin EOS switch's environment: `show system environment cooling|temperature|power` (eAPI JSON and CLI text)
-and `show processes top once` (text only, as on EOS: it is an unconverted command).
+"""A twin EOS switch's environment: `show system environment cooling|temperature|power` and `show processes top once`
+(eAPI JSON and CLI text; napalm reads top's text, ANTA its JSON).
 
 Shapes are those napalm's `get_environment` and ANTA's hardware tests read from real switches: fan trays and
 power-supply fans with status and speeds, temperature sensors with current, overheat and critical thresholds (on
@@ -108,11 +108,23 @@ def power(twin: Twin, sw: Switch, now: int, rows: list[int]) -> Json:
 
 
 def processes_top(twin: Twin, sw: Switch, now: int, rows: list[int]) -> Json:
-    """The figures of `show processes top once` (rendered as text only)."""
+    """`show processes top once`: EOS answers it in JSON (what ANTA reads) and in text (what napalm parses)."""
     mem_total = 16_092_376
     used = int(mem_total * (0.38 + _jitter(sw.name, "mem", 0.05)))
-    return {"uptimeS": max(0, (now - sw.boot_ns) // 10**9), "idle": round(93.5 - 4 * _load(sw), 1),
-            "memTotal": mem_total, "memUsed": used}  # fmt: skip
+    idle = round(93.5 - 4 * _load(sw), 1)
+    user = round((100 - idle) * 0.8, 1)
+    return {
+        "timeInfo": {"time": "00:00:00", "upTime": f"{max(0, (now - sw.boot_ns) // 10**9)} s", "users": 0,
+                     "loadAvg": [0.61, 0.55, 0.52]},
+        "cpuInfo": {"%Cpu(s)": {"user": user, "system": round(100 - idle - user, 1), "nice": 0.0, "idle": idle,
+                                "ioWait": 0.0, "hwIrq": 0.0, "swIrq": 0.0, "stolen": 0.0}},
+        "memInfo": {"physicalMem": {"total": mem_total, "free": mem_total - used, "used": used,
+                                    "buffCache": 2_634_412},
+                    "swapMem": {"total": 0, "free": 0, "used": 0, "availMem": 9_113_816}},
+        "processes": {"2291": {"userName": "root", "priority": "20", "niceValue": 0, "residentMem": "301116",
+                               "sharedMem": "148864", "status": "S", "cpuPct": 6.2, "memPct": 1.9,
+                               "cmd": "Sysdb"}},
+    }  # fmt: skip
 
 
 # --- CLI text -----------------------------------------------------------------------------------------------------
@@ -164,18 +176,17 @@ def power_text(data: Json, now: int) -> list[str]:
 
 
 def processes_top_text(data: Json, now: int) -> list[str]:
-    up = int(data["uptimeS"])
+    cpu = data["cpuInfo"]["%Cpu(s)"]
+    mem = data["memInfo"]["physicalMem"]
+    up = int(str(data["timeInfo"]["upTime"]).split()[0])
     days, rest = divmod(up, 86400)
-    total, used = int(data["memTotal"]), int(data["memUsed"])
-    idle = float(data["idle"])
-    us = round((100 - idle) * 0.8, 1)
-    sy = round(100 - idle - us, 1)
     return [
         f"top - 00:00:00 up {days} days, {rest // 3600:2d}:{rest % 3600 // 60:02d},  0 users,  load average: 0.61, "
         "0.55, 0.52",
         "Tasks: 312 total,   1 running, 311 sleeping,   0 stopped,   0 zombie",
-        f"%Cpu(s): {us:4.1f} us, {sy:4.1f} sy,  0.0 ni, {idle:4.1f} id,  0.0 wa,  0.0 hi,  0.0 si,  0.0 st",
-        f"KiB Mem : {total:9d} total, {total - used:9d} free, {used:9d} used,  2634412 buff/cache",
+        f"%Cpu(s): {cpu['user']:4.1f} us, {cpu['system']:4.1f} sy,  0.0 ni, {cpu['idle']:4.1f} id,  0.0 wa,  0.0 hi,"
+        "  0.0 si,  0.0 st",
+        f"KiB Mem : {mem['total']:9d} total, {mem['free']:9d} free, {mem['used']:9d} used,  2634412 buff/cache",
         "KiB Swap:        0 total,        0 free,        0 used.  9113816 avail Mem",
         "",
         "  PID USER      PR  NI    VIRT    RES    SHR S  %CPU %MEM     TIME+ COMMAND",

@@ -461,7 +461,6 @@ COMMANDS: dict[tuple[str, ...], tuple[str, Handler]] = {
     ("show", "ip", "route", REST): ("ip route", services.routes),
     ("show", "ipv6", "route", REST): ("ip route", services.routes),
 }
-TEXT_ONLY = {"processes top"}  # EOS answers these in text only ("unconverted" commands)
 # Abbreviations EOS accepts because they are unambiguous among its keywords; only the common ones.
 MIN_PREFIX = {
     "show": 2,
@@ -558,7 +557,7 @@ def show_json(twin: Twin, device: str, command: str, now_ns: int) -> dict[str, A
     """The eAPI JSON answer of `command` on `device`; None if this module does not know the command
     (or it names an interface the switch does not have)."""
     done = _run(twin, device, command, now_ns)
-    return None if done is None or done[0] in TEXT_ONLY else done[1]
+    return None if done is None else done[1]
 
 
 def show_text(twin: Twin, device: str, command: str, now_ns: int) -> str | None:

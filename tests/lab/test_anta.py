@@ -27,7 +27,12 @@ SWITCHES = ["leaf-g0-r0", "spine-r0-0"]
 # What a RoCE operator checks daily that the twin models; each entry names ANTA's module and test.
 CATALOG: dict[str, list[dict[str, object]]] = {
     "anta.tests.software": [{"VerifyEOSVersion": {"versions": ["4.31.2F"]}}],
-    "anta.tests.system": [{"VerifyUptime": {"minimum": 1}}, {"VerifyReloadCause": None}],
+    "anta.tests.system": [
+        {"VerifyUptime": {"minimum": 1}},
+        {"VerifyReloadCause": None},
+        {"VerifyCPUUtilization": None},
+        {"VerifyMemoryUtilization": None},
+    ],
     "anta.tests.hardware": [
         {"VerifyEnvironmentPower": {"states": ["ok"]}},
         {"VerifyEnvironmentCooling": {"states": ["ok"]}},
@@ -40,6 +45,8 @@ CATALOG: dict[str, list[dict[str, object]]] = {
         {"VerifyInterfaceErrDisabled": None},
         {"VerifyInterfacesPFCCounters": None},
         {"VerifyInterfacesECNCounters": None},
+        {"VerifyInterfacesSpeed": {"interfaces": [{"name": "Ethernet1/1", "speed": 400}]}},
+        {"VerifyL2MTU": None},
     ],
     "anta.tests.configuration": [{"VerifyRunningConfigDiffs": None}],
 }

@@ -305,9 +305,10 @@ def test_environment_follows_the_switch_load_and_is_text_too(show_twin: Twin) ->
         assert idle_chip["currentTemperature"] < chip["currentTemperature"]
     finally:
         sw.rate[:] = saved
-    # `show processes top once` is text only, as on EOS
-    assert show_json(show_twin, LEAF, "show processes top once", T0) is None
+    # `show processes top once`: JSON (ANTA) and text (napalm) say the same idle share
+    idle = _json(show_twin, "show processes top once")["cpuInfo"]["%Cpu(s)"]["idle"]
     top = show_text(show_twin, LEAF, "show processes top once", T0)
+    assert top is not None and f"{idle:4.1f} id," in top
     assert top is not None and top.splitlines()[2].startswith("%Cpu(s):") and " id," in top.splitlines()[2]
     text = show_text(show_twin, LEAF, "show system environment temperature", T0)
     assert text is not None and "System temperature status is: Ok" in text and "TempSensorP1/1" in text
