@@ -42,7 +42,7 @@ from fabricd.service.config import BusSettings, HaSettings
 from fabricd.service.leader import Leadership
 from fabricd.telemetry import CounterStore, Ingestor, Stat, TelemetryClient
 from fabricd.telemetry.bus_source import BusTelemetry
-from fabricd.telemetry.collector import SWITCHES, Collector
+from fabricd.telemetry.collector import Collector, holders
 from fabricd.telemetry.paths import eos_profile
 
 LEASE_S = 2.0
@@ -180,13 +180,7 @@ async def _purge(url: str) -> None:
 async def _owners(url: str) -> dict[str, str]:
     nc = await connect(BusSettings(urls=[url]), None, "probe")
     try:
-        kv = await nc.jetstream().key_value(SWITCHES)
-        out = {}
-        for k in await kv.keys():
-            out[k] = ((await kv.get(k)).value or b"").decode()
-        return out
-    except Exception:  # noqa: BLE001 - no bucket or keys yet
-        return {}
+        return await holders(nc)
     finally:
         await nc.close()
 

@@ -16,7 +16,7 @@ import shlex
 from collections.abc import Awaitable, Callable, Container, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass
-from typing import Literal, Protocol, TypeVar, TypeVarTuple
+from typing import Any, Literal, Protocol, TypeVar, TypeVarTuple
 
 from drivers.base import DriverError, Resumed, Session
 from drivers.transaction import settle
@@ -29,7 +29,7 @@ from topology.units import NS
 
 from .config import RemediationSettings, SafetyLimits
 from .decide import Decision, PortFacts, action_note, decide, enable_key, escalation, new_ticket, recurrence
-from .faults import LINK_KINDS, common_cause, fault_key, target_port
+from .faults import LINK_KINDS, fault_key, target_port
 from .guard import Budget, GuardInput, Verdict, budgets, check_disable
 from .state import Action, ActionStatus, StateStore, Ticket
 
@@ -127,11 +127,13 @@ class Remediator:
             fid, new = self.state.upsert_finding(f, fault, now)
             if not new:
                 return None
-            d = decide(f, fid, self._facts(target, now), fabric=self.fabric, limits=self.limits,
-                       settings=self.settings, known=self._known())  # fmt: skip
+            disabled = self.state.disabled_ports()  # read once for the port's facts and the guard
+            facts = self._facts(target, now, disabled)
+            d = decide(f, fid, facts, fabric=self.fabric, limits=self.limits, settings=self.settings,
+                       known=self._known(disabled))  # fmt: skip
             if d.outcome == "ignore":
                 return Outcome(None, None, None)
-            action = self._record(d, f, fid, target, now)
+            action = facts.pending if d.outcome == "pending" else self._record(d, fid, target, now)
             if d.escalate and target is not None:
                 ticket = self._escalate(target.device, d.escalate, f, fid, d.note, now)
             else:
@@ -148,20 +150,18 @@ class Remediator:
         await self._send(ticket)
         return Outcome(ticket, action, d.verdict)
 
-    def _facts(self, target: Endpoint | None, now: int) -> PortFacts:
+    def _facts(self, target: Endpoint | None, now: int, disabled: list[dict[str, Any]]) -> PortFacts:
         if target is None:
             return PortFacts(None)
         return PortFacts(
             target,
-            held=self.state.is_disabled(target.device, target.port),
+            held=any(p["device"] == target.device and p["port"] == target.port for p in disabled),
             pending=self.state.open_action(target.device, target.port),
-            faulty_on_switch=tuple(self._faulty_ports(target.device, now)),
+            faulty_on_switch=tuple(self._faulty_ports(target.device, now, disabled)),
         )
 
-    def _record(self, d: Decision, f: Finding, fid: int, target: Endpoint | None, now: int) -> Action | None:
-        """The decision's action (a new one, or the one already pending on the port), audited."""
-        if d.outcome == "pending":
-            return self._facts(target, now).pending
+    def _record(self, d: Decision, fid: int, target: Endpoint | None, now: int) -> Action | None:
+        """The decision's new action, audited (None when it decided none)."""
         if d.action is None or target is None:
             return None
         n = d.action
@@ -170,9 +170,10 @@ class Remediator:
         self.state.audit(now, n.audit_what, n.audit_why, mode=n.mode, finding_id=fid, action_id=a.id)
         return a
 
-    def _known(self) -> GuardInput:
+    def _known(self, disabled: list[dict[str, Any]] | None = None) -> GuardInput:
         hour_ago = self.clock() - 3600 * NS
-        return GuardInput(frozenset(self._held()), self.view.oper_down(), self.state.actions_since(hour_ago))
+        held = frozenset(self._held(disabled))
+        return GuardInput(held, self.view.oper_down(), self.state.actions_since(hour_ago))
 
     def _guard(self, target: Endpoint) -> Verdict:
         return check_disable(self.fabric, self.limits, target, self._known())
@@ -181,16 +182,17 @@ class Remediator:
         """What is used of each rate and budget limit now (the /metrics remediation gauges)."""
         return budgets(self.fabric, self.limits, self._known())
 
-    def _held(self) -> set[Endpoint]:
+    def _held(self, disabled: list[dict[str, Any]] | None = None) -> set[Endpoint]:
         """Ports fabricd holds down, or is taking down now (a disable in flight already counts against budgets)."""
-        held = {Endpoint(p["device"], p["port"]) for p in self.state.disabled_ports()}
+        rows = self.state.disabled_ports() if disabled is None else disabled
+        held = {Endpoint(p["device"], p["port"]) for p in rows}
         held |= {Endpoint(a.device, a.port) for a in self.state.actions_in("running", op="disable")}
         return held
 
-    def _faulty_ports(self, device: str, now: int) -> list[str]:
+    def _faulty_ports(self, device: str, now: int, disabled: list[dict[str, Any]]) -> list[str]:
         """Ports of `device` fabricd wanted down in the last hour (acted, proposed or refused), plus those it holds
         down. Re-enables after a repair are not faults."""
-        ports = {p["port"] for p in self.state.disabled_ports() if p["device"] == device}
+        ports = {p["port"] for p in disabled if p["device"] == device}
         since = now - 3600 * NS
         ports |= {a.port for a in self.state.actions_on(device, since, op="disable")}
         return sorted(ports)
@@ -231,12 +233,11 @@ class Remediator:
     def _escalate(self, device: str, ports: Sequence[str], f: Finding, fid: int, note: str, now: int) -> Ticket:
         held = [ep.port for ep in self._held() if ep.device == device]
         title, body = escalation(device, ports, held, f, note)
-        cause = common_cause(device, list(ports))
         fault = f"escalation:{device}"
         t = self.state.open_ticket(fault)
         if t is None:
             t = self.state.create_ticket(fault, "escalation", device, None, title, body, now, escalation=True)
-            self.state.audit(now, f"escalated {device}", cause, mode=self.settings.mode,
+            self.state.audit(now, f"escalated {device}", str(body["likely_common_cause"]), mode=self.settings.mode,
                              finding_id=fid, ticket_id=t.id)  # fmt: skip
         else:
             t = self.state.update_ticket(t.id, now, body=body, title=title, recurrence=True)

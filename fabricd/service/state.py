@@ -238,8 +238,8 @@ class StateStore:
         not revoked."""
         row = self._one(
             "SELECT s.actor, s.role, s.csrf FROM page_sessions s LEFT JOIN tokens t ON t.hash = s.token_hash"
-            " WHERE s.sid_hash = ? AND s.expires_ts >= ? AND (s.token_hash IS NULL OR t.revoked_ts IS NULL)"
-            " AND (s.token_hash IS NULL OR t.id IS NOT NULL)",
+            " WHERE s.sid_hash = ? AND s.expires_ts >= ?"
+            " AND (s.token_hash IS NULL OR (t.id IS NOT NULL AND t.revoked_ts IS NULL))",
             (sid_hash, now),
         )
         return None if row is None else (str(row["actor"]), str(row["role"]), str(row["csrf"]))

@@ -48,7 +48,6 @@ LIVE = ("grid", "approvals", "findings", "actions", "tickets", "audit")
 class Session:
     who: Principal
     csrf: str
-    expires: float
     sid: str
 
 
@@ -122,7 +121,7 @@ def mount(app: FastAPI, service: Service) -> None:
         if found is None:
             return None
         actor, role, csrf = found
-        return Session(Principal(actor, Role[role]), csrf, 0.0, sid)
+        return Session(Principal(actor, Role[role]), csrf, sid)
 
     def viewer(request: Request, create: bool = False) -> tuple[Principal, str] | None:
         s = session(request)
@@ -176,11 +175,11 @@ def mount(app: FastAPI, service: Service) -> None:
 
     def start(who: Principal, token: str | None = None) -> Session:
         """A page session for `who`; opened with a user token (`token`), it ends when that token is revoked."""
-        now = time.time()
-        new = Session(who, secrets.token_urlsafe(32), now + SESSION_S, secrets.token_urlsafe(32))
+        new = Session(who, secrets.token_urlsafe(32), secrets.token_urlsafe(32))
+        now = time.time_ns()
         held = token_hash(token) if token and service.state.token_by_hash(token_hash(token)) else None
         service.state.add_page_session(token_hash(new.sid), who.actor, who.role.name, new.csrf,
-                                       int(new.expires * 1e9), held, time.time_ns())  # fmt: skip
+                                       now + SESSION_S * 10**9, held, now)  # fmt: skip
         return new
 
     def with_cookie(r: Response, s: Session) -> Response:

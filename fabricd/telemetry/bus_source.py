@@ -91,7 +91,7 @@ class BusTelemetry:
         return True
 
     def state(self, device: str) -> DeviceState:
-        fresh = device not in self.stale_devices()
+        fresh = not self.store.stale(device, self.clock(), self.interval_ns)
         return DeviceState(device, fresh, self._synced[device].is_set(), 0, None if fresh else "no data on the bus")
 
     # --- the consumer ----------------------------------------------------------------------------------------

@@ -133,6 +133,7 @@ class Collector:
     ) -> None:
         self.accesses = list(accesses)
         self.switches = [a.name for a in self.accesses]
+        self._by_key = {_key(s): s for s in self.switches}
         self._connect = connect
         self.instance, self.profile, self.interval_s = instance, profile, interval_s
         self.ttl, self.max_age_s, self.max_bytes = lease_ttl_s, max_age_s, max_bytes
@@ -185,12 +186,8 @@ class Collector:
                 await members.put(member_key, me)
                 alive = len(await _keys(members))
                 await self._renew(switches)
-                taken = set()
-                for k in await _keys(switches):
-                    taken.add(k)
-                by_key = {_key(s): s for s in self.switches}
-                taken_switches = {by_key[k] for k in taken if k in by_key}
-                claim, give = plan_claims(self.instance, self.switches, taken_switches, set(self.mine), alive)
+                taken = {self._by_key[k] for k in await _keys(switches) if k in self._by_key}
+                claim, give = plan_claims(self.instance, self.switches, taken, set(self.mine), alive)
                 for s in claim:
                     await self._claim(switches, s, me)
                 for s in give:
@@ -235,6 +232,21 @@ class Collector:
         """On a clean stop, hand the switches over at once instead of after a TTL."""
         for s in list(self.mine):
             await self._give_back(kv, s)
+
+
+async def holders(nc: NATS) -> dict[str, str]:
+    """Which collector streams which switch now: {switch key: collector} from the lease bucket ({} before any)."""
+    from nats.js.errors import BucketNotFoundError
+
+    try:
+        kv = await nc.jetstream().key_value(SWITCHES)
+    except BucketNotFoundError:
+        return {}
+    out = {}
+    for k in await _keys(kv):
+        with contextlib.suppress(Exception):  # expired between listing and reading
+            out[k] = ((await kv.get(k)).value or b"").decode()
+    return out
 
 
 async def _bucket(js: JetStreamContext, name: str, ttl: float) -> KeyValue:

@@ -20,7 +20,7 @@ import pytest
 from drivers.inventory import load_inventory
 from fabricd.bus import LocalBus
 from fabricd.service.config import BusSettings
-from fabricd.telemetry.collector import SWITCHES
+from fabricd.telemetry.collector import holders
 from lab.control_client import inject
 from tests.conftest import EXAMPLES, REPO
 from tests.lab.twin_thread import TwinThread
@@ -47,14 +47,7 @@ def owners(bus: LocalBus) -> dict[str, str]:
 
         nc = await connect(BusSettings(urls=[bus.url]), None, "test")
         try:
-            kv = await nc.jetstream().key_value(SWITCHES)
-            out = {}
-            for k in await kv.keys():
-                entry = await kv.get(k)
-                out[k] = (entry.value or b"").decode()
-            return out
-        except Exception:  # noqa: BLE001 - no bucket or no keys yet
-            return {}
+            return await holders(nc)
         finally:
             await nc.close()
 

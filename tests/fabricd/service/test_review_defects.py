@@ -31,7 +31,7 @@ def test_the_escalation_window_sees_every_action_of_the_hour_not_the_last_500(ma
     h.state.add_action("disable", UPLINK.device, UPLINK.port, "auto", "refused", "budget", T0 - 60 * NS)
     for i in range(600):
         h.state.add_action("disable", "leaf-g1-r1", f"Ethernet{i}/1", "observe", "observed", "x", T0 - 30 * NS)
-    assert UPLINK.port in h.rem._faulty_ports(UPLINK.device, T0)
+    assert UPLINK.port in h.rem._faulty_ports(UPLINK.device, T0, h.state.disabled_ports())
 
 
 def test_a_port_in_flight_counts_as_held_past_500_actions(make: Callable[..., Harness]) -> None:
