@@ -56,6 +56,9 @@ class AccessSettings(_Strict):
 class DeviceEntry(AccessSettings):
     host: str
     platform: str = "eos"
+    # The release the switch runs (e.g. "4.31.2F"): fabricd then subscribes only to the gNMI paths that release
+    # serves (fabricd/telemetry/platforms.py). Unset: everything is subscribed and what the switch rejects is left out.
+    os_version: str | None = None
     role: str | None = None
 
 
@@ -77,6 +80,7 @@ class DeviceAccess:
     gnmi: GnmiAccess
     eapi: EapiAccess
     ssh: SshAccess
+    os_version: str | None = None
 
 
 class Inventory:
@@ -109,6 +113,7 @@ class Inventory:
             entry.gnmi or d.gnmi or GnmiAccess(),
             entry.eapi or d.eapi or EapiAccess(),
             entry.ssh or d.ssh or SshAccess(),
+            entry.os_version,
         )
 
     def _password(self, device: str, env: str | None, file: Path | None) -> SecretStr:

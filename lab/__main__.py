@@ -10,6 +10,7 @@ from pathlib import Path
 from topology.errors import FabricdError
 from topology.spec import load_spec
 
+from .eos_releases import DEFAULT_EOS_VERSION, VersionError, release
 from .service import TwinOptions, TwinProcess
 
 
@@ -20,10 +21,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--base-address", default="127.42.0.1", help="first loopback address (one per switch)")
     parser.add_argument("--port-offset", type=int, default=0, help="added to the gNMI/eAPI/SSH ports")
     parser.add_argument("--probe-interval", type=float, default=5.0, help="seconds between host probe rounds")
+    parser.add_argument(
+        "--eos-version", default=DEFAULT_EOS_VERSION, help="the EOS release the switches run and serve gNMI paths of"
+    )
     args = parser.parse_args(argv)
     try:
+        release(args.eos_version)
+    except VersionError as e:
+        print(f"error: --eos-version: {e}", file=sys.stderr)
+        return 2
+    try:
         spec = load_spec(args.spec)
-        options = TwinOptions(args.state_dir, args.base_address, args.port_offset, args.probe_interval)
+        options = TwinOptions(
+            args.state_dir, args.base_address, args.port_offset, args.probe_interval, args.eos_version
+        )
         asyncio.run(TwinProcess(spec, options).run())
     except FabricdError as e:
         print(f"error: {e}", file=sys.stderr)

@@ -351,10 +351,11 @@ class CliSession:
         return "".join(diff)
 
     def _config_out(self, root: Node, line: str, as_json: bool, sanitized: bool) -> str | Json:
-        model = eos_show.model_name(self.twin.switch(self.device))
+        sw = self.twin.switch(self.device)
+        model = eos_show.model_name(sw)
         if as_json:
-            return render_json(root, model)
-        text = render_text(root, self.dev.hostname, model, line)
+            return render_json(root, model, sw.os_version)
+        text = render_text(root, self.dev.hostname, model, sw.os_version, line)
         return sanitize(text) if sanitized else text
 
     def _session_config(self, toks: list[str], as_json: bool) -> str | Json:

@@ -18,7 +18,6 @@ from topology.units import NS
 
 from .endpoints import Credentials
 from .eos_grammar import CliError, parse_line
-from .eos_show import EOS_VERSION
 from .model import PortConfig, Twin
 
 # Bytes per buffer segment for ECN thresholds in `segments` (an approximation: cells differ by chip).
@@ -76,18 +75,18 @@ def _render_children(node: Node, depth: int, out: list[str]) -> None:
         _render_children(child, depth + 1, out)
 
 
-def render_text(root: Node, device: str, model: str, command: str = "show running-config") -> str:
-    header = [f"! Command: {command}", f"! device: {device} ({model}, EOS-{EOS_VERSION})"]
+def render_text(root: Node, device: str, model: str, version: str, command: str = "show running-config") -> str:
+    header = [f"! Command: {command}", f"! device: {device} ({model}, EOS-{version})"]
     return "\n".join([*header, *render_body(root), "end"]) + "\n"
 
 
-def render_json(root: Node, model: str) -> dict[str, object]:
+def render_json(root: Node, model: str, version: str) -> dict[str, object]:
     """`show running-config | json`: EOS nests each mode's lines under `cmds`."""
 
     def wrap(node: Node) -> dict[str, object]:
         return {c.line: ({"cmds": wrap(c), "comments": []} if c.mode is not None else None) for c in node.ordered()}
 
-    return {"cmds": wrap(root), "header": [f"! device: ({model}, EOS-{EOS_VERSION})"]}
+    return {"cmds": wrap(root), "header": [f"! device: ({model}, EOS-{version})"]}
 
 
 def unified_diff(before: Node, after: Node, session: str) -> str:

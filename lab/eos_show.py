@@ -24,8 +24,11 @@ from .counters import COL
 from .eos_show_text import dotted_mac, render, speed_label
 from .model import Switch, Twin
 
-EOS_VERSION = "4.31.2F"
-INTERNAL_VERSION = f"{EOS_VERSION}-35442176.{EOS_VERSION.replace('.', '')}"
+
+def internal_version(version: str) -> str:
+    return f"{version}-35442176.{version.replace('.', '')}"
+
+
 MTU = 9214
 LLDP_TTL = 120
 MEM_TOTAL_KB = 16_092_376
@@ -99,13 +102,13 @@ def show_version(twin: Twin, sw: Switch, now: int, rows: list[int]) -> Json:
         "systemMacAddress": mac,
         "hwMacAddress": mac,
         "configMacAddress": "00:00:00:00:00:00",
-        "version": EOS_VERSION,
+        "version": sw.os_version,
         "architecture": "x86_64",
-        "internalVersion": INTERNAL_VERSION,
-        "internalBuildId": str(uuid.uuid5(uuid.NAMESPACE_DNS, f"{sw.name}.{EOS_VERSION}")),
+        "internalVersion": internal_version(sw.os_version),
+        "internalBuildId": str(uuid.uuid5(uuid.NAMESPACE_DNS, f"{sw.name}.{sw.os_version}")),
         "imageFormatVersion": "3.0",
         "imageOptimization": "Sand-4GB" if sw.role == Role.DR else "Strata-4GB",
-        "kernelVersion": "5.10.165.Ar-34768226.4312F",
+        "kernelVersion": f"5.10.165.Ar-34768226.{sw.os_version.replace('.', '')}",
         "bootupTimestamp": sw.boot_ns / NS,
         "uptime": max(0.0, (now - sw.boot_ns) / NS),
         "memTotal": MEM_TOTAL_KB,
@@ -258,7 +261,8 @@ def show_lldp_neighbors(twin: Twin, sw: Switch, now: int, rows: list[int]) -> Js
 
 def _system_description(twin: Twin, device: str) -> str:
     if twin.is_switch(device):
-        return f"Arista Networks EOS version {EOS_VERSION} running on an Arista {model_name(twin.switch(device))}"
+        sw = twin.switch(device)
+        return f"Arista Networks EOS version {sw.os_version} running on an Arista {model_name(sw)}"
     return SERVER_DESCRIPTION
 
 

@@ -128,6 +128,10 @@ def elem_text(e: Elem) -> str:
     return e[0] + "".join(f"[{k}={v}]" for k, v in e[1])
 
 
+def elems_text(elems: Sequence[Elem]) -> str:
+    return "/" + "/".join(elem_text(e) for e in elems)
+
+
 def parse_path_string(text: str) -> list[Elem]:
     """`/a/b[k=v]/c` -> elems; keys may contain `/` (interface names do). For clients, tests and tools."""
     elems: list[Elem] = []

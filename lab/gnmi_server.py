@@ -26,6 +26,7 @@ from pygnmi.spec.v080 import gnmi_pb2
 
 from . import gnmi_paths as gp
 from .endpoints import Credentials, DeviceEndpoints
+from .eos_releases import served_codes
 from .model import Switch, Twin
 
 GNMI_VERSION = "0.8.0"
@@ -208,7 +209,14 @@ class DeviceService:
         self._target(path)  # the spec puts the target in the prefix; a wrong one anywhere still is not us
         try:
             elems = prefix_elems + gp.path_elems(path)
-            return gp.select(self.sw, gp.match(elems))
+            matches = gp.match(elems)
+            if self.sw.platform != "eos":
+                return gp.select(self.sw, matches)
+            served = served_codes(self.sw.os_version)
+            if matches and not any(code in served for code, _ in matches):
+                # a path of the schema this release does not have: the whole request is refused
+                raise gp.PathNotFound(f"path {gp.elems_text(elems)} is not supported")
+            return gp.select(self.sw, [(code, port) for code, port in matches if code in served])
         except gp.PathError as exc:
             raise RpcError(grpc.StatusCode.INVALID_ARGUMENT, str(exc)) from None
         except gp.PathNotFound as exc:

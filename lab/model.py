@@ -88,6 +88,10 @@ EGRESS = tuple(
 )
 
 
+# The EOS release the twin plays unless told otherwise (`--eos-version`): a current one (eos_releases.py).
+DEFAULT_EOS_VERSION = "4.36.1F"
+
+
 class Switch:
     def __init__(
         self,
@@ -103,6 +107,7 @@ class Switch:
         self.role = role
         self.platform = platform
         self.hostname = name  # what `show hostname` says; the EOS config engine sets it from `hostname X`
+        self.os_version = DEFAULT_EOS_VERSION  # EOS: the release `show version` reports and gNMI serves (eos_releases)
         self.ports = ports
         self.index = {p: i for i, p in enumerate(ports)}
         self.speeds = np.asarray(speeds, dtype=np.float64)
@@ -153,7 +158,9 @@ class Switch:
 class Twin:
     """All switches of one fabric, plus the endpoints (server NICs, far-end DRs) they connect to."""
 
-    def __init__(self, fabric: Fabric, clock: Callable[[], int] = time.time_ns):
+    def __init__(self, fabric: Fabric, clock: Callable[[], int] = time.time_ns, eos_version: str | None = None):
+        """`eos_version`: the release every EOS switch runs (default DEFAULT_EOS_VERSION); `Switch.os_version` sets
+        one switch apart."""
         self.fabric = fabric
         self.clock = clock
         now = clock()
@@ -172,6 +179,8 @@ class Twin:
                 self.links[link_key(link.a, link.b)] = float(link.speed_gbps or 0)
             utils = [dr_utilisation(dev.name, p) for p in ports] if dev.role is Role.DR else None
             self.switches[dev.name] = Switch(dev.name, dev.role, dev.platform or "eos", ports, speeds, now, utils)
+            if eos_version is not None:
+                self.switches[dev.name].os_version = eos_version
         # Each DCI's long-haul ports (DR side), one ECMP group: cross-campus traffic spreads over its up members.
         self.dci_ports: dict[str, list[Endpoint]] = {}
         for (device, port), peer in sorted(self.peers.items()):

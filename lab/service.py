@@ -31,6 +31,7 @@ from .control import build_app
 from .eapi import start_eapi_servers
 from .endpoints import Credentials, DeviceEndpoints, allocate
 from .eos_config import ConfigStore
+from .eos_releases import DEFAULT_EOS_VERSION, release
 from .faults import FaultInjector
 from .gnmi_server import start_gnmi_servers
 from .model import Twin
@@ -54,6 +55,7 @@ class TwinOptions:
     base_address: str = "127.42.0.1"
     port_offset: int = 0
     probe_interval_s: float = 5.0
+    eos_version: str = DEFAULT_EOS_VERSION  # the release every EOS switch of the twin runs (lab/eos_releases.py)
 
 
 def lab_password(state_dir: Path) -> str:
@@ -90,11 +92,16 @@ def inventory_document(
             "eapi": {"port": any_ep.eapi_https_port, "transport": "https"},  # EOS's default (HTTP on eapi_port too)
             "ssh": {"port": any_ep.ssh_port},
         },
-        "devices": {
-            name: {"host": ep.host, "platform": twin.switches[name].platform, "role": str(twin.switches[name].role)}
-            for name, ep in endpoints.items()
-        },
+        "devices": {name: _device_entry(twin, name, ep) for name, ep in endpoints.items()},
     }
+
+
+def _device_entry(twin: Twin, name: str, ep: DeviceEndpoints) -> dict[str, str]:
+    sw = twin.switches[name]
+    entry = {"host": ep.host, "platform": sw.platform, "role": str(sw.role)}
+    if sw.platform == "eos":
+        entry["os_version"] = sw.os_version  # as an inventory synced from `show version` would say
+    return entry
 
 
 def _free_port(host: str) -> int:
@@ -109,7 +116,8 @@ class TwinProcess:
         self.spec = spec
         self.options = options
         self.state_dir = options.state_dir
-        self.twin = Twin(Fabric(generate_blueprint(spec)))
+        release(options.eos_version)  # VersionError before anything starts
+        self.twin = Twin(Fabric(generate_blueprint(spec)), eos_version=options.eos_version)
         self.password = lab_password(options.state_dir)
         self.credentials = Credentials(USERNAME, self.password)
         self.configs = ConfigStore(self.twin, self.credentials)

@@ -17,6 +17,7 @@ from drivers.inventory import load_inventory
 from fabricd.cli.output import Format, console, emit_json, err_console
 from fabricd.telemetry.record import record_trace
 from lab import control_client
+from lab.eos_releases import DEFAULT_EOS_VERSION, VersionError, release
 from topology.spec import load_spec
 
 app = typer.Typer(help="The fabric twin: gNMI, eAPI and SSH for every switch of a spec, with fault injection.")
@@ -53,14 +54,22 @@ def up(
     port_offset: int = typer.Option(0, "--port-offset", help="Added to the gNMI/eAPI/SSH ports."),
     probe_interval: float = typer.Option(5.0, "--probe-interval", help="Seconds between host probe rounds."),
     timeout: float = typer.Option(120.0, "--timeout", help="Seconds to wait for the twin to come up."),
+    eos_version: str = typer.Option(
+        DEFAULT_EOS_VERSION, "--eos-version", help="EOS release the switches run (gNMI paths follow it), e.g. 4.31.2F."
+    ),
 ) -> None:
     """Start the twin for every switch of SPEC and write STATE_DIR/inventory.yaml."""
+    try:
+        release(eos_version)
+    except VersionError as e:
+        raise LabError(f"--eos-version: {e}") from None
     load_spec(spec)  # a bad spec fails here with its file:line, not in a background log
     if _pid(state_dir) is not None:
         raise LabError(f"a twin is already running with state dir {state_dir}; `fabricd lab down` first")
     state_dir.mkdir(parents=True, exist_ok=True)
     args = [sys.executable, "-m", "lab", "--spec", str(spec), "--state-dir", str(state_dir)]
     args += ["--base-address", base_address, "--port-offset", str(port_offset), "--probe-interval", str(probe_interval)]
+    args += ["--eos-version", eos_version]
     if foreground:
         raise typer.Exit(subprocess.call(args))
     (state_dir / "ready").unlink(missing_ok=True)

@@ -48,6 +48,7 @@ from fabricd.backoff import Backoff
 from .ingest import Ingestor
 from .metrics import TelemetryMetrics
 from .paths import Subscription, eos_profile, subscribe_request
+from .platforms import REJECTS, Plan, narrow, plan
 
 SUBSCRIBE = "/gnmi.gNMI/Subscribe"
 LOST = "LOST"  # pseudo status: the call failed but gRPC lost the device's status (see _stream)
@@ -72,6 +73,7 @@ class DeviceState:
     synced: bool
     attempts: int
     last_error: str | None  # gRPC status name of the last failure, None after a successful stream
+    rejected: tuple[tuple[str, str], ...] = ()  # (subscription path, "STATUS: detail") the device refused
 
 
 def connect_delays(n: int, spread_s: float, rng: random.Random) -> list[float]:
@@ -155,10 +157,14 @@ def notification_ts(raw: bytes) -> int | None:
 @dataclass(eq=False)
 class _Device:
     access: DeviceAccess
-    requests: tuple[bytes, ...]  # serialized SubscribeRequests, one Subscribe call each; (): no profile
+    plan: Plan  # what the platform profile subscribes on this device's release
+    groups: tuple[tuple[Subscription, ...], ...]  # one Subscribe call each; (): no profile
+    requests: tuple[bytes, ...]  # the groups serialized
     sampled: tuple[bool, ...]  # per request: holds SAMPLE subscriptions (sent in the device's phase slot)
     backoff: Backoff
     dev_id: int
+    rejected: dict[str, str] = field(default_factory=dict)  # subscription path -> "STATUS: detail"
+    rejection: tuple[int, str, str] | None = None  # (group, status, detail) of the call the device just refused
     synced: asyncio.Event = field(default_factory=asyncio.Event)
     calls: list[Any] = field(default_factory=list)  # the Subscribe calls of the current connection
     unsynced: int = 0  # calls of the current connection that have not sent their sync_response yet
@@ -230,32 +236,33 @@ class TelemetryClient:
         self.on_lag = on_lag
         self._lag_every_ns = int(min(interval_s / 2, 1.0) * 1e9)
         rng = rng or random.Random()
-        profiles = {"eos": eos_profile(interval_s)} if profile is None else dict(profile)
-        requests: dict[str, tuple[bytes, ...]] = {}
-        sampled: dict[str, tuple[bool, ...]] = {}
-        for platform, subs in profiles.items():
-            # ON_CHANGE in a Subscribe call of its own: HTTP/2 flow control is per stream, so an oper-status
-            # change never waits behind a SAMPLE burst of thousands of counters still being read.
-            groups = [[s for s in subs if s.mode == "on_change"], [s for s in subs if s.mode != "on_change"]]
-            reqs = []
-            sampled[platform] = tuple(g is groups[1] for g in groups if g)
-            for group in (g for g in groups if g):
-                req = subscribe_request(group)
-                if heartbeat_s:
-                    for sub in req.subscribe.subscription:
-                        if sub.mode == gnmi_pb2.ON_CHANGE:
-                            sub.heartbeat_interval = int(heartbeat_s * 1e9)
-                reqs.append(req.SerializeToString())
-            requests[platform] = tuple(reqs)
+        self.profiles = {"eos": eos_profile(interval_s)} if profile is None else dict(profile)
+        self.heartbeat_ns = int(heartbeat_s * 1e9) if heartbeat_s else 0
+        self._serialized: dict[tuple[Subscription, ...], bytes] = {}  # shared by the devices of one release
+        plans: dict[tuple[str, str | None], Plan] = {}
         self._devices: dict[str, _Device] = {}
         for access in inventory_devices:
-            self._devices[access.name] = _Device(
+            key = (access.platform, access.os_version)
+            if key not in plans:
+                plans[key] = plan(access.platform, access.os_version, self.profiles.get(access.platform, ()))
+            p = plans[key]
+            # ON_CHANGE in a Subscribe call of its own: HTTP/2 flow control is per stream, so an oper-status
+            # change never waits behind a SAMPLE burst of thousands of counters still being read.
+            split = (
+                tuple(s for s in p.subscriptions if s.mode == "on_change"),
+                tuple(s for s in p.subscriptions if s.mode != "on_change"),
+            )
+            d = _Device(
                 access,
-                requests.get(access.platform, ()),
-                sampled.get(access.platform, ()),
+                p,
+                (),
+                (),
+                (),
                 Backoff(backoff_base_s, backoff_cap_s, rng=rng),
                 self.store.device_id(access.name),  # interned now: stats rows and staleness from the start
             )
+            self._regroup(d, [g for g in split if g])
+            self._devices[access.name] = d
         for name, d in self._devices.items():
             if owned is None or name in owned:
                 d.owned.set()
@@ -303,7 +310,52 @@ class TelemetryClient:
 
     def state(self, device: str) -> DeviceState:
         d = self._devices[device]
-        return DeviceState(device, d.connected, d.synced.is_set(), d.attempts, d.last_error)
+        rejected = tuple(sorted(d.rejected.items()))
+        return DeviceState(device, d.connected, d.synced.is_set(), d.attempts, d.last_error, rejected)
+
+    def plan(self, device: str) -> Plan:
+        """What the platform profile subscribes on this device's release (before any rejection)."""
+        return self._devices[device].plan
+
+    # --- subscription groups -------------------------------------------------------------------------------
+    def _regroup(self, d: _Device, groups: Sequence[tuple[Subscription, ...]]) -> None:
+        d.groups = tuple(groups)
+        d.requests = tuple(self._request(g) for g in d.groups)
+        d.sampled = tuple(any(s.mode != "on_change" for s in g) for g in d.groups)
+
+    def _request(self, group: tuple[Subscription, ...]) -> bytes:
+        raw = self._serialized.get(group)
+        if raw is None:
+            req = subscribe_request(group)
+            if self.heartbeat_ns:
+                for sub in req.subscribe.subscription:
+                    if sub.mode == gnmi_pb2.ON_CHANGE:
+                        sub.heartbeat_interval = self.heartbeat_ns
+            raw = self._serialized[group] = req.SerializeToString()
+        return raw
+
+    def _narrow(self, d: _Device, index: int, code: str, detail: str) -> bool:
+        """The device refused Subscribe call `index` (`code`, `detail`): subscribe the rest without what it refused
+        (platforms.narrow). False when that would leave nothing: then the profile as a whole is refused, and the
+        device is retried with all of it, after a backoff, like any other failure."""
+        instead, given_up = narrow(d.groups[index], self._redact(d, detail))
+        groups = [*d.groups[:index], *instead, *d.groups[index + 1 :]]
+        if not any(groups):
+            return False
+        self._regroup(d, groups)
+        name = d.access.name
+        for s in given_up:
+            d.rejected[s.path] = f"{code}: {self._redact(d, detail)}"
+            self.log.warning(
+                "telemetry from %s: the switch rejects %s (%s: %s); streaming the rest without it",
+                name,
+                s.path,
+                code,
+                self._redact(d, detail),
+            )
+        if not given_up:
+            self.log.debug("telemetry from %s: %s names no path; splitting the subscription to find it", name, code)
+        return True
 
     # --- lifecycle ---------------------------------------------------------------------------------------
     async def run(self) -> None:
@@ -319,6 +371,7 @@ class TelemetryClient:
                     d.access.name,
                     d.access.platform,
                 )
+        self._log_skipped()
         tasks = [asyncio.create_task(self._device_loop(d)) for d in self._devices.values() if d.requests]
         tasks.append(asyncio.create_task(self._housekeeping()))
         try:
@@ -364,6 +417,17 @@ class TelemetryClient:
     def owned(self) -> list[str]:
         return [name for name, d in self._devices.items() if d.owned.is_set()]
 
+    def _log_skipped(self) -> None:
+        """Once per run and per left-out path: which switches' release does not serve it (one line, not one per
+        switch)."""
+        by_path: dict[tuple[str, str], list[str]] = {}
+        for name, d in self._devices.items():
+            for path, why in d.plan.skipped:
+                by_path.setdefault((path, why), []).append(name)
+        for (path, why), names in sorted(by_path.items()):
+            shown = ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
+            self.log.info("telemetry: not subscribing to %s on %s: %s", path, shown, why)
+
     # --- per device --------------------------------------------------------------------------------------
     async def _device_loop(self, d: _Device) -> None:
         name = d.access.name
@@ -385,6 +449,7 @@ class TelemetryClient:
             d.attempts += 1
             started = time.monotonic()
             d.cancel_reason = None
+            d.rejection = None
             try:
                 code, detail = await self._stream(d)
             except Exception as e:  # a bug in one device's handling must not stop the others
@@ -396,6 +461,8 @@ class TelemetryClient:
                 return
             if code == "CANCELLED" and detail == RELEASED:
                 continue  # not a failure: wait until it is ours again
+            if d.rejection is not None and self._narrow(d, *d.rejection):
+                continue  # subscribe again at once, without what the switch refused
             if d.synced.is_set() and time.monotonic() - started >= self.healthy_s:
                 d.backoff.reset()
             d.synced.clear()
@@ -451,7 +518,7 @@ class TelemetryClient:
                             # INTERNAL.
                             return LOST, "the device ended the call before the subscription was sent"
                         raise
-                    readers.append(asyncio.create_task(self._read(d, call)))
+                    readers.append(asyncio.create_task(self._read(d, call, len(readers))))
                 if not readers:
                     return "CANCELLED", d.cancel_reason or "stop"
                 done, _ = await asyncio.wait(readers, return_when=asyncio.FIRST_COMPLETED)
@@ -489,26 +556,34 @@ class TelemetryClient:
             ended.cancel()
         return not done
 
-    async def _read(self, d: _Device, call: Any) -> None:
+    async def _read(self, d: _Device, call: Any, index: int) -> None:
         ingestor, name, clock = self.ingestor, d.access.name, self.clock
         ingest = ingestor.ingest
-        async for raw in call:
-            now = clock()
-            ingest(raw, name, now)
-            d.messages += 1
-            ts = ingestor.last_ts  # of this message's notification; 0 if it had none
-            if ts and (d.lag_worst is None or now - ts > d.lag_worst):
-                d.lag_worst = now - ts
-            if now >= d.lag_next:
-                self._sample(d, now)
-            if raw and raw[0] == SYNC_TAG:
-                d.unsynced -= 1
-                if d.unsynced > 0:
-                    continue  # synced once every call of the connection has sent its initial state
-                d.synced.set()
-                if d.last_error is not None:
-                    self.log.info("telemetry from %s: streaming again (attempt %d)", name, d.attempts)
-                d.last_error = None
+        got = 0
+        try:
+            async for raw in call:
+                got += 1
+                now = clock()
+                ingest(raw, name, now)
+                d.messages += 1
+                ts = ingestor.last_ts  # of this message's notification; 0 if it had none
+                if ts and (d.lag_worst is None or now - ts > d.lag_worst):
+                    d.lag_worst = now - ts
+                if now >= d.lag_next:
+                    self._sample(d, now)
+                if raw and raw[0] == SYNC_TAG:
+                    d.unsynced -= 1
+                    if d.unsynced > 0:
+                        continue  # synced once every call of the connection has sent its initial state
+                    d.synced.set()
+                    if d.last_error is not None:
+                        self.log.info("telemetry from %s: streaming again (attempt %d)", name, d.attempts)
+                    d.last_error = None
+        except grpc.aio.AioRpcError as e:
+            # Refused before it sent anything: the switch rejects what this call subscribes (a path, a mode).
+            if not got and e.code().name in REJECTS and d.rejection is None:
+                d.rejection = (index, e.code().name, str(e.details() or ""))
+            raise
 
     def _sample(self, d: _Device, now: int) -> None:
         """Lag (receive time - notification time), observed at most once per `_lag_every_ns` per device as the worst

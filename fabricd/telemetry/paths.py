@@ -319,3 +319,30 @@ def subscribe_request(subs: Sequence[Subscription], target: str = "") -> Any:
         sub.mode = gnmi_pb2.ON_CHANGE if s.mode == "on_change" else gnmi_pb2.SAMPLE
         sub.sample_interval = s.sample_interval_ns
     return gnmi_pb2.SubscribeRequest(subscribe=sl)
+
+
+def _covers(sub: Sequence[Elem], full: Sequence[Elem]) -> bool:
+    """Does subscription path `sub` (a prefix, `*` key values) select the leaf template `full` (ANY keys)?"""
+    if len(sub) > len(full):
+        return False
+    for (sname, skeys), (fname, fkeys) in zip(sub, full, strict=False):
+        if sname != fname:
+            return False
+        want = dict(fkeys)
+        for k, v in skeys:
+            if k not in want or not (v == ANY or want[k] == ANY or want[k] == v):
+                return False
+    return True
+
+
+def leaves_under(sub_path: str) -> frozenset[str]:
+    """The known leaves a subscription path selects, e.g. `/interfaces/interface[name=*]/ethernet/state/counters`
+    -> {"eth.in-crc-errors", ...}. The per-port root's key matches any port (its value may be `*`)."""
+    try:
+        sub = parse_path(sub_path)
+    except PathSyntaxError:
+        return frozenset()
+    return frozenset(name for name, full in _TEMPLATES.items() if _covers(sub, full))
+
+
+_TEMPLATES: dict[str, tuple[Elem, ...]] = {leaf.name: root_elems(leaf.tree, ANY) + leaf.rel for leaf in LEAVES}

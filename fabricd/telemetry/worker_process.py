@@ -19,7 +19,7 @@ import numpy as np
 from .client import TelemetryClient
 from .ingest import Ingestor
 from .store import MIRRORED, NEVER, CounterStore, Stat
-from .worker_wire import STOP, Batch, WorkerInit, frame, grow, read_frame
+from .worker_wire import STOP, Batch, StateRow, WorkerInit, frame, grow, read_frame
 
 MAX_LOGS = 200  # log records per batch; a log storm in a worker must not flood the socket
 
@@ -34,7 +34,7 @@ class _Shipper:
         self.last_seen = np.empty(0, dtype=np.int64)
         self.synced = np.empty(0, dtype=bool)
         self.stats = np.empty((0, len(Stat)), dtype=np.int64)
-        self.states: dict[str, tuple[str, bool, bool, int, str | None]] = {}
+        self.states: dict[str, StateRow] = {}
         self.lags: list[tuple[str, float]] = []
         self.logs: list[tuple[str, int, str]] = []
 
@@ -64,7 +64,7 @@ class _Shipper:
         states = []
         for name in self.client.devices:
             s = self.client.state(name)
-            row = (name, s.connected, s.synced, s.attempts, s.last_error)
+            row = (name, s.connected, s.synced, s.attempts, s.last_error, s.rejected)
             if self.states.get(name) != row:
                 self.states[name] = row
                 states.append(row)

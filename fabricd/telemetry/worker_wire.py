@@ -17,6 +17,10 @@ from .store import I64
 STOP = b"stop"
 
 
+# A device's stream state: (device, connected, synced, attempts, last_error, rejected (path, reason) pairs).
+StateRow = tuple[str, bool, bool, int, str | None, tuple[tuple[str, str], ...]]
+
+
 @dataclass(frozen=True)
 class WorkerInit:
     index: int
@@ -46,7 +50,7 @@ class Batch:
     last_seen: I64
     synced: npt.NDArray[np.bool_]
     stats: I64
-    states: list[tuple[str, bool, bool, int, str | None]]  # (device, connected, synced, attempts, last_error)
+    states: list[StateRow]
     lags: list[tuple[str, float]]
     logs: list[tuple[str, int, str]]  # (logger, level, message)
 

@@ -420,7 +420,7 @@ class TelemetryWorkers:
             w.writer = None
         for name in self._names(w):
             s = self._states[name]
-            self._states[name] = DeviceState(name, False, False, s.attempts, s.last_error)
+            self._states[name] = DeviceState(name, False, False, s.attempts, s.last_error, s.rejected)
             self._synced[name].clear()
             self.store.set_synced(self.store.device_id(name), False)
             if self.metrics is not None:
@@ -463,11 +463,11 @@ class TelemetryWorkers:
         assert w.mirror is not None
         w.mirror.apply(b)
         m = self.metrics
-        for name, connected, synced, attempts, last_error in b.states:
+        for name, connected, synced, attempts, last_error, rejected in b.states:
             if name not in self._states or self._owner[name] is not w:
                 continue  # not this worker's device: ignore rather than trust it
             total = w.attempts_base.get(name, 0) + attempts
-            self._states[name] = DeviceState(name, connected, synced, total, last_error)
+            self._states[name] = DeviceState(name, connected, synced, total, last_error, rejected)
             if synced:
                 self._synced[name].set()
             else:
