@@ -17,6 +17,7 @@ import yaml
 
 from drivers.inventory import load_inventory
 from lab.control_client import inject
+from lab.eos_releases import DEFAULT_EOS_VERSION
 from tests.conftest import EXAMPLES
 from tests.lab.twin_thread import TwinThread
 from topology.load import load_fabric
@@ -26,7 +27,7 @@ pytestmark = [pytest.mark.twin, pytest.mark.slow]
 SWITCHES = ["leaf-g0-r0", "spine-r0-0"]
 # What a RoCE operator checks daily that the twin models; each entry names ANTA's module and test.
 CATALOG: dict[str, list[dict[str, object]]] = {
-    "anta.tests.software": [{"VerifyEOSVersion": {"versions": ["4.31.2F"]}}],
+    "anta.tests.software": [{"VerifyEOSVersion": {"versions": [DEFAULT_EOS_VERSION]}}],
     "anta.tests.system": [
         {"VerifyUptime": {"minimum": 1}},
         {"VerifyReloadCause": None},

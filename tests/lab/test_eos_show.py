@@ -11,6 +11,7 @@ import pytest
 from napalm.eos.eos import EOSDriver
 from ntc_templates.parse import parse_output
 
+from lab.eos_releases import DEFAULT_EOS_VERSION
 from lab.eos_show import show_json, show_text
 from lab.model import PauseSource, PortConfig, Twin
 from topology.blueprint import generate_blueprint
@@ -69,7 +70,7 @@ def _json(twin: Twin, command: str, now: int = T0, device: str = LEAF) -> dict[s
 def test_show_version_shape_and_identity(show_twin: Twin) -> None:
     ours = _json(show_twin, "show version", T0 + 3600 * NS)
     assert_shape(_reference("show_version.json"), ours)
-    assert ours["version"] == "4.31.2F"
+    assert ours["version"] == DEFAULT_EOS_VERSION
     assert ours["modelName"] == "DCS-7060X5-64S"
     assert ours["uptime"] == pytest.approx(3600.0)
     assert ours["serialNumber"] and ours["systemMacAddress"].startswith("00:1c:73:")
@@ -223,7 +224,7 @@ def test_text_values(show_twin: Twin) -> None:
     version = parse_output(
         platform="arista_eos", command="show version", data=show_text(show_twin, LEAF, "show version", now)
     )
-    assert version[0]["model"] == "DCS-7060X5-64S" and version[0]["image"] == "4.31.2F"
+    assert version[0]["model"] == "DCS-7060X5-64S" and version[0]["image"] == DEFAULT_EOS_VERSION
     status = show_text(show_twin, LEAF, "show interfaces status", now) or ""
     rows = parse_output(platform="arista_eos", command="show interfaces status", data=status)
     assert {r["port"] for r in rows} == {p.replace("Ethernet", "Et") for p in show_twin.switches[LEAF].ports}
@@ -255,7 +256,7 @@ def napalm_driver(show_twin: Twin) -> EOSDriver:
 def test_napalm_getters(napalm_driver: EOSDriver, show_twin: Twin) -> None:
     ports = show_twin.switches[LEAF].ports
     facts = napalm_driver.get_facts()
-    assert facts["hostname"] == LEAF and facts["os_version"].startswith("4.31.2F")
+    assert facts["hostname"] == LEAF and facts["os_version"].startswith(DEFAULT_EOS_VERSION)
     assert facts["model"] == "DCS-7060X5-64S" and set(facts["interface_list"]) == set(ports)
     assert isinstance(facts["uptime"], float)
 

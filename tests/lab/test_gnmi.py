@@ -17,6 +17,7 @@ from pygnmi.spec.v080 import gnmi_pb2, gnmi_pb2_grpc
 
 from lab import gnmi_paths as gp
 from lab.endpoints import Credentials, DeviceEndpoints
+from lab.eos_releases import DEFAULT_EOS_VERSION
 from lab.gnmi_server import GnmiServers, start_gnmi_servers
 from lab.model import PortConfig, Twin
 from topology.fabric import Fabric
@@ -320,6 +321,44 @@ def test_status_codes(gnmi_twin: GnmiTwin) -> None:
         assert rpc_code(lambda: stub.Set(set_req, metadata=MD)) == grpc.StatusCode.UNIMPLEMENTED
         # The server survives all of that.
         assert stub.Capabilities(gnmi_pb2.CapabilityRequest(), metadata=MD).gNMI_version == "0.8.0"
+
+
+def test_an_older_release_serves_fewer_leaves_and_refuses_paths_it_does_not_have(gnmi_twin: GnmiTwin) -> None:
+    """EOS 4.31.2F has no FEC `phys` subtree, no in-symbol-error and no pause-time leaf (issue 15,
+    reference/platforms.md): a raw grpc client and pygnmi both see a container without them and a refused path."""
+    dev, other = "leaf-g0-r0", "leaf-g0-r1"
+    base = "/interfaces/interface[name=Ethernet1/1]"
+    fec = f"{base}/ethernet/phys/phy[index=1]/ingress/fec/state"
+    prio = f"{base}/ethernet/pfc/priorities/priority[index=3]/state"
+    sw = gnmi_twin.twin.switches[dev]
+    gnmi_twin.call(lambda: setattr(sw, "os_version", "4.31.2F"))
+    try:
+        channel, stub = gnmi_twin.stub(dev)
+        with channel:
+            resp = stub.Get(gnmi_pb2.GetRequest(path=[path(prio), path(f"{base}/ethernet/state")]), metadata=MD)
+            leaves = {k.rsplit("/", 1)[1] for n in resp.notification for k in flat(n)}
+            assert {"in-frames", "out-frames", "in-crc-errors"} <= leaves
+            assert not leaves & {"pfc-on-total-rx-time", "in-symbol-error"}
+            with pytest.raises(grpc.RpcError) as info:
+                stub.Get(gnmi_pb2.GetRequest(path=[path(fec)]), metadata=MD)
+            assert info.value.code() == grpc.StatusCode.NOT_FOUND
+            assert "/ingress/fec/state" in (info.value.details() or "")
+            # Subscribe: the whole call is refused for that one path, however many good ones it holds
+            req = subscribe_request([f"{base}/state/counters", fec], mode=1)
+            assert rpc_code(lambda: list(stub.Subscribe(iter([req]), metadata=MD))) == grpc.StatusCode.NOT_FOUND
+            once = list(stub.Subscribe(iter([subscribe_request([f"{base}/state/counters"], mode=1)]), metadata=MD))
+            assert once[-1].sync_response and len(once) > 1
+        with gnmi_twin.client(dev) as gc:
+            got = gc.get(path=[prio])
+            names = {u["path"].rsplit("/", 1)[1] for n in got["notification"] for u in n["update"]}
+            assert "in-frames" in names and "pfc-on-total-rx-time" not in names
+        with gnmi_twin.client(other) as gc:  # a switch on the current release serves both
+            got = gc.get(path=[prio])
+            names = {u["path"].rsplit("/", 1)[1] for n in got["notification"] for u in n["update"]}
+            assert {"in-frames", "pfc-on-total-rx-time"} <= names
+            assert gc.get(path=[fec])["notification"]
+    finally:
+        gnmi_twin.call(lambda: setattr(sw, "os_version", DEFAULT_EOS_VERSION))
 
 
 def test_stream_drop_is_unavailable(gnmi_twin: GnmiTwin) -> None:

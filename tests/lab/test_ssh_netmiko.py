@@ -16,6 +16,7 @@ from ntc_templates.parse import parse_output
 
 from lab.endpoints import Credentials, DeviceEndpoints
 from lab.eos_config import ConfigStore
+from lab.eos_releases import DEFAULT_EOS_VERSION
 from lab.model import Twin
 from lab.ssh_server import SshServers, start_ssh_servers
 from topology.fabric import Fabric
@@ -79,7 +80,7 @@ def test_netmiko_show_commands(ssh_lab: SshLab) -> None:
         conn.enable()
         assert conn.find_prompt() == f"{LEAF}#"
         version = conn.send_command("show version")
-        assert "Software image version: 4.31.2F" in version
+        assert f"Software image version: {DEFAULT_EOS_VERSION}" in version
         parsed = conn.send_command("show version", use_textfsm=True)
         assert isinstance(parsed, list) and parsed[0]["model"] == "DCS-7060X5-64S"
         status = conn.send_command("show interfaces status")

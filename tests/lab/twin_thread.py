@@ -10,6 +10,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from lab.eos_releases import DEFAULT_EOS_VERSION
 from lab.service import TwinOptions, TwinProcess
 from topology.spec import FabricSpec
 
@@ -28,11 +29,13 @@ def wait_ready(
 
 
 class TwinThread:
-    def __init__(self, spec: FabricSpec, state_dir: Path):
+    def __init__(self, spec: FabricSpec, state_dir: Path, eos_version: str = DEFAULT_EOS_VERSION):
         # A random 127.x.y.1 block per run, so tests never collide with a `fabricd lab up` on this machine.
         base = f"127.{random.randint(100, 250)}.{random.randint(0, 250)}.1"
         os.environ.pop("FABRICD_LAB_PASSWORD", None)
-        self.process = TwinProcess(spec, TwinOptions(state_dir, base_address=base, probe_interval_s=1.0))
+        self.process = TwinProcess(
+            spec, TwinOptions(state_dir, base_address=base, probe_interval_s=1.0, eos_version=eos_version)
+        )
         self.state_dir = state_dir
         self.loop = asyncio.new_event_loop()
         self.error: BaseException | None = None

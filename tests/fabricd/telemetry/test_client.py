@@ -527,7 +527,7 @@ def test_lag_is_the_worst_message_of_each_window() -> None:
         for k, (ts, _) in enumerate(arrivals):
             yield notification("leaf-a", ts, port, [("/state/counters/in-pkts", k)])
 
-    asyncio.run(c._read(c._devices["leaf-a"], call()))
+    asyncio.run(c._read(c._devices["leaf-a"], call(), 0))
     assert lags == [("leaf-a", 0.01), ("leaf-a", 0.3)]  # the first window had only its first message then
     assert metric(generate_latest(registry).decode(), "fabricd_telemetry_last_lag_seconds", "leaf-a") == 0.3
 
