@@ -117,6 +117,8 @@ def status_command(config: Path | None = _CONFIG, api: str | None = _API, token_
         out.print(f"telemetry: {tel['synced']}/{tel['devices']} switches synced, {len(tel['stale'])} stale")
         if tel["stale"]:
             out.print("  stale: " + ", ".join(tel["stale"][:20]))
+        for line in coverage_lines(tel.get("coverage") or []):
+            out.print(line, markup=False, highlight=False)
         out.print(f"open tickets: {h['open_tickets']}   ports held down: {h['disabled_ports']}")
         ha = h.get("ha") or {}
         if ha.get("enabled"):
@@ -125,6 +127,34 @@ def status_command(config: Path | None = _CONFIG, api: str | None = _API, token_
             else:
                 out.print(f"hot standby: {ha['instance']} is a standby; the leader is {ha.get('leader') or 'none'}")
     raise typer.Exit(EXIT_CLEAN if h["status"] == "ok" else EXIT_FINDINGS)
+
+
+def _names(devices: list[str], limit: int = 6) -> str:
+    shown = ", ".join(devices[:limit])
+    return shown + (f" and {len(devices) - limit} more" if len(devices) > limit else "")
+
+
+def coverage_lines(entries: list[dict[str, Any]]) -> list[str]:
+    """The health document's telemetry coverage as a few lines: switches that share a gap share a line."""
+    if not entries:
+        return []
+    gaps: dict[tuple[str, str], list[str]] = {}  # (what, detail) -> switches
+    for e in entries:
+        reasons = {m["leaf"]: m["reason"] for m in e["missing"]}
+        for d in e["degraded"]:
+            by_reason: dict[str, list[str]] = {}
+            for leaf in d["leaves"]:
+                by_reason.setdefault(reasons.get(leaf, "not streamed"), []).append(leaf)
+            detail = "; ".join(f"no {', '.join(leaves)}: {why}" for why, leaves in by_reason.items())
+            gaps.setdefault((f"{d['detector']} {'blind' if d['blind'] else 'degraded'}", detail), []).append(
+                e["device"]
+            )
+        for r in e["rejected"]:
+            gaps.setdefault(("refused", f"{r['path']} ({r['reason']})"), []).append(e["device"])
+    lines = [f"telemetry coverage: {len(entries)} switch(es) stream less than their profile"]
+    for (what, detail), devices in sorted(gaps.items()):
+        lines.append(f"  {what} on {_names(devices)}: {detail}")
+    return lines
 
 
 def findings_command(config: Path | None = _CONFIG, api: str | None = _API, token_env: str = _TOKEN_ENV,

@@ -12,6 +12,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from fabricd.telemetry.paths import leaves_under
+from fabricd.telemetry.platforms import Missing, Plan, missing_leaves
+
 from . import dci_ports, link_corruption, optics_trend, stuck_queues
 
 
@@ -70,3 +73,39 @@ def read_leaves(needs: Sequence[Needs] | None = None) -> frozenset[str]:
     for n in NEEDS.values() if needs is None else needs:
         out |= {*n.required, *n.one_of, *n.improves}
     return frozenset(out)
+
+
+@dataclass(frozen=True)
+class Coverage:
+    """One switch's telemetry against its profile: what was left out, refused, and is missing for the detectors."""
+
+    skipped: tuple[tuple[str, str], ...]  # (subscription path, reason) left out before asking
+    rejected: tuple[tuple[str, str], ...]  # (subscription path, "STATUS: detail") the switch refused
+    missing: tuple[Missing, ...]  # leaves some detector reads that the switch does not stream, and why
+    degraded: tuple[Degraded, ...]
+
+    @property
+    def complete(self) -> bool:
+        return not (self.skipped or self.rejected or self.missing)
+
+
+def switch_coverage(plan: Plan, rejected: Sequence[tuple[str, str]], seen: Iterable[str]) -> Coverage:
+    """Judge a synced switch (gNMI sends every subscribed leaf once before sync_response, so what has not arrived by
+    then is not coming) against its plan and the subscriptions it refused."""
+    refused = {leaf: why for path, why in rejected for leaf in leaves_under(path)}
+    known = {m.leaf: m.reason for m in plan.missing}
+    read = read_leaves()
+    missing = tuple(m for m in missing_leaves(plan.expected, seen, known, refused) if m.leaf in read)
+    return Coverage(plan.skipped, tuple(rejected), missing, tuple(degraded(m.leaf for m in missing)))
+
+
+def coverage_json(device: str, os_version: str | None, c: Coverage) -> dict[str, object]:
+    """The health document's entry for one switch (docs/formats.md)."""
+    return {
+        "device": device,
+        "os_version": os_version,
+        "skipped": [{"path": p, "reason": r} for p, r in c.skipped],
+        "rejected": [{"path": p, "reason": r} for p, r in c.rejected],
+        "missing": [{"leaf": m.leaf, "reason": m.reason} for m in c.missing],
+        "degraded": [{"detector": d.detector, "blind": d.blind, "leaves": list(d.leaves)} for d in c.degraded],
+    }

@@ -30,6 +30,7 @@ from drivers.inventory import load_inventory
 from fabricd import __version__
 from fabricd.bus import connect as connect_bus
 from fabricd.detectors import dci_ports, link_flap, optics_trend
+from fabricd.detectors.coverage import Coverage, coverage_json, switch_coverage
 from fabricd.detectors.finding import Finding
 from fabricd.detectors.runner import SETTLE_S, Runner, default_detectors
 from fabricd.jobs.annotate import annotate
@@ -47,6 +48,7 @@ from fabricd.telemetry import (
 )
 from fabricd.telemetry.bus_source import BusTelemetry
 from fabricd.telemetry.paths import eos_profile
+from fabricd.telemetry.platforms import plan
 from policies.policy import load_policy
 from topology.load import load_fabric
 from topology.model import Endpoint
@@ -101,6 +103,9 @@ class Service:
         # PFC counters for the priorities the policy makes lossless (a storm on another one cannot happen).
         lossless = load_policy(cfg.policy).lossless_priorities
         profile = {"eos": eos_profile(tcfg.interval_s, lossless, tcfg.intervals)}
+        # Per switch, what its platform profile subscribes on its release (the telemetry source plans the same).
+        self.plans = {a.name: plan(a.platform, a.os_version, profile.get(a.platform, ())) for a in accesses}
+        self.os_versions = {a.name: a.os_version for a in accesses}
         self.registry = CollectorRegistry()
         self.telemetry: TelemetrySource
         if cfg.telemetry.source == "bus":  # `fabricd collector` processes subscribe; this one reads their stream
@@ -491,12 +496,31 @@ class Service:
             "mode": self.remediator.mode,
             "ha": self.ha_status(),
             "uptime_s": round(time.monotonic() - self.started, 1),
-            "telemetry": {"devices": len(self.telemetry.devices), "synced": synced, "stale": stale},
+            "telemetry": {
+                "devices": len(self.telemetry.devices),
+                "synced": synced,
+                "stale": stale,
+                "coverage": [coverage_json(name, self.os_versions.get(name), c) for name, c in self.coverage().items()],
+            },
             "open_tickets": len(self.state.tickets("open")),
             "disabled_ports": len(self.state.disabled_ports()),
             "ticket_backend": self.backend.name,
             "jobs": asdict(self.job_source.status) | {"configured": self.job_source.configured},
         }
+
+    def coverage(self) -> dict[str, Coverage]:
+        """Synced switches whose telemetry falls short of their profile: paths left out for their release or refused
+        by them, the leaves detectors read that they do not stream, and the detectors that leaves them blind or
+        degraded on."""
+        seen = self.ingestor.snapshot().leaves_by_device()
+        out = {}
+        for name, synced in self.telemetry.synced.items():
+            if not synced or name not in self.plans:
+                continue
+            cov = switch_coverage(self.plans[name], self.telemetry.state(name).rejected, seen.get(name, ()))
+            if not cov.complete:
+                out[name] = cov
+        return out
 
     def ha_status(self) -> dict[str, Any]:
         lead = self.leadership

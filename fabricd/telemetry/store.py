@@ -574,6 +574,16 @@ class Snapshot:
         rows.sort(kind="stable")  # timsort: near linear on the already ascending rows a store usually holds
         return rows
 
+    def leaves_by_device(self) -> dict[str, set[str]]:
+        """Per device, the leaves it has sent at least once (any port, any index)."""
+        have = self.ts != NEVER
+        dev = self.port_dev[self.series_port[have]].astype(np.int64)
+        pairs = np.unique(dev * 65536 + self.series_code[have].astype(np.int64))
+        out: dict[str, set[str]] = {}
+        for pair in pairs.tolist():
+            out.setdefault(self.devices[pair // 65536], set()).add(self.codes[pair % 65536][0])
+        return out
+
     def key(self, i: int) -> tuple[str, str, str, str | None]:
         row = int(self.series_port[i])
         leaf, index = self.codes[int(self.series_code[i])]

@@ -53,6 +53,8 @@ def test_flap_takes_the_port_down_and_files_a_ticket(twin: TwinThread, tmp_path:
     try:
         inject(twin.state_dir, "link_flap", {"port": SERVER_PORT, "count": 8, "period_s": 0.3})
         disabled = wait_for(lambda: svc.get("/api/v1/ports/disabled")["ports"], 15)
+        # the twin's current EOS release streams every leaf a detector reads
+        assert svc.get("/api/v1/health")["telemetry"]["coverage"] == []
         (finding,) = svc.get("/api/v1/findings")["findings"]
         (action,) = svc.get("/api/v1/actions")["actions"]
         # From the threshold crossing (the tick that raised the finding) to ticket and verified port-down: < 5 s.

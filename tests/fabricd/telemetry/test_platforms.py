@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from fabricd.cli.service_cmd import coverage_lines
 from fabricd.detectors.coverage import Degraded, degraded
 from fabricd.telemetry.paths import Subscription, eos_profile, leaves_under
 from fabricd.telemetry.platforms import (
@@ -205,3 +206,30 @@ FEC_LEAVES = ("fec.corrected-codewords", "fec.uncorrected-codewords", "fec.pre-f
 )  # fmt: skip
 def test_degraded_detectors(missing: tuple[str, ...], want: list[Degraded]) -> None:
     assert degraded(missing) == want
+
+
+def test_status_lines_group_switches_that_share_a_gap() -> None:
+    why = "not in EOS 4.31.2F (from 4.35.0; reference/platforms.md)"
+
+    def entry(device: str) -> dict[str, object]:
+        return {
+            "device": device,
+            "missing": [{"leaf": "pfc.pfc-on-total-rx-time", "reason": why}],
+            "degraded": [{"detector": "pfc_storm", "blind": False, "leaves": ["pfc.pfc-on-total-rx-time"]}],
+            "rejected": [],
+        }
+
+    refused = entry("leaf-9") | {
+        "degraded": [{"detector": "link_flap", "blind": True, "leaves": ["oper-status"]}],
+        "missing": [{"leaf": "oper-status", "reason": "NOT_FOUND: no such path"}],
+        "rejected": [{"path": "/interfaces/interface[name=*]/state/oper-status", "reason": "NOT_FOUND: no such path"}],
+    }
+    lines = coverage_lines([*(entry(f"leaf-{k}") for k in range(8)), refused])
+    assert lines == [
+        "telemetry coverage: 9 switch(es) stream less than their profile",
+        "  link_flap blind on leaf-9: no oper-status: NOT_FOUND: no such path",
+        "  pfc_storm degraded on leaf-0, leaf-1, leaf-2, leaf-3, leaf-4, leaf-5 and 2 more: "
+        f"no pfc.pfc-on-total-rx-time: {why}",
+        "  refused on leaf-9: /interfaces/interface[name=*]/state/oper-status (NOT_FOUND: no such path)",
+    ]
+    assert coverage_lines([]) == []
