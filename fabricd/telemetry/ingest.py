@@ -16,8 +16,11 @@ most once per device per minute; it never raises and never reaches a rate.
 
 from __future__ import annotations
 
+import base64
 import json
 import logging
+import math
+import struct
 from collections.abc import Iterable
 from typing import Any, Protocol
 
@@ -488,6 +491,14 @@ def _uints(buf: npt.NDArray[np.uint8], lens: I64, starts: I64) -> tuple[U64, Mas
     return out, is_u
 
 
+def _float32(raw: bytes) -> float | None:
+    """openconfig-types:ieeefloat32 (e.g. pre-fec-ber): 4 bytes, IEEE 754 single precision, network byte order."""
+    if len(raw) != 4:
+        return None
+    v: float = struct.unpack(">f", raw)[0]
+    return v if math.isfinite(v) else None
+
+
 def _typed(kind: Kind, tv_bytes: bytes) -> Value | None:
     """A TypedValue as the leaf's kind wants it, or None if it does not fit (counted as malformed)."""
     try:
@@ -505,6 +516,11 @@ def _typed(kind: Kind, tv_bytes: bytes) -> Value | None:
             return None
     elif which == "decimal_val":
         v = tv.decimal_val.digits / 10**tv.decimal_val.precision
+    elif which == "bytes_val" and kind == Kind.GAUGE:
+        return _float32(tv.bytes_val)
+    elif which == "leaflist_val" and kind == Kind.TEXT:
+        items = [_typed(Kind.TEXT, e.SerializeToString()) for e in tv.leaflist_val.element]
+        return None if None in items else ",".join(str(x) for x in items)
     else:
         return None
     if isinstance(v, bool):
@@ -519,6 +535,10 @@ def _typed(kind: Kind, tv_bytes: bytes) -> Value | None:
         if isinstance(v, str):
             try:
                 return float(v)
+            except ValueError:
+                pass
+            try:  # RFC 7951: a binary leaf (openconfig-types:ieeefloat32) is its bytes in base64
+                return _float32(base64.b64decode(v, validate=True))
             except ValueError:
                 return None
         return None

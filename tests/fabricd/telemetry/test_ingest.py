@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import base64
 import math
+import struct
 from collections.abc import Callable
 from typing import Any
 
@@ -156,6 +158,56 @@ def test_value_encodings() -> None:
     assert int(snap.value[i]) == 40 and snap.rate[i] == 10.0
     assert snap.gauge[g] == 0.5
     assert snap.stat(DEV, Stat.MALFORMED) == 0
+
+
+BER = "/ethernet/phys/phy[index=1]/ingress/fec/state/pre-fec-ber"
+
+
+@pytest.mark.parametrize(
+    ("tv", "want"),
+    [
+        (_tv(double_val=2.5e-7), 2.5e-7),
+        (_tv(float_val=0.5), 0.5),  # deprecated in gNMI 0.8, still sent by older agents
+        (_tv(decimal_val=gnmi_pb2.Decimal64(digits=25, precision=8)), 2.5e-7),
+        (_tv(bytes_val=struct.pack(">f", 2.5e-7)), float(np.float32(2.5e-7))),  # openconfig ieeefloat32, PROTO
+        (_tv(json_ietf_val=b'"' + base64.b64encode(struct.pack(">f", 1e-5)) + b'"'), float(np.float32(1e-5))),
+        (_tv(json_ietf_val=b"2.5e-07"), 2.5e-7),
+        (_tv(json_val=b'"3e-06"'), 3e-6),
+    ],
+)
+def test_gauge_encodings_real_switches_send(tv: Any, want: float) -> None:
+    ing = Ingestor(CounterStore())
+    ing.ingest(notification(DEV, T0, IF.format(port=PORT), [(BER, tv)]), DEV)
+    snap = ing.snapshot()
+    g = snap.find(DEV, PORT, "fec.pre-fec-ber", 1)
+    assert g is not None and snap.gauge[g] == pytest.approx(want, rel=1e-9)
+    assert snap.stat(DEV, Stat.MALFORMED) == 0
+
+
+@pytest.mark.parametrize(
+    "tv",
+    [
+        _tv(bytes_val=b"\x00\x01"),  # not 4 bytes
+        _tv(bytes_val=struct.pack(">f", float("nan"))),
+        _tv(json_ietf_val=b'"not base64!"'),
+    ],
+)
+def test_bad_float32_is_malformed(tv: Any) -> None:
+    ing = Ingestor(CounterStore())
+    ing.ingest(notification(DEV, T0, IF.format(port=PORT), [(BER, tv)]), DEV)
+    assert ing.snapshot().stat(DEV, Stat.MALFORMED) == 1
+
+
+def test_a_leaf_list_text_value() -> None:
+    ing = Ingestor(CounterStore())
+    names = gnmi_pb2.ScalarArray(element=[_tv(string_val="spine-r0-0"), _tv(string_val="spine-r0-1")])
+    lldp = "/lldp/interfaces/interface[name=Ethernet1/1]"
+    ing.ingest(
+        notification(DEV, T0, lldp, [("/neighbors/neighbor[id=1]/state/system-name", _tv(leaflist_val=names))]), DEV
+    )
+    snap = ing.snapshot()
+    i = snap.find(DEV, PORT, "lldp.system-name", "1")
+    assert i is not None and snap.text(i) == "spine-r0-0,spine-r0-1"
 
 
 BAD = {
