@@ -12,7 +12,7 @@ import json
 import re
 from typing import Any
 
-from . import eos_show
+from . import eos_platform, eos_show
 from .eos_config import (
     ConfigCursor,
     ConfigStore,
@@ -151,6 +151,8 @@ class CliSession:
             if any(kind != "json" for kind, _ in pipes):
                 raise CliError("% Output pipes are not supported in JSON mode", "unconverted command")
             return self._show_json(line)
+        if line.split()[0] == "dir" and self.privileged and self.cursor is None:
+            return self._dir(line.split()[1:])
         out = self._command(line)
         return {"messages": [out.strip()]} if out.strip() else {}
 
@@ -213,7 +215,30 @@ class CliSession:
         if line in ("write", "write memory"):
             self.dev.copy_config("running-config", "startup-config")
             return "Copy completed successfully.\n"
+        if line == "bash timeout 10 df -h":  # what ANTA's VerifyFileSystemUtilization runs
+            return eos_platform.DF_TEXT
+        if line == "bash timeout 10 nproc":
+            return eos_platform.NPROC_TEXT
+        if word == "dir":
+            return _dir_text(self._dir(toks[1:]))
         raise _invalid(toks)
+
+    def _dir(self, args: list[str]) -> Json:
+        """`dir flash:/` (JSON revision 2): the files of the switch's flash."""
+        where = args[0] if args else "flash:/"
+        if where not in ("flash:", "flash:/") or len(args) > 1:
+            raise CliError(f"% Error listing directory {where} (No such file or directory)", "could not run command")
+        now = self.twin.now / 1e9
+        size = len(str(self._config_out(self.dev.startup, "show startup-config", False, False)))
+        image = f"EOS-{self.twin.switch(self.device).os_version}.swi"
+        entries = {
+            "startup-config": {"size": size, "isDir": False, "modified": now, "permissions": "-rwx"},
+            image: {"size": 1_073_741_824, "isDir": False, "modified": now - 86400, "permissions": "-rwx"},
+            "persist": {"size": 4096, "isDir": True, "modified": now - 86400, "permissions": "drwx"},
+            "schedule": {"size": 4096, "isDir": True, "modified": now - 86400, "permissions": "drwx"},
+        }
+        return {"urls": {"flash:/": {"entries": entries, "totalSize": eos_platform.FLASH_SIZE,
+                                     "freeSize": eos_platform.FLASH_FREE}}}  # fmt: skip
 
     def _configure_session(self, args: list[str]) -> str:
         if not args:
@@ -323,6 +348,74 @@ class CliSession:
             data = self.dev.sessions_json(now, detail=len(toks) == 4)
             return data if as_json else _sessions_text(data)
         command = " ".join(toks).lower()
+        if command == "show agent logs crash":  # no agent has crashed; EOS prints nothing then
+            if as_json:
+                raise CliError("% This is an unconverted command", "unconverted command")
+            return ""
+        if command == "show queue-monitor length status":
+            return self._lanz(as_json)
+        if command == "show ntp status":
+            if as_json:
+                raise CliError("% This is an unconverted command", "unconverted command")
+            return self._ntp_status()
+        if command == "show ntp associations" and self._ntp_servers():
+            return self._ntp_associations(as_json)
+        try:
+            return self._show_rest(command, as_json, now)
+        except eos_platform.Unavailable as e:
+            raise CliError(str(e), "could not run command") from None
+
+    def _lanz(self, as_json: bool) -> str | Json:
+        """LANZ (queue-length monitoring): on where `queue-monitor length` is configured, and by default on Sand
+        silicon (the DR routers) unless `no queue-monitor length` turns it off. ASSUMPTION: the platform defaults
+        are not in the reference."""
+        lines = {child.line for child in self.dev.running.ordered()}
+        sw = self.twin.switch(self.device)
+        on = "queue-monitor length" in lines or (eos_platform.sand(sw) and "no queue-monitor length" not in lines)
+        data: Json = {"lanzEnabled": on, "platformName": eos_show.model_name(sw), "globalHitCount": 0}
+        return data if as_json else f"queue-monitor length {'enabled' if on else 'disabled'}\n"
+
+    def _ntp_servers(self) -> list[tuple[str, bool]]:
+        """(address, prefer) of each `ntp server` line of the running-config."""
+        out = []
+        for child in self.dev.running.ordered():
+            toks = child.line.split()
+            if toks[:2] == ["ntp", "server"] and len(toks) > 2:
+                out.append((toks[2], "prefer" in toks[3:]))
+        return out
+
+    def _ntp_status(self) -> str:
+        """ntpstat's words, as EOS prints them: synchronised to the preferred (else first) configured server; the
+        twin's clock is its host's, which is synchronised."""
+        servers = self._ntp_servers()
+        if not servers:
+            return "unsynchronised\n  time server re-starting\n   polling server every 8 s\n"
+        peer = next((a for a, prefer in servers if prefer), servers[0][0])
+        return f"synchronised to NTP server ({peer}) at stratum 3\n   time correct to within 12 ms\n" + (
+            "   polling server every 1024 s\n"
+        )
+
+    def _ntp_associations(self, as_json: bool) -> str | Json:
+        servers = self._ntp_servers()
+        peer = next((a for a, prefer in servers if prefer), servers[0][0])
+        peers = {
+            addr: {"peerIpAddr": addr, "condition": "sys.peer" if addr == peer else "candidate", "stratumLevel": 2,
+                   "refid": ".GPS.", "peerType": "unicast", "pollInterval": 1024, "lastReceived": self.twin.now / 1e9,
+                   "reachabilityHistory": [True] * 8, "delay": 0.25, "offset": 0.012, "jitter": 0.008}
+            for addr, _ in servers
+        }  # fmt: skip
+        if as_json:
+            return {"peers": peers}
+        lines = ["     remote           refid      st t when  poll reach   delay   offset  jitter",
+                 "=============================================================================="]  # fmt: skip
+        for addr, p in peers.items():
+            mark = "*" if p["condition"] == "sys.peer" else "+"
+            lines.append(
+                f"{mark}{addr:<16} {p['refid']:<10} {p['stratumLevel']:>2} u   12  1024  377    0.250    0.012   0.008"
+            )
+        return "\n".join(lines) + "\n"
+
+    def _show_rest(self, command: str, as_json: bool, now: int) -> str | Json | None:
         if as_json:
             shown = eos_show.show_json(self.twin, self.device, command, now)
             if shown is not None and command == "show version" and "uptime" not in shown:
@@ -398,6 +491,15 @@ def _invalid(toks: list[str], at: int = 0) -> CliError:
     if at >= len(toks):
         return CliError("% Incomplete command", "invalid command", CliError.INCOMPLETE)
     return CliError(f"% Invalid input (at token {at}: '{toks[at]}')", "invalid command", at)
+
+
+def _dir_text(data: Json) -> str:
+    ((where, d),) = data["urls"].items()
+    lines = [f"Directory of {where}", ""]
+    for name, e in d["entries"].items():
+        lines.append(f"       {e['permissions']} {e['size']:>14}  {name}")
+    lines += ["", f"{d['totalSize']} bytes total ({d['freeSize']} bytes free)"]
+    return "\n".join(lines) + "\n"
 
 
 def _sessions_text(data: Json) -> str:

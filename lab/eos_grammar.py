@@ -296,6 +296,8 @@ GRAMMAR: dict[str, tuple[Command, ...]] = {
         Command(f"priority-flow-control pause watchdog default recovery-time {_SECONDS}", 5, 71),
         Command(f"priority-flow-control pause watchdog default polling-interval {_SECONDS}", 5, 72),
         Command("priority-flow-control pause watchdog action {drop|no-drop|notify-only}", 4, 73),
+        Command("ntp server <word> [prefer] [iburst]", 3, 80),
+        Command("queue-monitor length", 2, 85),
         Command("management api http-commands", 3, 90, mode="mgmt-http"),
         Command("management api gnmi", 3, 91, mode="mgmt-gnmi"),
     ),

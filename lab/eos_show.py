@@ -19,9 +19,11 @@ from topology.model import Role
 from topology.units import NS
 
 from . import eos_environment as environment
+from . import eos_interfaces as interfaces
+from . import eos_platform as platform
 from . import eos_services as services
 from .counters import COL
-from .eos_show_text import dotted_mac, render, speed_label
+from .eos_show_text import dotted_mac, media_type, render
 from .model import Switch, Twin
 
 
@@ -61,12 +63,6 @@ def port_mac(device: str, row: int) -> str:
 
 def serial_number(device: str) -> str:
     return f"JPE{_h(device) % 10**8:08d}"
-
-
-def media_type(gbps: float) -> str:
-    return {400.0: "400GBASE-DR4", 800.0: "800GBASE-2DR4", 200.0: "200GBASE-FR4", 100.0: "100GBASE-DR"}.get(
-        gbps, f"{speed_label(gbps)}BASE-CR"
-    )
 
 
 # --- port state --------------------------------------------------------------------------------------
@@ -464,6 +460,38 @@ COMMANDS: dict[tuple[str, ...], tuple[str, Handler]] = {
     ("show", "ipv6", "bgp", "peers", "vrf", "all"): ("bgp", services.bgp_vrfs),
     ("show", "ip", "route", REST): ("ip route", services.routes),
     ("show", "ipv6", "route", REST): ("ip route", services.routes),
+    # more interface commands (eos_interfaces.py)
+    ("show", "interfaces", IF, "description"): ("interfaces description", interfaces.descriptions),
+    ("show", "interfaces", IF, "counters", "rates"): ("interfaces counters rates", interfaces.counter_rates),
+    ("show", "interfaces", IF, "counters", "queue", "detail"): ("queue detail", interfaces.queue_detail),
+    ("show", "interfaces", IF, "counters", "queue", "drops"): ("queue drops", interfaces.queue_drops),
+    ("show", "interfaces", IF, "transceiver", "dom", "thresholds"): ("dom thresholds", interfaces.dom_thresholds),
+    ("show", "interfaces", IF, "phy", "detail"): ("phy detail", interfaces.phy_detail),
+    # hardware and system (eos_platform.py)
+    ("show", "inventory"): ("inventory", platform.inventory),
+    ("show", "module"): ("module", platform.modules),
+    ("show", "module", "power"): ("module power", platform.module_power),
+    ("show", "redundancy", "status"): ("redundancy status", platform.redundancy),
+    ("show", "pci"): ("pci", platform.pci),
+    ("show", "system", "coredump"): ("coredump", platform.coredump),
+    ("show", "maintenance"): ("maintenance", platform.maintenance),
+    ("show", "file", "systems"): ("file systems", platform.file_systems),
+    ("show", "version", "detail"): ("version detail", platform.version_detail),
+    ("show", "extensions"): ("extensions", platform.extensions),
+    ("show", "boot-extensions"): ("boot-extensions", platform.boot_extensions),
+    ("show", "zerotouch"): ("zerotouch", platform.zerotouch),
+    ("show", "hardware", "capacity", "alert", "threshold"): ("capacity thresholds", platform.capacity_thresholds),
+    ("show", "hardware", "capacity", "utilization", REST): ("capacity utilization", platform.capacity_exceeding),
+    ("show", "hardware", "counter", "drop", "rates"): ("drop rates", platform.drop_rates),
+    ("show", "platform", "fap", "mapping"): ("fap mapping", platform.fap_mapping),
+    ("show", "platform", "sand", "health"): ("sand health", platform.sand_health),
+    ("show", "platform", "trident", "counters"): ("trident counters", platform.trident_counters),
+    ("show", "storm-control"): ("storm-control", platform.storm_control),
+    ("show", "port-channel"): ("port-channel", platform.port_channels),
+    ("show", "lacp", "counters", "all-ports"): ("lacp", platform.lacp),
+    ("show", "lacp", "interface", "detailed"): ("lacp", platform.lacp),
+    ("show", "ip", "interface", "brief"): ("ip interface brief", platform.ip_interface_brief),
+    ("show", "ip", "virtual-router"): ("virtual-router", platform.virtual_router),
 }
 # Abbreviations EOS accepts because they are unambiguous among its keywords; only the common ones.
 MIN_PREFIX = {

@@ -20,6 +20,12 @@ def short_name(port: str) -> str:
     return port.replace("Ethernet", "Et", 1) if port.startswith("Ethernet") else port
 
 
+def media_type(gbps: float) -> str:
+    return {400.0: "400GBASE-DR4", 800.0: "800GBASE-2DR4", 200.0: "200GBASE-FR4", 100.0: "100GBASE-DR"}.get(
+        gbps, f"{speed_label(gbps)}BASE-CR"
+    )
+
+
 def speed_label(gbps: float) -> str:
     return f"{gbps:g}G" if gbps >= 1 else f"{gbps * 1000:g}M"
 
@@ -331,5 +337,21 @@ RENDERERS: dict[str, Callable[[Json, int], list[str]]] = {
 }
 
 
+def _generic(data: Any, depth: int = 0) -> list[str]:
+    """`key: value` lines, nested by indent: the text of commands whose EOS table layout the twin does not copy
+    (clients of these commands read their JSON; a person reading the text still sees every value)."""
+    pad = "  " * depth
+    out: list[str] = []
+    items = data.items() if isinstance(data, dict) else enumerate(data)
+    for k, v in items:
+        if isinstance(v, dict | list) and v:
+            out.append(f"{pad}{k}:")
+            out += _generic(v, depth + 1)
+        else:
+            out.append(f"{pad}{k}: {v}")
+    return out
+
+
 def render(key: str, data: Json, now_ns: int) -> str:
-    return "\n".join(RENDERERS[key](data, now_ns)) + "\n"
+    renderer = RENDERERS.get(key)
+    return "\n".join(renderer(data, now_ns) if renderer else _generic(data)) + "\n"
