@@ -1,6 +1,8 @@
 """eAPI (JSON-RPC 2.0 `runCmds` over HTTP/1.1) for every twin switch: HTTPS with the twin's self-signed certificate
 (EOS's default) and plain HTTP (`protocol http`), a listening socket each per switch. `HEAD /command-api` answers 200
-(clients such as ANTA's asynceapi check the endpoint with it).
+(clients such as ANTA's asynceapi check the endpoint with it). Besides HTTP Basic on every request, EOS's cookie
+sessions: `POST /login` with `{"username", "password"}` sets a `Session` cookie that authorises later requests
+until `POST /logout` (asynceapi's `use_session_auth`).
 
 Answers have EOS's shapes, which is what pyeapi (and so napalm's `eos` driver) parses: `result` is one entry per
 command (`{"output": text}` in text format); a failing command stops the request with error 1002, `message`
@@ -14,6 +16,7 @@ import asyncio
 import base64
 import binascii
 import json
+import secrets
 import ssl
 from dataclasses import dataclass, field
 from typing import Any
@@ -24,8 +27,18 @@ from .eos_config import ConfigStore
 from .model import Twin
 
 MAX_BODY = 16 * 1024 * 1024
+MAX_SESSIONS = 256  # per switch; the oldest is dropped beyond it (a client that never logs out cannot grow it)
 _PARAMS = {"version", "cmds", "format", "autoComplete", "expandAliases", "timestamps", "includeErrorDetail"}
 _REASONS = {200: "OK", 400: "Bad Request", 401: "Unauthorized", 404: "Not Found", 405: "Method Not Allowed"}
+
+
+def _cookie(header: str) -> str | None:
+    """The `Session` cookie of a Cookie header."""
+    for part in header.split(";"):
+        name, _, value = part.strip().partition("=")
+        if name == "Session" and value:
+            return value
+    return None
 
 
 class _HttpError(Exception):
@@ -93,6 +106,7 @@ class _Handler:
         self.configs = configs
         self.device = device
         self.credentials = credentials
+        self.sessions: dict[str, str] = {}  # cookie -> user, oldest first
 
     async def serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
@@ -121,9 +135,13 @@ class _Handler:
             return False
         body = await reader.readexactly(length) if length else b""
         keep = version == "HTTP/1.1" and headers.get("connection", "").lower() != "close"
+        route = path.split("?")[0]
         try:
-            self._authorise(headers.get("authorization", ""))
-            if path.split("?")[0] != "/command-api":
+            if route in ("/login", "/logout") and method == "POST":
+                await self._session(route, body, headers, writer, keep)
+                return keep
+            self._authorise(headers.get("authorization", ""), _cookie(headers.get("cookie", "")))
+            if route != "/command-api":
                 raise _HttpError(404, "Not Found")
             if method == "HEAD":
                 await _send(writer, 200, "application/json", b"", keep)
@@ -138,7 +156,32 @@ class _Handler:
         await _send(writer, 200, "application/json", json.dumps(answer).encode(), keep)
         return keep
 
-    def _authorise(self, value: str) -> None:
+    async def _session(
+        self, route: str, body: bytes, headers: dict[str, str], writer: asyncio.StreamWriter, keep: bool
+    ) -> None:
+        if route == "/logout":
+            self.sessions.pop(_cookie(headers.get("cookie", "")) or "", None)
+            await _send(writer, 200, "application/json", b"{}", keep)
+            return
+        try:
+            creds = json.loads(body)
+            user, password = str(creds["username"]), str(creds["password"])
+        except (ValueError, KeyError, TypeError):
+            await _send(writer, 400, "text/plain", b'expected {"username": ..., "password": ...}', keep)
+            return
+        if not self.credentials.check(user, password):
+            await _send(writer, 401, "text/plain", b"Authentication failed: Bad username/password combination", keep)
+            return
+        token = secrets.token_hex(16)
+        self.sessions[token] = user
+        while len(self.sessions) > MAX_SESSIONS:
+            self.sessions.pop(next(iter(self.sessions)))
+        cookie = {"Set-Cookie": f"Session={token}; Path=/; Secure; HttpOnly"}
+        await _send(writer, 200, "application/json", b"{}", keep, cookie)
+
+    def _authorise(self, value: str, session: str | None = None) -> None:
+        if session is not None and session in self.sessions:
+            return
         scheme, _, encoded = value.partition(" ")
         try:
             user, _, password = base64.b64decode(encoded, validate=True).decode().partition(":")

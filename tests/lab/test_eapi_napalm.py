@@ -356,3 +356,41 @@ def test_address_in_use_names_host_and_port(eapi_twin: EapiLab) -> None:
             start_eapi_servers(eapi_twin.twin, eapi_twin.configs, eapi_twin.endpoints, Credentials("admin", PASSWORD)),
             eapi_twin.loop,
         ).result(10)
+
+
+def test_cookie_sessions_as_asynceapi_uses_them(eapi_twin: EapiLab) -> None:
+    """EOS's eAPI sessions: POST /login sets a Session cookie that authorises /command-api until POST /logout.
+    ANTA's asynceapi (unmodified, use_session_auth) logs in once and runs commands on the cookie."""
+    from asynceapi import Device
+    from asynceapi.errors import EapiAuthenticationError
+
+    ep = eapi_twin.endpoints[DEVICE]
+
+    async def run(password: str) -> Any:
+        async with Device(host=ep.host, username="admin", password=password, proto="http", port=ep.eapi_port,
+                          use_session_auth=True) as dev:  # fmt: skip
+            return await dev.cli(command="show hostname")
+
+    assert asyncio.run(run(PASSWORD))["hostname"] == DEVICE
+    with pytest.raises(EapiAuthenticationError):
+        asyncio.run(run("wrong"))
+
+    def post(path: str, body: bytes, headers: dict[str, str]) -> tuple[int, str, bytes]:
+        conn = http.client.HTTPConnection(ep.host, ep.eapi_port, timeout=10)
+        conn.request("POST", path, body, {"Content-Type": "application/json", **headers})
+        r = conn.getresponse()
+        out = (r.status, r.getheader("Set-Cookie") or "", r.read())
+        conn.close()
+        return out
+
+    status, cookie, _ = post("/login", json.dumps({"username": "admin", "password": PASSWORD}).encode(), {})
+    assert status == 200 and cookie.startswith("Session=") and "HttpOnly" in cookie
+    session = {"Cookie": cookie.split(";")[0]}
+    rpc = json.dumps({"jsonrpc": "2.0", "method": "runCmds", "id": 1,
+                      "params": {"version": 1, "cmds": ["show hostname"]}}).encode()  # fmt: skip
+    status, _, body = post("/command-api", rpc, session)
+    assert status == 200 and json.loads(body)["result"][0]["hostname"] == DEVICE
+    assert post("/logout", b"", session)[0] == 200
+    assert post("/command-api", rpc, session)[0] == 401  # the session ended
+    assert post("/login", json.dumps({"username": "admin", "password": "x"}).encode(), {})[0] == 401
+    assert post("/login", b"not json", {})[0] == 400
