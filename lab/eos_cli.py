@@ -12,7 +12,7 @@ import json
 import re
 from typing import Any
 
-from . import eos_platform, eos_show
+from . import eos_identity, eos_platform, eos_show
 from .eos_config import (
     ConfigCursor,
     ConfigStore,
@@ -372,7 +372,7 @@ class CliSession:
         lines = {child.line for child in self.dev.running.ordered()}
         sw = self.twin.switch(self.device)
         on = "queue-monitor length" in lines or (eos_platform.sand(sw) and "no queue-monitor length" not in lines)
-        data: Json = {"lanzEnabled": on, "platformName": eos_show.model_name(sw), "globalHitCount": 0}
+        data: Json = {"lanzEnabled": on, "platformName": eos_identity.model_name(sw), "globalHitCount": 0}
         return data if as_json else f"queue-monitor length {'enabled' if on else 'disabled'}\n"
 
     def _ntp_servers(self) -> list[tuple[str, bool]]:
@@ -445,7 +445,7 @@ class CliSession:
 
     def _config_out(self, root: Node, line: str, as_json: bool, sanitized: bool) -> str | Json:
         sw = self.twin.switch(self.device)
-        model = eos_show.model_name(sw)
+        model = eos_identity.model_name(sw)
         if as_json:
             return render_json(root, model, sw.os_version)
         text = render_text(root, self.dev.hostname, model, sw.os_version, line)

@@ -16,6 +16,7 @@ from typing import Any
 from topology.model import Role
 
 from .eos_environment import FAN_TRAYS, PSUS
+from .eos_identity import model_name, serial_number
 from .model import Switch, Twin
 
 Json = dict[str, Any]
@@ -30,7 +31,7 @@ class Unavailable(Exception):
 
 
 def sand(sw: Switch) -> bool:
-    """Jericho (Sand) silicon: the DR routers (eos_show.model_name)."""
+    """Jericho (Sand) silicon: the DR routers (eos_identity.model_name)."""
     return sw.role == Role.DR
 
 
@@ -44,8 +45,6 @@ def _slot(port: str) -> str:
 
 
 def inventory(twin: Twin, sw: Switch, now: int, rows: list[int]) -> Json:
-    from .eos_show import model_name, serial_number  # eos_show registers this module's commands
-
     xcvrs: Json = {}
     for row, port in enumerate(sw.ports):
         h = zlib.crc32(f"{sw.name}:{port}".encode())  # the serial `show interfaces transceiver` reports
@@ -73,8 +72,6 @@ def inventory(twin: Twin, sw: Switch, now: int, rows: list[int]) -> Json:
 
 
 def modules(twin: Twin, sw: Switch, now: int, rows: list[int]) -> Json:
-    from .eos_show import model_name, serial_number
-
     return {"modules": {"1": {"modelName": model_name(sw), "serialNumber": serial_number(sw.name), "status": "ok",
                               "portCount": len(sw.ports), "typeDescr": f"{len(sw.ports)}-port switch",
                               "hardwareRevision": "11.00", "softwareVersion": sw.os_version}}}  # fmt: skip
@@ -113,15 +110,6 @@ def file_systems(twin: Twin, sw: Switch, now: int, rows: list[int]) -> Json:
         {"prefix": "system:", "fsType": "system", "permission": "rw", "size": 0, "free": 0, "mediaType": "system",
          "linkedFileSystem": "", "isCurrentBootFs": False},
     ]}  # fmt: skip
-
-
-def version_detail(twin: Twin, sw: Switch, now: int, rows: list[int]) -> Json:
-    from .eos_show import show_version
-
-    packages = {"TerminAttr-core": {"version": TERMINATTR_VERSION, "release": "1"},
-                "EOS": {"version": sw.os_version, "release": "1"}}  # fmt: skip
-    details = {"packages": packages, "deviations": [], "components": [], "switchType": "fixedSystem"}
-    return {**show_version(twin, sw, now, rows), "details": details}
 
 
 def extensions(twin: Twin, sw: Switch, now: int, rows: list[int]) -> Json:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import uuid
-import zlib
 from collections.abc import Callable
 from typing import Any
 
@@ -23,13 +22,9 @@ from . import eos_interfaces as interfaces
 from . import eos_platform as platform
 from . import eos_services as services
 from .counters import COL
+from .eos_identity import _h, internal_version, model_name, port_mac, serial_number, system_mac
 from .eos_show_text import dotted_mac, media_type, render
 from .model import Switch, Twin
-
-
-def internal_version(version: str) -> str:
-    return f"{version}-35442176.{version.replace('.', '')}"
-
 
 MTU = 9214
 LLDP_TTL = 120
@@ -37,32 +32,6 @@ MEM_TOTAL_KB = 16_092_376
 SERVER_DESCRIPTION = "Ubuntu 22.04.4 LTS Linux 5.15.0-105-generic #115-Ubuntu SMP x86_64"
 
 Json = dict[str, Any]
-
-
-# --- identity ----------------------------------------------------------------------------------------
-def model_name(sw: Switch) -> str:
-    # DR routers sit on long-haul links and need deep (HBM) buffers: a Jericho-based 7280R3.
-    return "DCS-7280R3-32D4-M" if sw.role == Role.DR else "DCS-7060X5-64S"
-
-
-def _h(text: str) -> int:
-    return zlib.crc32(text.encode())
-
-
-def system_mac(device: str) -> str:
-    """A stable Arista-OUI MAC per device (00:1c:73 is Arista's)."""
-    h = _h(device)
-    return f"00:1c:73:{(h >> 16) & 0xFF:02x}:{(h >> 8) & 0xFF:02x}:{h & 0xF0:02x}"
-
-
-def port_mac(device: str, row: int) -> str:
-    base = int(system_mac(device).replace(":", ""), 16) + row + 1
-    raw = f"{base:012x}"
-    return ":".join(raw[i : i + 2] for i in range(0, 12, 2))
-
-
-def serial_number(device: str) -> str:
-    return f"JPE{_h(device) % 10**8:08d}"
 
 
 # --- port state --------------------------------------------------------------------------------------
@@ -407,6 +376,13 @@ def show_pfc_counters_detail(twin: Twin, sw: Switch, now: int, rows: list[int]) 
     return _pfc(sw, now, rows, detail=True)
 
 
+def version_detail(twin: Twin, sw: Switch, now: int, rows: list[int]) -> Json:
+    packages = {"TerminAttr-core": {"version": platform.TERMINATTR_VERSION, "release": "1"},
+                "EOS": {"version": sw.os_version, "release": "1"}}  # fmt: skip
+    details = {"packages": packages, "deviations": [], "components": [], "switchType": "fixedSystem"}
+    return {**show_version(twin, sw, now, rows), "details": details}
+
+
 # --- parsing --------------------------------------------------------------------------------------------
 Handler = Callable[[Twin, Switch, int, list[int]], Json]
 
@@ -476,7 +452,7 @@ COMMANDS: dict[tuple[str, ...], tuple[str, Handler]] = {
     ("show", "system", "coredump"): ("coredump", platform.coredump),
     ("show", "maintenance"): ("maintenance", platform.maintenance),
     ("show", "file", "systems"): ("file systems", platform.file_systems),
-    ("show", "version", "detail"): ("version detail", platform.version_detail),
+    ("show", "version", "detail"): ("version detail", version_detail),
     ("show", "extensions"): ("extensions", platform.extensions),
     ("show", "boot-extensions"): ("boot-extensions", platform.boot_extensions),
     ("show", "zerotouch"): ("zerotouch", platform.zerotouch),

@@ -15,7 +15,7 @@ import json
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from .eos_show import serial_number, system_mac
+from .eos_identity import serial_number, system_mac
 from .model import PortConfig, Twin
 from .sonic_yang import empty_tables, validate
 
