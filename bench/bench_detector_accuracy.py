@@ -68,6 +68,7 @@ import heapq
 import json
 import logging
 import random
+import ssl
 import statistics
 import subprocess
 import sys
@@ -149,14 +150,17 @@ class Lab:
     def write_memory(self) -> None:
         """Save the pushed config as the startup config, so a rebooted switch keeps PFC (apply does not save)."""
         inv = load_inventory(self.inventory)
+        lab_tls = ssl.create_default_context()
+        lab_tls.check_hostname, lab_tls.verify_mode = False, ssl.CERT_NONE  # the twin's self-signed eAPI certificate
         for name in inv.names:
             a = inv.access(name)
             body = {"jsonrpc": "2.0", "method": "runCmds", "id": 1}
             body["params"] = {"version": 1, "cmds": ["enable", "write memory"], "format": "text"}
-            req = urllib.request.Request(f"http://{a.host}:{a.eapi.port}/command-api", json.dumps(body).encode())
+            url = f"{a.eapi.transport}://{a.host}:{a.eapi.port}/command-api"
+            req = urllib.request.Request(url, json.dumps(body).encode())
             auth = base64.b64encode(f"{a.username}:{a.password.get_secret_value()}".encode()).decode()
             req.add_header("Authorization", f"Basic {auth}")
-            with urllib.request.urlopen(req, timeout=10) as resp:
+            with urllib.request.urlopen(req, timeout=10, context=lab_tls) as resp:
                 answer = json.loads(resp.read())
             if "error" in answer:
                 raise RuntimeError(f"{name}: write memory failed: {answer['error']}")

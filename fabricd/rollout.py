@@ -17,10 +17,10 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from drivers.base import ConfigRejectedError, DevicePlan, Driver, DriverError, Session, UnreachableError
-from drivers.gnmi_check import gnmi_streams
 from drivers.inventory import DeviceAccess, Inventory
 from drivers.registry import get_driver
 from drivers.transaction import settle
+from fabricd.telemetry.client import gnmi_streams
 from policies.intent import DeviceIntent
 from topology.errors import FabricdError
 

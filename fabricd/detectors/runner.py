@@ -31,6 +31,7 @@ from . import (
 )
 from .finding import Finding
 from .probes import Probe
+from .schedule import PassSchedule
 
 DetectFn = Callable[[Snapshot, Fabric, Any, int], list[Finding]]
 
@@ -98,51 +99,33 @@ PASS_GAP_S = 0.2  # default: at most this often a sample-driven pass (each takes
 
 
 class _TickingIngestor(Ingestor):
-    """An Ingestor that runs the detectors on trace time as the service does on its clock: once per tick (on the
-    tick's boundaries), and in between soon after new records arrive (SETTLE_S later, at least `gap_ns` after the
-    previous such pass). The second keeps detection delay at the sample's arrival instead of the next tick boundary:
-    a storm's first whole paused sample arrives ~0.1 s after a whole second on the twin, the boundary 0.9 s later."""
+    """An Ingestor that runs the detectors on trace time as the service does on its clock (schedule.PassSchedule):
+    once per tick, on the tick's boundaries, and in between SETTLE_S after new records arrive (at least `gap_ns`
+    after the previous such pass). The second keeps detection delay at the sample's arrival instead of the next tick
+    boundary: a storm's first whole paused sample arrives ~0.1 s after a whole second on the twin, the boundary
+    0.9 s later. A trace does not tell samples from events, so there are no link_flap-only passes."""
 
     def __init__(self, store: CounterStore, runner: Runner, tick_ns: int, gap_ns: int = 0) -> None:
         super().__init__(store)
-        self.runner, self.tick_ns, self.gap_ns = runner, tick_ns, gap_ns
-        self.tick_end: int | None = None
-        self.pending: int | None = None  # trace time of the first record no pass has seen yet
-        self.last_pass: int | None = None
+        self.runner = runner
+        self.schedule = PassSchedule(tick_ns, gap_ns, settle_ns=int(SETTLE_S * NS))
 
     def ingest(self, data: bytes | Any, channel: str, now: int | None = None) -> None:
         # `replay` passes each notification's trace timestamp as `now`.
         if now is not None:
-            due = self._due()
-            if due is not None and due <= now:
-                self._pass(due)
-            if self.tick_end is not None and now >= self.tick_end:
-                self.close_tick()
-            if self.tick_end is None or now >= self.tick_end:
-                self.tick_end = (now // self.tick_ns + 1) * self.tick_ns  # ticks on the clock's whole seconds
-            if self.pending is None:
-                self.pending = now
+            self._run_due(now)
+            self.schedule.arrived(now, samples=True)
         super().ingest(data, channel, now)
 
-    def _due(self) -> int | None:
-        """When the pass for the records no pass has seen is due, if before the tick's own pass."""
-        if not self.gap_ns or self.pending is None or self.tick_end is None:
-            return None
-        due = self.pending + int(SETTLE_S * NS)
-        if self.last_pass is not None:
-            due = max(due, self.last_pass + self.gap_ns)
-        return due if due < self.tick_end else None
-
-    def _pass(self, at: int) -> None:
-        self.runner.tick(self.snapshot(), at)
-        self.pending, self.last_pass = None, at  # the gap bounds these passes among themselves; ticks come on top
+    def _run_due(self, now: int) -> None:
+        while (p := self.schedule.due(now)) is not None:
+            self.runner.tick(self.snapshot(), p.at)
+            self.schedule.ran(p, p.at, now)
 
     def close_tick(self) -> None:
-        if self.tick_end is not None:
-            if (due := self._due()) is not None:
-                self._pass(due)
-            self.runner.tick(self.snapshot(), self.tick_end)
-            self.pending = None
+        """The passes due by the end of the last tick (the trace ended)."""
+        if self.schedule.tick_end is not None:
+            self._run_due(self.schedule.tick_end)
 
 
 def run_trace(

@@ -33,6 +33,7 @@ from fabricd.detectors import dci_ports, link_flap, optics_trend
 from fabricd.detectors.coverage import Coverage, coverage_json, switch_coverage
 from fabricd.detectors.finding import Finding
 from fabricd.detectors.runner import SETTLE_S, Runner, default_detectors
+from fabricd.detectors.schedule import PassKind, PassSchedule
 from fabricd.jobs.annotate import annotate
 from fabricd.jobs.report import JobReport
 from fabricd.jobs.report import report as job_report
@@ -343,33 +344,37 @@ class Service:
 
     # --- the detector tick -----------------------------------------------------------------------------------
     async def _tick_loop(self, tick_s: float) -> None:
-        """Every detector on the clock's tick boundaries and, between them, soon after new data lands: all of them
-        when counter samples arrived (at most every `pass_gap_s`), link_flap alone when only oper-status events
-        did (ON_CHANGE), so neither a crossed dampening threshold nor a storm's stuck sample waits for the next tick.
-        Each pass takes a snapshot (a copy of the store on its next write), hence the minimum gaps."""
-        tick_ns, flap_gap = int(tick_s * NS), int(FLAP_PASS_GAP_S * NS)
-        sample_gap = base_gap = int(self.cfg.detectors.pass_gap_s * NS)
+        """Detector passes on the service's clock, as `PassSchedule` says (fabricd/detectors/schedule.py): every
+        detector on the tick boundaries; in between, all of them soon after counter samples land (at most every
+        pass gap, which widens with the pass's cost) and link_flap alone soon after oper-status events (ON_CHANGE),
+        so neither a crossed dampening threshold nor a storm's stuck sample waits for the next tick. Each pass takes
+        a snapshot (a copy of the store on its next write), hence the minimum gaps."""
+        flap_gap, base_gap = int(FLAP_PASS_GAP_S * NS), int(self.cfg.detectors.pass_gap_s * NS)
+        schedule = PassSchedule(int(tick_s * NS), base_gap, flap_gap_ns=flap_gap, guard_ns=flap_gap)
+        schedule.start(self.clock())
         events, samples = self.store.ev_total, self.store.sample_batches
-        last_full = last_any = 0  # the gap bounds sample-driven passes among themselves; ticks come on top
         while not self._stop.is_set():
-            boundary = (self.clock() // tick_ns + 1) * tick_ns
-            while (left := boundary - self.clock()) > 0 and not self._stop.is_set():
+            assert schedule.tick_end is not None
+            left = schedule.tick_end - self.clock()
+            if left > 0:
                 await asyncio.sleep(min(EVENT_POLL_S, left / NS))
-                self.ingestor.flush()  # events and samples wait in the ingestor's batch otherwise
-                now = self.clock()
-                if boundary - now < flap_gap:
-                    continue  # the tick is about to run
-                if sample_gap and self.store.sample_batches != samples and now - last_full >= sample_gap:
-                    events, samples, last_full = self.store.ev_total, self.store.sample_batches, now
-                    last_any = now
-                    started = time.perf_counter()
-                    await self._guarded("detector pass", self.tick(now))
-                    sample_gap = pass_gap(base_gap, time.perf_counter() - started)
-                elif self.store.ev_total != events and now - last_any >= flap_gap:
-                    events, last_any = self.store.ev_total, now
+            self.ingestor.flush()  # events and samples wait in the ingestor's batch otherwise
+            now = self.clock()
+            if self.store.sample_batches != samples:
+                samples = self.store.sample_batches
+                schedule.arrived(now, samples=True)
+            if self.store.ev_total != events:
+                events = self.store.ev_total
+                schedule.arrived(now, events=True)
+            while (p := schedule.due(now)) is not None and not self._stop.is_set():
+                started = time.perf_counter()
+                if p.kind is PassKind.FLAP:
                     await self._guarded("link_flap pass", self.flap_pass(now))
-            events, samples, last_any = self.store.ev_total, self.store.sample_batches, self.clock()
-            await self._guarded("detector tick", self.tick(self.clock()))
+                else:
+                    await self._guarded(f"detector {p.kind.value}", self.tick(now))
+                if p.kind is PassKind.FULL:
+                    schedule.gap_ns = pass_gap(base_gap, time.perf_counter() - started)
+                schedule.ran(p, now, now)
 
     @staticmethod
     async def _guarded(what: str, work: Awaitable[Any]) -> None:

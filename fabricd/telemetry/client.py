@@ -41,7 +41,7 @@ from typing import Any
 import grpc
 from pygnmi.spec.v080 import gnmi_pb2
 
-from drivers.gnmi_check import channel_options
+from drivers.base import DriverError
 from drivers.inventory import DeviceAccess
 from fabricd.backoff import Backoff
 
@@ -51,6 +51,7 @@ from .paths import Subscription, eos_profile, subscribe_request
 from .platforms import REJECTS, Plan, narrow, plan
 
 SUBSCRIBE = "/gnmi.gNMI/Subscribe"
+MAX_MESSAGE = 64 << 20  # a full-device initial dump in JSON can exceed gRPC's 4 MiB default
 LOST = "LOST"  # pseudo status: the call failed but gRPC lost the device's status (see _stream)
 SYNC_TAG = 0x18  # SubscribeResponse field 3 (sync_response), varint
 CONNECT_SPREAD_PER_DEVICE_S = 0.004  # TLS handshakes cost ~1-3 ms of CPU on either side
@@ -85,6 +86,15 @@ def connect_delays(n: int, spread_s: float, rng: random.Random) -> list[float]:
     order = list(range(n))
     rng.shuffle(order)
     return [slot * (k + rng.random()) for k in order]
+
+
+def channel_options(access: DeviceAccess) -> list[tuple[str, Any]]:
+    """The options of every gNMI channel fabricd opens (streams and the post-commit check alike)."""
+    opts: list[tuple[str, Any]] = [("grpc.max_receive_message_length", MAX_MESSAGE), ("grpc.enable_retries", 0)]
+    if access.gnmi.tls and access.gnmi.skip_verify:
+        # The certificate must still chain to the CA; only the name check is made against the inventory host.
+        opts.append(("grpc.ssl_target_name_override", access.host))
+    return opts
 
 
 def open_channel(access: DeviceAccess) -> grpc.aio.Channel:
@@ -635,3 +645,33 @@ class TelemetryClient:
                     d.cancel_reason = f"nothing received for {idle_s:g} s"
                     for call in d.calls:
                         call.cancel()
+
+
+# --- the post-commit check ---------------------------------------------------------------------------------
+OPER_STATUS = Subscription("/interfaces/interface[name=*]/state/oper-status", "on_change")
+
+
+async def subscribe_once(access: DeviceAccess, subs: Sequence[Subscription], timeout_s: float) -> int:
+    """One ONCE Subscribe on a channel like the streams' (TLS, options, credentials): the number of updates before
+    sync_response. Raises DriverError when the switch does not answer with a complete dump in time."""
+    where = f"gNMI at {access.host}:{access.gnmi.port}"
+    metadata = (("username", access.username), ("password", access.password.get_secret_value()))
+    request = subscribe_request(subs, once=True).SerializeToString()
+    updates = 0
+    try:
+        async with open_channel(access) as channel:
+            call = channel.stream_stream(SUBSCRIBE, response_deserializer=gnmi_pb2.SubscribeResponse.FromString)
+            async for response in call(iter([request]), metadata=metadata, timeout=timeout_s):
+                if response.sync_response:
+                    return updates
+                updates += len(response.update.update)
+    except grpc.aio.AioRpcError as e:
+        raise DriverError(access.name, f"{where} does not stream ({e.code().name})") from None
+    raise DriverError(access.name, f"{where} ended the stream before sync_response")
+
+
+def gnmi_streams(access: DeviceAccess, timeout_s: float = 5.0) -> int:
+    """The post-commit check (rollouts; a config change must not cut telemetry): every port's oper-status, ONCE,
+    until sync_response: proof that telemetry flows, not just that the gRPC server accepts calls. Called from worker
+    threads, which have no event loop of their own."""
+    return asyncio.run(subscribe_once(access, [OPER_STATUS], timeout_s))

@@ -303,11 +303,12 @@ def pygnmi_subscribe(subs: Sequence[Subscription]) -> dict[str, Any]:
     }
 
 
-def subscribe_request(subs: Sequence[Subscription], target: str = "") -> Any:
-    """A gnmi_pb2.SubscribeRequest (STREAM, PROTO encoding) for grpc.aio clients."""
+def subscribe_request(subs: Sequence[Subscription], target: str = "", once: bool = False) -> Any:
+    """A gnmi_pb2.SubscribeRequest (STREAM, or ONCE; PROTO encoding) for grpc.aio clients."""
     from pygnmi.spec.v080 import gnmi_pb2  # untyped stubs; imported here so paths stays cheap to import
 
-    sl = gnmi_pb2.SubscriptionList(mode=gnmi_pb2.SubscriptionList.STREAM, encoding=gnmi_pb2.PROTO)
+    mode = gnmi_pb2.SubscriptionList.ONCE if once else gnmi_pb2.SubscriptionList.STREAM
+    sl = gnmi_pb2.SubscriptionList(mode=mode, encoding=gnmi_pb2.PROTO)
     if target:
         sl.prefix.target = target
     for s in subs:

@@ -10,8 +10,9 @@ import pytest
 from pydantic import SecretStr
 from pygnmi.spec.v080 import gnmi_pb2
 
-from drivers.gnmi_check import gnmi_streams
+from drivers.base import DriverError
 from drivers.inventory import DeviceAccess, EapiAccess, GnmiAccess, SshAccess
+from fabricd.telemetry.client import gnmi_streams
 
 
 def _dump(size: int) -> list[bytes]:
@@ -56,3 +57,31 @@ def test_a_dump_over_grpcs_4_mib_default_is_read(switch: tuple[DeviceAccess, dic
     access, answer = switch
     answer["bytes"] = 6 << 20  # a large switch's dump: over gRPC's 4 MiB default receive limit
     assert gnmi_streams(access) == (6 << 20) // 1000
+
+
+@pytest.mark.parametrize(
+    ("behaviour", "message"),
+    [("abort", "does not stream (UNAVAILABLE)"), ("no sync", "ended the stream before sync_response")],
+)
+def test_a_switch_that_does_not_stream_fails_the_check(behaviour: str, message: str) -> None:
+    def subscribe(requests: Iterator[bytes], context: grpc.ServicerContext) -> Iterator[bytes]:
+        req = gnmi_pb2.SubscribeRequest.FromString(next(requests))
+        assert req.subscribe.mode == gnmi_pb2.SubscriptionList.ONCE  # the check asks once, not a stream
+        if behaviour == "abort":
+            context.abort(grpc.StatusCode.UNAVAILABLE, "gNMI agent restarting")
+        yield _dump(1000)[0]  # updates, then the end of the call without sync_response
+
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
+    handler = grpc.stream_stream_rpc_method_handler(subscribe)
+    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler("gnmi.gNMI", {"Subscribe": handler}),))
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    access = DeviceAccess("leaf-a", "127.0.0.1", "eos", "admin", SecretStr("pw-9c2e"), GnmiAccess(port=port, tls=False),
+                          EapiAccess(), SshAccess())  # fmt: skip
+    try:
+        with pytest.raises(DriverError) as info:
+            gnmi_streams(access, timeout_s=5)
+        assert message in str(info.value) and f"127.0.0.1:{port}" in str(info.value)
+        assert "pw-9c2e" not in str(info.value)
+    finally:
+        server.stop(None)
