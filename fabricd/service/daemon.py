@@ -71,6 +71,7 @@ from .tickets import TicketBackend, TicketError, make_backend
 log = logging.getLogger("fabricd.service")
 EVENT_POLL_S = SETTLE_S  # how often new data is looked for between ticks (`fabricd detect` mirrors it)
 FLAP_PASS_GAP_S = 0.1  # at most this often an event-driven link_flap pass
+COVERAGE_EVERY_S = 10.0  # telemetry coverage changes when a switch reconnects or is upgraded, not per sample
 PASS_SHARE = 0.1  # sample-driven detector passes space out to take at most this share of a core
 ACTION_THREADS = 16  # switch sessions in flight at once; the safety budgets keep real actions far fewer
 
@@ -107,6 +108,7 @@ class Service:
         # Per switch, what its platform profile subscribes on its release (the telemetry source plans the same).
         self.plans = {a.name: plan(a.platform, a.os_version, profile.get(a.platform, ())) for a in accesses}
         self.os_versions = {a.name: a.os_version for a in accesses}
+        self._coverage: tuple[float, frozenset[str], dict[str, Coverage]] | None = None
         self.registry = CollectorRegistry()
         self.telemetry: TelemetrySource
         if cfg.telemetry.source == "bus":  # `fabricd collector` processes subscribe; this one reads their stream
@@ -172,6 +174,7 @@ class Service:
             ports,
             lambda: self.remediator.budgets(),
             self.ha_status if cfg.ha.enabled else None,
+            self.coverage,
         )
         self.view = TelemetryPortView(self.ingestor, time.monotonic)
         self.pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="fabricd-io")
@@ -516,11 +519,19 @@ class Service:
     def coverage(self) -> dict[str, Coverage]:
         """Synced switches whose telemetry falls short of their profile: paths left out for their release or refused
         by them, the leaves detectors read that they do not stream, and the detectors that leaves them blind or
-        degraded on."""
+        degraded on. Worked out at most every COVERAGE_EVERY_S (a pass over every series), for health and /metrics."""
+        mono = time.monotonic()
+        synced = frozenset(name for name, ok in self.telemetry.synced.items() if ok)
+        cached = self._coverage
+        if cached is None or cached[1] != synced or mono - cached[0] >= COVERAGE_EVERY_S:
+            cached = self._coverage = (mono, synced, self._work_out_coverage(synced))
+        return cached[2]
+
+    def _work_out_coverage(self, synced: frozenset[str]) -> dict[str, Coverage]:
         seen = self.ingestor.snapshot().leaves_by_device()
         out = {}
-        for name, synced in self.telemetry.synced.items():
-            if not synced or name not in self.plans:
+        for name in sorted(synced):
+            if name not in self.plans:
                 continue
             cov = switch_coverage(self.plans[name], self.telemetry.state(name).rejected, seen.get(name, ()))
             if not cov.complete:

@@ -8,6 +8,7 @@ from typing import Any
 from prometheus_client.core import CollectorRegistry, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from fabricd.detectors.coverage import Coverage
 from fabricd.detectors.dci_ports import DciPortsState
 from fabricd.jobs.report import JobReport
 
@@ -64,6 +65,7 @@ def register(
     ports: PortCollector | None = None,
     budgets: Callable[[], list[Budget]] | None = None,
     ha: Callable[[], dict[str, Any]] | None = None,
+    coverage: Callable[[], dict[str, Coverage]] | None = None,
 ) -> None:
     """Every service metric (the telemetry client registers its own): state, DR ports, jobs, and the per-port
     counters when `ports` is given (api.port_metrics)."""
@@ -76,6 +78,27 @@ def register(
         registry.register(BudgetCollector(budgets))
     if ha is not None:
         registry.register(HaCollector(ha))
+    if coverage is not None:
+        registry.register(CoverageCollector(coverage))
+
+
+class CoverageCollector(Collector):
+    """Detectors a switch's telemetry leaves blind or degraded (what `fabricd status` lists): one series per
+    affected (switch, detector), none for a switch that streams everything its detectors read."""
+
+    def __init__(self, coverage: Callable[[], dict[str, Coverage]]) -> None:
+        self.coverage = coverage
+
+    def collect(self) -> Iterator[Metric]:
+        g = GaugeMetricFamily(
+            "fabricd_detector_degraded",
+            "1 where a switch does not stream what a detector reads: blind (cannot judge it), degraded (less evidence)",
+            labels=["device", "detector", "state"],
+        )
+        for device, cov in sorted(self.coverage().items()):
+            for d in cov.degraded:
+                g.add_metric([device, d.detector, "blind" if d.blind else "degraded"], 1.0)
+        yield g
 
 
 class HaCollector(Collector):

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 
 from fabricd.cli import main
@@ -48,6 +49,12 @@ def test_health_and_status_name_the_degraded_detectors(
             assert degraded["optics_trend"] == (False, {"fec.pre-fec-ber", "fec.corrected-codewords"})
             assert not any(blind for blind, _ in degraded.values())  # everything still runs, on less evidence
         assert svc.get("/api/v1/health")["status"] == "ok"  # an old release is a fact, not an outage
+        metrics = httpx.get(svc.url + "/metrics").text
+        for name in switches:
+            for detector in ("pfc_storm", "pfc_deadlock", "link_corruption", "optics_trend"):
+                line = f'fabricd_detector_degraded{{detector="{detector}",device="{name}",state="degraded"}} 1.0'
+                assert line in metrics
+        assert 'state="blind"' not in metrics
 
         assert main(["status", "--api", svc.url]) == 0
         out = capsys.readouterr().out
