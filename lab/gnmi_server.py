@@ -427,7 +427,9 @@ class DeviceService:
 
     def _state_change(self, stream: Stream, row: int, ts: int, oper: str | None) -> list[bytes]:
         keys = stream.req.watched_keys
-        codes = [c for c in (OPER_CODE, ADMIN_CODE) if (row, c) in keys]
+        # An oper event (oper given) changed oper-status, an admin event admin-status: only that leaf is sent.
+        changed = OPER_CODE if oper is not None else ADMIN_CODE
+        codes = [changed] if (row, changed) in keys else []
         if not codes:
             return []
         plan = self._plan(np.full(len(codes), row, dtype=np.int64), np.array(codes, dtype=np.int64), stream.req.target)

@@ -48,7 +48,7 @@ from fabricd.backoff import Backoff
 from .ingest import Ingestor
 from .metrics import TelemetryMetrics
 from .paths import Subscription, eos_profile, subscribe_request
-from .platforms import REJECTS, Plan, narrow, plan
+from .platforms import REJECTS, Plan, narrow, plan, refuses_encoding
 
 SUBSCRIBE = "/gnmi.gNMI/Subscribe"
 MAX_MESSAGE = 64 << 20  # a full-device initial dump in JSON can exceed gRPC's 4 MiB default
@@ -174,6 +174,7 @@ class _Device:
     backoff: Backoff
     dev_id: int
     rejected: dict[str, str] = field(default_factory=dict)  # subscription path -> "STATUS: detail"
+    json_ietf: bool = False  # the device refused PROTO: its subscriptions ask for JSON_IETF
     rejection: tuple[int, str, str] | None = None  # (group, status, detail) of the call the device just refused
     synced: asyncio.Event = field(default_factory=asyncio.Event)
     calls: list[Any] = field(default_factory=list)  # the Subscribe calls of the current connection
@@ -248,7 +249,7 @@ class TelemetryClient:
         rng = rng or random.Random()
         self.profiles = {"eos": eos_profile(interval_s)} if profile is None else dict(profile)
         self.heartbeat_ns = int(heartbeat_s * 1e9) if heartbeat_s else 0
-        self._serialized: dict[tuple[Subscription, ...], bytes] = {}  # shared by the devices of one release
+        self._serialized: dict[tuple[tuple[Subscription, ...], bool], bytes] = {}  # shared by devices alike
         plans: dict[tuple[str, str | None], Plan] = {}
         self._devices: dict[str, _Device] = {}
         for access in inventory_devices:
@@ -330,24 +331,36 @@ class TelemetryClient:
     # --- subscription groups -------------------------------------------------------------------------------
     def _regroup(self, d: _Device, groups: Sequence[tuple[Subscription, ...]]) -> None:
         d.groups = tuple(groups)
-        d.requests = tuple(self._request(g) for g in d.groups)
+        d.requests = tuple(self._request(g, d.json_ietf) for g in d.groups)
         d.sampled = tuple(any(s.mode != "on_change" for s in g) for g in d.groups)
 
-    def _request(self, group: tuple[Subscription, ...]) -> bytes:
-        raw = self._serialized.get(group)
+    def _request(self, group: tuple[Subscription, ...], json_ietf: bool) -> bytes:
+        raw = self._serialized.get((group, json_ietf))
         if raw is None:
-            req = subscribe_request(group)
+            req = subscribe_request(group, json_ietf=json_ietf)
             if self.heartbeat_ns:
                 for sub in req.subscribe.subscription:
                     if sub.mode == gnmi_pb2.ON_CHANGE:
                         sub.heartbeat_interval = self.heartbeat_ns
-            raw = self._serialized[group] = req.SerializeToString()
+            raw = self._serialized[(group, json_ietf)] = req.SerializeToString()
         return raw
 
     def _narrow(self, d: _Device, index: int, code: str, detail: str) -> bool:
         """The device refused Subscribe call `index` (`code`, `detail`): subscribe the rest without what it refused
-        (platforms.narrow). False when that would leave nothing: then the profile as a whole is refused, and the
-        device is retried with all of it, after a backoff, like any other failure."""
+        (platforms.narrow). A refusal of the PROTO encoding switches the device to JSON_IETF (which gNMI targets must
+        support for JSON-modelled data; the ingestor reads both). False when narrowing would leave nothing: then the
+        profile as a whole is refused, and the device is retried with all of it, after a backoff, like any other
+        failure."""
+        if not d.json_ietf and refuses_encoding(code, detail):
+            d.json_ietf = True
+            self._regroup(d, d.groups)
+            self.log.warning(
+                "telemetry from %s: the switch refuses PROTO encoding (%s: %s); subscribing with JSON_IETF",
+                d.access.name,
+                code,
+                self._redact(d, detail),
+            )
+            return True
         instead, given_up = narrow(d.groups[index], self._redact(d, detail))
         groups = [*d.groups[:index], *instead, *d.groups[index + 1 :]]
         if not any(groups):

@@ -303,12 +303,14 @@ def pygnmi_subscribe(subs: Sequence[Subscription]) -> dict[str, Any]:
     }
 
 
-def subscribe_request(subs: Sequence[Subscription], target: str = "", once: bool = False) -> Any:
-    """A gnmi_pb2.SubscribeRequest (STREAM, or ONCE; PROTO encoding) for grpc.aio clients."""
+def subscribe_request(
+    subs: Sequence[Subscription], target: str = "", once: bool = False, json_ietf: bool = False
+) -> Any:
+    """A gnmi_pb2.SubscribeRequest (STREAM, or ONCE; PROTO encoding, or JSON_IETF) for grpc.aio clients."""
     from pygnmi.spec.v080 import gnmi_pb2  # untyped stubs; imported here so paths stays cheap to import
 
     mode = gnmi_pb2.SubscriptionList.ONCE if once else gnmi_pb2.SubscriptionList.STREAM
-    sl = gnmi_pb2.SubscriptionList(mode=mode, encoding=gnmi_pb2.PROTO)
+    sl = gnmi_pb2.SubscriptionList(mode=mode, encoding=gnmi_pb2.JSON_IETF if json_ietf else gnmi_pb2.PROTO)
     if target:
         sl.prefix.target = target
     for s in subs:

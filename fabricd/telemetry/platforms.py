@@ -202,3 +202,9 @@ def narrow(group: Sequence[Subscription], detail: str) -> tuple[list[tuple[Subsc
         half = len(group) // 2
         return [tuple(group[:half]), tuple(group[half:])], []
     return [], list(group)
+
+
+def refuses_encoding(code: str, detail: str) -> bool:
+    """Does a switch's refusal concern the PROTO encoding rather than a path? (e.g. "unsupported encoding: PROTO")"""
+    text = detail.lower()
+    return code in REJECTS and "encoding" in text and "proto" in text

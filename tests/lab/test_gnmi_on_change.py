@@ -84,3 +84,56 @@ def test_a_flap_faster_than_the_stream_is_sent_down_then_up(
         down_at = asyncio.run_coroutine_threadsafe(flap(), loop).result(10)
         assert _values(responses, 2) == [(down_at, "DOWN"), (down_at + 1_000_000, "UP")]
         responses.cancel()
+
+
+def test_on_change_sends_only_the_leaf_that_changed(
+    served: tuple[Twin, GnmiServers, asyncio.AbstractEventLoop],
+) -> None:
+    """Subscribed to a port's whole state container ON_CHANGE: a link going down sends oper-status alone, a shutdown
+    sends admin-status alone (as EOS does), never the unchanged other leaf again."""
+    twin, servers, loop = served
+    host, port = servers.addresses[DEVICE]
+    p = gnmi_pb2.Path()
+    for name, keys in gp.parse_path_string(f"/interfaces/interface[name={PORT}]/state"):
+        p.elem.add(name=name, key=dict(keys))
+    sub = gnmi_pb2.Subscription(path=p, mode=gnmi_pb2.ON_CHANGE)
+    request = gnmi_pb2.SubscribeRequest(subscribe=gnmi_pb2.SubscriptionList(subscription=[sub], mode=0))
+    peer = twin.peer(DEVICE, PORT)
+    assert peer is not None
+    key = link_key(Endpoint(DEVICE, PORT), peer)
+
+    def leaves(responses: Any, n: int) -> list[tuple[str, str]]:
+        out: list[tuple[str, str]] = []
+        for r in responses:
+            if r.HasField("update"):
+                out += [(u.path.elem[-1].name, u.val.string_val) for u in r.update.update]
+            if len(out) >= n:
+                return out
+        raise AssertionError(f"stream ended after {out}")
+
+    with grpc.insecure_channel(f"{host}:{port}") as channel:
+        responses = gnmi_pb2_grpc.gNMIStub(channel).Subscribe(iter([request]), metadata=MD, timeout=10)
+        assert sorted(leaves(responses, 2)) == [("admin-status", "UP"), ("oper-status", "UP")]  # the initial state
+
+        async def link_down() -> None:
+            twin.link_down.add(key)
+            twin.touch()
+            twin.advance(twin.clock())
+
+        asyncio.run_coroutine_threadsafe(link_down(), loop).result(10)
+        assert leaves(responses, 1) == [("oper-status", "DOWN")]
+
+        async def shut() -> None:
+            twin.switches[DEVICE].config[twin.switches[DEVICE].index[PORT]].admin_up = False
+
+        asyncio.run_coroutine_threadsafe(shut(), loop).result(10)
+        assert leaves(responses, 1) == [("admin-status", "DOWN")]
+        responses.cancel()
+
+        async def restore() -> None:
+            twin.switches[DEVICE].config[twin.switches[DEVICE].index[PORT]].admin_up = True
+            twin.link_down.discard(key)
+            twin.touch()
+            twin.advance(twin.clock())
+
+        asyncio.run_coroutine_threadsafe(restore(), loop).result(10)

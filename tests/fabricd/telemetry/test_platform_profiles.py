@@ -166,3 +166,52 @@ def test_a_refusal_that_names_no_path_is_found_by_halving() -> None:
     last = {p for paths in seen[-calls:] for p in paths}
     every = {re.sub(r"\[[^]]*\]", "", s.path) for s in eos_profile(INTERVAL)}
     assert last == {p for p in every if not p.startswith(bad)}  # all but the one refused
+
+
+def test_a_switch_that_refuses_proto_is_subscribed_with_json_ietf(caplog: pytest.LogCaptureFixture) -> None:
+    """gNMI targets must serve JSON_IETF; some serve no PROTO. fabricd asks again with JSON_IETF, keeps every path,
+    and reads the RFC 7951 values (64-bit counters as strings)."""
+    encodings: list[int] = []
+
+    async def subscribe(requests: AsyncIterator[bytes], context: grpc.aio.ServicerContext[bytes, bytes]) -> None:
+        async for raw in requests:
+            req = gnmi_pb2.SubscribeRequest.FromString(raw)
+            encodings.append(req.subscribe.encoding)
+            if req.subscribe.encoding != gnmi_pb2.JSON_IETF:
+                await context.abort(grpc.StatusCode.UNIMPLEMENTED, "unsupported encoding: PROTO")
+            note = gnmi_pb2.Notification(timestamp=1_700_000_000 * 10**9)
+            for name, val in (("state/counters/in-pkts", b'"18446744073709551000"'), ("state/oper-status", b'"UP"')):
+                upd = note.update.add(val=gnmi_pb2.TypedValue(json_ietf_val=val))
+                for elem in name.split("/"):
+                    upd.path.elem.add(name=elem)
+            note.prefix.elem.add(name="interfaces")
+            note.prefix.elem.add(name="interface", key={"name": "Ethernet1/1"})
+            await context.write(gnmi_pb2.SubscribeResponse(update=note).SerializeToString())
+            await context.write(gnmi_pb2.SubscribeResponse(sync_response=True).SerializeToString())
+            break
+        await asyncio.Event().wait()
+
+    async def go() -> TelemetryClient:
+        async with local_gnmi(subscribe) as gnmi:
+            c = TelemetryClient(
+                [local_device("a", gnmi)], Ingestor(CounterStore()), profile={"eos": eos_profile(INTERVAL)},
+                interval_s=INTERVAL, connect_spread_s=0, spread_samples=False, backoff_base_s=0.05,
+            )  # fmt: skip
+            async with running(c):
+                await until(lambda: c.state("a").synced, 10)
+            return c
+
+    caplog.set_level(logging.WARNING, logger="fabricd")
+    c = asyncio.run(go())
+    # the first connection's calls asked for PROTO; every call after the refusal for JSON_IETF
+    first = encodings.index(gnmi_pb2.JSON_IETF)
+    assert 1 <= first <= 2 and set(encodings[:first]) == {gnmi_pb2.PROTO}
+    assert set(encodings[first:]) == {gnmi_pb2.JSON_IETF} and len(encodings) - first == 2
+    snap = c.ingestor.snapshot()
+    i = snap.find("a", "Ethernet1/1", "if.in-pkts")
+    assert i is not None and snap.current(i) == 18446744073709551000
+    assert c.state("a").rejected == ()  # no path was given up
+    assert [r.getMessage() for r in caplog.records if "JSON_IETF" in r.getMessage()] == [
+        "telemetry from a: the switch refuses PROTO encoding (UNIMPLEMENTED: unsupported encoding: PROTO); "
+        "subscribing with JSON_IETF"
+    ]

@@ -16,6 +16,7 @@ from fabricd.telemetry.platforms import (
     narrow,
     parse_release,
     plan,
+    refuses_encoding,
     served,
 )
 
@@ -233,3 +234,16 @@ def test_status_lines_group_switches_that_share_a_gap() -> None:
         "  refused on leaf-9: /interfaces/interface[name=*]/state/oper-status (NOT_FOUND: no such path)",
     ]
     assert coverage_lines([]) == []
+
+
+@pytest.mark.parametrize(
+    ("code", "detail", "want"),
+    [
+        ("UNIMPLEMENTED", "unsupported encoding: PROTO", True),
+        ("INVALID_ARGUMENT", "Encoding PROTO not supported", True),
+        ("NOT_FOUND", f"path {FEC} is not supported", False),
+        ("UNAUTHENTICATED", "encoding proto", False),  # not a refusal of what was asked
+    ],
+)
+def test_refuses_encoding(code: str, detail: str, want: bool) -> None:
+    assert refuses_encoding(code, detail) is want
