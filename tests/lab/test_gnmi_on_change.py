@@ -89,15 +89,17 @@ def test_a_flap_faster_than_the_stream_is_sent_down_then_up(
 def test_on_change_sends_only_the_leaf_that_changed(
     served: tuple[Twin, GnmiServers, asyncio.AbstractEventLoop],
 ) -> None:
-    """Subscribed to a port's whole state container ON_CHANGE: a link going down sends oper-status alone, a shutdown
-    sends admin-status alone (as EOS does), never the unchanged other leaf again."""
+    """Subscribed to a port's oper-status and admin-status ON_CHANGE: a link going down sends oper-status alone, a
+    shutdown sends admin-status alone (as EOS does), never the unchanged other leaf again."""
     twin, servers, loop = served
     host, port = servers.addresses[DEVICE]
-    p = gnmi_pb2.Path()
-    for name, keys in gp.parse_path_string(f"/interfaces/interface[name={PORT}]/state"):
-        p.elem.add(name=name, key=dict(keys))
-    sub = gnmi_pb2.Subscription(path=p, mode=gnmi_pb2.ON_CHANGE)
-    request = gnmi_pb2.SubscribeRequest(subscribe=gnmi_pb2.SubscriptionList(subscription=[sub], mode=0))
+    subs = []
+    for leaf in ("oper-status", "admin-status"):
+        p = gnmi_pb2.Path()
+        for name, keys in gp.parse_path_string(f"/interfaces/interface[name={PORT}]/state/{leaf}"):
+            p.elem.add(name=name, key=dict(keys))
+        subs.append(gnmi_pb2.Subscription(path=p, mode=gnmi_pb2.ON_CHANGE))
+    request = gnmi_pb2.SubscribeRequest(subscribe=gnmi_pb2.SubscriptionList(subscription=subs, mode=0))
     peer = twin.peer(DEVICE, PORT)
     assert peer is not None
     key = link_key(Endpoint(DEVICE, PORT), peer)
