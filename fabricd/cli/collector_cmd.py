@@ -26,7 +26,7 @@ def collector_command(
     from fabricd.service.leader import default_instance
     from fabricd.service.logs import setup_logging
     from fabricd.telemetry.collector import Collector
-    from fabricd.telemetry.paths import eos_profile
+    from fabricd.telemetry.platforms import profiles
     from policies.policy import load_policy
 
     cfg = load_config(config)
@@ -35,7 +35,7 @@ def collector_command(
     name = instance or default_instance()
     setup_logging(cfg.log_format, cfg.log_level, [a.password.get_secret_value() for a in accesses])
     t = cfg.telemetry
-    profile = {"eos": eos_profile(t.interval_s, load_policy(cfg.policy).lossless_priorities, t.intervals)}
+    profile = profiles(t.interval_s, load_policy(cfg.policy).lossless_priorities, t.intervals)
     collector = Collector(
         accesses, lambda: connect(cfg.bus, cfg.source, f"fabricd collector {name}"), instance=name, profile=profile,
         interval_s=t.interval_s, lease_ttl_s=t.collector_lease_ttl_s, max_age_s=t.stream_max_age_s,

@@ -48,8 +48,7 @@ from fabricd.telemetry import (
     TraceWriter,
 )
 from fabricd.telemetry.bus_source import BusTelemetry
-from fabricd.telemetry.paths import eos_profile
-from fabricd.telemetry.platforms import plan
+from fabricd.telemetry.platforms import plan, profiles
 from policies.policy import load_policy
 from topology.load import load_fabric
 from topology.model import Endpoint
@@ -104,7 +103,7 @@ class Service:
         tcfg = cfg.telemetry
         # PFC counters for the priorities the policy makes lossless (a storm on another one cannot happen).
         lossless = load_policy(cfg.policy).lossless_priorities
-        profile = {"eos": eos_profile(tcfg.interval_s, lossless, tcfg.intervals)}
+        profile = profiles(tcfg.interval_s, lossless, tcfg.intervals)
         # Per switch, what its platform profile subscribes on its release (the telemetry source plans the same).
         self.plans = {a.name: plan(a.platform, a.os_version, profile.get(a.platform, ())) for a in accesses}
         self.os_versions = {a.name: a.os_version for a in accesses}

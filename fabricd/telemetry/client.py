@@ -47,8 +47,8 @@ from fabricd.backoff import Backoff
 
 from .ingest import Ingestor
 from .metrics import TelemetryMetrics
-from .paths import Subscription, eos_profile, subscribe_request
-from .platforms import REJECTS, Plan, narrow, plan, refuses_encoding
+from .paths import Subscription, subscribe_request
+from .platforms import JSON_IETF_ONLY, REJECTS, Plan, narrow, plan, profiles, refuses_encoding
 
 SUBSCRIBE = "/gnmi.gNMI/Subscribe"
 MAX_MESSAGE = 64 << 20  # a full-device initial dump in JSON can exceed gRPC's 4 MiB default
@@ -86,6 +86,16 @@ def connect_delays(n: int, spread_s: float, rng: random.Random) -> list[float]:
     order = list(range(n))
     rng.shuffle(order)
     return [slot * (k + rng.random()) for k in order]
+
+
+def split_calls(subs: Sequence[Subscription]) -> list[tuple[Subscription, ...]]:
+    """One Subscribe call per (ON_CHANGE or not, prefix target): HTTP/2 flow control is per stream, so an oper-status
+    change never waits behind a SAMPLE burst of thousands of counters still being read; and a call has one prefix,
+    so one target (SONiC: one database)."""
+    calls: dict[tuple[bool, str], list[Subscription]] = {}
+    for s in subs:
+        calls.setdefault((s.mode != "on_change", s.target), []).append(s)
+    return [tuple(group) for _, group in sorted(calls.items(), key=lambda kv: kv[0])]
 
 
 def channel_options(access: DeviceAccess) -> list[tuple[str, Any]]:
@@ -200,7 +210,7 @@ RELEASED = "released"  # the cancel reason of a stream whose device another coll
 class TelemetryClient:
     """Streams every device in `inventory_devices` into `ingestor` until `stop()`.
 
-    `profile` maps a platform name to its subscriptions (default: EOS, `eos_profile(interval_s)`: ON_CHANGE
+    `profile` maps a platform name to its subscriptions (default: `platforms.profiles(interval_s)`, EOS: ON_CHANGE
     oper/admin status, counters SAMPLEd every `interval_s`, PFC and watchdog for the lossless priorities only);
     devices of other platforms are reported once and left stale. `interval_s` is also the staleness unit: a device
     is stale once nothing arrived for 3 intervals. `clock` gives unix ns (lag, staleness); `rng` seeds the jitter.
@@ -247,7 +257,7 @@ class TelemetryClient:
         self.on_lag = on_lag
         self._lag_every_ns = int(min(interval_s / 2, 1.0) * 1e9)
         rng = rng or random.Random()
-        self.profiles = {"eos": eos_profile(interval_s)} if profile is None else dict(profile)
+        self.profiles = profiles(interval_s) if profile is None else dict(profile)
         self.heartbeat_ns = int(heartbeat_s * 1e9) if heartbeat_s else 0
         self._serialized: dict[tuple[tuple[Subscription, ...], bool], bytes] = {}  # shared by devices alike
         plans: dict[tuple[str, str | None], Plan] = {}
@@ -257,12 +267,6 @@ class TelemetryClient:
             if key not in plans:
                 plans[key] = plan(access.platform, access.os_version, self.profiles.get(access.platform, ()))
             p = plans[key]
-            # ON_CHANGE in a Subscribe call of its own: HTTP/2 flow control is per stream, so an oper-status
-            # change never waits behind a SAMPLE burst of thousands of counters still being read.
-            split = (
-                tuple(s for s in p.subscriptions if s.mode == "on_change"),
-                tuple(s for s in p.subscriptions if s.mode != "on_change"),
-            )
             d = _Device(
                 access,
                 p,
@@ -271,8 +275,9 @@ class TelemetryClient:
                 (),
                 Backoff(backoff_base_s, backoff_cap_s, rng=rng),
                 self.store.device_id(access.name),  # interned now: stats rows and staleness from the start
+                json_ietf=access.platform in JSON_IETF_ONLY,
             )
-            self._regroup(d, [g for g in split if g])
+            self._regroup(d, split_calls(p.subscriptions))
             self._devices[access.name] = d
         for name, d in self._devices.items():
             if owned is None or name in owned:
@@ -337,7 +342,7 @@ class TelemetryClient:
     def _request(self, group: tuple[Subscription, ...], json_ietf: bool) -> bytes:
         raw = self._serialized.get((group, json_ietf))
         if raw is None:
-            req = subscribe_request(group, json_ietf=json_ietf)
+            req = subscribe_request(group, target=group[0].target, json_ietf=json_ietf)
             if self.heartbeat_ns:
                 for sub in req.subscribe.subscription:
                     if sub.mode == gnmi_pb2.ON_CHANGE:

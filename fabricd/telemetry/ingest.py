@@ -29,6 +29,7 @@ import numpy.typing as npt
 from google.protobuf.message import DecodeError
 from pygnmi.spec.v080 import gnmi_pb2
 
+from . import sonic
 from .paths import Elem, Kind, classify, match_rel, pb_elems, render, split_root
 from .store import I64, CounterStore, Stat
 from .templates import MAX_TEMPLATES, CompileBudget, Template, compile_cost, compile_template, value_kinds
@@ -251,6 +252,8 @@ class Ingestor:
             p = gnmi_pb2.Path.FromString(pfx)
         except DecodeError:
             return None
+        if p.target in sonic.TARGETS:
+            return None  # a SONiC database, not a device: rows of JSON, read by _sonic
         elems = pb_elems(p)
         if len(elems) > MAX_ELEMS:
             return None
@@ -308,6 +311,9 @@ class Ingestor:
             self._bad(self.store.device_id(channel), f"SubscribeResponse without a notification ({which})", now)
             return
         note = r.update
+        if note.prefix.target in sonic.TARGETS:
+            self._sonic(note, channel, now)
+            return
         ctx = self._prefix(channel, note.prefix.SerializeToString())
         if ctx is None:
             self._bad(self.store.device_id(channel), "malformed or oversized prefix", now)
@@ -331,6 +337,44 @@ class Ingestor:
             self._vals.append(u.val.SerializeToString())
             n += 1
         self._notification(ctx, ts, n)
+
+    def _sonic(self, note: Any, channel: str, now: int | None) -> None:
+        """A notification of SONiC's DB paths: each update's value is a table row (JSON), decoded by sonic.decode
+        into leaves; a row that yields none counts as an unknown path."""
+        store = self.store
+        dev = store.device_id(channel)
+        ts = int(note.timestamp)
+        if not 0 < ts <= _INT64_MAX:
+            self._bad(dev, f"notification timestamp {ts} out of range", now)
+            return
+        target = str(note.prefix.target)
+        prefix = [str(e.name) for e in note.prefix.elem]
+        n = 0
+        for u in note.update:
+            which = u.val.WhichOneof("value")
+            try:
+                row = json.loads(getattr(u.val, which)) if which in ("json_ietf_val", "json_val") else None
+            except ValueError:
+                row = None
+            if not isinstance(row, dict):
+                self._bad(dev, f"SONiC {target} update whose value is not a JSON object ({which})", now or ts)
+                continue
+            path = prefix + [str(e.name) for e in u.path.elem]
+            before = n
+            for port, leaf, index, value in sonic.decode(target, path, row):
+                self._codes.append((store.port_row(dev, port) << 16) | store.code(leaf, index))
+                tv = (
+                    gnmi_pb2.TypedValue(uint_val=value)
+                    if isinstance(value, int)
+                    else gnmi_pb2.TypedValue(string_val=value)
+                )
+                self._vals.append(tv.SerializeToString())
+                n += 1
+            if n == before:
+                self._codes.append(UNKNOWN)
+                self._vals.append(b"")
+                n += 1
+        self._notification((dev, 0, {}, (), "", 0, [None]), ts, n)
 
     def _delete(self, ctx: Ctx, path: Any) -> None:
         """A deleted leaf or port: its series start over (no rate across the gap)."""

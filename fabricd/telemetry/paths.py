@@ -243,6 +243,7 @@ class Subscription:
     path: str
     mode: str  # "on_change" | "sample"
     sample_interval_ns: int = 0
+    target: str = ""  # the prefix target (SONiC: the database, e.g. COUNTERS_DB); "" for OpenConfig paths
 
 
 # SAMPLE groups whose interval can be set apart from the base interval. PFC and queue counters stay in one group:

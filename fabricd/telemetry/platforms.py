@@ -19,7 +19,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 
-from .paths import PathSyntaxError, Subscription, leaves_under, parse_path
+from . import sonic
+from .paths import PathSyntaxError, Subscription, eos_profile, leaves_under, parse_path
 
 Release = tuple[int, int, int]
 _RELEASE = re.compile(r"(\d+)\.(\d+)(?:\.(\d+))?")
@@ -95,6 +96,13 @@ EOS: dict[str, Fact] = {
 }
 
 PROFILES: dict[str, dict[str, Fact]] = {"eos": EOS}
+# Platforms whose gNMI serves no PROTO for what fabricd reads: sonic-gnmi's DB paths are JSON rows.
+JSON_IETF_ONLY = frozenset({"sonic"})
+
+
+def subscription_leaves(sub: Subscription) -> frozenset[str]:
+    """The leaves a subscription delivers: OpenConfig paths by the leaf templates, SONiC's DB paths by their table."""
+    return sonic.LEAVES.get(sub.path, frozenset()) if sub.target in sonic.TARGETS else leaves_under(sub.path)
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,7 +143,7 @@ def plan(platform: str, version: str | None, subs: Sequence[Subscription]) -> Pl
     missing: dict[str, str] = {}
     expected: set[str] = set()
     for sub in subs:
-        leaves = leaves_under(sub.path)
+        leaves = subscription_leaves(sub)
         absent = {
             leaf: facts[leaf].why_not(platform, version or "")
             for leaf in leaves
@@ -158,7 +166,7 @@ def plan(platform: str, version: str | None, subs: Sequence[Subscription]) -> Pl
 def expected_leaves(subs: Iterable[Subscription]) -> frozenset[str]:
     out: set[str] = set()
     for s in subs:
-        out |= leaves_under(s.path)
+        out |= subscription_leaves(s)
     return frozenset(out)
 
 
@@ -208,3 +216,14 @@ def refuses_encoding(code: str, detail: str) -> bool:
     """Does a switch's refusal concern the PROTO encoding rather than a path? (e.g. "unsupported encoding: PROTO")"""
     text = detail.lower()
     return code in REJECTS and "encoding" in text and "proto" in text
+
+
+def profiles(
+    sample_interval_s: float = 10.0, lossless: Sequence[int] = (3,), intervals: Mapping[str, float] | None = None
+) -> dict[str, list[Subscription]]:
+    """What fabricd subscribes to, per platform: EOS's OpenConfig paths (paths.eos_profile), SONiC's DB paths
+    (sonic.sonic_profile)."""
+    return {
+        "eos": eos_profile(sample_interval_s, lossless, intervals),
+        "sonic": sonic.sonic_profile(sample_interval_s, intervals),
+    }

@@ -14,7 +14,7 @@ from typing import Any
 from drivers.inventory import DeviceAccess
 from fabricd.telemetry.client import TelemetryClient
 from fabricd.telemetry.ingest import Ingestor
-from fabricd.telemetry.paths import eos_profile
+from fabricd.telemetry.platforms import profiles
 from fabricd.telemetry.store import CounterStore
 from fabricd.telemetry.trace import TraceWriter
 from topology.sourcefile import write_atomic
@@ -37,7 +37,7 @@ def record_trace(
     ingestor = _InOrder(CounterStore(), recorder=TraceWriter(buffer))
 
     async def run() -> list[str]:
-        client = TelemetryClient(accesses, ingestor, profile={"eos": eos_profile(sample_interval_s=interval_s)},
+        client = TelemetryClient(accesses, ingestor, profile=profiles(interval_s),
                                  interval_s=interval_s, connect_spread_s=0, spread_samples=False,
                                  clock=time.time_ns)  # fmt: skip
         task = asyncio.create_task(client.run())

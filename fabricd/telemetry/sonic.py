@@ -1,0 +1,151 @@
+"""SONiC telemetry: the sonic-gnmi DB paths fabricd subscribes to, and their JSON rows as fabricd's leaves.
+
+SONiC's gNMI server serves its Redis databases (reference/platforms.md: target `COUNTERS_DB`, paths
+`COUNTERS/Ethernet*` carrying SAI counters such as `SAI_PORT_STAT_PFC_<n>_RX_PKTS` and
+`SAI_QUEUE_STAT_WRED_ECN_MARKED_PACKETS`; oper status in APPL_DB `PORT_TABLE`). The prefix's target names the
+database, an update's path names the table and key (`COUNTERS/Ethernet0`, the virtual `.../Queues` and `.../Pfcwd`
+sub-paths for a port's queues and PFC watchdog), and its value is the whole row as a JSON_IETF object of strings.
+SONiC serves no PROTO encoding for these paths, so SONiC switches are subscribed with JSON_IETF.
+
+A row decodes into (port, leaf, index, value) in fabricd's leaf names (paths.LEAVES), so detectors read SONiC and EOS
+switches alike. Port names go back to the topology's (`Ethernet0` -> `Ethernet1/1`, drivers.sonic.render). Which
+counters an ASIC fills differs (a Broadcom ASIC reports no pause duration); what a switch does not send is reported
+by the coverage of `fabricd status`, not guessed.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Mapping, Sequence
+
+from drivers.sonic.render import LANES_PER_PORT
+
+from .paths import Subscription
+
+TARGETS = frozenset({"COUNTERS_DB", "APPL_DB"})
+Row = tuple[str, str, str | None, int | str]  # (topology port, leaf, index, value)
+
+# SAI port counters -> fabricd leaves (one to one).
+PORT_COUNTERS: dict[str, str] = {
+    "SAI_PORT_STAT_IF_IN_OCTETS": "if.in-octets",
+    "SAI_PORT_STAT_IF_OUT_OCTETS": "if.out-octets",
+    "SAI_PORT_STAT_IF_IN_UCAST_PKTS": "if.in-unicast-pkts",
+    "SAI_PORT_STAT_IF_OUT_UCAST_PKTS": "if.out-unicast-pkts",
+    "SAI_PORT_STAT_IF_IN_ERRORS": "if.in-errors",
+    "SAI_PORT_STAT_IF_IN_DISCARDS": "if.in-discards",
+    "SAI_PORT_STAT_IF_OUT_DISCARDS": "if.out-discards",
+    "SAI_PORT_STAT_IF_OUT_ERRORS": "if.out-errors",
+    "SAI_PORT_STAT_ETHER_STATS_CRC_ALIGN_ERRORS": "eth.in-crc-errors",
+    "SAI_PORT_STAT_IF_IN_FEC_CORRECTABLE_FRAMES": "fec.corrected-codewords",
+    "SAI_PORT_STAT_IF_IN_FEC_NOT_CORRECTABLE_FRAMES": "fec.uncorrected-codewords",
+    "SAI_PORT_STAT_IF_IN_FEC_SYMBOL_ERRORS": "eth.in-symbol-error",
+}
+# OpenConfig's in-pkts / out-pkts count every packet: SAI splits unicast from the rest.
+PACKET_SUMS = {
+    "if.in-pkts": ("SAI_PORT_STAT_IF_IN_UCAST_PKTS", "SAI_PORT_STAT_IF_IN_NON_UCAST_PKTS"),
+    "if.out-pkts": ("SAI_PORT_STAT_IF_OUT_UCAST_PKTS", "SAI_PORT_STAT_IF_OUT_NON_UCAST_PKTS"),
+}
+_PFC = re.compile(r"SAI_PORT_STAT_PFC_([0-7])_(RX_PKTS|TX_PKTS|RX_PAUSE_DURATION_US)$")
+_PFC_LEAF = {
+    "RX_PKTS": "pfc.in-frames",
+    "TX_PKTS": "pfc.out-frames",
+    "RX_PAUSE_DURATION_US": "pfc.pfc-on-total-rx-time",
+}
+QUEUE_COUNTERS: dict[str, str] = {
+    "SAI_QUEUE_STAT_PACKETS": "queue.transmit-pkts",
+    "SAI_QUEUE_STAT_BYTES": "queue.transmit-octets",
+    "SAI_QUEUE_STAT_DROPPED_PACKETS": "queue.dropped-pkts",
+    "SAI_QUEUE_STAT_WRED_ECN_MARKED_PACKETS": "queue.ecn-marked-pkts",
+    "SAI_QUEUE_STAT_WRED_DROPPED_PACKETS": "queue.wred-dropped-pkts",
+}
+WATCHDOG_COUNTERS: dict[str, str] = {
+    "PFC_WD_QUEUE_STATS_DEADLOCK_DETECTED": "wd.stuck-count",
+    "PFC_WD_QUEUE_STATS_DEADLOCK_RESTORED": "wd.recovery-count",
+}
+STATUS = {"oper_status": "oper-status", "admin_status": "admin-status"}
+
+PORTS, QUEUES, WATCHDOG = "/COUNTERS/Ethernet*", "/COUNTERS/Ethernet*/Queues", "/COUNTERS/Ethernet*/Pfcwd"
+PORT_TABLE = "/PORT_TABLE/Ethernet*"
+# What each subscription delivers, in fabricd's leaves (for the platform plan and the coverage report).
+LEAVES: dict[str, frozenset[str]] = {
+    PORTS: frozenset({*PORT_COUNTERS.values(), *PACKET_SUMS, *_PFC_LEAF.values()}),
+    QUEUES: frozenset(QUEUE_COUNTERS.values()),
+    WATCHDOG: frozenset(WATCHDOG_COUNTERS.values()),
+    PORT_TABLE: frozenset(STATUS.values()),
+}
+
+
+def sonic_profile(sample_interval_s: float = 10.0, intervals: Mapping[str, float] | None = None) -> list[Subscription]:
+    """SONiC: port status ON_CHANGE from APPL_DB; port, queue and PFC watchdog counters SAMPLEd from COUNTERS_DB (the
+    PFC counters come in the port's row, so the `pfc` interval applies to its queues and watchdog)."""
+
+    def ns(group: str) -> int:
+        return int((intervals or {}).get(group, sample_interval_s) * 1e9)
+
+    return [
+        Subscription(PORT_TABLE, "on_change", target="APPL_DB"),
+        Subscription(PORTS, "sample", ns("counters"), target="COUNTERS_DB"),
+        Subscription(QUEUES, "sample", ns("pfc"), target="COUNTERS_DB"),
+        Subscription(WATCHDOG, "sample", ns("pfc"), target="COUNTERS_DB"),
+    ]
+
+
+def topology_port(name: str) -> str | None:
+    """SONiC `Ethernet8` -> the topology's `Ethernet2/1` (the numbering drivers.sonic.render assumes); None if it is
+    not a front-panel port name."""
+    m = re.fullmatch(r"Ethernet(\d+)", name)
+    if m is None or int(m.group(1)) % LANES_PER_PORT:
+        return None
+    return f"Ethernet{int(m.group(1)) // LANES_PER_PORT + 1}/1"
+
+
+def _count(v: object) -> int | None:
+    """SAI counters are decimal strings (RFC 7951 for 64-bit integers)."""
+    if isinstance(v, str) and v.isdigit():
+        n = int(v)
+        return n if n < 1 << 64 else None
+    return v if isinstance(v, int) and not isinstance(v, bool) and 0 <= v < 1 << 64 else None
+
+
+def decode(target: str, path: Sequence[str], row: Mapping[str, object]) -> Iterator[Row]:
+    """One update of a SONiC DB path as fabricd leaves. Unknown fields are skipped (an ASIC's extra counters);
+    a value that is not a counter is skipped too (the caller counts what it could not read)."""
+    if len(path) < 2 or (port := topology_port(path[1])) is None:
+        return
+    table, sub = path[0], path[2] if len(path) > 2 else None
+    if target == "APPL_DB" and table == "PORT_TABLE" and sub is None:
+        for field, leaf in STATUS.items():
+            v = row.get(field)
+            if isinstance(v, str) and v:
+                yield port, leaf, None, v.upper()
+        return
+    if target != "COUNTERS_DB" or table != "COUNTERS":
+        return
+    if sub is None:
+        yield from _port_counters(port, row)
+    elif sub in ("Queues", "Pfcwd"):
+        fields = QUEUE_COUNTERS if sub == "Queues" else WATCHDOG_COUNTERS
+        for key, counters in row.items():
+            _, _, queue = key.rpartition(":")
+            if not queue.isdigit() or not isinstance(counters, Mapping):
+                continue
+            for field, leaf in fields.items():
+                if (n := _count(counters.get(field))) is not None:
+                    yield port, leaf, queue, n
+
+
+def _port_counters(port: str, row: Mapping[str, object]) -> Iterator[Row]:
+    for field, leaf in PORT_COUNTERS.items():
+        if (n := _count(row.get(field))) is not None:
+            yield port, leaf, None, n
+    for leaf, parts in PACKET_SUMS.items():
+        counts = [_count(row.get(f)) for f in parts]
+        if all(c is not None for c in counts):
+            yield port, leaf, None, sum(c for c in counts if c is not None) % (1 << 64)
+    for field, v in row.items():
+        m = _PFC.match(field)
+        if m is None or (n := _count(v)) is None:
+            continue
+        what = m.group(2)
+        # SONiC counts pause in microseconds, OpenConfig's pfc-on-total-rx-time in nanoseconds.
+        yield port, _PFC_LEAF[what], m.group(1), n * 1000 if what == "RX_PAUSE_DURATION_US" else n

@@ -1,0 +1,133 @@
+"""SONiC's gNMI DB paths as fabricd reads them: rows of SAI counters (JSON_IETF strings) into fabricd's leaves, port
+names back to the topology's, and the ingestor's path for them. Pure: no sockets."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from pygnmi.spec.v080 import gnmi_pb2
+
+from fabricd.telemetry import CounterStore, Ingestor, Stat
+from fabricd.telemetry.platforms import plan, profiles, subscription_leaves
+from fabricd.telemetry.sonic import decode, sonic_profile, topology_port
+
+T0 = 1_700_000_000 * 10**9
+
+
+@pytest.mark.parametrize(
+    ("sonic", "topology"),
+    [("Ethernet0", "Ethernet1/1"), ("Ethernet8", "Ethernet2/1"), ("Ethernet248", "Ethernet32/1"),
+     ("Ethernet4", None), ("PortChannel1", None), ("Ethernet", None)],
+)  # fmt: skip
+def test_port_names_go_back_to_the_topology(sonic: str, topology: str | None) -> None:
+    assert topology_port(sonic) == topology
+
+
+PORT_ROW = {
+    "SAI_PORT_STAT_IF_IN_OCTETS": "4200000",
+    "SAI_PORT_STAT_IF_IN_UCAST_PKTS": "1000",
+    "SAI_PORT_STAT_IF_IN_NON_UCAST_PKTS": "10",
+    "SAI_PORT_STAT_IF_OUT_UCAST_PKTS": "900",
+    "SAI_PORT_STAT_IF_OUT_NON_UCAST_PKTS": "9",
+    "SAI_PORT_STAT_IF_IN_ERRORS": "3",
+    "SAI_PORT_STAT_ETHER_STATS_CRC_ALIGN_ERRORS": "3",
+    "SAI_PORT_STAT_IF_IN_FEC_NOT_CORRECTABLE_FRAMES": "1",
+    "SAI_PORT_STAT_PFC_3_RX_PKTS": "77",
+    "SAI_PORT_STAT_PFC_3_RX_PAUSE_DURATION_US": "1500",
+    "SAI_PORT_STAT_PFC_4_TX_PKTS": "5",
+    "SAI_PORT_STAT_SOMETHING_NEW": "8",  # an ASIC's extra counter: skipped
+    "SAI_PORT_STAT_IF_OUT_OCTETS": "not a number",  # skipped
+}
+
+
+def test_a_port_row_decodes_into_fabricd_leaves() -> None:
+    got = {(leaf, index): v for _, leaf, index, v in decode("COUNTERS_DB", ["COUNTERS", "Ethernet8"], PORT_ROW)}
+    assert got == {
+        ("if.in-octets", None): 4200000,
+        ("if.in-unicast-pkts", None): 1000,
+        ("if.out-unicast-pkts", None): 900,
+        ("if.in-pkts", None): 1010,  # OpenConfig's in-pkts: unicast and the rest
+        ("if.out-pkts", None): 909,
+        ("if.in-errors", None): 3,
+        ("eth.in-crc-errors", None): 3,
+        ("fec.uncorrected-codewords", None): 1,
+        ("pfc.in-frames", "3"): 77,
+        ("pfc.pfc-on-total-rx-time", "3"): 1_500_000,  # microseconds -> nanoseconds
+        ("pfc.out-frames", "4"): 5,
+    }
+    assert {port for port, *_ in decode("COUNTERS_DB", ["COUNTERS", "Ethernet8"], PORT_ROW)} == {"Ethernet2/1"}
+
+
+def test_queue_watchdog_and_port_table_rows() -> None:
+    queues = {"Ethernet0:3": {"SAI_QUEUE_STAT_PACKETS": "50", "SAI_QUEUE_STAT_WRED_ECN_MARKED_PACKETS": "2"},
+              "Ethernet0:x": {"SAI_QUEUE_STAT_PACKETS": "1"}}  # fmt: skip
+    assert sorted(decode("COUNTERS_DB", ["COUNTERS", "Ethernet0", "Queues"], queues)) == [
+        ("Ethernet1/1", "queue.ecn-marked-pkts", "3", 2),
+        ("Ethernet1/1", "queue.transmit-pkts", "3", 50),
+    ]
+    wd = {"Ethernet0:3": {"PFC_WD_QUEUE_STATS_DEADLOCK_DETECTED": "4", "PFC_WD_STATUS": "stormed"}}
+    assert list(decode("COUNTERS_DB", ["COUNTERS", "Ethernet0", "Pfcwd"], wd)) == [
+        ("Ethernet1/1", "wd.stuck-count", "3", 4)
+    ]
+    port = {"oper_status": "down", "admin_status": "up", "speed": "400000"}
+    assert list(decode("APPL_DB", ["PORT_TABLE", "Ethernet0"], port)) == [
+        ("Ethernet1/1", "oper-status", None, "DOWN"),
+        ("Ethernet1/1", "admin-status", None, "UP"),
+    ]
+    assert list(decode("APPL_DB", ["LLDP_ENTRY_TABLE", "Ethernet0"], port)) == []
+    assert list(decode("COUNTERS_DB", ["COUNTERS", "Ethernet3"], PORT_ROW)) == []  # not a front-panel port
+
+
+def _note(target: str, path: list[str], row: Any, ts: int = T0) -> bytes:
+    n = gnmi_pb2.Notification(timestamp=ts)
+    n.prefix.target = target
+    u = n.update.add()
+    for e in path:
+        u.path.elem.add(name=e)
+    u.val.json_ietf_val = row if isinstance(row, bytes) else json.dumps(row).encode()
+    return gnmi_pb2.SubscribeResponse(update=n).SerializeToString()
+
+
+def test_the_ingestor_reads_sonic_rows_as_the_switch_s_leaves() -> None:
+    ing = Ingestor(CounterStore())
+    dev = "leaf-g0-r0"
+    ing.ingest(_note("COUNTERS_DB", ["COUNTERS", "Ethernet0"], PORT_ROW), dev)
+    later = {**PORT_ROW, "SAI_PORT_STAT_IF_IN_UCAST_PKTS": "3000"}
+    ing.ingest(_note("COUNTERS_DB", ["COUNTERS", "Ethernet0"], later, T0 + 10**9), dev)
+    ing.ingest(_note("APPL_DB", ["PORT_TABLE", "Ethernet0"], {"oper_status": "up", "admin_status": "up"}), dev)
+    snap = ing.snapshot()
+    assert snap.devices == (dev,)  # the target names the database, not a device
+    assert snap.rate_of(dev, "Ethernet1/1", "if.in-pkts") == 2000.0
+    i = snap.find(dev, "Ethernet1/1", "pfc.pfc-on-total-rx-time", 3)
+    assert i is not None and snap.current(i) == 1_500_000
+    o = snap.find(dev, "Ethernet1/1", "oper-status")
+    assert o is not None and snap.text(o) == "UP"
+    assert snap.stat(dev, Stat.MALFORMED) == 0 and snap.stat(dev, Stat.UNKNOWN) == 0
+
+
+def test_bad_sonic_rows_are_counted_never_raise() -> None:
+    ing = Ingestor(CounterStore())
+    dev = "leaf-g0-r0"
+    ing.ingest(_note("COUNTERS_DB", ["COUNTERS", "Ethernet0"], b"{not json"), dev)
+    ing.ingest(_note("COUNTERS_DB", ["COUNTERS", "Ethernet0"], [1, 2]), dev)
+    ing.ingest(_note("COUNTERS_DB", ["NO_SUCH_TABLE", "Ethernet0"], {"x": "1"}), dev)
+    ing.ingest(_note("COUNTERS_DB", ["COUNTERS", "Ethernet0"], PORT_ROW, ts=0), dev)
+    snap = ing.snapshot()
+    assert snap.stat(dev, Stat.MALFORMED) == 3 and snap.stat(dev, Stat.UNKNOWN) == 1
+    assert len(snap) == 0
+
+
+def test_the_sonic_profile_and_its_plan() -> None:
+    subs = sonic_profile(10.0, {"pfc": 1.0})
+    assert {(s.path, s.target, s.mode) for s in subs} == {
+        ("/PORT_TABLE/Ethernet*", "APPL_DB", "on_change"),
+        ("/COUNTERS/Ethernet*", "COUNTERS_DB", "sample"),
+        ("/COUNTERS/Ethernet*/Queues", "COUNTERS_DB", "sample"),
+        ("/COUNTERS/Ethernet*/Pfcwd", "COUNTERS_DB", "sample"),
+    }
+    assert [s.sample_interval_ns for s in subs if s.path.endswith("Queues")] == [10**9]
+    p = plan("sonic", "SONiC.202411.x", profiles(10.0)["sonic"])
+    assert p.skipped == () and {"oper-status", "if.in-pkts", "pfc.in-frames", "queue.transmit-pkts"} <= p.expected
+    assert subscription_leaves(subs[0]) == {"oper-status", "admin-status"}
