@@ -87,7 +87,8 @@ def _note(target: str, path: list[str], row: Any, ts: int = T0) -> bytes:
     for e in path:
         u.path.elem.add(name=e)
     u.val.json_ietf_val = row if isinstance(row, bytes) else json.dumps(row).encode()
-    return gnmi_pb2.SubscribeResponse(update=n).SerializeToString()
+    raw: bytes = gnmi_pb2.SubscribeResponse(update=n).SerializeToString()
+    return raw
 
 
 def test_the_ingestor_reads_sonic_rows_as_the_switch_s_leaves() -> None:
