@@ -16,7 +16,7 @@ import asyncio
 import contextlib
 import errno
 import threading
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,9 +25,11 @@ import numpy as np
 from pygnmi.spec.v080 import gnmi_pb2
 
 from . import gnmi_paths as gp
+from . import sonic_gnmi
 from .endpoints import Credentials, DeviceEndpoints
 from .eos_releases import served_codes
 from .model import Switch, Twin
+from .sonic_config import sonic_port
 
 GNMI_VERSION = "0.8.0"
 MIN_INTERVAL_NS = 100_000_000  # a sample or heartbeat interval below this is refused (INVALID_ARGUMENT)
@@ -63,7 +65,7 @@ class Hub:
     twin: Twin
     credentials: Credentials
     loop: asyncio.AbstractEventLoop
-    streams: dict[str, set[Stream]] = field(default_factory=dict)
+    streams: dict[str, set[Watcher]] = field(default_factory=dict)
     prefixes: dict[str, gp.Prefixes] = field(default_factory=dict)
     thread: int = 0
     _task: asyncio.Task[None] | None = None
@@ -120,10 +122,10 @@ class Hub:
                     elif poll_admin and stream.admin_rows is not None:
                         stream.check_admin()
 
-    def register(self, stream: Stream) -> None:
+    def register(self, stream: Watcher) -> None:
         self.streams.setdefault(stream.sw.name, set()).add(stream)
 
-    def unregister(self, stream: Stream) -> None:
+    def unregister(self, stream: Watcher) -> None:
         streams = self.streams.get(stream.sw.name)
         if streams is not None:
             streams.discard(stream)
@@ -148,16 +150,17 @@ class Request:
         return [*self.sampled.values(), *([self.watched] if self.watched else [])]
 
 
-class Stream:
-    """One open Subscribe RPC: its events queue (state changes, drops) and its admin-status memory."""
+class Watcher:
+    """An open Subscribe RPC as the hub feeds it: its events queue (state changes, drops) and the admin-status of the
+    ports it watches (`admin_rows`), polled for changes."""
 
-    def __init__(self, hub: Hub, sw: Switch, req: Request):
-        self.hub, self.sw, self.req = hub, sw, req
+    def __init__(self, hub: Hub, sw: Switch, admin: Iterable[int]):
+        self.hub, self.sw = hub, sw
         self.epoch = sw.stream_epoch
         # (kind, row, ts, oper-status at that time for an oper change)
         self.events: asyncio.Queue[tuple[str, int, int, str | None]] = asyncio.Queue()
-        admin = [row for row, code in req.watched_keys if code == ADMIN_CODE]
-        self.admin_rows = np.array(sorted(admin), dtype=np.int64) if admin else None
+        rows = sorted(admin)
+        self.admin_rows = np.array(rows, dtype=np.int64) if rows else None
         self.admin = self._admin_now()
 
     def _admin_now(self) -> list[bool]:
@@ -173,6 +176,14 @@ class Stream:
                 if old != new:
                     self.events.put_nowait(("state", row, ts, None))
             self.admin = now
+
+
+class Stream(Watcher):
+    """One open Subscribe RPC of OpenConfig paths."""
+
+    def __init__(self, hub: Hub, sw: Switch, req: Request):
+        super().__init__(hub, sw, (row for row, code in req.watched_keys if code == ADMIN_CODE))
+        self.req = req
 
 
 def _metadata(context: grpc.aio.ServicerContext[Any, Any]) -> dict[str, str]:
@@ -198,6 +209,11 @@ class DeviceService:
             raise RpcError(grpc.StatusCode.UNAUTHENTICATED, "send 'username' and 'password' metadata")
         if not self.hub.credentials.check(md["username"], md["password"]):
             raise RpcError(grpc.StatusCode.UNAUTHENTICATED, "authentication failed: wrong username or password")
+
+    def _db(self, prefix: Any) -> str | None:
+        """The database a SONiC switch's request names in its prefix target (sonic_gnmi.py), else None."""
+        target = str(prefix.target)
+        return target if self.sw.platform == "sonic" and target in sonic_gnmi.TARGETS else None
 
     def _target(self, prefix: Any) -> str:
         target = str(prefix.target)
@@ -259,6 +275,13 @@ class DeviceService:
             raise RpcError(
                 grpc.StatusCode.UNIMPLEMENTED, f"encoding {encoding} is not supported; use JSON, PROTO or JSON_IETF"
             )
+        if (db := self._db(request.prefix)) is not None:
+            now = self.hub.twin.advance()
+            if encoding not in (0, 4):
+                raise RpcError(grpc.StatusCode.UNIMPLEMENTED, f"unsupported encoding: {ENCODINGS[encoding]}")
+            rows = [r for p in request.path for r in self._db_rows(db, request.prefix, p, now)]
+            # A SubscribeResponse holding a notification is field 1, as a GetResponse's notifications are.
+            return b"".join(sonic_gnmi.notifications(db, rows, now))
         target = self._target(request.prefix)
         prefix = self._prefix_elems(request.prefix)
         if int(request.type) == 1:  # CONFIG: the twin serves state leaves only
@@ -293,6 +316,10 @@ class DeviceService:
                 raise RpcError(
                     grpc.StatusCode.INVALID_ARGUMENT, "the first SubscribeRequest must be a subscription list"
                 )
+            if (db := self._db(first.subscribe.prefix)) is not None:
+                async for msg in self._db_subscribe(db, first.subscribe):
+                    yield msg
+                return
             req = self._request(first.subscribe)
             stream = Stream(self.hub, self.sw, req)
             self.hub.register(stream)
@@ -311,6 +338,76 @@ class DeviceService:
         finally:
             if stream is not None:
                 self.hub.unregister(stream)
+
+    # --- SONiC's DB paths (sonic_gnmi.py) ---------------------------------------------------------
+    def _db_rows(self, db: str, prefix: Any, path: Any, now: int) -> list[sonic_gnmi.Row]:
+        elems = [str(e.name) for e in prefix.elem] + [str(e.name) for e in path.elem]
+        try:
+            return sonic_gnmi.rows(self.sw, db, elems, now)
+        except sonic_gnmi.DbPathError as exc:
+            raise RpcError(grpc.StatusCode.NOT_FOUND, str(exc)) from None
+
+    async def _db_subscribe(self, db: str, sl: Any) -> AsyncIterator[bytes]:
+        """ONCE, or STREAM with SAMPLE per path and ON_CHANGE for PORT_TABLE rows (oper and admin status)."""
+        encoding, mode = int(sl.encoding), int(sl.mode)
+        if encoding not in (0, 4):
+            raise RpcError(grpc.StatusCode.UNIMPLEMENTED, f"unsupported encoding: {ENCODINGS.get(encoding, encoding)}")
+        if mode not in (0, 1):
+            raise RpcError(grpc.StatusCode.UNIMPLEMENTED, f"subscription list mode {mode} is not supported for {db}")
+        if not sl.subscription:
+            raise RpcError(grpc.StatusCode.INVALID_ARGUMENT, "the subscription list has no subscription")
+        now = self.hub.twin.advance()
+        sampled: dict[int, list[Any]] = {}
+        watched: set[int] = set()
+        for sub in sl.subscription:
+            selected = self._db_rows(db, sl.prefix, sub.path, now)
+            interval = int(sub.sample_interval)
+            if 0 < interval < MIN_INTERVAL_NS:
+                raise RpcError(grpc.StatusCode.INVALID_ARGUMENT, f"sample_interval {interval} ns is below the minimum")
+            if int(sub.mode) == 1 and db == "APPL_DB":
+                names = [path[1] for path, _ in selected]
+                watched |= {i for i, p in enumerate(self.sw.ports) if sonic_port(p) in names}
+            else:
+                sampled.setdefault(interval or DEFAULT_SAMPLE_NS, []).append(sub.path)
+        full = [r for sub in sl.subscription for r in self._db_rows(db, sl.prefix, sub.path, now)]
+        if mode == 1 or not sl.updates_only:
+            for msg in sonic_gnmi.notifications(db, full, now):
+                yield msg
+        yield gp.SYNC_RESPONSE
+        if mode == 1:
+            return
+        watcher = Watcher(self.hub, self.sw, watched)
+        self.hub.register(watcher)
+        try:
+            loop = asyncio.get_running_loop()
+            start = loop.time()
+            due = {i: start + i / 1e9 for i in sampled}
+            while True:
+                wake = min(due.values(), default=start + 3600)
+                try:
+                    kind, row, ts, oper = await asyncio.wait_for(watcher.events.get(), max(0.0, wake - loop.time()))
+                except TimeoutError:
+                    kind, row, ts, oper = "", 0, 0, None
+                if kind == "drop":
+                    raise RpcError(grpc.StatusCode.UNAVAILABLE, f"{self.device}: gNMI stream dropped")
+                if kind == "state" and row in watched:
+                    entry = sonic_gnmi.port_table(self.sw, row)
+                    if oper is not None:  # the state at the time of the change (see Hub._dispatch)
+                        entry["oper_status"] = oper.lower()
+                    path = ["PORT_TABLE", sonic_port(self.sw.ports[row])]
+                    for msg in sonic_gnmi.notifications(db, [(path, entry)], ts):
+                        yield msg
+                t = loop.time()
+                for interval, at in due.items():
+                    if t >= at:
+                        now = self.hub.twin.advance()
+                        rows = [r for p in sampled[interval] for r in self._db_rows(db, sl.prefix, p, now)]
+                        for msg in sonic_gnmi.notifications(db, rows, now):
+                            yield msg
+                        step = interval / 1e9
+                        due[interval] = at + step * max(1, int((loop.time() - at) // step) + 1)
+        finally:
+            self.hub.unregister(watcher)
 
     # --- subscription internals --------------------------------------------------------------------
     def _request(self, sl: Any) -> Request:

@@ -370,7 +370,7 @@ class Ingestor:
                 )
                 self._vals.append(tv.SerializeToString())
                 n += 1
-            if n == before:
+            if n == before and not sonic.known_path(target, path):
                 self._codes.append(UNKNOWN)
                 self._vals.append(b"")
                 n += 1

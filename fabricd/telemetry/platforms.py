@@ -96,6 +96,17 @@ EOS: dict[str, Fact] = {
 }
 
 PROFILES: dict[str, dict[str, Fact]] = {"eos": EOS}
+
+_DOM = "not read from SONiC: fabricd's SONiC profile has no STATE_DB transceiver DOM subscription yet"
+# Leaves a platform's subscriptions do not deliver at all, whatever the release (they show in the coverage report).
+UNREAD: dict[str, dict[str, str]] = {
+    "sonic": {
+        "optics.input-power": _DOM,
+        "optics.temperature": _DOM,
+        "fec.pre-fec-ber": "not in SONiC's COUNTERS_DB port counters",
+        "if.carrier-transitions": "not in SONiC's COUNTERS_DB port counters",
+    }
+}
 # Platforms whose gNMI serves no PROTO for what fabricd reads: sonic-gnmi's DB paths are JSON rows.
 JSON_IETF_ONLY = frozenset({"sonic"})
 
@@ -155,6 +166,8 @@ def plan(platform: str, version: str | None, subs: Sequence[Subscription]) -> Pl
             continue
         kept.append(sub)
         expected |= leaves - set(absent)
+    for leaf, why in UNREAD.get(platform, {}).items():
+        missing.setdefault(leaf, why)
     return Plan(
         tuple(kept),
         tuple(skipped),

@@ -107,6 +107,16 @@ def _count(v: object) -> int | None:
     return v if isinstance(v, int) and not isinstance(v, bool) and 0 <= v < 1 << 64 else None
 
 
+def known_path(target: str, path: Sequence[str]) -> bool:
+    """A table (and virtual sub-path) fabricd reads: its rows may be empty (a port without lossless queues has no
+    watchdog row), which is not an unknown path."""
+    if target == "APPL_DB":
+        return len(path) == 2 and path[0] == "PORT_TABLE"
+    return (
+        target == "COUNTERS_DB" and path[:1] == ["COUNTERS"] and (len(path) == 2 or path[2:] in (["Queues"], ["Pfcwd"]))
+    )
+
+
 def decode(target: str, path: Sequence[str], row: Mapping[str, object]) -> Iterator[Row]:
     """One update of a SONiC DB path as fabricd leaves. Unknown fields are skipped (an ASIC's extra counters);
     a value that is not a counter is skipped too (the caller counts what it could not read)."""
