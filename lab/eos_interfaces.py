@@ -104,7 +104,7 @@ def queue_drops(twin: Twin, sw: Switch, now: int, rows: list[int]) -> Json:
     return {"interfaces": out}
 
 
-def _lane_offset(sw: Switch, row: int, lane: int) -> float:
+def lane_offset(sw: Switch, row: int, lane: int) -> float:
     return ((zlib.crc32(f"{sw.name}:{sw.ports[row]}:{lane}".encode()) % 41) - 20) / 100.0  # +-0.2 dB between lanes
 
 
@@ -114,7 +114,7 @@ def dom_thresholds(twin: Twin, sw: Switch, now: int, rows: list[int]) -> Json:
     for row in rows:
         rx = twin.rx_power(sw, row)
         dark = not sw.oper_up[row]
-        lanes = {str(k + 1): -40.0 if dark else round(rx + _lane_offset(sw, row, k), 2) for k in range(LANES)}
+        lanes = {str(k + 1): -40.0 if dark else round(rx + lane_offset(sw, row, k), 2) for k in range(LANES)}
         out[sw.ports[row]] = {
             "mediaType": media_type(float(sw.speeds[row])),
             "displayName": sw.ports[row],

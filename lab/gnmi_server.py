@@ -343,7 +343,7 @@ class DeviceService:
     def _db_rows(self, db: str, prefix: Any, path: Any, now: int) -> list[sonic_gnmi.Row]:
         elems = [str(e.name) for e in prefix.elem] + [str(e.name) for e in path.elem]
         try:
-            return sonic_gnmi.rows(self.sw, db, elems, now)
+            return sonic_gnmi.rows(self.hub.twin, self.sw, db, elems, now)
         except sonic_gnmi.DbPathError as exc:
             raise RpcError(grpc.StatusCode.NOT_FOUND, str(exc)) from None
 

@@ -18,11 +18,13 @@ import numpy as np
 from pygnmi.spec.v080 import gnmi_pb2
 
 from .counters import COL, PRIORITIES
-from .model import Switch
+from .eos_interfaces import lane_offset  # the lanes EOS switches report, so both platforms agree
+from .model import Switch, Twin
 from .sonic_config import sonic_port
 
-TARGETS = frozenset({"COUNTERS_DB", "APPL_DB"})
-TABLES = {"COUNTERS_DB": "COUNTERS", "APPL_DB": "PORT_TABLE"}
+TARGETS = frozenset({"COUNTERS_DB", "APPL_DB", "STATE_DB"})
+TABLES = {"COUNTERS_DB": "COUNTERS", "APPL_DB": "PORT_TABLE", "STATE_DB": "TRANSCEIVER_DOM_SENSOR"}
+LANES = 4  # DR4 optics: four receive lanes (as `show interfaces transceiver dom thresholds` reports)
 Row = tuple[list[str], dict[str, Any]]
 
 
@@ -90,6 +92,18 @@ def port_table(sw: Switch, row: int) -> dict[str, str]:
             "alias": f"etp{row + 1}"}  # fmt: skip
 
 
+def dom(twin: Twin, sw: Switch, row: int) -> dict[str, str]:
+    """TRANSCEIVER_DOM_SENSOR as xcvrd writes it: module temperature and voltage, per-lane receive power (dBm; `-inf`
+    on a dark lane), transmit bias and power."""
+    out = {"temperature": f"{twin.temperature(sw, row):.2f}", "voltage": "3.2950"}
+    rx = twin.rx_power(sw, row)
+    for k in range(LANES):
+        out[f"rx{k + 1}power"] = "-inf" if not sw.oper_up[row] else f"{rx + lane_offset(sw, row, k):.4f}"
+        out[f"tx{k + 1}bias"] = "6.5000"
+        out[f"tx{k + 1}power"] = "0.9500"
+    return out
+
+
 def _rows_of(sw: Switch, key: str) -> list[int]:
     names = [sonic_port(p) for p in sw.ports]
     if key in ("*", "Ethernet*"):
@@ -99,16 +113,18 @@ def _rows_of(sw: Switch, key: str) -> list[int]:
     raise DbPathError(f"{key} is not a key of this switch")
 
 
-def rows(sw: Switch, target: str, path: Sequence[str], now: int) -> list[Row]:
+def rows(twin: Twin, sw: Switch, target: str, path: Sequence[str], now: int) -> list[Row]:
     """The (update path, row) pairs a DB path selects now; DbPathError if it selects nothing."""
     if target not in TARGETS or len(path) not in (2, 3) or path[0] != TABLES[target]:
         raise DbPathError(f"{target}: no table at /{'/'.join(path)}")
     sub = path[2] if len(path) == 3 else None
-    if (target == "APPL_DB" and sub is not None) or sub not in (None, "Queues", "Pfcwd"):
+    if (target != "COUNTERS_DB" and sub is not None) or sub not in (None, "Queues", "Pfcwd"):
         raise DbPathError(f"{target}: no virtual path {sub!r} under {path[0]}")
     picked = _rows_of(sw, path[1])
     if target == "APPL_DB":
         return [([path[0], sonic_port(sw.ports[r])], port_table(sw, r)) for r in picked]
+    if target == "STATE_DB":
+        return [([path[0], sonic_port(sw.ports[r])], dom(twin, sw, r)) for r in picked]
     values = sw.values(now, np.array(picked, dtype=np.int64))
     out: list[Row] = []
     for i, r in enumerate(picked):

@@ -363,11 +363,12 @@ class Ingestor:
             before = n
             for port, leaf, index, value in sonic.decode(target, path, row):
                 self._codes.append((store.port_row(dev, port) << 16) | store.code(leaf, index))
-                tv = (
-                    gnmi_pb2.TypedValue(uint_val=value)
-                    if isinstance(value, int)
-                    else gnmi_pb2.TypedValue(string_val=value)
-                )
+                if isinstance(value, str):
+                    tv = gnmi_pb2.TypedValue(string_val=value)
+                elif isinstance(value, float):
+                    tv = gnmi_pb2.TypedValue(double_val=value)
+                else:
+                    tv = gnmi_pb2.TypedValue(uint_val=value)
                 self._vals.append(tv.SerializeToString())
                 n += 1
             if n == before and not sonic.known_path(target, path):

@@ -97,12 +97,9 @@ EOS: dict[str, Fact] = {
 
 PROFILES: dict[str, dict[str, Fact]] = {"eos": EOS}
 
-_DOM = "not read from SONiC: fabricd's SONiC profile has no STATE_DB transceiver DOM subscription yet"
 # Leaves a platform's subscriptions do not deliver at all, whatever the release (they show in the coverage report).
 UNREAD: dict[str, dict[str, str]] = {
     "sonic": {
-        "optics.input-power": _DOM,
-        "optics.temperature": _DOM,
         "fec.pre-fec-ber": "not in SONiC's COUNTERS_DB port counters",
         "if.carrier-transitions": "not in SONiC's COUNTERS_DB port counters",
     }

@@ -15,6 +15,7 @@ by the coverage of `fabricd status`, not guessed.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Iterator, Mapping, Sequence
 
@@ -22,8 +23,8 @@ from drivers.sonic.render import LANES_PER_PORT
 
 from .paths import Subscription
 
-TARGETS = frozenset({"COUNTERS_DB", "APPL_DB"})
-Row = tuple[str, str, str | None, int | str]  # (topology port, leaf, index, value)
+TARGETS = frozenset({"COUNTERS_DB", "APPL_DB", "STATE_DB"})
+Row = tuple[str, str, str | None, int | float | str]  # (topology port, leaf, index, value)
 
 # SAI port counters -> fabricd leaves (one to one).
 PORT_COUNTERS: dict[str, str] = {
@@ -66,12 +67,15 @@ STATUS = {"oper_status": "oper-status", "admin_status": "admin-status"}
 
 PORTS, QUEUES, WATCHDOG = "/COUNTERS/Ethernet*", "/COUNTERS/Ethernet*/Queues", "/COUNTERS/Ethernet*/Pfcwd"
 PORT_TABLE = "/PORT_TABLE/Ethernet*"
+DOM = "/TRANSCEIVER_DOM_SENSOR/Ethernet*"  # STATE_DB: the module's DOM, as xcvrd writes it
+_LANE_POWER = re.compile(r"rx([1-8])power$")
 # What each subscription delivers, in fabricd's leaves (for the platform plan and the coverage report).
 LEAVES: dict[str, frozenset[str]] = {
     PORTS: frozenset({*PORT_COUNTERS.values(), *PACKET_SUMS, *_PFC_LEAF.values()}),
     QUEUES: frozenset(QUEUE_COUNTERS.values()),
     WATCHDOG: frozenset(WATCHDOG_COUNTERS.values()),
     PORT_TABLE: frozenset(STATUS.values()),
+    DOM: frozenset({"optics.input-power", "optics.temperature"}),
 }
 
 
@@ -87,6 +91,7 @@ def sonic_profile(sample_interval_s: float = 10.0, intervals: Mapping[str, float
         Subscription(PORTS, "sample", ns("counters"), target="COUNTERS_DB"),
         Subscription(QUEUES, "sample", ns("pfc"), target="COUNTERS_DB"),
         Subscription(WATCHDOG, "sample", ns("pfc"), target="COUNTERS_DB"),
+        Subscription(DOM, "sample", ns("optics"), target="STATE_DB"),
     ]
 
 
@@ -112,6 +117,8 @@ def known_path(target: str, path: Sequence[str]) -> bool:
     watchdog row), which is not an unknown path."""
     if target == "APPL_DB":
         return len(path) == 2 and path[0] == "PORT_TABLE"
+    if target == "STATE_DB":
+        return len(path) == 2 and path[0] == "TRANSCEIVER_DOM_SENSOR"
     return (
         target == "COUNTERS_DB" and path[:1] == ["COUNTERS"] and (len(path) == 2 or path[2:] in (["Queues"], ["Pfcwd"]))
     )
@@ -128,6 +135,9 @@ def decode(target: str, path: Sequence[str], row: Mapping[str, object]) -> Itera
             v = row.get(field)
             if isinstance(v, str) and v:
                 yield port, leaf, None, v.upper()
+        return
+    if target == "STATE_DB" and table == "TRANSCEIVER_DOM_SENSOR" and sub is None:
+        yield from _dom(port, row)
         return
     if target != "COUNTERS_DB" or table != "COUNTERS":
         return
@@ -159,3 +169,26 @@ def _port_counters(port: str, row: Mapping[str, object]) -> Iterator[Row]:
         what = m.group(2)
         # SONiC counts pause in microseconds, OpenConfig's pfc-on-total-rx-time in nanoseconds.
         yield port, _PFC_LEAF[what], m.group(1), n * 1000 if what == "RX_PAUSE_DURATION_US" else n
+
+
+def _level(v: object) -> float | None:
+    """A DOM reading: a decimal string in dBm or C; SONiC writes `-inf` for a dark lane, read as no light (-40 dBm,
+    what an EOS switch reports)."""
+    if not isinstance(v, str):
+        return None
+    if v.strip().lower() in ("-inf", "n/a"):
+        return -40.0 if v.strip().lower() == "-inf" else None
+    try:
+        f = float(v)
+    except ValueError:
+        return None
+    return f if math.isfinite(f) else None
+
+
+def _dom(port: str, row: Mapping[str, object]) -> Iterator[Row]:
+    if (t := _level(row.get("temperature"))) is not None:
+        yield port, "optics.temperature", None, t
+    for field, v in row.items():
+        m = _LANE_POWER.match(field)
+        if m is not None and (dbm := _level(v)) is not None:
+            yield port, "optics.input-power", str(int(m.group(1)) - 1), dbm

@@ -77,6 +77,12 @@ def test_queue_watchdog_and_port_table_rows() -> None:
         ("Ethernet1/1", "admin-status", None, "UP"),
     ]
     assert list(decode("APPL_DB", ["LLDP_ENTRY_TABLE", "Ethernet0"], port)) == []
+    dom = {"temperature": "41.50", "rx1power": "-2.3100", "rx2power": "-inf", "rx3power": "N/A", "tx1bias": "6.5"}
+    assert sorted(decode("STATE_DB", ["TRANSCEIVER_DOM_SENSOR", "Ethernet0"], dom)) == [
+        ("Ethernet1/1", "optics.input-power", "0", -2.31),
+        ("Ethernet1/1", "optics.input-power", "1", -40.0),  # a dark lane reads as no light
+        ("Ethernet1/1", "optics.temperature", None, 41.5),
+    ]
     assert list(decode("COUNTERS_DB", ["COUNTERS", "Ethernet3"], PORT_ROW)) == []  # not a front-panel port
 
 
@@ -127,6 +133,7 @@ def test_the_sonic_profile_and_its_plan() -> None:
         ("/COUNTERS/Ethernet*", "COUNTERS_DB", "sample"),
         ("/COUNTERS/Ethernet*/Queues", "COUNTERS_DB", "sample"),
         ("/COUNTERS/Ethernet*/Pfcwd", "COUNTERS_DB", "sample"),
+        ("/TRANSCEIVER_DOM_SENSOR/Ethernet*", "STATE_DB", "sample"),
     }
     assert [s.sample_interval_ns for s in subs if s.path.endswith("Queues")] == [10**9]
     p = plan("sonic", "SONiC.202411.x", profiles(10.0)["sonic"])

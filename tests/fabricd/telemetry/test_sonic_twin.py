@@ -69,6 +69,10 @@ def test_db_paths_over_raw_grpc(twin: TwinThread) -> None:
         assert len(ports) == 4 and json.loads(ports[0].update[0].val.json_ietf_val)["oper_status"] == "up"
         queues = json.loads(get("COUNTERS_DB", "COUNTERS/Ethernet8/Queues").notification[0].update[0].val.json_ietf_val)
         assert set(queues) == {f"Ethernet8:{q}" for q in range(8)}
+        dom = json.loads(
+            get("STATE_DB", "TRANSCEIVER_DOM_SENSOR/Ethernet0").notification[0].update[0].val.json_ietf_val
+        )
+        assert -4 < float(dom["rx1power"]) < 0 and 20 < float(dom["temperature"]) < 70
         for target, path, encoding, code in [
             ("COUNTERS_DB", "COUNTERS/Ethernet0", 2, grpc.StatusCode.UNIMPLEMENTED),  # PROTO: not for DB paths
             ("COUNTERS_DB", "COUNTERS/Ethernet4", 4, grpc.StatusCode.NOT_FOUND),  # not a port's first lane
@@ -109,6 +113,7 @@ def test_fabricd_streams_a_sonic_leaf_next_to_an_eos_spine(twin: TwinThread) -> 
                 assert rate is not None and rate > 0
                 assert snap.find(name, "Ethernet1/1", "pfc.in-frames", 3) is not None
                 assert snap.find(name, "Ethernet1/1", "queue.transmit-pkts", 3) is not None
+                assert snap.select(device=name, port="Ethernet1/1", leaf="optics.input-power").size > 0
             assert c.state(LEAF).rejected == () and c.state(LEAF).attempts == 1
             fault = inject(twin.state_dir, "link_down", {"port": f"{LEAF}:Ethernet3/1"})
 
