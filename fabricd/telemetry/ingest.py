@@ -59,6 +59,15 @@ class _Odd(Exception):
     """The raw walker met a layout it does not read; the protobuf parser takes the message."""
 
 
+def _encode_varint(n: int) -> bytes:
+    out = bytearray()
+    while n >= 0x80:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
 def _varint(b: bytes, pos: int) -> tuple[int, int]:
     out = shift = 0
     for _ in range(10):
@@ -103,6 +112,14 @@ class Ingestor:
         self._n_count: list[int] = []
         self._prefixes: dict[str, dict[bytes, Ctx]] = {}
         self._shapes: dict[tuple[str, tuple[Elem, ...]], dict[bytes, int]] = {}
+        self._sonic_codes: dict[tuple[int, str, str, str | None], int] = {}  # (device, port, leaf, index) -> code
+        self._db_prefixes: set[bytes] = set()  # prefixes naming a SONiC database (the raw walker leaves them alone)
+        # SONiC counters decoded from JSON go straight to the store at flush, not through TypedValue bytes:
+        self._d_codes: list[int] = []  # packed (port row << 16 | code)
+        self._d_vals: list[int] = []
+        self._d_dev: list[int] = []  # per SONiC notification: device, timestamp, number of counters
+        self._d_ts: list[int] = []
+        self._d_count: list[int] = []
         self._templates: dict[tuple[int, bytes, tuple[bytes, ...]], Template] = {}
         self._logged: dict[int, int] = {}
         self._paths: dict[int, str] = {}  # series -> path text, only when recording
@@ -245,14 +262,16 @@ class Ingestor:
         self._n_count.append(n)
 
     def _prefix(self, channel: str, pfx: bytes) -> Ctx | None:
-        """Build and cache the context of a prefix (None if it is malformed)."""
-        if len(pfx) > MAX_PATH_BYTES:
+        """Build and cache the context of a prefix (None if it is malformed, or names a SONiC database)."""
+        if len(pfx) > MAX_PATH_BYTES or pfx in self._db_prefixes:
             return None
         try:
             p = gnmi_pb2.Path.FromString(pfx)
         except DecodeError:
             return None
         if p.target in sonic.TARGETS:
+            if len(self._db_prefixes) < REL_CACHE_MAX:
+                self._db_prefixes.add(pfx)
             return None  # a SONiC database, not a device: rows of JSON, read by _sonic
         elems = pb_elems(p)
         if len(elems) > MAX_ELEMS:
@@ -349,7 +368,7 @@ class Ingestor:
             return
         target = str(note.prefix.target)
         prefix = [str(e.name) for e in note.prefix.elem]
-        n = 0
+        n = direct = 0
         for u in note.update:
             which = u.val.WhichOneof("value")
             try:
@@ -360,22 +379,37 @@ class Ingestor:
                 self._bad(dev, f"SONiC {target} update whose value is not a JSON object ({which})", now or ts)
                 continue
             path = prefix + [str(e.name) for e in u.path.elem]
-            before = n
+            before = n + direct
+            codes, codes_append, vals_append = self._sonic_codes, self._codes.append, self._vals.append
+            d_codes, d_vals = self._d_codes, self._d_vals
             for port, leaf, index, value in sonic.decode(target, path, row):
-                self._codes.append((store.port_row(dev, port) << 16) | store.code(leaf, index))
-                if isinstance(value, str):
-                    tv = gnmi_pb2.TypedValue(string_val=value)
-                elif isinstance(value, float):
-                    tv = gnmi_pb2.TypedValue(double_val=value)
+                key = (dev, port, leaf, index)
+                c = codes.get(key)
+                if c is None:
+                    c = codes[key] = (store.port_row(dev, port) << 16) | store.code(leaf, index)
+                if value.__class__ is int and self.recorder is None:  # a recorder needs every update as bytes
+                    d_codes.append(c)
+                    d_vals.append(value)
+                    direct += 1
+                    continue
+                codes_append(c)
+                # TypedValue bytes as flush() reads them: uint_val (0x18 varint), double_val (0x71), string_val
+                if value.__class__ is int:
+                    vals_append(b"\x18" + _encode_varint(value))
+                elif value.__class__ is float:
+                    vals_append(b"\x71" + struct.pack("<d", value))
                 else:
-                    tv = gnmi_pb2.TypedValue(uint_val=value)
-                self._vals.append(tv.SerializeToString())
+                    vals_append(gnmi_pb2.TypedValue(string_val=value).SerializeToString())
                 n += 1
-            if n == before and not sonic.known_path(target, path):
+            if n + direct == before and not sonic.known_path(target, path):
                 self._codes.append(UNKNOWN)
                 self._vals.append(b"")
                 n += 1
         self._notification((dev, 0, {}, (), "", 0, [None]), ts, n)
+        if direct:
+            self._d_dev.append(dev)
+            self._d_ts.append(ts)
+            self._d_count.append(direct)
 
     def _delete(self, ctx: Ctx, path: Any) -> None:
         """A deleted leaf or port: its series start over (no rate across the gap)."""
@@ -411,6 +445,8 @@ class Ingestor:
     # --- batch apply -------------------------------------------------------------------------------------
     def flush(self) -> None:
         """Write the buffered updates into the store."""
+        if self._d_dev:
+            self._flush_direct()
         if not self._n_dev:
             return
         store = self.store
@@ -452,6 +488,20 @@ class Ingestor:
         rest = np.flatnonzero(~(counter | gauge))
         if len(rest):
             self._apply_rest(rest, sidx, vals, kinds, ts, devs)
+
+    def _flush_direct(self) -> None:
+        """The counters `_sonic` decoded itself: straight into the store (their notifications are already counted)."""
+        store = self.store
+        packed = np.array(self._d_codes, dtype=np.int64)
+        values = np.array(self._d_vals, dtype=np.uint64)
+        counts = np.array(self._d_count, dtype=np.int64)
+        devs = np.array(self._d_dev, dtype=np.int64)
+        ts = np.repeat(np.array(self._d_ts, dtype=np.int64), counts)
+        self._d_codes, self._d_vals, self._d_dev, self._d_ts, self._d_count = [], [], [], [], []
+        store.count_updates(devs, counts)
+        sidx = store.series_at(packed >> 16, packed & 0xFFFF)
+        counter = store.kinds_of(packed & 0xFFFF) == Kind.COUNTER  # every SAI counter maps to a counter leaf
+        store.write_counters(sidx[counter], values[counter], ts[counter])
 
     def _apply_rest(
         self, rest: I64, sidx: I64, vals: list[bytes], kinds: npt.NDArray[np.uint8], ts: I64, devs: I64

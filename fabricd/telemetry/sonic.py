@@ -46,7 +46,6 @@ PACKET_SUMS = {
     "if.in-pkts": ("SAI_PORT_STAT_IF_IN_UCAST_PKTS", "SAI_PORT_STAT_IF_IN_NON_UCAST_PKTS"),
     "if.out-pkts": ("SAI_PORT_STAT_IF_OUT_UCAST_PKTS", "SAI_PORT_STAT_IF_OUT_NON_UCAST_PKTS"),
 }
-_PFC = re.compile(r"SAI_PORT_STAT_PFC_([0-7])_(RX_PKTS|TX_PKTS|RX_PAUSE_DURATION_US)$")
 _PFC_LEAF = {
     "RX_PKTS": "pfc.in-frames",
     "TX_PKTS": "pfc.out-frames",
@@ -154,21 +153,28 @@ def decode(target: str, path: Sequence[str], row: Mapping[str, object]) -> Itera
                     yield port, leaf, queue, n
 
 
+def _port_fields() -> dict[str, tuple[str, str | None, int]]:
+    """Every SAI port field fabricd reads -> (leaf, index, scale), looked up once per field of a row."""
+    out: dict[str, tuple[str, str | None, int]] = {f: (leaf, None, 1) for f, leaf in PORT_COUNTERS.items()}
+    for p in range(8):
+        for what, leaf in _PFC_LEAF.items():
+            # SONiC counts pause in microseconds, OpenConfig's pfc-on-total-rx-time in nanoseconds.
+            out[f"SAI_PORT_STAT_PFC_{p}_{what}"] = (leaf, str(p), 1000 if what == "RX_PAUSE_DURATION_US" else 1)
+    return out
+
+
+PORT_FIELDS = _port_fields()
+
+
 def _port_counters(port: str, row: Mapping[str, object]) -> Iterator[Row]:
-    for field, leaf in PORT_COUNTERS.items():
-        if (n := _count(row.get(field))) is not None:
-            yield port, leaf, None, n
+    for field, v in row.items():
+        spec = PORT_FIELDS.get(field)
+        if spec is not None and (n := _count(v)) is not None:
+            yield port, spec[0], spec[1], n * spec[2] if spec[2] != 1 else n
     for leaf, parts in PACKET_SUMS.items():
         counts = [_count(row.get(f)) for f in parts]
         if all(c is not None for c in counts):
             yield port, leaf, None, sum(c for c in counts if c is not None) % (1 << 64)
-    for field, v in row.items():
-        m = _PFC.match(field)
-        if m is None or (n := _count(v)) is None:
-            continue
-        what = m.group(2)
-        # SONiC counts pause in microseconds, OpenConfig's pfc-on-total-rx-time in nanoseconds.
-        yield port, _PFC_LEAF[what], m.group(1), n * 1000 if what == "RX_PAUSE_DURATION_US" else n
 
 
 def _level(v: object) -> float | None:

@@ -348,6 +348,11 @@ class CounterStore:
         np.add.at(self.stats[:, Stat.NOTIFICATIONS], devices, 1)
         np.add.at(self.stats[:, Stat.UPDATES], devices, updates)
 
+    def count_updates(self, devices: I64, updates: I64) -> None:
+        """More updates of notifications already counted (the ingestor's counters it decoded itself)."""
+        self._unshare("stats")
+        np.add.at(self.stats[:, Stat.UPDATES], devices, updates)
+
     def kinds_of(self, codes: I64) -> npt.NDArray[Any]:
         """The Kind of each leaf code."""
         out: npt.NDArray[Any] = self.code_kind[codes]

@@ -139,3 +139,29 @@ def test_the_sonic_profile_and_its_plan() -> None:
     p = plan("sonic", "SONiC.202411.x", profiles(10.0)["sonic"])
     assert p.skipped == () and {"oper-status", "if.in-pkts", "pfc.in-frames", "queue.transmit-pkts"} <= p.expected
     assert subscription_leaves(subs[0]) == {"oper-status", "admin-status"}
+
+
+def test_counted_and_recorded_like_every_other_update() -> None:
+    """SONiC counters skip the TypedValue bytes on their way to the store, but not the books: updates are counted
+    per switch, and a trace recorder still gets every one (with a recorder they take the common path)."""
+    dev = "leaf-g0-r0"
+    plain = Ingestor(CounterStore())
+    plain.ingest(_note("COUNTERS_DB", ["COUNTERS", "Ethernet0"], PORT_ROW), dev)
+    plain.ingest(_note("APPL_DB", ["PORT_TABLE", "Ethernet0"], {"oper_status": "up", "admin_status": "up"}), dev)
+    snap = plain.snapshot()
+    assert snap.stat(dev, Stat.UPDATES) == 11 + 2 and snap.stat(dev, Stat.NOTIFICATIONS) == 2
+
+    recorded: list[tuple[str, str, Any, int]] = []
+
+    class Sink:
+        def record(self, device: str, path: str, value: Any, ts: int) -> None:
+            recorded.append((device, path, value, ts))
+
+    traced = Ingestor(CounterStore(), recorder=Sink())
+    traced.ingest(_note("COUNTERS_DB", ["COUNTERS", "Ethernet0"], PORT_ROW), dev)
+    traced.flush()
+    assert len(recorded) == 11
+    assert (dev, "/interfaces/interface[name=Ethernet1/1]/state/counters/in-pkts", 1010, T0) in recorded
+    t = traced.snapshot()
+    i = t.find(dev, "Ethernet1/1", "if.in-pkts")
+    assert i is not None and t.current(i) == 1010 and t.stat(dev, Stat.UPDATES) == 11
