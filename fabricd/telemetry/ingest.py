@@ -537,12 +537,11 @@ class Ingestor:
                 v = _typed(kind, vals[j])
             if v is None:
                 continue
-            row = int(st.arrays["s_port"][i])
+            device, port, leaf, index = st.series_key(i)
             path = self._paths.get(i)
             if path is None:
-                leaf, index = st.codes[int(st.arrays["s_code"][i])]
-                path = self._paths[i] = render(st.port_names[row], leaf, index)
-            self.recorder.record(st.devices[int(st.port_dev[row])], path, v, int(ts[j]))
+                path = self._paths[i] = render(port, leaf, index)
+            self.recorder.record(device, path, v, int(ts[j]))
 
 
 F64 = npt.NDArray[np.float64]

@@ -73,9 +73,8 @@ class _StoreCollector(Collector):
             return
         updates, dropped, stale_g, synced_g = self._families()
         store = src.store
-        stats, names, synced = store.stats, list(store.devices), list(store.synced)
-        n = min(len(names), len(stats), len(synced))
-        cols = stats[:n].tolist()  # one copy: rows are read together even if the loop writes meanwhile
+        names, cols, synced = store.device_stats()  # one copy: rows are read together even if the loop writes
+        n = len(names)
         stale = set(src.stale())
         exported = set()
         for d in range(n):

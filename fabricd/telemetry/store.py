@@ -348,6 +348,80 @@ class CounterStore:
         np.add.at(self.stats[:, Stat.NOTIFICATIONS], devices, 1)
         np.add.at(self.stats[:, Stat.UPDATES], devices, updates)
 
+    # --- export (a telemetry worker's store) and the mirror's reads (the service's) -------------------------
+    def export_changes(self, cursor: ExportCursor) -> StoreChanges:
+        """Everything that changed since `cursor` (which moves on): new names and series, series whose sample
+        changed, events, and devices whose last-seen, sync or stats changed."""
+        n, nd, npo, nc, ns = self.n, len(self.devices), self.n_ports, len(self.codes), len(self.strings)
+        a = self.arrays
+        diff = np.zeros(n, dtype=bool)
+        for f in _COMPARED:
+            cursor.sent[f] = _at_least(cursor.sent[f], n, NEVER if f != "value" else 0)
+            diff |= a[f][:n] != cursor.sent[f][:n]
+        sidx = np.flatnonzero(diff).astype(np.int64)
+        for f in _COMPARED:
+            cursor.sent[f][sidx] = a[f][sidx]
+        total = self.ev_total
+        k = np.arange(max(cursor.ev_total, total - self.ev_cap), total) % self.ev_cap
+        cursor.last_seen = _at_least(cursor.last_seen, nd, NEVER)
+        cursor.synced = _at_least(cursor.synced, nd, False)
+        cursor.stats = _at_least(cursor.stats, nd, 0)
+        seen = np.array(self.last_seen, dtype=np.int64)
+        synced = np.array(self.synced, dtype=bool)
+        stats = self.stats[:nd]
+        dev = np.flatnonzero(
+            (seen != cursor.last_seen[:nd]) | (synced != cursor.synced[:nd]) | (stats != cursor.stats[:nd]).any(axis=1)
+        ).astype(np.int64)
+        cursor.last_seen[dev], cursor.synced[dev], cursor.stats[dev] = seen[dev], synced[dev], stats[dev]
+        out = StoreChanges(
+            devices=self.devices[cursor.n_dev : nd],
+            port_dev=self.port_dev[cursor.n_ports : npo].astype(np.int64),
+            port_names=self.port_names[cursor.n_ports : npo],
+            codes=self.codes[cursor.n_codes : nc],
+            strings=self.strings[cursor.n_strings : ns],
+            s_port=a["s_port"][cursor.n_series : n].astype(np.int64),
+            s_code=a["s_code"][cursor.n_series : n].astype(np.int64),
+            sidx=sidx,
+            fields={f: a[f][sidx] for f in MIRRORED},
+            events=(
+                self.ev_series[k].astype(np.int64),
+                self.ev_value[k].astype(np.int64),
+                self.ev_prev[k].astype(np.int64),
+                self.ev_ts[k].copy(),
+            ),
+            dev=dev,
+            last_seen=seen[dev],
+            synced=synced[dev],
+            stats=stats[dev].copy(),
+        )
+        cursor.n_dev, cursor.n_ports, cursor.n_codes, cursor.n_strings, cursor.n_series = nd, npo, nc, ns, n
+        cursor.ev_total = total
+        return out
+
+    def stats_of(self, devices: I64) -> I64:
+        """The stats rows of these devices (a copy)."""
+        out: I64 = self.stats[devices].copy()
+        return out
+
+    def kinds_of_series(self, sidx: I64) -> npt.NDArray[Any]:
+        """The Kind of each series' leaf."""
+        return self.kinds_of(self.arrays["s_code"][sidx])
+
+    def series_key(self, i: int) -> tuple[str, str, str, str | None]:
+        """(device, port, leaf, index) of series row i."""
+        row = int(self.arrays["s_port"][i])
+        leaf, index = self.codes[int(self.arrays["s_code"][i])]
+        return self.devices[int(self.port_dev[row])], self.port_names[row], leaf, index
+
+    def device_stats(self) -> tuple[list[str], list[list[int]], list[bool]]:
+        """Per device, in id order: names, stats rows (a copy, indexed by Stat) and synced flags."""
+        n = min(len(self.devices), len(self.stats), len(self.synced))
+        return list(self.devices[:n]), self.stats[:n].tolist(), list(self.synced[:n])
+
+    def last_value(self, i: int) -> int | None:
+        """A series' current raw value (a counter, or a string id for ENUM/TEXT), None before its first sample."""
+        return None if self.arrays["ts"][i] == NEVER else int(self.arrays["value"][i])
+
     def count_updates(self, devices: I64, updates: I64) -> None:
         """More updates of notifications already counted (the ingestor's counters it decoded itself)."""
         self._unshare("stats")
@@ -436,6 +510,49 @@ class CounterStore:
     def stale(self, device: str, now: int, interval: int) -> bool:
         d = self.device_ids.get(device)
         return d is None or _stale(self.last_seen[d], now, interval)
+
+
+# --- replication: what changed since an export, for another store to mirror (telemetry workers) ----------
+@dataclass
+class StoreChanges:
+    """What changed in a store since its previous export; ids are that store's own (device, port row, code...)."""
+
+    devices: list[str]  # newly interned, in id order
+    port_dev: I64  # new ports: device id and name
+    port_names: list[str]
+    codes: list[tuple[str, str | None]]
+    strings: list[str]
+    s_port: I64  # new series: port row and code
+    s_code: I64
+    sidx: I64  # changed series rows and their MIRRORED fields
+    fields: dict[str, npt.NDArray[Any]]
+    events: tuple[I64, I64, I64, I64]  # series, value, previous (string ids), ts
+    dev: I64  # devices whose last_seen, synced or stats changed
+    last_seen: I64
+    synced: npt.NDArray[np.bool_]
+    stats: I64
+
+    @property
+    def empty(self) -> bool:
+        return not (len(self.sidx) or len(self.events[0]) or len(self.dev) or len(self.s_port))
+
+
+class ExportCursor:
+    """What earlier exports of one store shipped (so the next ships only the difference)."""
+
+    def __init__(self, store: CounterStore) -> None:
+        self.n_dev = self.n_ports = self.n_codes = self.n_strings = self.n_series = self.ev_total = 0
+        self.sent = {f: np.empty(0, dtype=store.arrays[f].dtype) for f in _COMPARED}
+        self.last_seen = np.empty(0, dtype=np.int64)
+        self.synced = np.empty(0, dtype=bool)
+        self.stats = np.empty((0, len(Stat)), dtype=np.int64)
+
+
+_COMPARED = ("ts", "prev_ts", "value")  # a series changed when one of these did
+
+
+def _at_least(a: npt.NDArray[Any], n: int, fill: Any) -> npt.NDArray[Any]:
+    return a if len(a) >= n else _grow(a, max(n, 2 * len(a)), fill)
 
 
 def _stale(last_seen: int, now: int, interval: int) -> bool:

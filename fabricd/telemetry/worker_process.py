@@ -14,53 +14,27 @@ import sys
 import time
 import traceback
 
-import numpy as np
-
 from .client import TelemetryClient
 from .ingest import Ingestor
-from .store import MIRRORED, NEVER, CounterStore, Stat
-from .worker_wire import STOP, Batch, StateRow, WorkerInit, frame, grow, read_frame
+from .store import CounterStore, ExportCursor
+from .worker_wire import STOP, Batch, StateRow, WorkerInit, frame, read_frame
 
 MAX_LOGS = 200  # log records per batch; a log storm in a worker must not flood the socket
 
 
 class _Shipper:
-    """Finds what changed in the worker's store since the last batch (by comparing against what it shipped)."""
+    """What changed in the worker since the last batch: the store's changes (its export cursor remembers what was
+    shipped) and the streams' states that differ from the ones last sent."""
 
     def __init__(self, store: CounterStore, client: TelemetryClient) -> None:
         self.store, self.client = store, client
-        self.n_dev = self.n_ports = self.n_codes = self.n_strings = self.n_series = self.ev_total = 0
-        self.sent = {f: np.empty(0, dtype=store.arrays[f].dtype) for f in ("ts", "prev_ts", "value")}
-        self.last_seen = np.empty(0, dtype=np.int64)
-        self.synced = np.empty(0, dtype=bool)
-        self.stats = np.empty((0, len(Stat)), dtype=np.int64)
+        self.cursor = ExportCursor(store)
         self.states: dict[str, StateRow] = {}
         self.lags: list[tuple[str, float]] = []
         self.logs: list[tuple[str, int, str]] = []
 
     def collect(self) -> Batch | None:
-        st = self.store
-        n, nd, npo, nc, ns = st.n, len(st.devices), st.n_ports, len(st.codes), len(st.strings)
-        a = st.arrays
-        for f, fill in (("ts", NEVER), ("prev_ts", NEVER), ("value", 0)):
-            self.sent[f] = grow(self.sent[f], n, fill)
-        diff = np.zeros(n, dtype=bool)
-        for f in ("ts", "prev_ts", "value"):
-            diff |= a[f][:n] != self.sent[f][:n]
-        sidx = np.flatnonzero(diff).astype(np.int64)
-        for f in ("ts", "prev_ts", "value"):
-            self.sent[f][sidx] = a[f][sidx]
-        total = st.ev_total
-        k = np.arange(max(self.ev_total, total - st.ev_cap), total) % st.ev_cap
-        self.ev_total = total
-        self.last_seen = grow(self.last_seen, nd, NEVER)
-        self.synced = grow(self.synced, nd, False)
-        self.stats = grow(self.stats, nd, 0)
-        seen, synced, stats = np.array(st.last_seen, dtype=np.int64), np.array(st.synced, dtype=bool), st.stats[:nd]
-        dev = np.flatnonzero(
-            (seen != self.last_seen[:nd]) | (synced != self.synced[:nd]) | (stats != self.stats[:nd]).any(axis=1)
-        ).astype(np.int64)
-        self.last_seen[dev], self.synced[dev], self.stats[dev] = seen[dev], synced[dev], stats[dev]
+        changes = self.store.export_changes(self.cursor)
         states = []
         for name in self.client.devices:
             s = self.client.state(name)
@@ -68,33 +42,9 @@ class _Shipper:
             if self.states.get(name) != row:
                 self.states[name] = row
                 states.append(row)
-        if not (len(sidx) or len(k) or len(dev) or states or self.lags or self.logs or n > self.n_series):
+        if changes.empty and not (states or self.lags or self.logs):
             return None
-        batch = Batch(
-            devices=st.devices[self.n_dev : nd],
-            port_dev=st.port_dev[self.n_ports : npo].astype(np.int64),
-            port_names=st.port_names[self.n_ports : npo],
-            codes=st.codes[self.n_codes : nc],
-            strings=st.strings[self.n_strings : ns],
-            s_port=a["s_port"][self.n_series : n].astype(np.int64),
-            s_code=a["s_code"][self.n_series : n].astype(np.int64),
-            sidx=sidx,
-            fields={f: a[f][sidx] for f in MIRRORED},
-            events=(
-                st.ev_series[k].astype(np.int64),
-                st.ev_value[k].astype(np.int64),
-                st.ev_prev[k].astype(np.int64),
-                st.ev_ts[k].copy(),
-            ),
-            dev=dev,
-            last_seen=seen[dev],
-            synced=synced[dev],
-            stats=stats[dev].copy(),
-            states=states,
-            lags=self.lags,
-            logs=self.logs,
-        )
-        self.n_dev, self.n_ports, self.n_codes, self.n_strings, self.n_series = nd, npo, nc, ns, n
+        batch = Batch(changes, states, self.lags, self.logs)
         self.lags, self.logs = [], []
         return batch
 

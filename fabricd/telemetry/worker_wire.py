@@ -7,12 +7,9 @@ import asyncio
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-import numpy.typing as npt
-
 from drivers.inventory import DeviceAccess
 
-from .store import I64
+from .store import StoreChanges
 
 STOP = b"stop"
 
@@ -34,33 +31,13 @@ class WorkerInit:
 
 @dataclass
 class Batch:
-    """What changed in a worker's store since its previous batch; ids are the worker's own (rows, codes, ...)."""
+    """What changed in a worker since its previous batch: its store's changes (ids are the worker's own), its
+    streams' states, lag observations and log records."""
 
-    devices: list[str]  # newly interned, in id order
-    port_dev: I64  # new ports: device id and name
-    port_names: list[str]
-    codes: list[tuple[str, str | None]]
-    strings: list[str]
-    s_port: I64  # new series: port row and code
-    s_code: I64
-    sidx: I64  # changed series rows and their MIRRORED fields
-    fields: dict[str, npt.NDArray[Any]]
-    events: tuple[I64, I64, I64, I64]  # series, value, previous (string ids), ts
-    dev: I64  # devices whose last_seen, synced or stats changed
-    last_seen: I64
-    synced: npt.NDArray[np.bool_]
-    stats: I64
+    changes: StoreChanges
     states: list[StateRow]
     lags: list[tuple[str, float]]
     logs: list[tuple[str, int, str]]  # (logger, level, message)
-
-
-def grow(a: npt.NDArray[Any], n: int, fill: Any) -> npt.NDArray[Any]:
-    if len(a) >= n:
-        return a
-    out = np.full((max(n, 2 * len(a)), *a.shape[1:]), fill, dtype=a.dtype)
-    out[: len(a)] = a
-    return out
 
 
 def frame(data: bytes) -> bytes:

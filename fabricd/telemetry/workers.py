@@ -56,7 +56,7 @@ from .client import DeviceState
 from .ingest import Ingestor
 from .metrics import TelemetryMetrics
 from .paths import Kind, Subscription
-from .store import NEVER, CounterStore, Stat
+from .store import CounterStore, Stat, StoreChanges
 from .worker_wire import STOP, Batch, WorkerInit, frame, read_frame
 
 SHIP_S = 0.025  # how often a worker sends what changed: the lag it adds is half of this on average
@@ -102,29 +102,29 @@ class _Mirror:
         self.series = np.empty(0, dtype=np.int64)
         self.stats_base = np.empty((0, len(Stat)), dtype=np.int64)
 
-    def apply(self, b: Batch) -> None:
+    def apply(self, c: StoreChanges) -> None:
+        """Write a worker's store changes into the parent's store, through its public writes."""
         st = self.store
-        if b.devices:
-            ids = np.array([st.device_id(name) for name in b.devices], dtype=np.int64)
+        if c.devices:
+            ids = np.array([st.device_id(name) for name in c.devices], dtype=np.int64)
             self.dev = np.concatenate([self.dev, ids])
             # Counts restart at 0 in a new worker; the parent's keep counting from where they were.
-            self.stats_base = np.concatenate([self.stats_base, st.stats[ids]])
-        if b.port_names:
-            devs = self.dev[b.port_dev].tolist()
-            rows = [st.port_row(d, p) for d, p in zip(devs, b.port_names, strict=True)]
+            self.stats_base = np.concatenate([self.stats_base, st.stats_of(ids)])
+        if c.port_names:
+            devs = self.dev[c.port_dev].tolist()
+            rows = [st.port_row(d, p) for d, p in zip(devs, c.port_names, strict=True)]
             self.port = np.concatenate([self.port, np.array(rows, dtype=np.int64)])
-        if b.codes:
-            self.code = np.concatenate([self.code, np.array([st.code(lf, ix) for lf, ix in b.codes], dtype=np.int64)])
-        if b.strings:
-            self.string = np.concatenate([self.string, np.array([st.intern(t) for t in b.strings], dtype=np.int64)])
-        if len(b.s_port):
-            self.series = np.concatenate([self.series, st.series_at(self.port[b.s_port], self.code[b.s_code])])
-        self._events(b)  # before the rows: a worker's first value is compared with the parent's current one
-        if len(b.sidx):
-            sidx = self.series[b.sidx]
-            fields = b.fields
-            kinds = st.code_kind[st.arrays["s_code"][sidx]]
-            text = kinds >= Kind.ENUM  # values are string ids of the worker's store
+        if c.codes:
+            self.code = np.concatenate([self.code, np.array([st.code(lf, ix) for lf, ix in c.codes], dtype=np.int64)])
+        if c.strings:
+            self.string = np.concatenate([self.string, np.array([st.intern(t) for t in c.strings], dtype=np.int64)])
+        if len(c.s_port):
+            self.series = np.concatenate([self.series, st.series_at(self.port[c.s_port], self.code[c.s_code])])
+        self._events(c)  # before the rows: a worker's first value is compared with the parent's current one
+        if len(c.sidx):
+            sidx = self.series[c.sidx]
+            fields = c.fields
+            text = st.kinds_of_series(sidx) >= Kind.ENUM  # values are string ids of the worker's store
             if text.any():
                 fields = dict(fields)
                 for f in ("value", "prev_value"):
@@ -132,24 +132,24 @@ class _Mirror:
                     v[text] = self.string[v[text].astype(np.int64)]
                     fields[f] = v
             st.put_series(sidx, fields)
-        if len(b.dev):
-            devs = self.dev[b.dev]
-            for d, t, s in zip(devs.tolist(), b.last_seen.tolist(), b.synced.tolist(), strict=True):
+        if len(c.dev):
+            devs = self.dev[c.dev]
+            for d, t, s in zip(devs.tolist(), c.last_seen.tolist(), c.synced.tolist(), strict=True):
                 st.seen(d, t)
                 st.set_synced(d, s)
-            st.put_stats(devs, self.stats_base[b.dev] + b.stats)
+            st.put_stats(devs, self.stats_base[c.dev] + c.stats)
 
-    def _events(self, b: Batch) -> None:
-        series, value, prev, ts = b.events
+    def _events(self, c: StoreChanges) -> None:
+        series, value, prev, ts = c.events
         if not len(series):
             return
         st = self.store
         ps, pv, pp = self.series[series], self.string[value], self.string[prev]
         keep = np.ones(len(ps), dtype=bool)
         for j in np.flatnonzero(prev == 0).tolist():  # the worker's first value of the series
-            i = int(ps[j])
-            if st.arrays["ts"][i] != NEVER:  # ...but not the parent's: a restarted worker re-reads it
-                pp[j] = int(st.arrays["value"][i])
+            parent = st.last_value(int(ps[j]))
+            if parent is not None:  # ...but not the parent's: a restarted worker re-reads it
+                pp[j] = parent
                 keep[j] = pp[j] != pv[j]
         st.put_events(ps[keep], pv[keep], pp[keep], ts[keep])
 
@@ -461,7 +461,7 @@ class TelemetryWorkers:
     # --- applying a batch ----------------------------------------------------------------------------------
     def _apply(self, w: _Worker, b: Batch) -> None:
         assert w.mirror is not None
-        w.mirror.apply(b)
+        w.mirror.apply(b.changes)
         m = self.metrics
         for name, connected, synced, attempts, last_error, rejected in b.states:
             if name not in self._states or self._owner[name] is not w:

@@ -27,7 +27,7 @@ import fabricd.cli
 from drivers.inventory import DeviceAccess, EapiAccess, GnmiAccess, SshAccess
 from fabricd.service.config import ConfigError, load_config, max_workers
 from fabricd.telemetry import CounterStore, Ingestor, Stat, TelemetryClient, TelemetryMetrics, TelemetryWorkers
-from fabricd.telemetry.store import NEVER
+from fabricd.telemetry.store import NEVER, StoreChanges
 from fabricd.telemetry.worker_process import _Shipper
 from fabricd.telemetry.worker_wire import Batch
 from fabricd.telemetry.workers import _Mirror, worker_of
@@ -73,10 +73,14 @@ class _Worker:
     def feed(self, device: str, ts: int, port: str, updates: list[tuple[str, object]]) -> None:
         self.ingestor.ingest(notification(device, ts, IF.format(port=port), updates), device)
 
-    def batch(self) -> Batch | None:
+    def batch(self) -> StoreChanges | None:
+        """The store changes of the worker's next batch, through pickle as in the pipe."""
         self.ingestor.flush()
         b = self.shipper.collect()
-        return None if b is None else pickle.loads(pickle.dumps(b, protocol=5))
+        if b is None:
+            return None
+        shipped: Batch = pickle.loads(pickle.dumps(b, protocol=5))
+        return shipped.changes
 
 
 def _series(store: CounterStore) -> dict[tuple[str, str, str, str | None], tuple[object, ...]]:
