@@ -23,7 +23,7 @@ import math
 import time
 import zlib
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from drivers.inventory import DeviceAccess
 
@@ -40,6 +40,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("fabricd.collector")
 SWITCHES, MEMBERS = "fabricd_switches", "fabricd_collectors"
+LEASE_CALLS = 256  # KV calls in flight at once in a lease round: one round trip each, so 4k leases take ~16 of them
 PUBLISH_EVERY_S = 0.005  # batching window: a flap's oper-status event waits at most this long on the collector
 
 
@@ -188,10 +189,8 @@ class Collector:
                 await self._renew(switches)
                 taken = {self._by_key[k] for k in await _keys(switches) if k in self._by_key}
                 claim, give = plan_claims(self.instance, self.switches, taken, set(self.mine), alive)
-                for s in claim:
-                    await self._claim(switches, s, me)
-                for s in give:
-                    await self._give_back(switches, s)
+                await _bounded([self._claim(switches, s, me) for s in claim])
+                await _bounded([self._give_back(switches, s) for s in give])
             except Exception as e:  # noqa: BLE001 - the bus went away: keep streaming what we hold until it ends
                 log.warning("collector %s: lease round failed (%s: %s)", self.instance, type(e).__name__, e)
                 if time.monotonic() - self._renewed > self.ttl * 2 / 3:
@@ -203,15 +202,25 @@ class Collector:
                 await asyncio.wait_for(stop.wait(), wait)
 
     async def _renew(self, kv: KeyValue) -> None:
+        """Every lease renewed with a compare-and-set on its revision, LEASE_CALLS at a time (one by one, 16k leases
+        would outlast a round)."""
         from nats.js.errors import KeyWrongLastSequenceError
 
         sent = time.monotonic()
-        for s, rev in list(self.mine.items()):
+        me = self.instance.encode()
+
+        async def renew(s: str, rev: int) -> tuple[str, int | None]:
             try:
-                self.mine[s] = await kv.update(_key(s), self.instance.encode(), last=rev)
+                return s, await kv.update(_key(s), me, last=rev)
             except KeyWrongLastSequenceError:
+                return s, None
+
+        for s, rev in await _bounded([renew(s, r) for s, r in self.mine.items()]):
+            if rev is None:
                 log.warning("collector %s: lost %s to another collector", self.instance, s)
-                del self.mine[s]
+                self.mine.pop(s, None)
+            else:
+                self.mine[s] = rev
         self._renewed = sent
 
     async def _claim(self, kv: KeyValue, switch: str, me: bytes) -> None:
@@ -230,8 +239,7 @@ class Collector:
 
     async def _release_all(self, kv: KeyValue) -> None:
         """On a clean stop, hand the switches over at once instead of after a TTL."""
-        for s in list(self.mine):
-            await self._give_back(kv, s)
+        await _bounded([self._give_back(kv, s) for s in list(self.mine)])
 
 
 async def holders(nc: NATS) -> dict[str, str]:
@@ -247,6 +255,20 @@ async def holders(nc: NATS) -> dict[str, str]:
         with contextlib.suppress(Exception):  # expired between listing and reading
             out[k] = ((await kv.get(k)).value or b"").decode()
     return out
+
+
+T = TypeVar("T")
+
+
+async def _bounded(calls: Sequence[Awaitable[T]], limit: int = LEASE_CALLS) -> list[T]:
+    """Await `calls` with at most `limit` in flight; results in order; the first error is raised."""
+    gate = asyncio.Semaphore(limit)
+
+    async def one(call: Awaitable[T]) -> T:
+        async with gate:
+            return await call
+
+    return list(await asyncio.gather(*(one(c) for c in calls)))
 
 
 async def _bucket(js: JetStreamContext, name: str, ttl: float) -> KeyValue:
