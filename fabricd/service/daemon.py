@@ -32,8 +32,7 @@ from fabricd.bus import connect as connect_bus
 from fabricd.detectors import dci_ports, link_flap, optics_trend
 from fabricd.detectors.coverage import Coverage, coverage_json, switch_coverage
 from fabricd.detectors.finding import Finding
-from fabricd.detectors.runner import SETTLE_S, Runner, default_detectors
-from fabricd.detectors.schedule import PassKind, PassSchedule
+from fabricd.detectors.runner import Runner, default_detectors
 from fabricd.jobs.annotate import annotate
 from fabricd.jobs.report import JobReport
 from fabricd.jobs.report import report as job_report
@@ -61,6 +60,7 @@ from .api import create_app
 from .config import ServiceConfig, read_secret
 from .faults import LINK_KINDS
 from .leader import Leadership, default_instance
+from .passes import run_passes
 from .port_metrics import PortCollector
 from .port_view import TelemetryPortView
 from .remediation import Remediator
@@ -68,19 +68,8 @@ from .state import Ticket, open_state
 from .tickets import TicketBackend, TicketError, make_backend
 
 log = logging.getLogger("fabricd.service")
-EVENT_POLL_S = SETTLE_S  # how often new data is looked for between ticks (`fabricd detect` mirrors it)
-FLAP_PASS_GAP_S = 0.1  # at most this often an event-driven link_flap pass
 COVERAGE_EVERY_S = 10.0  # telemetry coverage changes when a switch reconnects or is upgraded, not per sample
-PASS_SHARE = 0.1  # sample-driven detector passes space out to take at most this share of a core
 ACTION_THREADS = 16  # switch sessions in flight at once; the safety budgets keep real actions far fewer
-
-
-def pass_gap(base_ns: int, cost_s: float) -> int:
-    """The gap before the next sample-driven pass: at least `base_ns`, and long enough that these passes take at
-    most ~PASS_SHARE of a core. On 832 switches a pass costs ~23 ms and the store copy its snapshot causes at the
-    next write ~17 ms (~30 ms before the store copied only the columns it writes; docs/benchmarks.md): hence twice
-    the pass's own time."""
-    return max(base_ns, round(2 * cost_s / PASS_SHARE * NS))
 
 
 class Service:
@@ -346,44 +335,9 @@ class Service:
 
     # --- the detector tick -----------------------------------------------------------------------------------
     async def _tick_loop(self, tick_s: float) -> None:
-        """Detector passes on the service's clock, as `PassSchedule` says (fabricd/detectors/schedule.py): every
-        detector on the tick boundaries; in between, all of them soon after counter samples land (at most every
-        pass gap, which widens with the pass's cost) and link_flap alone soon after oper-status events (ON_CHANGE),
-        so neither a crossed dampening threshold nor a storm's stuck sample waits for the next tick. Each pass takes
-        a snapshot (a copy of the store on its next write), hence the minimum gaps."""
-        flap_gap, base_gap = int(FLAP_PASS_GAP_S * NS), int(self.cfg.detectors.pass_gap_s * NS)
-        schedule = PassSchedule(int(tick_s * NS), base_gap, flap_gap_ns=flap_gap, guard_ns=flap_gap)
-        schedule.start(self.clock())
-        events, samples = self.store.ev_total, self.store.sample_batches
-        while not self._stop.is_set():
-            assert schedule.tick_end is not None
-            left = schedule.tick_end - self.clock()
-            if left > 0:
-                await asyncio.sleep(min(EVENT_POLL_S, left / NS))
-            self.ingestor.flush()  # events and samples wait in the ingestor's batch otherwise
-            now = self.clock()
-            if self.store.sample_batches != samples:
-                samples = self.store.sample_batches
-                schedule.arrived(now, samples=True)
-            if self.store.ev_total != events:
-                events = self.store.ev_total
-                schedule.arrived(now, events=True)
-            while (p := schedule.due(now)) is not None and not self._stop.is_set():
-                started = time.perf_counter()
-                if p.kind is PassKind.FLAP:
-                    await self._guarded("link_flap pass", self.flap_pass(now))
-                else:
-                    await self._guarded(f"detector {p.kind.value}", self.tick(now))
-                if p.kind is PassKind.FULL:
-                    schedule.gap_ns = pass_gap(base_gap, time.perf_counter() - started)
-                schedule.ran(p, now, now)
-
-    @staticmethod
-    async def _guarded(what: str, work: Awaitable[Any]) -> None:
-        try:
-            await work
-        except Exception:
-            log.exception("%s failed; continuing with the next one", what)
+        """Detector passes on the service's clock (fabricd/service/passes.py)."""
+        await run_passes(self.ingestor, self.clock, self._stop, tick_s=tick_s,
+                         pass_gap_s=self.cfg.detectors.pass_gap_s, full=self.tick, flap=self.flap_pass)  # fmt: skip
 
     async def tick(self, now: int) -> list[Finding]:
         usable = await self._act(self.runner.tick(self.ingestor.snapshot(), now), now)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from fabricd.service.daemon import PASS_SHARE, pass_gap
+from fabricd.service.passes import PASS_SHARE, pass_gap
 
 MS = 1_000_000
 
