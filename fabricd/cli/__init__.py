@@ -31,6 +31,7 @@ from fabricd.cli.service_cmd import (
     status_command,
     tickets_command,
 )
+from fabricd.cli.shard_cmd import shard_command
 from fabricd.cli.token_cmd import app as token_app
 from fabricd.cli.topology_cmd import app as topology_app
 from fabricd.cli.validate_cmd import validate_command
@@ -66,6 +67,7 @@ app.command("apply")(apply_command)
 app.command("detect")(detect_command)
 app.command("run")(run_command)
 app.command("collector")(collector_command)
+app.command("shard")(shard_command)
 app.command("status")(status_command)
 app.command("findings")(findings_command)
 app.command("tickets")(tickets_command)

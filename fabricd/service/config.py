@@ -140,6 +140,9 @@ class DetectorSettings(_Strict):
     # large fabrics the service spaces these passes further so they take at most ~10% of a core.
     pass_gap_s: float = Field(PASS_GAP_S, ge=0, le=60)  # the same default as `fabricd detect`
     retention_days: float = Field(30, gt=0)  # closed findings and audit rows older than this are pruned
+    # local: this process runs the detectors; shards: `fabricd shard` processes do, each over a range of aggregation
+    # groups, and this one merges their findings from the bus and acts on them (docs/telemetry-scale-out.md)
+    source: Literal["local", "shards"] = "local"
     dci: DciDetectorSettings = Field(default_factory=DciDetectorSettings)
     optics_trend: OpticsTrendSettings = Field(default_factory=OpticsTrendSettings)
 

@@ -29,10 +29,10 @@ from pydantic import SecretStr
 from drivers.inventory import load_inventory
 from fabricd import __version__
 from fabricd.bus import connect as connect_bus
-from fabricd.detectors import dci_ports, link_flap, optics_trend
+from fabricd.detectors import dci_ports, link_flap
 from fabricd.detectors.coverage import Coverage, coverage_json, switch_coverage
 from fabricd.detectors.finding import Finding
-from fabricd.detectors.runner import Runner, default_detectors
+from fabricd.detectors.runner import Runner
 from fabricd.jobs.annotate import annotate
 from fabricd.jobs.report import JobReport
 from fabricd.jobs.report import report as job_report
@@ -60,10 +60,12 @@ from .api import create_app
 from .config import ServiceConfig, read_secret
 from .faults import LINK_KINDS
 from .leader import Leadership, default_instance
-from .passes import run_passes
+from .passes import configured_detectors, run_passes
 from .port_metrics import PortCollector
 from .port_view import TelemetryPortView
 from .remediation import Remediator
+from .shard import SUBJECT as SHARD_SUBJECT
+from .shard import read_findings_message
 from .state import Ticket, open_state
 from .tickets import TicketBackend, TicketError, make_backend
 
@@ -97,6 +99,7 @@ class Service:
         self.plans = {a.name: plan(a.platform, a.os_version, profile.get(a.platform, ())) for a in accesses}
         self.os_versions = {a.name: a.os_version for a in accesses}
         self._coverage: tuple[float, frozenset[str], dict[str, Coverage]] | None = None
+        self.shards_heard: dict[int, int] = {}  # detector shard -> time of its last report (detectors.source: shards)
         self.registry = CollectorRegistry()
         self.telemetry: TelemetrySource
         if cfg.telemetry.source == "bus":  # `fabricd collector` processes subscribe; this one reads their stream
@@ -131,14 +134,7 @@ class Service:
                 clock=clock,
                 spread_samples=cfg.telemetry.spread_samples,
             )
-        dets = default_detectors(
-            tcfg.interval_s,
-            pfc_interval_s=tcfg.intervals.get("pfc"),
-            fec_interval_s=tcfg.intervals.get("fec"),
-            dci=dci_ports.DciPortsConfig(**cfg.detectors.dci.model_dump()),
-            optics=optics_trend.OpticsTrendConfig(**cfg.detectors.optics_trend.model_dump()),
-        )
-        self.runner = Runner(self.fabric, dets)
+        self.runner = Runner(self.fabric, configured_detectors(cfg))
         names = [d.name for d in self.runner.detectors]
         self._flap_state: link_flap.LinkFlapState = self.runner.states[names.index("link_flap")]
         jc = cfg.jobs
@@ -250,7 +246,10 @@ class Service:
             if self.job_source.configured:
                 scheduler.add_job(self._refresh_jobs, "interval", seconds=self.cfg.jobs.refresh_s, id="jobs")
             scheduler.start()
-            tasks.append(asyncio.create_task(self._tick_loop(tick), name="detectors"))
+            if self.cfg.detectors.source == "shards":
+                tasks.append(asyncio.create_task(self._shard_findings(), name="detectors"))
+            else:
+                tasks.append(asyncio.create_task(self._tick_loop(tick), name="detectors"))
             self.ready.set()
             stop = asyncio.create_task(self._stop.wait())
             done, _ = await asyncio.wait([stop, *tasks], return_when=asyncio.FIRST_COMPLETED)
@@ -338,6 +337,34 @@ class Service:
         """Detector passes on the service's clock (fabricd/service/passes.py)."""
         await run_passes(self.ingestor, self.clock, self._stop, tick_s=tick_s,
                          pass_gap_s=self.cfg.detectors.pass_gap_s, full=self.tick, flap=self.flap_pass)  # fmt: skip
+
+    async def _shard_findings(self) -> None:
+        """Detector shards report on the bus (fabricd/service/shard.py): their findings, merged (each finding has one
+        owning shard), go where this process's own would; an incident no shard reported for 3 ticks is over."""
+        nc = await connect_bus(self.cfg.bus, self.cfg.source, f"fabricd {self.instance} findings")
+        queue: asyncio.Queue[bytes] = asyncio.Queue(maxsize=1024)
+
+        async def on_message(msg: Any) -> None:
+            if queue.full():  # a stalled consumer drops the oldest: every shard sends its findings again each pass
+                queue.get_nowait()
+            queue.put_nowait(msg.data)
+
+        sub = await nc.subscribe(f"{SHARD_SUBJECT}.*", cb=on_message)
+        try:
+            while not self._stop.is_set():
+                data = await queue.get()
+                try:
+                    shard, ts, findings = read_findings_message(data)
+                except (ValueError, KeyError, TypeError) as e:
+                    log.warning("a detector shard's message could not be read (%s); dropped", e)
+                    continue
+                self.shards_heard[shard] = ts
+                await self._act(findings, ts)
+                if self.acting():
+                    self.state.clear_findings_not_seen_since(ts - int(3 * self.cfg.detectors.tick_s * NS))
+        finally:
+            await sub.unsubscribe()
+            await nc.close()
 
     async def tick(self, now: int) -> list[Finding]:
         usable = await self._act(self.runner.tick(self.ingestor.snapshot(), now), now)

@@ -8,10 +8,13 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 
-from fabricd.detectors.runner import SETTLE_S
+from fabricd.detectors import dci_ports, optics_trend
+from fabricd.detectors.runner import SETTLE_S, Detector, default_detectors
 from fabricd.detectors.schedule import PassKind, PassSchedule
 from fabricd.telemetry import CounterStore, Ingestor
 from topology.units import NS
+
+from .config import ServiceConfig
 
 log = logging.getLogger("fabricd.service")
 EVENT_POLL_S = SETTLE_S  # how often new data is looked for between ticks (`fabricd detect` mirrors it)
@@ -75,3 +78,15 @@ async def run_passes(
             if p.kind is PassKind.FULL:
                 schedule.gap_ns = pass_gap(base_gap, time.perf_counter() - started)
             schedule.ran(p, now, now)
+
+
+def configured_detectors(cfg: ServiceConfig) -> list[Detector]:
+    """The detectors as the service config sets them (sample intervals, DCI and optics thresholds)."""
+    t = cfg.telemetry
+    return default_detectors(
+        t.interval_s,
+        pfc_interval_s=t.intervals.get("pfc"),
+        fec_interval_s=t.intervals.get("fec"),
+        dci=dci_ports.DciPortsConfig(**cfg.detectors.dci.model_dump()),
+        optics=optics_trend.OpticsTrendConfig(**cfg.detectors.optics_trend.model_dump()),
+    )
