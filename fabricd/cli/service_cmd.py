@@ -119,6 +119,13 @@ def status_command(config: Path | None = _CONFIG, api: str | None = _API, token_
             out.print("  stale: " + ", ".join(tel["stale"][:20]))
         for line in coverage_lines(tel.get("coverage") or []):
             out.print(line, markup=False, highlight=False)
+        det = h.get("detectors") or {}
+        if det.get("source") == "shards":
+            silent = det.get("silent_shards") or []
+            out.print(
+                f"detectors: {det['shards']} shard(s), "
+                + (f"silent: {', '.join(map(str, silent))} (their groups are unwatched)" if silent else "all reporting")
+            )
         out.print(f"open tickets: {h['open_tickets']}   ports held down: {h['disabled_ports']}")
         ha = h.get("ha") or {}
         if ha.get("enabled"):

@@ -143,8 +143,15 @@ class DetectorSettings(_Strict):
     # local: this process runs the detectors; shards: `fabricd shard` processes do, each over a range of aggregation
     # groups, and this one merges their findings from the bus and acts on them (docs/telemetry-scale-out.md)
     source: Literal["local", "shards"] = "local"
+    shards: int = Field(0, ge=0, le=1024)  # with source: shards, how many run (`fabricd shard --count`)
     dci: DciDetectorSettings = Field(default_factory=DciDetectorSettings)
     optics_trend: OpticsTrendSettings = Field(default_factory=OpticsTrendSettings)
+
+    @model_validator(mode="after")
+    def _shards_counted(self) -> DetectorSettings:
+        if self.source == "shards" and self.shards < 1:
+            raise ValueError("source: shards needs shards: N, the --count the `fabricd shard` processes run with")
+        return self
 
 
 def _service_url(url: str) -> str:

@@ -360,11 +360,21 @@ class Service:
                     continue
                 self.shards_heard[shard] = ts
                 await self._act(findings, ts)
-                if self.acting():
+                # An incident no shard reported for 3 ticks is over; while a shard is silent its part of the fabric
+                # is unwatched, and its incidents are not over (health says which shard).
+                if self.acting() and not self.silent_shards(ts):
                     self.state.clear_findings_not_seen_since(ts - int(3 * self.cfg.detectors.tick_s * NS))
         finally:
             await sub.unsubscribe()
             await nc.close()
+
+    def silent_shards(self, now: int | None = None) -> list[int]:
+        """Detector shards (detectors.source: shards) that have not reported for 3 ticks, or ever."""
+        if self.cfg.detectors.source != "shards":
+            return []
+        t = self.clock() if now is None else now
+        limit = int(3 * self.cfg.detectors.tick_s * NS)
+        return [k for k in range(self.cfg.detectors.shards) if t - self.shards_heard.get(k, 0) > limit]
 
     async def tick(self, now: int) -> list[Finding]:
         usable = await self._act(self.runner.tick(self.ingestor.snapshot(), now), now)
@@ -478,8 +488,9 @@ class Service:
     def health(self) -> dict[str, Any]:
         stale = self.telemetry.stale_devices()
         synced = sum(self.telemetry.synced.values())
+        silent = self.silent_shards()
         return {
-            "status": "ok" if not stale else "degraded",
+            "status": "ok" if not stale and not silent else "degraded",
             "version": __version__,
             "mode": self.remediator.mode,
             "ha": self.ha_status(),
@@ -489,6 +500,11 @@ class Service:
                 "synced": synced,
                 "stale": stale,
                 "coverage": [coverage_json(name, self.os_versions.get(name), c) for name, c in self.coverage().items()],
+            },
+            "detectors": {
+                "source": self.cfg.detectors.source,
+                "shards": self.cfg.detectors.shards,
+                "silent_shards": silent,
             },
             "open_tickets": len(self.state.tickets("open")),
             "disabled_ports": len(self.state.disabled_ports()),

@@ -76,7 +76,8 @@ class Shards:
 
 
 def test_two_shards_one_service(twin: TwinThread, nats_bus: LocalBus, tmp_path: Path) -> None:
-    config = write_config(tmp_path, twin.inventory, bus={"urls": [nats_bus.url]}, detectors={"source": "shards"})
+    config = write_config(tmp_path, twin.inventory, bus={"urls": [nats_bus.url]},
+                          detectors={"source": "shards", "shards": 2})  # fmt: skip
     shards = Shards(config).start()
     svc = ServiceThread(config).start()
     try:
@@ -84,8 +85,8 @@ def test_two_shards_one_service(twin: TwinThread, nats_bus: LocalBus, tmp_path: 
         assert [v.groups for v in views] == [(0,), (1,)]
         assert "leaf-g1-r1" not in views[0].switches and "spine-r1-0" in views[0].switches
         wait_for(lambda: all(s.published for s in shards.shards), 15)  # both report, empty at first
-        health = svc.get("/api/v1/health")
-        assert health["status"] == "ok"
+        health = wait_for(lambda: (h := svc.get("/api/v1/health"))["detectors"]["silent_shards"] == [] and h, 10)
+        assert health["status"] == "ok" and health["detectors"]["shards"] == 2
 
         inject(twin.state_dir, "pfc_storm", {"nic": "gpu-g1-000:nic1"})
         storms = wait_for(lambda: [f for f in svc.get("/api/v1/findings")["findings"] if f["kind"] == "pfc_storm"], 15)
@@ -113,6 +114,12 @@ def test_two_shards_one_service(twin: TwinThread, nats_bus: LocalBus, tmp_path: 
         (f,) = uplink()
         assert "spine-r0-0:Ethernet1/1" in f["ports"]
         assert len([a for a in svc.get("/api/v1/actions")["actions"] if a["port"] == f["port"]]) <= 1
+
+        # A shard that stops: the service says which, and keeps its incidents open.
+        shards.loop.call_soon_threadsafe(shards.shards[1].stop)
+        health = wait_for(lambda: (h := svc.get("/api/v1/health"))["detectors"]["silent_shards"] == [1] and h, 10)
+        assert health["status"] == "degraded"
+        assert any(f["kind"] == "pfc_storm" for f in svc.get("/api/v1/findings", status="active")["findings"])
     finally:
         svc.stop()
         shards.stop()
