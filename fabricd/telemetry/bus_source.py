@@ -60,7 +60,8 @@ class BusTelemetry:
         self._last_seq = 0
         self.messages = 0
         self.lost = 0
-        self.foreign = 0  # messages of switches not in the inventory, or malformed
+        self.foreign = 0  # malformed messages (not a telemetry batch)
+        self.skipped = 0  # messages of switches this reader does not read (not in its list: another shard's)
         self._pending = 0
         self._lost_c = self._pending_g = None
         if registry is not None:
@@ -112,7 +113,7 @@ class BusTelemetry:
             self.foreign += 1
             return
         if device not in self._known:
-            self.foreign += 1
+            self.skipped += 1
             return
         now = self.clock()
         ingest = self.ingestor.ingest
