@@ -159,6 +159,7 @@ class Service:
             lambda: self.remediator.budgets(),
             self.ha_status if cfg.ha.enabled else None,
             self.coverage,
+            self.shard_ages if cfg.detectors.source == "shards" else None,
         )
         self.view = TelemetryPortView(self.ingestor, time.monotonic)
         self.pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="fabricd-io")
@@ -367,6 +368,12 @@ class Service:
         finally:
             await sub.unsubscribe()
             await nc.close()
+
+    def shard_ages(self) -> dict[int, float | None]:
+        """Per detector shard, seconds since its last report (None: never)."""
+        now = self.clock()
+        return {k: None if k not in self.shards_heard else (now - self.shards_heard[k]) / NS
+                for k in range(self.cfg.detectors.shards)}  # fmt: skip
 
     def silent_shards(self, now: int | None = None) -> list[int]:
         """Detector shards (detectors.source: shards) that have not reported for 3 ticks, or ever."""

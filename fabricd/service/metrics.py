@@ -66,6 +66,7 @@ def register(
     budgets: Callable[[], list[Budget]] | None = None,
     ha: Callable[[], dict[str, Any]] | None = None,
     coverage: Callable[[], dict[str, Coverage]] | None = None,
+    shards: Callable[[], dict[int, float | None]] | None = None,
 ) -> None:
     """Every service metric (the telemetry client registers its own): state, DR ports, jobs, and the per-port
     counters when `ports` is given (api.port_metrics)."""
@@ -80,6 +81,23 @@ def register(
         registry.register(HaCollector(ha))
     if coverage is not None:
         registry.register(CoverageCollector(coverage))
+    if shards is not None:
+        registry.register(ShardCollector(shards))
+
+
+class ShardCollector(Collector):
+    """Detector shards (detectors.source: shards): seconds since each last reported (-1: never)."""
+
+    def __init__(self, ages: Callable[[], dict[int, float | None]]) -> None:
+        self.ages = ages
+
+    def collect(self) -> Iterator[Metric]:
+        g = GaugeMetricFamily("fabricd_detector_shard_report_age_seconds",
+                              "Seconds since each detector shard last reported its findings (-1: never)",
+                              labels=["shard"])  # fmt: skip
+        for shard, age in sorted(self.ages().items()):
+            g.add_metric([str(shard)], -1.0 if age is None else age)
+        yield g
 
 
 class CoverageCollector(Collector):

@@ -6,12 +6,14 @@ once, by the service."""
 from __future__ import annotations
 
 import asyncio
+import re
 import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from fabricd.bus import LocalBus
@@ -120,6 +122,9 @@ def test_two_shards_one_service(twin: TwinThread, nats_bus: LocalBus, tmp_path: 
         health = wait_for(lambda: (h := svc.get("/api/v1/health"))["detectors"]["silent_shards"] == [1] and h, 10)
         assert health["status"] == "degraded"
         assert any(f["kind"] == "pfc_storm" for f in svc.get("/api/v1/findings", status="active")["findings"])
+        ages = dict(re.findall(r'^fabricd_detector_shard_report_age_seconds\{shard="(\d)"\} (\S+)$',
+                               httpx.get(svc.url + "/metrics").text, re.M))  # fmt: skip
+        assert float(ages["0"]) < 1.5 < float(ages["1"])  # what FabricdDetectorShardSilent alerts on
     finally:
         svc.stop()
         shards.stop()
