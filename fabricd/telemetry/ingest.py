@@ -143,7 +143,7 @@ class Ingestor:
         except (_Odd, IndexError):
             del self._codes[mark:], self._vals[mark:]
             self._general(b, channel, now)
-        if len(self._codes) >= self.flush_size:
+        if len(self._codes) + len(self._d_codes) >= self.flush_size:
             self.flush()
 
     def ingest_many(self, messages: Iterable[bytes | Any], channel: str, now: int | None = None) -> None:
