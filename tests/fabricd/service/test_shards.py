@@ -48,11 +48,11 @@ def twin(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TwinThread]:
 
 
 class Shards:
-    """`fabricd shard --index k --count 2` for k in 0, 1, on one event loop in a thread."""
+    """`fabricd shard --index k --count 2` for each k of `indexes`, on one event loop in a thread."""
 
-    def __init__(self, config: Path) -> None:
+    def __init__(self, config: Path, indexes: tuple[int, ...] = (0, 1)) -> None:
         cfg = load_config(config)
-        self.shards = [ShardProcess(cfg, k, 2) for k in range(2)]
+        self.shards = [ShardProcess(cfg, k, 2) for k in indexes]
         self.loop = asyncio.new_event_loop()
         self.thread = threading.Thread(target=self._run, daemon=True)
         self.error: BaseException | None = None
@@ -125,6 +125,31 @@ def test_two_shards_one_service(twin: TwinThread, nats_bus: LocalBus, tmp_path: 
         ages = dict(re.findall(r'^fabricd_detector_shard_report_age_seconds\{shard="(\d)"\} (\S+)$',
                                httpx.get(svc.url + "/metrics").text, re.M))  # fmt: skip
         assert float(ages["0"]) < 1.5 < float(ages["1"])  # what FabricdDetectorShardSilent alerts on
+    finally:
+        svc.stop()
+        shards.stop()
+        twin.loop.call_soon_threadsafe(lambda: twin.process.faults.clear(None, time.time_ns()))
+
+
+def test_two_instances_of_a_shard_act_as_its_standby(twin: TwinThread, nats_bus: LocalBus, tmp_path: Path) -> None:
+    """Shard 1 runs twice (as a standby would): both publish the same findings, the service keeps one incident and
+    takes the port down once; when one instance stops, the other keeps group 1 watched."""
+    config = write_config(tmp_path, twin.inventory, bus={"urls": [nats_bus.url]},
+                          detectors={"source": "shards", "shards": 2})  # fmt: skip
+    shards = Shards(config, (0, 1, 1)).start()
+    svc = ServiceThread(config).start()
+    try:
+        wait_for(lambda: all(s.published for s in shards.shards), 15)
+        inject(twin.state_dir, "link_flap", {"port": "leaf-g1-r3:Ethernet3/1", "count": 8, "period_s": 0.3})
+        (held,) = wait_for(lambda: svc.get("/api/v1/ports/disabled")["ports"], 20)
+        assert (held["device"], held["port"]) == ("leaf-g1-r3", "Ethernet3/1")
+        time.sleep(1.5)  # more passes of both instances
+        flaps = [f for f in svc.get("/api/v1/findings")["findings"] if f["kind"] == "link_flap"]
+        assert len({(f["device"], f["port"], f["start_ts"]) for f in flaps}) == 1
+        assert len([a for a in svc.get("/api/v1/actions")["actions"] if a["op"] == "disable"]) == 1
+        shards.loop.call_soon_threadsafe(shards.shards[2].stop)
+        time.sleep(2)
+        assert svc.get("/api/v1/health")["detectors"]["silent_shards"] == []  # the other instance of shard 1
     finally:
         svc.stop()
         shards.stop()
