@@ -177,7 +177,10 @@ class Twin:
                 speeds.append(float(link.speed_gbps or 0))
                 self.peers[(dev.name, local.port)] = link.other(dev.name, local.port)
                 self.links[link_key(link.a, link.b)] = float(link.speed_gbps or 0)
-            utils = [dr_utilisation(dev.name, p) for p in ports] if dev.role is Role.DR else None
+            if dev.role is Role.DR:
+                utils = [dr_utilisation(dev.name, p) for p in ports]
+            else:  # one load per cable, the same at both ends (keyed by its lower end), so both ends count alike
+                utils = [utilisation(*_lower_end(dev.name, p, self.peers[(dev.name, p)])) for p in ports]
             self.switches[dev.name] = Switch(dev.name, dev.role, dev.platform or "eos", ports, speeds, now, utils)
             if eos_version is not None:
                 self.switches[dev.name].os_version = eos_version
@@ -187,6 +190,12 @@ class Twin:
             far = fabric.device(peer.device) if peer.device in fabric else None
             if far is not None and far.site is not None:
                 self.dci_ports.setdefault(far.site, []).append(Endpoint(device, port))
+        # Switch-to-switch cables as (switch, row) pairs: what one end sends is what the other receives (_conserve).
+        self.cables: list[tuple[Switch, int, Switch, int]] = [
+            (self.switches[a.device], self.switches[a.device].index[a.port],
+             self.switches[b.device], self.switches[b.device].index[b.port])
+            for a, b in self.links if a.device in self.switches and b.device in self.switches
+        ]  # fmt: skip
         self.link_down: set[LinkKey] = set()
         self.flap_down: set[LinkKey] = set()
         self.pause_sources: dict[str, list[PauseSource]] = {}
@@ -290,6 +299,7 @@ class Twin:
         self._watch(self._apply_pauses(), now)
         self._apply_ecn()
         self._apply_physical()
+        self._conserve()
         self.dirty = False
         for device, port, up in changes:
             self.oper_events.append((now, device, port, up))
@@ -446,6 +456,15 @@ class Twin:
             sw.rate[row, COL["if.out-discards"]] += offered * share
             sw.rate[row, COL["q3.dropped-pkts"]] += offered * share  # the RoCE class is the one congested
 
+    def _conserve(self) -> None:
+        """Every cable carries one traffic: each end receives what the other sends, after what changed either end's
+        egress (a pause, an ECMP share, egress drops). Frames that arrive corrupted still count as received
+        (OpenConfig counts bad frames in in-pkts); a cable down carries nothing both ways."""
+        for sa, ra, sb, rb in self.cables:
+            for out, into in _CARRIED:
+                sb.rate[rb, into] = sa.rate[ra, out]
+                sa.rate[ra, into] = sb.rate[rb, out]
+
     def _apply_ecn(self) -> None:
         for sw in self.switches.values():
             for row, cfg in enumerate(sw.config):
@@ -498,6 +517,13 @@ class Twin:
     # --- convenience for faults and servers -----------------------------------------------------
     def ports_of_links(self, keys: Iterable[LinkKey]) -> list[Endpoint]:
         return [ep for key in keys for ep in key if self.is_switch(ep.device)]
+
+
+def _lower_end(device: str, port: str, peer: Endpoint) -> tuple[str, str]:
+    return min((device, port), (peer.device, peer.port))
+
+
+_CARRIED = tuple((COL[f"if.out-{c}"], COL[f"if.in-{c}"]) for c in ("pkts", "unicast-pkts", "octets"))
 
 
 def _local(link: Link, device: str) -> Endpoint:
