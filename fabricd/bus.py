@@ -7,7 +7,9 @@ In production the operator's NATS cluster is the bus: several URLs, a user and p
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import logging
 import os
 import shutil
 import signal
@@ -27,6 +29,10 @@ if TYPE_CHECKING:
     from nats.aio.client import Client as NATS
 
     from fabricd.service.config import BusSettings
+
+
+log = logging.getLogger("fabricd.bus")
+FIRST_CONNECT_S = 5.0  # the first connect gives up after this (later ones retry for ever)
 
 
 class BusError(FabricdError):
@@ -49,15 +55,36 @@ async def connect(settings: BusSettings, source: Path | None, name: str) -> NATS
         options["password"] = read_secret(settings.password, "bus.password", source).get_secret_value()
     if settings.token is not None:
         options["token"] = read_secret(settings.token, "bus.token", source).get_secret_value()
+    if settings.nkey_seed is not None:
+        options["nkeys_seed"] = str(_private_file(settings.nkey_seed, "bus.nkey_seed"))
     if settings.ca_file is not None or any(u.startswith("tls://") for u in settings.urls):
         options["tls"] = ssl.create_default_context(cafile=str(settings.ca_file) if settings.ca_file else None)
+    last: list[str] = []  # the latest error the client reported (a refused login is retried, not raised)
+
+    async def on_error(e: Exception) -> None:
+        last[:] = [str(e)]
+        log.debug("bus: %s", e)
+
+    options["error_cb"] = on_error
     try:
-        return await nats.connect(settings.urls, **options)
+        return await asyncio.wait_for(nats.connect(settings.urls, **options), FIRST_CONNECT_S)
     except (NatsError, OSError, TimeoutError) as e:
+        why = last[0] if last else type(e).__name__
         raise BusError(
-            f"cannot reach the bus at {', '.join(settings.urls)} ({type(e).__name__}); start it (`fabricd bus up` "
-            "in a lab) or check bus: in fabricd.yaml"
+            f"cannot reach the bus at {', '.join(settings.urls)} ({why}); start it (`fabricd bus up` in a lab) or "
+            "check bus: in fabricd.yaml (urls, user/password, token, nkey_seed)"
         ) from None
+
+
+def _private_file(path: Path, field: str) -> Path:
+    """A secret file that exists and only its owner can read (the rule for every secret file)."""
+    try:
+        mode = path.stat().st_mode
+    except OSError as e:
+        raise BusError(f"{field}: {path}: {e.strerror}; check the path") from None
+    if mode & 0o077:
+        raise BusError(f"{field}: {path} is readable by others; chmod 600 it")
+    return path
 
 
 # --- a local server ---------------------------------------------------------------------------------------------

@@ -334,6 +334,7 @@ class BusSettings(_Strict):
     user: str | None = None
     password: SecretRef | None = None
     token: SecretRef | None = None
+    nkey_seed: Path | None = None  # a file (0600) holding this client's nkey seed (SU...), for nkey authentication
     ca_file: Path | None = None  # TLS (tls:// URLs) verified against this CA
 
     @field_validator("urls")
