@@ -12,9 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from fabricd.telemetry import sonic
-from fabricd.telemetry.paths import leaves_under
-from fabricd.telemetry.platforms import Missing, Plan, missing_leaves
+from fabricd.telemetry.platforms import Missing, Plan, missing_leaves, path_leaves
 
 from . import dci_ports, link_corruption, optics_trend, stuck_queues
 
@@ -93,9 +91,7 @@ class Coverage:
 def switch_coverage(plan: Plan, rejected: Sequence[tuple[str, str]], seen: Iterable[str]) -> Coverage:
     """Judge a synced switch (gNMI sends every subscribed leaf once before sync_response, so what has not arrived by
     then is not coming) against its plan and the subscriptions it refused."""
-    refused = {
-        leaf: why for path, why in rejected for leaf in leaves_under(path) or sonic.LEAVES.get(path, frozenset())
-    }
+    refused = {leaf: why for path, why in rejected for leaf in path_leaves(path)}
     known = {m.leaf: m.reason for m in plan.missing}
     read = read_leaves()
     missing = tuple(m for m in missing_leaves(plan.expected, seen, known, refused) if m.leaf in read)

@@ -90,6 +90,10 @@ class Runner:
             self.found[f.key] = f if old is None else old.merged(f)
         return out
 
+    def state_of(self, name: str) -> Any:
+        """The state of the detector called `name` (ValueError if there is none)."""
+        return self.states[[d.name for d in self.detectors].index(name)]
+
     def findings(self) -> list[Finding]:
         return sorted(self.found.values(), key=lambda f: (f.detected_ts, f.kind, f.device, f.port or ""))
 

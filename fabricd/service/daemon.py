@@ -40,14 +40,10 @@ from fabricd.jobs.source import JobSource, SlurmRest
 from fabricd.telemetry import (
     CounterStore,
     Ingestor,
-    TelemetryClient,
-    TelemetryMetrics,
     TelemetrySource,
-    TelemetryWorkers,
     TraceWriter,
 )
-from fabricd.telemetry.bus_source import BusTelemetry
-from fabricd.telemetry.platforms import plan, profiles
+from fabricd.telemetry.platforms import plans, profiles
 from policies.policy import load_policy
 from topology.load import load_fabric
 from topology.model import Endpoint
@@ -60,7 +56,7 @@ from .api import create_app
 from .config import ServiceConfig, read_secret
 from .faults import LINK_KINDS
 from .leader import Leadership, default_instance
-from .passes import configured_detectors, run_passes
+from .passes import configured_detectors, run_passes, telemetry_source
 from .port_metrics import PortCollector
 from .port_view import TelemetryPortView
 from .remediation import Remediator
@@ -96,47 +92,16 @@ class Service:
         lossless = load_policy(cfg.policy).lossless_priorities
         profile = profiles(tcfg.interval_s, lossless, tcfg.intervals)
         # Per switch, what its platform profile subscribes on its release (the telemetry source plans the same).
-        self.plans = {a.name: plan(a.platform, a.os_version, profile.get(a.platform, ())) for a in accesses}
+        self.plans = plans(((a.name, a.platform, a.os_version) for a in accesses), profile)
         self.os_versions = {a.name: a.os_version for a in accesses}
         self._coverage: tuple[float, frozenset[str], dict[str, Coverage]] | None = None
         self.shards_heard: dict[int, int] = {}  # detector shard -> time of its last report (detectors.source: shards)
         self.registry = CollectorRegistry()
-        self.telemetry: TelemetrySource
-        if cfg.telemetry.source == "bus":  # `fabricd collector` processes subscribe; this one reads their stream
-            self.telemetry = BusTelemetry(
-                [a.name for a in accesses],
-                self.ingestor,
-                lambda: connect_bus(cfg.bus, cfg.source, f"fabricd {self.instance} telemetry"),
-                interval_s=tcfg.interval_s,
-                max_age_s=tcfg.stream_max_age_s,
-                max_bytes=tcfg.stream_max_bytes,
-                registry=self.registry,
-                clock=clock,
-            )
-        elif cfg.telemetry.workers > 1:  # worker processes stream and decode; their batches land in self.store
-            self.telemetry = TelemetryWorkers(
-                accesses,
-                self.ingestor,
-                profile=profile,
-                workers=cfg.telemetry.workers,
-                interval_s=cfg.telemetry.interval_s,
-                metrics=TelemetryMetrics(self.registry),
-                clock=clock,
-                spread_samples=cfg.telemetry.spread_samples,
-            )
-        else:
-            self.telemetry = TelemetryClient(
-                accesses,
-                self.ingestor,
-                profile=profile,
-                interval_s=cfg.telemetry.interval_s,
-                metrics=TelemetryMetrics(self.registry),
-                clock=clock,
-                spread_samples=cfg.telemetry.spread_samples,
-            )
+        self.telemetry: TelemetrySource = telemetry_source(
+            cfg, accesses, self.ingestor, profile, name=f"fabricd {self.instance}", clock=clock, registry=self.registry
+        )
         self.runner = Runner(self.fabric, configured_detectors(cfg))
-        names = [d.name for d in self.runner.detectors]
-        self._flap_state: link_flap.LinkFlapState = self.runner.states[names.index("link_flap")]
+        self._flap_state: link_flap.LinkFlapState = self.runner.state_of("link_flap")
         jc = cfg.jobs
         rest = None
         if jc.slurmrestd is not None:
@@ -146,7 +111,7 @@ class Service:
             rest = SlurmRest(sr.url, sr.user, token, sr.api_version, verify)
         self.job_source = JobSource(self.fabric, jc.path, jc.command, jc.job_label, jc.timeout_s, rest)
         self.job_source.refresh()  # a bad read is logged; fabricd watches the fabric without jobs until a good one
-        self.dci_state: dci_ports.DciPortsState = self.runner.states[names.index("dci_ports")]
+        self.dci_state: dci_ports.DciPortsState = self.runner.state_of("dci_ports")
         first = lossless[0] if lossless else 3
         self.lossless = first  # the priority whose PFC and queue counters the page and /metrics show
         ports = PortCollector(self.ingestor.snapshot, self.fabric, first) if cfg.api.port_metrics else None
@@ -369,19 +334,18 @@ class Service:
             await sub.unsubscribe()
             await nc.close()
 
-    def shard_ages(self) -> dict[int, float | None]:
+    def shard_ages(self, now: int | None = None) -> dict[int, float | None]:
         """Per detector shard, seconds since its last report (None: never)."""
-        now = self.clock()
-        return {k: None if k not in self.shards_heard else (now - self.shards_heard[k]) / NS
+        t = self.clock() if now is None else now
+        return {k: None if k not in self.shards_heard else (t - self.shards_heard[k]) / NS
                 for k in range(self.cfg.detectors.shards)}  # fmt: skip
 
     def silent_shards(self, now: int | None = None) -> list[int]:
         """Detector shards (detectors.source: shards) that have not reported for 3 ticks, or ever."""
         if self.cfg.detectors.source != "shards":
             return []
-        t = self.clock() if now is None else now
-        limit = int(3 * self.cfg.detectors.tick_s * NS)
-        return [k for k in range(self.cfg.detectors.shards) if t - self.shards_heard.get(k, 0) > limit]
+        limit = 3 * self.cfg.detectors.tick_s
+        return [k for k, age in self.shard_ages(now).items() if age is None or age > limit]
 
     async def tick(self, now: int) -> list[Finding]:
         usable = await self._act(self.runner.tick(self.ingestor.snapshot(), now), now)

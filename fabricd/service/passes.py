@@ -6,12 +6,19 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 
+from prometheus_client import CollectorRegistry
+
+from drivers.inventory import DeviceAccess
+from fabricd.bus import connect as connect_bus
 from fabricd.detectors import dci_ports, optics_trend
 from fabricd.detectors.runner import SETTLE_S, Detector, default_detectors
 from fabricd.detectors.schedule import PassKind, PassSchedule
-from fabricd.telemetry import CounterStore, Ingestor
+from fabricd.telemetry import CounterStore, Ingestor, TelemetryClient, TelemetryMetrics
+from fabricd.telemetry.bus_source import BusTelemetry
+from fabricd.telemetry.paths import Subscription
+from fabricd.telemetry.workers import TelemetrySource, TelemetryWorkers
 from topology.units import NS
 
 from .config import ServiceConfig
@@ -90,3 +97,30 @@ def configured_detectors(cfg: ServiceConfig) -> list[Detector]:
         dci=dci_ports.DciPortsConfig(**cfg.detectors.dci.model_dump()),
         optics=optics_trend.OpticsTrendConfig(**cfg.detectors.optics_trend.model_dump()),
     )
+
+
+def telemetry_source(
+    cfg: ServiceConfig,
+    accesses: Sequence[DeviceAccess],
+    ingestor: Ingestor,
+    profile: Mapping[str, Sequence[Subscription]],
+    *,
+    name: str,
+    clock: Callable[[], int],
+    registry: CollectorRegistry | None = None,
+) -> TelemetrySource:
+    """Telemetry for `accesses` as `telemetry:` says: read from the collectors' stream (source: bus), streamed by
+    worker processes (workers > 1), or streamed in this process; `name` names the bus connection."""
+    t = cfg.telemetry
+    metrics = TelemetryMetrics(registry) if registry is not None else None
+    if t.source == "bus":  # `fabricd collector` processes subscribe; this one reads their stream
+        return BusTelemetry(
+            [a.name for a in accesses], ingestor, lambda: connect_bus(cfg.bus, cfg.source, f"{name} telemetry"),
+            interval_s=t.interval_s, max_age_s=t.stream_max_age_s, max_bytes=t.stream_max_bytes, registry=registry,
+            clock=clock,
+        )  # fmt: skip
+    if t.workers > 1:  # worker processes stream and decode; their batches land in the ingestor's store
+        return TelemetryWorkers(accesses, ingestor, profile=profile, workers=t.workers, interval_s=t.interval_s,
+                                metrics=metrics, clock=clock, spread_samples=t.spread_samples)  # fmt: skip
+    return TelemetryClient(accesses, ingestor, profile=profile, interval_s=t.interval_s, metrics=metrics, clock=clock,
+                           spread_samples=t.spread_samples)  # fmt: skip

@@ -24,14 +24,13 @@ from fabricd.detectors import link_flap
 from fabricd.detectors.finding import Finding, JobRef
 from fabricd.detectors.runner import Runner
 from fabricd.detectors.shards import ShardView, shard_view
-from fabricd.telemetry import CounterStore, Ingestor, TelemetryClient
-from fabricd.telemetry.bus_source import BusTelemetry
+from fabricd.telemetry import CounterStore, Ingestor
 from fabricd.telemetry.platforms import profiles
 from policies.policy import load_policy
 from topology.load import load_fabric
 
 from .config import ServiceConfig
-from .passes import configured_detectors, run_passes
+from .passes import configured_detectors, run_passes, telemetry_source
 
 log = logging.getLogger("fabricd.shard")
 SUBJECT = "fabricd.findings"  # a shard publishes on SUBJECT.<index>; the service reads SUBJECT.*
@@ -63,22 +62,11 @@ class ShardProcess:
         accesses = [inventory.access(n) for n in inventory.names if n in self.view.switches]
         self.ingestor = Ingestor(CounterStore())
         t = cfg.telemetry
-        self.telemetry: BusTelemetry | TelemetryClient
-        if t.source == "bus":
-            self.telemetry = BusTelemetry(
-                [a.name for a in accesses], self.ingestor,
-                lambda: connect_bus(cfg.bus, cfg.source, f"fabricd shard {index} telemetry"),
-                interval_s=t.interval_s, max_age_s=t.stream_max_age_s, max_bytes=t.stream_max_bytes, clock=clock,
-            )  # fmt: skip
-        else:
-            lossless = load_policy(cfg.policy).lossless_priorities
-            self.telemetry = TelemetryClient(
-                accesses, self.ingestor, profile=profiles(t.interval_s, lossless, t.intervals),
-                interval_s=t.interval_s, clock=clock, spread_samples=t.spread_samples,
-            )  # fmt: skip
+        profile = profiles(t.interval_s, load_policy(cfg.policy).lossless_priorities, t.intervals)
+        self.telemetry = telemetry_source(cfg, accesses, self.ingestor, profile, name=f"fabricd shard {index}",
+                                          clock=clock)  # fmt: skip
         self.runner = Runner(self.fabric, configured_detectors(cfg))
-        names = [d.name for d in self.runner.detectors]
-        self._flap_state: link_flap.LinkFlapState = self.runner.states[names.index("link_flap")]
+        self._flap_state: link_flap.LinkFlapState = self.runner.state_of("link_flap")
         self._stop = asyncio.Event()
         self._nc: Any = None
         self.published = 0

@@ -48,7 +48,7 @@ from fabricd.backoff import Backoff
 from .ingest import Ingestor
 from .metrics import TelemetryMetrics
 from .paths import Subscription, subscribe_request
-from .platforms import JSON_IETF_ONLY, REJECTS, Plan, narrow, plan, profiles, refuses_encoding
+from .platforms import JSON_IETF_ONLY, REJECTS, Plan, narrow, plans, profiles, refuses_encoding
 
 SUBSCRIBE = "/gnmi.gNMI/Subscribe"
 MAX_MESSAGE = 64 << 20  # a full-device initial dump in JSON can exceed gRPC's 4 MiB default
@@ -260,13 +260,10 @@ class TelemetryClient:
         self.profiles = profiles(interval_s) if profile is None else dict(profile)
         self.heartbeat_ns = int(heartbeat_s * 1e9) if heartbeat_s else 0
         self._serialized: dict[tuple[tuple[Subscription, ...], bool], bytes] = {}  # shared by devices alike
-        plans: dict[tuple[str, str | None], Plan] = {}
+        device_plans = plans(((a.name, a.platform, a.os_version) for a in inventory_devices), self.profiles)
         self._devices: dict[str, _Device] = {}
         for access in inventory_devices:
-            key = (access.platform, access.os_version)
-            if key not in plans:
-                plans[key] = plan(access.platform, access.os_version, self.profiles.get(access.platform, ()))
-            p = plans[key]
+            p = device_plans[access.name]
             d = _Device(
                 access,
                 p,

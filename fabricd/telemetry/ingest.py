@@ -32,7 +32,7 @@ from pygnmi.spec.v080 import gnmi_pb2
 from . import sonic
 from .paths import Elem, Kind, classify, match_rel, pb_elems, render, split_root
 from .store import I64, CounterStore, Stat
-from .templates import MAX_TEMPLATES, CompileBudget, Template, compile_cost, compile_template, value_kinds
+from .templates import MAX_TEMPLATES, CompileBudget, Template, compile_cost, compile_template, value_kinds, varint
 
 MISS, UNKNOWN, BAD = -1, -2, -3
 MAX_PATH_BYTES = 1024  # longer prefix/update paths are malformed (EOS paths are < 200 bytes)
@@ -57,15 +57,6 @@ class UpdateSink(Protocol):
 
 class _Odd(Exception):
     """The raw walker met a layout it does not read; the protobuf parser takes the message."""
-
-
-def _encode_varint(n: int) -> bytes:
-    out = bytearray()
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
 
 
 def _varint(b: bytes, pos: int) -> tuple[int, int]:
@@ -369,6 +360,8 @@ class Ingestor:
         target = str(note.prefix.target)
         prefix = [str(e.name) for e in note.prefix.elem]
         n = direct = 0
+        codes, codes_append, vals_append = self._sonic_codes, self._codes.append, self._vals.append
+        d_codes, d_vals = self._d_codes, self._d_vals
         for u in note.update:
             which = u.val.WhichOneof("value")
             try:
@@ -380,8 +373,6 @@ class Ingestor:
                 continue
             path = prefix + [str(e.name) for e in u.path.elem]
             before = n + direct
-            codes, codes_append, vals_append = self._sonic_codes, self._codes.append, self._vals.append
-            d_codes, d_vals = self._d_codes, self._d_vals
             for port, leaf, index, value in sonic.decode(target, path, row):
                 key = (dev, port, leaf, index)
                 c = codes.get(key)
@@ -395,7 +386,7 @@ class Ingestor:
                 codes_append(c)
                 # TypedValue bytes as flush() reads them: uint_val (0x18 varint), double_val (0x71), string_val
                 if value.__class__ is int:
-                    vals_append(b"\x18" + _encode_varint(value))
+                    vals_append(b"\x18" + varint(value))
                 elif value.__class__ is float:
                     vals_append(b"\x71" + struct.pack("<d", value))
                 else:

@@ -110,7 +110,12 @@ JSON_IETF_ONLY = frozenset({"sonic"})
 
 def subscription_leaves(sub: Subscription) -> frozenset[str]:
     """The leaves a subscription delivers: OpenConfig paths by the leaf templates, SONiC's DB paths by their table."""
-    return sonic.LEAVES.get(sub.path, frozenset()) if sub.target in sonic.TARGETS else leaves_under(sub.path)
+    return path_leaves(sub.path)
+
+
+def path_leaves(path: str) -> frozenset[str]:
+    """The leaves a subscription path delivers (SONiC's DB paths and OpenConfig paths never look alike)."""
+    return sonic.LEAVES.get(path) or leaves_under(path)
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,7 +160,7 @@ def plan(platform: str, version: str | None, subs: Sequence[Subscription]) -> Pl
         absent = {
             leaf: facts[leaf].why_not(platform, version or "")
             for leaf in leaves
-            if release is not None and leaf in facts and facts[leaf].served(release) is Served.NO
+            if served(platform, leaf, release) is Served.NO
         }
         missing.update(absent)
         if leaves and len(absent) == len(leaves):
@@ -173,11 +178,18 @@ def plan(platform: str, version: str | None, subs: Sequence[Subscription]) -> Pl
     )
 
 
-def expected_leaves(subs: Iterable[Subscription]) -> frozenset[str]:
-    out: set[str] = set()
-    for s in subs:
-        out |= subscription_leaves(s)
-    return frozenset(out)
+def plans(
+    devices: Iterable[tuple[str, str, str | None]], subs: Mapping[str, Sequence[Subscription]]
+) -> dict[str, Plan]:
+    """Per device (name, platform, release): its plan, worked out once per (platform, release)."""
+    by_release: dict[tuple[str, str | None], Plan] = {}
+    out = {}
+    for name, platform, version in devices:
+        key = (platform, version)
+        if key not in by_release:
+            by_release[key] = plan(platform, version, subs.get(platform, ()))
+        out[name] = by_release[key]
+    return out
 
 
 def missing_leaves(

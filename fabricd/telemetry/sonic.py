@@ -118,31 +118,27 @@ def known_path(target: str, path: Sequence[str]) -> bool:
         return len(path) == 2 and path[0] == "PORT_TABLE"
     if target == "STATE_DB":
         return len(path) == 2 and path[0] == "TRANSCEIVER_DOM_SENSOR"
-    return (
-        target == "COUNTERS_DB" and path[:1] == ["COUNTERS"] and (len(path) == 2 or path[2:] in (["Queues"], ["Pfcwd"]))
-    )
+    if target != "COUNTERS_DB" or len(path) not in (2, 3) or path[0] != "COUNTERS":
+        return False
+    return len(path) == 2 or path[2] in ("Queues", "Pfcwd")
 
 
 def decode(target: str, path: Sequence[str], row: Mapping[str, object]) -> Iterator[Row]:
     """One update of a SONiC DB path as fabricd leaves. Unknown fields are skipped (an ASIC's extra counters);
     a value that is not a counter is skipped too (the caller counts what it could not read)."""
-    if len(path) < 2 or (port := topology_port(path[1])) is None:
+    if not known_path(target, path) or (port := topology_port(path[1])) is None:
         return
-    table, sub = path[0], path[2] if len(path) > 2 else None
-    if target == "APPL_DB" and table == "PORT_TABLE" and sub is None:
+    sub = path[2] if len(path) > 2 else None
+    if target == "APPL_DB":
         for field, leaf in STATUS.items():
             v = row.get(field)
             if isinstance(v, str) and v:
                 yield port, leaf, None, v.upper()
-        return
-    if target == "STATE_DB" and table == "TRANSCEIVER_DOM_SENSOR" and sub is None:
+    elif target == "STATE_DB":
         yield from _dom(port, row)
-        return
-    if target != "COUNTERS_DB" or table != "COUNTERS":
-        return
-    if sub is None:
+    elif sub is None:
         yield from _port_counters(port, row)
-    elif sub in ("Queues", "Pfcwd"):
+    else:
         fields = QUEUE_COUNTERS if sub == "Queues" else WATCHDOG_COUNTERS
         for key, counters in row.items():
             _, _, queue = key.rpartition(":")
@@ -170,7 +166,7 @@ def _port_counters(port: str, row: Mapping[str, object]) -> Iterator[Row]:
     for field, v in row.items():
         spec = PORT_FIELDS.get(field)
         if spec is not None and (n := _count(v)) is not None:
-            yield port, spec[0], spec[1], n * spec[2] if spec[2] != 1 else n
+            yield port, spec[0], spec[1], n * spec[2]
     for leaf, parts in PACKET_SUMS.items():
         counts = [_count(row.get(f)) for f in parts]
         if all(c is not None for c in counts):
@@ -182,8 +178,9 @@ def _level(v: object) -> float | None:
     what an EOS switch reports)."""
     if not isinstance(v, str):
         return None
-    if v.strip().lower() in ("-inf", "n/a"):
-        return -40.0 if v.strip().lower() == "-inf" else None
+    word = v.strip().lower()
+    if word in ("-inf", "n/a"):
+        return -40.0 if word == "-inf" else None
     try:
         f = float(v)
     except ValueError:

@@ -80,7 +80,8 @@ def value_kinds(keys: Sequence[bytes], vals: Sequence[bytes]) -> bytes | None:
     return kinds
 
 
-def _varint(n: int) -> bytes:
+def varint(n: int) -> bytes:
+    """A protobuf varint."""
     out = bytearray()
     while n >= 0x80:
         out.append(n & 0x7F | 0x80)
@@ -93,13 +94,13 @@ def _update(key: bytes, kind: int) -> bytes:
     """update{path, val} as serialized: 0x22 len 0x0a plen <path> 0x1a tvlen <TypedValue>. For a uint, TypedValue
     is 0x18 <varint>, tvlen = 1 + the varint's bytes and len covers the rest: one alternative per varint length
     (minimal lengths only). A double is 0x71 and 8 bytes: fixed lengths."""
-    path = b"\x0a" + _varint(len(key)) + key
+    path = b"\x0a" + varint(len(key)) + key
     if kind == 0x71:
-        return re.escape(b"\x22" + _varint(len(path) + 2 + 9) + path + b"\x1a\x09") + _DOUBLE
+        return re.escape(b"\x22" + varint(len(path) + 2 + 9) + path + b"\x1a\x09") + _DOUBLE
     alts = []
     for k in range(1, _MAX_VARINT + 1):
         tvlen = 1 + k
-        head = b"\x22" + _varint(len(path) + 2 + tvlen) + path + bytes((0x1A, tvlen))
+        head = b"\x22" + varint(len(path) + 2 + tvlen) + path + bytes((0x1A, tvlen))
         alts.append(re.escape(head) + rb"(?=\x18" + rb"[\x80-\xff]{%d}[\x00-\x7f])" % (k - 1))
     return b"(?:" + b"|".join(alts) + b")" + _UINT
 
