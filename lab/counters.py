@@ -115,17 +115,20 @@ def dr_utilisation(device: str, port: str) -> float:
     return DR_UTILISATION * (1 - DR_SPREAD + 2 * DR_SPREAD * (h % 1001) / 1000.0)
 
 
-def baseline_rates(speed_gbps: float, util: float) -> np.ndarray:
-    """Per-second rates of every column for a healthy, unpaused port carrying `util` of its line rate."""
-    rates = np.zeros(len(COLUMNS), dtype=np.float64)
-    octets = speed_gbps * 1e9 * util / 8.0
-    pkts = octets / FRAME_BYTES
-    for d in ("in", "out"):
-        rates[COL[f"if.{d}-pkts"]] = pkts
-        rates[COL[f"if.{d}-unicast-pkts"]] = pkts
-        rates[COL[f"if.{d}-octets"]] = octets
-    for q, share in QUEUE_SHARE.items():
-        rates[COL[f"q{q}.transmit-pkts"]] = pkts * share
-        rates[COL[f"q{q}.transmit-octets"]] = octets * share
-    rates[COL["fec.corrected-codewords"]] = speed_gbps * 1e9 * HEALTHY_PRE_FEC_BER
-    return rates
+# A RoCE queue's depth: a burst of this many bytes (one 64 KiB RDMA message at line rate: our figure) arriving at a
+# queue served at utilisation rho leaves a mean depth of BURST * rho / (1 - rho) (the M/M/1 shape), exponentially
+# distributed. A queue paused a share f of the time has only 1 - f to serve its load: rho / (1 - f).
+BURST_BYTES = 64 * 1024
+
+
+def ecn_mark_share(util: float, paused: float, min_bytes: int, max_bytes: int, max_probability: int) -> float:
+    """The share of a queue's packets WRED marks with ECN: 0 below the minimum threshold, rising linearly to
+    `max_probability` % at the maximum, all above it; averaged over an exponential depth of the queue's mean."""
+    rho = 0.999 if paused >= 1.0 else min(0.999, util / (1.0 - paused))
+    if rho <= 0:
+        return 0.0
+    mean = BURST_BYTES * rho / (1.0 - rho)
+    lo, hi = float(min_bytes), float(max(max_bytes, min_bytes + 1))
+    above_lo, above_hi = np.exp(-lo / mean), np.exp(-hi / mean)
+    ramp = (mean * (above_lo - above_hi) - (hi - lo) * above_hi) / (hi - lo)
+    return float(min(1.0, max(0.0, max_probability / 100.0 * ramp + above_hi)))

@@ -19,17 +19,21 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from topology.fabric import Fabric
-from topology.model import Endpoint, Link, Role
+from topology.model import TIER, Endpoint, Link, Role
 from topology.units import NS
 
+from . import traffic
 from .counters import (
     CODEWORD_BITS,
     COL,
     COLUMNS,
+    DR_UTILISATION,
+    FRAME_BYTES,
     HEALTHY_PRE_FEC_BER,
+    PRIORITIES,
     QUEUE_SHARE,
-    baseline_rates,
     dr_utilisation,
+    ecn_mark_share,
     module_temperature,
     optics_wander,
     pause_frames_per_s,
@@ -76,16 +80,10 @@ class PauseSource:
     propagate: bool = True
 
 
-# Columns a port's egress load moves (an ECMP share, a drop): what it sends, and its queues' transmit counts.
-EGRESS = tuple(
-    COL[c]
-    for c in (
-        "if.out-pkts",
-        "if.out-unicast-pkts",
-        "if.out-octets",
-        *(f"q{q}.transmit-{u}" for q in QUEUE_SHARE for u in ("pkts", "octets")),
-    )
-)
+# Each priority's share of a port's traffic (QUEUE_SHARE), and the columns of its queues' transmit counts.
+SHARES = np.array([QUEUE_SHARE.get(q, 0.0) for q in PRIORITIES])
+TRANSMIT_PKTS = [COL[f"q{q}.transmit-pkts"] for q in PRIORITIES]
+TRANSMIT_OCTETS = [COL[f"q{q}.transmit-octets"] for q in PRIORITIES]
 
 
 # The EOS release the twin plays unless told otherwise (`--eos-version`): a current one (eos_releases.py).
@@ -93,16 +91,7 @@ DEFAULT_EOS_VERSION = "4.36.1F"
 
 
 class Switch:
-    def __init__(
-        self,
-        name: str,
-        role: Role,
-        platform: str,
-        ports: list[str],
-        speeds: list[float],
-        boot_ns: int,
-        utils: list[float] | None = None,
-    ):
+    def __init__(self, name: str, role: Role, platform: str, ports: list[str], speeds: list[float], boot_ns: int):
         self.name = name
         self.role = role
         self.platform = platform
@@ -112,12 +101,8 @@ class Switch:
         self.index = {p: i for i, p in enumerate(ports)}
         self.speeds = np.asarray(speeds, dtype=np.float64)
         n = len(ports)
-        loads = utils if utils is not None else [utilisation(name, p) for p in ports]
-        self.baseline = np.stack([baseline_rates(s, u) for s, u in zip(speeds, loads, strict=True)])
-        if n == 0:
-            self.baseline = np.zeros((0, len(COLUMNS)))
         self.base = np.zeros((n, len(COLUMNS)), dtype=np.uint64)
-        self.rate = self.baseline.copy()
+        self.rate = np.zeros((n, len(COLUMNS)), dtype=np.float64)  # per second; the twin's rules set it
         self.t0 = np.full(n, boot_ns, dtype=np.int64)
         self.oper_up = np.ones(n, dtype=bool)
         h = np.array([zlib.crc32(f"{name}:{p}".encode()) % 100 for p in ports], dtype=np.float64)
@@ -177,11 +162,7 @@ class Twin:
                 speeds.append(float(link.speed_gbps or 0))
                 self.peers[(dev.name, local.port)] = link.other(dev.name, local.port)
                 self.links[link_key(link.a, link.b)] = float(link.speed_gbps or 0)
-            if dev.role is Role.DR:
-                utils = [dr_utilisation(dev.name, p) for p in ports]
-            else:  # one load per cable, the same at both ends (keyed by its lower end), so both ends count alike
-                utils = [utilisation(*_lower_end(dev.name, p, self.peers[(dev.name, p)])) for p in ports]
-            self.switches[dev.name] = Switch(dev.name, dev.role, dev.platform or "eos", ports, speeds, now, utils)
+            self.switches[dev.name] = Switch(dev.name, dev.role, dev.platform or "eos", ports, speeds, now)
             if eos_version is not None:
                 self.switches[dev.name].os_version = eos_version
         # Each DCI's long-haul ports (DR side), one ECMP group: cross-campus traffic spreads over its up members.
@@ -190,12 +171,7 @@ class Twin:
             far = fabric.device(peer.device) if peer.device in fabric else None
             if far is not None and far.site is not None:
                 self.dci_ports.setdefault(far.site, []).append(Endpoint(device, port))
-        # Switch-to-switch cables as (switch, row) pairs: what one end sends is what the other receives (_conserve).
-        self.cables: list[tuple[Switch, int, Switch, int]] = [
-            (self.switches[a.device], self.switches[a.device].index[a.port],
-             self.switches[b.device], self.switches[b.device].index[b.port])
-            for a, b in self.links if a.device in self.switches and b.device in self.switches
-        ]  # fmt: skip
+        self.traffic = self._structure()
         self.link_down: set[LinkKey] = set()
         self.flap_down: set[LinkKey] = set()
         self.pause_sources: dict[str, list[PauseSource]] = {}
@@ -292,14 +268,14 @@ class Twin:
                 sw.bump(int(row), "if.carrier-transitions")
                 changes.append((sw.name, sw.ports[row], bool(new_up[row])))
             sw.oper_up = new_up
-            sw.rate = sw.baseline * new_up[:, None]
+            sw.rate = np.zeros_like(sw.rate)
             sw.rx_power = np.where(new_up, sw.rx_power_nominal, -40.0)
             sw.pre_fec_ber = np.where(new_up, HEALTHY_PRE_FEC_BER, 0.0)
-        self._apply_ecmp()
-        self._watch(self._apply_pauses(), now)
-        self._apply_ecn()
+        paused, nic_paused = self._apply_pauses()
+        self._watch(paused, now)
+        self._apply_traffic(paused, nic_paused)
+        self._apply_ecn(paused)
         self._apply_physical()
-        self._conserve()
         self.dirty = False
         for device, port, up in changes:
             self.oper_events.append((now, device, port, up))
@@ -314,9 +290,16 @@ class Twin:
         return (sw, row) if sw.oper_up[row] else None
 
     def _pause(
-        self, sender: Endpoint, priority: int, fraction: float, stuck: dict[tuple[str, str, int], float]
+        self,
+        sender: Endpoint,
+        priority: int,
+        fraction: float,
+        stuck: dict[QueueKey, float],
+        nics: dict[QueueKey, float] | None = None,
     ) -> bool:
-        """Apply one pause on the link from `sender`; True if the receiver honours it fully (its queue is stuck)."""
+        """Apply one pause on the link from `sender`; True if the receiver honours it fully (its queue is stuck).
+        A server NIC always honours it (RoCE NICs run PFC on the lossless class): `nics` gets the paused share
+        of its egress, keyed by the switch port that sent the pause."""
         receiver = self.peer_of(sender)
         if receiver is None:
             return False
@@ -332,6 +315,9 @@ class Twin:
             sw.rate[row, COL[f"pfc{priority}.out-frames"]] += frames
             sw.rate[row, COL["eth.out-mac-pause-frames"]] += frames
         if rx is None:
+            if nics is not None and tx is not None and receiver.device in self.fabric:
+                key = (sender.device, sender.port, priority)
+                nics[key] = min(1.0, max(fraction, nics.get(key, 0.0)))
             return False
         sw, row = rx
         sw.rate[row, COL[f"pfc{priority}.in-frames"]] += frames
@@ -353,9 +339,12 @@ class Twin:
         link = self.fabric.link_of(ep.device, ep.port)
         return link.other(ep.device, ep.port) if link else None
 
-    def _apply_pauses(self) -> dict[QueueKey, float]:
-        """Pause rates from every source, spread along the fabric; returns each paused queue's paused fraction."""
+    def _apply_pauses(self) -> tuple[dict[QueueKey, float], dict[QueueKey, float]]:
+        """Pause frames from every source, spread along the fabric; returns each paused switch queue's paused
+        fraction, and each paused NIC's (keyed by the switch port that pauses it). The traffic model turns them
+        into what flows."""
         paused: dict[QueueKey, float] = {}
+        nics: dict[QueueKey, float] = {}
         frontier: list[tuple[str, int, int]] = []  # (switch whose egress queue is stuck, priority, hop)
         for sources in self.pause_sources.values():
             for src in sources:
@@ -379,18 +368,12 @@ class Twin:
                     continue  # the stuck port itself
                 peer = self.peers[(device, port)]
                 fraction = 1.0 if hop == 1 and self.is_switch(peer.device) else 0.5
-                if self._pause(Endpoint(device, port), prio, fraction, paused):
+                if self._pause(Endpoint(device, port), prio, fraction, paused, nics):
                     frontier.append((peer.device, prio, hop + 1))
         for (device, port, prio), f in paused.items():
             sw = self.switches[device]
-            row = sw.index[port]
-            sw.rate[row, COL[f"pfc{prio}.pfc-on-total-rx-time"]] += f * NS
-            for c in ("transmit-pkts", "transmit-octets"):
-                sw.rate[row, COL[f"q{prio}.{c}"]] *= 1.0 - f
-            # Egress stops; the port's own out counters follow its queue.
-            for c in ("if.out-pkts", "if.out-unicast-pkts", "if.out-octets"):
-                sw.rate[row, COL[c]] *= 1.0 - f * 0.95
-        return paused
+            sw.rate[sw.index[port], COL[f"pfc{prio}.pfc-on-total-rx-time"]] += f * NS
+        return paused, nics
 
     def _watch(self, paused: dict[QueueKey, float], now: int) -> None:
         """The PFC watchdog of every armed port (platforms.md: paused with nothing sent, held for the detection
@@ -435,43 +418,120 @@ class Twin:
         for k in [k for k in self.wd_freed if k[0] == device]:
             del self.wd_freed[k]
 
-    def _apply_ecmp(self) -> None:
-        """DCI groups: what a member down cannot carry goes to the members up (ECMP rehash); then each port's share
-        (`egress_scale`, a skewed hash) and its egress drops."""
-        for members in self.dci_ports.values():
-            rows = [(self.switches[e.device], self.switches[e.device].index[e.port]) for e in members]
-            up = sum(1 for sw, row in rows if sw.oper_up[row])
-            if 0 < up < len(rows):
-                for sw, row in rows:
-                    sw.rate[row, list(EGRESS)] *= len(rows) / up
+    def _structure(self) -> traffic.Structure:
+        """The traffic model's view of this twin: what each port faces, what each server NIC offers, and what each
+        far campus sends over its DCI."""
+        names = list(self.switches)
+        node = {name: i for i, name in enumerate(names)}
+        sites = sorted(self.dci_ports)
+        site_load = {site: 0.0 for site in sites}
+        tables: list[traffic.Ports] = []
+        for name in names:
+            sw = self.switches[name]
+            n = len(sw.ports)
+            t = traffic.Ports(
+                kind=np.full(n, traffic.Kind.OTHER, dtype=np.int64),
+                peer=np.full(n, -1, dtype=np.int64),
+                peer_row=np.full(n, -1, dtype=np.int64),
+                site=np.full(n, -1, dtype=np.int64),
+                offered=np.zeros(n),
+            )
+            for row, port in enumerate(sw.ports):
+                peer = self.peers[(name, port)]
+                far = self.fabric.device(peer.device) if peer.device in self.fabric else None
+                if peer.device in self.switches:
+                    t.peer[row], t.peer_row[row] = node[peer.device], self.switches[peer.device].index[peer.port]
+                    mine, theirs = TIER[sw.role], TIER[self.switches[peer.device].role]
+                    t.kind[row] = (
+                        traffic.Kind.UP
+                        if theirs > mine
+                        else traffic.Kind.DOWN
+                        if theirs < mine
+                        else (traffic.Kind.SIDE)
+                    )
+                elif far is not None and far.site is not None:
+                    t.kind[row], t.site[row] = traffic.Kind.REMOTE, sites.index(far.site)
+                    t.offered[row] = dr_utilisation(name, port) / DR_UTILISATION  # the far campus's hash weight
+                    site_load[far.site] += dr_utilisation(name, port) * sw.speeds[row] * 1e9 / 8
+                elif far is not None and far.role is Role.SERVER:
+                    t.kind[row] = traffic.Kind.SERVER
+                    t.offered[row] = utilisation(*_lower_end(name, port, peer)) * sw.speeds[row] * 1e9 / 8
+            tables.append(t)
+        roles = [self.switches[n].role for n in names]
+        rails = [self.fabric.device(n).rail for n in names]
+        return traffic.build(names, roles, rails, tables, sites, site_load)
+
+    def _apply_traffic(self, paused: dict[QueueKey, float], nic_paused: dict[QueueKey, float]) -> None:
+        """Every port's traffic from the one model (lab/traffic.py): in and out packets and octets, the queues'
+        share of what a port sends (a paused queue sends its part only when unpaused) and egress drops."""
+        names = self.traffic.names
+        held = {name: np.zeros((len(self.switches[name].ports), len(PRIORITIES))) for name in names}
+        for (device, port, prio), f in paused.items():
+            held[device][self.switches[device].index[port], prio] = f
+        nic_held = {name: np.zeros(len(self.switches[name].ports)) for name in names}
+        for (device, port, prio), f in nic_paused.items():
+            nic_held[device][self.switches[device].index[port]] += f * SHARES[prio]
+        up, weight, passes, nic_passes, drops, rx_errors = [], [], [], [], [], []
+        for name in names:
+            sw = self.switches[name]
+            up.append(sw.oper_up)
+            w = np.ones(len(sw.ports))
+            for r in np.nonzero(self.traffic.ports[len(up) - 1].kind == traffic.Kind.REMOTE)[0]:
+                w[r] = dr_utilisation(name, sw.ports[r]) / DR_UTILISATION
+            weight.append(w)
+            passes.append(1.0 - held[name] @ SHARES)
+            nic_passes.append(1.0 - nic_held[name])
+            drops.append(np.zeros(len(sw.ports)))
+            rx_errors.append(np.zeros(len(sw.ports)))
+        node = {name: i for i, name in enumerate(names)}
         for (device, port), scale in self.egress_scale.items():
-            sw = self.switches[device]
-            sw.rate[sw.index[port], list(EGRESS)] *= scale
+            weight[node[device]][self.switches[device].index[port]] *= scale
         for (device, port), share in self.egress_drops.items():
-            sw = self.switches[device]
-            row = sw.index[port]
-            if not sw.oper_up[row]:
-                continue
-            offered = sw.rate[row, COL["if.out-pkts"]] / max(1e-12, 1 - share)
-            sw.rate[row, COL["if.out-discards"]] += offered * share
-            sw.rate[row, COL["q3.dropped-pkts"]] += offered * share  # the RoCE class is the one congested
+            drops[node[device]][self.switches[device].index[port]] = share
+        for sw, row in self._receiving_errors():
+            rx_errors[node[sw.name]][row] = self._frame_error_rate(sw, row)
+        conditions = traffic.Conditions(up, weight, passes, nic_passes, drops, rx_errors)
+        for name, loads in zip(names, traffic.flow(self.traffic, conditions), strict=True):
+            sw = self.switches[name]
+            sent = loads.sent / FRAME_BYTES
+            for column in ("if.out-pkts", "if.out-unicast-pkts"):
+                sw.rate[:, COL[column]] = sent
+            sw.rate[:, COL["if.out-octets"]] = loads.sent
+            for column in ("if.in-pkts", "if.in-unicast-pkts"):
+                sw.rate[:, COL[column]] = loads.received / FRAME_BYTES
+            sw.rate[:, COL["if.in-octets"]] = loads.received
+            dropped = (loads.offered - loads.sent) / FRAME_BYTES
+            sw.rate[:, COL["if.out-discards"]] = dropped
+            sw.rate[:, COL["q3.dropped-pkts"]] = dropped  # the RoCE class is the one congested
+            queues = SHARES[None, :] * (1.0 - held[name])
+            total = queues.sum(axis=1, keepdims=True)
+            queues = queues / np.where(total > 0, total, 1.0)
+            sw.rate[:, TRANSMIT_PKTS] = sent[:, None] * queues
+            sw.rate[:, TRANSMIT_OCTETS] = loads.sent[:, None] * queues
+            sw.rate[:, COL["fec.corrected-codewords"]] = sw.speeds * 1e9 * HEALTHY_PRE_FEC_BER * sw.oper_up
 
-    def _conserve(self) -> None:
-        """Every cable carries one traffic: each end receives what the other sends, after what changed either end's
-        egress (a pause, an ECMP share, egress drops). Frames that arrive corrupted still count as received
-        (OpenConfig counts bad frames in in-pkts); a cable down carries nothing both ways."""
-        for sa, ra, sb, rb in self.cables:
-            for out, into in _CARRIED:
-                sb.rate[rb, into] = sa.rate[ra, out]
-                sa.rate[ra, into] = sb.rate[rb, out]
-
-    def _apply_ecn(self) -> None:
+    def _apply_ecn(self, paused: dict[QueueKey, float]) -> None:
+        """ECN marks where a queue passes its thresholds: each configured queue's depth follows its port's load
+        (a paused queue has only the unpaused time to send it), and WRED marks that share of what it sends."""
         for sw in self.switches.values():
+            util = sw.rate[:, COL["if.out-octets"]] * 8 / np.maximum(sw.speeds * 1e9, 1.0)
             for row, cfg in enumerate(sw.config):
-                for q, (min_b, _max_b, _prob) in cfg.ecn.items():
-                    # Lower thresholds mark more: ~1 % of packets at a 1 MB minimum under this load.
-                    frac = min(0.2, 0.01 * 1_000_000 / max(min_b, 1))
-                    sw.rate[row, COL[f"q{q}.ecn-marked-pkts"]] = sw.rate[row, COL[f"q{q}.transmit-pkts"]] * frac
+                for q, (min_b, max_b, prob) in cfg.ecn.items():
+                    held = paused.get((sw.name, sw.ports[row], q), 0.0)
+                    share = ecn_mark_share(float(util[row]), held, min_b, max_b, prob)
+                    sw.rate[row, COL[f"q{q}.ecn-marked-pkts"]] = sw.rate[row, COL[f"q{q}.transmit-pkts"]] * share
+
+    def _frame_error_rate(self, sw: Switch, row: int) -> float:
+        """The share of frames a port receives corrupted: from a corruption fault, or from an optic losing more
+        than ~6 dB (FEC stops coping)."""
+        if not sw.oper_up[row]:
+            return 0.0
+        key = (sw.name, sw.ports[row])
+        rate = self.corruption.get(key, 0.0)
+        loss = self.optics_loss_db.get(key, 0.0)
+        if loss > 6.0:
+            rate = max(rate, 1e-6 * 10 ** ((loss - 6.0) / 2.0))
+        return min(1.0, rate)
 
     def _apply_physical(self) -> None:
         for (device, port), loss in self.optics_loss_db.items():
@@ -484,12 +544,15 @@ class Twin:
             ber = HEALTHY_PRE_FEC_BER * 10 ** (loss / 3.0)
             sw.pre_fec_ber[row] = ber
             sw.rate[row, COL["fec.corrected-codewords"]] = sw.speeds[row] * 1e9 * ber
-            if loss > 6.0:
-                self._corrupt(sw, row, 1e-6 * 10 ** ((loss - 6.0) / 2.0))
-        for (device, port), rate in self.corruption.items():
-            hit = self._row(Endpoint(device, port))
-            if hit is not None:
-                self._corrupt(hit[0], hit[1], rate)
+        for sw, row in self._receiving_errors():  # what the traffic model discarded as corrupted, where received
+            rate = self._frame_error_rate(sw, row)
+            if rate > 0:
+                self._corrupt(sw, row, rate)
+
+    def _receiving_errors(self) -> list[tuple[Switch, int]]:
+        """The switch ports a corruption or an optics fault may make receive bad frames."""
+        keys = sorted(self.corruption.keys() | self.optics_loss_db.keys())
+        return [(self.switches[d], self.switches[d].index[p]) for d, p in keys if d in self.switches]
 
     @staticmethod
     def _corrupt(sw: Switch, row: int, frame_error_rate: float) -> None:
@@ -521,9 +584,6 @@ class Twin:
 
 def _lower_end(device: str, port: str, peer: Endpoint) -> tuple[str, str]:
     return min((device, port), (peer.device, peer.port))
-
-
-_CARRIED = tuple((COL[f"if.out-{c}"], COL[f"if.in-{c}"]) for c in ("pkts", "unicast-pkts", "octets"))
 
 
 def _local(link: Link, device: str) -> Endpoint:

@@ -41,7 +41,7 @@ def test_moving_counters_wrap_after_the_given_seconds(small_blueprint: Cabling) 
     per_s = (after - before) % U64 / 2
     assert before > U64 - 2 * per_s  # about a second short of 2**64
     assert after < 2 * per_s  # past it
-    assert per_s == pytest.approx(sw.baseline[sw.index["Ethernet1/1"], COL["if.in-octets"]], rel=1e-6)  # same rate
+    assert per_s == pytest.approx(sw.rate[sw.index["Ethernet1/1"], COL["if.in-octets"]], rel=1e-6)  # same rate
     assert sw.value("Ethernet1/1", "if.in-fcs-errors", T0 + 6 * NS) == errors_before  # still counters stay
 
 
