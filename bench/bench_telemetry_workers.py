@@ -57,7 +57,7 @@ from pygnmi.spec.v080 import gnmi_pb2
 from drivers.inventory import DeviceAccess, EapiAccess, GnmiAccess, SshAccess
 from fabricd.telemetry import CounterStore, Ingestor, Stat, TelemetryClient, TelemetryMetrics, TelemetryWorkers
 from fabricd.telemetry.paths import eos_profile
-from fabricd.telemetry.store import I64, NEVER
+from fabricd.telemetry.series import I64, NEVER
 from fabricd.telemetry.workers import SHIP_S
 from lab import gnmi_paths as gp
 from lab.model import Switch, Twin

@@ -10,7 +10,9 @@ from .client import TelemetryClient
 from .ingest import Ingestor, UpdateSink
 from .metrics import TelemetryMetrics
 from .paths import Kind, PathInfo, Subscription, eos_profile, parse, render, subscribe_request
-from .store import NEVER, CounterStore, Snapshot, Stat, StateEvent
+from .series import NEVER, Stat, StateEvent
+from .snapshot import Snapshot
+from .store import CounterStore
 from .trace import TraceError, TraceRecord, TraceWriter, read_trace, replay
 from .workers import TelemetrySource, TelemetryWorkers
 

@@ -31,7 +31,8 @@ from pygnmi.spec.v080 import gnmi_pb2
 
 from . import sonic
 from .paths import Elem, Kind, classify, match_rel, pb_elems, render, split_root
-from .store import I64, CounterStore, Stat
+from .series import I64, Stat
+from .store import CounterStore
 from .templates import MAX_TEMPLATES, CompileBudget, Template, compile_cost, compile_template, value_kinds, varint
 
 MISS, UNKNOWN, BAD = -1, -2, -3

@@ -56,7 +56,8 @@ from .client import DeviceState
 from .ingest import Ingestor
 from .metrics import TelemetryMetrics
 from .paths import Kind, Subscription
-from .store import CounterStore, Stat, StoreChanges
+from .series import Stat
+from .store import CounterStore, StoreChanges
 from .worker_wire import STOP, Batch, WorkerInit, frame, read_frame
 
 SHIP_S = 0.025  # how often a worker sends what changed: the lag it adds is half of this on average

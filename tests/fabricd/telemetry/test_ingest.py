@@ -13,7 +13,7 @@ import pytest
 from pygnmi.spec.v080 import gnmi_pb2
 
 from fabricd.telemetry import CounterStore, Ingestor, Stat
-from fabricd.telemetry.store import NEVER
+from fabricd.telemetry.series import NEVER
 
 from . import IF, QOS, T0, S, notification
 

@@ -27,7 +27,8 @@ import fabricd.cli
 from drivers.inventory import DeviceAccess, EapiAccess, GnmiAccess, SshAccess
 from fabricd.service.config import ConfigError, load_config, max_workers
 from fabricd.telemetry import CounterStore, Ingestor, Stat, TelemetryClient, TelemetryMetrics, TelemetryWorkers
-from fabricd.telemetry.store import NEVER, StoreChanges
+from fabricd.telemetry.series import NEVER
+from fabricd.telemetry.store import StoreChanges
 from fabricd.telemetry.worker_process import _Shipper
 from fabricd.telemetry.worker_wire import Batch
 from fabricd.telemetry.workers import _Mirror, worker_of
