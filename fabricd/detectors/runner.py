@@ -72,11 +72,14 @@ def default_detectors(
 class Runner:
     """Detectors with their states over one fabric; `tick(snapshot, now)` runs them all once."""
 
-    def __init__(self, fabric: Fabric, detectors: list[Detector] | None = None) -> None:
+    def __init__(self, fabric: Fabric, detectors: list[Detector] | None = None, *, keep: bool = True) -> None:
+        """`keep`: merge every finding into `findings()` (a replay reports them at the end). A service reads what
+        each tick returns and runs for months: it passes False, so nothing grows with every incident."""
         self.fabric = fabric
         self.detectors = default_detectors() if detectors is None else detectors
         self.states = [d.new_state() for d in self.detectors]
         stuck_queues.share(self.states)  # pfc_storm and pfc_deadlock judge stuck queues once a tick, on one state
+        self.keep = keep
         self.found: dict[tuple[Any, ...], Finding] = {}
         self.ticks = 0
 
@@ -85,7 +88,7 @@ class Runner:
         out: list[Finding] = []
         for det, state in zip(self.detectors, self.states, strict=True):
             out.extend(det.detect(snapshot, self.fabric, state, now_ns))
-        for f in out:
+        for f in out if self.keep else ():
             old = self.found.get(f.key)
             self.found[f.key] = f if old is None else old.merged(f)
         return out

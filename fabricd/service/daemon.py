@@ -100,7 +100,7 @@ class Service:
         self.telemetry: TelemetrySource = telemetry_source(
             cfg, accesses, self.ingestor, profile, name=f"fabricd {self.instance}", clock=clock, registry=self.registry
         )
-        self.runner = Runner(self.fabric, configured_detectors(cfg))
+        self.runner = Runner(self.fabric, configured_detectors(cfg), keep=False)
         self._flap_state: link_flap.LinkFlapState = self.runner.state_of("link_flap")
         jc = cfg.jobs
         rest = None

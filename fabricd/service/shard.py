@@ -65,7 +65,7 @@ class ShardProcess:
         profile = profiles(t.interval_s, load_policy(cfg.policy).lossless_priorities, t.intervals)
         self.telemetry = telemetry_source(cfg, accesses, self.ingestor, profile, name=f"fabricd shard {index}",
                                           clock=clock)  # fmt: skip
-        self.runner = Runner(self.fabric, configured_detectors(cfg))
+        self.runner = Runner(self.fabric, configured_detectors(cfg), keep=False)
         self._flap_state: link_flap.LinkFlapState = self.runner.state_of("link_flap")
         self._stop = asyncio.Event()
         self._nc: Any = None
