@@ -11,11 +11,14 @@ import pytest
 
 from fabricd.bus import LocalBus
 from topology.blueprint import generate_blueprint
+from topology.fabric import Fabric
+from topology.labels import complete_labels
 from topology.model import Cabling
 from topology.spec import FabricSpec, load_spec
 
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLES = REPO / "examples"
+DATA = REPO / "tests" / "data"  # golden configs, recorded traces and outputs, shared by unit and twin tests
 
 
 @pytest.fixture(scope="session")
@@ -26,6 +29,11 @@ def small_spec() -> FabricSpec:
 @pytest.fixture(scope="session")
 def small_blueprint(small_spec: FabricSpec) -> Cabling:
     return generate_blueprint(small_spec)
+
+
+@pytest.fixture(scope="session")
+def small_fabric(small_blueprint: Cabling) -> Fabric:
+    return Fabric(complete_labels(small_blueprint))
 
 
 @pytest.fixture(scope="session")

@@ -3,7 +3,7 @@
 Bring a lab up with `fabricd topology export --spec examples/small-pod.yaml --format clab -o lab.clab.yml
 --startup-dir configs && containerlab deploy -t lab.clab.yml`, write an inventory for it (docs/inventory.md;
 eapi transport http, gnmi tls false), then run
-`FABRICD_LAB=clab FABRICD_CLAB_INVENTORY=inventory.yaml pytest -m ceos tests/ceos`.
+`FABRICD_LAB=clab FABRICD_CLAB_INVENTORY=inventory.yaml pytest -m ceos tests/twin/ceos`.
 """
 
 from __future__ import annotations

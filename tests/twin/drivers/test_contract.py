@@ -13,11 +13,11 @@ from drivers.base import DriverError, Session, UnreachableError
 from drivers.inventory import load_inventory
 from drivers.registry import get_driver
 from tests.conftest import EXAMPLES
-from tests.lab.twin_thread import TwinThread
+from tests.twin.lab.twin_thread import TwinThread
 from topology.load import load_fabric
 from topology.spec import load_spec
 
-pytestmark = [pytest.mark.twin, pytest.mark.slow]
+pytestmark = [pytest.mark.slow]
 SPEC = EXAMPLES / "small-sonic.yaml"
 FABRIC = load_fabric(SPEC, None)[1]
 # (platform, switch, a fabric port whose admin state the contract toggles)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import socket
-from pathlib import Path
 
 import pytest
 from pydantic import SecretStr
@@ -12,13 +11,12 @@ from drivers.base import UnreachableError
 from drivers.inventory import DeviceAccess, EapiAccess, GnmiAccess, SshAccess
 from drivers.sonic.driver import SonicDriver
 from drivers.sonic.session import _fields, _summary, _table
-
-pytestmark = pytest.mark.twin  # real sockets: a twin, a service or a server of the lab
+from tests.conftest import DATA
 
 # Recorded outputs: `show interfaces status` as sonic-mgmt's show_and_parse documents it
 # (tests/common/devices/sonic.py); `config replace` refusing a config (the updater's log lines, then click's
 # ctx.fail text) as a SONiC user reported it.
-OUTPUTS = Path(__file__).parent / "sonic_outputs"
+OUTPUTS = DATA / "sonic_outputs"
 INTERFACES = (OUTPUTS / "show_interfaces_status.txt").read_text()
 REFUSED = (OUTPUTS / "config_replace_refused.txt").read_text()
 

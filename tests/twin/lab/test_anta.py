@@ -21,11 +21,11 @@ from lab.control_client import inject
 from lab.eos_platform import TERMINATTR_VERSION
 from lab.eos_releases import DEFAULT_EOS_VERSION
 from tests.conftest import EXAMPLES
-from tests.lab.twin_thread import TwinThread
+from tests.twin.lab.twin_thread import TwinThread
 from topology.load import load_fabric
 from topology.spec import load_spec
 
-pytestmark = [pytest.mark.twin, pytest.mark.slow]
+pytestmark = [pytest.mark.slow]
 SWITCHES = ["leaf-g0-r0", "spine-r0-0"]
 NTP = "10.0.0.100"
 # Every test of ANTA's interfaces, hardware, lanz, system, software, connectivity and configuration modules, with

@@ -23,12 +23,10 @@ from lab.control_client import inject
 from policies.intent import derive_intent
 from policies.policy import load_policy
 from tests.conftest import EXAMPLES
-from tests.lab.twin_thread import TwinThread
+from tests.twin.lab.twin_thread import TwinThread
 from topology.blueprint import generate_blueprint
 from topology.fabric import Fabric
 from topology.spec import FabricSpec, load_spec
-
-pytestmark = pytest.mark.twin  # real sockets: a twin, a service or a server of the lab
 
 SPEC = EXAMPLES / "small-sonic.yaml"
 

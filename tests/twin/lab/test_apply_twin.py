@@ -17,12 +17,10 @@ from lab.control_client import inject
 from policies.intent import derive_intent
 from policies.policy import load_policy
 from tests.conftest import EXAMPLES
-from tests.lab.twin_child import TwinChild
+from tests.twin.lab.twin_child import TwinChild
 from topology.blueprint import generate_blueprint
 from topology.fabric import Fabric
 from topology.spec import FabricSpec
-
-pytestmark = pytest.mark.twin  # real sockets: a twin, a service or a server of the lab
 
 SPEC = EXAMPLES / "small-pod.yaml"
 DEVICES = ["leaf-g0-r0", "leaf-g0-r1", "spine-r0-0"]

@@ -7,15 +7,12 @@ from collections import deque
 from typing import Any
 
 import httpx
-import pytest
 
 from lab.control import build_app
 from lab.faults import FaultInjector, FaultRecord
 from lab.model import Twin
 from topology.fabric import Fabric
 from topology.model import Cabling
-
-pytestmark = pytest.mark.twin  # real sockets: a twin, a service or a server of the lab
 
 
 class LoopCheckingInjector(FaultInjector):

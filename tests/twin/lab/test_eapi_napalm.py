@@ -14,7 +14,6 @@ import random
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, TypeVar
 
 import pyeapi.eapilib
@@ -26,13 +25,12 @@ from lab.eapi import EapiServers, start_eapi_servers
 from lab.endpoints import EAPI_PORT, Credentials, DeviceEndpoints, allocate
 from lab.eos_config import ConfigStore
 from lab.model import Twin
+from tests.conftest import DATA
 from topology.fabric import Fabric
 from topology.model import Cabling
 from topology.units import NS
 
-pytestmark = pytest.mark.twin  # real sockets: a twin, a service or a server of the lab
-
-GOLDEN = Path(__file__).resolve().parent.parent / "drivers" / "golden" / "small-pod_leaf-g0-r0.cfg"
+GOLDEN = DATA / "golden" / "small-pod_leaf-g0-r0.cfg"
 DEVICE = "leaf-g0-r0"
 PASSWORD = "twin-pw"
 T = TypeVar("T")

@@ -25,7 +25,7 @@ from topology.model import Cabling
 
 T = TypeVar("T")
 # pygnmi's reader thread re-raises CANCELLED when a subscription is closed; that is the client, not us.
-pytestmark = [pytest.mark.twin, pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")]
+pytestmark = [pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")]
 CREDS = Credentials("admin", "s3cret")
 MD = [("username", "admin"), ("password", "s3cret")]
 FAST_NS = 200_000_000  # 0.2 s sample interval keeps the streaming tests short

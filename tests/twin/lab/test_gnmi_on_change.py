@@ -19,8 +19,6 @@ from lab.model import Twin, link_key
 from topology.fabric import Fabric
 from topology.model import Cabling, Endpoint
 
-pytestmark = pytest.mark.twin  # real sockets: a twin, a service or a server of the lab
-
 MD = [("username", "admin"), ("password", "s3cret")]
 DEVICE, PORT = "leaf-g0-r0", "Ethernet5/1"
 

@@ -12,10 +12,8 @@ from fabricd.telemetry.ingest import Ingestor
 from fabricd.telemetry.record import record_trace
 from fabricd.telemetry.store import CounterStore
 from fabricd.telemetry.trace import read_trace, replay
-from tests.lab.twin_thread import TwinThread
+from tests.twin.lab.twin_thread import TwinThread
 from topology.spec import FabricSpec
-
-pytestmark = pytest.mark.twin  # real sockets: a twin, a service or a server of the lab
 
 
 @pytest.fixture(scope="module")

@@ -17,8 +17,6 @@ from topology.fabric import Fabric
 from topology.spec import load_spec
 from topology.units import NS
 
-pytestmark = pytest.mark.twin  # real sockets: a twin, a service or a server of the lab
-
 LEAF = "leaf-g0-r0"
 
 

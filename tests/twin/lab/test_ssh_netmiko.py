@@ -22,8 +22,6 @@ from lab.ssh_server import SshServers, start_ssh_servers
 from topology.fabric import Fabric
 from topology.model import Cabling
 
-pytestmark = pytest.mark.twin  # real sockets: a twin, a service or a server of the lab
-
 LEAF = "leaf-g0-r0"
 SPINE = "spine-r0-0"
 CREDS = Credentials("admin", "lab-pass")

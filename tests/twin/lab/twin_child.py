@@ -9,9 +9,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.lab.twin_thread import wait_ready
+from tests.twin.lab.twin_thread import wait_ready
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 class TwinChild:

@@ -16,15 +16,14 @@ import pytest
 
 from lab.control_client import inject
 from tests.conftest import EXAMPLES, REPO
-from tests.fabricd.service.service_thread import TOKEN, ServiceThread, wait_for, write_config
-from tests.lab.twin_thread import TwinThread
+from tests.twin.fabricd.service.service_thread import TOKEN, ServiceThread, wait_for, write_config
+from tests.twin.lab.twin_thread import TwinThread
 from topology.spec import load_spec
 
 # Debian's chromium package: the real binary behind its /usr/bin/chromium launcher script
 _CANDIDATES = ("/usr/lib/chromium/chromium", shutil.which("chromium") or "")
 CHROMIUM = next((p for p in _CANDIDATES if p and Path(p).exists()), None)
 pytestmark = [
-    pytest.mark.twin,
     pytest.mark.slow,
     pytest.mark.skipif(
         CHROMIUM is None and not os.environ.get("FABRICD_REQUIRE_BROWSER"),

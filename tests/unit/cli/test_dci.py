@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from fabricd.cli import main
-from tests.conftest import EXAMPLES
+from tests.conftest import DATA, EXAMPLES
 
 DCI = str(EXAMPLES / "dci-120km.yaml")
 SMALL = str(EXAMPLES / "small-pod.yaml")
@@ -110,7 +110,7 @@ def test_nccl_env_lines(capsys: pytest.CaptureFixture[str]) -> None:
     assert len(lines) == 5 and all(line.startswith("export NCCL_") for line in lines)
 
 
-TRACE = Path(__file__).parent.parent / "fabricd" / "detectors" / "traces" / "dci.jsonl"  # recorded on small-dci
+TRACE = DATA / "traces" / "dci.jsonl"  # recorded on small-dci
 SMALL_DCI = str(EXAMPLES / "small-dci.yaml")
 
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 import difflib
 import json
 import random
-from pathlib import Path
 
 import pytest
 from hier_config import Platform, WorkflowRemediation, get_hconfig
@@ -17,12 +16,12 @@ from drivers.eos.plan import owned_config, owned_config_hier, plan_device
 from drivers.eos.render import _render_config, render, render_template, signature, structured_config
 from policies.intent import derive_intent
 from policies.policy import Policy
-from tests.conftest import EXAMPLES
+from tests.conftest import DATA, EXAMPLES
 from topology.blueprint import generate_blueprint
 from topology.fabric import Fabric
 from topology.spec import load_spec
 
-GOLDEN = sorted((Path(__file__).parent / "golden").glob("*.cfg"))
+GOLDEN = sorted((DATA / "golden").glob("*.cfg"))
 PORTS = {line.split()[1] for p in GOLDEN for line in p.read_text().splitlines() if line.startswith("interface ")}
 
 TRICKY = [

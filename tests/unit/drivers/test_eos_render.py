@@ -3,19 +3,18 @@
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
 import pytest
 
 from drivers.eos.render import render, structured_config
 from policies.intent import derive_intent
 from policies.policy import Policy
-from tests.conftest import EXAMPLES
+from tests.conftest import DATA, EXAMPLES
 from topology.blueprint import generate_blueprint
 from topology.fabric import Fabric
 from topology.spec import FabricSpec, load_spec
 
-GOLDEN = Path(__file__).parent / "golden"
+GOLDEN = DATA / "golden"
 
 
 def _spec(example: str, shallow_dr: bool) -> FabricSpec:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -20,12 +19,12 @@ from drivers.sonic.patch import (
 from drivers.sonic.render import SonicRenderError, render_config_db, sonic_port_name
 from policies.intent import DeviceIntent, derive_intent
 from policies.policy import Policy
-from tests.conftest import EXAMPLES
+from tests.conftest import DATA, EXAMPLES
 from topology.blueprint import generate_blueprint
 from topology.fabric import Fabric
 from topology.spec import FabricSpec, Platforms, load_spec
 
-GOLDEN = Path(__file__).parent / "golden" / "sonic"
+GOLDEN = DATA / "golden" / "sonic"
 SONIC = Platforms(leaf="sonic", spine="sonic", superspine="sonic", dr="sonic")
 CASES = [
     ("small-pod.yaml", "leaf-g0-r0", False, "small-pod_leaf-g0-r0.json"),

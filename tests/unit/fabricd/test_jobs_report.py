@@ -3,15 +3,14 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
 from fabricd.cli import main
 from fabricd.jobs.report import PortView, outliers
-from tests.conftest import EXAMPLES
+from tests.conftest import DATA, EXAMPLES
 
-TRACES = Path(__file__).parent / "detectors" / "traces"
+TRACES = DATA / "traces"
 
 
 def view(i: int, gbps: float = 300.0, paused: float = 0.0, errors: float = 0.0) -> PortView:

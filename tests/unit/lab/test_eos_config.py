@@ -3,18 +3,18 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
 from lab.eos_cli import CliError, CliSession
 from lab.eos_config import ConfigStore
 from lab.model import PortConfig, Twin
+from tests.conftest import DATA
 from topology.fabric import Fabric
 from topology.model import Cabling
 from topology.units import NS
 
-GOLDEN = Path(__file__).resolve().parent.parent / "drivers" / "golden" / "small-pod_leaf-g0-r0.cfg"
+GOLDEN = DATA / "golden" / "small-pod_leaf-g0-r0.cfg"
 DEVICE = "leaf-g0-r0"
 
 

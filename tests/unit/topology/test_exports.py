@@ -34,7 +34,7 @@ from topology.fabric import Fabric
 from topology.model import Cabling, Device, Endpoint, Role
 from topology.spec import FabricSpec, load_spec
 
-CLAB_SCHEMA = Path(__file__).resolve().parents[3] / "shared" / "schemas" / "clab.schema.json"
+CLAB_SCHEMA = Path(__file__).resolve().parents[4] / "shared" / "schemas" / "clab.schema.json"
 
 # Two tiers, 3 AGs of 12 servers (so ranges cross a decade: 000-011), 2 rails.
 TINY = FabricSpec.model_validate(

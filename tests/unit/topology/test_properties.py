@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tests.topology.cabling_edits import drop, swap_far_ends
+from tests.unit.topology.cabling_edits import drop, swap_far_ends
 from topology.blueprint import generate_blueprint
 from topology.model import Role
 from topology.rules.violation import Code

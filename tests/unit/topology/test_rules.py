@@ -7,7 +7,7 @@ from dataclasses import replace
 import pytest
 
 from tests.conftest import EXAMPLES
-from tests.topology.cabling_edits import add, drop, find, links_between, rewire, swap_far_ends
+from tests.unit.topology.cabling_edits import add, drop, find, links_between, rewire, swap_far_ends
 from topology.blueprint import generate_blueprint
 from topology.labels import complete_labels
 from topology.model import Cabling, Device, Endpoint, Link, Role

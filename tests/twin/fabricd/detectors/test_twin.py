@@ -12,19 +12,8 @@ from fabricd.telemetry import render
 from lab.faults import FaultInjector
 from lab.model import PortConfig, Twin
 from tests.conftest import EXAMPLES
+from tests.unit.fabricd.detectors.tracegen import COLUMNS, NS, T0
 from topology.fabric import Fabric
-
-from .tracegen import NS, T0
-
-pytestmark = pytest.mark.twin  # real sockets: a twin, a service or a server of the lab
-
-# trace leaf (fabricd.telemetry.paths) -> twin counter column (lab.counters.COL)
-COLUMNS = {
-    ("pfc.in-frames", "3"): "pfc3.in-frames",
-    ("pfc.pfc-on-total-rx-time", "3"): "pfc3.pfc-on-total-rx-time",
-    ("queue.transmit-pkts", "3"): "q3.transmit-pkts",
-    ("if.carrier-transitions", None): "if.carrier-transitions",
-}
 
 
 def twin_trace(fabric: Fabric, path: Path, seconds: int = 6) -> Path:

@@ -1,6 +1,6 @@
 """A fabricd remediator that dies (`os._exit`, as a kill -9 would leave it) at one step of taking a port down.
 
-`python -m tests.fabricd.service.crash_child STATE INVENTORY DEVICE PORT STEP` disables DEVICE:PORT of a running
+`python -m tests.twin.fabricd.service.crash_child STATE INVENTORY DEVICE PORT STEP` disables DEVICE:PORT of a running
 twin in auto mode through the real driver and the real state file, and dies at STEP:
 - decided: the decision, action and ticket are recorded; the switch is not touched yet;
 - committed: the change is committed on the switch under its revert timer, not confirmed;

@@ -23,12 +23,12 @@ from fabricd.service.config import BusSettings
 from fabricd.telemetry.collector import holders
 from lab.control_client import inject
 from tests.conftest import EXAMPLES, REPO
-from tests.lab.twin_thread import TwinThread
+from tests.twin.lab.twin_thread import TwinThread
 from topology.spec import load_spec
 
 from .service_thread import ServiceThread, wait_for, write_config
 
-pytestmark = [pytest.mark.distributed, pytest.mark.twin, pytest.mark.slow]
+pytestmark = [pytest.mark.distributed, pytest.mark.slow]
 LEASE_S = 2.0
 
 

@@ -19,12 +19,12 @@ from drivers.inventory import load_inventory
 from fabricd.service.actuator import DriverActuator
 from fabricd.service.state import StateStore
 from tests.conftest import REPO
-from tests.lab.twin_thread import TwinThread
+from tests.twin.lab.twin_thread import TwinThread
 from topology.spec import load_spec
 
 from .crash_child import KILLED, REVERT_S, SPEC, remediator
 
-pytestmark = [pytest.mark.twin, pytest.mark.slow]
+pytestmark = [pytest.mark.slow]
 STEPS = ["decided", "committed", "confirmed", "recorded"]
 PORTS = {"eos": ("spine-r0-0", "Ethernet1/1"), "sonic": ("leaf-g0-r0", "Ethernet1/1")}
 
@@ -72,7 +72,7 @@ def test_killed_at_each_step_the_next_fabricd_completes_the_disable(
     device, port = PORTS[platform]
     state_path = tmp_path / "state.db"
     child = subprocess.run(
-        [sys.executable, "-m", "tests.fabricd.service.crash_child", str(state_path), str(twin.inventory), device,
+        [sys.executable, "-m", "tests.twin.fabricd.service.crash_child", str(state_path), str(twin.inventory), device,
          port, step],
         cwd=REPO, env=os.environ.copy(), capture_output=True, text=True, timeout=120,
     )  # fmt: skip

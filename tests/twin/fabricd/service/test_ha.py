@@ -20,12 +20,12 @@ import pytest
 from fabricd.bus import LocalBus, start_local, stop_local
 from lab.control_client import inject
 from tests.conftest import EXAMPLES, REPO, free_port
-from tests.lab.twin_thread import TwinThread
+from tests.twin.lab.twin_thread import TwinThread
 from topology.spec import load_spec
 
 from .service_thread import TOKEN, wait_for, write_config
 
-pytestmark = [pytest.mark.distributed, pytest.mark.twin, pytest.mark.slow]
+pytestmark = [pytest.mark.distributed, pytest.mark.slow]
 TTL = 2.0
 FIRST, SECOND, THIRD = "leaf-g0-r0:Ethernet1/1", "leaf-g1-r1:Ethernet2/1", "leaf-g0-r1:Ethernet3/1"
 

@@ -11,12 +11,11 @@ import pytest
 
 from fabricd.cli import main
 from tests.conftest import EXAMPLES
-from tests.lab.twin_thread import TwinThread
+from tests.twin.lab.twin_thread import TwinThread
 from topology.spec import load_spec
 
 from .service_thread import ServiceThread, wait_for, write_config
 
-pytestmark = pytest.mark.twin
 FEC = "/interfaces/interface[name=*]/ethernet/phys/phy[index=*]/ingress/fec/state"
 PAUSE_WHY = "not in EOS 4.31.2F (from 4.35.0; reference/platforms.md)"
 

@@ -13,12 +13,10 @@ import pytest
 from fabricd.cli import main
 from lab.control_client import inject
 from tests.conftest import EXAMPLES
-from tests.lab.twin_thread import TwinThread
+from tests.twin.lab.twin_thread import TwinThread
 from topology.spec import load_spec
 
 from .service_thread import TOKEN, ServiceThread, wait_for, write_config
-
-pytestmark = pytest.mark.twin  # real sockets: a twin, a service or a server of the lab
 
 LONG_HAUL = 'dci="campus-b",group="DCI campus-b long-haul ports"'
 

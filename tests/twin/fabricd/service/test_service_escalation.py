@@ -9,14 +9,13 @@ from typing import Any
 import pytest
 
 from lab.control_client import inject
-from tests.lab.twin_thread import TwinThread
+from tests.conftest import DATA
+from tests.twin.lab.twin_thread import TwinThread
 from topology.spec import load_spec
 
 from .service_thread import ServiceThread, wait_for, write_config
 
-pytestmark = pytest.mark.twin  # real sockets: a twin, a service or a server of the lab
-
-SPEC = Path(__file__).with_name("wide-leaf.yaml")
+SPEC = DATA / "wide-leaf.yaml"
 
 
 @pytest.fixture(scope="module")

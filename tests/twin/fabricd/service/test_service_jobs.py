@@ -15,12 +15,10 @@ import pytest
 from fabricd.cli import main
 from lab.control_client import inject
 from tests.conftest import EXAMPLES
-from tests.lab.twin_thread import TwinThread
+from tests.twin.lab.twin_thread import TwinThread
 from topology.spec import load_spec
 
 from .service_thread import TOKEN, ServiceThread, wait_for, write_config
-
-pytestmark = pytest.mark.twin  # real sockets: a twin, a service or a server of the lab
 
 B_PORT = "leaf-g0-r1:Ethernet3/1"  # faces gpu-g0-002:nic1, a rank of job-b
 B_RANK = "leaf-g0-r2:Ethernet4/1"  # faces gpu-g0-003:nic2, another

@@ -18,13 +18,11 @@ import pytest
 from fabricd.service.state import StateStore
 from lab.control_client import inject
 from tests.conftest import EXAMPLES
-from tests.lab.twin_thread import TwinThread
+from tests.twin.lab.twin_thread import TwinThread
 from topology.spec import load_spec
 
 from .service_thread import TOKEN, wait_for, write_config
 from .test_service_twin import admin_enabled
-
-pytestmark = pytest.mark.twin  # real sockets: a twin, a service or a server of the lab
 
 
 @pytest.fixture(scope="module")

@@ -17,12 +17,10 @@ from fabricd.service.daemon import Service
 from lab.control_client import inject
 from lab.model import PortConfig
 from tests.conftest import EXAMPLES
-from tests.lab.twin_thread import TwinThread
+from tests.twin.lab.twin_thread import TwinThread
 from topology.spec import load_spec
 
 from .service_thread import TOKEN, ServiceThread, wait_for, write_config
-
-pytestmark = pytest.mark.twin  # real sockets: a twin, a service or a server of the lab
 
 SERVER_PORT = "leaf-g0-r0:Ethernet1/1"  # faces gpu-g0-000:nic0
 

@@ -22,12 +22,12 @@ from fabricd.service.shard import ShardProcess
 from lab.control_client import inject
 from lab.model import PortConfig
 from tests.conftest import EXAMPLES
-from tests.lab.twin_thread import TwinThread
+from tests.twin.lab.twin_thread import TwinThread
 from topology.spec import load_spec
 
 from .service_thread import ServiceThread, wait_for, write_config
 
-pytestmark = [pytest.mark.twin, pytest.mark.distributed]
+pytestmark = [pytest.mark.distributed]
 
 
 @pytest.fixture(scope="module")

@@ -27,12 +27,9 @@ from fabricd.backoff import Backoff
 from fabricd.telemetry import CounterStore, Ingestor, Stat, Subscription, TelemetryClient, TelemetryMetrics
 from fabricd.telemetry.client import connect_delays, notification_ts
 from lab.control_client import inject
-from tests.lab.twin_thread import TwinThread
+from tests.twin.lab.twin_thread import TwinThread
+from tests.unit.fabricd.telemetry import IF, T0, S, notification
 from topology.spec import FabricSpec
-
-from . import IF, T0, S, notification
-
-pytestmark = pytest.mark.twin  # real sockets: a twin, a service or a server of the lab
 
 INTERVAL = 0.2  # the twin refuses sample intervals below 0.1 s
 FULL_INTERVAL = 0.4  # the full EOS profile on every switch at 0.2 s is ~50k updates/s: too much for 2 shared cores

@@ -18,12 +18,11 @@ from pygnmi.spec.v080 import gnmi_pb2
 from drivers.inventory import DeviceAccess, load_inventory
 from fabricd.telemetry import CounterStore, Ingestor, Snapshot, TelemetryClient
 from fabricd.telemetry.paths import eos_profile
-from tests.lab.twin_thread import TwinThread
+from tests.twin.lab.twin_thread import TwinThread
 from topology.spec import FabricSpec
 
 from .test_client import local_device, local_gnmi, until
 
-pytestmark = pytest.mark.twin
 INTERVAL = 0.4
 OLD = "4.31.2F"
 FEC = "/interfaces/interface[name=*]/ethernet/phys/phy[index=*]/ingress/fec/state"

@@ -20,12 +20,11 @@ from fabricd.telemetry import CounterStore, Ingestor, TelemetryClient
 from fabricd.telemetry.platforms import profiles
 from lab.control_client import call, inject
 from tests.conftest import EXAMPLES
-from tests.lab.twin_thread import TwinThread
+from tests.twin.lab.twin_thread import TwinThread
 from topology.spec import load_spec
 
 from .test_client import until
 
-pytestmark = pytest.mark.twin
 LEAF, SPINE = "leaf-g0-r0", "spine-r0-0"  # SONiC leaf, EOS spine (examples/small-sonic.yaml)
 INTERVAL = 0.4
 

@@ -34,14 +34,12 @@ from fabricd.telemetry.worker_wire import Batch
 from fabricd.telemetry.workers import _Mirror, worker_of
 from lab.control_client import inject
 from lab.counters import COL
-from tests.fabricd.service.service_thread import write_config
-from tests.lab.twin_thread import TwinThread
+from tests.twin.fabricd.service.service_thread import write_config
+from tests.twin.lab.twin_thread import TwinThread
+from tests.unit.fabricd.telemetry import IF, T0, S, notification
 from topology.spec import FabricSpec
 
-from . import IF, T0, S, notification
 from .test_client import INTERVAL, LIGHT, accesses, metric, until
-
-pytestmark = pytest.mark.twin  # real sockets: a twin, a service or a server of the lab
 
 PKTS = "/state/counters/in-pkts"
 OPER = "/state/oper-status"

@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 
 from fabricd.cli import main
-from tests.conftest import EXAMPLES
+from tests.conftest import DATA, EXAMPLES
 
 SMALL = str(EXAMPLES / "small-pod.yaml")
-TRACES = Path(__file__).parent / "traces"
+TRACES = DATA / "traces"
 FIELDS = {
     "kind",
     "device",

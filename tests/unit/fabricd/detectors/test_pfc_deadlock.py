@@ -18,8 +18,7 @@ from tests.conftest import EXAMPLES
 from topology.fabric import Fabric
 
 from .test_pfc_storm import STUCK, _silent_after, pauses, storm
-from .test_twin import COLUMNS
-from .tracegen import NS, T0, TX_PER_S, Port, TraceGen, at
+from .tracegen import COLUMNS, NS, T0, TX_PER_S, Port, TraceGen, at
 
 RAIL0 = {"leaf-g0-r0", "leaf-g1-r0", "spine-r0-0", "spine-r0-1"}
 # leaf-g0-r0 -> spine-r0-0 -> leaf-g1-r0 -> spine-r0-1 -> leaf-g0-r0: each egress waits on the next switch.

@@ -189,6 +189,15 @@ def test_sharing_the_tracker_changes_no_finding(small_fabric: Fabric) -> None:
     assert {f.kind for f in a} & {"pfc_storm", "pfc_deadlock"}  # the random trace did stick some queues
 
 
+def test_a_service_runner_keeps_no_finding_between_ticks(small_fabric: Fabric) -> None:
+    """The service reads each tick's findings and runs for months: its runner must not keep every incident."""
+    replay, service = Runner(small_fabric), Runner(small_fabric, keep=False)
+    a = _runner_ticks(replay, RandomFabricTelemetry(small_fabric, 5), 40)
+    b = _runner_ticks(service, RandomFabricTelemetry(small_fabric, 5), 40)
+    assert a and [f.to_dict() for f in a] == [f.to_dict() for f in b]  # the same findings, tick by tick
+    assert replay.findings() and service.findings() == [] and service.found == {}
+
+
 def test_share_keeps_different_rules_apart() -> None:
     strict = pfc_storm.PfcStormState(StuckConfig(hold_samples=3))
     states = [d.new_state() for d in default_detectors()] + [strict]

@@ -126,3 +126,12 @@ class TraceGen:
         self.lines.sort(key=ts_of)
         path.write_text("".join(json.dumps(r) + "\n" for r in self.lines))
         return path
+
+
+# trace leaf (fabricd.telemetry.paths) -> twin counter column (lab.counters.COL)
+COLUMNS = {
+    ("pfc.in-frames", "3"): "pfc3.in-frames",
+    ("pfc.pfc-on-total-rx-time", "3"): "pfc3.pfc-on-total-rx-time",
+    ("queue.transmit-pkts", "3"): "q3.transmit-pkts",
+    ("if.carrier-transitions", None): "if.carrier-transitions",
+}

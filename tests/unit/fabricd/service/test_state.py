@@ -45,13 +45,10 @@ def ticket_ref(store: StateStore, ticket_id: int) -> str | None:
     return t.external_ref
 
 
-@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.distributed)])
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[StateStore]:
-    """The same contract on both databases: a SQLite file, and a real PostgreSQL (a fresh database)."""
-    if request.param == "sqlite":
-        s = StateStore(tmp_path / "var" / "state.db")  # the folder is created
-    else:
-        s = StateStore(url=request.getfixturevalue("postgres_url"))
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[StateStore]:
+    """A SQLite file; the same tests run on a real PostgreSQL in tests/twin/fabricd/service/test_state_postgres.py."""
+    s = StateStore(tmp_path / "var" / "state.db")  # the folder is created
     yield s
     s.close()
 

@@ -1,5 +1,5 @@
 """The fabric page without a browser: the grid model as a table of cases, login into an HttpOnly SameSite=Strict
-session, CSRF on forms, roles, the live fragments, the switch page; the browser tests are in tests/web."""
+session, CSRF on forms, roles, the live fragments, the switch page; the browser tests are in tests/twin/web."""
 
 from __future__ import annotations
 
