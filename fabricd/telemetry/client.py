@@ -184,6 +184,7 @@ class _Device:
     backoff: Backoff
     dev_id: int
     rejected: dict[str, str] = field(default_factory=dict)  # subscription path -> "STATUS: detail"
+    refused_before: dict[str, str] = field(default_factory=dict)  # what it refused before it last went away
     json_ietf: bool = False  # the device refused PROTO: its subscriptions ask for JSON_IETF
     rejection: tuple[int, str, str] | None = None  # (group, status, detail) of the call the device just refused
     synced: asyncio.Event = field(default_factory=asyncio.Event)
@@ -370,8 +371,11 @@ class TelemetryClient:
         self._regroup(d, groups)
         name = d.access.name
         for s in given_up:
-            d.rejected[s.path] = f"{code}: {self._redact(d, detail)}"
-            self.log.warning(
+            why = f"{code}: {self._redact(d, detail)}"
+            d.rejected[s.path] = why
+            again = d.refused_before.get(s.path) == why  # named when it first refused it, not on every reconnect
+            self.log.log(
+                logging.DEBUG if again else logging.WARNING,
                 "telemetry from %s: the switch rejects %s (%s: %s); streaming the rest without it",
                 name,
                 s.path,
@@ -488,6 +492,12 @@ class TelemetryClient:
                 continue  # not a failure: wait until it is ours again
             if d.rejection is not None and self._narrow(d, *d.rejection):
                 continue  # subscribe again at once, without what the switch refused
+            if code == "UNAVAILABLE" and d.rejected:
+                # The switch went away (a reboot, an upgrade): the release it comes back with may serve what this
+                # one refused, so the next connect asks for the whole plan again (and narrows again if refused).
+                d.refused_before.update(d.rejected)
+                d.rejected.clear()
+                self._regroup(d, split_calls(d.plan.subscriptions))
             if d.synced.is_set() and time.monotonic() - started >= self.healthy_s:
                 d.backoff.reset()
             d.synced.clear()

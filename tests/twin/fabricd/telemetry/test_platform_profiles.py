@@ -18,6 +18,7 @@ from pygnmi.spec.v080 import gnmi_pb2
 from drivers.inventory import DeviceAccess, load_inventory
 from fabricd.telemetry import CounterStore, Ingestor, Snapshot, TelemetryClient
 from fabricd.telemetry.paths import eos_profile
+from lab.control_client import inject
 from tests.twin.lab.twin_thread import TwinThread
 from topology.spec import FabricSpec
 
@@ -125,6 +126,47 @@ def test_a_switch_that_refuses_one_path_still_streams_the_rest(
         "streaming the rest without it"
         for n in SWITCHES
     )
+
+
+def test_an_upgraded_switch_is_asked_again_for_what_it_refused(
+    old_twin: TwinThread, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A switch that refused the FEC path goes away and comes back on a release that serves it (a reboot into an
+    upgrade): fabricd asks for the whole plan again and streams FEC from it; a switch that still refuses is narrowed
+    again without a second warning."""
+    caplog.set_level(logging.DEBUG, logger="fabricd")
+    devs = [dataclasses.replace(d, os_version=None) for d in devices(old_twin)]
+    c = make_client(devs)
+    upgraded, kept = SWITCHES
+    switch = old_twin.process.twin.switch(upgraded)
+
+    async def go() -> None:
+        async with running(c):
+            assert await c.wait_synced(15)
+            assert [p for p, _ in c.state(upgraded).rejected] == [FEC]
+            switch.os_version = "4.36.1F"
+            for name in SWITCHES:  # both go away; one comes back upgraded
+                await asyncio.to_thread(inject, old_twin.state_dir, "gnmi_drop", {"device": name, "seconds": 0.5})
+            for _ in range(100):
+                await asyncio.sleep(0.1)
+                snap = c.ingestor.snapshot()
+                if streams(snap, upgraded, "fec.corrected-codewords") and c.state(kept).rejected:
+                    break
+            snap = c.ingestor.snapshot()
+            assert streams(snap, upgraded, "fec.corrected-codewords") and c.state(upgraded).rejected == ()
+            assert not streams(snap, kept, "fec.corrected-codewords")
+            assert [p for p, _ in c.state(kept).rejected] == [FEC]
+
+    try:
+        asyncio.run(go())
+    finally:
+        switch.os_version = OLD
+    rejects = [r for r in caplog.records if "the switch rejects" in r.getMessage()]
+    assert sorted((r.levelno, r.getMessage().split(":")[0]) for r in rejects) == sorted([
+        (logging.DEBUG, f"telemetry from {kept}"),  # refused again, the same way: not warned twice
+        (logging.WARNING, f"telemetry from {kept}"),
+        (logging.WARNING, f"telemetry from {upgraded}"),
+    ])  # fmt: skip
 
 
 def test_a_refusal_that_names_no_path_is_found_by_halving() -> None:
