@@ -22,7 +22,9 @@ from fabricd import __version__
 
 from . import web
 from .access import ANONYMOUS, USER_PATTERN, Principal, Role, new_token, token_hash, valid_user
+from .api_models import Actions, Audit, CreatedToken, DisabledPorts, Findings, ModeSet, Revoked, Tickets, Tokens
 from .remediation import ActionError, StandbyError, UnknownIdError
+from .state import Action, Ticket
 
 if TYPE_CHECKING:
     from .daemon import Service
@@ -122,35 +124,35 @@ def create_app(service: Service) -> FastAPI:
         status: str | None = Query(None, pattern="^(active|cleared)$"),
         limit: int = limit_q(500),
         offset: int = Query(0, ge=0, le=MAX_OFFSET),
-    ) -> Any:
-        return {"findings": service.state.findings(status, limit, offset)}
+    ) -> Findings:
+        return Findings(findings=service.state.findings(status, limit, offset))
 
     @app.get("/api/v1/actions", dependencies=[Depends(viewer)])
     async def actions(
         status: str | None = Query(None, pattern="^[a-z_]{1,32}$"),
         limit: int = limit_q(500),
         offset: int = Query(0, ge=0, le=MAX_OFFSET),
-    ) -> Any:
-        return {"actions": [a.to_dict() for a in service.state.actions(status, limit, offset)]}
+    ) -> Actions:
+        return Actions(actions=service.state.actions(status, limit, offset))
 
     @app.get("/api/v1/tickets", dependencies=[Depends(viewer)])
     async def tickets(
         status: str | None = Query(None, pattern="^(open|resolved)$"),
         limit: int = limit_q(500),
         offset: int = Query(0, ge=0, le=MAX_OFFSET),
-    ) -> Any:
-        return {"tickets": [t.to_dict() for t in service.state.tickets(status, limit, offset)]}
+    ) -> Tickets:
+        return Tickets(tickets=service.state.tickets(status, limit, offset))
 
     @app.get("/api/v1/tickets/{ticket_id}", dependencies=[Depends(viewer)])
-    async def ticket(ticket_id: int = _id()) -> Any:
+    async def ticket(ticket_id: int = _id()) -> Ticket:
         t = service.state.ticket(ticket_id)
         if t is None:
             raise HTTPException(404, f"no ticket {ticket_id}")
-        return t.to_dict()
+        return t
 
     @app.get("/api/v1/ports/disabled", dependencies=[Depends(viewer)])
-    async def disabled() -> Any:
-        return {"ports": service.state.disabled_ports()}
+    async def disabled() -> DisabledPorts:
+        return DisabledPorts(ports=service.state.disabled_ports())
 
     @app.get("/api/v1/topology/summary", dependencies=[Depends(viewer)])
     async def topology() -> Any:
@@ -174,60 +176,60 @@ def create_app(service: Service) -> FastAPI:
         raise HTTPException(404, f"no job {job_id}; list them with `fabricd jobs`")
 
     @app.get("/api/v1/audit", dependencies=[Depends(viewer)])
-    async def audit(limit: int = limit_q(200), offset: int = Query(0, ge=0, le=MAX_OFFSET)) -> Any:
-        return {"audit": service.state.audit_log(limit, offset)}
+    async def audit(limit: int = limit_q(200), offset: int = Query(0, ge=0, le=MAX_OFFSET)) -> Audit:
+        return Audit(audit=service.state.audit_log(limit, offset))
 
     @app.post("/api/v1/tickets/{ticket_id}/resolve")
-    async def resolve(ticket_id: int = _id(), who: Principal = Depends(operator)) -> Any:
+    async def resolve(ticket_id: int = _id(), who: Principal = Depends(operator)) -> Ticket:
         try:
             t = await service.remediator.resolve(ticket_id, who.actor)
         except ActionError as e:
             raise HTTPException(404 if isinstance(e, UnknownIdError) else 409, str(e)) from None
         await service.publish(t)
-        return t.to_dict()
+        return t
 
     @app.post("/api/v1/actions/{action_id}/approve")
-    async def approve(action_id: int = _id(), who: Principal = Depends(operator)) -> Any:
+    async def approve(action_id: int = _id(), who: Principal = Depends(operator)) -> Action:
         try:
             a = await service.remediator.approve(action_id, who.actor)
         except ActionError as e:
             raise HTTPException(404 if isinstance(e, UnknownIdError) else 409, str(e)) from None
-        return a.to_dict()
+        return a
 
     @app.post("/api/v1/actions/{action_id}/reject")
-    async def reject(body: Rejection, action_id: int = _id(), who: Principal = Depends(operator)) -> Any:
+    async def reject(body: Rejection, action_id: int = _id(), who: Principal = Depends(operator)) -> Action:
         """Say no to a proposed action (it never runs); the reason goes on its ticket and in the audit log."""
         try:
             a = await service.remediator.reject(action_id, who.actor, body.reason)
         except ActionError as e:
             raise HTTPException(404 if isinstance(e, UnknownIdError) else 409, str(e)) from None
-        return a.to_dict()
+        return a
 
     @app.post("/api/v1/mode")
-    async def set_mode(body: ModeChange, who: Principal = Depends(admin)) -> Any:
+    async def set_mode(body: ModeChange, who: Principal = Depends(admin)) -> ModeSet:
         """Switch remediation mode now (observe: never touch a switch); kept across restarts, audited."""
         mode = await service.remediator.set_mode(body.mode, who.actor, body.reason)
-        return {"mode": mode, "by": who.actor}
+        return ModeSet(mode=mode, by=who.actor)
 
     @app.get("/api/v1/tokens")
-    async def tokens(_: Principal = Depends(admin)) -> Any:
+    async def tokens(_: Principal = Depends(admin)) -> Tokens:
         """Every user token (never the token or its hash), revoked ones with when."""
-        return {"tokens": [t.to_dict() for t in service.state.api_tokens()]}
+        return Tokens(tokens=service.state.api_tokens())
 
     @app.post("/api/v1/tokens", status_code=201)
-    async def create_token(body: NewToken, who: Principal = Depends(admin)) -> Any:
+    async def create_token(body: NewToken, who: Principal = Depends(admin)) -> CreatedToken:
         """A new token for `user` with `role`: the answer is the only place the token is ever shown."""
         if not valid_user(body.user):
             raise HTTPException(400, "user: letters, digits and . _ @ - only (a login or an e-mail)")
         token = new_token()
         row = service.state.add_token(body.user, body.role, token_hash(token), time.time_ns(), who.actor)
-        return {**row.to_dict(), "token": token}
+        return CreatedToken(**row.to_dict(), token=token)
 
     @app.delete("/api/v1/tokens/{token_id}")
-    async def revoke_token(token_id: int = _id(), who: Principal = Depends(admin)) -> Any:
+    async def revoke_token(token_id: int = _id(), who: Principal = Depends(admin)) -> Revoked:
         if not service.state.revoke_token(token_id, time.time_ns(), who.actor):
             raise HTTPException(404, f"no live token {token_id}")
-        return {"revoked": token_id}
+        return Revoked(revoked=token_id)
 
     @app.get("/metrics", response_class=Response, responses={200: {"content": {CONTENT_TYPE_LATEST: {}}}})
     async def metrics() -> Response:

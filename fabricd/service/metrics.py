@@ -14,7 +14,7 @@ from fabricd.jobs.report import JobReport
 
 from .guard import Budget
 from .port_metrics import PortCollector
-from .state import StateStore
+from .state import StateStore, StoredFinding
 
 
 class StateCollector(Collector):
@@ -196,7 +196,7 @@ class DciCollector(Collector):
 MAX_JOB_SERIES = 100  # bounded labels: past this many jobs with findings, the rest count under job="_other"
 
 
-def _job_findings(active: list[dict[str, Any]]) -> GaugeMetricFamily:
+def _job_findings(active: list[StoredFinding]) -> GaugeMetricFamily:
     """Active findings per job they hit (jobs from the job map); bounded to MAX_JOB_SERIES label values."""
     counts: dict[str, int] = {}
     for f in active:

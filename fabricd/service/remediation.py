@@ -16,7 +16,7 @@ import shlex
 from collections.abc import Awaitable, Callable, Container, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol, TypeVar, TypeVarTuple
+from typing import Literal, Protocol, TypeVar, TypeVarTuple
 
 from drivers.base import DriverError, Resumed, Session
 from drivers.transaction import settle
@@ -31,7 +31,7 @@ from .config import RemediationSettings, SafetyLimits
 from .decide import Decision, PortFacts, action_note, decide, enable_key, escalation, new_ticket, recurrence
 from .faults import LINK_KINDS, fault_key, target_port
 from .guard import Budget, GuardInput, Verdict, budgets, check_disable
-from .state import Action, ActionStatus, StateStore, Ticket
+from .state import Action, ActionStatus, DisabledPort, StateStore, Ticket
 
 log = logging.getLogger("fabricd.remediation")
 R = TypeVar("R")
@@ -150,7 +150,7 @@ class Remediator:
         await self._send(ticket)
         return Outcome(ticket, action, d.verdict)
 
-    def _facts(self, target: Endpoint | None, now: int, disabled: list[dict[str, Any]]) -> PortFacts:
+    def _facts(self, target: Endpoint | None, now: int, disabled: list[DisabledPort]) -> PortFacts:
         if target is None:
             return PortFacts(None)
         return PortFacts(
@@ -170,7 +170,7 @@ class Remediator:
         self.state.audit(now, n.audit_what, n.audit_why, mode=n.mode, finding_id=fid, action_id=a.id)
         return a
 
-    def _known(self, disabled: list[dict[str, Any]] | None = None) -> GuardInput:
+    def _known(self, disabled: list[DisabledPort] | None = None) -> GuardInput:
         hour_ago = self.clock() - 3600 * NS
         held = frozenset(self._held(disabled))
         return GuardInput(held, self.view.oper_down(), self.state.actions_since(hour_ago))
@@ -182,14 +182,14 @@ class Remediator:
         """What is used of each rate and budget limit now (the /metrics remediation gauges)."""
         return budgets(self.fabric, self.limits, self._known())
 
-    def _held(self, disabled: list[dict[str, Any]] | None = None) -> set[Endpoint]:
+    def _held(self, disabled: list[DisabledPort] | None = None) -> set[Endpoint]:
         """Ports fabricd holds down, or is taking down now (a disable in flight already counts against budgets)."""
         rows = self.state.disabled_ports() if disabled is None else disabled
         held = {Endpoint(p["device"], p["port"]) for p in rows}
         held |= {Endpoint(a.device, a.port) for a in self.state.actions_in("running", op="disable")}
         return held
 
-    def _faulty_ports(self, device: str, now: int, disabled: list[dict[str, Any]]) -> list[str]:
+    def _faulty_ports(self, device: str, now: int, disabled: list[DisabledPort]) -> list[str]:
         """Ports of `device` fabricd wanted down in the last hour (acted, proposed or refused), plus those it holds
         down. Re-enables after a repair are not faults."""
         ports = {p["port"] for p in disabled if p["device"] == device}

@@ -15,7 +15,10 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, cast
+
+from pydantic import JsonValue
+from typing_extensions import TypedDict  # pydantic reads these for the API (api_models): before 3.12, this one
 
 from fabricd.detectors.finding import Finding
 
@@ -32,6 +35,56 @@ ActionStatus = Literal[
     "awaiting_approval", "running", "done", "failed", "rolled_back", "refused", "observed", "cancelled"
 ]
 OPEN_ACTION: tuple[ActionStatus, ...] = ("awaiting_approval", "running")
+
+
+class JobRefDoc(TypedDict):
+    id: str
+    name: str
+    priority: str | None
+    gpus: int
+
+
+class StoredFinding(TypedDict, total=False):
+    """A finding as the store keeps it (docs/formats.md), with its row id, incident key, status and last sighting.
+    Not total: rows written by older releases lack fields added since (`jobs`, `priority`)."""
+
+    id: int
+    fault: str
+    status: str  # active | cleared
+    last_seen_ts: int
+    kind: str
+    device: str
+    port: str | None
+    priority: int | None
+    devices: list[str]
+    ports: list[str]
+    start_ts: int
+    detected_ts: int
+    severity: str
+    confidence: float
+    evidence: dict[str, JsonValue]
+    summary: str
+    jobs: list[JobRefDoc]
+
+
+class DisabledPort(TypedDict):
+    device: str
+    port: str
+    action_id: int
+    ticket_id: int | None
+    since_ts: int
+
+
+class AuditEntry(TypedDict):
+    id: int
+    ts: int
+    what: str
+    why: str
+    mode: str | None
+    actor: str
+    finding_id: int | None
+    action_id: int | None
+    ticket_id: int | None
 
 
 @dataclass(frozen=True)
@@ -305,9 +358,9 @@ class StateStore:
                 (ts, what, why, mode, actor, finding_id, action_id, ticket_id),
             )
 
-    def audit_log(self, limit: int = 200, offset: int = 0) -> list[dict[str, Any]]:
+    def audit_log(self, limit: int = 200, offset: int = 0) -> list[AuditEntry]:
         rows = self._all("SELECT * FROM audit ORDER BY id DESC LIMIT ? OFFSET ?", (limit, offset))
-        return [dict(r) for r in rows]
+        return [cast(AuditEntry, dict(r)) for r in rows]
 
     # --- findings --------------------------------------------------------------------------------------------
     def upsert_finding(self, f: Finding, fault: str, now: int) -> tuple[int, bool]:
@@ -340,7 +393,7 @@ class StateStore:
             )
             return cur.rowcount
 
-    def findings(self, status: str | None = None, limit: int = 500, offset: int = 0) -> list[dict[str, Any]]:
+    def findings(self, status: str | None = None, limit: int = 500, offset: int = 0) -> list[StoredFinding]:
         where, args = (" WHERE status = ?", (status,)) if status else ("", ())
         rows = self._all(
             f"SELECT id, fault, status, last_seen_ts, data FROM findings{where} ORDER BY id DESC LIMIT ? OFFSET ?",
@@ -350,7 +403,7 @@ class StateStore:
         for r in rows:
             d = json.loads(r["data"])
             d.update(id=r["id"], fault=r["fault"], status=r["status"], last_seen_ts=r["last_seen_ts"])
-            out.append(d)
+            out.append(cast(StoredFinding, d))
         return out
 
     def finding_counts(self) -> dict[tuple[str, str], int]:
@@ -544,8 +597,8 @@ class StateStore:
         with self.tx() as db:
             _release(db, device, port, probation_until, ticket_id)
 
-    def disabled_ports(self) -> list[dict[str, Any]]:
-        return [dict(r) for r in self._all("SELECT * FROM disabled_ports ORDER BY since_ts")]
+    def disabled_ports(self) -> list[DisabledPort]:
+        return [cast(DisabledPort, dict(r)) for r in self._all("SELECT * FROM disabled_ports ORDER BY since_ts")]
 
     def is_disabled(self, device: str, port: str) -> bool:
         return self._one("SELECT 1 FROM disabled_ports WHERE device = ? AND port = ?", (device, port)) is not None

@@ -33,6 +33,7 @@ from topology.model import Endpoint
 from .access import ANONYMOUS, Principal, Role, token_hash
 from .fabric_view import FabricView, build
 from .remediation import ActionError
+from .state import StoredFinding
 
 if TYPE_CHECKING:
     from .daemon import Service
@@ -141,7 +142,7 @@ def mount(app: FastAPI, service: Service) -> None:
     def render(name: str, **ctx: Any) -> str:
         return env.get_template(name).render(mode=service.remediator.mode, **ctx)
 
-    def view(active: list[dict[str, Any]] | None = None) -> FabricView:
+    def view(active: list[StoredFinding] | None = None) -> FabricView:
         return build(
             service.fabric,
             service.state.findings("active", limit=100_000) if active is None else active,
@@ -162,7 +163,7 @@ def mount(app: FastAPI, service: Service) -> None:
         if filters["kind"]:
             found = [f for f in found if f["kind"] == filters["kind"]]
         if filters["device"]:
-            found = [f for f in found if filters["device"] in (f.get("devices") or [f.get("device")])]
+            found = [f for f in found if filters["device"] in (f.get("devices") or [f.get("device") or ""])]
         if filters["job"]:
             found = [f for f in found if filters["job"] in {str(j["id"]) for j in f.get("jobs") or []}]
         pending = service.state.actions_in("awaiting_approval")

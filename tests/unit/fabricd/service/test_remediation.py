@@ -344,6 +344,7 @@ def test_resolving_the_escalation_brings_back_the_ports_it_names(make: Callable[
     ]  # fmt: skip
     assert [(p["device"], p["port"]) for p in h.state.disabled_ports()] == [("leaf-g1-r0", "Ethernet1/1")]
     for tid in held.values():
+        assert tid is not None  # a port disabled by fabricd has its repair ticket
         pt = h.state.ticket(tid)
         assert pt is not None and (pt.status, pt.resolved_by) == ("resolved", f"alice (escalation {esc.id})")
         assert pt.body["status_note"].startswith("enabled leaf-g0-r0:Ethernet")

@@ -1,0 +1,54 @@
+"""The shapes of the API's answers: OpenAPI documents them (/openapi.json, /docs), and FastAPI serializes every
+answer through its shape, so a field the docs do not name never leaks out. Actions, tickets and tokens are the state
+store's own dataclasses; stored findings are a finding's `to_dict()` plus what the store adds."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel
+
+from .state import Action, ApiToken, AuditEntry, DisabledPort, StoredFinding, Ticket
+
+
+class Findings(BaseModel):
+    findings: list[StoredFinding]
+
+
+class Actions(BaseModel):
+    actions: list[Action]
+
+
+class Tickets(BaseModel):
+    tickets: list[Ticket]
+
+
+class DisabledPorts(BaseModel):
+    ports: list[DisabledPort]
+
+
+class Audit(BaseModel):
+    audit: list[AuditEntry]
+
+
+class ModeSet(BaseModel):
+    mode: str
+    by: str
+
+
+class Tokens(BaseModel):
+    tokens: list[ApiToken]
+
+
+class CreatedToken(BaseModel):
+    """The new token's row and the token itself: the only place it is ever shown."""
+
+    id: int
+    user: str
+    role: str
+    created_ts: int
+    created_by: str
+    revoked_ts: int | None
+    token: str
+
+
+class Revoked(BaseModel):
+    revoked: int
