@@ -103,6 +103,7 @@ class Switch:
         n = len(ports)
         self.base = np.zeros((n, len(COLUMNS)), dtype=np.uint64)
         self.rate = np.zeros((n, len(COLUMNS)), dtype=np.float64)  # per second; the twin's rules set it
+        self.frac = np.zeros((n, len(COLUMNS)), dtype=np.float64)  # the part of a count not yet in `base`
         self.t0 = np.full(n, boot_ns, dtype=np.int64)
         self.oper_up = np.ones(n, dtype=bool)
         h = np.array([zlib.crc32(f"{name}:{p}".encode()) % 100 for p in ports], dtype=np.float64)
@@ -119,21 +120,31 @@ class Switch:
     def values(self, now_ns: int, rows: slice | np.ndarray | None = None) -> np.ndarray:
         """Cumulative counters (uint64, wrapping at 2**64) of the given ports at `now_ns`."""
         sel = slice(None) if rows is None else rows
-        dt = (now_ns - self.t0[sel]).astype(np.float64) / NS
-        grown: np.ndarray = (self.rate[sel] * dt[:, None]).astype(np.uint64)
-        out: np.ndarray = self.base[sel] + grown
+        out: np.ndarray = self.base[sel] + self._grown(now_ns, sel).astype(np.uint64)
         return out
+
+    def _grown(self, now_ns: int, sel: slice | np.ndarray) -> np.ndarray:
+        """What each counter grew since `t0`, with the fraction of a count left over at the last rebase: a counter
+        moving slower than the twin changes state (0.5 frame errors/s, while flaps change it every second) still
+        counts at its rate instead of losing its fraction at every change."""
+        dt = (now_ns - self.t0[sel]).astype(np.float64) / NS
+        grown: np.ndarray = self.frac[sel] + self.rate[sel] * dt[:, None]
+        return grown
 
     def value(self, port: str, column: str, now_ns: int) -> int:
         i = self.index[port]
         return int(self.values(now_ns, np.array([i]))[0, COL[column]])
 
     def rebase(self, now_ns: int) -> None:
-        self.base = self.values(now_ns)
+        grown = self._grown(now_ns, slice(None))
+        whole = np.floor(grown)
+        self.base = self.base + whole.astype(np.uint64)
+        self.frac = grown - whole
         self.t0[:] = now_ns
 
     def reset_counters(self, now_ns: int) -> None:
         self.base[:] = 0
+        self.frac[:] = 0.0
         self.t0[:] = now_ns
 
     def bump(self, row: int, column: str, by: int = 1) -> None:

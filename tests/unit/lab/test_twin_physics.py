@@ -221,3 +221,22 @@ def test_the_twin_marks_only_the_queues_that_pass_their_thresholds() -> None:
             light += 1
             assert m[COL["q3.ecn-marked-pkts"]] <= 1e-6 * m[COL["q3.transmit-pkts"]]
     assert heavy == light == 4
+
+
+def test_a_slow_counter_keeps_its_rate_while_the_twin_changes_often(small_blueprint: Cabling) -> None:
+    """A link corrupting 1e-6 of a light load counts under one error a second; flaps elsewhere change the twin's
+    state every fraction of a second. Each change rebases the counters: the fraction of an error must carry over,
+    or the errors never show (the accuracy bench missed such a link)."""
+    clock = Clock()
+    twin = lossless_twin(small_blueprint, clock)
+    port = next(p for p in twin.switch("ssp-1").ports if twin.peers[("ssp-1", p)].device.startswith("spine"))
+    FaultInjector(twin).inject("link_corruption", {"port": f"ssp-1:{port}", "rate": 1e-6}, clock.t)
+    per_s = rate(twin, "ssp-1", port, "if.in-errors")
+    assert 0.1 < per_s < 1.0  # a light cable: fewer than one error a second
+    start = twin.switch("ssp-1").value(port, "if.in-errors", clock.t)
+    for _ in range(200):  # 20 s, a state change every 0.1 s
+        clock.t += NS // 10
+        twin.touch()
+        twin.advance(clock.t)
+    counted = twin.switch("ssp-1").value(port, "if.in-errors", clock.t) - start
+    assert abs(counted - per_s * 20) <= 1
