@@ -11,6 +11,7 @@ Canonical text (the docs/formats.md trace form): `/elem[key=value]...`, keys sor
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import IntEnum
@@ -138,8 +139,10 @@ def _clean_name(name: str) -> str:
     return name.split(":", 1)[1] if ":" in name else name
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def parse_path(text: str) -> tuple[Elem, ...]:
-    """`/a/b[k=v]/c` -> elements with sorted keys; key values may contain `/` (interface names do)."""
+    """`/a/b[k=v]/c` -> elements with sorted keys; key values may contain `/` (interface names do). Cached: a trace
+    or a profile names the same few thousand paths over and over, and the answer is an immutable tuple."""
     elems: list[Elem] = []
     i, n = 0, len(text)
     while i < n:
