@@ -92,16 +92,6 @@ class Loads:
     received: np.ndarray  # what arrived (corrupted frames included)
 
 
-def same(a: Conditions, b: Conditions) -> bool:
-    """Do two sets of conditions give the same traffic?"""
-    pairs = zip(
-        (a.up, a.weight, a.passes, a.nic_passes, a.drops, a.rx_errors),
-        (b.up, b.weight, b.passes, b.nic_passes, b.drops, b.rx_errors),
-        strict=True,
-    )
-    return all(len(x) == len(y) and all(np.array_equal(u, v) for u, v in zip(x, y, strict=True)) for x, y in pairs)
-
-
 def build(
     names: list[str],
     roles: list[Role],
