@@ -456,14 +456,8 @@ class Twin:
                 far = self.fabric.device(peer.device) if peer.device in self.fabric else None
                 if peer.device in self.switches:
                     t.peer[row], t.peer_row[row] = node[peer.device], self.switches[peer.device].index[peer.port]
-                    mine, theirs = TIER[sw.role], TIER[self.switches[peer.device].role]
-                    t.kind[row] = (
-                        traffic.Kind.UP
-                        if theirs > mine
-                        else traffic.Kind.DOWN
-                        if theirs < mine
-                        else (traffic.Kind.SIDE)
-                    )
+                    step = TIER[self.switches[peer.device].role] - TIER[sw.role]
+                    t.kind[row] = traffic.Kind.UP if step > 0 else traffic.Kind.DOWN if step < 0 else traffic.Kind.SIDE
                 elif far is not None and far.site is not None:
                     t.kind[row], t.site[row] = traffic.Kind.REMOTE, sites.index(far.site)
                     t.offered[row] = dr_utilisation(name, port) / DR_UTILISATION  # the far campus's hash weight
@@ -501,13 +495,10 @@ class Twin:
         for (device, port, prio), f in nic_paused.items():
             nic_held[device][self.switches[device].index[port]] += f * SHARES[prio]
         up, weight, passes, nic_passes, drops, rx_errors = [], [], [], [], [], []
-        for name in names:
+        for name, t in zip(names, self.traffic.ports, strict=True):
             sw = self.switches[name]
             up.append(sw.oper_up)
-            w = np.ones(len(sw.ports))
-            for r in np.nonzero(self.traffic.ports[len(up) - 1].kind == traffic.Kind.REMOTE)[0]:
-                w[r] = dr_utilisation(name, sw.ports[r]) / DR_UTILISATION
-            weight.append(w)
+            weight.append(np.where(t.kind == traffic.Kind.REMOTE, t.offered, 1.0))  # long-haul: the DR's hash
             passes.append(1.0 - held[name] @ SHARES)
             nic_passes.append(1.0 - nic_held[name])
             drops.append(np.zeros(len(sw.ports)))

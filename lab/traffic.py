@@ -67,7 +67,8 @@ class Structure:
     sinks: list[str]  # switch names that own servers, then far-campus sites
     sink_of: np.ndarray  # node -> its sink index, -1 if it owns no server
     share: np.ndarray  # (nodes, sinks): where a switch's servers send, as shares of their offered load
-    remote_share: dict[int, np.ndarray] = field(default_factory=dict)  # site sink -> where its traffic goes
+    # where a far campus's traffic goes: each server-owning switch's share of what the campus's servers send
+    gravity: np.ndarray = field(default_factory=lambda: np.zeros(0))
     remote_load: dict[int, float] = field(default_factory=dict)  # site sink -> bytes/s it sends (and receives)
 
 
@@ -113,12 +114,7 @@ def build(
     for p in ports:  # site index -> sink index
         p.site = np.where(p.site >= 0, p.site + len(owners), -1)
     s = Structure(names, tier, ports, sinks, sink_of, np.zeros((n, len(sinks))))
-    healthy = Conditions(
-        up=[np.ones(len(p.kind), dtype=bool) for p in ports],
-        weight=[np.ones(len(p.kind)) for p in ports],
-        passes=[], nic_passes=[], drops=[], rx_errors=[],
-    )  # fmt: skip
-    reach = _routes(s, healthy).reach
+    reach = _routes(s, [np.ones(len(p.kind), dtype=bool) for p in ports]).reach  # the healthy fabric
     leaves = len(owners)
     sends = np.zeros(len(sinks))  # what each owner's servers offer
     for k, i in enumerate(owners):
@@ -142,9 +138,9 @@ def build(
         row *= 1 - float(remote.sum())
         row[leaves:] = remote * reach[i, leaves:]
         s.share[i] = row
+    s.gravity = sends / total if total else np.zeros(len(sinks))
     for j, site in enumerate(sites):
         s.remote_load[leaves + j] = site_load.get(site, 0.0)
-        s.remote_share[leaves + j] = sends / total if total else np.zeros(len(sinks))
     return s
 
 
@@ -204,23 +200,23 @@ class Routes:
         return out
 
 
-def _routes(s: Structure, c: Conditions) -> Routes:
+def _routes(s: Structure, up: list[np.ndarray]) -> Routes:
     """Hop counts over the cables up, lower tiers first for going down, higher first for the rest."""
     n, k = len(s.names), len(s.sinks)
     down = np.full((n, k), FAR, dtype=np.int64)
     order = np.argsort(s.tier, kind="stable")
     for x in order:
         p = s.ports[x]
-        m = (p.kind == Kind.DOWN) & c.up[x]
+        m = (p.kind == Kind.DOWN) & up[x]
         if m.any():
             down[x] = np.minimum(down[x], down[p.peer[m]].min(axis=0) + 1)
         if s.sink_of[x] >= 0:
             down[x, s.sink_of[x]] = 0
-        down[x, p.site[(p.kind == Kind.REMOTE) & c.up[x]]] = 0
+        down[x, p.site[(p.kind == Kind.REMOTE) & up[x]]] = 0
     dist = down.copy()
     for x in order[::-1]:
         p = s.ports[x]
-        m = (p.kind == Kind.UP) & c.up[x]
+        m = (p.kind == Kind.UP) & up[x]
         if m.any():
             dist[x] = np.minimum(dist[x], dist[p.peer[m]].min(axis=0) + 1)
     return Routes(np.minimum(down, FAR), np.minimum(dist, FAR))
@@ -229,7 +225,7 @@ def _routes(s: Structure, c: Conditions) -> Routes:
 def flow(s: Structure, c: Conditions) -> list[Loads]:
     """What every port offers, sends and receives under `c` (bytes/s)."""
     n, k = len(s.names), len(s.sinks)
-    routes = _routes(s, c)
+    routes = _routes(s, c.up)
     down, reach = routes.goes_down, routes.reach
     order = np.argsort(s.tier, kind="stable")
     c = _weigh_toward_dcis(s, c)
@@ -284,7 +280,7 @@ def flow(s: Structure, c: Conditions) -> list[Loads]:
         for row in np.nonzero(m)[0]:  # the far campus: its load over the long-haul ports up, by its hash
             site = int(p.site[row])
             share = p.offered[row] / site_weight[site]
-            dest = s.remote_share[site] * reach[x] * through[x]
+            dest = s.gravity * reach[x] * through[x]
             arriving = s.remote_load[site] * share
             loads[x].received[row] = arriving * dest.sum()
             at[x] += arriving * (1 - c.rx_errors[x][row]) * dest
@@ -298,11 +294,10 @@ def flow(s: Structure, c: Conditions) -> list[Loads]:
         kept = 1 - c.drops[x][m]
         loads[x].offered[m] += offered
         loads[x].sent[m] += offered * kept
-        rows = p.peer_row[m]
-        peers = p.peer[m]
-        for i in range(len(peers)):
-            loads[peers[i]].received[rows[i]] += offered[i] * kept[i]
-        arrive = kept * (1 - np.array([c.rx_errors[peers[i]][rows[i]] for i in range(len(peers))]))
+        peers, rows, arrive = p.peer[m], p.peer_row[m], kept.copy()
+        for i, (peer, row) in enumerate(zip(peers, rows, strict=True)):
+            loads[peer].received[row] += offered[i] * kept[i]
+            arrive[i] *= 1 - c.rx_errors[peer][row]  # frames arriving corrupted are discarded there
         np.add.at(at, peers, amounts * arrive[:, None])
 
     for x in order:  # up: lower tiers first, so each switch has everything its lower tier sent it
