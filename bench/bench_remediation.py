@@ -68,10 +68,10 @@ class TimedSession:
         self.inner, self.device, self.marks = inner, device, marks
         self.m: dict[str, int] = {"connect_start": t0, "connect_end": t1}
 
-    def set_port_admin(self, port: str, up: bool, revert_in_s: int) -> None:
+    def set_port_admin(self, port: str, up: bool, revert_in_s: int, **kw: Any) -> None:
         self.marks[(self.device, port)] = self.m
         self.m["commit_start"] = time.time_ns()
-        self.inner.set_port_admin(port, up, revert_in_s)
+        self.inner.set_port_admin(port, up, revert_in_s, **kw)
         self.m["commit_end"] = time.time_ns()
 
     def confirm(self) -> None:

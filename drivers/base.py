@@ -15,6 +15,7 @@ from policies.intent import DeviceIntent
 from topology.errors import FabricdError
 
 from .inventory import DeviceAccess
+from .marks import Mark
 
 
 class DriverError(FabricdError):
@@ -57,6 +58,14 @@ class DevicePlan:
 Resumed = Literal["none", "pending", "confirmed"]
 
 
+@dataclass(frozen=True)
+class PortMark:
+    """A port carrying fabricd's mark, as a switch shows it."""
+
+    mark: Mark
+    admin_up: bool
+
+
 class Session(Protocol):
     device: str
 
@@ -84,9 +93,18 @@ class Session(Protocol):
         ...
 
     def discard(self) -> None: ...
-    def set_port_admin(self, port: str, up: bool, revert_in_s: int, *, key: str | None = None) -> None:
+    def set_port_admin(
+        self, port: str, up: bool, revert_in_s: int, *, key: str | None = None, mark: Mark | None = None
+    ) -> None:
         """Commit `shutdown`/`no shutdown` on one port with a revert timer; the caller confirms. `key` names the
-        transaction on the switch (an EOS config session, a SONiC checkpoint) so `resume` can find it again."""
+        transaction on the switch (an EOS config session, a SONiC checkpoint) so `resume` can find it again.
+        In the same commit the port's description gets fabricd's `mark` (a shutdown) or loses it (`up`: any
+        mark of fabricd's is removed); the operator's own description is kept (drivers/marks.py)."""
+        ...
+
+    def port_marks(self) -> dict[str, PortMark]:
+        """Every port (by fabricd's name) that carries fabricd's mark, with its admin state: what fabricd did to
+        this switch, as the switch remembers it."""
         ...
 
     def resume(self, key: str) -> Resumed:

@@ -155,6 +155,10 @@ def render(dev: DeviceIntent) -> str:
     return template[0] + dev.device + template[1]
 
 
-def port_admin_lines(port: str, up: bool) -> list[str]:
-    """The EOS lines that set one port's admin state (the sessions commit them; the page shows them as the diff)."""
-    return [f"interface {port}", "no shutdown" if up else "shutdown"]
+def port_admin_lines(port: str, up: bool, description: str | None = None) -> list[str]:
+    """The EOS lines that set one port's admin state (the sessions commit them; the page shows them as the diff),
+    and its new description when fabricd's mark changes it (drivers/marks.py; "" removes the description)."""
+    lines = [f"interface {port}", "no shutdown" if up else "shutdown"]
+    if description is not None:
+        lines.append(f"description {description}" if description else "no description")
+    return lines

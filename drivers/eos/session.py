@@ -18,9 +18,10 @@ from napalm.base.exceptions import (
     ReplaceConfigException,
 )
 
-from drivers.base import ConfigRejectedError, DriverError, Resumed, UnreachableError
+from drivers.base import ConfigRejectedError, DriverError, PortMark, Resumed, UnreachableError
 from drivers.eos.render import port_admin_lines
 from drivers.inventory import DeviceAccess
+from drivers.marks import Mark, parse_mark, with_mark, without_mark
 
 # What napalm/pyeapi raise when the switch cannot be reached or refuses the login.
 _UNREACHABLE = (ConnectionException, pyeapi.eapilib.ConnectionError, ConnectionError, OSError, TimeoutError)
@@ -119,11 +120,33 @@ class EosSession:
         except _FAILED as e:
             raise self._fail("discarding the candidate", e) from None
 
-    def set_port_admin(self, port: str, up: bool, revert_in_s: int, *, key: str | None = None) -> None:
+    def _descriptions(self, port: str | None = None) -> dict[str, Any]:
+        """`show interfaces [P] description`: {port: {description, interfaceStatus, lineProtocolStatus}}."""
+        command = "show interfaces description" if port is None else f"show interfaces {port} description"
+        try:
+            data = self._napalm.device.run_commands([command])[0]
+        except _FAILED as e:
+            raise self._fail(command, e) from None
+        rows: dict[str, Any] = data.get("interfaceDescriptions", {})
+        return rows
+
+    def set_port_admin(
+        self, port: str, up: bool, revert_in_s: int, *, key: str | None = None, mark: Mark | None = None
+    ) -> None:
         if key is not None:
             self._napalm.config_session = key  # napalm names its config session after it (else napalm_<n>)
-        self.load(port_admin_lines(port, up))
+        old = str(self._descriptions(port).get(port, {}).get("description", ""))
+        new = with_mark(old, mark) if mark is not None and not up else without_mark(old)
+        self.load(port_admin_lines(port, up, None if new == old else new))
         self.commit(revert_in_s)
+
+    def port_marks(self) -> dict[str, PortMark]:
+        out = {}
+        for name, row in self._descriptions().items():
+            mark = parse_mark(str(row.get("description", "")))
+            if mark is not None:
+                out[name] = PortMark(mark, row.get("interfaceStatus") != "adminDown")
+        return out
 
     def resume(self, key: str) -> Resumed:
         try:

@@ -63,6 +63,14 @@ def sonic_port_name(eos_style: str) -> str:
     )
 
 
+def fabricd_port_name(sonic: str) -> str:
+    """SONiC `Ethernet{(N-1)*8}` -> fabricd's `EthernetN/1` (sonic_port_name's inverse); other names as they are."""
+    m = re.match(r"^Ethernet(\d+)$", sonic)
+    if m and int(m.group(1)) % LANES_PER_PORT == 0:
+        return f"Ethernet{int(m.group(1)) // LANES_PER_PORT + 1}/1"
+    return sonic
+
+
 def _clamp(ms: int, bounds: tuple[int, int]) -> str:
     return str(min(max(ms, bounds[0]), bounds[1]))
 

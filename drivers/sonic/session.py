@@ -37,8 +37,9 @@ from typing import Any
 from netmiko import ConnectHandler
 from netmiko.exceptions import NetmikoAuthenticationException, NetmikoBaseException, NetmikoTimeoutException
 
-from drivers.base import ConfigRejectedError, DriverError, Resumed, UnreachableError
+from drivers.base import ConfigRejectedError, DriverError, PortMark, Resumed, UnreachableError
 from drivers.inventory import DeviceAccess
+from drivers.marks import Mark, parse_mark, with_mark, without_mark
 from drivers.sonic.patch import (
     HEREDOC_END,
     Op,
@@ -48,7 +49,7 @@ from drivers.sonic.patch import (
     patch_from_commands,
     patch_text,
 )
-from drivers.sonic.render import sonic_port_name
+from drivers.sonic.render import fabricd_port_name, sonic_port_name
 
 DEVICE_TYPE = "linux"
 _RC = re.compile(r"^fabricd-rc=(\d+)[ \t\r]*$", re.MULTILINE)
@@ -314,12 +315,35 @@ class SonicSession:
         self._loaded = False
         self._ok(f"rm -f {self._file}", f"removing {self._file}")
 
-    def set_port_admin(self, port: str, up: bool, revert_in_s: int, *, key: str | None = None) -> None:
-        """PORT|<port> admin_status through the same patch/commit path (so it carries the revert timer)."""
+    def _ports(self) -> dict[str, dict[str, Any]]:
+        """CONFIG_DB's PORT table (from the running configuration)."""
+        table = json.loads(self.running_config()).get("PORT", {})
+        return table if isinstance(table, dict) else {}
+
+    def set_port_admin(
+        self, port: str, up: bool, revert_in_s: int, *, key: str | None = None, mark: Mark | None = None
+    ) -> None:
+        """PORT|<port> admin_status (and the description's mark) through the same patch/commit path (so it carries
+        the revert timer)."""
         name = sonic_port_name(port)
-        patch = [{"op": "add", "path": json_pointer("PORT", name, "admin_status"), "value": "up" if up else "down"}]
+        patch: list[Op] = [
+            {"op": "add", "path": json_pointer("PORT", name, "admin_status"), "value": "up" if up else "down"}
+        ]
+        old = str(self._ports().get(name, {}).get("description", ""))
+        new = with_mark(old, mark) if mark is not None and not up else without_mark(old)
+        if new != old:
+            where = json_pointer("PORT", name, "description")
+            patch.append({"op": "add", "path": where, "value": new} if new else {"op": "remove", "path": where})
         self.load(patch_commands(patch))
         self.commit(revert_in_s, key=key)
+
+    def port_marks(self) -> dict[str, PortMark]:
+        out = {}
+        for name, row in self._ports().items():
+            mark = parse_mark(str(row.get("description", "")))
+            if mark is not None:
+                out[fabricd_port_name(name)] = PortMark(mark, row.get("admin_status", "down") == "up")
+        return out
 
     def resume(self, key: str) -> Resumed:
         """A pending commit leaves its timer's pid in /tmp/KEY.pid until it is decided. SONiC keeps no record of a

@@ -219,6 +219,10 @@ class RemediationSettings(_Strict):
     # In auto mode, a port that carries a job with one of these priority labels (jobs.*) waits for approval
     # instead: a flap on a rank of the flagship run is a call for a person, not for fabricd.
     approve_for_priority: list[str] = []
+    # How often every switch's marks are read again (drivers/marks.py; at start and on takeover too): a port down
+    # with fabricd's mark and no record is adopted (fabricd/service/reconcile.py). Each pass also reconciles the
+    # records with telemetry's admin states, which needs no scan.
+    mark_scan_s: float = Field(300.0, ge=10)
 
     @field_validator("drain_hook")
     @classmethod

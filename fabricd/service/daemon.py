@@ -209,6 +209,8 @@ class Service:
             scheduler.add_job(lead(self._retry_enables), "interval", seconds=max(30.0, tick), id="reenable")
             scheduler.add_job(lead(self._drift), "interval", seconds=self.cfg.drift_interval_s, id="drift")
             scheduler.add_job(lead(self._prune), "interval", hours=6, id="prune")
+            scheduler.add_job(lead(self._scan_marks), "interval", seconds=self.cfg.remediation.mark_scan_s,
+                              id="marks")  # fmt: skip
             if self.job_source.configured:
                 scheduler.add_job(self._refresh_jobs, "interval", seconds=self.cfg.jobs.refresh_s, id="jobs")
             scheduler.start()
@@ -276,9 +278,14 @@ class Service:
         await self._take_over()
 
     async def _take_over(self) -> None:
-        for note in await self.remediator.reconcile():
+        for note in await self.remediator.reconcile(self.telemetry.stale_devices()):
             self.state.audit(self.clock(), "reconcile", note)
         await self._sync_tickets()
+
+    async def _scan_marks(self) -> None:
+        """Read fabricd's marks from the switches again; the next pass adopts a marked port fabricd has no record
+        of."""
+        await self.remediator.scan_marks(self.telemetry.stale_devices())
 
     def _leader_job(self, job: Callable[[], Awaitable[None]]) -> Callable[[], Awaitable[None]]:
         async def run() -> None:
@@ -351,7 +358,17 @@ class Service:
         usable = await self._act(self.runner.tick(self.ingestor.snapshot(), now), now)
         if self.acting():  # An incident not reported for 3 ticks is over.
             self.state.clear_findings_not_seen_since(now - int(3 * self.cfg.detectors.tick_s * NS))
+            await self._reconcile(now)
         return usable
+
+    async def _reconcile(self, now: int) -> None:
+        """Every pass: fabricd's records against what the fabric shows (reconcile.py); never before the first sync,
+        never on a stale switch."""
+        if not self._synced.is_set():
+            return
+        unsure = {*self.telemetry.stale_devices(now), *(d for d, ok in self.telemetry.synced.items() if not ok)}
+        for note in await self.remediator.reconcile_pass(now, unsure):
+            log.warning("reconcile: %s", note)
 
     async def flap_pass(self, now: int) -> list[Finding]:
         """link_flap alone, on its tick state (the next full tick sees the same incidents, already known)."""

@@ -38,6 +38,7 @@ class TelemetryPortView:
         self._snap: Snapshot | None = None
         self._at = -1e18
         self._down: frozenset[Endpoint] | None = None
+        self._admin: dict[Endpoint, bool] | None = None
 
     def snapshot(self) -> Snapshot:
         now = self.clock()
@@ -45,6 +46,7 @@ class TelemetryPortView:
             self._snap = self.ingestor.snapshot()
             self._at = now
             self._down = None
+            self._admin = None
         return self._snap
 
     def oper_down(self) -> frozenset[Endpoint]:
@@ -57,6 +59,19 @@ class TelemetryPortView:
                     out.add(Endpoint(dev, port))
             self._down = frozenset(out)
         return self._down
+
+    def admin_up(self) -> dict[Endpoint, bool]:
+        """Each port's admin state as last streamed (ON_CHANGE); ports that never reported it are absent."""
+        snap = self.snapshot()
+        if self._admin is None:
+            out = {}
+            for i in snap.select(leaf="admin-status").tolist():
+                state = snap.text(i)
+                if state is not None:
+                    dev, port, _, _ = snap.key(i)
+                    out[Endpoint(dev, port)] = state == "UP"
+            self._admin = out
+        return self._admin
 
     def oper(self, device: str, port: str) -> str | None:
         snap = self.snapshot()

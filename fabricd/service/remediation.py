@@ -13,12 +13,13 @@ import asyncio
 import logging
 import re
 import shlex
-from collections.abc import Awaitable, Callable, Container, Sequence
+from collections.abc import Awaitable, Callable, Collection, Container, Mapping, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass
 from typing import Literal, Protocol, TypeVar, TypeVarTuple
 
-from drivers.base import DriverError, Resumed, Session
+from drivers.base import DriverError, PortMark, Resumed, Session
+from drivers.marks import Mark
 from drivers.transaction import settle
 from fabricd.detectors.finding import Finding
 from topology.errors import FabricdError
@@ -31,6 +32,7 @@ from .config import RemediationSettings, SafetyLimits
 from .decide import Decision, PortFacts, action_note, decide, enable_key, escalation, new_ticket, recurrence
 from .faults import LINK_KINDS, fault_key, target_port
 from .guard import Budget, GuardInput, Verdict, budgets, check_disable
+from .reconcile import Hold, Observed, Reconcile, Step, reconcile, stale_holds
 from .state import Action, ActionStatus, DisabledPort, StateStore, Ticket
 
 log = logging.getLogger("fabricd.remediation")
@@ -42,6 +44,10 @@ class PortView(Protocol):
     """What remediation reads from telemetry."""
 
     def oper_down(self) -> frozenset[Endpoint]: ...
+    def admin_up(self) -> Mapping[Endpoint, bool]:
+        """Each port's admin state as telemetry last showed it (a port that never reported it is absent)."""
+        ...
+
     def evidence(self, device: str, port: str) -> JsonDict: ...
     async def wait_oper(self, device: str, port: str, up: bool, timeout_s: float) -> bool: ...
 
@@ -104,6 +110,8 @@ class Remediator:
         # One transaction per switch at a time: EOS refuses a commit while another commit timer is pending.
         self._device_locks: dict[str, asyncio.Lock] = {}
         self._locks_loop: asyncio.AbstractEventLoop | None = None
+        # fabricd's marks as the switches showed them at the last scan (None: not scanned yet); see reconcile.py
+        self.marks: dict[Endpoint, PortMark] | None = None
 
     # --- findings in -----------------------------------------------------------------------------------------
     async def on_findings(self, findings: list[Finding]) -> list[Outcome]:
@@ -186,6 +194,7 @@ class Remediator:
         """Ports fabricd holds down, or is taking down now (a disable in flight already counts against budgets)."""
         rows = self.state.disabled_ports() if disabled is None else disabled
         held = {Endpoint(p["device"], p["port"]) for p in rows}
+        held -= stale_holds((Hold.of(p) for p in rows), self.view.admin_up())  # up again: holds nothing down
         held |= {Endpoint(a.device, a.port) for a in self.state.actions_in("running", op="disable")}
         return held
 
@@ -358,8 +367,9 @@ class Remediator:
             raise _Fenced(why)
         try:
             # Connect and commit in one trip to the driver thread: each hop back to a busy loop costs latency.
+            mark = None if up else self._mark(action)
             opened = asyncio.get_running_loop().run_in_executor(
-                self.executor, self._open_and_set, ep, up, action.switch_key, resumed
+                self.executor, self._open_and_set, ep, up, action.switch_key, resumed, mark
             )
             self._mark_underway(action.id)  # connect-and-commit is in the driver thread now
             session, found = await opened
@@ -390,7 +400,14 @@ class Remediator:
             if session is not None:
                 await self._blocking(session.close)
 
-    def _open_and_set(self, ep: Endpoint, up: bool, key: str, resumed: bool) -> tuple[Session, Resumed]:
+    def _mark(self, action: Action) -> Mark:
+        """What the switch carries on a port fabricd shuts: this action, its ticket and the fault's kind."""
+        t = self.state.ticket(action.ticket_id) if action.ticket_id else None
+        return Mark(action.id, action.ticket_id, t.kind if t is not None else "fault")
+
+    def _open_and_set(
+        self, ep: Endpoint, up: bool, key: str, resumed: bool, mark: Mark | None = None
+    ) -> tuple[Session, Resumed]:
         """Blocking: a session with the admin-state change committed under the revert timer (closed on failure),
         and what a fabricd before this one left of it on the switch. The switch's transaction is named by the
         action (`key`): a resumed action first looks for it, and takes over a commit still pending under its
@@ -400,7 +417,7 @@ class Remediator:
         try:
             found = session.resume(key) if resumed else "none"
             if found == "none":
-                session.set_port_admin(ep.port, up, self.settings.revert_in_s, key=key)
+                session.set_port_admin(ep.port, up, self.settings.revert_in_s, key=key, mark=mark)
         except BaseException:
             settle(session, keep=False)  # anything half-committed goes now (or with the switch's timer)
             session.close()
@@ -411,6 +428,8 @@ class Remediator:
         now = self.clock()
         # The port's new state (held down, or back up on probation) is recorded with the status, atomically.
         action = self.state.finish_action(action.id, status, now, text, now + int(self.settings.probation_s * NS))
+        if status == "done" and action.op == "enable" and self.marks is not None:
+            self.marks.pop(Endpoint(action.device, action.port), None)  # the enable removed the mark
         self.state.audit(now, f"{action.op} {action.device}:{action.port}: {status}", text, mode=action.mode,
                          finding_id=action.finding_id, action_id=action.id, ticket_id=action.ticket_id)  # fmt: skip
         (log.info if status == "done" else log.warning)("action %d: %s", action.id, text)
@@ -560,9 +579,10 @@ class Remediator:
         if t is not None:
             await self._send(t)
 
-    # --- restart -------------------------------------------------------------------------------------------
-    async def reconcile(self) -> list[str]:
-        """After a restart: finish what was half done and drop ports someone else brought back up."""
+    # --- restart and every pass: records against the fabric (reconcile.py) ------------------------------------
+    async def reconcile(self, stale: Collection[str] = ()) -> list[str]:
+        """On taking over (a start, a new leader): finish what was half done, read the switches' marks, then
+        reconcile the records with what the fabric shows, as every pass does after."""
         notes = []
         for a in self.state.actions_in("running"):
             notes.append(f"completing {a.op} of {a.device}:{a.port} (action {a.id}) interrupted by a restart")
@@ -570,18 +590,127 @@ class Remediator:
                              action_id=a.id)  # fmt: skip
             self._spawn(a, resumed=True)
         await self.idle()
-        down = self.view.oper_down()
-        for p in self.state.disabled_ports():
-            ep = Endpoint(p["device"], p["port"])
-            if ep not in down and await self.view.wait_oper(ep.device, ep.port, True, 0.0):
-                notes.append(f"{ep} is up although fabricd holds it down: someone enabled it; no longer held")
-                # Enabled by hand, most likely after a repair: on probation as after `fabricd resolve`.
-                until = self.clock() + int(self.settings.probation_s * NS)
-                self.state.mark_enabled(ep.device, ep.port, until, p["ticket_id"])
-                self.state.audit(self.clock(), f"{ep} found up", "enabled outside fabricd after a restart")
+        await self.scan_marks(stale)
+        notes += await self.reconcile_pass(self.clock(), stale, grace_s=0.0)
+        await self.idle()
         for n in notes:
             log.warning("%s", n)
         return notes
+
+    async def scan_marks(self, skip: Collection[str] = ()) -> dict[Endpoint, PortMark]:
+        """Read fabricd's marks from every managed switch (skipping `skip`); a switch that cannot be read keeps what
+        the last scan saw of it (and is logged)."""
+        devices = [d.name for d in self.fabric.switches() if d.name in self.managed and d.name not in skip]
+        loop = asyncio.get_running_loop()
+        results = await asyncio.gather(
+            *(loop.run_in_executor(self.executor, self._read_marks, d) for d in devices), return_exceptions=True
+        )
+        marks = dict(self.marks or {})
+        for device, got in zip(devices, results, strict=True):
+            if isinstance(got, BaseException):
+                log.warning("could not read fabricd's marks from %s: %s", device, got)
+                continue
+            marks = {ep: m for ep, m in marks.items() if ep.device != device}
+            marks.update({Endpoint(device, port): m for port, m in got.items()})
+        self.marks = marks
+        return marks
+
+    def _read_marks(self, device: str) -> dict[str, PortMark]:
+        session = self.actuator.connect(device)
+        try:
+            return session.port_marks()
+        finally:
+            session.close()
+
+    async def reconcile_pass(self, now: int, stale: Collection[str] = (), *, grace_s: float | None = None) -> list[str]:
+        """One pass of reconcile.py: decide on fabricd's records and what the fabric shows, then carry it out
+        (audited, noted on tickets). Returns a line per step taken. Switches in `stale` are not judged."""
+        observed = Observed(self.view.admin_up(), self.marks, frozenset(stale))
+        grace = self.settings.verify_timeout_s if grace_s is None else grace_s
+        async with self._lock:
+            holds = [Hold.of(p) for p in self.state.disabled_ports()]
+            in_flight = {Endpoint(a.device, a.port) for a in self.state.actions_in("running", "awaiting_approval")}
+            decisions = reconcile(
+                holds, observed, open_tickets={t.id for t in self.state.tickets("open", limit=100_000)},
+                in_flight=in_flight, mode=self.settings.mode, now=now, grace_ns=int(grace * NS),
+            )  # fmt: skip
+            out = []
+            for d in decisions:
+                out.append(await self._carry_out_step(d, now))
+        return out
+
+    async def _carry_out_step(self, d: Reconcile, now: int) -> str:
+        ep = d.endpoint
+        if d.step is Step.ADOPT:
+            assert d.mark is not None
+            return await self._adopt(ep, d.mark, d.why, now)
+        h = d.hold
+        assert h is not None
+        if d.step is Step.RELEASE:
+            self._release(h, d.why, now)
+            return d.why
+        with self.state.tx():
+            self.state.drop_hold(ep.device, ep.port)  # the port is up: the hold is stale whatever comes next
+            v = self._guard(ep)
+            if not v.allowed:
+                why = f"{ep} is up again; the guard refuses taking it down again ({v.rule}): {v.reason}"
+                self._release(h, why, now)
+                return why
+            status: ActionStatus = "running" if d.step is Step.REAPPLY else "awaiting_approval"
+            a = self.state.add_action("disable", ep.device, ep.port, self.settings.mode, status, d.why, now,
+                                      ticket_id=h.ticket_id, key=f"reapply:{ep}:after{h.action_id}")  # fmt: skip
+            self.state.audit(now, f"re-apply {ep}" if status == "running" else f"proposed re-applying {ep}", d.why,
+                             mode=self.settings.mode, action_id=a.id, ticket_id=h.ticket_id)  # fmt: skip
+        t = self._note(h.ticket_id, a, d.why)
+        if status == "running" and a.status == "running":
+            await self._spawn(a).wait()
+        if t is not None:
+            await self._send(t)
+        return d.why
+
+    def _release(self, h: Hold, why: str, now: int) -> None:
+        """Forget a hold on a port that is up (on probation, as after a repair); audited and noted on its ticket."""
+        ep = h.endpoint
+        self.state.mark_enabled(ep.device, ep.port, now + int(self.settings.probation_s * NS), h.ticket_id)
+        self.state.audit(now, f"released hold on {ep}", why, mode=self.settings.mode, action_id=h.action_id,
+                         ticket_id=h.ticket_id)  # fmt: skip
+        if h.ticket_id:
+            t = self.state.ticket(h.ticket_id)
+            if t is not None:
+                body = {**t.body, "status_note": why, "notes": [*t.body.get("notes", []), why]}
+                self.state.update_ticket(t.id, now, body=body)
+
+    async def _adopt(self, ep: Endpoint, mark: Mark, why: str, now: int) -> str:
+        """A port down with fabricd's mark and no record: record, finding and ticket again, as if fabricd had just
+        taken it down (nothing is sent to the switch; the re-enable after the repair removes the mark)."""
+        peer = self.fabric.peer(ep.device, ep.port)
+        ends = tuple(sorted({str(ep), *([str(peer)] if peer is not None else [])}))
+        devices = tuple(sorted({ep.device, *([peer.device] if peer is not None else [])}))
+        summary = f"{ep} is down by fabricd ({mark.kind}) with no record of it: adopted from the switch's mark"
+        evidence: JsonDict = {"mark": mark.text(), "adopted": True, "old_action": mark.action_id,
+                              "old_ticket": mark.ticket_id}  # fmt: skip
+        f = Finding(kind=mark.kind, device=ep.device, port=ep.port, devices=devices, ports=ends, start_ts=now,
+                    detected_ts=now, severity="warning", confidence=1.0, summary=summary,
+                    evidence=evidence)  # fmt: skip
+        fault = fault_key(f, self.fabric)
+        with self.state.tx():
+            fid, _ = self.state.upsert_finding(f, fault, now)
+            t = self.state.open_ticket(fault)
+            if t is None:
+                title = f"{mark.kind} on {ep}: held down by fabricd (adopted from the switch)"
+                body: JsonDict = {"summary": summary, "why": why, "evidence": {"detector": evidence},
+                                  "actions": [], "status_note": why}  # fmt: skip
+                t = self.state.create_ticket(fault, mark.kind, ep.device, ep.port, title, body, now)
+                self.state.audit(now, f"opened ticket {t.id}", why, mode=self.settings.mode, finding_id=fid,
+                                 ticket_id=t.id)  # fmt: skip
+            a = self.state.add_action("disable", ep.device, ep.port, self.settings.mode, "done", why, now,
+                                      finding_id=fid, ticket_id=t.id)  # fmt: skip
+            self.state.mark_disabled(ep.device, ep.port, a.id, t.id, now)
+            self.state.audit(now, f"adopted {ep}", why, mode=self.settings.mode, finding_id=fid, action_id=a.id,
+                             ticket_id=t.id)  # fmt: skip
+        t = self._note(t.id, a, why) or t
+        await self._send(t)
+        return why
 
 
 def _inert(text: str) -> str:

@@ -597,6 +597,11 @@ class StateStore:
         with self.tx() as db:
             _release(db, device, port, probation_until, ticket_id)
 
+    def drop_hold(self, device: str, port: str) -> None:
+        """The port is no longer held down by fabricd (reconcile found it up); no probation starts."""
+        with self.tx() as db:
+            db.execute("DELETE FROM disabled_ports WHERE device = ? AND port = ?", (device, port))
+
     def disabled_ports(self) -> list[DisabledPort]:
         return [cast(DisabledPort, dict(r)) for r in self._all("SELECT * FROM disabled_ports ORDER BY since_ts")]
 

@@ -21,6 +21,7 @@ from typing import Any
 
 from drivers.base import Session
 from drivers.inventory import load_inventory
+from drivers.marks import Mark
 from fabricd.detectors.finding import Finding
 from fabricd.service.actuator import DriverActuator
 from fabricd.service.config import RemediationSettings, SafetyLimits
@@ -46,6 +47,9 @@ class SwitchView:
 
     def oper_down(self) -> frozenset[Endpoint]:
         return frozenset()
+
+    def admin_up(self) -> dict[Endpoint, bool]:
+        return {}  # no admin states known: reconcile judges no hold (the crash is the subject here)
 
     def evidence(self, device: str, port: str) -> dict[str, Any]:
         return {}
@@ -104,8 +108,10 @@ class Dying:
     def __getattr__(self, name: str) -> Any:
         return getattr(self.session, name)
 
-    def set_port_admin(self, port: str, up: bool, revert_in_s: int, *, key: str | None = None) -> None:
-        self.session.set_port_admin(port, up, revert_in_s, key=key)
+    def set_port_admin(
+        self, port: str, up: bool, revert_in_s: int, *, key: str | None = None, mark: Mark | None = None
+    ) -> None:
+        self.session.set_port_admin(port, up, revert_in_s, key=key, mark=mark)
         if self.step == "committed":
             os._exit(KILLED)
 

@@ -5,7 +5,7 @@ real guard, real drain-hook subprocess; no sockets, no twin."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Iterator, Mapping
 from concurrent.futures import Executor, Future
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -13,7 +13,8 @@ from typing import Any, TypeVar
 
 import yaml
 
-from drivers.base import DriverError
+from drivers.base import DriverError, PortMark
+from drivers.marks import Mark
 from fabricd.detectors.finding import Finding
 from fabricd.service.config import RemediationSettings, SafetyLimits
 from fabricd.service.remediation import Outcome, Remediator
@@ -44,6 +45,11 @@ class World:
     hooks: dict[str, Callable[[], None]] = field(default_factory=dict)  # session method -> run as it is called
     # What the switches know of keyed transactions (as an EOS config session): key -> pending | confirmed
     keyed: dict[str, str] = field(default_factory=dict)
+    # fabricd's marks as the switches carry them (drivers/marks.py), and admin states (a port not named is up)
+    marks: dict[Endpoint, Mark] = field(default_factory=dict)
+    admin: dict[Endpoint, bool] = field(default_factory=dict)
+    unreadable: set[str] = field(default_factory=set)  # switches whose marks cannot be read
+    scans: list[str] = field(default_factory=list)  # switches whose marks were read, in order
 
     def state(self, ep: Endpoint) -> str:
         return self.oper.get(ep, "UP")
@@ -65,10 +71,18 @@ class FakeSession:
         if name in self.world.fail:
             raise self.world.fail[name]
 
-    def set_port_admin(self, port: str, up: bool, revert_in_s: int, *, key: str | None = None) -> None:
+    def set_port_admin(
+        self, port: str, up: bool, revert_in_s: int, *, key: str | None = None, mark: Mark | None = None
+    ) -> None:
         self._call("set_port_admin", port, up, revert_in_s)
         ep = Endpoint(self.device, port)
         self._before[ep] = self.world.state(ep)
+        if up:
+            self.world.marks.pop(ep, None)
+        elif mark is not None:
+            self.world.marks[ep] = mark
+        self._admin_before = dict(self.world.admin)
+        self.world.admin[ep] = up
         if ep not in self.world.stuck:
             self.world.oper[ep] = "UP" if up else "DOWN"
         self._key = key
@@ -88,15 +102,31 @@ class FakeSession:
         if self._key is not None:
             self.world.keyed[self._key] = "confirmed"
 
+    def port_marks(self) -> dict[str, PortMark]:
+        # A scan of the marks is kept apart from the calls that change switches (tests compare those exactly).
+        calls = self.world.calls
+        del calls[len(calls) - 1 - calls[::-1].index(("connect", self.device))]
+        self.world.scans.append(self.device)
+        self._scan = True
+        if self.device in self.world.unreadable:
+            raise DriverError(self.device, "cannot read the interface descriptions")
+        return {
+            ep.port: PortMark(m, self.world.admin.get(ep, True))
+            for ep, m in self.world.marks.items()
+            if ep.device == self.device
+        }
+
     def rollback(self) -> None:
         self._call("rollback")
         self.world.oper.update(self._before)
+        self.world.admin = getattr(self, "_admin_before", self.world.admin)
         self._before.clear()
         if self._key is not None:
             self.world.keyed.pop(self._key, None)
 
     def close(self) -> None:
-        self._call("close")
+        if not getattr(self, "_scan", False):
+            self._call("close")
 
 
 class FakeActuator:
@@ -117,12 +147,31 @@ class FakeView:
     def oper_down(self) -> frozenset[Endpoint]:
         return frozenset(ep for ep, s in self.world.oper.items() if s != "UP")
 
+    def admin_up(self) -> Mapping[Endpoint, bool]:
+        return _AdminStates(self.world.admin)
+
     def evidence(self, device: str, port: str) -> dict[str, Any]:
         return {"oper-status": self.world.state(Endpoint(device, port)), "if.carrier-transitions": 16}
 
     async def wait_oper(self, device: str, port: str, up: bool, timeout_s: float) -> bool:
         self.world.waits.append((device, port, up, timeout_s))
         return (self.world.state(Endpoint(device, port)) == "UP") == up
+
+
+class _AdminStates(Mapping[Endpoint, bool]):
+    """Every port's admin state as telemetry would stream it: up unless the world says otherwise."""
+
+    def __init__(self, admin: dict[Endpoint, bool]) -> None:
+        self._admin = admin
+
+    def __getitem__(self, ep: Endpoint) -> bool:
+        return self._admin.get(ep, True)
+
+    def __iter__(self) -> Iterator[Endpoint]:
+        return iter(self._admin)
+
+    def __len__(self) -> int:
+        return len(self._admin)
 
 
 class InlineExecutor(Executor):

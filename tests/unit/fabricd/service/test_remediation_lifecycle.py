@@ -193,7 +193,7 @@ def test_reconcile_completes_an_interrupted_action(make: Callable[..., Harness])
     notes = run(rem.reconcile())
     assert notes == [
         f"completing disable of leaf-g0-r0:Ethernet1/1 (action {a.id}) interrupted by a restart",
-        "leaf-g0-r1:Ethernet2/1 is up although fabricd holds it down: someone enabled it; no longer held",
+        "leaf-g0-r1:Ethernet2/1 is up again and it has no ticket: the hold is released",
     ]
     # it looks on the switch for what the dead fabricd left under the action's key: nothing, so it commits
     resumed = [SESSION_DISABLE[0], ("resume", "leaf-g0-r0", a.switch_key), *SESSION_DISABLE[1:]]
@@ -227,6 +227,7 @@ def test_reconcile_takes_over_what_the_dead_fabricd_left_on_the_switch(
     t = h.state.create_ticket(FAULT, "link_flap", "leaf-g0-r0", "Ethernet1/1", "link flap", {"actions": []}, T0)
     a = h.state.add_action("disable", "leaf-g0-r0", "Ethernet1/1", "auto", "running", "flap", T0, ticket_id=t.id)
     h.world.oper[SERVER_PORT] = "DOWN"
+    h.world.admin[SERVER_PORT] = False  # the dead fabricd's commit shut it
     h.world.keyed[a.switch_key] = left_on_switch
     run(h.restart().reconcile())
     assert [c[0] for c in h.world.calls] == calls

@@ -1,0 +1,148 @@
+"""The remediator reconciling its records with the (fake) switches every pass: marks written and removed with the
+admin change, stale holds re-applied or released, marked ports without a record adopted, stale holds never counted
+against the guard's budgets."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Coroutine
+from typing import Any, TypeVar
+
+from drivers.marks import Mark
+from fabricd.service.config import SafetyLimits
+from topology.model import Endpoint
+from topology.units import NS
+
+from .harness import SERVER_PORT, UPLINK, Harness, flap, report, run
+
+R = TypeVar("R")
+
+
+def settled(h: Harness, coro: Coroutine[Any, Any, R]) -> R:
+    """Run `coro` and the switch work it starts, in one event loop."""
+
+    async def go() -> R:
+        out = await coro
+        await h.rem.idle()
+        return out
+
+    return run(go())
+
+
+def _held(h: Harness) -> list[tuple[str, str, int, int | None]]:
+    return [(p["device"], p["port"], p["action_id"], p["ticket_id"]) for p in h.state.disabled_ports()]
+
+
+def test_the_shutdown_carries_the_mark_and_the_enable_removes_it(make: Callable[..., Harness]) -> None:
+    h = make()
+    run(report(h, flap(h.fabric, SERVER_PORT)))
+    (t,) = h.tickets()
+    (a,) = h.state.actions()
+    assert h.world.marks == {SERVER_PORT: Mark(a.id, t.id, "link_flap")}
+    settled(h, h.rem.resolve(t.id, "tech"))
+    assert h.world.marks == {}
+    assert h.world.admin[SERVER_PORT] is True
+
+
+def test_a_hold_whose_port_came_back_up_is_reapplied_in_auto_mode(make: Callable[..., Harness]) -> None:
+    h = make()
+    run(report(h, flap(h.fabric, SERVER_PORT)))
+    (t,) = h.tickets()
+    (first,) = h.state.actions()
+    # the switch was replaced (or rebooted without its config): the port is up, the mark is gone
+    h.world.admin[SERVER_PORT] = True
+    h.world.oper[SERVER_PORT] = "UP"
+    h.world.marks.clear()
+    h.clock.advance(60)
+    notes = settled(h, h.rem.reconcile_pass(h.clock()))
+    assert notes == [
+        f"{SERVER_PORT} is up again although its ticket {t.id} is open (a reboot, a replaced switch or a hand-typed "
+        "`no shutdown`): taking it down again"
+    ]
+    second = [a for a in h.state.actions() if a.id != first.id]
+    assert [(a.op, a.status, a.key, a.ticket_id) for a in second] == [
+        ("disable", "done", f"reapply:{SERVER_PORT}:after{first.id}", t.id)
+    ]
+    assert _held(h) == [(SERVER_PORT.device, SERVER_PORT.port, second[0].id, t.id)]
+    assert h.world.admin[SERVER_PORT] is False
+    assert h.world.marks == {SERVER_PORT: Mark(second[0].id, t.id, "link_flap")}
+    assert any(r["what"] == f"re-apply {SERVER_PORT}" for r in h.state.audit_log())
+    # the next pass finds records and switch in agreement: nothing more
+    h.clock.advance(60)
+    assert run(h.rem.reconcile_pass(h.clock())) == []
+
+
+def test_a_hold_up_again_is_released_in_observe_mode_and_noted_on_its_ticket(make: Callable[..., Harness]) -> None:
+    h = make()
+    run(report(h, flap(h.fabric, SERVER_PORT)))
+    (t,) = h.tickets()
+    h.rem.settings = h.rem.settings.model_copy(update={"mode": "observe"})
+    h.world.admin[SERVER_PORT] = True
+    h.clock.advance(60)
+    h.world.calls.clear()
+    (note,) = run(h.rem.reconcile_pass(h.clock()))
+    assert note.endswith("mode observe: fabricd leaves it up")
+    assert _held(h) == []
+    assert h.world.calls == []  # observe never touches a switch
+    assert h.state.ticket(t.id).body["status_note"] == note  # type: ignore[union-attr]
+    assert any(r["what"] == f"released hold on {SERVER_PORT}" for r in h.state.audit_log())
+
+
+def test_a_reapply_the_guard_refuses_releases_the_hold(make: Callable[..., Harness]) -> None:
+    h = make(limits=SafetyLimits(max_actions_per_hour=1))
+    run(report(h, flap(h.fabric, SERVER_PORT)))
+    h.world.admin[SERVER_PORT] = True
+    h.clock.advance(60)  # still within the hour: the one action allowed is spent
+    (note,) = run(h.rem.reconcile_pass(h.clock()))
+    assert "the guard refuses taking it down again" in note
+    assert _held(h) == []
+    assert len(h.state.actions()) == 1
+
+
+def test_a_marked_port_with_no_record_is_adopted(make: Callable[..., Harness]) -> None:
+    h = make()
+    # the state was lost: the switch still says fabricd shut this port for ticket 4 (action 11)
+    h.world.marks[UPLINK] = Mark(11, 4, "link_corruption")
+    h.world.admin[UPLINK] = False
+    h.world.oper[UPLINK] = "DOWN"
+    notes = run(h.rem.reconcile())
+    assert notes == [
+        f"{UPLINK} is down with fabricd's mark (action 11, ticket 4, link_corruption) but fabricd has no record of "
+        "it (state lost or restored from an older copy): adopted"
+    ]
+    (t,) = h.tickets()
+    assert (t.kind, t.device, t.port, t.status) == ("link_corruption", UPLINK.device, UPLINK.port, "open")
+    (a,) = h.state.actions()
+    assert (a.op, a.status, a.ticket_id) == ("disable", "done", t.id)
+    assert _held(h) == [(UPLINK.device, UPLINK.port, a.id, t.id)]
+    (f,) = h.state.findings()
+    assert f["kind"] == "link_corruption" and f["evidence"]["adopted"] is True
+    assert ("set_port_admin",) not in {c[:1] for c in h.world.calls}  # nothing sent to the switch
+    assert len(h.world.scans) == len(h.fabric.switches())
+    # adopted once: the next pass has nothing to do, and the repair brings it back and removes the mark
+    assert run(h.rem.reconcile_pass(h.clock() + 60 * NS)) == []
+    settled(h, h.rem.resolve(t.id, "tech"))
+    assert h.world.marks == {} and _held(h) == []
+
+
+def test_a_switch_that_cannot_be_read_keeps_the_rest_adopting(make: Callable[..., Harness]) -> None:
+    h = make()
+    other = Endpoint("leaf-g1-r0", "Ethernet1/1")
+    for ep in (UPLINK, other):
+        h.world.marks[ep] = Mark(1, None, "link_flap")
+        h.world.admin[ep] = False
+    h.world.unreadable.add(UPLINK.device)
+    run(h.rem.reconcile())
+    assert _held(h)[0][:2] == (other.device, other.port)
+    assert len(_held(h)) == 1
+
+
+def test_stale_holds_never_count_against_the_budgets(make: Callable[..., Harness]) -> None:
+    h = make(limits=SafetyLimits(max_down_fabric=1))
+    run(report(h, flap(h.fabric, SERVER_PORT)))
+    assert SERVER_PORT in h.rem._held()
+    fabric = next(b for b in h.rem.budgets() if b.limit == "fabric_budget")
+    assert fabric.used == 1
+    h.world.admin[SERVER_PORT] = True  # up again: the hold is stale until the next pass settles it
+    assert SERVER_PORT not in h.rem._held()
+    fabric = next(b for b in h.rem.budgets() if b.limit == "fabric_budget")
+    assert fabric.used == 0
