@@ -36,6 +36,12 @@ def run_command(
     workers: int | None = typer.Option(
         None, "--workers", help="Telemetry worker processes (overrides telemetry.workers; 1: in the service process)."
     ),
+    new_state: bool = typer.Option(
+        False,
+        "--new-state",
+        help="Set an empty or corrupt state file aside (kept beside it) and start with an empty "
+        "one; fabricd adopts what the switches' marks say it did (docs/operations.md).",
+    ),
 ) -> None:
     """Run the fabricd service: telemetry, detectors, guarded remediation, tickets, REST API and /metrics."""
     from fabricd.service.daemon import Service
@@ -51,7 +57,7 @@ def run_command(
         cfg = cfg.model_copy(update={"telemetry": telemetry})
 
     async def main() -> None:
-        service = Service(cfg)
+        service = Service(cfg, new_state=new_state)
         setup_logging(cfg.log_format, cfg.log_level, service.secrets)
         await service.run()
 

@@ -71,7 +71,7 @@ ACTION_THREADS = 16  # switch sessions in flight at once; the safety budgets kee
 
 
 class Service:
-    def __init__(self, cfg: ServiceConfig, *, clock: Any = time.time_ns) -> None:
+    def __init__(self, cfg: ServiceConfig, *, clock: Any = time.time_ns, new_state: bool = False) -> None:
         self.cfg = cfg
         self.clock = clock
         self.started = time.monotonic()
@@ -83,7 +83,7 @@ class Service:
         if cfg.api.token is not None:
             self.api_token = read_secret(cfg.api.token, "api.token", cfg.source)
             self.secrets.append(self.api_token.get_secret_value())
-        self.state = open_state(cfg)
+        self.state = open_state(cfg, owner=True, new_state=new_state)  # checked, locked, 0600 (state_db.py)
         self.store = CounterStore()
         self._trace = cfg.telemetry.record.open("a", encoding="utf-8") if cfg.telemetry.record else None
         self.ingestor = Ingestor(self.store, recorder=TraceWriter(self._trace) if self._trace else None)
@@ -477,8 +477,15 @@ class Service:
         stale = self.telemetry.stale_devices()
         synced = sum(self.telemetry.synced.values())
         silent = self.silent_shards()
+        writes = self.state.writes
+        status = "failing" if writes.failing else "ok" if not stale and not silent else "degraded"
         return {
-            "status": "ok" if not stale and not silent else "degraded",
+            "status": status,
+            "state": {
+                "writable": not writes.failing,
+                "write_failures": writes.failures,
+                "last_error": writes.last_error if writes.failing else None,
+            },
             "version": __version__,
             "mode": self.remediator.mode,
             "ha": self.ha_status(),

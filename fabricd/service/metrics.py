@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from prometheus_client.core import CollectorRegistry, GaugeMetricFamily, Metric
+from prometheus_client.core import CollectorRegistry, CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from fabricd.detectors.coverage import Coverage
@@ -22,6 +22,7 @@ class StateCollector(Collector):
         self.state = state
 
     def collect(self) -> Iterator[Metric]:
+        yield from self._writes()  # first: they must be scraped even when the reads below fail
         findings = GaugeMetricFamily("fabricd_findings", "Findings in the state store", labels=["kind", "status"])
         for (kind, status), n in sorted(self.state.finding_counts().items()):
             findings.add_metric([kind, status], n)
@@ -55,6 +56,13 @@ class StateCollector(Collector):
         yield GaugeMetricFamily(
             "fabricd_disabled_ports", "Ports fabricd holds down", value=len(self.state.disabled_ports())
         )
+
+    def _writes(self) -> Iterator[Metric]:
+        w = self.state.writes
+        yield GaugeMetricFamily("fabricd_state_writable", "1 while the state store takes writes; 0: fabricd cannot "
+                                "record, so it takes no action", value=0 if w.failing else 1)  # fmt: skip
+        yield CounterMetricFamily("fabricd_state_write_failures", "Writes to the state store that failed",
+                                  value=w.failures)  # fmt: skip
 
 
 def register(

@@ -22,6 +22,7 @@ from fabricd.telemetry.workers import TelemetrySource, TelemetryWorkers
 from topology.units import NS
 
 from .config import ServiceConfig
+from .state_db import StateError
 
 log = logging.getLogger("fabricd.service")
 EVENT_POLL_S = SETTLE_S  # how often new data is looked for between ticks (`fabricd detect` mirrors it)
@@ -40,6 +41,8 @@ def pass_gap(base_ns: int, cost_s: float) -> int:
 async def guarded(what: str, work: Awaitable[object]) -> None:
     try:
         await work
+    except StateError:
+        return  # the state store logs a write failure once a minute and health says `failing` (state.WriteHealth)
     except Exception:
         log.exception("%s failed; continuing with the next one", what)
 

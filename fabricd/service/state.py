@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -23,7 +25,9 @@ from typing_extensions import TypedDict  # pydantic reads these for the API (api
 from fabricd.detectors.finding import Finding
 
 from .config import ServiceConfig, read_secret
-from .state_db import Db, Result, Row, StateError, connect, schema
+from .state_db import ConflictError, Db, Result, Row, StateError, connect, schema, set_aside
+
+log = logging.getLogger("fabricd.state")
 
 SCHEMA_VERSION = 2  # 2: actions.key (idempotency)
 
@@ -155,12 +159,50 @@ class Action:
         return dict(self.__dict__)
 
 
+class WriteHealth:
+    """Whether the state can be written: a write that fails makes the service `failing` (health, the
+    fabricd_state_writable metric and its alert) and observe-only, since fabricd acts only with its state written;
+    the failure is logged once a minute, not once per write."""
+
+    LOG_EVERY_S = 60.0
+
+    def __init__(self) -> None:
+        self.failures = 0
+        self.failing_since: float | None = None
+        self.last_error = ""
+        self._logged = -1e18
+
+    @property
+    def failing(self) -> bool:
+        return self.failing_since is not None
+
+    def failed(self, e: BaseException) -> None:
+        self.failures += 1
+        self.last_error = str(e)
+        mono = time.monotonic()
+        if self.failing_since is None:
+            self.failing_since = mono
+        if mono - self._logged >= self.LOG_EVERY_S:
+            self._logged = mono
+            log.error("state cannot be written (%d failed writes so far): %s; fabricd takes no action until it can",
+                      self.failures, e)  # fmt: skip
+
+    def ok(self) -> None:
+        if self.failing_since is not None:
+            log.warning("state can be written again after %d failed writes", self.failures)
+        self.failing_since = None
+
+
 class StateStore:
-    def __init__(self, path: Path | None = None, *, url: str | None = None, password: str | None = None) -> None:
+    def __init__(
+        self, path: Path | None = None, *, url: str | None = None, password: str | None = None, owner: bool = False
+    ) -> None:
         """SQLite at `path` (the default), or the PostgreSQL database at `url` that a leader and its standbys
-        share (the password comes from state.password, never from the URL)."""
+        share (the password comes from state.password, never from the URL). `owner`: the service's own store (one
+        per SQLite file, state_db.SqliteDb)."""
         self.path = path
-        self._db: Db = connect(path, url, password)
+        self._db: Db = connect(path, url, password, owner=owner)
+        self.writes = WriteHealth()
         self.dialect = self._db.dialect
         self._lock = threading.RLock()
         self._depth = 0  # nesting of tx() in the thread that holds the lock
@@ -177,6 +219,9 @@ class StateStore:
             if version is None:
                 db.execute("INSERT INTO meta (key, value) VALUES ('schema', ?)", (str(SCHEMA_VERSION),))
             db.execute("CREATE UNIQUE INDEX IF NOT EXISTS actions_key ON actions(key) WHERE key IS NOT NULL")
+            # A real write at every open: a state that cannot be written stops fabricd now, not at its first action.
+            db.execute("INSERT INTO meta (key, value) VALUES ('opened', ?) ON CONFLICT (key) DO UPDATE SET"
+                       " value = excluded.value", (str(time.time_ns()),))  # fmt: skip
 
     def _has_meta(self) -> bool:
         if self.dialect == "postgresql":
@@ -207,17 +252,28 @@ class StateStore:
                 finally:
                     self._depth -= 1
                 return
-            self._db.execute("BEGIN")
+            try:
+                self._db.execute("BEGIN")
+            except StateError as e:
+                self.writes.failed(e)
+                raise
             self._depth = 1
             try:
                 yield self._db
-            except BaseException:
+            except BaseException as e:
                 with contextlib.suppress(StateError):  # a lost connection has rolled back already
                     self._db.execute("ROLLBACK")
+                if isinstance(e, StateError) and not isinstance(e, ConflictError):
+                    self.writes.failed(e)
                 raise
             finally:
                 self._depth = 0
-            self._db.execute("COMMIT")
+            try:
+                self._db.execute("COMMIT")
+            except StateError as e:
+                self.writes.failed(e)
+                raise
+            self.writes.ok()
 
     def _one(self, sql: str, args: tuple[Any, ...] = ()) -> Row | None:
         with self._lock:
@@ -655,11 +711,19 @@ def _release(db: Db, device: str, port: str, probation_until: int, ticket_id: in
     )
 
 
-def open_state(cfg: ServiceConfig) -> StateStore:
-    """The state store fabricd.yaml names: PostgreSQL at state.url (password from state.password), else the file."""
+def open_state(cfg: ServiceConfig, *, owner: bool = False, new_state: bool = False) -> StateStore:
+    """The state store fabricd.yaml names: PostgreSQL at state.url (password from state.password), else the file.
+    `owner`: the service's own store (the SQLite file's lock); `new_state`: set the SQLite file aside and start
+    empty (fabricd then adopts what the switches' marks say it did)."""
     password = None
     if cfg.state.password is not None:
         password = read_secret(cfg.state.password, "state.password", cfg.source).get_secret_value()
     if cfg.state.url:
-        return StateStore(url=cfg.state.url, password=password)
-    return StateStore(cfg.state.path)
+        if new_state:
+            raise StateError("--new-state sets a SQLite state file aside; a shared PostgreSQL state is not discarded")
+        return StateStore(url=cfg.state.url, password=password, owner=owner)
+    if new_state:
+        kept = set_aside(cfg.state.path)
+        if kept is not None:
+            log.warning("--new-state: %s set aside as %s; starting with an empty state", cfg.state.path, kept)
+    return StateStore(cfg.state.path, owner=owner)

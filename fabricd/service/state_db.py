@@ -6,8 +6,14 @@ the driver's errors into `StateError` (what failed, what to do, never the passwo
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
+import json
+import os
 import re
+import socket
 import sqlite3
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal, Protocol
@@ -90,18 +96,84 @@ CREATE TABLE IF NOT EXISTS leader (
 """
 
 
+NEW_STATE_HINT = (
+    "restore it from a backup, or start with `fabricd run --new-state` (the file is kept beside it; fabricd then "
+    "adopts what the switches say it did)"
+)
+_SIDE_FILES = ("-wal", "-shm")
+
+
+def _side(path: Path, suffix: str) -> Path:
+    return path.with_name(path.name + suffix)
+
+
+def set_aside(path: Path, now: float | None = None) -> Path | None:
+    """`--new-state`: move the state file (and its WAL) aside, never delete it; returns where it went (None: there
+    was no file)."""
+    if not path.exists():
+        return None
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(time.time() if now is None else now))
+    kept = path.with_name(f"{path.name}.set-aside-{stamp}")
+    for suffix in ("", *_SIDE_FILES):
+        src = _side(path, suffix)
+        if src.exists():
+            src.rename(_side(kept, suffix))
+    return kept
+
+
 class SqliteDb:
+    """The state file. One service on it: the service (`owner`) holds an exclusive OS lock on `<file>.lock` (naming
+    its holder) for as long as the store is open; short-lived tools (`fabricd token`) write beside it under SQLite's
+    own locking. Created 0600 (it holds token hashes and page-session secrets), its WAL too. Checked when it opens:
+    an empty or corrupt file, or one that cannot be written, stops fabricd with a line saying what to do."""
+
     dialect: Dialect = "sqlite"
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, *, owner: bool = False) -> None:
+        self.path = path
+        self._lock: Any = None
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
+            if owner:
+                self._lock = _take_lock(path)
+        except OSError as e:
+            raise StateError(f"{path}: cannot open the state database ({e}); check the path and permissions") from None
+        try:
+            self._open(path)
+        except BaseException:
+            if self._lock is not None:
+                self._lock.close()
+            raise
+
+    def _open(self, path: Path) -> None:
+        if path.exists() and path.stat().st_size == 0:
+            raise StateError(f"{path}: the state file is empty (0 bytes): fabricd's records were lost; "
+                             + NEW_STATE_HINT)  # fmt: skip
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)  # created 0600 before SQLite sees it
+            os.close(fd)
+            for suffix in ("", *_SIDE_FILES):  # SQLite gives the WAL and shm files the database's mode
+                with contextlib.suppress(FileNotFoundError):
+                    _side(path, suffix).chmod(0o600)
+        except OSError as e:
+            raise StateError(
+                f"{path}: cannot open the state database for writing ({e.strerror}); check the path, its "
+                "permissions and attributes (lsattr: immutable?) and the disk"
+            ) from None
+        try:
             self._db = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None, timeout=10)
             self._db.row_factory = sqlite3.Row
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=NORMAL")  # WAL + NORMAL: durable at checkpoints, no torn writes
-        except (sqlite3.Error, OSError) as e:
-            raise StateError(f"{path}: cannot open the state database ({e}); check the path and permissions") from None
+            problems = [str(r[0]) for r in self._db.execute("PRAGMA quick_check").fetchall()]
+        except sqlite3.DatabaseError as e:
+            raise StateError(f"{path}: not a readable state database ({e}); {NEW_STATE_HINT}") from None
+        if problems != ["ok"]:
+            self._db.close()
+            raise StateError(f"{path}: failed its integrity check ({problems[0]}); {NEW_STATE_HINT}")
+        for suffix in _SIDE_FILES:
+            with contextlib.suppress(FileNotFoundError):
+                _side(path, suffix).chmod(0o600)
 
     def execute(self, sql: str, args: Sequence[Any] = ()) -> Result:
         if sql == "BEGIN":
@@ -110,6 +182,8 @@ class SqliteDb:
             return self._db.execute(sql.replace("GREATEST(", "MAX("), tuple(args))
         except sqlite3.IntegrityError as e:
             raise ConflictError(f"state database: {e}") from None
+        except sqlite3.Error as e:
+            raise StateError(f"{self.path}: {e}; fabricd acts only with its state written") from None
 
     def script(self, sql: str) -> None:
         # Statement by statement: executescript would commit the caller's transaction first.
@@ -119,6 +193,39 @@ class SqliteDb:
 
     def close(self) -> None:
         self._db.close()
+        if self._lock is not None:
+            self._lock.close()  # releases the lock
+
+
+def _take_lock(path: Path) -> Any:
+    """The exclusive lock on `<state>.lock` (flock: released by the kernel when the process dies, kill -9 too), with
+    who holds it written inside; a second fabricd on the same file is refused, naming the holder."""
+    lock_path = _side(path, ".lock")
+    f = lock_path.open("a+")
+    try:
+        lock_path.chmod(0o600)
+        fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        f.seek(0)
+        try:
+            holder = json.loads(f.read() or "{}")
+        except ValueError:
+            holder = {}
+        f.close()
+        who = f"pid {holder.get('pid', '?')} on {holder.get('host', '?')}"
+        since = holder.get("since")
+        if since:
+            who += f" (since {since})"
+        raise StateError(
+            f"{path}: in use by another fabricd, {who}; one fabricd per state file: stop that one, or run several "
+            "as leader and standbys on PostgreSQL with a leader lease (docs/ha.md)"
+        ) from None
+    f.seek(0)
+    f.truncate()
+    stamp = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())
+    f.write(json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "since": stamp}) + "\n")
+    f.flush()
+    return f
 
 
 class _PgRow(dict[str, Any]):
@@ -189,8 +296,8 @@ def _safe_url(url: str) -> str:
     return re.sub(r"//([^:/@]+):[^@]*@", r"//\1:***@", url)
 
 
-def connect(path: Path | None, url: str | None, password: str | None) -> Db:
+def connect(path: Path | None, url: str | None, password: str | None, *, owner: bool = False) -> Db:
     if url:
         return PostgresDb(url, password)
     assert path is not None
-    return SqliteDb(path)
+    return SqliteDb(path, owner=owner)

@@ -9,8 +9,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from drivers.base import DriverError, Session, UnreachableError
+from drivers.base import DriverError, PortMark, Session, UnreachableError
 from drivers.inventory import load_inventory
+from drivers.marks import Mark
 from drivers.registry import get_driver
 from tests.conftest import EXAMPLES
 from tests.twin.lab.twin_thread import TwinThread
@@ -168,3 +169,40 @@ def test_unreachable_and_wrong_password_are_named_driver_errors(
         s = driver.connect(wrong, timeout_s=10)
         s.facts()  # a driver may authenticate lazily: the first call must fail then
     assert device in str(e2.value) and "not-the-password" not in str(e2.value)
+
+
+def _describe(s: Session, platform: str, port: str, text: str) -> None:
+    """The operator's own description on the port, committed as an operator would (not through fabricd's marks)."""
+    if platform == "eos":
+        s.load([f"interface {port}", f"description {text}"])
+    else:
+        from drivers.sonic.patch import json_pointer, patch_commands
+        from drivers.sonic.render import sonic_port_name
+
+        s.load(patch_commands([{"op": "add", "path": json_pointer("PORT", sonic_port_name(port), "description"),
+                                "value": text}]))  # fmt: skip
+    s.commit(60)
+    s.confirm()
+
+
+@pytest.mark.parametrize(("platform", "device", "port"), CASES, ids=[c[0] for c in CASES])
+def test_the_shutdown_carries_fabricds_mark_beside_the_operators_description(
+    twin: TwinThread, platform: str, device: str, port: str
+) -> None:
+    mark = Mark(action_id=12, ticket_id=7, kind="link_flap")
+    s = connect(twin, device)
+    try:
+        _describe(s, platform, port, "uplink to spine")
+        assert s.port_marks() == {}
+        s.set_port_admin(port, False, revert_in_s=60, mark=mark)
+        s.confirm()
+        assert s.port_marks() == {port: PortMark(mark, admin_up=False)}
+        assert "uplink to spine [fabricd: down a12 t7 link_flap]" in s.running_config()
+        s.set_port_admin(port, True, revert_in_s=60)
+        s.confirm()
+        assert s.port_marks() == {}
+        running = s.running_config()
+        assert "uplink to spine" in running and "[fabricd" not in running
+        assert up(s, port) is True
+    finally:
+        s.close()

@@ -1,0 +1,135 @@
+"""The state file is checked, private and owned by one service: an empty or corrupt file refuses to open with a line
+saying what to do, `--new-state` sets it aside (never deletes it), files are 0600, a second service on the same file
+is refused naming the holder, and a write failure at run time makes the store `failing` and logs once a minute."""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import socket
+import stat
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from fabricd.service.state import StateStore, WriteHealth
+from fabricd.service.state_db import StateError, set_aside
+
+T0 = 1_700_000_000_000_000_000
+
+
+def _filled(path: Path, tickets: int = 400) -> None:
+    s = StateStore(path)
+    for i in range(tickets):
+        s.create_ticket(f"link_flap:x{i}", "link_flap", "leaf-g0-r0", f"Ethernet{i}/1", "t" * 200, {"n": i}, T0)
+    s.close()
+
+
+def test_an_empty_state_file_is_refused_with_what_to_do(tmp_path: Path) -> None:
+    path = tmp_path / "state.db"
+    path.write_bytes(b"")
+    with pytest.raises(StateError) as e:
+        StateStore(path)
+    msg = str(e.value)
+    assert msg.startswith(f"{path}: the state file is empty (0 bytes)")
+    assert "restore it from a backup, or start with `fabricd run --new-state`" in msg
+    assert "\n" not in msg
+
+
+def test_garbage_in_the_header_or_the_middle_is_refused(tmp_path: Path) -> None:
+    header, middle = tmp_path / "header.db", tmp_path / "middle.db"
+    for p in (header, middle):
+        _filled(p)
+    data = bytearray(header.read_bytes())
+    data[0:100] = os.urandom(100)
+    header.write_bytes(bytes(data))
+    data = bytearray(middle.read_bytes())
+    assert len(data) > 16 * 4096
+    at = len(data) // 2 // 4096 * 4096  # one whole page in the middle of the tickets table
+    data[at : at + 4096] = b"\xff" * 4096
+    middle.write_bytes(bytes(data))
+    with pytest.raises(StateError, match="not a readable state database") as e:
+        StateStore(header)
+    assert "--new-state" in str(e.value)
+    # SQLite finds the damaged page at open (malformed) or in the quick check, depending on where it is
+    with pytest.raises(StateError, match="(not a readable state database|failed its integrity check)") as e:
+        StateStore(middle)
+    assert "--new-state" in str(e.value)
+
+
+def test_new_state_sets_the_old_file_aside_and_starts_empty(tmp_path: Path) -> None:
+    path = tmp_path / "state.db"
+    _filled(path, tickets=3)
+    original = path.read_bytes()
+    kept = set_aside(path, now=1_700_000_000)
+    assert kept == tmp_path / "state.db.set-aside-20231114T221320Z"
+    assert kept.read_bytes() == original and not path.exists()
+    s = StateStore(path)
+    assert s.tickets() == []
+    s.close()
+    assert set_aside(tmp_path / "none.db") is None
+
+
+def test_state_files_are_private(tmp_path: Path) -> None:
+    path = tmp_path / "state.db"
+    s = StateStore(path, owner=True)
+    s.create_ticket("f", "link_flap", "d", "p", "t", {}, T0)
+    for f in (path, tmp_path / "state.db-wal", tmp_path / "state.db.lock"):
+        assert stat.S_IMODE(f.stat().st_mode) == 0o600, f
+    s.close()
+    path.chmod(0o644)  # made by an older fabricd
+    StateStore(path).close()
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+
+
+def test_a_second_service_on_the_same_file_is_refused_naming_the_holder(tmp_path: Path) -> None:
+    path = tmp_path / "state.db"
+    first = StateStore(path, owner=True)
+    with pytest.raises(StateError) as e:
+        StateStore(path, owner=True)
+    msg = str(e.value)
+    assert f"in use by another fabricd, pid {os.getpid()} on {socket.gethostname()}" in msg
+    assert "PostgreSQL with a leader lease (docs/ha.md)" in msg
+    tool = StateStore(path)  # `fabricd token create` beside a running service: SQLite's own locking
+    tool.close()
+    first.close()
+    StateStore(path, owner=True).close()  # released with the store
+
+
+def test_write_failures_make_the_store_failing_and_log_once_a_minute(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    s = StateStore(tmp_path / "state.db")
+    s._db._db.close()  # type: ignore[attr-defined]  # the file went away under us
+    caplog.set_level(logging.ERROR, "fabricd.state")
+    for _ in range(50):
+        with pytest.raises(StateError):
+            s.create_ticket("f", "link_flap", "d", "p", "t", {}, T0)
+    assert s.writes.failing and s.writes.failures == 50
+    errors = [r for r in caplog.records if r.levelno == logging.ERROR]
+    assert len(errors) == 1 and "state cannot be written (1 failed writes so far)" in errors[0].getMessage()
+    assert "Traceback" not in caplog.text
+
+
+def test_write_health_recovers() -> None:
+    w = WriteHealth()
+    w.failed(RuntimeError("disk full"))
+    assert w.failing and w.last_error == "disk full"
+    w.ok()
+    assert not w.failing and w.failures == 1
+
+
+@pytest.mark.skipif(shutil.which("chattr") is None, reason="needs chattr (e2fsprogs)")
+def test_an_immutable_state_file_is_refused_at_start(tmp_path: Path) -> None:
+    path = tmp_path / "state.db"
+    _filled(path, tickets=1)
+    if subprocess.run(["chattr", "+i", str(path)], capture_output=True).returncode != 0:
+        pytest.skip("this filesystem or container does not allow chattr +i")
+    try:
+        with pytest.raises(StateError, match="cannot open the state database for writing") as e:
+            StateStore(path)
+        assert "lsattr: immutable?" in str(e.value)
+    finally:
+        subprocess.run(["chattr", "-i", str(path)], check=True)
