@@ -7,8 +7,9 @@ audit log is the token's user. `api.anonymous_read: true` opens the reads (a lab
 
 from __future__ import annotations
 
+import json
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Literal
 
 from fastapi import Depends, FastAPI, HTTPException, Query, Request
@@ -17,6 +18,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from pydantic import BaseModel, Field
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from fabricd import __version__
 
@@ -68,6 +70,61 @@ class Rejection(BaseModel):
     reason: str = Field(min_length=1, max_length=500)
 
 
+class BodyLimit:
+    """Bounded request bodies before anything else, authentication included: a declared Content-Length over the
+    limit is refused at once, and the bytes actually streamed are counted (a chunked upload declares none), so the
+    request is refused with 413 as soon as it passes the limit, with at most the limit read into memory. Pure ASGI:
+    once it has answered, the app sees the client gone and whatever it answers is dropped."""
+
+    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
+        self.app, self.max_bytes = app, max_bytes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        declared = dict(scope["headers"]).get(b"content-length")
+        if declared is not None and (not declared.isdigit() or int(declared) > self.max_bytes):
+            await self._refuse(send)
+            return
+        seen = 0
+        started = refused = False
+
+        async def counted() -> Message:
+            nonlocal seen, refused
+            if refused:
+                return {"type": "http.disconnect"}
+            message = await receive()
+            if message["type"] == "http.request":
+                seen += len(message.get("body", b""))
+                if seen > self.max_bytes and not started:
+                    refused = True
+                    await self._refuse(send)
+                    return {"type": "http.disconnect"}  # the app stops reading; nothing more is taken in
+            return message
+
+        async def watched(message: Message) -> None:
+            nonlocal started
+            if refused:
+                return  # answered already (413)
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await self.app(scope, counted, watched)
+        except Exception:
+            if not refused:
+                raise
+
+    async def _refuse(self, send: Send) -> None:
+        # Connection: close: the rest of the body is never read; the server drops the connection after the answer.
+        body = json.dumps({"error": f"request body over {self.max_bytes} bytes"}).encode()
+        headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
+                   (b"connection", b"close")]  # fmt: skip
+        await send({"type": "http.response.start", "status": 413, "headers": headers})
+        await send({"type": "http.response.body", "body": body})
+
+
 def create_app(service: Service) -> FastAPI:
     app = FastAPI(
         title="fabricd", version=__version__, description="Fabric controller for RoCE GPU fabrics.", responses=ERRORS
@@ -108,12 +165,7 @@ def create_app(service: Service) -> FastAPI:
     def limit_q(default: int) -> Any:
         return Query(default, ge=1, le=max_list, description=f"at most {max_list} (api.max_list)")
 
-    @app.middleware("http")
-    async def _bounded(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:
-        size = request.headers.get("content-length")
-        if size is not None and (not size.isdigit() or int(size) > MAX_BODY):
-            return JSONResponse({"error": f"request body over {MAX_BODY} bytes"}, status_code=413)
-        return await call_next(request)
+    app.add_middleware(BodyLimit, max_bytes=MAX_BODY)
 
     @app.get("/api/v1/health")
     async def health() -> dict[str, Any]:

@@ -130,6 +130,27 @@ def test_bad_values_are_400_naming_the_field(client: tuple[TestClient, Service])
     assert r.status_code == 413
 
 
+def test_a_chunked_body_is_counted_as_it_streams_and_refused_before_the_token_check(
+    client: tuple[TestClient, Service],
+) -> None:
+    # no Content-Length (a generator is sent chunked): the bytes themselves are counted; no token at all, and the
+    # answer is 413, not 401: the body limit comes before authentication
+    c, _ = client
+
+    def chunks() -> Iterator[bytes]:
+        yield b'{"user": "x", "role": "viewer", "pad": "'
+        for _ in range(40):
+            yield b" " * 4096
+        yield b'"}'
+
+    r = c.post("/api/v1/tokens", content=chunks(), headers={"Content-Type": "application/json"})
+    assert r.request.headers.get("content-length") is None
+    assert r.status_code == 413
+    assert r.json() == {"error": "request body over 65536 bytes"}
+    small = c.post("/api/v1/tokens", content=iter([b'{"user": "x", ', b'"role": "viewer"}']))
+    assert small.status_code == 401  # under the limit: on to the token check
+
+
 def test_pagination(client: tuple[TestClient, Service]) -> None:
     c, svc = client
     for i in range(5):

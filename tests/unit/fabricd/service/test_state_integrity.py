@@ -54,7 +54,7 @@ def test_garbage_in_the_header_or_the_middle_is_refused(tmp_path: Path) -> None:
         StateStore(header)
     assert "--new-state" in str(e.value)
     # SQLite finds the damaged page at open (malformed) or in the quick check, depending on where it is
-    with pytest.raises(StateError, match="(not a readable state database|failed its integrity check)") as e:
+    with pytest.raises(StateError, match=r"(not a readable state database|failed its integrity check)") as e:
         StateStore(middle)
     assert "--new-state" in str(e.value)
 
