@@ -74,9 +74,10 @@ class Reconcile:
     mark: Mark | None = None  # ADOPT: what the switch says
 
 
-def stale_holds(holds: Iterable[Hold], admin_up: Mapping[Endpoint, bool]) -> set[Endpoint]:
-    """Held ports that telemetry shows administratively up: not down, so not counted against any budget."""
-    return {h.endpoint for h in holds if admin_up.get(h.endpoint) is True}
+def stale_holds(holds: Iterable[Hold], admin_up: Mapping[Endpoint, bool], *, now: int, grace_ns: int) -> set[Endpoint]:
+    """Held ports that telemetry shows administratively up: not down, so not counted against any budget. A hold
+    younger than `grace_ns` always counts (telemetry may not have shown its shutdown yet)."""
+    return {h.endpoint for h in holds if admin_up.get(h.endpoint) is True and now - h.since_ts >= grace_ns}
 
 
 def reconcile(

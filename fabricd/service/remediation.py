@@ -194,7 +194,8 @@ class Remediator:
         """Ports fabricd holds down, or is taking down now (a disable in flight already counts against budgets)."""
         rows = self.state.disabled_ports() if disabled is None else disabled
         held = {Endpoint(p["device"], p["port"]) for p in rows}
-        held -= stale_holds((Hold.of(p) for p in rows), self.view.admin_up())  # up again: holds nothing down
+        grace = int(self.settings.verify_timeout_s * NS)  # up again: holds nothing down (once telemetry caught up)
+        held -= stale_holds((Hold.of(p) for p in rows), self.view.admin_up(), now=self.clock(), grace_ns=grace)
         held |= {Endpoint(a.device, a.port) for a in self.state.actions_in("running", op="disable")}
         return held
 

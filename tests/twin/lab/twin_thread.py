@@ -29,9 +29,12 @@ def wait_ready(
 
 
 class TwinThread:
-    def __init__(self, spec: FabricSpec, state_dir: Path, eos_version: str = DEFAULT_EOS_VERSION):
+    def __init__(
+        self, spec: FabricSpec, state_dir: Path, eos_version: str = DEFAULT_EOS_VERSION, base: str | None = None
+    ):
         # A random 127.x.y.1 block per run, so tests never collide with a `fabricd lab up` on this machine.
-        base = f"127.{random.randint(100, 250)}.{random.randint(0, 250)}.1"
+        base = base or f"127.{random.randint(100, 250)}.{random.randint(0, 250)}.1"
+        self.spec, self.base, self.eos_version = spec, base, eos_version
         os.environ.pop("FABRICD_LAB_PASSWORD", None)
         self.process = TwinProcess(
             spec, TwinOptions(state_dir, base_address=base, probe_interval_s=1.0, eos_version=eos_version)
@@ -64,3 +67,10 @@ class TwinThread:
     def stop(self) -> None:
         self.loop.call_soon_threadsafe(self.process.stop)
         self.thread.join(timeout=15)
+
+    def restarted(self) -> TwinThread:
+        """Every switch off and on again with a clean config (as `fabricd lab down` then `lab up` on the same spec,
+        or switches replaced): the same addresses and password, nothing of what was configured on them."""
+        self.stop()
+        (self.state_dir / "ready").unlink(missing_ok=True)
+        return TwinThread(self.spec, self.state_dir, self.eos_version, base=self.base).start()

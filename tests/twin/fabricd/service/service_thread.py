@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -10,7 +14,9 @@ import httpx
 import yaml
 
 from fabricd.service.background import BackgroundService
-from tests.conftest import EXAMPLES
+from tests.conftest import EXAMPLES, free_port
+
+__all__ = ["TOKEN", "Daemon", "ServiceThread", "free_port", "wait_for", "write_config"]
 
 TOKEN = "test-api-token-5c1e"
 
@@ -62,3 +68,39 @@ def wait_for(check: Any, timeout_s: float = 10.0, every_s: float = 0.1) -> Any:
         if time.monotonic() > deadline:
             raise AssertionError(f"condition not met within {timeout_s} s; last value {value!r}")
         time.sleep(every_s)
+
+
+class Daemon:
+    """`fabricd run` as its own process, the way systemd runs it."""
+
+    def __init__(self, config: Path, port: int, log: Path, *args: str) -> None:
+        self.url = f"http://127.0.0.1:{port}"
+        self.log = log
+        env = {k: v for k, v in os.environ.items() if not k.startswith("FABRICD_")}
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "fabricd", "run", "--config", str(config), *args],
+            stdout=subprocess.DEVNULL,
+            stderr=log.open("ab"),
+            env=env,
+        )
+        wait_for(self._healthy, 30, 0.2)
+
+    def _healthy(self) -> bool:
+        if self.proc.poll() is not None:
+            raise AssertionError(f"fabricd run exited {self.proc.returncode}: {self.log.read_text()[-2000:]}")
+        try:
+            synced: int = httpx.get(self.url + "/api/v1/health", timeout=2).json()["telemetry"]["synced"]
+            return synced > 0
+        except httpx.HTTPError:
+            return False
+
+    def get(self, path: str) -> Any:
+        return httpx.get(self.url + path, headers={"Authorization": f"Bearer {TOKEN}"}, timeout=10).json()
+
+    def kill(self) -> None:
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait(10)
+
+    def stop(self) -> int:
+        self.proc.send_signal(signal.SIGTERM)
+        return self.proc.wait(20)

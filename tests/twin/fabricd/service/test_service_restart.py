@@ -3,16 +3,9 @@ and its state still matches the switches. A half-done action found at start is c
 
 from __future__ import annotations
 
-import os
-import signal
-import socket
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
-import httpx
 import pytest
 
 from fabricd.service.state import StateStore
@@ -21,7 +14,7 @@ from tests.conftest import EXAMPLES
 from tests.twin.lab.twin_thread import TwinThread
 from topology.spec import load_spec
 
-from .service_thread import TOKEN, wait_for, write_config
+from .service_thread import Daemon, free_port, wait_for, write_config
 from .test_service_twin import admin_enabled
 
 
@@ -30,48 +23,6 @@ def twin(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TwinThread]:
     t = TwinThread(load_spec(EXAMPLES / "small-pod.yaml"), tmp_path_factory.mktemp("twin")).start()
     yield t
     t.stop()
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-class Daemon:
-    """`fabricd run` as its own process, the way systemd runs it."""
-
-    def __init__(self, config: Path, port: int, log: Path) -> None:
-        self.url = f"http://127.0.0.1:{port}"
-        self.log = log
-        env = {k: v for k, v in os.environ.items() if not k.startswith("FABRICD_")}
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "fabricd", "run", "--config", str(config)],
-            stdout=subprocess.DEVNULL,
-            stderr=log.open("ab"),
-            env=env,
-        )
-        wait_for(self._healthy, 30, 0.2)
-
-    def _healthy(self) -> bool:
-        if self.proc.poll() is not None:
-            raise AssertionError(f"fabricd run exited {self.proc.returncode}: {self.log.read_text()[-2000:]}")
-        try:
-            synced: int = httpx.get(self.url + "/api/v1/health", timeout=2).json()["telemetry"]["synced"]
-            return synced > 0
-        except httpx.HTTPError:
-            return False
-
-    def get(self, path: str) -> Any:
-        return httpx.get(self.url + path, headers={"Authorization": f"Bearer {TOKEN}"}, timeout=10).json()
-
-    def kill(self) -> None:
-        self.proc.send_signal(signal.SIGKILL)
-        self.proc.wait(10)
-
-    def stop(self) -> int:
-        self.proc.send_signal(signal.SIGTERM)
-        return self.proc.wait(20)
 
 
 def test_killed_and_restarted_loses_nothing_and_duplicates_nothing(twin: TwinThread, tmp_path: Path) -> None:

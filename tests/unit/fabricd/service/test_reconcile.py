@@ -85,5 +85,8 @@ def test_reasons_name_the_port_the_ticket_and_the_mark() -> None:
 
 def test_stale_holds_are_the_held_ports_shown_up() -> None:
     holds = [HOLD_A, Hold(B, 5, None, NOW)]
-    assert stale_holds(holds, {A: True, B: False}) == {A}
-    assert stale_holds(holds, {}) == set()
+    assert stale_holds(holds, {A: True, B: False}, now=NOW, grace_ns=0) == {A}
+    assert stale_holds(holds, {}, now=NOW, grace_ns=0) == set()
+    # a hold just made counts whatever telemetry still shows: its shutdown may not have streamed yet
+    assert stale_holds([Hold(B, 5, None, NOW)], {B: True}, now=NOW + NS, grace_ns=10 * NS) == set()
+    assert stale_holds([Hold(B, 5, None, NOW)], {B: True}, now=NOW + 11 * NS, grace_ns=10 * NS) == {B}
