@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from fastapi import Depends, FastAPI, HTTPException, Query, Request
 from fastapi import Path as PathParam
@@ -27,10 +27,7 @@ from .access import ANONYMOUS, USER_PATTERN, Principal, Role, new_token, token_h
 from .api_models import Actions, Audit, CreatedToken, DisabledPorts, Findings, ModeSet, Revoked, Tickets, Tokens
 from .remediation import ActionError, StandbyError, UnknownIdError
 from .state import Action, Ticket
-
-if TYPE_CHECKING:
-    from .daemon import Service
-
+from .surface import ServiceSurface
 
 MAX_BODY = 64 * 1024  # the API takes small JSON bodies only
 MAX_OFFSET = 10**9
@@ -125,7 +122,7 @@ class BodyLimit:
         await send({"type": "http.response.body", "body": body})
 
 
-def create_app(service: Service) -> FastAPI:
+def create_app(service: ServiceSurface) -> FastAPI:
     app = FastAPI(
         title="fabricd", version=__version__, description="Fabric controller for RoCE GPU fabrics.", responses=ERRORS
     )

@@ -19,7 +19,7 @@ import secrets
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 import jinja2
 from fastapi import FastAPI, Form, HTTPException, Request
@@ -34,9 +34,7 @@ from .access import ANONYMOUS, Principal, Role, token_hash
 from .fabric_view import FabricView, build
 from .remediation import ActionError
 from .state import StoredFinding
-
-if TYPE_CHECKING:
-    from .daemon import Service
+from .surface import ServiceSurface
 
 HERE = Path(__file__).resolve().parent
 COOKIE = "fabricd_session"
@@ -70,7 +68,7 @@ def _fmt(x: float | None, digits: int = 2, sci: bool = False) -> str:
     return f"{x:.1e}" if sci else f"{x:.{digits}f}"
 
 
-def port_rows(snap: Snapshot, service: Service, device: str) -> list[dict[str, Any]]:
+def port_rows(snap: Snapshot, service: ServiceSurface, device: str) -> list[dict[str, Any]]:
     """The switch page's port table from the telemetry snapshot: current rates and gauges per cabled port."""
 
     def rate(port: str, leaf: str, index: str | None = None) -> float | None:
@@ -106,7 +104,7 @@ def port_rows(snap: Snapshot, service: Service, device: str) -> list[dict[str, A
     return out
 
 
-def mount(app: FastAPI, service: Service) -> None:
+def mount(app: FastAPI, service: ServiceSurface) -> None:
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(HERE / "templates"), autoescape=True, undefined=jinja2.StrictUndefined
     )
