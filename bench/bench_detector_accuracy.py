@@ -411,7 +411,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rescore", type=Path, help="no recording: run fabricd detect again over a --keep dir and score")
     ap.add_argument("--dci", action="store_true", help="the DR cases (accuracy_dci.py) on examples/small-dci.yaml")
     ap.add_argument("--rounds", type=int, default=2, help="--dci: every case this many times (--quick: 1)")
+    ap.add_argument(
+        "--smoke", action="store_true", help="seconds on a tiny fabric: proves the bench still runs (a test runs it)"
+    )
     args = ap.parse_args(argv)
+    if args.smoke:
+        args.quick, args.episodes, args.duration = True, 1, 8.0
     if args.dci:
         return main_dci(args.rounds if not args.quick else 1, args.duration, args.keep)
     fabric = Fabric(complete_labels(generate_blueprint(load_spec(args.spec))))

@@ -213,7 +213,12 @@ def main() -> None:
         help="gc.freeze() once the fabric and store are built, so full collections skip their ~400k objects "
         "(what a service could do after loading; the service does not yet)",
     )
+    ap.add_argument(
+        "--smoke", action="store_true", help="seconds on a tiny fabric: proves the bench still runs (a test runs it)"
+    )
     args = ap.parse_args()
+    if args.smoke:
+        args.spec, args.ticks, args.warmup, args.naive, args.profile = "examples/small-pod.yaml", 3, 1, 1, 0
 
     t = time.perf_counter()
     _, fabric = load_fabric(Path(args.spec), None)

@@ -56,7 +56,12 @@ async def measure(url: str, n: int) -> tuple[float, float, float]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--switches", default="1024,4096,16384")
+    ap.add_argument(
+        "--smoke", action="store_true", help="seconds on a tiny fabric: proves the bench still runs (a test runs it)"
+    )
     args = ap.parse_args()
+    if args.smoke:
+        args.switches = "64"
     folder = Path(tempfile.mkdtemp(prefix="bench-leases-"))
     port = free_port()
     bus = start_local(folder, port=port)

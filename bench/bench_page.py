@@ -111,10 +111,16 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n", 1)[0])
     ap.add_argument("--rounds", type=int, default=10)
     ap.add_argument("--screenshot", type=Path, help="the 128-group page in Chromium at 1280x800 (PNG)")
+    ap.add_argument(
+        "--smoke", action="store_true", help="seconds on a tiny fabric: proves the bench still runs (a test runs it)"
+    )
     args = ap.parse_args(argv)
     os.environ.setdefault("BENCH_PW", "x")
-    small, big = measure("small-pod.yaml", args.rounds), measure("pod-16k.yaml", args.rounds)
-    wide = measure(None, args.rounds, args.screenshot)
+    if args.smoke:  # the small pod against itself: every step of the measurement, none of the size
+        small = big = wide = measure("small-pod.yaml", 1)
+    else:
+        small, big = measure("small-pod.yaml", args.rounds), measure("pod-16k.yaml", args.rounds)
+        wide = measure(None, args.rounds, args.screenshot)
     print("| fabric | switches | /ui/live (median) | its size | page (median) | its size |")
     print("|---|---|---|---|---|---|")
     for name, m in (("small-pod", small), ("pod-16k (64 groups)", big), ("16k GPUs in 128 groups", wide)):

@@ -70,7 +70,12 @@ class Row:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n", 1)[0])
     ap.add_argument("--hours", type=float, default=48.0)
+    ap.add_argument(
+        "--smoke", action="store_true", help="seconds on a tiny fabric: proves the bench still runs (a test runs it)"
+    )
     args = ap.parse_args(argv)
+    if args.smoke:
+        args.hours = 1.0
     _, fabric = load_fabric(REPO / "examples" / "small-pod.yaml", None)
     clock = [T0]
     twin = Twin(fabric, clock=lambda: clock[0])

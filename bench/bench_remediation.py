@@ -173,9 +173,14 @@ def main() -> int:
     ap.add_argument("--workers", type=int, default=1, help="telemetry worker processes (fabricd run --workers)")
     ap.add_argument("--baseline-reps", type=int, default=20)
     ap.add_argument("--quick", action="store_true", help="20 flaps in waves of 5, 5 baseline reps")
+    ap.add_argument(
+        "--smoke", action="store_true", help="seconds on a tiny fabric: proves the bench still runs (a test runs it)"
+    )
     args = ap.parse_args()
     if args.quick:
         args.flaps, args.wave, args.baseline_reps = 20, 5, 5
+    if args.smoke:
+        args.flaps, args.wave, args.baseline_reps = 2, 2, 2
 
     tmp = Path(tempfile.mkdtemp(prefix="bench-remediation-"))
     spec = tmp / "spec.yaml"

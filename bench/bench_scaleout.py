@@ -264,8 +264,13 @@ def main() -> None:
     ap.add_argument("--kills", type=int, default=10, help="kills per failover measurement")
     ap.add_argument("--collectors", default="1,2,4", help="collector counts to run")
     ap.add_argument("--quick", action="store_true", help="a 16-switch fabric, 3 s windows, 3 kills (smoke test)")
+    ap.add_argument(
+        "--smoke", action="store_true", help="seconds on a tiny fabric: proves the bench still runs (a test runs it)"
+    )
     args = ap.parse_args()
     size, window, kills = ("quick", 3.0, 3) if args.quick else ("64", args.window, args.kills)
+    if args.smoke:
+        size, window, kills, args.collectors = "quick", 1.0, 1, "1"
     ctx = mp.get_context("spawn")
     parent, child = ctx.Pipe()
     twin = ctx.Process(target=twin_main, args=(size, child), daemon=True)

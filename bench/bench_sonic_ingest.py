@@ -101,7 +101,12 @@ def main() -> None:
     ap.add_argument("--switches", type=int, default=128)
     ap.add_argument("--ports", type=int, default=32)
     ap.add_argument("--rounds", type=int, default=4)
+    ap.add_argument(
+        "--smoke", action="store_true", help="seconds on a tiny fabric: proves the bench still runs (a test runs it)"
+    )
     args = ap.parse_args()
+    if args.smoke:
+        args.switches, args.ports, args.rounds = 4, 4, 2
     rounds = [rows(args.switches, args.ports, r) for r in range(args.rounds)]
     per_row = sum(1 for _ in decode("COUNTERS_DB", ["COUNTERS", "Ethernet0"], json.loads(
         gnmi_pb2.SubscribeResponse.FromString(rounds[0][0][1]).update.update[0].val.json_ietf_val)))  # fmt: skip

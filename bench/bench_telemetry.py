@@ -195,7 +195,12 @@ def main() -> None:
     ap.add_argument("--baseline-switches", type=int, default=104)
     ap.add_argument("--memory-ports", type=int, default=44, help="ports per switch for the 1.6M-series run")
     ap.add_argument("--part", choices=("all", "throughput", "memory"), default="all")
+    ap.add_argument(
+        "--smoke", action="store_true", help="seconds on a tiny fabric: proves the bench still runs (a test runs it)"
+    )
     args = ap.parse_args()
+    if args.smoke:
+        args.switches, args.ports, args.rounds, args.baseline_switches, args.memory_ports = 16, 2, 2, 8, 2
     if args.part == "memory":
         print(json.dumps(memory(args.switches, args.memory_ports)))
         return
@@ -221,6 +226,7 @@ def main() -> None:
     print(f"speed-up (steady / baseline): {fab_steady / base:.1f}x; (all rounds / baseline): {fab_all / base:.1f}x")
     if args.part == "all":
         cmd = [sys.executable, __file__, "--part", "memory", "--switches", str(args.switches)]
+        cmd += ["--smoke"] if args.smoke else []
         cmd += ["--memory-ports", str(args.memory_ports)]
         mem = json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout)
         print(

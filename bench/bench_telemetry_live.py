@@ -268,8 +268,13 @@ def main() -> None:
     ap.add_argument("--target", type=float, default=100_000, help="offered updates/s (sets the sample interval)")
     ap.add_argument("--window", type=float, default=10.0, help="seconds measured per client")
     ap.add_argument("--quick", action="store_true", help="a 16-switch fabric and a 3 s window (smoke test)")
+    ap.add_argument(
+        "--smoke", action="store_true", help="seconds on a tiny fabric: proves the bench still runs (a test runs it)"
+    )
     args = ap.parse_args()
     size, window = ("quick", 3.0) if args.quick else ("64", args.window)
+    if args.smoke:
+        size, window = "quick", 1.0
     ctx = mp.get_context("spawn")
     parent, child = ctx.Pipe()
     proc = ctx.Process(target=twin_main, args=(size, child), daemon=True)

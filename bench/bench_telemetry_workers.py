@@ -597,8 +597,13 @@ def main() -> None:
     ap.add_argument("--ship", type=float, help="TelemetryWorkers ship_s (default: its own)")
     ap.add_argument("--only", choices=("throughput", "lag"), help="run one part only")
     ap.add_argument("--quick", action="store_true", help="a 16-switch fabric and a 3 s window (smoke test)")
+    ap.add_argument(
+        "--smoke", action="store_true", help="seconds on a tiny fabric: proves the bench still runs (a test runs it)"
+    )
     args = ap.parse_args()
     size, window = ("quick", 3.0) if args.quick else ("64", args.window)
+    if args.smoke:
+        size, window, args.workers = "quick", 1.0, "1,2"
     print(f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}")
 
     probe = Server(size, 1.0, "spread")

@@ -188,9 +188,13 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true", help="a small fabric and a 2 s interval (smoke test)")
     ap.add_argument("--window", type=float, default=30.0, help="seconds of streaming to count")
+    ap.add_argument(
+        "--smoke", action="store_true", help="seconds on a tiny fabric: proves the bench still runs (a test runs it)"
+    )
     args = ap.parse_args()
-    size, interval = ("quick", 2_000_000_000) if args.quick else ("512", 10_000_000_000)
-    r = asyncio.run(run(size, interval, 4.0 if args.quick else args.window))
+    quick = args.quick or args.smoke
+    size, interval = ("quick", 2_000_000_000) if quick else ("512", 10_000_000_000)
+    r = asyncio.run(run(size, interval, (1.5 if args.smoke else 4.0) if quick else args.window))
     print(f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}")
     print(f"fabric: {r['switches']} switches, {r['ports']} ports; SAMPLE every {interval / 1e9:.0f} s on all counters")
     rows = [

@@ -120,6 +120,7 @@ class _SettingsFor:
 
 def derive_intent(fabric: Fabric, spec: FabricSpec, policy: Policy, only: set[str] | None = None) -> Intent:
     """Per-port intent for every local switch (or only the named ones)."""
+    policy.check_devices({d.name for d in fabric.switches()})
     settings_for = _SettingsFor(policy)
     layout = Layout(spec)
     qos = QosIntent(

@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
 
 from topology.errors import InputError
 from topology.sourcefile import load_document, load_model
@@ -19,7 +19,7 @@ class PolicyError(InputError):
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)  # NaN passes every bound check
 
 
 class PfcPolicy(_Strict):
@@ -122,6 +122,18 @@ class Policy(_Strict):
         default_factory=lambda: {"eos": PlatformCaps(), "sonic": PlatformCaps(dr_generated_cnp=False)}
     )
     overrides: list[Override] = Field(default_factory=list)
+    _source: str = PrivateAttr("the policy")  # the file it came from, for errors found against a fabric
+
+    def check_devices(self, switches: set[str]) -> None:
+        """An override naming a device the fabric does not have is a typo that would silently change nothing."""
+        for i, o in enumerate(self.overrides):
+            if o.match.device is not None and o.match.device not in switches:
+                raise PolicyError(
+                    self._source,
+                    f"{o.match.device!r} is not a switch of this fabric; check the name (`fabricd topology blueprint`"
+                    " lists them)",
+                    field=f"overrides[{i}].match.device",
+                )
 
     @model_validator(mode="after")
     def _priorities(self) -> Policy:
@@ -144,4 +156,6 @@ def load_policy(path: str | Path | None) -> Policy:
     data = load_document(p, PolicyError)
     if data is None:  # an empty file: the defaults
         return Policy()
-    return load_model(p, Policy, PolicyError, "a policy", "settings, platforms, overrides, ...", data)
+    policy = load_model(p, Policy, PolicyError, "a policy", "settings, platforms, overrides, ...", data)
+    policy._source = str(p)
+    return policy

@@ -14,7 +14,7 @@ PlatformName = Literal["eos", "sonic"]
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)  # NaN passes every bound check
 
 
 class CableLengths(_Strict):

@@ -29,7 +29,8 @@ def collector_command(
     from fabricd.telemetry.platforms import profiles
     from policies.policy import load_policy
 
-    cfg = load_config(config)
+    # The bus's credentials only: it serves no API and files no ticket, so it never holds those secrets.
+    cfg = load_config(config, secrets=lambda field: field.startswith("bus."))
     inventory = load_inventory(cfg.inventory)
     accesses = [inventory.access(n) for n in inventory.names]
     name = instance or default_instance()

@@ -41,7 +41,7 @@ def jobs_command(
         _, fabric = load_fabric(spec, cabling)
         job_map = JobMap(load_jobs(jobs), fabric)
         ingestor = Ingestor(CounterStore())
-        replay(trace, ingestor)
+        replay(trace, ingestor, known={d.name for d in fabric.devices()})
         snap = ingestor.snapshot()
         reports = {fp.job.id: report(fp, snap) for fp in job_map.footprints.values()}
         if show is not None:

@@ -66,6 +66,11 @@ def up(
     load_spec(spec)  # a bad spec fails here with its file:line, not in a background log
     if _pid(state_dir) is not None:
         raise LabError(f"a twin is already running with state dir {state_dir}; `fabricd lab down` first")
+    if (state_dir / "__init__.py").exists():
+        raise LabError(
+            f"--state-dir {state_dir} is a Python package ({state_dir / '__init__.py'}): the twin writes its password,"
+            " keys and logs there; use a folder of its own (the default is .fabricd-lab)"
+        )
     state_dir.mkdir(parents=True, exist_ok=True)
     args = [sys.executable, "-m", "lab", "--spec", str(spec), "--state-dir", str(state_dir)]
     args += ["--base-address", base_address, "--port-offset", str(port_offset), "--probe-interval", str(probe_interval)]

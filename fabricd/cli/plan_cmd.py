@@ -72,7 +72,10 @@ def plan_command(
                 plans = plan_all(items, progress=lambda: progress.advance(task))
         print_plans(plans, fmt, show)
         del fabric, intent  # freed now by reference counting, so the GC has little left to scan when it resumes
-    if any(p.error for p in plans):
+    failed = [p for p in plans if p.error]
+    for p in failed:  # the table (or JSON) on stdout is for reading; what went wrong also goes where errors go
+        err_console().print(f"fabricd: error: {p.device}: {p.error}", markup=False, highlight=False, soft_wrap=True)
+    if failed:
         raise typer.Exit(EXIT_TROUBLE)
     raise typer.Exit(EXIT_FINDINGS if any(p.changed for p in plans) else EXIT_CLEAN)
 

@@ -23,7 +23,8 @@ _CONFIG = typer.Option(Path("fabricd.yaml"), "--config", "-c", help="fabricd.yam
 
 
 def _state(config: Path) -> StateStore:
-    return open_state(load_config(config))
+    # Only the state's own password is needed: the API token, ticket and bus secrets belong to the service.
+    return open_state(load_config(config, secrets=lambda field: field == "state.password"))
 
 
 def _actor() -> str:

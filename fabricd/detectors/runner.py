@@ -154,7 +154,7 @@ def run_trace(
         dets.append(Detector("counter_errors", silent_corruption.watch_counters, lambda: watch))
     runner = Runner(fabric, dets)
     ingestor = _TickingIngestor(CounterStore(), runner, int(tick_s * NS), int(pass_gap_s * NS))
-    replay(path, ingestor)
+    replay(path, ingestor, known={d.name for d in fabric.devices()})
     ingestor.close_tick()
     if probes is None:
         return runner.findings()

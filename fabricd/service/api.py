@@ -16,8 +16,11 @@ from fastapi import Depends, FastAPI, HTTPException, Query, Request
 from fastapi import Path as PathParam
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
+from fastapi.routing import APIRoute
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from pydantic import BaseModel, Field
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import Match, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from fabricd import __version__
@@ -284,9 +287,29 @@ def create_app(service: ServiceSurface) -> FastAPI:
     async def metrics() -> Response:
         return Response(generate_latest(service.registry), media_type=CONTENT_TYPE_LATEST)
 
-    @app.exception_handler(HTTPException)
-    async def _http_error(_: Request, exc: HTTPException) -> JSONResponse:
-        return JSONResponse({"error": exc.detail}, status_code=exc.status_code, headers=exc.headers)
+    @app.exception_handler(StarletteHTTPException)  # FastAPI's HTTPException too, and the router's 404 and 405
+    async def _http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        """Every error answers {"error": one line}, as documented: ours, and the router's own."""
+        headers = dict(exc.headers or {})
+        detail = str(exc.detail)
+        if exc.status_code == 404 and detail == "Not Found":
+            detail = f"no route {request.url.path}; the API is listed at /docs (OpenAPI at /openapi.json)"
+        elif exc.status_code == 405:
+            allowed = _allowed(request)
+            headers["Allow"] = ", ".join(allowed)
+            detail = f"{request.method} is not allowed on {request.url.path}; allowed: {', '.join(allowed)}"
+        return JSONResponse({"error": detail}, status_code=exc.status_code, headers=headers or None)
+
+    def _allowed(request: Request) -> list[str]:
+        """The methods of every route on this path (Starlette names only the first route's in a 405)."""
+        methods: set[str] = set()
+        for route in app.router.routes:
+            match, _ = route.matches({**request.scope, "method": "GET"})
+            if match is not Match.NONE and isinstance(route, APIRoute | Route):
+                methods |= set(route.methods or ())
+        if "GET" in methods:
+            methods.add("HEAD")
+        return sorted(methods)
 
     @app.exception_handler(StandbyError)
     async def _standby(_: Request, exc: StandbyError) -> JSONResponse:

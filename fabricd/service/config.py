@@ -13,6 +13,7 @@ import shlex
 import stat
 import typing
 import urllib.parse
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal, Self
 
@@ -31,7 +32,7 @@ class ConfigError(InputError):
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)  # NaN passes every bound check
 
 
 class SecretRef(_Strict):
@@ -416,8 +417,11 @@ class ServiceConfig(_Strict):
 _PATH_FIELDS = ("spec", "cabling", "inventory", "policy")
 
 
-def load_config(path: Path, environ: dict[str, str] | None = None) -> ServiceConfig:
-    """Read fabricd.yaml, apply FABRICD_* overrides, resolve paths against the file's folder, check secrets."""
+def load_config(
+    path: Path, environ: dict[str, str] | None = None, *, secrets: Callable[[str], bool] | None = None
+) -> ServiceConfig:
+    """Read fabricd.yaml, apply FABRICD_* overrides, resolve paths against the file's folder, check secrets (those
+    `secrets` accepts by their field name, all by default: a tool that needs only some asks only for them)."""
     data = load_document(path, ConfigError)
     if data is None:
         data = {}
@@ -451,7 +455,8 @@ def load_config(path: Path, environ: dict[str, str] | None = None) -> ServiceCon
     cfg = cfg.model_copy(update=updates)
     _check_api(cfg, path)
     for field, ref in _secret_refs(cfg):
-        read_secret(ref, field, path, environ)  # refuse at start, not at the first ticket
+        if secrets is None or secrets(field):
+            read_secret(ref, field, path, environ)  # refuse at start, not at the first ticket
     return cfg
 
 

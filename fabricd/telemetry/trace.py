@@ -8,7 +8,7 @@ trace takes exactly the service's code path, with the trace's timestamps.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Container, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
@@ -108,14 +108,19 @@ def _notification(device: str, ts: int, root: tuple[Elem, ...], rest: list[tuple
     return data
 
 
-def replay(path: str | Path, ingestor: Ingestor) -> int:
-    """Feed a trace through `ingestor` (the service's ingestion path); returns the number of records."""
+def replay(path: str | Path, ingestor: Ingestor, known: Container[str] | None = None) -> int:
+    """Feed a trace through `ingestor` (the service's ingestion path); returns the number of records. With `known`
+    (the fabric's devices), a line naming another device is an error: a trace of another fabric, or a typo, would
+    otherwise be replayed into nothing and find nothing."""
     source = str(path)
     group: tuple[str, int, tuple[Elem, ...]] | None = None
     rest: list[tuple[tuple[Elem, ...], Value]] = []
     count = 0
     for line, rec in _numbered(path):
         count += 1
+        if known is not None and rec.device not in known:
+            raise TraceError(source, f"'device': {rec.device!r} is not a device of this fabric (a trace of another "
+                             "fabric, or another --spec/--cabling?)", line=line)  # fmt: skip
         try:
             elems = parse_path(rec.path)
         except PathSyntaxError as exc:

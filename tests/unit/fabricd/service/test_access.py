@@ -292,3 +292,21 @@ def test_every_answer_has_a_documented_shape_and_nothing_else(client: tuple[Test
         db.execute("UPDATE findings SET data = ? WHERE fault = 'k1'", (json.dumps({**f.to_dict(), "secret": "x"}),))
     body = c.get("/api/v1/findings", headers=bearer(SERVICE_TOKEN)).json()["findings"]
     assert [x["fault"] for x in body] == ["k1"] and "secret" not in body[0] and body[0]["summary"] == "8 flaps"
+
+
+def test_every_error_has_the_documented_shape(client: tuple[TestClient, Service]) -> None:
+    # the router's own 404 and 405 and a body that is not UTF-8 answer {"error": ...} like every other error
+    c, _ = client
+    h = bearer(SERVICE_TOKEN)
+    r = c.get("/api/v1/nothing-here", headers=h)
+    assert r.status_code == 404
+    assert r.json() == {"error": "no route /api/v1/nothing-here; the API is listed at /docs (OpenAPI at /openapi.json)"}
+    r = c.options("/api/v1/tokens", headers=h)
+    assert r.status_code == 405
+    assert r.headers["allow"] == "GET, HEAD, POST"
+    assert r.json() == {"error": "OPTIONS is not allowed on /api/v1/tokens; allowed: GET, HEAD, POST"}
+    r = c.put("/api/v1/findings", headers=h)
+    assert r.status_code == 405 and set(r.json()) == {"error"}
+    r = c.post("/api/v1/tokens", content=b'{"user": "\xff\xfe", "role": "viewer"}',
+               headers={**h, "Content-Type": "application/json"})  # fmt: skip
+    assert r.status_code == 400 and set(r.json()) == {"error"}, r.text
