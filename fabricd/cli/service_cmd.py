@@ -118,8 +118,12 @@ def status_command(config: Path | None = _CONFIG, api: str | None = _API, token_
     else:
         tel = h["telemetry"]
         out = console()
-        colour = "green" if h["status"] == "ok" else "yellow"
+        colour = {"ok": "green", "failing": "red"}.get(h["status"], "yellow")
         out.print(f"[{colour}]{h['status']}[/{colour}]  fabricd {h['version']}  mode {h['mode']}  up {h['uptime_s']} s")
+        state = h.get("state") or {}
+        if state and not state.get("writable", True):
+            out.print(f"state: cannot be written ({state['write_failures']} failed writes): {state['last_error']}; "
+                      "fabricd takes no action until it can", markup=False, highlight=False)  # fmt: skip
         out.print(f"telemetry: {tel['synced']}/{tel['devices']} switches synced, {len(tel['stale'])} stale")
         if tel["stale"]:
             out.print("  stale: " + ", ".join(tel["stale"][:20]))
@@ -132,7 +136,9 @@ def status_command(config: Path | None = _CONFIG, api: str | None = _API, token_
                 f"detectors: {det['shards']} shard(s), "
                 + (f"silent: {', '.join(map(str, silent))} (their groups are unwatched)" if silent else "all reporting")
             )
-        out.print(f"open tickets: {h['open_tickets']}   ports held down: {h['disabled_ports']}")
+        stale = h.get("stale_holds") or 0
+        up_again = f" ({stale} up again: reconciling)" if stale else ""
+        out.print(f"open tickets: {h['open_tickets']}   ports held down: {h['disabled_ports'] - stale}{up_again}")
         ha = h.get("ha") or {}
         if ha.get("enabled"):
             if ha["role"] == "leader":

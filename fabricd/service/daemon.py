@@ -503,6 +503,7 @@ class Service:
             },
             "open_tickets": len(self.state.tickets("open")),
             "disabled_ports": len(self.state.disabled_ports()),
+            "stale_holds": len(self.remediator.stale_holds()),
             "ticket_backend": self.backend.name,
             "jobs": asdict(self.job_source.status) | {"configured": self.job_source.configured},
         }

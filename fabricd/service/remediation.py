@@ -199,6 +199,12 @@ class Remediator:
         held |= {Endpoint(a.device, a.port) for a in self.state.actions_in("running", op="disable")}
         return held
 
+    def stale_holds(self) -> set[Endpoint]:
+        """Holds whose port telemetry shows up again (the next pass re-applies or releases them)."""
+        grace = int(self.settings.verify_timeout_s * NS)
+        rows = [Hold.of(p) for p in self.state.disabled_ports()]
+        return stale_holds(rows, self.view.admin_up(), now=self.clock(), grace_ns=grace)
+
     def _faulty_ports(self, device: str, now: int, disabled: list[DisabledPort]) -> list[str]:
         """Ports of `device` fabricd wanted down in the last hour (acted, proposed or refused), plus those it holds
         down. Re-enables after a repair are not faults."""
