@@ -141,12 +141,13 @@ class Collector:
         self.mine: dict[str, int] = {}  # switch -> revision of our lease key
         self.client: TelemetryClient | None = None
         self.publisher: BusPublisher | None = None
+        self._js: JetStreamContext | None = None  # set when connected
         self._renewed = time.monotonic()  # when the last renewal round was sent
 
     async def run(self, stop: asyncio.Event) -> None:
         nc = await self._connect()
         try:
-            js = nc.jetstream(timeout=max(1.0, self.ttl / 3))
+            js = self._js = nc.jetstream(timeout=max(1.0, self.ttl / 3))
             await ensure_stream(js, self.max_age_s, self.max_bytes)
             switches = await _bucket(js, SWITCHES, self.ttl)
             members = await _bucket(js, MEMBERS, self.ttl)
@@ -179,15 +180,17 @@ class Collector:
                 await nc.drain()
 
     async def _leases(self, switches: KeyValue, members: KeyValue, stop: asyncio.Event) -> None:
+        js = self._js
+        assert js is not None
         me = self.instance.encode()
         member_key = _key(self.instance)
         while not stop.is_set():
             started = time.monotonic()
             try:
                 await members.put(member_key, me)
-                alive = len(await _keys(members))
+                alive = len(await _keys(js, members))
                 await self._renew(switches)
-                taken = {self._by_key[k] for k in await _keys(switches) if k in self._by_key}
+                taken = {self._by_key[k] for k in await _keys(js, switches) if k in self._by_key}
                 claim, give = plan_claims(self.instance, self.switches, taken, set(self.mine), alive)
                 await _bounded([self._claim(switches, s, me) for s in claim])
                 await _bounded([self._give_back(switches, s) for s in give])
@@ -246,12 +249,13 @@ async def holders(nc: NATS) -> dict[str, str]:
     """Which collector streams which switch now: {switch key: collector} from the lease bucket ({} before any)."""
     from nats.js.errors import BucketNotFoundError
 
+    js = nc.jetstream()
     try:
-        kv = await nc.jetstream().key_value(SWITCHES)
+        kv = await js.key_value(SWITCHES)
     except BucketNotFoundError:
         return {}
     out = {}
-    for k in await _keys(kv):
+    for k in await _keys(js, kv):
         with contextlib.suppress(Exception):  # expired between listing and reading
             out[k] = ((await kv.get(k)).value or b"").decode()
     return out
@@ -280,10 +284,29 @@ async def _bucket(js: JetStreamContext, name: str, ttl: float) -> KeyValue:
         return await js.create_key_value(bucket=name, ttl=ttl, history=1)
 
 
-async def _keys(kv: KeyValue) -> list[str]:
-    from nats.js.errors import NoKeysError
+KEYS_INACTIVE_S = 2.0  # should deleting a listing's consumer fail, the server drops it after this long
 
+
+async def _keys(js: JetStreamContext, kv: KeyValue) -> list[str]:
+    """The bucket's live keys. nats-py's kv.keys() leaves the ephemeral consumer it lists with on the server for 5
+    minutes: two per lease round, ~0.6/s per collector, up to nats-server's 1,000-consumer limit, after which every
+    lease round fails (`maximum consumers limit reached`). This one deletes its consumer as soon as it has listed,
+    and asks the server to drop it after KEYS_INACTIVE_S should the delete not arrive."""
+    watcher = await kv.watchall(ignore_deletes=True, meta_only=True, inactive_threshold=KEYS_INACTIVE_S)
+    sub: Any = watcher._sub  # the ordered consumer's subscription: nats-py exposes no other handle on it
+    keys: list[str] = []
     try:
-        return list(await kv.keys())
-    except NoKeysError:
-        return []
+        async for entry in watcher:
+            if entry is None:  # the end of what the bucket holds now
+                break
+            keys.append(entry.key)
+    finally:
+        name = stream = None
+        with contextlib.suppress(Exception):
+            info = await sub.consumer_info()
+            name, stream = info.name, info.stream_name
+        await watcher.stop()  # type: ignore[no-untyped-call]  # nats-py leaves it unannotated
+        if name and stream:
+            with contextlib.suppress(Exception):  # gone already (inactive), or the bus went away
+                await js.delete_consumer(stream, name)
+    return keys

@@ -141,4 +141,5 @@ def test_ports_needs_a_spec_with_a_trace_and_a_dci(capsys: pytest.CaptureFixture
     code, _, err = run(capsys, "ports", "--trace", str(TRACE))
     assert code == 2 and "--trace needs --spec" in err
     code, _, err = run(capsys, "ports", "--spec", SMALL, "--trace", str(TRACE))
-    assert code == 2 and "no DR ports judged" in err
+    # a DCI trace against a spec without the DCI: its DR switches are not devices of that fabric
+    assert code == 2 and "'device': 'dr-campus-b-1' is not a device of this fabric" in err

@@ -163,3 +163,54 @@ def test_three_collectors_two_services_any_one_killed(
                     p.wait(10)
                 except subprocess.TimeoutExpired:
                     p.kill()
+
+
+def kv_consumers(bus: LocalBus) -> int:
+    """Consumers on the two lease buckets' streams now."""
+
+    async def read() -> int:
+        from fabricd.bus import connect
+        from fabricd.telemetry.collector import MEMBERS, SWITCHES
+
+        nc = await connect(BusSettings(urls=[bus.url]), None, "test")
+        try:
+            js = nc.jetstream()
+            return sum([(await js.stream_info(f"KV_{b}")).state.consumer_count for b in (SWITCHES, MEMBERS)])
+        finally:
+            await nc.close()
+
+    return asyncio.run(read())
+
+
+def test_collectors_leave_no_consumers_behind_and_need_no_api_token(
+    twin: TwinThread, nats_bus: LocalBus, tmp_path: Path
+) -> None:
+    # three collectors for six lease TTLs: every lease round lists both buckets. nats-py's kv.keys() left each
+    # listing's consumer on the server for 5 minutes (here ~100 after 12 s, and nats-server's 1,000 limit within
+    # minutes at six collectors); the count must stay at what the collectors are listing right now. Their config
+    # names an API token in an unset variable: a collector serves no API and must not need it.
+    config = write_config(
+        tmp_path, twin.inventory, bus={"urls": [nats_bus.url]},
+        telemetry={"interval_s": 0.5, "source": "bus", "collector_lease_ttl_s": LEASE_S, "stream_max_age_s": 20},
+        api={"token": {"env": "FABRICD_TEST_UNSET_TOKEN"}},
+    )  # fmt: skip
+    os.environ.pop("FABRICD_TEST_UNSET_TOKEN", None)
+    procs = {n: collector(n, config, tmp_path / f"{n}.log") for n in ("c1", "c2", "c3")}
+    try:
+        switches = len(load_inventory(twin.inventory).names)
+        wait_for(lambda: len(owners(nats_bus)) == switches, 30)
+        seen = []
+        deadline = time.monotonic() + 6 * LEASE_S
+        while time.monotonic() < deadline:
+            seen.append(kv_consumers(nats_bus))
+            time.sleep(0.5)
+        assert max(seen) <= 3 * 2 * 2, seen  # at most two listings in flight per collector, and one leftover each
+        assert all(p.poll() is None for p in procs.values()), [(tmp_path / f"{n}.log").read_text() for n in procs]
+    finally:
+        for p in procs.values():
+            if p.poll() is None:
+                p.send_signal(signal.SIGTERM)
+                try:
+                    p.wait(10)
+                except subprocess.TimeoutExpired:
+                    p.kill()
