@@ -8,6 +8,7 @@ that names the device and what to do; nothing else escapes a driver.
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
@@ -112,6 +113,18 @@ class Session(Protocol):
         committed under its revert timer, and this session now confirms or rolls it back), "confirmed", or "none"
         (never committed, already reverted, or no longer known: begin again). A loaded but uncommitted candidate
         under `key` is discarded (it would hold the switch's config lock)."""
+        ...
+
+    def abort_stale(self, below: int, keep: Collection[str]) -> list[str]:
+        """End every fabricd transaction on the switch named with a leader token lower than `below` (an old leader's,
+        `fabricd_t<token>_...`), except those named in `keep` (actions the new leader resumes under their own name):
+        an uncommitted one is discarded, one pending under its revert timer is rolled back. A late command of the old
+        leader then finds nothing to act on. Returns the names ended."""
+        ...
+
+    def abandon(self) -> None:
+        """Let go of the session without another word to the switch (a fenced leader may not touch it): whatever is
+        pending stays for the switch's revert timer or the new leader to decide."""
         ...
 
     def close(self) -> None: ...

@@ -415,6 +415,26 @@ def _hostname(sh: SonicShell, args: list[str], stdin: str) -> Output:
     return sh.dev.hostname + "\n", "", 0
 
 
+def _ls(sh: SonicShell, args: list[str], stdin: str) -> Output:
+    """`ls [-1] DIR...`: the names in a folder, one per line (coreutils prints one per line when not on a tty)."""
+    folders = [a for a in args if not a.startswith("-")] or ["."]
+    out: list[str] = []
+    err: list[str] = []
+    every = (*sh.host.files, *sh.host.dirs)
+    for name in folders:
+        base = sh.host.path(name).rstrip("/")
+        if (
+            base not in sh.host.dirs
+            and base not in ("", "/tmp", "/etc/sonic")
+            and not any(p.startswith(base + "/") for p in every)
+        ):
+            err.append(f"ls: cannot access '{name}': No such file or directory\n")
+            continue
+        names = {p[len(base) + 1 :].split("/", 1)[0] for p in every if p.startswith(base + "/")}
+        out.extend(f"{n}\n" for n in sorted(names) if n)
+    return "".join(out), "".join(err), 2 if err else 0
+
+
 def _sleep(sh: SonicShell, args: list[str], stdin: str) -> Output:
     # A foreground sleep would stall every switch the twin serves from its one event loop.
     return "", "-bash: sleep: the twin runs sleep only inside a background job (`... &`)\n", 1
@@ -427,6 +447,7 @@ _BUILTINS: dict[str, Callable[[SonicShell, list[str], str], Output]] = {
     "rmdir": _rmdir,
     "rm": _rm,
     "kill": _kill,
+    "ls": _ls,
     "hostname": _hostname,
     "sleep": _sleep,
     "true": lambda sh, a, s: ("", "", 0),

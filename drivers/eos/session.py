@@ -7,6 +7,8 @@ exceptions onto ours so one device's failure carries its name and never a secret
 
 from __future__ import annotations
 
+import re
+from collections.abc import Collection
 from typing import Any
 
 import pyeapi.eapilib
@@ -107,12 +109,51 @@ class EosSession:
     def rollback(self) -> None:
         try:
             if self._pending:
-                self._napalm.rollback()
+                # Not napalm's rollback(): when the session is no longer pending (its timer fired, or someone else
+                # confirmed or ended it) napalm falls back to `configure replace flash:rollback-0`, which would put
+                # back the whole config as it was before our commit, undoing whatever was committed since.
+                session = self._napalm.config_session
+                if session is not None and self._state_of(session) == "pendingCommitTimer":
+                    self._napalm.device.run_commands([f"configure session {session} abort", "write memory"])
+                self._napalm.config_session = None
                 self._pending = False
             else:
                 self._napalm.discard_config()
         except _FAILED as e:
             raise self._fail("rollback (the switch still reverts by itself when its timer ends)", e) from None
+
+    def _sessions(self) -> dict[str, Any]:
+        data: dict[str, Any] = self._napalm.device.run_commands(["show configuration sessions detail"])[0]
+        return data
+
+    def _state_of(self, name: str, data: dict[str, Any] | None = None) -> str:
+        """A config session's state ("pendingCommitTimer", "completed", "pending", ...; "" when unknown)."""
+        data = self._sessions() if data is None else data
+        if data.get("commitTimerSessionName") == name:  # EOS 4.32+ names it at the top level (napalm reads both)
+            return "pendingCommitTimer"
+        return str(data.get("sessions", {}).get(name, {}).get("state", ""))
+
+    def abort_stale(self, below: int, keep: Collection[str]) -> list[str]:
+        try:
+            data = self._sessions()
+            ended = []
+            names = set(data.get("sessions", {})) | {str(data.get("commitTimerSessionName") or "")}
+            for name in sorted(names):
+                m = _LEADER_SESSION.match(name)
+                if m is None or int(m.group(1)) >= below or name in keep:
+                    continue
+                if self._state_of(name, data) in ("pendingCommitTimer", "pending"):
+                    self._napalm.device.run_commands([f"configure session {name} abort"])
+                    ended.append(name)
+            if ended:
+                self._napalm.device.run_commands(["write memory"])
+            return ended
+        except _FAILED as e:
+            raise self._fail("ending an old leader's config sessions", e) from None
+
+    def abandon(self) -> None:
+        self._napalm.config_session = None  # napalm's close would abort it on the switch
+        self._pending = False
 
     def discard(self) -> None:
         try:
@@ -177,6 +218,9 @@ class EosSession:
             return  # a dead connection: the switch's own commit timer still reverts anything pending
         finally:
             self._pending = False
+
+
+_LEADER_SESSION = re.compile(r"^fabricd_t(\d+)_")
 
 
 def _clean(e: BaseException, access: DeviceAccess) -> str:

@@ -30,6 +30,7 @@ import re
 import secrets
 import shlex
 import time
+from collections.abc import Collection
 from contextlib import suppress
 from dataclasses import dataclass
 from typing import Any
@@ -360,6 +361,28 @@ class SonicSession:
         self._pending = dataclasses.replace(pending, decided=True)
         return "pending"
 
+    def abort_stale(self, below: int, keep: Collection[str]) -> list[str]:
+        """An old leader's commits still pending under their timers (their pid files, /tmp/fabricd_t<token>_*.pid)
+        are rolled back now, as `resume` + `rollback` would for our own."""
+        status, out = self._run("ls /tmp/ 2>/dev/null")
+        names = sorted({m.group(0)[: -len(".pid")] for m in _STALE_PID.finditer(out)}) if status == 0 else []
+        ended = []
+        for name in names:
+            token = int(name.split("_", 2)[1][1:])
+            if token >= below or name in keep:
+                continue
+            if self.resume(name) == "pending":
+                self.rollback()
+                ended.append(name)
+        return ended
+
+    def abandon(self) -> None:
+        """Disconnect without a word: a commit pending here is left to the switch's timer (or the new leader)."""
+        self._pending = None
+        self._loaded = False
+        with suppress(*_FAILED):
+            self._conn.disconnect()
+
     def close(self) -> None:
         """Close; a commit still pending is rolled back now (else the switch's timer reverts it)."""
         try:
@@ -369,6 +392,9 @@ class SonicSession:
         finally:
             with suppress(*_FAILED):
                 self._conn.disconnect()
+
+
+_STALE_PID = re.compile(r"\bfabricd_t\d+_[A-Za-z0-9_]+\.pid\b")
 
 
 def _pidfile(name: str) -> str:

@@ -370,6 +370,16 @@ class HaSettings(_Strict):
     # it plus half a second of polling. The leader stops acting a third of it before the lease can end.
     lease_ttl_s: float = Field(3.0, ge=1.0, le=60.0)
     bucket: str = Field("fabricd_leader", pattern=r"^[A-Za-z0-9_-]+$")
+    # Before every switch call the leader's lease must still be certainly its own for this long (a call that takes
+    # longer is what naming its transactions with the fencing token covers: docs/ha.md). At most a third of the TTL:
+    # the lease is renewed every third and counted valid for two thirds, so at least a third is always left.
+    switch_call_margin_s: float = Field(0.5, ge=0.0, le=20.0)
+
+    @model_validator(mode="after")
+    def _margin(self) -> HaSettings:
+        if self.switch_call_margin_s > self.lease_ttl_s / 3:
+            raise ValueError(f"switch_call_margin_s must be at most a third of lease_ttl_s ({self.lease_ttl_s / 3:g})")
+        return self
 
 
 def _loopback(host: str) -> bool:

@@ -149,6 +149,8 @@ class Service:
             executor=self.action_pool,
             publish=self.publish,
             fence=self.fence if self.leadership is not None else None,
+            token=(lambda: self.leadership.token if self.leadership is not None else None),
+            on_fenced=self._fenced_out,
         )
         override = self.state.mode_override()
         if override is not None and override[0] != cfg.remediation.mode:
@@ -258,17 +260,25 @@ class Service:
         return self.leadership is None or self.leadership.acting()
 
     def fence(self) -> str | None:
-        """Why this instance may not act now, or None: asked before every switch commit and request of people."""
+        """Why this instance may not act now, or None: asked before every switch call and request of people."""
         lead = self.leadership
         if lead is None:
             return None
         if not lead.acting():
             return f"this instance ({lead.instance}) is a standby; the leader is {lead.holder or 'being elected'}"
+        margin = self.cfg.ha.switch_call_margin_s
+        if lead.valid_for() < margin:  # a call must end while the lease is certainly ours
+            return f"the leader lease of {lead.instance} ends in {lead.valid_for():.2f} s (< {margin:g} s for a call)"
         held = self.state.leader()
         if held is None or held[1] != lead.token:
             who = "nobody" if held is None else f"{held[0]} (token {held[1]})"
             return f"fenced: the state names {who} as leader, not this instance (token {lead.token})"
         return None
+
+    def _fenced_out(self, why: str) -> None:
+        """The state names a newer leader: this instance was paused or cut off and is no longer it."""
+        if self.leadership is not None:
+            self.leadership.step_down(why)
 
     async def _elected(self, token: int) -> None:
         """This instance took the lease: record its fencing token, then finish what the old leader left."""

@@ -66,6 +66,14 @@ class Leadership:
         """This instance leads and its lease cannot have ended yet."""
         return self.token is not None and self._clock() < self._valid_until
 
+    def valid_for(self) -> float:
+        """Seconds this instance's lease is still certainly its own (0 when it does not lead)."""
+        return max(0.0, self._valid_until - self._clock()) if self.token is not None else 0.0
+
+    def step_down(self, why: str) -> None:
+        """Stop acting now (the state names a newer leader: this one was fenced off); a new lease may follow."""
+        self._step_down(why)
+
     def role(self) -> str:
         return "leader" if self.acting() else "standby"
 

@@ -13,6 +13,7 @@ import asyncio
 import logging
 import re
 import shlex
+import time
 from collections.abc import Awaitable, Callable, Collection, Container, Mapping, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass
@@ -33,7 +34,8 @@ from .decide import Decision, PortFacts, action_note, decide, enable_key, escala
 from .faults import LINK_KINDS, fault_key, target_port
 from .guard import Budget, GuardInput, Verdict, budgets, check_disable
 from .reconcile import Hold, Observed, Reconcile, Step, reconcile, stale_holds
-from .state import Action, ActionStatus, DisabledPort, StateStore, Ticket
+from .state import FENCE, Action, ActionStatus, DisabledPort, StateStore, Ticket, fenced
+from .state_db import FencedError
 
 log = logging.getLogger("fabricd.remediation")
 R = TypeVar("R")
@@ -70,6 +72,9 @@ class StandbyError(FabricdError):
     """This instance is a standby (or was fenced off): the leader acts; send the request there."""
 
 
+FENCE_WAIT_S = 1.0  # a leader whose lease is only close to its next renewal waits this long for it before a call
+
+
 class _Fenced(Exception):
     """Raised inside an action when this instance may no longer act: the action is left to the leader."""
 
@@ -96,6 +101,8 @@ class Remediator:
         executor: Executor | None = None,
         publish: Callable[[Ticket], Awaitable[None]] | None = None,
         fence: Callable[[], str | None] | None = None,
+        token: Callable[[], int | None] | None = None,
+        on_fenced: Callable[[str], None] | None = None,
     ) -> None:
         """`fence()` says why this instance may not act now (a standby, or a leader whose token was superseded), or
         None; it is asked before each action starts, before every switch commit, and by every request of people."""
@@ -104,6 +111,10 @@ class Remediator:
         self.executor = executor
         self._publish = publish
         self._fence = fence
+        # HA: the leader's fencing token now (None: acting alone), and what to do when the state says it is not ours
+        self._token = token or (lambda: None)
+        self._on_fenced = on_fenced or (lambda why: None)
+        self._cleaned: set[tuple[int, str]] = set()  # (token, switch): an old leader's transactions ended there
         self._tasks: set[asyncio.Task[None]] = set()
         self._underway: dict[int, asyncio.Event] = {}  # action id -> set once its first step is handed off
         self._lock = asyncio.Lock()  # one decision at a time: budgets must count the action just taken
@@ -116,13 +127,21 @@ class Remediator:
     # --- findings in -----------------------------------------------------------------------------------------
     async def on_findings(self, findings: list[Finding]) -> list[Outcome]:
         out = []
-        async with self._lock:
-            now = self.clock()
-            for f in findings:
-                outcome = await self._incident(f, now)
-                if outcome is not None:
-                    out.append(outcome)
+        try:
+            with fenced(self._token()):  # every write conditional on this leader's token (state.FENCE)
+                async with self._lock:
+                    now = self.clock()
+                    for f in findings:
+                        outcome = await self._incident(f, now)
+                        if outcome is not None:
+                            out.append(outcome)
+        except FencedError as e:
+            self._fenced_out(str(e))
         return out
+
+    def _fenced_out(self, why: str) -> None:
+        log.warning("%s", why)
+        self._on_fenced(why)
 
     async def _incident(self, f: Finding, now: int) -> Outcome | None:
         """Record the finding; if it is a new incident, decide (decide.py) and write the decision, its action and
@@ -289,7 +308,9 @@ class Remediator:
         underway: its first step handed to the driver thread or the drain hook, queued behind another action on
         the same switch, or ended. `resumed`: a fabricd before this one began it (see `_open_and_set`)."""
         underway = self._underway[action.id] = asyncio.Event()
-        task: asyncio.Task[None] = asyncio.ensure_future(self._carry_out(action, resumed))
+        # The token it runs under is the one of the leader that starts it, even if that leader is paused and wakes
+        # up after a new one took over: then every write and switch call of it is refused.
+        task: asyncio.Task[None] = asyncio.ensure_future(self._carry_out(action, resumed, self._token()))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
         return underway
@@ -299,9 +320,10 @@ class Remediator:
         if event is not None:
             event.set()
 
-    async def _carry_out(self, action: Action, resumed: bool) -> None:
+    async def _carry_out(self, action: Action, resumed: bool, token: int | None) -> None:
         try:
-            await self._carry_out_inner(action, resumed)
+            with fenced(token):
+                await self._carry_out_inner(action, resumed)
         finally:
             self._mark_underway(action.id)
 
@@ -317,10 +339,12 @@ class Remediator:
             if (why := self._fenced()) is not None:
                 raise _Fenced(why)
             await (self._disable(action, resumed) if action.op == "disable" else self._enable(action, resumed))
-        except _Fenced as e:
+        except (_Fenced, FencedError) as e:
             # Nothing written: the action stays `running` in the shared state and the leader's reconcile resumes it.
             log.warning("action %d (%s %s:%s) left to the leader: %s", action.id, action.op, action.device,
                         action.port, e)  # fmt: skip
+            if isinstance(e, FencedError):
+                self._on_fenced(str(e))
         except Exception as e:
             log.exception("action %d (%s %s:%s) failed unexpectedly", action.id, action.op, action.device, action.port)
             current = self.state.action(action.id) or action
@@ -370,42 +394,80 @@ class Remediator:
 
     async def _transaction(self, action: Action, ep: Endpoint, up: bool, verb: str, resumed: bool) -> str:
         session: Session | None = None
-        if (why := self._fenced()) is not None:  # checked before every switch commit
-            raise _Fenced(why)
+        await self._await_fence()  # checked before every switch call
+        fenced_out = False
         try:
             # Connect and commit in one trip to the driver thread: each hop back to a busy loop costs latency.
             mark = None if up else self._mark(action)
+            token, look_for = FENCE.get(), action.switch_key
+            clean: tuple[int, frozenset[str]] | None = None
+            if token is not None:
+                if resumed and action.token != token:
+                    # An old leader began it: look for its transaction under the old name, commit anew under ours.
+                    action = self.state.retoken(action.id, token)
+                if (token, ep.device) not in self._cleaned:  # once per switch per leadership term
+                    running = self.state.actions_in("running")
+                    clean = (token, frozenset({look_for, *(a.switch_key for a in running if a.device == ep.device)}))
             opened = asyncio.get_running_loop().run_in_executor(
-                self.executor, self._open_and_set, ep, up, action.switch_key, resumed, mark
+                self.executor, self._open_and_set, ep, up, action.switch_key, resumed, mark, look_for, clean, token
             )
             self._mark_underway(action.id)  # connect-and-commit is in the driver thread now
             session, found = await opened
+            if clean is not None:
+                self._cleaned.add((clean[0], ep.device))
             seen = await self.view.wait_oper(ep.device, ep.port, up, self.settings.verify_timeout_s)
+            await self._await_fence()  # a leader paused while it waited (SIGSTOP, a frozen VM) may not touch it
             if found == "confirmed":
                 # The fabricd before this one confirmed it on the switch and died before recording that.
                 text = f"{verb}d {ep} (confirmed on the switch before a restart)"
                 self._finish(action, "done", text)
                 return text
             if not seen and not up:
+                await self._await_fence()
                 how = await self._blocking(settle, session, False)
                 text = f"telemetry did not show {ep} down within {self.settings.verify_timeout_s:g} s; {how}"
                 self._finish(action, "rolled_back", text)
                 return text
+            await self._await_fence()
             await self._blocking(settle, session, True)
             text = f"{verb}d {ep}" + (
                 "" if seen else f" (it did not come up within {self.settings.verify_timeout_s:g} s)"
             )
             self._finish(action, "done", text)
             return text
+        except _Fenced:
+            fenced_out = True
+            raise
         except DriverError as e:
-            if session is not None:
+            if session is not None and self._fenced() is None:
                 await self._blocking(settle, session, False)  # a failed rollback: the switch's timer reverts it
             text = f"could not {verb} {ep}: {e}"
             self._finish(action, "failed", text)
             return text
         finally:
             if session is not None:
-                await self._blocking(session.close)
+                # A fenced leader lets go without a word to the switch; the new leader decides what it left.
+                await self._blocking(session.abandon if fenced_out or self._fenced() else session.close)
+
+    def _check_fence(self, token: int | None = None) -> None:
+        """Before a switch call: may this instance act now? A leader whose lease is merely close to its renewal waits
+        for it (FENCE_WAIT_S); one that lost it, or was fenced off by a newer leader, raises _Fenced. Blocking: for
+        the driver thread (it never runs in the event loop once a switch is open)."""
+        deadline = time.monotonic() + FENCE_WAIT_S
+        token = FENCE.get() if token is None else token
+        while (why := self._fenced()) is not None:
+            if token is None or self._token() != token or time.monotonic() >= deadline:
+                raise _Fenced(why)
+            time.sleep(0.02)
+
+    async def _await_fence(self) -> None:
+        """`_check_fence` for the event loop."""
+        deadline = time.monotonic() + FENCE_WAIT_S
+        token = FENCE.get()
+        while (why := self._fenced()) is not None:
+            if token is None or self._token() != token or time.monotonic() >= deadline:
+                raise _Fenced(why)
+            await asyncio.sleep(0.02)
 
     def _mark(self, action: Action) -> Mark:
         """What the switch carries on a port fabricd shuts: this action, its ticket and the fault's kind."""
@@ -413,18 +475,31 @@ class Remediator:
         return Mark(action.id, action.ticket_id, t.kind if t is not None else "fault")
 
     def _open_and_set(
-        self, ep: Endpoint, up: bool, key: str, resumed: bool, mark: Mark | None = None
-    ) -> tuple[Session, Resumed]:
+        self, ep: Endpoint, up: bool, key: str, resumed: bool, mark: Mark | None = None, look_for: str | None = None,
+        clean: tuple[int, frozenset[str]] | None = None, token: int | None = None,
+    ) -> tuple[Session, Resumed]:  # fmt: skip
         """Blocking: a session with the admin-state change committed under the revert timer (closed on failure),
         and what a fabricd before this one left of it on the switch. The switch's transaction is named by the
         action (`key`): a resumed action first looks for it, and takes over a commit still pending under its
         timer (confirmed or rolled back like a new one) or one already confirmed, instead of committing again
         (EOS refuses a second commit timer; a SONiC timer left behind would revert the new commit)."""
+        self._check_fence(token)  # before every switch call, in this thread too (FENCE is the loop's, not ours)
         session = self.actuator.connect(ep.device)
         try:
-            found = session.resume(key) if resumed else "none"
+            if clean is not None:
+                # A new leader ends what an old one left open on this switch (by the token in its names) before it
+                # acts, except what it is about to resume: a late command of the old leader then finds nothing.
+                token, keep = clean
+                ended = session.abort_stale(token, keep)
+                if ended:
+                    log.warning("%s: ended an old leader's transactions %s", ep.device, ", ".join(ended))
+            found = session.resume(look_for or key) if resumed else "none"
             if found == "none":
+                self._check_fence(token)
                 session.set_port_admin(ep.port, up, self.settings.revert_in_s, key=key, mark=mark)
+        except _Fenced:
+            session.abandon()
+            raise
         except BaseException:
             settle(session, keep=False)  # anything half-committed goes now (or with the switch's timer)
             session.close()
@@ -472,6 +547,10 @@ class Remediator:
     # --- people --------------------------------------------------------------------------------------------
     async def approve(self, action_id: int, actor: str) -> Action:
         self._leader_only()
+        with fenced(self._token()):
+            return await self._approve(action_id, actor)
+
+    async def _approve(self, action_id: int, actor: str) -> Action:
         async with self._lock:
             a = self.state.action(action_id)
             if a is None:
@@ -501,6 +580,10 @@ class Remediator:
         """Change the remediation mode now (e.g. observe during an incident or maintenance); it is written to the
         state so a restart keeps it, and audited. Actions already running finish; proposals wait as they are."""
         self._leader_only()
+        with fenced(self._token()):
+            return await self._set_mode(mode, actor, why)
+
+    async def _set_mode(self, mode: Literal["observe", "approve", "auto"], actor: str, why: str) -> str:
         async with self._lock:
             self.settings = self.settings.model_copy(update={"mode": mode})
             self.state.set_mode(mode, actor, why.strip() or "no reason given", self.clock())
@@ -509,6 +592,10 @@ class Remediator:
     async def reject(self, action_id: int, actor: str, reason: str) -> Action:
         """A person says no to a proposed action: it is cancelled (never run), with who and why on the ticket."""
         self._leader_only()
+        with fenced(self._token()):
+            return await self._reject(action_id, actor, reason)
+
+    async def _reject(self, action_id: int, actor: str, reason: str) -> Action:
         async with self._lock:
             a = self.state.action(action_id)
             if a is None:
@@ -527,6 +614,10 @@ class Remediator:
     async def resolve(self, ticket_id: int, actor: str) -> Ticket:
         """The repair is done: close the ticket, bring back the ports it held down, start their probation."""
         self._leader_only()
+        with fenced(self._token()):
+            return await self._resolve(ticket_id, actor)
+
+    async def _resolve(self, ticket_id: int, actor: str) -> Ticket:
         async with self._lock:
             t = self.state.ticket(ticket_id)
             if t is None:
@@ -634,6 +725,14 @@ class Remediator:
         (audited, noted on tickets). Returns a line per step taken. Switches in `stale` are not judged."""
         observed = Observed(self.view.admin_up(), self.marks, frozenset(stale))
         grace = self.settings.verify_timeout_s if grace_s is None else grace_s
+        try:
+            with fenced(self._token()):
+                return await self._reconcile_pass(observed, now, grace)
+        except FencedError as e:
+            self._fenced_out(str(e))
+            return []
+
+    async def _reconcile_pass(self, observed: Observed, now: int, grace: float) -> list[str]:
         async with self._lock:
             holds = [Hold.of(p) for p in self.state.disabled_ports()]
             in_flight = {Endpoint(a.device, a.port) for a in self.state.actions_in("running", "awaiting_approval")}

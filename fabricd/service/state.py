@@ -15,6 +15,7 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, cast
@@ -25,11 +26,27 @@ from typing_extensions import TypedDict  # pydantic reads these for the API (api
 from fabricd.detectors.finding import Finding
 
 from .config import ServiceConfig, read_secret
-from .state_db import ConflictError, Db, Result, Row, StateError, connect, schema, set_aside
+from .state_db import ConflictError, Db, FencedError, Result, Row, StateError, connect, schema, set_aside
 
 log = logging.getLogger("fabricd.state")
 
-SCHEMA_VERSION = 2  # 2: actions.key (idempotency)
+SCHEMA_VERSION = 3  # 2: actions.key (idempotency); 3: actions.token (the fencing token of the leader that began it)
+
+# The fencing token the current task writes under (HA): every transaction first checks that the state still names
+# this token as the leader's, so an old leader that wakes from a pause writes nothing (FencedError). Set by
+# remediation for the work it does as leader (`fenced`); None (the default) writes unchecked: a single instance,
+# a standby's page login, `fabricd token`.
+FENCE: ContextVar[int | None] = ContextVar("fabricd_fence", default=None)
+
+
+@contextmanager
+def fenced(token: int | None) -> Iterator[None]:
+    """Every state write inside is conditional on `token` still being the leader's (None: unconditional)."""
+    reset = FENCE.set(token)
+    try:
+        yield
+    finally:
+        FENCE.reset(reset)
 
 
 # An action's life: proposed (observe) | awaiting_approval -> running -> done | failed | rolled_back; refused.
@@ -146,6 +163,7 @@ class Action:
     # What makes the action unique (`disable:<device>:<port>:finding<id>`, `enable:<device>:<port>:after<id>`):
     # deciding the same thing twice (a retry, a restart, a second leader) finds the first one instead of adding one.
     key: str | None = None
+    token: int | None = None  # HA: the fencing token of the leader that began it (named in its switch transaction)
 
     @property
     def switch_key(self) -> str:
@@ -153,7 +171,10 @@ class Action:
         dies between commit and confirm finds its own pending commit again by this name."""
         # The id alone repeats across state databases (a new deployment, a lab rebuilt, one test after another on
         # one twin), and EOS keeps a completed session's name: the creation time's low bits tell them apart.
-        return f"fabricd_a{self.id}_{self.created_ts & 0xFFFFFFFF:08x}"
+        # With a leader, its token comes first: a new leader sees an old leader's transaction by its name and ends it
+        # before acting (Session.abort_stale), so a late command of an old leader finds nothing to act on.
+        lead = "" if self.token is None else f"t{self.token}_"
+        return f"fabricd_{lead}a{self.id}_{self.created_ts & 0xFFFFFFFF:08x}"
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -234,6 +255,9 @@ class StateStore:
             columns = {r[1] for r in self._db.execute("PRAGMA table_info(actions)").fetchall()}
             if "key" not in columns:
                 self._db.execute("ALTER TABLE actions ADD COLUMN key TEXT")
+        if version < 3:
+            big = "INTEGER" if self.dialect == "sqlite" else "BIGINT"
+            self._db.execute(f"ALTER TABLE actions ADD COLUMN token {big}")
         self._db.execute("UPDATE meta SET value = ? WHERE key = 'schema'", (str(SCHEMA_VERSION),))
 
     def close(self) -> None:
@@ -259,11 +283,14 @@ class StateStore:
                 raise
             self._depth = 1
             try:
+                token = FENCE.get()
+                if token is not None:
+                    self._check_fence(token)
                 yield self._db
             except BaseException as e:
                 with contextlib.suppress(StateError):  # a lost connection has rolled back already
                     self._db.execute("ROLLBACK")
-                if isinstance(e, StateError) and not isinstance(e, ConflictError):
+                if isinstance(e, StateError) and not isinstance(e, ConflictError | FencedError):
                     self.writes.failed(e)
                 raise
             finally:
@@ -274,6 +301,17 @@ class StateStore:
                 self.writes.failed(e)
                 raise
             self.writes.ok()
+
+    def _check_fence(self, token: int) -> None:
+        """Inside a transaction: the state still names `token` as the leader's, or FencedError. On PostgreSQL the
+        leader row is share-locked until the commit, so a new leader's claim waits for this write to end and reads
+        it, or this write sees the claim and writes nothing (SQLite serializes writers anyway)."""
+        lock = " FOR SHARE" if self.dialect == "postgresql" else ""
+        row = self._db.execute(f"SELECT holder, token FROM leader WHERE id = 1{lock}").fetchone()
+        if row is None or int(row[1]) != token:
+            who = "nobody" if row is None else f"{row[0]} (token {row[1]})"
+            raise FencedError(f"fenced: the state names {who} as leader, not this instance's token {token}; "
+                              "nothing written, this instance steps down")  # fmt: skip
 
     def _one(self, sql: str, args: tuple[Any, ...] = ()) -> Row | None:
         with self._lock:
@@ -553,14 +591,15 @@ class StateStore:
         self, op: str, device: str, port: str, mode: str, status: ActionStatus, reason: str, now: int,
         *, finding_id: int | None = None, ticket_id: int | None = None, key: str | None = None,
     ) -> Action:  # fmt: skip
-        """Record a new action; with a `key` already recorded, the action that has it (nothing is added)."""
+        """Record a new action; with a `key` already recorded, the action that has it (nothing is added). Under a
+        fencing token (`fenced`), the action carries it."""
         with self.tx() as db:
             if key is not None and (row := db.execute("SELECT * FROM actions WHERE key = ?", (key,)).fetchone()):
                 return Action(**dict(row))
             aid = _new_id(db.execute(
                 "INSERT INTO actions (op, device, port, mode, status, reason, finding_id, ticket_id, created_ts,"
-                " updated_ts, key) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
-                (op, device, port, mode, status, reason, finding_id, ticket_id, now, now, key),
+                " updated_ts, key, token) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
+                (op, device, port, mode, status, reason, finding_id, ticket_id, now, now, key, FENCE.get()),
             ))  # fmt: skip
             a = self.action(aid)
         assert a is not None
@@ -589,6 +628,15 @@ class StateStore:
                 _hold(db, a.device, a.port, a.id, a.ticket_id, now)
             elif status == "done" and a.op == "enable":
                 _release(db, a.device, a.port, probation_until, a.ticket_id)
+        return a
+
+    def retoken(self, action_id: int, token: int) -> Action:
+        """A new leader takes over an action an old one began and found nothing of it on the switch: it commits under
+        its own token (the old transaction's name is ended, so the old leader's late commands find nothing)."""
+        with self.tx() as db:
+            db.execute("UPDATE actions SET token = ? WHERE id = ?", (token, action_id))
+        a = self.action(action_id)
+        assert a is not None
         return a
 
     def link_action_ticket(self, action_id: int, ticket_id: int) -> None:

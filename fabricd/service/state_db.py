@@ -27,6 +27,10 @@ class StateError(FabricdError):
     """The state database cannot be opened, is from a newer fabricd, or went away."""
 
 
+class FencedError(StateError):
+    """A write by an instance whose fencing token is no longer the leader's: nothing was written."""
+
+
 class ConflictError(StateError):
     """A write that would break a uniqueness rule (two open tickets for one fault, one action key twice)."""
 
@@ -75,7 +79,7 @@ CREATE UNIQUE INDEX IF NOT EXISTS tickets_open_fault ON tickets(fault) WHERE sta
 CREATE TABLE IF NOT EXISTS actions (
     id {pk}, op TEXT NOT NULL, device TEXT NOT NULL, port TEXT NOT NULL, mode TEXT NOT NULL,
     status TEXT NOT NULL, reason TEXT NOT NULL, finding_id {big}, ticket_id {big},
-    created_ts {big} NOT NULL, updated_ts {big} NOT NULL, detail TEXT NOT NULL DEFAULT '', key TEXT);
+    created_ts {big} NOT NULL, updated_ts {big} NOT NULL, detail TEXT NOT NULL DEFAULT '', key TEXT, token {big});
 CREATE TABLE IF NOT EXISTS disabled_ports (
     device TEXT NOT NULL, port TEXT NOT NULL, action_id {big} NOT NULL, ticket_id {big},
     since_ts {big} NOT NULL, PRIMARY KEY (device, port));

@@ -124,9 +124,25 @@ class FakeSession:
         if self._key is not None:
             self.world.keyed.pop(self._key, None)
 
+    def abort_stale(self, below: int, keep: Any) -> list[str]:
+        self._call("abort_stale", below, tuple(sorted(keep)))
+        ended = [k for k, v in self.world.keyed.items() if _token_of(k) < below and k not in keep and v == "pending"]
+        for k in ended:
+            self.world.keyed.pop(k)
+        return ended
+
+    def abandon(self) -> None:
+        self._call("abandon")
+
     def close(self) -> None:
         if not getattr(self, "_scan", False):
             self._call("close")
+
+
+def _token_of(key: str) -> int:
+    """The leader token in a transaction's name (fabricd_t<token>_...; 0 without one)."""
+    head = key.removeprefix("fabricd_t")
+    return int(head.split("_", 1)[0]) if head != key else 0
 
 
 class FakeActuator:

@@ -1,0 +1,103 @@
+"""Fencing (docs/ha.md): a leader's every state write is conditional on its token still being the one the state
+names, and its every switch call is preceded by a check that it still leads. A leader paused mid-action (SIGSTOP, a
+frozen VM) that wakes after a new leader took over writes nothing and sends nothing more to the switch."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from fabricd.service import remediation
+from fabricd.service.config import RemediationSettings, SafetyLimits
+from fabricd.service.remediation import Remediator
+from fabricd.service.state import StateStore, fenced
+from fabricd.service.state_db import FencedError
+
+from .harness import SERVER_PORT, T0, Clock, FakeActuator, FakeView, Harness, InlineExecutor, World, flap, run
+
+
+def test_a_write_under_a_superseded_token_writes_nothing(tmp_path: Path) -> None:
+    s = StateStore(tmp_path / "state.db")
+    assert s.claim_leader("a", 5, T0)
+    with fenced(5):
+        t = s.create_ticket("f", "link_flap", "d", "p", "t", {}, T0)  # still the leader's
+        a = s.add_action("disable", "d", "p", "auto", "running", "flap", T0)
+    assert a.token == 5 and a.switch_key.startswith(f"fabricd_t5_a{a.id}_")
+    assert s.claim_leader("b", 6, T0)  # a new leader
+    with fenced(5), pytest.raises(FencedError, match=r"names b \(token 6\) as leader, not this instance's token 5"):
+        s.update_ticket(t.id, T0 + 1, body={"x": 1})
+    assert s.ticket(t.id).body == {}  # type: ignore[union-attr]
+    assert not s.writes.failing  # being fenced is not a broken state store
+    with fenced(6):
+        s.update_ticket(t.id, T0 + 1, body={"x": 1})  # the new leader's write goes through
+    s.update_ticket(t.id, T0 + 2, body={"y": 1})  # unfenced (a single instance, a tool): unconditional
+    s.close()
+
+
+def test_a_leader_fenced_off_mid_action_touches_neither_switch_nor_state(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, make: Callable[..., Harness]
+) -> None:
+    monkeypatch.setattr(remediation, "FENCE_WAIT_S", 0.05)
+    h = make()
+    state, world = h.state, World()
+    assert state.claim_leader("a", 5, T0)
+    token = [5]
+    fenced_out: list[str] = []
+
+    def fence() -> str | None:
+        held = state.leader()
+        return None if held is not None and held[1] == token[0] else f"fenced: the state names {held}"
+
+    rem = Remediator(
+        h.fabric, state, RemediationSettings(mode="auto", verify_timeout_s=1.0), SafetyLimits(),
+        managed={d.name for d in h.fabric.switches()}, actuator=FakeActuator(world), view=FakeView(world),
+        clock=Clock(), executor=InlineExecutor(), fence=fence, token=lambda: token[0], on_fenced=fenced_out.append,
+    )  # fmt: skip
+    # the leader commits the shutdown, then is paused; meanwhile a new leader takes over (token 6)
+    world.hooks["set_port_admin"] = lambda: state.claim_leader("b", 6, T0 + 1)
+
+    async def go() -> None:
+        await rem.on_findings([flap(h.fabric, SERVER_PORT)])
+        await rem.idle()
+
+    run(go())
+    assert [c[0] for c in world.touched()] == ["abort_stale", "set_port_admin", "abandon"]  # no confirm, no rollback
+    (a,) = state.actions()
+    assert a.status == "running" and a.token == 5  # left for the new leader to resume, as it was
+    assert state.disabled_ports() == []
+    # what the leader wrote before it was fenced off, and the new leader's claim: nothing after
+    assert sorted(r["what"] for r in state.audit_log()) == sorted(
+        ["a leads", "opened ticket 1", "disable leaf-g0-r0:Ethernet1/1: running", "b leads"]
+    )
+    assert fenced_out == []  # refused by the switch-call check first: nothing tried to write
+
+
+def test_a_new_leader_ends_an_old_leaders_open_transaction_and_commits_under_its_own_token(
+    make: Callable[..., Harness],
+) -> None:
+    h = make()
+    state, world = h.state, h.world
+    assert state.claim_leader("a", 5, T0)
+    with fenced(5):
+        t = state.create_ticket("f", "link_flap", SERVER_PORT.device, SERVER_PORT.port, "t", {"actions": []}, T0)
+        a = state.add_action("disable", SERVER_PORT.device, SERVER_PORT.port, "auto", "running", "flap", T0,
+                             ticket_id=t.id)  # fmt: skip
+        other = state.add_action("disable", SERVER_PORT.device, "Ethernet9/1", "auto", "done", "x", T0)
+    world.keyed[other.switch_key] = "pending"  # an old leader's commit nobody will resume: ended
+    assert state.claim_leader("b", 6, T0 + 1)
+    rem = Remediator(
+        h.fabric, state, RemediationSettings(mode="auto", verify_timeout_s=1.0), SafetyLimits(),
+        managed={d.name for d in h.fabric.switches()}, actuator=FakeActuator(world), view=FakeView(world),
+        clock=Clock(), executor=InlineExecutor(), fence=lambda: None, token=lambda: 6,
+    )  # fmt: skip
+    run(rem.reconcile())
+    done = state.action(a.id)
+    assert done is not None and done.status == "done" and done.token == 6
+    calls = [c for c in world.touched() if c[0] in ("abort_stale", "resume", "set_port_admin")]
+    assert calls[0] == ("abort_stale", SERVER_PORT.device, 6, tuple(sorted({a.switch_key, done.switch_key})))
+    assert calls[1] == ("resume", SERVER_PORT.device, a.switch_key)  # looked for under the old leader's name
+    assert calls[2][0] == "set_port_admin"
+    assert other.switch_key not in world.keyed  # ended
+    assert world.keyed[done.switch_key] == "confirmed" and done.switch_key.startswith("fabricd_t6_")
