@@ -277,6 +277,9 @@ class SonicSession:
         if pending is None:
             self.discard()
             return
+        if not pending.decided and self._run(f"cat {_pidfile(pending.checkpoint)}")[0] != 0:
+            self._pending = None  # decided elsewhere (a new leader confirmed or ended it): nothing of ours to undo
+            return
         if not self._decide(pending):
             self._pending = None  # the timer got there first and is reverting the switch itself
             return

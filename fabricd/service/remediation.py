@@ -486,6 +486,7 @@ class Remediator:
         self._check_fence(token)  # before every switch call, in this thread too (FENCE is the loop's, not ours)
         session = self.actuator.connect(ep.device)
         try:
+            self._check_fence(token)  # the connect may have taken long (or the process was paused in it)
             if clean is not None:
                 # A new leader ends what an old one left open on this switch (by the token in its names) before it
                 # acts, except what it is about to resume: a late command of the old leader then finds nothing.
@@ -689,7 +690,8 @@ class Remediator:
             self._spawn(a, resumed=True)
         await self.idle()
         await self.scan_marks(stale)
-        notes += await self.reconcile_pass(self.clock(), stale, grace_s=0.0)
+        # The usual grace: a hold the resumed actions just made is younger than telemetry's word on it.
+        notes += await self.reconcile_pass(self.clock(), stale)
         await self.idle()
         for n in notes:
             log.warning("%s", n)

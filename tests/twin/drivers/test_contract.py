@@ -206,3 +206,47 @@ def test_the_shutdown_carries_fabricds_mark_beside_the_operators_description(
         assert up(s, port) is True
     finally:
         s.close()
+
+
+@pytest.mark.parametrize(("platform", "device", "port"), CASES, ids=[c[0] for c in CASES])
+def test_a_new_leader_ends_an_old_leaders_pending_commit_by_its_token(
+    twin: TwinThread, platform: str, device: str, port: str
+) -> None:
+    # leader 5 commits under its token's name and is paused; leader 6 ends it before acting (unless it resumes it),
+    # and a session let go with abandon() says nothing more to the switch
+    old = connect(twin, device)
+    old.set_port_admin(port, False, revert_in_s=60, key="fabricd_t5_a1_00000001")
+    old.abandon()  # the paused leader: not a word more
+    new = connect(twin, device)
+    try:
+        assert up(new, port) is False
+        assert new.abort_stale(6, keep={"fabricd_t5_a1_00000001"}) == []  # the one it resumes is kept
+        assert new.abort_stale(5, keep=()) == []  # not older than 5
+        assert new.abort_stale(6, keep=()) == ["fabricd_t5_a1_00000001"]
+        assert up(new, port) is True  # rolled back
+        assert new.resume("fabricd_t5_a1_00000001") == "none"
+        assert new.abort_stale(6, keep=()) == []
+    finally:
+        new.close()
+
+
+@pytest.mark.parametrize(("platform", "device", "port"), CASES, ids=[c[0] for c in CASES])
+def test_rollback_after_the_commit_was_decided_elsewhere_changes_nothing(
+    twin: TwinThread, platform: str, device: str, port: str
+) -> None:
+    # an old leader that wakes and rolls back a commit the new leader has meanwhile confirmed must not undo anything
+    # (napalm's own rollback falls back to `configure replace flash:rollback-0`, the config before the commit)
+    old = connect(twin, device)
+    new = connect(twin, device)
+    try:
+        old.set_port_admin(port, False, revert_in_s=60, key="fabricd_t7_a2_00000002")
+        assert new.resume("fabricd_t7_a2_00000002") == "pending"
+        new.confirm()
+        before = new.running_config()
+        old.rollback()
+        assert new.running_config() == before and up(new, port) is False
+        new.set_port_admin(port, True, revert_in_s=60)
+        new.confirm()
+    finally:
+        old.abandon()
+        new.close()

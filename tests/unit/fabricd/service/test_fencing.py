@@ -55,8 +55,12 @@ def test_a_leader_fenced_off_mid_action_touches_neither_switch_nor_state(
         managed={d.name for d in h.fabric.switches()}, actuator=FakeActuator(world), view=FakeView(world),
         clock=Clock(), executor=InlineExecutor(), fence=fence, token=lambda: token[0], on_fenced=fenced_out.append,
     )  # fmt: skip
+
     # the leader commits the shutdown, then is paused; meanwhile a new leader takes over (token 6)
-    world.hooks["set_port_admin"] = lambda: state.claim_leader("b", 6, T0 + 1)
+    def new_leader() -> None:
+        assert state.claim_leader("b", 6, T0 + 1)
+
+    world.hooks["set_port_admin"] = new_leader
 
     async def go() -> None:
         await rem.on_findings([flap(h.fabric, SERVER_PORT)])

@@ -186,8 +186,8 @@ def test_reconcile_completes_an_interrupted_action(make: Callable[..., Harness])
     # What a crash between "running" and the driver call leaves behind.
     t = h.state.create_ticket(FAULT, "link_flap", "leaf-g0-r0", "Ethernet1/1", "link flap", {"actions": []}, T0)
     a = h.state.add_action("disable", "leaf-g0-r0", "Ethernet1/1", "auto", "running", "flap", T0, ticket_id=t.id)
-    # And a port fabricd held down that someone brought back up while fabricd was down.
-    h.state.mark_disabled("leaf-g0-r1", "Ethernet2/1", 99, None, T0 - NS)
+    # And a port fabricd held down (a minute ago) that someone brought back up while fabricd was down.
+    h.state.mark_disabled("leaf-g0-r1", "Ethernet2/1", 99, None, T0 - 60 * NS)
 
     rem = h.restart()
     notes = run(rem.reconcile())

@@ -46,7 +46,7 @@ def test_a_port_in_flight_counts_as_held_past_500_actions(make: Callable[..., Ha
 def test_a_port_found_up_after_a_restart_goes_on_probation(make: Callable[..., Harness]) -> None:
     h = make(probation_s=3600)
     t = h.state.create_ticket(FAULT, "link_flap", SERVER_PORT.device, SERVER_PORT.port, "t", {}, T0)
-    h.state.mark_disabled(SERVER_PORT.device, SERVER_PORT.port, 1, t.id, T0)  # held, but the port is up
+    h.state.mark_disabled(SERVER_PORT.device, SERVER_PORT.port, 1, t.id, T0 - 60 * NS)  # held, but the port is up
     h.state.resolve_ticket(t.id, T0, "tech")  # repaired, and its enable not recorded (fabricd died)
     run(h.restart(probation_s=3600).reconcile())
     assert h.state.disabled_ports() == []

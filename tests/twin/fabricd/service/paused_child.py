@@ -1,0 +1,97 @@
+"""`fabricd run` as a leader that pauses itself (SIGSTOP) at one step of its first port action, for
+test_fencing_processes.py. Every switch call it makes goes to a JSON-lines file with the time it was made, so the
+test can tell what the leader sent after it was woken (SIGCONT). The service is the real one; only its actuator is
+wrapped (this test helper swaps the daemon's actuator class before the service is built).
+
+Steps: `connected` (the action's session is open, nothing sent yet), `committed` (the shutdown is committed under
+its revert timer, not confirmed).
+
+Run: python -m tests.twin.fabricd.service.paused_child CONFIG DEVICE STEP CALLS_FILE
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from drivers.base import Session
+from fabricd.service import daemon
+from fabricd.service.actuator import DriverActuator
+from fabricd.service.config import load_config
+
+CONFIG, DEVICE, STEP, CALLS = sys.argv[1], sys.argv[2], sys.argv[3], Path(sys.argv[4])
+LOCAL = {"abandon", "port_key", "device"}  # no word to the switch
+
+
+def record(call: str, device: str) -> None:
+    with CALLS.open("a") as f:
+        f.write(json.dumps({"call": call, "device": device, "t": time.time()}) + "\n")
+
+
+def pause(step: str) -> None:
+    """Park here until the test has stopped the whole process (SIGSTOP: every thread, as a long GC or a frozen VM
+    would) and let it go again: the pause falls exactly between two switch calls."""
+    record(f"pause:{step}", DEVICE)
+    go = CALLS.with_suffix(".go")
+    while not go.exists():
+        time.sleep(0.01)
+    record(f"woke:{step}", DEVICE)
+
+
+class Recorded:
+    def __init__(self, inner: Session, device: str, armed: bool) -> None:
+        self.inner, self.device, self.armed = inner, device, armed
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self.inner, name)
+        if not callable(attr) or name in LOCAL:
+            return attr
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            record(name, self.device)
+            out = attr(*args, **kwargs)
+            if self.armed and name == "set_port_admin" and STEP == "committed":
+                self.armed = False
+                pause("committed")
+            return out
+
+        return call
+
+
+class PausingActuator(DriverActuator):
+    paused = False
+
+    def connect(self, device: str) -> Session:
+        record("connect", device)
+        session = super().connect(device)
+        # the marks scan at takeover connects too: the action's session is the one after it that commits
+        armed = device == DEVICE and not PausingActuator.paused and _scanned(device)
+        if armed and STEP == "connected":
+            PausingActuator.paused = True
+            pause("connected")
+        elif armed:
+            PausingActuator.paused = True
+        return Recorded(session, device, armed)  # a Session by duck typing
+
+
+def _scanned(device: str) -> bool:
+    calls = [json.loads(x) for x in CALLS.read_text().splitlines()] if CALLS.exists() else []
+    return any(c["call"] == "port_marks" and c["device"] == device for c in calls)
+
+
+def main() -> None:
+    daemon.DriverActuator = PausingActuator  # type: ignore[attr-defined]
+    cfg = load_config(Path(CONFIG))
+
+    async def run() -> None:
+        await daemon.Service(cfg).run()
+
+    asyncio.run(run())
+
+
+if __name__ == "__main__":
+    main()

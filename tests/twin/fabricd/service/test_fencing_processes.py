@@ -1,0 +1,122 @@
+"""A paused leader can never touch a switch (docs/ha.md, "Fencing"): real processes on a real nats-server (the
+lease), a real PostgreSQL (the shared state) and the twin. The leader pauses itself (SIGSTOP) at a step of its first
+port action; the standby takes over and finishes the action; the old leader is woken (SIGCONT) and from then on sends
+nothing to any switch and writes nothing to the state: the new leader's outcome stands."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from fabricd.bus import LocalBus
+from lab.control_client import inject
+from tests.conftest import EXAMPLES, REPO, free_port
+from tests.twin.lab.twin_thread import TwinThread
+from topology.spec import load_spec
+
+from .service_thread import TOKEN, wait_for, write_config
+from .test_service_twin import admin_enabled
+
+pytestmark = [pytest.mark.distributed, pytest.mark.slow]
+TTL = 2.0
+PORT = "leaf-g0-r0:Ethernet1/1"
+
+
+@pytest.fixture
+def twin(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TwinThread]:
+    t = TwinThread(load_spec(EXAMPLES / "small-pod.yaml"), tmp_path_factory.mktemp("fence-twin")).start()
+    yield t
+    t.stop()
+
+
+class Proc:
+    def __init__(self, args: list[str], name: str, log: Path) -> None:
+        self.port = free_port()
+        env = {**os.environ, "FABRICD_API__PORT": str(self.port), "FABRICD_HA__INSTANCE": name}
+        self.log = log
+        self.proc = subprocess.Popen([sys.executable, *args], cwd=REPO, env=env, stdout=log.open("w"),
+                                     stderr=subprocess.STDOUT)  # fmt: skip
+
+    def get(self, path: str) -> Any:
+        r = httpx.get(f"http://127.0.0.1:{self.port}{path}", headers={"Authorization": f"Bearer {TOKEN}"}, timeout=5)
+        r.raise_for_status()
+        return r.json()
+
+    def role(self) -> str | None:
+        try:
+            return str(self.get("/api/v1/health")["ha"]["role"])
+        except httpx.HTTPError:
+            return None
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGCONT)
+            self.proc.send_signal(signal.SIGKILL)
+            self.proc.wait(10)
+
+
+def calls(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(x) for x in path.read_text().splitlines()] if path.exists() else []
+
+
+@pytest.mark.parametrize("step", ["connected", "committed"])
+def test_a_paused_leader_woken_after_a_takeover_touches_nothing(
+    step: str, twin: TwinThread, nats_bus: LocalBus, postgres_url: str, tmp_path: Path
+) -> None:
+    config = write_config(tmp_path, twin.inventory, state={"url": postgres_url}, bus={"urls": [nats_bus.url]},
+                          ha={"enabled": True, "lease_ttl_s": TTL},
+                          remediation={"mode": "auto", "revert_in_s": 60, "verify_timeout_s": 5})  # fmt: skip
+    record = tmp_path / "calls.jsonl"
+    device = PORT.split(":")[0]
+    a = Proc(["-m", "tests.twin.fabricd.service.paused_child", str(config), device, step, str(record)], "a",
+             tmp_path / "a.log")  # fmt: skip
+    b: Proc | None = None
+    try:
+        wait_for(lambda: a.role() == "leader", 60)
+        b = Proc(["-m", "fabricd", "run", "--config", str(config)], "b", tmp_path / "b.log")
+        wait_for(lambda: b is not None and b.role() == "standby", 60)
+        inject(twin.state_dir, "link_flap", {"port": PORT, "count": 8, "period_s": 0.3})
+        wait_for(lambda: any(c["call"] == f"pause:{step}" for c in calls(record)), 30)
+        a.proc.send_signal(signal.SIGSTOP)  # the whole leader, parked between two switch calls
+        wait_for(lambda: Path(f"/proc/{a.proc.pid}/stat").read_text().split()[2] == "T", 5)  # stopped
+        record.with_suffix(".go").touch()  # it goes on from there once woken
+        # the standby takes the lease and finishes the action the paused leader began
+        wait_for(lambda: b is not None and b.role() == "leader", 15)
+        wait_for(lambda: b is not None and [x["status"] for x in b.get("/api/v1/actions")["actions"]] == ["done"], 30)
+        assert not admin_enabled(twin, device, PORT.split(":")[1])
+        before = (b.get("/api/v1/actions")["actions"], b.get("/api/v1/ports/disabled")["ports"],
+                  b.get("/api/v1/tickets")["tickets"])  # fmt: skip
+        audit_before = len(
+            b.get(
+                "/api/v1/audit",
+            )["audit"]
+        )
+
+        woke = time.time()
+        a.proc.send_signal(signal.SIGCONT)
+        wait_for(lambda: any(c["call"] == f"woke:{step}" for c in calls(record)), 10)
+        time.sleep(3 * TTL)  # time for the old leader to do whatever it would
+        late = [c for c in calls(record) if c["t"] >= woke and not c["call"].startswith(("woke:", "pause:"))]
+        assert late == [], late  # not one call to any switch after waking
+        after = (b.get("/api/v1/actions")["actions"], b.get("/api/v1/ports/disabled")["ports"],
+                 b.get("/api/v1/tickets")["tickets"])  # fmt: skip
+        assert after == before  # the new leader's outcome stands, nothing rewritten
+        new_audit = b.get("/api/v1/audit")["audit"][: len(b.get("/api/v1/audit")["audit"]) - audit_before]
+        assert all(r["actor"] != "a" for r in new_audit), new_audit
+        assert not admin_enabled(twin, device, PORT.split(":")[1])
+        assert a.role() == "standby"  # it knows it is no longer the leader
+        assert "fenced" in a.log.read_text() or "left to the leader" in a.log.read_text()
+    finally:
+        a.stop()
+        if b is not None:
+            b.stop()
