@@ -107,7 +107,12 @@ class Fill:
 
     def _faults(self) -> None:
         f = self.fabric
-        leaf = "leaf-g5-r2"
+        leaves = sorted(d.name for d in f.switches() if d.role.value == "leaf")
+
+        def pick(name: str, k: int) -> str:  # pod-16k's leaves, or (--smoke, a small fabric) others
+            return name if name in leaves else leaves[k % len(leaves)]
+
+        leaf, flap_leaf, bad_leaf = pick("leaf-g5-r2", 0), pick("leaf-g9-r0", 1), pick("leaf-g20-r4", 2)
         ports = f.ports(leaf)
         faces_switch = {p: (e := f.peer(leaf, p)) is not None and f.device(e.device).is_switch for p in ports}
         server_port = next(p for p in ports if not faces_switch[p])
@@ -120,10 +125,10 @@ class Fill:
             storm.append((e.device, e.port))
         self.storm = [self.index[p] for p in storm]
         # Flapping link and corrupting link: two other leaf uplinks, both ends.
-        a = f.peer("leaf-g9-r0", f.ports("leaf-g9-r0")[-1])
-        b = f.peer("leaf-g20-r4", f.ports("leaf-g20-r4")[-1])
+        a = f.peer(flap_leaf, f.ports(flap_leaf)[-1])
+        b = f.peer(bad_leaf, f.ports(bad_leaf)[-1])
         assert a is not None and b is not None
-        self.flap = [self.index[("leaf-g9-r0", f.ports("leaf-g9-r0")[-1])], self.index[(a.device, a.port)]]
+        self.flap = [self.index[(flap_leaf, f.ports(flap_leaf)[-1])], self.index[(a.device, a.port)]]
         self.corrupt = self.index[(b.device, b.port)]  # the spine end receives the bad frames
         self.fault_names = {
             "storm origin": f"{leaf}:{server_port} (+4 spine ports toward it)",

@@ -45,7 +45,7 @@ async def measure(url: str, n: int) -> tuple[float, float, float]:
     bounded = time.perf_counter() - t
     assert len(new) == n
     t = time.perf_counter()
-    keys = await _keys(kv)
+    keys = await _keys(js, kv)
     listing = time.perf_counter() - t
     assert len(keys) == n
     await js.delete_key_value(f"bench_leases_{n}")

@@ -176,19 +176,26 @@ def _child(step: str, work: Path, sample: int, full: bool) -> None:
 
 def _in_child(step: str, work: Path, sample: int, full: bool) -> dict[str, object]:
     cmd = [sys.executable, __file__, "--child", step, "--work", str(work), "--sample", str(sample)]
+    cmd += ["--spec", str(SPEC)]
     subprocess.run([*cmd, *(["--full-baseline"] if full else [])], check=True)
     result: dict[str, object] = json.loads((work / f"{step}.json").read_text())
     return result
 
 
 def main() -> None:
+    global SPEC
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--sample", type=int, default=40, help="baseline switches measured (spread over all roles)")
     ap.add_argument("--full-baseline", action="store_true", help="render and plan every switch for the baseline")
     ap.add_argument("--keep", type=Path, help="work folder to keep (default: a temporary one)")
     ap.add_argument("--child", help=argparse.SUPPRESS)
     ap.add_argument("--work", type=Path, help=argparse.SUPPRESS)
+    ap.add_argument("--spec", type=Path, default=SPEC, help="the fabric (default examples/pod-16k.yaml)")
+    ap.add_argument("--smoke", action="store_true", help="seconds, tiny fabric: proves it runs (CI)")
     a = ap.parse_args()
+    SPEC = REPO / "examples" / "small-pod.yaml" if a.smoke else a.spec
+    if a.smoke:
+        a.sample = 4
     if a.child:
         _child(a.child, a.work, a.sample, a.full_baseline)
         return
@@ -199,7 +206,7 @@ def main() -> None:
     running.mkdir(parents=True, exist_ok=True)
     try:
         made = _in_child("write", work, a.sample, a.full_baseline)
-        print(f"pod-16k: {made}")
+        print(f"{SPEC.stem}: {made}")
         base = _in_child("baseline", work, a.sample, a.full_baseline)
         common = ["--spec", str(SPEC), "--running-dir", str(running), "--format", "json", "--cache-dir", str(cache)]
         steps: dict[str, dict[str, float]] = {}

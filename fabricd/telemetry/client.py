@@ -6,8 +6,10 @@ timestamp (lag). Everything runs on one asyncio loop with the Ingestor (which is
 
 Per device: TLS with certificate verification unless the inventory says `tls: false`; username/password sent as
 gRPC metadata (as EOS expects) and never logged; on any end of the stream, a reconnect after an exponential
-backoff with full jitter (delay uniform in [0, min(cap, base * 2**attempt)]) that starts over once a stream has
-been healthy (synced and up for `healthy_s`). A failure is logged at WARNING when its status differs from the
+backoff with full jitter (delay uniform in [0, min(cap, base * 2**attempt)]) capped at one interval (a switch that
+comes back after refusing for minutes is retried within one interval, not after a backoff grown in its absence) and
+started over once a stream has been healthy (synced and up for `healthy_s`) or once a connect is accepted after
+refused ones. A failure is logged at WARNING when its status differs from the
 device's previous one and at DEBUG when it repeats, so a wrong password or a dead switch costs one line, not one
 per retry. The store's last-seen timestamps say which devices are stale (nothing for 3 intervals); a stream that
 delivers nothing for `idle_s` (default 6 intervals: a device that is merely late is reported stale before its stream
@@ -198,6 +200,7 @@ class _Device:
     cancel_reason: str | None = None
     last_error: str | None = None
     lag_next: int = 0
+    refused: int = 0  # attempts in a row that ended before the device synced
     lag_worst: int | None = None  # worst lag (ns) in the current sampling window
     first_delay: float = 0.0  # before the first connect (see connect_delays)
     phase_ns: int | None = None  # SAMPLE subscriptions go at monotonic ns = phase mod interval; None: at once
@@ -231,7 +234,7 @@ class TelemetryClient:
         metrics: TelemetryMetrics | None = None,
         clock: Callable[[], int] = time.time_ns,
         backoff_base_s: float = 0.5,
-        backoff_cap_s: float = 30.0,
+        backoff_cap_s: float | None = None,
         healthy_s: float | None = None,
         idle_s: float | None = None,
         rng: random.Random | None = None,
@@ -244,6 +247,8 @@ class TelemetryClient:
     ) -> None:
         """`owned`: the devices to stream now (None: every one); `set_owned` changes it while running (a collector
         streams the switches it holds a lease on)."""
+        if backoff_cap_s is None:  # retried within one interval of coming back (never more than 30 s)
+            backoff_cap_s = max(backoff_base_s, min(30.0, interval_s))
         if interval_s <= 0 or backoff_base_s <= 0 or backoff_cap_s < backoff_base_s:
             raise ValueError("interval_s and backoff_base_s must be > 0 and backoff_cap_s >= backoff_base_s")
         self.ingestor = ingestor
@@ -498,8 +503,9 @@ class TelemetryClient:
                 d.refused_before.update(d.rejected)
                 d.rejected.clear()
                 self._regroup(d, split_calls(d.plan.subscriptions))
-            if d.synced.is_set() and time.monotonic() - started >= self.healthy_s:
-                d.backoff.reset()
+            if d.synced.is_set() and (time.monotonic() - started >= self.healthy_s or d.refused):
+                d.backoff.reset()  # healthy for a while, or accepted after refusals: the switch is back
+            d.refused = 0 if d.synced.is_set() else d.refused + 1
             d.synced.clear()
             delay = d.backoff.next()
             # Repeats are DEBUG; so is a lost status, which the next attempt (within the backoff) will name.

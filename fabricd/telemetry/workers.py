@@ -194,7 +194,7 @@ class TelemetryWorkers:
         metrics: TelemetryMetrics | None = None,
         clock: Callable[[], int] = time.time_ns,
         backoff_base_s: float = 0.5,
-        backoff_cap_s: float = 30.0,
+        backoff_cap_s: float | None = None,
         healthy_s: float | None = None,
         idle_s: float | None = None,
         connect_spread_s: float | None = None,

@@ -566,3 +566,23 @@ def test_backoff_without_jitter_doubles_to_its_cap_and_starts_over() -> None:
     assert b.next() == 1.0
     with pytest.raises(ValueError, match="base_s > 0 and cap_s >= base_s"):
         Backoff(base_s=2.0, cap_s=1.0)
+
+
+def test_a_switch_back_after_a_long_refusal_is_retried_within_one_interval(twin: TwinThread) -> None:
+    # the reconnect backoff is capped at one interval, and starts over once a connect is accepted after refusals:
+    # before, it grew towards 30 s while the switch refused and the stream came back up to ~45 s after the switch
+    dev, interval = "leaf-g0-r2", 2.0
+    c = TelemetryClient(accesses(twin, [dev]), Ingestor(CounterStore()), profile=LIGHT, interval_s=interval,
+                        spread_samples=False)  # fmt: skip
+
+    async def go() -> None:
+        async with running(c):
+            assert await c.wait_synced(10)
+            blocked = 12.0
+            await asyncio.to_thread(inject, twin.state_dir, "gnmi_drop", {"device": dev, "seconds": blocked})
+            dropped = time.monotonic()
+            await until(lambda: not c.synced[dev], 5)
+            back_at = await until(lambda: c.synced[dev], blocked + 3 * interval)
+            assert back_at - (dropped + blocked) <= interval + 1.0, back_at - dropped
+
+    asyncio.run(go())
