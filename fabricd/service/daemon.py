@@ -488,7 +488,9 @@ class Service:
         synced = sum(self.telemetry.synced.values())
         silent = self.silent_shards()
         writes = self.state.writes
-        status = "failing" if writes.failing else "ok" if not stale and not silent else "degraded"
+        # degraded while a switch is stale or not synced (a source that never synced is not watching it)
+        whole = not stale and not silent and synced == len(self.telemetry.devices)
+        status = "failing" if writes.failing else "ok" if whole else "degraded"
         return {
             "status": status,
             "state": {

@@ -120,7 +120,7 @@ def telemetry_source(
         return BusTelemetry(
             [a.name for a in accesses], ingestor, lambda: connect_bus(cfg.bus, cfg.source, f"{name} telemetry"),
             interval_s=t.interval_s, max_age_s=t.stream_max_age_s, max_bytes=t.stream_max_bytes, registry=registry,
-            clock=clock,
+            metrics=metrics, clock=clock,
         )  # fmt: skip
     if t.workers > 1:  # worker processes stream and decode; their batches land in the ingestor's store
         return TelemetryWorkers(accesses, ingestor, profile=profile, workers=t.workers, interval_s=t.interval_s,

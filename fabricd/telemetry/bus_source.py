@@ -6,7 +6,9 @@ takes over) has every port's state from the collectors' heartbeats within the st
 switch's raw SubscribeResponses (`bus_wire.py`), decoded by the same `Ingestor` as a direct subscription, so
 detectors cannot tell the difference. A reader slower than the stream's limits loses the oldest messages: the
 gap in the stream sequence is counted (`fabricd_bus_lost_messages_total`), as is what still waits
-(`fabricd_bus_pending_messages`); neither grows memory here.
+(`fabricd_bus_pending_messages`); neither grows memory here. The service exports the same telemetry metrics as one
+that streams itself (stale, synced, connected, updates, lag), derived from what arrives, so the alert rules work in
+both modes.
 """
 
 from __future__ import annotations
@@ -23,12 +25,14 @@ from prometheus_client import CollectorRegistry, Counter, Gauge
 from . import bus_wire
 from .client import SYNC_TAG, DeviceState
 from .ingest import Ingestor
+from .metrics import TelemetryMetrics
 
 if TYPE_CHECKING:
     from nats.aio.client import Client as NATS
     from nats.aio.msg import Msg
 
 log = logging.getLogger("fabricd.telemetry.bus")
+LAG_EVERY_NS = 500_000_000  # lag observed and sync state judged about twice a second (as the client samples lag)
 
 
 class BusTelemetry:
@@ -44,8 +48,11 @@ class BusTelemetry:
         max_age_s: float,
         max_bytes: int,
         registry: CollectorRegistry | None = None,
+        metrics: TelemetryMetrics | None = None,
         clock: Callable[[], int] = time.time_ns,
     ) -> None:
+        """`metrics`: the same telemetry metrics a service streaming itself exports (updates, drops, stale, synced,
+        connected, lag), here from what arrives on the bus, so the alert rules work in both modes."""
         self._devices = list(devices)
         self._known = set(devices)
         self.ingestor, self.store = ingestor, ingestor.store
@@ -63,6 +70,12 @@ class BusTelemetry:
         self.foreign = 0  # malformed messages (not a telemetry batch)
         self.skipped = 0  # messages of switches this reader does not read (not in its list: another shard's)
         self._pending = 0
+        self._caught_up = False  # the reader has read the whole stream once (num_pending reached 0)
+        self._lag_worst: dict[str, int] = {}  # per device: worst lag (ns) of the current window
+        self._lag_next = 0
+        self.metrics = metrics
+        if metrics is not None:
+            metrics.bind(self.store, self._devices, lambda: self.stale_devices())
         self._lost_c = self._pending_g = None
         if registry is not None:
             self._lost_c = Counter("fabricd_bus_lost_messages", "Telemetry batches the stream dropped before this "
@@ -116,11 +129,19 @@ class BusTelemetry:
             self.skipped += 1
             return
         now = self.clock()
-        ingest = self.ingestor.ingest
+        ingestor = self.ingestor
+        worst = self._lag_worst.get(device)
         for raw in responses:
-            ingest(raw, device, now)
+            ingestor.ingest(raw, device, now)
+            ts = ingestor.last_ts
+            if ts and (worst is None or now - ts > worst):
+                worst = now - ts
             if raw and raw[0] == SYNC_TAG:
                 self._synced[device].set()
+        if worst is not None:
+            self._lag_worst[device] = worst
+        if meta.num_pending == 0:
+            self._caught_up = True
 
     async def run(self) -> None:
         """Read until stop(); a lost bus is retried with backoff (the devices go stale meanwhile, as they would
@@ -156,6 +177,7 @@ class BusTelemetry:
                     self.ingestor.flush()  # the detectors' snapshot sees what arrived
                     if self._pending_g is not None:
                         self._pending_g.set(self._pending)
+                    self._health(self.clock())
                     if not nc.is_connected and not nc.is_reconnecting:
                         raise ConnectionError("the bus connection closed")
             finally:
@@ -164,6 +186,29 @@ class BusTelemetry:
         finally:
             with contextlib.suppress(Exception):
                 await nc.close()
+
+    def _health(self, now: int) -> None:
+        """Per switch, from what arrives: a reader that has caught up with the stream counts a switch with fresh
+        data as synced (the stream holds every port's state: collectors resend ON_CHANGE leaves every half stream
+        age, so the sync message of a stream that started before this reader may have aged out); connected while
+        data is fresh; the lag (receive time - notification time) observed about twice a second per switch."""
+        if now < self._lag_next:
+            return
+        self._lag_next = now + LAG_EVERY_NS
+        stale = set(self.stale_devices(now))
+        m = self.metrics
+        for d in self._devices:
+            fresh = d not in stale
+            if fresh and self._caught_up and not self._synced[d].is_set():
+                self._synced[d].set()
+                self.store.set_synced(self.store.device_id(d), True)
+            if m is not None:
+                m.connected.labels(d).set(1 if fresh else 0)
+        for d, worst in self._lag_worst.items():
+            if m is not None:
+                m.lag.observe(max(worst / 1e9, 0.0))
+                m.last_lag.labels(d).set(worst / 1e9)
+        self._lag_worst.clear()
 
     async def _async_cb(self, msg: Any) -> None:
         self._on_message(msg)

@@ -25,11 +25,14 @@ import zlib
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from prometheus_client import CollectorRegistry, Counter, Gauge
+
 from drivers.inventory import DeviceAccess
 
 from . import bus_wire
-from .client import TelemetryClient
+from .client import TelemetryClient, notification_ts
 from .ingest import Ingestor
+from .metrics import TelemetryMetrics
 from .paths import Subscription
 from .store import CounterStore
 
@@ -61,15 +64,21 @@ async def ensure_stream(js: JetStreamContext, max_age_s: float, max_bytes: int) 
 class BusPublisher(Ingestor):
     """Takes the client's raw responses per switch and publishes them in batches (no decoding here)."""
 
-    def __init__(self, nc: NATS) -> None:
+    def __init__(self, nc: NATS, errors: Counter | None = None) -> None:
         super().__init__(CounterStore())
         self.nc = nc
         self._pending: dict[str, list[bytes]] = {}
         self.published = 0  # responses handed to the bus
         self.bytes = 0
+        self.errors = 0  # batches the bus refused
+        self._errors_c = errors
 
     def ingest(self, data: bytes | Any, channel: str, now: int | None = None) -> None:
-        self._pending.setdefault(channel, []).append(data if isinstance(data, bytes) else data.SerializeToString())
+        raw = data if isinstance(data, bytes) else data.SerializeToString()
+        self._pending.setdefault(channel, []).append(raw)
+        # what the client's lag and staleness read (nothing is decoded here: the service decodes)
+        self.last_ts = notification_ts(raw) or 0
+        self.store.seen(self.store.device_id(channel), self.last_ts or (now or 0))
 
     def flush(self) -> None:
         """Nothing to flush into a store: `drain()` publishes on its own clock."""
@@ -87,7 +96,13 @@ class BusPublisher(Ingestor):
         pending, self._pending = self._pending, {}
         for device, responses in pending.items():
             data = bus_wire.pack(device, responses)
-            await self.nc.publish(bus_wire.subject(device), data)
+            try:
+                await self.nc.publish(bus_wire.subject(device), data)
+            except Exception:
+                self.errors += 1
+                if self._errors_c is not None:
+                    self._errors_c.inc()
+                raise
             self.published += len(responses)
             self.bytes += len(data)
 
@@ -131,8 +146,22 @@ class Collector:
         lease_ttl_s: float,
         max_age_s: float,
         max_bytes: int,
+        registry: CollectorRegistry | None = None,
     ) -> None:
+        """`registry`: where the collector's own metrics go (`fabricd collector --metrics-port` serves it): the
+        switches it holds, failed lease rounds, bus publish errors, and its TelemetryClient's metrics (streams
+        connected, reconnects, lag, updates, staleness) for the switches it streams."""
         self.accesses = list(accesses)
+        self.registry = registry
+        self._held_g = self._rounds_failed_c = self._publish_errors_c = None
+        self._metrics = TelemetryMetrics(registry) if registry is not None else None  # one set, each client binds it
+        if registry is not None:
+            self._held_g = Gauge("fabricd_collector_switches", "Switches this collector holds a lease on and streams",
+                                 registry=registry)  # fmt: skip
+            self._rounds_failed_c = Counter("fabricd_collector_lease_rounds_failed", "Lease rounds that failed (the "
+                                            "bus refused or went away)", registry=registry)  # fmt: skip
+            self._publish_errors_c = Counter("fabricd_collector_publish_errors", "Telemetry batches the bus refused",
+                                             registry=registry)  # fmt: skip
         self.switches = [a.name for a in self.accesses]
         self._by_key = {_key(s): s for s in self.switches}
         self._connect = connect
@@ -151,12 +180,13 @@ class Collector:
             await ensure_stream(js, self.max_age_s, self.max_bytes)
             switches = await _bucket(js, SWITCHES, self.ttl)
             members = await _bucket(js, MEMBERS, self.ttl)
-            self.publisher = BusPublisher(nc)
+            self.publisher = BusPublisher(nc, self._publish_errors_c)
             # ON_CHANGE leaves resent every half stream age, so a reader starting at any time finds every port's
             # oper state within the stream, not only changes after it joined (gNMI heartbeat_interval).
             self.client = TelemetryClient(
                 self.accesses, self.publisher, profile=self.profile, interval_s=self.interval_s,
                 heartbeat_s=self.max_age_s / 2, owned=[], log=log,
+                metrics=self._metrics,
             )  # fmt: skip
             tasks = [
                 asyncio.create_task(self.client.run(), name="gnmi"),
@@ -196,10 +226,14 @@ class Collector:
                 await _bounded([self._give_back(switches, s) for s in give])
             except Exception as e:  # noqa: BLE001 - the bus went away: keep streaming what we hold until it ends
                 log.warning("collector %s: lease round failed (%s: %s)", self.instance, type(e).__name__, e)
+                if self._rounds_failed_c is not None:
+                    self._rounds_failed_c.inc()
                 if time.monotonic() - self._renewed > self.ttl * 2 / 3:
                     self.mine.clear()  # our leases may be gone: stop streaming before someone else starts
             assert self.client is not None
             self.client.set_owned(list(self.mine))
+            if self._held_g is not None:
+                self._held_g.set(len(self.mine))
             wait = max(0.05, self.ttl / 3 - (time.monotonic() - started))
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), wait)

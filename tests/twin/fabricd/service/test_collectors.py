@@ -22,7 +22,7 @@ from fabricd.bus import LocalBus
 from fabricd.service.config import BusSettings
 from fabricd.telemetry.collector import holders
 from lab.control_client import inject
-from tests.conftest import EXAMPLES, REPO
+from tests.conftest import EXAMPLES, REPO, free_port
 from tests.twin.lab.twin_thread import TwinThread
 from topology.spec import load_spec
 
@@ -54,9 +54,10 @@ def owners(bus: LocalBus) -> dict[str, str]:
     return asyncio.run(read())
 
 
-def collector(name: str, config: Path, log: Path) -> subprocess.Popen[bytes]:
+def collector(name: str, config: Path, log: Path, *args: str) -> subprocess.Popen[bytes]:
+    args = args or ("--metrics-port", "0")
     return subprocess.Popen(
-        [sys.executable, "-m", "fabricd", "collector", "--config", str(config), "--instance", name],
+        [sys.executable, "-m", "fabricd", "collector", "--config", str(config), "--instance", name, *args],
         cwd=REPO, env=os.environ.copy(), stdout=log.open("wb"), stderr=subprocess.STDOUT,
     )  # fmt: skip
 
@@ -206,6 +207,65 @@ def test_collectors_leave_no_consumers_behind_and_need_no_api_token(
             time.sleep(0.5)
         assert max(seen) <= 3 * 2 * 2, seen  # at most two listings in flight per collector, and one leftover each
         assert all(p.poll() is None for p in procs.values()), [(tmp_path / f"{n}.log").read_text() for n in procs]
+    finally:
+        for p in procs.values():
+            if p.poll() is None:
+                p.send_signal(signal.SIGTERM)
+                try:
+                    p.wait(10)
+                except subprocess.TimeoutExpired:
+                    p.kill()
+
+
+def scraped(text: str, name: str, **labels: str) -> float:
+    want = ",".join(f'{k}="{v}"' for k, v in labels.items())
+    for line in text.splitlines():
+        head, _, value = line.rpartition(" ")
+        if head == (f"{name}{{{want}}}" if want else name):
+            return float(value)
+    raise AssertionError(f"{name}{{{want}}} not exported")
+
+
+def test_bus_mode_reports_its_own_health_and_a_late_service_knows_the_sync_state(
+    twin: TwinThread, nats_bus: LocalBus, tmp_path: Path
+) -> None:
+    # the stream keeps 5 s: a service that starts 7 s after the collectors finds no sync message any more, yet must
+    # know within an interval that every switch is streaming; it exports the telemetry metrics a service streaming
+    # itself does (FabricdTelemetryStale reads them), and each collector serves its own on a port of its own
+    config = write_config(
+        tmp_path, twin.inventory, bus={"urls": [nats_bus.url]},
+        telemetry={"interval_s": 0.5, "source": "bus", "collector_lease_ttl_s": LEASE_S, "stream_max_age_s": 5},
+    )  # fmt: skip
+    ports = {"c1": free_port(), "c2": free_port()}
+    procs = {n: collector(n, config, tmp_path / f"{n}.log", "--metrics-port", str(port), "--metrics-host",
+                          "127.0.0.1") for n, port in ports.items()}  # fmt: skip
+    try:
+        names = load_inventory(twin.inventory).names
+        wait_for(lambda: len(owners(nats_bus)) == len(names), 30)
+        time.sleep(7)  # the collectors' sync messages age out of the stream
+        started = time.monotonic()
+        svc = ServiceThread(config).start(60)
+        try:
+            wait_for(lambda: svc.get("/api/v1/health")["telemetry"]["synced"] == len(names), 5, every_s=0.05)
+            assert time.monotonic() - started < 10  # the service's own start, then within about an interval
+            wait_for(lambda: svc.get("/api/v1/health")["status"] == "ok", 5)
+            time.sleep(1.5)
+            text = httpx.get(svc.url + "/metrics", timeout=10).text
+            for n in names:
+                assert scraped(text, "fabricd_telemetry_synced", device=n) == 1
+                assert scraped(text, "fabricd_telemetry_stale", device=n) == 0
+                assert scraped(text, "fabricd_telemetry_connected", device=n) == 1
+                assert scraped(text, "fabricd_telemetry_updates_total", device=n) > 0
+            assert scraped(text, "fabricd_telemetry_lag_seconds_count") > 0
+            held = 0.0
+            for port in ports.values():
+                mine = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=5).text
+                held += scraped(mine, "fabricd_collector_switches")
+                assert scraped(mine, "fabricd_collector_publish_errors_total") == 0
+                assert scraped(mine, "fabricd_telemetry_lag_seconds_count") > 0
+            assert held == len(names)
+        finally:
+            svc.stop()
     finally:
         for p in procs.values():
             if p.poll() is None:
