@@ -60,7 +60,7 @@ class TelemetrySettings(_Strict):
     source: Literal["direct", "bus"] = "direct"
     stream_max_age_s: float = Field(120.0, ge=5, le=86400)  # the stream keeps this much; a slower reader loses
     stream_max_bytes: int = Field(1 << 30, ge=1 << 20)  # and at most this many bytes
-    collector_lease_ttl_s: float = Field(5.0, ge=1.0, le=120.0)  # a dead collector's switches move after this
+    collector_lease_ttl_s: float = Field(3.0, ge=1.0, le=120.0)  # a dead collector's switches move after this
     # Send each switch's SAMPLE subscription in its own slot of the interval, so switches that start their sample
     # timer with the subscription do not all burst at once (lag); false subscribes at connect.
     spread_samples: bool = True
@@ -367,7 +367,7 @@ class HaSettings(_Strict):
     enabled: bool = False
     instance: str | None = None  # this instance's name in the lease and the logs (default: host:pid)
     # The lease lives this long after the leader's last renewal (every third of it); a standby takes over within
-    # it plus half a second of polling. The leader stops acting a third of it before the lease can end.
+    # it plus a tenth of a second of polling. The leader stops acting a third of it before the lease can end.
     lease_ttl_s: float = Field(3.0, ge=1.0, le=60.0)
     bucket: str = Field("fabricd_leader", pattern=r"^[A-Za-z0-9_-]+$")
     # Before every switch call the leader's lease must still be certainly its own for this long (a call that takes
