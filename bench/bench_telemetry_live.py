@@ -92,7 +92,8 @@ def twin_main(size: str, ctl: Any) -> None:
 
 # --- fabricd client ----------------------------------------------------------------------------------------
 class LagIngestor(Ingestor):
-    """Records receive time - notification time of every message (the client passes its clock as `now`)."""
+    """Receive time - notification time of every message, taken once it is ingested (visible to a snapshot from then
+    on); the client passes its clock as `now`. bench_telemetry_workers and bench_scaleout use it too."""
 
     def __init__(self, store: CounterStore) -> None:
         super().__init__(store)
@@ -100,11 +101,9 @@ class LagIngestor(Ingestor):
         self.recording = False
 
     def ingest(self, data: Any, channel: str, now: int | None = None) -> None:
-        if self.recording and now is not None:
-            ts = notification_ts(data)
-            if ts is not None:
-                self.lags.append(now - ts)
         super().ingest(data, channel, now)
+        if self.recording and self.last_ts:  # the notification's timestamp, as the client reads it for its lag
+            self.lags.append((now or time.time_ns()) - self.last_ts)
 
 
 class NullIngestor(Ingestor):

@@ -44,8 +44,10 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import numpy as np
+from bench_telemetry_live import LagIngestor
 from h2.config import H2Configuration
 from h2.connection import H2Connection
 from h2.events import ConnectionTerminated, DataReceived, RequestReceived, StreamEnded, StreamReset, WindowUpdated
@@ -405,20 +407,6 @@ def server_main(size: str, interval_s: float, phase: str, ctl: Any) -> None:
 
 
 # --- clients --------------------------------------------------------------------------------------------------
-class LagIngestor(Ingestor):
-    """In process: receive time - notification time of every message (visible to a snapshot from then on)."""
-
-    def __init__(self, store: CounterStore) -> None:
-        super().__init__(store)
-        self.lags: list[int] = []
-        self.recording = False
-
-    def ingest(self, data: Any, channel: str, now: int | None = None) -> None:
-        super().ingest(data, channel, now)
-        if self.recording and self.last_ts:  # the notification's timestamp, as the client reads it for its lag
-            self.lags.append((now or time.time_ns()) - self.last_ts)
-
-
 class LagStore(CounterStore):
     """With workers: apply time - sample time of every series row a batch writes into the parent store."""
 

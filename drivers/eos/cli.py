@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-from netmiko import ConnectHandler
-from netmiko.exceptions import NetmikoAuthenticationException, NetmikoTimeoutException
-
-from drivers.base import ConfigRejectedError, DriverError, UnreachableError
+from drivers.base import ConfigRejectedError, DriverError
 from drivers.eos.render import port_admin_lines
 from drivers.inventory import DeviceAccess
+from drivers.ssh import open_ssh
 
 # EOS prints these for a line it refuses; netmiko returns them as output rather than raising.
 _REJECTED = ("% Invalid input", "% Incomplete command", "% Ambiguous command")
@@ -16,21 +14,7 @@ _REJECTED = ("% Invalid input", "% Incomplete command", "% Ambiguous command")
 class EosCli:
     def __init__(self, access: DeviceAccess, timeout_s: float = 30.0):
         self.device = access.name
-        try:
-            self._conn = ConnectHandler(
-                device_type="arista_eos",
-                host=access.host,
-                port=access.ssh.port,
-                username=access.username,
-                password=access.password.get_secret_value(),
-                timeout=timeout_s,
-                conn_timeout=timeout_s,
-                fast_cli=False,
-            )
-        except NetmikoAuthenticationException:
-            raise UnreachableError(self.device, f"SSH login to {access.host} refused; check the inventory") from None
-        except (NetmikoTimeoutException, OSError) as e:
-            raise UnreachableError(self.device, f"cannot reach SSH at {access.host}:{access.ssh.port}: {e}") from None
+        self._conn = open_ssh(access, "arista_eos", timeout_s, fast_cli=False)
 
     def show(self, command: str) -> str:
         out = str(self._conn.send_command(command))

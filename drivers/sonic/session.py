@@ -35,10 +35,9 @@ from contextlib import suppress
 from dataclasses import dataclass
 from typing import Any
 
-from netmiko import ConnectHandler
-from netmiko.exceptions import NetmikoAuthenticationException, NetmikoBaseException, NetmikoTimeoutException
+from netmiko.exceptions import NetmikoBaseException
 
-from drivers.base import ConfigRejectedError, DriverError, PortMark, Resumed, UnreachableError
+from drivers.base import ConfigRejectedError, DriverError, PortMark, Resumed
 from drivers.inventory import DeviceAccess
 from drivers.marks import Mark, parse_mark, with_mark, without_mark
 from drivers.sonic.patch import (
@@ -51,14 +50,12 @@ from drivers.sonic.patch import (
     patch_text,
 )
 from drivers.sonic.render import fabricd_port_name, sonic_port_name
+from drivers.ssh import SSH_ERROR, open_ssh
 
 DEVICE_TYPE = "linux"
 _RC = re.compile(r"^fabricd-rc=(\d+)[ \t\r]*$", re.MULTILINE)
 _PID = re.compile(r"fabricd-pid=(\d+)")
-# paramiko's SSHException, which netmiko lets through (e.g. no SSH banner) and its timeout error derives from;
-# taken from there because paramiko ships no type stubs.
-_SSH_ERROR: type[Exception] = NetmikoTimeoutException.__base__
-_FAILED = (NetmikoBaseException, _SSH_ERROR, OSError, EOFError)
+_FAILED = (NetmikoBaseException, SSH_ERROR, OSError, EOFError)
 # Generous: the updater validates the whole config against YANG and applies table by table (tens of seconds).
 _CONFIG_TIMEOUT_S = 300.0
 
@@ -76,23 +73,8 @@ class SonicSession:
         self.device = access.name
         self._access = access
         self._timeout = timeout_s
-        try:
-            self._conn = ConnectHandler(
-                device_type=DEVICE_TYPE,
-                host=access.host,
-                port=access.ssh.port,
-                username=access.username,
-                password=access.password.get_secret_value(),
-                timeout=timeout_s,
-                conn_timeout=timeout_s,
-                auth_timeout=timeout_s,
-                banner_timeout=timeout_s,
-            )
-        except NetmikoAuthenticationException:
-            raise UnreachableError(self.device, f"SSH login to {access.host} refused; check the inventory") from None
-        except (*_FAILED, ValueError) as e:
-            where = f"{access.host}:{access.ssh.port}"
-            raise UnreachableError(self.device, f"cannot reach SSH at {where}: {self._clean(e)}") from None
+        self._conn = open_ssh(access, DEVICE_TYPE, timeout_s, self._clean, auth_timeout=timeout_s,
+                              banner_timeout=timeout_s)  # fmt: skip
         # The prompt netmiko found at login (`admin@leaf1:~` + `$`): waiting for it saves a prompt probe per command.
         self._prompt = re.escape(self._conn.base_prompt) + r"[$#]"
         # Unique per session: two controllers (or two runs) never share a checkpoint, file or lock.

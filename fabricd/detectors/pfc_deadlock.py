@@ -104,15 +104,6 @@ def _finding(
             "cycle": list(order),
             "hops": [{"from": a, "to": b, "ports": sorted(hop_ports[(a, b, prio)], key=port_key)} for a, b in hops],
             "held_samples": min(s.count for s in qs),
-            "queues": {
-                f"{q[0]}:{q[1]}": {
-                    "pause_fraction": round(s.pause_fraction, 4),
-                    "pfc_frames_per_s": round(s.frames_per_s, 1),
-                    "tx_pkts_delta": s.tx_delta,
-                    "held_samples": s.count,
-                    "watchdog": s.watchdog,
-                }
-                for q, s in zip(queues, qs, strict=True)
-            },
+            "queues": {f"{q[0]}:{q[1]}": s.evidence() for q, s in zip(queues, qs, strict=True)},
         },
     )

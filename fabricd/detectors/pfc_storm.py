@@ -139,21 +139,8 @@ def _finding(origin: Queue, affected: set[Queue], state: PfcStormState, fabric: 
         evidence={
             "peer": None if peer is None else f"{peer.device}:{peer.port}",
             "peer_role": role,
-            "pause_fraction": round(qs.pause_fraction, 4),
-            "pfc_frames_per_s": round(qs.frames_per_s, 1),
-            "tx_pkts_delta": qs.tx_delta,
-            "held_samples": qs.count,
-            "watchdog": qs.watchdog,
-            "queues": {
-                f"{q[0]}:{q[1]}": {
-                    "pause_fraction": round(s.pause_fraction, 4),
-                    "pfc_frames_per_s": round(s.frames_per_s, 1),
-                    "tx_pkts_delta": s.tx_delta,
-                    "held_samples": s.count,
-                    "watchdog": s.watchdog,
-                }
-                for q, s in each.items()
-            },
+            **qs.evidence(),
+            "queues": {f"{q[0]}:{q[1]}": s.evidence() for q, s in each.items()},
         },
     )
 

@@ -68,6 +68,16 @@ class QueueState:
     stuck_ts: int = 0  # the last sample judged stuck (pfc_storm: was the peer stuck while this one was?)
     watchdog: bool = False  # the last sample was judged stuck because the switch's watchdog declared it
 
+    def evidence(self) -> dict[str, float | int | bool]:
+        """What a finding shows of this queue (pfc_storm and pfc_deadlock alike)."""
+        return {
+            "pause_fraction": round(self.pause_fraction, 4),
+            "pfc_frames_per_s": round(self.frames_per_s, 1),
+            "tx_pkts_delta": self.tx_delta,
+            "held_samples": self.count,
+            "watchdog": self.watchdog,
+        }
+
 
 class StuckQueues:
     """The tracked queues: names in `keys`, their judgement in parallel arrays (one numpy pass judges them all)."""

@@ -4,6 +4,8 @@ store's own dataclasses; stored findings are a finding's `to_dict()` plus what t
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from pydantic import BaseModel
 
 from .state import Action, ApiToken, AuditEntry, DisabledPort, StoredFinding, Ticket
@@ -38,15 +40,10 @@ class Tokens(BaseModel):
     tokens: list[ApiToken]
 
 
-class CreatedToken(BaseModel):
+@dataclass(frozen=True)
+class CreatedToken(ApiToken):
     """The new token's row and the token itself: the only place it is ever shown."""
 
-    id: int
-    user: str
-    role: str
-    created_ts: int
-    created_by: str
-    revoked_ts: int | None
     token: str
 
 

@@ -551,13 +551,18 @@ class Remediator:
         with fenced(self._token()):
             return await self._approve(action_id, actor)
 
+    def _proposed(self, action_id: int) -> Action:
+        """The action a person approves or rejects: it exists and still awaits approval."""
+        a = self.state.action(action_id)
+        if a is None:
+            raise UnknownIdError(f"no action {action_id}; list them with `fabricd actions`")
+        if a.status != "awaiting_approval":
+            raise ActionError(f"action {action_id} is {a.status}, not awaiting approval")
+        return a
+
     async def _approve(self, action_id: int, actor: str) -> Action:
         async with self._lock:
-            a = self.state.action(action_id)
-            if a is None:
-                raise UnknownIdError(f"no action {action_id}; list them with `fabricd actions`")
-            if a.status != "awaiting_approval":
-                raise ActionError(f"action {action_id} is {a.status}, not awaiting approval")
+            a = self._proposed(action_id)
             v = self._guard(Endpoint(a.device, a.port))  # the fabric may have changed since it was proposed
             now = self.clock()
             if not v.allowed:
@@ -598,11 +603,7 @@ class Remediator:
 
     async def _reject(self, action_id: int, actor: str, reason: str) -> Action:
         async with self._lock:
-            a = self.state.action(action_id)
-            if a is None:
-                raise UnknownIdError(f"no action {action_id}; list them with `fabricd actions`")
-            if a.status != "awaiting_approval":
-                raise ActionError(f"action {action_id} is {a.status}, not awaiting approval")
+            a = self._proposed(action_id)
             now = self.clock()
             why = reason.strip() or "no reason given"
             a = self.state.set_action(a.id, "cancelled", now, detail=f"rejected by {actor}: {why}")

@@ -190,10 +190,7 @@ class SqliteDb:
             raise StateError(f"{self.path}: {e}; fabricd acts only with its state written") from None
 
     def script(self, sql: str) -> None:
-        # Statement by statement: executescript would commit the caller's transaction first.
-        for statement in (s.strip() for s in sql.split(";")):
-            if statement:
-                self.execute(statement)
+        run_script(self, sql)
 
     def close(self) -> None:
         self._db.close()
@@ -274,12 +271,17 @@ class PostgresDb:
         return cur
 
     def script(self, sql: str) -> None:
-        for statement in (s.strip() for s in sql.split(";")):
-            if statement:
-                self.execute(statement)
+        run_script(self, sql)
 
     def close(self) -> None:
         self._db.close()
+
+
+def run_script(db: Db, sql: str) -> None:
+    """Statement by statement, inside the caller's transaction (sqlite3's executescript would commit it first)."""
+    for statement in (s.strip() for s in sql.split(";")):
+        if statement:
+            db.execute(statement)
 
 
 def _pg_rows(cursor: Any) -> Any:

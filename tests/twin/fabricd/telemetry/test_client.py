@@ -22,7 +22,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from pydantic import SecretStr
 from pygnmi.spec.v080 import gnmi_pb2
 
-from drivers.inventory import DeviceAccess, EapiAccess, GnmiAccess, SshAccess, load_inventory
+from drivers.inventory import DeviceAccess, EapiAccess, GnmiAccess, SshAccess
 from fabricd.backoff import Backoff
 from fabricd.telemetry import CounterStore, Ingestor, Stat, Subscription, TelemetryClient, TelemetryMetrics
 from fabricd.telemetry.client import connect_delays, notification_ts
@@ -30,6 +30,8 @@ from lab.control_client import inject
 from tests.twin.lab.twin_thread import TwinThread
 from tests.unit.fabricd.telemetry import IF, T0, S, notification
 from topology.spec import FabricSpec
+
+from .helpers import accesses, running, until
 
 INTERVAL = 0.2  # the twin refuses sample intervals below 0.1 s
 FULL_INTERVAL = 0.4  # the full EOS profile on every switch at 0.2 s is ~50k updates/s: too much for 2 shared cores
@@ -50,11 +52,6 @@ def twin(small_spec: FabricSpec, tmp_path_factory: pytest.TempPathFactory) -> It
     t.stop()
 
 
-def accesses(twin: TwinThread, names: list[str] | None = None) -> list[DeviceAccess]:
-    inv = load_inventory(twin.inventory)
-    return [inv.access(n) for n in (names or inv.names)]
-
-
 def client(
     devices: list[DeviceAccess], registry: CollectorRegistry | None = None, full: bool = False
 ) -> TelemetryClient:
@@ -70,26 +67,6 @@ def client(
         rng=random.Random(5),
         flush_s=0.1,
     )
-
-
-@asynccontextmanager
-async def running(c: TelemetryClient) -> AsyncIterator[TelemetryClient]:
-    task = asyncio.create_task(c.run())
-    try:
-        yield c
-    finally:
-        await asyncio.wait_for(c.stop(), 5)
-        await task
-
-
-async def until(cond: Callable[[], bool], timeout_s: float, step_s: float = 0.02) -> float:
-    """Wait for `cond()` to hold; returns when (monotonic)."""
-    deadline = time.monotonic() + timeout_s
-    while not cond():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"condition not met within {timeout_s} s")
-        await asyncio.sleep(step_s)
-    return time.monotonic()
 
 
 Subscribe = Callable[[AsyncIterator[bytes], "grpc.aio.ServicerContext[bytes, bytes]"], Awaitable[None]]

@@ -9,7 +9,6 @@ import logging
 import random
 import re
 from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager
 
 import grpc
 import pytest
@@ -22,7 +21,8 @@ from lab.control_client import inject
 from tests.twin.lab.twin_thread import TwinThread
 from topology.spec import FabricSpec
 
-from .test_client import local_device, local_gnmi, until
+from .helpers import running, until
+from .test_client import local_device, local_gnmi
 
 INTERVAL = 0.4
 OLD = "4.31.2F"
@@ -50,16 +50,6 @@ def make_client(devs: list[DeviceAccess]) -> TelemetryClient:
         devs, Ingestor(CounterStore()), profile={"eos": eos_profile(INTERVAL)}, interval_s=INTERVAL,
         backoff_base_s=0.05, backoff_cap_s=0.4, rng=random.Random(3), flush_s=0.1,
     )  # fmt: skip
-
-
-@asynccontextmanager
-async def running(c: TelemetryClient) -> AsyncIterator[TelemetryClient]:
-    task = asyncio.create_task(c.run())
-    try:
-        yield c
-    finally:
-        await asyncio.wait_for(c.stop(), 5)
-        await task
 
 
 def leaves(snap: Snapshot, device: str) -> set[str]:

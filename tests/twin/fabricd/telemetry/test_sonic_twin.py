@@ -7,8 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import random
-from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager
+from collections.abc import Iterator
 from typing import Any
 
 import grpc
@@ -23,7 +22,7 @@ from tests.conftest import EXAMPLES
 from tests.twin.lab.twin_thread import TwinThread
 from topology.spec import load_spec
 
-from .test_client import until
+from .helpers import running, until
 
 LEAF, SPINE = "leaf-g0-r0", "spine-r0-0"  # SONiC leaf, EOS spine (examples/small-sonic.yaml)
 INTERVAL = 0.4
@@ -86,16 +85,6 @@ def test_db_paths_over_raw_grpc(twin: TwinThread) -> None:
             gnmi_pb2.GetRequest(prefix=gnmi_pb2.Path(target="COUNTERS_DB"), path=[_path("COUNTERS/Ethernet0")],
                                 encoding=4), metadata=md)  # fmt: skip
     assert info.value.code() == grpc.StatusCode.NOT_FOUND
-
-
-@asynccontextmanager
-async def running(c: TelemetryClient) -> AsyncIterator[TelemetryClient]:
-    task = asyncio.create_task(c.run())
-    try:
-        yield c
-    finally:
-        await asyncio.wait_for(c.stop(), 5)
-        await task
 
 
 def test_fabricd_streams_a_sonic_leaf_next_to_an_eos_spine(twin: TwinThread) -> None:

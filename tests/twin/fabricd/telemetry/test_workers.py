@@ -39,7 +39,8 @@ from tests.twin.lab.twin_thread import TwinThread
 from tests.unit.fabricd.telemetry import IF, T0, S, notification
 from topology.spec import FabricSpec
 
-from .test_client import INTERVAL, LIGHT, accesses, metric, until
+from .helpers import accesses, until
+from .test_client import INTERVAL, LIGHT, metric
 
 PKTS = "/state/counters/in-pkts"
 OPER = "/state/oper-status"
