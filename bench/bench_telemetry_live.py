@@ -40,7 +40,7 @@ from pygnmi.client import gNMIclient
 
 from drivers.inventory import DeviceAccess, EapiAccess, GnmiAccess, SshAccess
 from fabricd.telemetry import CounterStore, Ingestor, Stat, TelemetryClient, TelemetryMetrics
-from fabricd.telemetry.client import notification_ts
+from fabricd.telemetry.channel import notification_ts
 from fabricd.telemetry.paths import eos_profile, pygnmi_subscribe
 from lab import gnmi_paths as gp
 from lab.endpoints import Credentials, DeviceEndpoints, allocate

@@ -23,7 +23,8 @@ from typing import TYPE_CHECKING, Any
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
 from . import bus_wire
-from .client import SYNC_TAG, DeviceState
+from .channel import SYNC_TAG
+from .client import DeviceState
 from .ingest import Ingestor
 from .metrics import TelemetryMetrics
 

@@ -47,15 +47,22 @@ from drivers.base import DriverError
 from drivers.inventory import DeviceAccess
 from fabricd.backoff import Backoff
 
+from .channel import (
+    SUBSCRIBE,
+    SYNC_TAG,
+    RequestCache,
+    connect_delays,
+    first_ended,
+    open_channel,
+    split_calls,
+    write_unless_ended,
+)
 from .ingest import Ingestor
 from .metrics import TelemetryMetrics
 from .paths import Subscription, subscribe_request
 from .platforms import JSON_IETF_ONLY, REJECTS, Plan, narrow, plans, profiles, refuses_encoding
 
-SUBSCRIBE = "/gnmi.gNMI/Subscribe"
-MAX_MESSAGE = 64 << 20  # a full-device initial dump in JSON can exceed gRPC's 4 MiB default
 LOST = "LOST"  # pseudo status: the call failed but gRPC lost the device's status (see _stream)
-SYNC_TAG = 0x18  # SubscribeResponse field 3 (sync_response), varint
 CONNECT_SPREAD_PER_DEVICE_S = 0.004  # TLS handshakes cost ~1-3 ms of CPU on either side
 CONNECT_SPREAD_MAX_S = 2.0
 HINTS = {
@@ -77,103 +84,6 @@ class DeviceState:
     attempts: int
     last_error: str | None  # gRPC status name of the last failure, None after a successful stream
     rejected: tuple[tuple[str, str], ...] = ()  # (subscription path, "STATUS: detail") the device refused
-
-
-def connect_delays(n: int, spread_s: float, rng: random.Random) -> list[float]:
-    """First-connect delays for `n` devices: one per equal slot of `spread_s`, jittered inside its slot, the slots
-    dealt in random order (stratified, so no two devices crowd together as independent uniform draws would)."""
-    if n <= 0:
-        return []
-    slot = spread_s / n
-    order = list(range(n))
-    rng.shuffle(order)
-    return [slot * (k + rng.random()) for k in order]
-
-
-def split_calls(subs: Sequence[Subscription]) -> list[tuple[Subscription, ...]]:
-    """One Subscribe call per (ON_CHANGE or not, prefix target): HTTP/2 flow control is per stream, so an oper-status
-    change never waits behind a SAMPLE burst of thousands of counters still being read; and a call has one prefix,
-    so one target (SONiC: one database)."""
-    calls: dict[tuple[bool, str], list[Subscription]] = {}
-    for s in subs:
-        calls.setdefault((s.mode != "on_change", s.target), []).append(s)
-    return [tuple(group) for _, group in sorted(calls.items(), key=lambda kv: kv[0])]
-
-
-def channel_options(access: DeviceAccess) -> list[tuple[str, Any]]:
-    """The options of every gNMI channel fabricd opens (streams and the post-commit check alike)."""
-    opts: list[tuple[str, Any]] = [("grpc.max_receive_message_length", MAX_MESSAGE), ("grpc.enable_retries", 0)]
-    if access.gnmi.tls and access.gnmi.skip_verify:
-        # The certificate must still chain to the CA; only the name check is made against the inventory host.
-        opts.append(("grpc.ssl_target_name_override", access.host))
-    return opts
-
-
-def open_channel(access: DeviceAccess) -> grpc.aio.Channel:
-    """A grpc.aio channel as the inventory asks: TLS with verification by default, plaintext only if `tls: false`."""
-    target = f"{access.host}:{access.gnmi.port}"
-    opts = channel_options(access)
-    if not access.gnmi.tls:
-        return grpc.aio.insecure_channel(target, options=opts)
-    root = access.gnmi.ca_file.read_bytes() if access.gnmi.ca_file else None
-    return grpc.aio.secure_channel(target, grpc.ssl_channel_credentials(root_certificates=root), options=opts)
-
-
-def first_ended(calls: Sequence[Any]) -> asyncio.Future[None]:
-    """A future done when the first of `calls` ends (cancel it once no longer waited on)."""
-    ended: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-
-    def on_done(_: object) -> None:
-        if not ended.done():
-            ended.set_result(None)
-
-    for call in calls:
-        call.add_done_callback(on_done)
-    return ended
-
-
-async def write_unless_ended(call: Any, request: bytes) -> None:
-    """`call.write(request)`, but returning when the call ends first. grpc.aio's write waits for the call's headers
-    to be sent, and a call cancelled before that (a device that accepts TCP and never completes the HTTP/2
-    handshake, cancelled as idle or by `stop()`) never sends them: the plain write would wait forever."""
-    ended = first_ended([call])
-    write = asyncio.ensure_future(call.write(request))
-    try:
-        await asyncio.wait((write, ended), return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        if not write.done():
-            write.cancel()
-            await asyncio.gather(write, return_exceptions=True)
-        ended.cancel()
-    if write.done() and not write.cancelled():
-        write.result()  # its error, if any
-
-
-def notification_ts(raw: bytes) -> int | None:
-    """The timestamp of a serialized SubscribeResponse's notification (field 1 of the Notification, written first
-    by every protobuf serializer), or None if the message is something else."""
-    try:
-        if raw[0] != 0x0A:
-            return None
-        pos = 1
-        while raw[pos] & 0x80:  # skip the notification's length
-            pos += 1
-        pos += 1
-        if raw[pos] != 0x08:
-            return None
-        pos += 1
-        ts = shift = 0
-        while True:
-            c = raw[pos]
-            ts |= (c & 0x7F) << shift
-            if c < 0x80:
-                return ts
-            pos += 1
-            shift += 7
-            if shift > 63:
-                return None
-    except IndexError:
-        return None
 
 
 @dataclass(eq=False)
@@ -265,7 +175,7 @@ class TelemetryClient:
         rng = rng or random.Random()
         self.profiles = profiles(interval_s) if profile is None else dict(profile)
         self.heartbeat_ns = int(heartbeat_s * 1e9) if heartbeat_s else 0
-        self._serialized: dict[tuple[tuple[Subscription, ...], bool], bytes] = {}  # shared by devices alike
+        self._requests = RequestCache(self.heartbeat_ns)  # shared by devices alike
         device_plans = plans(((a.name, a.platform, a.os_version) for a in inventory_devices), self.profiles)
         self._devices: dict[str, _Device] = {}
         for access in inventory_devices:
@@ -343,15 +253,7 @@ class TelemetryClient:
         d.sampled = tuple(any(s.mode != "on_change" for s in g) for g in d.groups)
 
     def _request(self, group: tuple[Subscription, ...], json_ietf: bool) -> bytes:
-        raw = self._serialized.get((group, json_ietf))
-        if raw is None:
-            req = subscribe_request(group, target=group[0].target, json_ietf=json_ietf)
-            if self.heartbeat_ns:
-                for sub in req.subscribe.subscription:
-                    if sub.mode == gnmi_pb2.ON_CHANGE:
-                        sub.heartbeat_interval = self.heartbeat_ns
-            raw = self._serialized[(group, json_ietf)] = req.SerializeToString()
-        return raw
+        return self._requests.get(group, json_ietf)
 
     def _narrow(self, d: _Device, index: int, code: str, detail: str) -> bool:
         """The device refused Subscribe call `index` (`code`, `detail`): subscribe the rest without what it refused

@@ -30,7 +30,8 @@ from prometheus_client import CollectorRegistry, Counter, Gauge
 from drivers.inventory import DeviceAccess
 
 from . import bus_wire
-from .client import TelemetryClient, notification_ts
+from .channel import notification_ts
+from .client import TelemetryClient
 from .ingest import Ingestor
 from .metrics import TelemetryMetrics
 from .paths import Subscription

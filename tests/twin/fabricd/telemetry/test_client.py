@@ -25,7 +25,7 @@ from pygnmi.spec.v080 import gnmi_pb2
 from drivers.inventory import DeviceAccess, EapiAccess, GnmiAccess, SshAccess
 from fabricd.backoff import Backoff
 from fabricd.telemetry import CounterStore, Ingestor, Stat, Subscription, TelemetryClient, TelemetryMetrics
-from fabricd.telemetry.client import connect_delays, notification_ts
+from fabricd.telemetry.channel import connect_delays, notification_ts
 from lab.control_client import inject
 from tests.twin.lab.twin_thread import TwinThread
 from tests.unit.fabricd.telemetry import IF, T0, S, notification
