@@ -368,7 +368,8 @@ class HaSettings(_Strict):
     instance: str | None = None  # this instance's name in the lease and the logs (default: host:pid)
     # The lease lives this long after the leader's last renewal (every third of it); a standby takes over within
     # it plus a tenth of a second of polling. The leader stops acting a third of it before the lease can end.
-    lease_ttl_s: float = Field(3.0, ge=1.0, le=60.0)
+    # 2.5 s: a dead or paused leader is replaced within 2.5 s plus a poll (under 3 s; bench/bench_scaleout.py).
+    lease_ttl_s: float = Field(2.5, ge=1.0, le=60.0)
     bucket: str = Field("fabricd_leader", pattern=r"^[A-Za-z0-9_-]+$")
     # Before every switch call the leader's lease must still be certainly its own for this long (a call that takes
     # longer is what naming its transactions with the fencing token covers: docs/ha.md). At most a third of the TTL:

@@ -44,6 +44,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("fabricd.collector")
 SWITCHES, MEMBERS = "fabricd_switches", "fabricd_collectors"
+CLAIM_EVERY_S = 0.25  # how often a collector looks for free switches (two listings of the buckets: cheap)
 LEASE_CALLS = 256  # KV calls in flight at once in a lease round: one round trip each, so 4k leases take ~16 of them
 PUBLISH_EVERY_S = 0.005  # batching window: a flap's oper-status event waits at most this long on the collector
 
@@ -211,16 +212,21 @@ class Collector:
                 await nc.drain()
 
     async def _leases(self, switches: KeyValue, members: KeyValue, stop: asyncio.Event) -> None:
+        """Renew every third of the TTL; look for free switches (a dead collector's, expired) every CLAIM_EVERY_S, so
+        its switches stream again within a TTL and a fraction of a second, not a TTL and a third."""
         js = self._js
         assert js is not None
         me = self.instance.encode()
         member_key = _key(self.instance)
+        renewed = -1e18
         while not stop.is_set():
             started = time.monotonic()
             try:
-                await members.put(member_key, me)
+                if started - renewed >= self.ttl / 3:
+                    await members.put(member_key, me)
+                    await self._renew(switches)
+                    renewed = started
                 alive = len(await _keys(js, members))
-                await self._renew(switches)
                 taken = {self._by_key[k] for k in await _keys(js, switches) if k in self._by_key}
                 claim, give = plan_claims(self.instance, self.switches, taken, set(self.mine), alive)
                 await _bounded([self._claim(switches, s, me) for s in claim])
@@ -235,7 +241,7 @@ class Collector:
             self.client.set_owned(list(self.mine))
             if self._held_g is not None:
                 self._held_g.set(len(self.mine))
-            wait = max(0.05, self.ttl / 3 - (time.monotonic() - started))
+            wait = max(0.05, min(self.ttl / 3, CLAIM_EVERY_S) - (time.monotonic() - started))
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), wait)
 

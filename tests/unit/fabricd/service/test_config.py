@@ -425,7 +425,7 @@ def test_state_url_with_its_password_from_a_file(tmp_path: Path) -> None:
     )
     cfg = load_config(write(tmp_path, text), {})
     assert cfg.state.url == "postgresql://fabricd@db1:5432/fabricd"
-    assert cfg.ha.enabled and cfg.ha.instance == "ctl-1" and cfg.ha.lease_ttl_s == 3.0
+    assert cfg.ha.enabled and cfg.ha.instance == "ctl-1" and cfg.ha.lease_ttl_s == 2.5
     assert cfg.bus.urls == ["nats://n1:4222", "nats://n2:4222"]
     secret.chmod(0o644)
     assert "chmod" in str(error(write(tmp_path, text))) or "readable" in str(error(write(tmp_path, text)))
