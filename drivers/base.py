@@ -103,6 +103,11 @@ class Session(Protocol):
         mark of fabricd's is removed); the operator's own description is kept (drivers/marks.py)."""
         ...
 
+    def lldp_neighbors(self) -> dict[str, list[dict[str, str]]]:
+        """What LLDP hears on each port, in the shape of napalm's get_lldp_neighbors_detail() (fabricd's port
+        names; remote_system_name, remote_port, remote_port_description, remote_system_description)."""
+        ...
+
     def port_marks(self) -> dict[str, PortMark]:
         """Every port (by fabricd's name) that carries fabricd's mark, with its admin state: what fabricd did to
         this switch, as the switch remembers it."""

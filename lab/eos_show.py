@@ -202,7 +202,7 @@ def _lldp_neighbours(twin: Twin, sw: Switch, rows: list[int]) -> list[tuple[int,
     """(row, neighbour device, neighbour port) for ports whose link is up: LLDP only runs over a live link."""
     out = []
     for row in rows:
-        peer = twin.peer(sw.name, sw.ports[row])
+        peer = twin.lldp_peer(sw.name, sw.ports[row])
         if peer is not None and bool(sw.oper_up[row]):
             out.append((row, peer.device, peer.port))
     return out

@@ -64,6 +64,7 @@ class FaultInjector:
         "dci_imbalance",
         "dci_drops",
         "optics_degrade",
+        "miscable",
     )
 
     def __init__(self, twin: Twin, on_reboot: Callable[[str, int], None] | None = None):
@@ -360,6 +361,26 @@ class FaultInjector:
         sw.base = np.where(ahead > 0, np.zeros_like(ahead) - ahead, sw.base)
         rec = self._record("counter_wrap", params, now, [])
         rec.devices = [device]
+        return rec
+
+    def _miscable(self, params: dict[str, Any], now: int) -> FaultRecord:
+        """Two cables' far ends swapped (a technician put them back the wrong way round): `a` and `b` are the near
+        ends ('device:port', params `port` and `other`); a's cable now ends where b's did and the other way round.
+        The links stay up; LLDP on all four ends names its new neighbour. The traffic model keeps the blueprint's
+        paths."""
+        a, b = self._endpoint(params.get("port"), "port"), self._endpoint(params.get("other"), "other")
+        pa, pb = self.twin.peers.get((a.device, a.port)), self.twin.peers.get((b.device, b.port))
+        if pa is None or pb is None or a == b or pa == b:
+            raise FaultError("port and other must be the near ends of two different cables of switches")
+        swaps = {(a.device, a.port): pb, (pb.device, pb.port): a, (b.device, b.port): pa, (pa.device, pa.port): b}
+        self.twin.lldp_swaps.update(swaps)
+        rec = self._record("miscable", params, now, [a, b, pa, pb])
+
+        def undo(_t: int) -> None:
+            for key in swaps:
+                self.twin.lldp_swaps.pop(key, None)
+
+        rec.undo = undo
         return rec
 
     def _gnmi_drop(self, params: dict[str, Any], now: int) -> FaultRecord:

@@ -368,7 +368,7 @@ def state_value(twin: Twin, sw: Switch, row: int, kind: str) -> str | float | No
         return round(twin.rx_power(sw, row), 2)
     if kind == "temperature":
         return round(twin.temperature(sw, row), 1)
-    peer = twin.peer(sw.name, sw.ports[row])
+    peer = twin.lldp_peer(sw.name, sw.ports[row])
     if peer is None:
         return None
     return peer.device if kind == "lldp-system-name" else peer.port

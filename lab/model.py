@@ -168,6 +168,7 @@ class Twin:
         now = clock()
         self.switches: dict[str, Switch] = {}
         self.peers: dict[tuple[str, str], Endpoint] = {}
+        self.lldp_swaps: dict[tuple[str, str], Endpoint] = {}  # miscable faults: port -> the end it is really on
         self.links: dict[LinkKey, float] = {}  # link -> speed
         for dev in fabric.switches():
             if dev.is_remote:
@@ -226,6 +227,11 @@ class Twin:
 
     def peer(self, device: str, port: str) -> Endpoint | None:
         return self.peers.get((device, port))
+
+    def lldp_peer(self, device: str, port: str) -> Endpoint | None:
+        """Who LLDP on this port hears: the cabled peer, unless a `miscable` fault put another cable's far end on it
+        (the traffic model keeps the blueprint's paths: the fault is about what the fabric says it is wired as)."""
+        return self.lldp_swaps.get((device, port)) or self.peers.get((device, port))
 
     def is_switch(self, device: str) -> bool:
         return device in self.switches

@@ -122,6 +122,27 @@ def _interfaces_status(twin: Twin, dev: SonicDevice) -> str:
     return _table(headers, rows)
 
 
+def _lldp_table(twin: Twin, dev: SonicDevice) -> str:
+    """`show lldp table` as sonic-utilities' lldpshow prints it: a legend, tabulate's simple format (left-aligned),
+    a rule and the count. LLDP runs only over a live link."""
+    sw = twin.switch(dev.device)
+    rows = []
+    for row, port in enumerate(sw.ports):
+        peer = twin.lldp_peer(sw.name, port)
+        if peer is None or not sw.oper_up[row]:
+            continue
+        cap = "BR" if twin.is_switch(peer.device) else "O"
+        rows.append([sonic_port(port), peer.device, peer.port, cap, peer.port])
+    headers = ["LocalPort", "RemoteDevice", "RemotePortID", "Capability", "RemotePortDescr"]
+    widths = [max([len(h), *(len(r[i]) for r in rows)]) for i, h in enumerate(headers)]
+    lines = ["Capability codes: (R) Router, (B) Bridge, (O) Other"]
+    lines.append("  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True)).rstrip())
+    lines.append("  ".join("-" * w for w in widths))
+    lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
+    lines += ["-" * 50, f"Total entries displayed:  {len(rows)}"]
+    return "\n".join(lines) + "\n"
+
+
 def _version(twin: Twin, dev: SonicDevice) -> str:
     sw = twin.switch(dev.device)
     up_s = max(0, (twin.clock() - sw.boot_ns) // NS)
@@ -142,6 +163,8 @@ def show_command(twin: Twin, dev: SonicDevice, args: list[str]) -> Output:
         return json.dumps(shown, indent=4, sort_keys=True) + "\n", "", 0
     if words[:2] in (["interfaces", "status"], ["interface", "status"]):
         return _interfaces_status(twin, dev), "", 0
+    if words == ["lldp", "table"]:
+        return _lldp_table(twin, dev), "", 0
     if words == ["version"]:
         return _version(twin, dev), "", 0
     return "", f'{_TOP_USAGE.format(tool="show")}\nError: No such command "{" ".join(words)}".\n', 2

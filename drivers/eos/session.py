@@ -181,6 +181,14 @@ class EosSession:
         self.load(port_admin_lines(port, up, None if new == old else new))
         self.commit(revert_in_s)
 
+    def lldp_neighbors(self) -> dict[str, list[dict[str, str]]]:
+        try:
+            detail: dict[str, list[dict[str, Any]]] = self._napalm.get_lldp_neighbors_detail()
+        except _FAILED as e:
+            raise self._fail("show lldp neighbors detail", e) from None
+        keys = ("remote_system_name", "remote_port", "remote_port_description", "remote_system_description")
+        return {port: [{k: str(n.get(k) or "") for k in keys} for n in ns] for port, ns in detail.items()}
+
     def port_marks(self) -> dict[str, PortMark]:
         out = {}
         for name, row in self._descriptions().items():

@@ -323,6 +323,22 @@ class SonicSession:
         self.load(patch_commands(patch))
         self.commit(revert_in_s, key=key)
 
+    def lldp_neighbors(self) -> dict[str, list[dict[str, str]]]:
+        """`show lldp table` (sonic-utilities' lldpshow: LocalPort, RemoteDevice, RemotePortID, Capability,
+        RemotePortDescr)."""
+        out: dict[str, list[dict[str, str]]] = {}
+        for row in _table(self._ok("show lldp table", "show lldp table")):
+            local = row.get("LocalPort", "")
+            if not local.startswith("Ethernet"):
+                continue  # the closing rule and the "Total entries displayed" line
+            out.setdefault(fabricd_port_name(local), []).append({
+                "remote_system_name": row.get("RemoteDevice", ""),
+                "remote_port": row.get("RemotePortID", ""),
+                "remote_port_description": row.get("RemotePortDescr", ""),
+                "remote_system_description": "",
+            })  # fmt: skip
+        return out
+
     def port_marks(self) -> dict[str, PortMark]:
         out = {}
         for name, row in self._ports().items():

@@ -146,10 +146,11 @@ def inject(
     kind: str = typer.Argument(
         ...,
         help="link_flap, link_down, pfc_storm, pfc_deadlock, link_corruption, silent_corruption, optics, "
-        "optics_degrade, reboot, gnmi_drop, microburst, counter_wrap, dci_imbalance, dci_drops",
+        "optics_degrade, reboot, gnmi_drop, microburst, counter_wrap, dci_imbalance, dci_drops, miscable",
     ),
     state_dir: Path = STATE_DIR,
     port: str | None = typer.Option(None, "--port", help="device:port (link faults, optics)."),
+    other: str | None = typer.Option(None, "--other", help="miscable: the other cable's near end (device:port)."),
     nic: str | None = typer.Option(None, "--nic", help="server:nicK (pfc_storm, microburst)."),
     device: str | None = typer.Option(None, "--device", help="Switch (silent_corruption, reboot, gnmi_drop)."),
     cycle: str | None = typer.Option(None, "--cycle", help="Switches in cycle order, comma-separated (deadlock)."),
@@ -181,10 +182,10 @@ def inject(
 ) -> None:
     """Inject a fault; it is logged with its time (`fabricd lab faults`)."""
     given = {
-        "port": port, "nic": nic, "device": device, "cycle": cycle, "priority": priority, "count": count,
-        "period_s": period_s, "rate": rate, "direction": direction, "loss_db": loss_db, "seconds": seconds,
-        "down_s": down_s, "duration_ms": duration_ms, "failed": failed or None, "dci": dci, "skew": skew,
-        "pattern": pattern, "db_per_hour": db_per_hour, "c_per_hour": c_per_hour,
+        "port": port, "other": other, "nic": nic, "device": device, "cycle": cycle, "priority": priority,
+        "count": count, "period_s": period_s, "rate": rate, "direction": direction, "loss_db": loss_db,
+        "seconds": seconds, "down_s": down_s, "duration_ms": duration_ms, "failed": failed or None, "dci": dci,
+        "skew": skew, "pattern": pattern, "db_per_hour": db_per_hour, "c_per_hour": c_per_hour,
     }  # fmt: skip
     params = {k: v for k, v in given.items() if v is not None}
     record = _control(state_dir, "POST", "/faults", {"kind": kind, "params": params})

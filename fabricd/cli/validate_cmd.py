@@ -7,7 +7,8 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
-from fabricd.cli.output import EXIT_CLEAN, EXIT_FINDINGS, Format, console, emit_json
+from fabricd.cli.output import EXIT_CLEAN, EXIT_FINDINGS, EXIT_TROUBLE, Format, console, emit_json, err_console
+from topology.errors import FabricdError
 from topology.load import load_as_built
 from topology.spec import load_spec
 from topology.validate import ValidationResult, validate
@@ -22,17 +23,53 @@ def validate_command(
         help="As-built cabling: cabling YAML/JSON, a containerlab file, or a directory of LLDP tables "
         "(one napalm get_lldp_neighbors_detail JSON per switch). Default: the spec's own blueprint.",
     ),
+    inventory: Path | None = typer.Option(
+        None,
+        "--inventory",
+        "-i",
+        help="Read the cabling from the live switches' LLDP instead (through the drivers, every switch of the "
+        "inventory); unreachable switches are named, the rest validated.",
+    ),
+    save_lldp: Path | None = typer.Option(
+        None, "--save-lldp", help="With --inventory: also write the tables read to DIR/<switch>.json (--cabling DIR)."
+    ),
     fmt: Format = typer.Option(Format.table, "--format", "-f", help="json for scripts, table for people."),
 ) -> None:
-    """Check cabling against the rail-optimized layout; exit 0 clean, 1 violations, 2 bad input."""
+    """Check cabling against the rail-optimized layout; exit 0 clean, 1 violations, 2 bad input (or, with
+    --inventory, switches that could not be read and no violation among the rest)."""
+    if cabling is not None and inventory is not None:
+        raise FabricdError("give --cabling (a file or directory) or --inventory (the live switches), not both")
     fabric_spec = load_spec(spec)
-    as_built = load_as_built(fabric_spec, cabling)
+    unreachable: dict[str, str] = {}
+    if inventory is not None:
+        from drivers.inventory import load_inventory
+        from fabricd.lldp_collect import collect_lldp
+        from topology.loaders.lldp import cabling_from_lldp
+
+        inv = load_inventory(inventory)
+        collected = collect_lldp(inv, inv.names)
+        unreachable = collected.unreachable
+        for name, why in sorted(unreachable.items()):
+            err_console().print(f"fabricd: warning: {name} not read: {why}", markup=False, highlight=False,
+                                soft_wrap=True)  # fmt: skip
+        if not collected.tables:
+            raise FabricdError(f"{inventory}: no switch could be read ({len(unreachable)} tried); see the warnings")
+        if save_lldp is not None:
+            collected.save(save_lldp)
+        as_built = cabling_from_lldp(collected.tables, f"LLDP of {len(collected.tables)} switches ({inventory})")
+    else:
+        as_built = load_as_built(fabric_spec, cabling)
     result = validate(fabric_spec, as_built)
     if fmt is Format.json:
-        emit_json(result.to_dict())
+        doc = result.to_dict()
+        if inventory is not None:
+            doc["unreachable"] = [{"device": n, "error": why} for n, why in sorted(unreachable.items())]
+        emit_json(doc)
     else:
         _print_table(result)
-    raise typer.Exit(EXIT_FINDINGS if result.violations else EXIT_CLEAN)
+    if result.violations:
+        raise typer.Exit(EXIT_FINDINGS)
+    raise typer.Exit(EXIT_TROUBLE if unreachable else EXIT_CLEAN)
 
 
 def _print_table(result: ValidationResult) -> None:

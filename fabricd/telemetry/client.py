@@ -42,6 +42,7 @@ from typing import Any
 
 import grpc
 from pygnmi.spec.v080 import gnmi_pb2
+from typing_extensions import TypedDict
 
 from drivers.base import DriverError
 from drivers.inventory import DeviceAccess
@@ -84,6 +85,21 @@ class DeviceState:
     attempts: int
     last_error: str | None  # gRPC status name of the last failure, None after a successful stream
     rejected: tuple[tuple[str, str], ...] = ()  # (subscription path, "STATUS: detail") the device refused
+
+
+class StreamOptions(TypedDict, total=False):
+    """How a TelemetryClient streams, as TelemetryWorkers hands it to each worker's client (the client's keyword
+    arguments of the same names)."""
+
+    profile: Mapping[str, Sequence[Subscription]] | None
+    interval_s: float
+    heartbeat_s: float | None
+    backoff_base_s: float
+    backoff_cap_s: float | None
+    healthy_s: float | None
+    idle_s: float | None
+    connect_spread_s: float | None
+    spread_samples: bool
 
 
 @dataclass(eq=False)

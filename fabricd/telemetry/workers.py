@@ -43,19 +43,19 @@ import subprocess
 import sys
 import time
 import zlib
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, Unpack
 
 import numpy as np
 
 from drivers.inventory import DeviceAccess
 from fabricd.backoff import Backoff
 
-from .client import DeviceState
+from .client import DeviceState, StreamOptions
 from .ingest import Ingestor
 from .metrics import TelemetryMetrics
-from .paths import Kind, Subscription
+from .paths import Kind
 from .series import Stat
 from .store import CounterStore, StoreChanges
 from .worker_wire import STOP, Batch, WorkerInit, frame, read_frame
@@ -188,23 +188,18 @@ class TelemetryWorkers:
         ingestor: Ingestor,
         *,
         workers: int,
-        profile: Mapping[str, Sequence[Subscription]] | None = None,
-        interval_s: float = 10.0,
-        heartbeat_s: float | None = None,
         metrics: TelemetryMetrics | None = None,
         clock: Callable[[], int] = time.time_ns,
-        backoff_base_s: float = 0.5,
-        backoff_cap_s: float | None = None,
-        healthy_s: float | None = None,
-        idle_s: float | None = None,
-        connect_spread_s: float | None = None,
-        spread_samples: bool = True,
         ship_s: float = SHIP_S,
         hang_s: float | None = None,
         restart_base_s: float = 1.0,
         restart_cap_s: float = 30.0,
         log: logging.Logger | None = None,
+        **options: Unpack[StreamOptions],
     ) -> None:
+        """`options` go to each worker's TelemetryClient as they are (profile, interval_s, backoff, ...)."""
+        interval_s = options.get("interval_s", 10.0)
+        profile = options.get("profile")
         if workers < 1:
             raise ValueError("workers must be >= 1")
         if interval_s <= 0 or ship_s <= 0:
@@ -220,16 +215,10 @@ class TelemetryWorkers:
         self.ship_s = ship_s
         self.hang_s = max(30.0, 6 * interval_s) if hang_s is None else hang_s
         self.restart_base_s, self.restart_cap_s = restart_base_s, restart_cap_s
+        # what crosses to the worker process: plain values (a profile's sequences as lists)
         self._options: dict[str, Any] = {
+            **options,
             "profile": None if profile is None else {k: list(v) for k, v in profile.items()},
-            "interval_s": interval_s,
-            "heartbeat_s": heartbeat_s,
-            "backoff_base_s": backoff_base_s,
-            "backoff_cap_s": backoff_cap_s,
-            "healthy_s": healthy_s,
-            "idle_s": idle_s,
-            "connect_spread_s": connect_spread_s,
-            "spread_samples": spread_samples,
         }
         platforms = {"eos"} if profile is None else set(profile)
         self._accesses = {a.name: a for a in inventory_devices}

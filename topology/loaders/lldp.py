@@ -21,6 +21,7 @@ name (without .json) is the switch's name.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -69,10 +70,23 @@ def load_lldp_dir(path: Path) -> Cabling:
     return _build(tables, str(d))
 
 
+def cabling_from_lldp(tables: Mapping[str, object], source: str) -> Cabling:
+    """Devices and links from LLDP tables already in hand (`fabricd validate --inventory` reads them from the
+    switches): {switch: napalm get_lldp_neighbors_detail() result}; `source` names where they came from."""
+    parsed: dict[str, Table] = {}
+    for name, data in tables.items():
+        owner = _canonical(name)
+        parsed[owner] = table_from_data(data, f"{source} ({name})")
+    return _build(parsed, source)
+
+
 def read_table(path: Path) -> Table:
     """One switch's LLDP table, checked for shape (errors name the file and the key)."""
-    src = str(path)
-    data = load_document(path, CablingError)
+    return table_from_data(load_document(path, CablingError), str(path))
+
+
+def table_from_data(data: object, src: str) -> Table:
+    """One switch's LLDP table from its napalm shape, checked (errors name `src` and the key)."""
     if isinstance(data, dict) and isinstance(data.get(_WRAPPER), dict):
         data = data[_WRAPPER]
     if not isinstance(data, dict):

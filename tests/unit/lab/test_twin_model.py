@@ -9,7 +9,7 @@ from lab.faults import FaultError, FaultInjector
 from lab.model import PortConfig, Twin
 from lab.probes import ProbeGenerator
 from topology.fabric import Fabric
-from topology.model import Cabling
+from topology.model import Cabling, Endpoint
 from topology.units import NS
 
 T0 = 1_700_000_000 * NS
@@ -261,3 +261,19 @@ def test_fault_log_records_start_and_clear(twin: Twin) -> None:
     assert twin.switch("leaf-g0-r0").oper_up[4]
     with pytest.raises(FaultError, match="no active fault"):
         faults.clear(rec.id)
+
+
+def test_miscable_swaps_what_lldp_hears_on_all_four_ends_and_clears(twin: Twin) -> None:
+    inj = FaultInjector(twin)
+    a, b = Endpoint("leaf-g0-r1", "Ethernet2/1"), Endpoint("leaf-g0-r2", "Ethernet2/1")
+    pa, pb = twin.peer(a.device, a.port), twin.peer(b.device, b.port)
+    assert pa is not None and pb is not None
+    rec = inj.inject("miscable", {"port": str(a), "other": str(b)})
+    assert twin.lldp_peer(a.device, a.port) == pb and twin.lldp_peer(pb.device, pb.port) == a
+    assert twin.lldp_peer(b.device, b.port) == pa and twin.lldp_peer(pa.device, pa.port) == b
+    assert twin.peer(a.device, a.port) == pa  # the cabling the traffic model follows is unchanged
+    assert sorted(rec.ports) == sorted(map(str, (a, b, pa, pb)))
+    inj.clear(rec.id)
+    assert twin.lldp_peer(a.device, a.port) == pa and twin.lldp_peer(b.device, b.port) == pb and twin.lldp_swaps == {}
+    with pytest.raises(FaultError, match="two different cables"):
+        inj.inject("miscable", {"port": str(a), "other": str(a)})

@@ -1,0 +1,72 @@
+"""`fabricd validate --inventory`: the cabling as the live switches' LLDP says it is, read through the drivers (EOS
+spines over eAPI, SONiC leaves over SSH: examples/small-sonic.yaml), validated by the same loader and rules as
+`--cabling` on a directory of LLDP tables; the twin's `miscable` fault swaps two cables' far ends."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from lab.control_client import inject
+from tests.conftest import EXAMPLES, REPO
+from tests.twin.lab.twin_thread import TwinThread
+from topology.spec import load_spec
+
+SPEC = EXAMPLES / "small-sonic.yaml"
+
+
+@pytest.fixture
+def twin(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TwinThread]:
+    t = TwinThread(load_spec(SPEC), tmp_path_factory.mktemp("lldp-twin")).start()
+    yield t
+    t.stop()
+
+
+def validate(*args: str) -> tuple[int, dict[str, Any], str]:
+    r = subprocess.run([sys.executable, "-m", "fabricd", "validate", "--spec", str(SPEC), *args, "--format", "json"],
+                       capture_output=True, text=True, cwd=REPO, timeout=120)  # fmt: skip
+    return r.returncode, json.loads(r.stdout) if r.stdout.strip() else {}, r.stderr
+
+
+def test_live_lldp_matches_the_saved_tables_on_the_blueprint_and_on_a_swapped_pair(
+    twin: TwinThread, tmp_path: Path
+) -> None:
+    code, live, err = validate("--inventory", str(twin.inventory), "--save-lldp", str(tmp_path / "clean"))
+    assert code == 0, err
+    assert live["violations"] == [] and live["unreachable"] == []
+    assert live["summary"]["links"] == 16 and live["summary"]["devices"]["leaf"] == 4
+    assert sorted(p.name for p in (tmp_path / "clean").iterdir()) == sorted(
+        f"{n}.json" for n in yaml.safe_load(twin.inventory.read_text())["devices"]
+    )
+    code, saved, _ = validate("--cabling", str(tmp_path / "clean"))
+    assert code == 0 and saved["violations"] == live["violations"]
+
+    # a technician swaps the cables on two leaves' first server ports (SONiC leaves): the links stay up
+    inject(twin.state_dir, "miscable", {"port": "leaf-g0-r0:Ethernet2/1", "other": "leaf-g0-r1:Ethernet2/1"})
+    code, live, err = validate("--inventory", str(twin.inventory), "--save-lldp", str(tmp_path / "swapped"))
+    assert code == 1, err
+    (v,) = live["violations"]
+    assert v["code"] == "RAIL_MISMATCH"
+    assert v["fix"] == "swap the cables on leaf-g0-r0:Ethernet2/1 and leaf-g0-r1:Ethernet2/1"
+    code, saved, _ = validate("--cabling", str(tmp_path / "swapped"))
+    assert code == 1 and saved["violations"] == live["violations"]
+
+
+def test_an_unreachable_switch_is_named_and_the_rest_validated(twin: TwinThread, tmp_path: Path) -> None:
+    inv = yaml.safe_load(twin.inventory.read_text())
+    inv["devices"]["spine-r0-0"]["eapi"] = {"port": 1, "transport": "http"}  # nothing listens there
+    broken = tmp_path / "inventory.yaml"
+    broken.write_text(yaml.safe_dump(inv))
+    code, live, err = validate("--inventory", str(broken))
+    assert code == 2  # no violation among the switches read, but the picture is incomplete
+    assert [u["device"] for u in live["unreachable"]] == ["spine-r0-0"]
+    assert "fabricd: warning: spine-r0-0 not read: spine-r0-0: cannot open eAPI" in err
+    assert live["violations"] == []  # its cables are still seen from the leaves' end
+    assert live["summary"]["links"] == 16
