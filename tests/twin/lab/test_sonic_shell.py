@@ -76,7 +76,10 @@ def test_lexing_quotes_redirections_and_status() -> None:
 def test_lists_status_and_unknown_commands(lab: tuple[Twin, Clock, SonicShell]) -> None:
     _, _, shell = lab
     assert sh(shell, 'false; echo "rc=$?"; true && echo yes || echo no') == ("rc=1\nyes\n", 0)
-    assert sh(shell, "ls /tmp") == ("-bash: ls: command not found\n", 127)
+    assert sh(shell, "ls /tmp") == ("", 0)  # ls knows folders; nothing there yet
+    assert sh(shell, "echo x > /tmp/fabricd_t5_a1_x.pid; ls /tmp") == ("fabricd_t5_a1_x.pid\n", 0)
+    assert sh(shell, "ls /nowhere") == ("ls: cannot access '/nowhere': No such file or directory\n", 2)
+    assert sh(shell, "frobnicate /tmp") == ("-bash: frobnicate: command not found\n", 127)
     assert sh(shell, 'echo "$?"') == ("127\n", 0)
     assert sh(shell, "config save -y")[0] == "Root privileges are required for this operation\n"
     assert sh(shell, "sleep 1")[1] == 1  # a foreground sleep would stall the twin's loop: refused, not faked
