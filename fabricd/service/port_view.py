@@ -89,6 +89,27 @@ class TelemetryPortView:
                 return False
             await asyncio.sleep(self.refresh_s)
 
+    async def lldp_neighbour(self, device: str, port: str, since_ns: int, timeout_s: float) -> Endpoint | None:
+        """Who LLDP hears on the port in a sample newer than `since_ns`, waiting up to `timeout_s`; None if none."""
+        deadline = self.clock() + timeout_s
+        while True:
+            got = self._lldp(device, port, since_ns)
+            if got is not None or self.clock() >= deadline:
+                return got
+            await asyncio.sleep(self.refresh_s)
+
+    def _lldp(self, device: str, port: str, since_ns: int) -> Endpoint | None:
+        snap = self.snapshot()
+        newest: dict[str, tuple[int, str]] = {}
+        for leaf in ("lldp.system-name", "lldp.port-id"):
+            for i in snap.select(device, port, leaf).tolist():
+                ts, text = int(snap.ts[i]), snap.text(i)
+                if text and ts > since_ns and ts > newest.get(leaf, (-1, ""))[0]:
+                    newest[leaf] = (ts, text)
+        if "lldp.system-name" not in newest:
+            return None
+        return Endpoint(newest["lldp.system-name"][1], newest.get("lldp.port-id", (0, ""))[1])
+
     def evidence(self, device: str, port: str) -> dict[str, Any]:
         """Current values of the counters a person repairing this port wants to see, and its optics."""
         snap = self.snapshot()

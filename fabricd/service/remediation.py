@@ -52,6 +52,10 @@ class PortView(Protocol):
 
     def evidence(self, device: str, port: str) -> JsonDict: ...
     async def wait_oper(self, device: str, port: str, up: bool, timeout_s: float) -> bool: ...
+    async def lldp_neighbour(self, device: str, port: str, since_ns: int, timeout_s: float) -> Endpoint | None:
+        """Who LLDP hears on the port in a sample taken after `since_ns` (unix ns), waiting up to `timeout_s` for
+        one; None when nothing is known (a server without LLDP, a switch that does not stream it)."""
+        ...
 
 
 class Actuator(Protocol):
@@ -415,8 +419,17 @@ class Remediator:
             session, found = await opened
             if clean is not None:
                 self._cleaned.add((clean[0], ep.device))
+            committed = self.clock()
             seen = await self.view.wait_oper(ep.device, ep.port, up, self.settings.verify_timeout_s)
             await self._await_fence()  # a leader paused while it waited (SIGSTOP, a frozen VM) may not touch it
+            if up and seen and found != "confirmed" and (wrong := await self._wrong_cable(ep, committed)):
+                # Back from repair on the wrong cable: it goes down again (the revert), and the ticket says where.
+                await self._await_fence()
+                how = await self._blocking(settle, session, False)
+                text = f"{wrong}; {how}: {ep} stays down until the cable is moved (then resolve the ticket again)"
+                self._finish(action, "rolled_back", text)
+                self._reopen(action, text)
+                return text
             if found == "confirmed":
                 # The fabricd before this one confirmed it on the switch and died before recording that.
                 text = f"{verb}d {ep} (confirmed on the switch before a restart)"
@@ -448,6 +461,29 @@ class Remediator:
             if session is not None:
                 # A fenced leader lets go without a word to the switch; the new leader decides what it left.
                 await self._blocking(session.abandon if fenced_out or self._fenced() else session.close)
+
+    async def _wrong_cable(self, ep: Endpoint, since: int) -> str | None:
+        """What is wrong with the cable on `ep` by LLDP (a sample after `since`), or None: the intended neighbour,
+        or nothing known (a host that sends no LLDP: it cannot be judged, the repair is trusted)."""
+        want = self.fabric.peer(ep.device, ep.port)
+        if want is None:
+            return None
+        got = await self.view.lldp_neighbour(ep.device, ep.port, since, min(self.settings.verify_timeout_s, 5.0))
+        if got is None or _same_end(got, want):
+            return None
+        there = self.fabric.peer(got.device, got.port) if got.device in self.fabric else None
+        where = f"; {got} belongs on {there}" if there is not None and there != ep else ""
+        return f"{ep} came up facing {got}, not {want} as cabled in the blueprint{where}"
+
+    def _reopen(self, action: Action, text: str) -> None:
+        """The repair left the port on the wrong cable: its ticket is open again (no retry re-enables it)."""
+        if not action.ticket_id:
+            return
+        t = self.state.ticket(action.ticket_id)
+        if t is not None and t.status != "open":
+            self.state.update_ticket(t.id, self.clock(), reopen=True)
+            self.state.audit(self.clock(), f"reopened ticket {t.id}", text, mode=action.mode, action_id=action.id,
+                             ticket_id=t.id)  # fmt: skip
 
     def _check_fence(self, token: int | None = None) -> None:
         """Before a switch call: may this instance act now? A leader whose lease is merely close to its renewal waits
@@ -820,6 +856,17 @@ class Remediator:
         t = self._note(t.id, a, why) or t
         await self._send(t)
         return why
+
+
+def _same_end(got: Endpoint, want: Endpoint) -> bool:
+    """LLDP's neighbour is the intended one: the same system (its DNS domain aside) and port; a host that sends its
+    MAC as port id (lldpd's default) is judged by its name alone."""
+    if got.device.split(".", 1)[0] != want.device.split(".", 1)[0]:
+        return False
+    return got.port == want.port or _MAC.match(got.port) is not None
+
+
+_MAC = re.compile(r"^[0-9a-fA-F]{2}([:-][0-9a-fA-F]{2}){5}$")
 
 
 def _inert(text: str) -> str:

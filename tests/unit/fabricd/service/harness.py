@@ -50,6 +50,7 @@ class World:
     admin: dict[Endpoint, bool] = field(default_factory=dict)
     unreadable: set[str] = field(default_factory=set)  # switches whose marks cannot be read
     scans: list[str] = field(default_factory=list)  # switches whose marks were read, in order
+    lldp: dict[Endpoint, Endpoint] = field(default_factory=dict)  # what LLDP hears on a port once it is up
 
     def state(self, ep: Endpoint) -> str:
         return self.oper.get(ep, "UP")
@@ -168,6 +169,9 @@ class FakeView:
 
     def evidence(self, device: str, port: str) -> dict[str, Any]:
         return {"oper-status": self.world.state(Endpoint(device, port)), "if.carrier-transitions": 16}
+
+    async def lldp_neighbour(self, device: str, port: str, since_ns: int, timeout_s: float) -> Endpoint | None:
+        return self.world.lldp.get(Endpoint(device, port))
 
     async def wait_oper(self, device: str, port: str, up: bool, timeout_s: float) -> bool:
         self.world.waits.append((device, port, up, timeout_s))

@@ -148,3 +148,37 @@ def test_stale_holds_never_count_against_the_budgets(make: Callable[..., Harness
     assert SERVER_PORT not in h.rem._held()
     fabric = next(b for b in h.rem.budgets() if b.limit == "fabric_budget")
     assert fabric.used == 0
+
+
+def test_a_repaired_port_on_the_wrong_cable_goes_down_again_and_its_ticket_reopens(
+    make: Callable[..., Harness],
+) -> None:
+    h = make()
+    run(report(h, flap(h.fabric, SERVER_PORT)))
+    (t,) = h.tickets()
+    # the repair put the cable of gpu-g0-000:nic1 (cabled to leaf-g0-r1:Ethernet1/1) on this port
+    h.world.lldp[SERVER_PORT] = Endpoint("gpu-g0-000", "nic1")
+    settled(h, h.rem.resolve(t.id, "tech"))
+    enable = next(a for a in h.state.actions() if a.op == "enable")
+    assert enable.status == "rolled_back"
+    assert enable.detail.startswith(
+        "leaf-g0-r0:Ethernet1/1 came up facing gpu-g0-000:nic1, not gpu-g0-000:nic0 as cabled in the blueprint; "
+        "gpu-g0-000:nic1 belongs on leaf-g0-r1:Ethernet1/1; "
+    )
+    assert _held(h)[0][:2] == (SERVER_PORT.device, SERVER_PORT.port)  # still held down
+    ticket = h.state.ticket(t.id)
+    assert ticket is not None and ticket.status == "open"  # no retry re-enables it: a person moves the cable
+    assert ticket.body["status_note"] == enable.detail
+    # the cable moved back to its place: resolved again, the port comes back
+    h.world.lldp[SERVER_PORT] = Endpoint("gpu-g0-000", "nic0")
+    settled(h, h.rem.resolve(t.id, "tech"))
+    assert _held(h) == [] and h.world.admin[SERVER_PORT] is True
+
+
+def test_a_host_that_sends_its_mac_as_port_id_or_no_lldp_is_trusted(make: Callable[..., Harness]) -> None:
+    h = make()
+    run(report(h, flap(h.fabric, SERVER_PORT)))
+    (t,) = h.tickets()
+    h.world.lldp[SERVER_PORT] = Endpoint("gpu-g0-000.example.net", "0c:42:a1:00:00:01")
+    settled(h, h.rem.resolve(t.id, "tech"))
+    assert _held(h) == []

@@ -1,0 +1,60 @@
+"""A port back from repair on the wrong cable (the twin's `miscable` fault: a technician swapped two cables' far ends)
+is enabled under its revert timer, LLDP names the wrong neighbour, and it goes down again with its ticket reopened
+saying which cable is where; with the cable moved back, the next resolve brings it up."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from lab.control_client import call, inject
+from tests.conftest import EXAMPLES
+from tests.twin.lab.twin_thread import TwinThread
+from topology.spec import load_spec
+
+from .service_thread import ServiceThread, wait_for, write_config
+from .test_service_twin import admin_enabled
+
+PORT = "leaf-g0-r0:Ethernet1/1"  # faces gpu-g0-000:nic0
+
+
+@pytest.fixture
+def twin(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TwinThread]:
+    t = TwinThread(load_spec(EXAMPLES / "small-pod.yaml"), tmp_path_factory.mktemp("repair-twin")).start()
+    yield t
+    t.stop()
+
+
+def test_a_repair_on_the_wrong_cable_stays_down_and_says_which_cable_is_where(twin: TwinThread, tmp_path: Path) -> None:
+    svc = ServiceThread(write_config(tmp_path, twin.inventory)).start()
+    try:
+        inject(twin.state_dir, "link_flap", {"port": PORT, "count": 8, "period_s": 0.3})
+        wait_for(lambda: svc.get("/api/v1/ports/disabled")["ports"], 20)
+        (t,) = svc.get("/api/v1/tickets")["tickets"]
+        # the optic is replaced, and the cable of gpu-g0-000:nic1 ends up on this port (and this one's on its)
+        swap = inject(twin.state_dir, "miscable", {"port": PORT, "other": "leaf-g0-r1:Ethernet1/1"})
+        assert svc.post(f"/api/v1/tickets/{t['id']}/resolve").status_code == 200
+
+        def enable() -> dict[str, object] | None:
+            ends = [a for a in svc.get("/api/v1/actions")["actions"] if a["op"] == "enable"]
+            return ends[0] if ends and ends[0]["status"] not in ("running", "awaiting_approval") else None
+
+        ended = wait_for(enable, 30)
+        assert ended["status"] == "rolled_back", ended
+        assert str(ended["detail"]).startswith(
+            f"{PORT} came up facing gpu-g0-000:nic1, not gpu-g0-000:nic0 as cabled in the blueprint; "
+            "gpu-g0-000:nic1 belongs on leaf-g0-r1:Ethernet1/1"
+        )
+        assert not admin_enabled(twin, "leaf-g0-r0", "Ethernet1/1")
+        ticket = svc.get(f"/api/v1/tickets/{t['id']}")
+        assert ticket["status"] == "open" and ticket["body"]["status_note"] == ended["detail"]
+        assert [p["port"] for p in svc.get("/api/v1/ports/disabled")["ports"]] == ["Ethernet1/1"]
+
+        call(twin.state_dir, "DELETE", f"/faults/{swap['id']}")  # the cable moved to where it belongs
+        assert svc.post(f"/api/v1/tickets/{t['id']}/resolve").status_code == 200
+        wait_for(lambda: svc.get("/api/v1/ports/disabled")["ports"] == [], 30)
+        assert admin_enabled(twin, "leaf-g0-r0", "Ethernet1/1")
+    finally:
+        svc.stop()
