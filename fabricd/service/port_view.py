@@ -91,6 +91,8 @@ class TelemetryPortView:
 
     async def lldp_neighbour(self, device: str, port: str, since_ns: int, timeout_s: float) -> Endpoint | None:
         """Who LLDP hears on the port in a sample newer than `since_ns`, waiting up to `timeout_s`; None if none."""
+        if not self.snapshot().select(device, port, "lldp.system-name").size:
+            return None  # this switch does not stream LLDP for the port (a platform or release without it)
         deadline = self.clock() + timeout_s
         while True:
             got = self._lldp(device, port, since_ns)
