@@ -59,17 +59,21 @@ async def connect(settings: BusSettings, source: Path | None, name: str) -> NATS
         options["nkeys_seed"] = str(_private_file(settings.nkey_seed, "bus.nkey_seed"))
     if settings.ca_file is not None or any(u.startswith("tls://") for u in settings.urls):
         options["tls"] = ssl.create_default_context(cafile=str(settings.ca_file) if settings.ca_file else None)
-    last: list[str] = []  # the latest error the client reported (a refused login is retried, not raised)
+    # The latest errors the client reported (a refused login is retried, not raised): what the server said (an
+    # `Authorization Violation`) names the fix; a socket the server closed after saying it does not, so it never
+    # hides it.
+    server_said: list[str] = []
+    transport: list[str] = []
 
     async def on_error(e: Exception) -> None:
-        last[:] = [str(e)]
+        (transport if isinstance(e, OSError | TimeoutError) else server_said)[:] = [str(e)]
         log.debug("bus: %s", e)
 
     options["error_cb"] = on_error
     try:
         return await asyncio.wait_for(nats.connect(settings.urls, **options), FIRST_CONNECT_S)
     except (NatsError, OSError, TimeoutError) as e:
-        why = last[0] if last else type(e).__name__
+        why = (server_said or transport or [type(e).__name__])[0]
         raise BusError(
             f"cannot reach the bus at {', '.join(settings.urls)} ({why}); start it (`fabricd bus up` in a lab) or "
             "check bus: in fabricd.yaml (urls, user/password, token, nkey_seed)"
