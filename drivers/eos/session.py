@@ -123,6 +123,7 @@ class EosSession:
             raise self._fail("rollback (the switch still reverts by itself when its timer ends)", e) from None
 
     def _sessions(self) -> dict[str, Any]:
+        # Through napalm's own eAPI connection (pyeapi's Node), the command napalm's has_pending_commit reads.
         data: dict[str, Any] = self._napalm.device.run_commands(["show configuration sessions detail"])[0]
         return data
 
@@ -199,14 +200,9 @@ class EosSession:
 
     def resume(self, key: str) -> Resumed:
         try:
-            # Through napalm's own eAPI connection (pyeapi's Node), the command napalm's has_pending_commit reads.
-            data = self._napalm.device.run_commands(["show configuration sessions detail"])[0]
-            session = data.get("sessions", {}).get(key)
-            # EOS 4.32+ also names the session whose commit timer runs at the top level (napalm reads both).
-            timer = data.get("commitTimerSessionName") == key
-            if session is None and not timer:
+            state = self._state_of(key)
+            if not state:
                 return "none"
-            state = "pendingCommitTimer" if timer else str(session.get("state", ""))
             if state == "pendingCommitTimer":
                 self._napalm.config_session = key  # napalm's confirm_commit and rollback act on this session
                 self._pending = True

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from fabricd.telemetry import Ingestor, Kind, Snapshot
@@ -30,6 +30,30 @@ EVIDENCE_LEAVES = (
 )
 
 
+class AdminStates(Mapping[Endpoint, bool]):
+    """A snapshot's admin-status leaves as a mapping: port -> administratively up."""
+
+    def __init__(self, snap: Snapshot) -> None:
+        self._snap = snap
+
+    def __getitem__(self, ep: Endpoint) -> bool:
+        i = self._snap.find(ep.device, ep.port, "admin-status")
+        state = None if i is None else self._snap.text(i)
+        if state is None:
+            raise KeyError(ep)
+        return state == "UP"
+
+    def __iter__(self) -> Iterator[Endpoint]:
+        snap = self._snap
+        for i in snap.select(leaf="admin-status").tolist():
+            if snap.text(i) is not None:
+                dev, port, _, _ = snap.key(i)
+                yield Endpoint(dev, port)
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
+
+
 class TelemetryPortView:
     def __init__(self, ingestor: Ingestor, clock: Callable[[], float], refresh_s: float = 0.05) -> None:
         self.ingestor = ingestor
@@ -38,7 +62,6 @@ class TelemetryPortView:
         self._snap: Snapshot | None = None
         self._at = -1e18
         self._down: frozenset[Endpoint] | None = None
-        self._admin: dict[Endpoint, bool] | None = None
 
     def snapshot(self) -> Snapshot:
         now = self.clock()
@@ -46,7 +69,6 @@ class TelemetryPortView:
             self._snap = self.ingestor.snapshot()
             self._at = now
             self._down = None
-            self._admin = None
         return self._snap
 
     def oper_down(self) -> frozenset[Endpoint]:
@@ -60,18 +82,10 @@ class TelemetryPortView:
             self._down = frozenset(out)
         return self._down
 
-    def admin_up(self) -> dict[Endpoint, bool]:
-        """Each port's admin state as last streamed (ON_CHANGE); ports that never reported it are absent."""
-        snap = self.snapshot()
-        if self._admin is None:
-            out = {}
-            for i in snap.select(leaf="admin-status").tolist():
-                state = snap.text(i)
-                if state is not None:
-                    dev, port, _, _ = snap.key(i)
-                    out[Endpoint(dev, port)] = state == "UP"
-            self._admin = out
-        return self._admin
+    def admin_up(self) -> AdminStates:
+        """Each port's admin state as last streamed (ON_CHANGE); ports that never reported it are absent. Looked up
+        port by port: the guard asks for the few ports fabricd holds, on the action path, not for all of them."""
+        return AdminStates(self.snapshot())
 
     def oper(self, device: str, port: str) -> str | None:
         snap = self.snapshot()

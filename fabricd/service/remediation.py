@@ -14,10 +14,10 @@ import logging
 import re
 import shlex
 import time
-from collections.abc import Awaitable, Callable, Collection, Container, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Container, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass
-from typing import Literal, Protocol, TypeVar, TypeVarTuple
+from typing import Literal, TypeVar, TypeVarTuple
 
 from drivers.base import DriverError, PortMark, Resumed, Session
 from drivers.marks import Mark
@@ -33,35 +33,16 @@ from .config import RemediationSettings, SafetyLimits
 from .decide import Decision, PortFacts, action_note, decide, enable_key, escalation, new_ticket, recurrence
 from .faults import LINK_KINDS, fault_key, target_port
 from .guard import Budget, GuardInput, Verdict, budgets, check_disable
-from .reconcile import Hold, Observed, Reconcile, Step, reconcile, stale_holds
+from .reconcile import Hold, stale_holds
+from .reconcile_steps import ReconcileSteps
+from .remediation_io import Actuator as Actuator
+from .remediation_io import PortView as PortView
 from .state import FENCE, Action, ActionStatus, DisabledPort, StateStore, Ticket, fenced
 from .state_db import FencedError
 
 log = logging.getLogger("fabricd.remediation")
 R = TypeVar("R")
 Ts = TypeVarTuple("Ts")
-
-
-class PortView(Protocol):
-    """What remediation reads from telemetry."""
-
-    def oper_down(self) -> frozenset[Endpoint]: ...
-    def admin_up(self) -> Mapping[Endpoint, bool]:
-        """Each port's admin state as telemetry last showed it (a port that never reported it is absent)."""
-        ...
-
-    def evidence(self, device: str, port: str) -> JsonDict: ...
-    async def wait_oper(self, device: str, port: str, up: bool, timeout_s: float) -> bool: ...
-    async def lldp_neighbour(self, device: str, port: str, since_ns: int, timeout_s: float) -> Endpoint | None:
-        """Who LLDP hears on the port in a sample taken after `since_ns` (unix ns), waiting up to `timeout_s` for
-        one; None when nothing is known (a server without LLDP, a switch that does not stream it)."""
-        ...
-
-
-class Actuator(Protocol):
-    """Opens a driver session to a switch (blocking; called from worker threads)."""
-
-    def connect(self, device: str) -> Session: ...
 
 
 class ActionError(FabricdError):
@@ -90,7 +71,7 @@ class Outcome:
     verdict: Verdict | None
 
 
-class Remediator:
+class Remediator(ReconcileSteps):
     def __init__(
         self,
         fabric: Fabric,
@@ -216,17 +197,16 @@ class Remediator:
     def _held(self, disabled: list[DisabledPort] | None = None) -> set[Endpoint]:
         """Ports fabricd holds down, or is taking down now (a disable in flight already counts against budgets)."""
         rows = self.state.disabled_ports() if disabled is None else disabled
-        held = {Endpoint(p["device"], p["port"]) for p in rows}
-        grace = int(self.settings.verify_timeout_s * NS)  # up again: holds nothing down (once telemetry caught up)
-        held -= stale_holds((Hold.of(p) for p in rows), self.view.admin_up(), now=self.clock(), grace_ns=grace)
+        held = {Endpoint(p["device"], p["port"]) for p in rows} - self.stale_holds(rows)  # up again: nothing down
         held |= {Endpoint(a.device, a.port) for a in self.state.actions_in("running", op="disable")}
         return held
 
-    def stale_holds(self) -> set[Endpoint]:
-        """Holds whose port telemetry shows up again (the next pass re-applies or releases them)."""
+    def stale_holds(self, disabled: list[DisabledPort] | None = None) -> set[Endpoint]:
+        """Holds whose port telemetry shows up again (the next pass re-applies or releases them), once telemetry
+        had the time to show their shutdown."""
+        rows = self.state.disabled_ports() if disabled is None else disabled
         grace = int(self.settings.verify_timeout_s * NS)
-        rows = [Hold.of(p) for p in self.state.disabled_ports()]
-        return stale_holds(rows, self.view.admin_up(), now=self.clock(), grace_ns=grace)
+        return stale_holds((Hold.of(p) for p in rows), self.view.admin_up(), now=self.clock(), grace_ns=grace)
 
     def _faulty_ports(self, device: str, now: int, disabled: list[DisabledPort]) -> list[str]:
         """Ports of `device` fabricd wanted down in the last hour (acted, proposed or refused), plus those it holds
@@ -485,24 +465,27 @@ class Remediator:
             self.state.audit(self.clock(), f"reopened ticket {t.id}", text, mode=action.mode, action_id=action.id,
                              ticket_id=t.id)  # fmt: skip
 
+    def _may_call(self, token: int | None, deadline: float) -> bool:
+        """Before a switch call: True if this instance may act now; False if it should ask again (a leader whose
+        lease is merely close to its renewal waits for it until `deadline`); _Fenced if it lost the lease or a newer
+        leader fenced it off."""
+        why = self._fenced()
+        if why is None:
+            return True
+        if token is None or self._token() != token or time.monotonic() >= deadline:
+            raise _Fenced(why)
+        return False
+
     def _check_fence(self, token: int | None = None) -> None:
-        """Before a switch call: may this instance act now? A leader whose lease is merely close to its renewal waits
-        for it (FENCE_WAIT_S); one that lost it, or was fenced off by a newer leader, raises _Fenced. Blocking: for
-        the driver thread (it never runs in the event loop once a switch is open)."""
-        deadline = time.monotonic() + FENCE_WAIT_S
-        token = FENCE.get() if token is None else token
-        while (why := self._fenced()) is not None:
-            if token is None or self._token() != token or time.monotonic() >= deadline:
-                raise _Fenced(why)
+        """`_may_call`, blocking: for the driver thread (FENCE is the event loop's, so the token is passed)."""
+        token, deadline = FENCE.get() if token is None else token, time.monotonic() + FENCE_WAIT_S
+        while not self._may_call(token, deadline):
             time.sleep(0.02)
 
     async def _await_fence(self) -> None:
-        """`_check_fence` for the event loop."""
-        deadline = time.monotonic() + FENCE_WAIT_S
-        token = FENCE.get()
-        while (why := self._fenced()) is not None:
-            if token is None or self._token() != token or time.monotonic() >= deadline:
-                raise _Fenced(why)
+        """`_may_call` for the event loop."""
+        token, deadline = FENCE.get(), time.monotonic() + FENCE_WAIT_S
+        while not self._may_call(token, deadline):
             await asyncio.sleep(0.02)
 
     def _mark(self, action: Action) -> Mark:
@@ -714,148 +697,6 @@ class Remediator:
         t = self._note(action.ticket_id, done or action, text)
         if t is not None:
             await self._send(t)
-
-    # --- restart and every pass: records against the fabric (reconcile.py) ------------------------------------
-    async def reconcile(self, stale: Collection[str] = ()) -> list[str]:
-        """On taking over (a start, a new leader): finish what was half done, read the switches' marks, then
-        reconcile the records with what the fabric shows, as every pass does after."""
-        notes = []
-        for a in self.state.actions_in("running"):
-            notes.append(f"completing {a.op} of {a.device}:{a.port} (action {a.id}) interrupted by a restart")
-            self.state.audit(self.clock(), f"resume action {a.id}", "interrupted by a restart", mode=a.mode,
-                             action_id=a.id)  # fmt: skip
-            self._spawn(a, resumed=True)
-        await self.idle()
-        await self.scan_marks(stale)
-        # The usual grace: a hold the resumed actions just made is younger than telemetry's word on it.
-        notes += await self.reconcile_pass(self.clock(), stale)
-        await self.idle()
-        for n in notes:
-            log.warning("%s", n)
-        return notes
-
-    async def scan_marks(self, skip: Collection[str] = ()) -> dict[Endpoint, PortMark]:
-        """Read fabricd's marks from every managed switch (skipping `skip`); a switch that cannot be read keeps what
-        the last scan saw of it (and is logged)."""
-        devices = [d.name for d in self.fabric.switches() if d.name in self.managed and d.name not in skip]
-        loop = asyncio.get_running_loop()
-        results = await asyncio.gather(
-            *(loop.run_in_executor(self.executor, self._read_marks, d) for d in devices), return_exceptions=True
-        )
-        marks = dict(self.marks or {})
-        for device, got in zip(devices, results, strict=True):
-            if isinstance(got, BaseException):
-                log.warning("could not read fabricd's marks from %s: %s", device, got)
-                continue
-            marks = {ep: m for ep, m in marks.items() if ep.device != device}
-            marks.update({Endpoint(device, port): m for port, m in got.items()})
-        self.marks = marks
-        return marks
-
-    def _read_marks(self, device: str) -> dict[str, PortMark]:
-        session = self.actuator.connect(device)
-        try:
-            return session.port_marks()
-        finally:
-            session.close()
-
-    async def reconcile_pass(self, now: int, stale: Collection[str] = (), *, grace_s: float | None = None) -> list[str]:
-        """One pass of reconcile.py: decide on fabricd's records and what the fabric shows, then carry it out
-        (audited, noted on tickets). Returns a line per step taken. Switches in `stale` are not judged."""
-        observed = Observed(self.view.admin_up(), self.marks, frozenset(stale))
-        grace = self.settings.verify_timeout_s if grace_s is None else grace_s
-        try:
-            with fenced(self._token()):
-                return await self._reconcile_pass(observed, now, grace)
-        except FencedError as e:
-            self._fenced_out(str(e))
-            return []
-
-    async def _reconcile_pass(self, observed: Observed, now: int, grace: float) -> list[str]:
-        async with self._lock:
-            holds = [Hold.of(p) for p in self.state.disabled_ports()]
-            in_flight = {Endpoint(a.device, a.port) for a in self.state.actions_in("running", "awaiting_approval")}
-            decisions = reconcile(
-                holds, observed, open_tickets={t.id for t in self.state.tickets("open", limit=100_000)},
-                in_flight=in_flight, mode=self.settings.mode, now=now, grace_ns=int(grace * NS),
-            )  # fmt: skip
-            out = []
-            for d in decisions:
-                out.append(await self._carry_out_step(d, now))
-        return out
-
-    async def _carry_out_step(self, d: Reconcile, now: int) -> str:
-        ep = d.endpoint
-        if d.step is Step.ADOPT:
-            assert d.mark is not None
-            return await self._adopt(ep, d.mark, d.why, now)
-        h = d.hold
-        assert h is not None
-        if d.step is Step.RELEASE:
-            self._release(h, d.why, now)
-            return d.why
-        with self.state.tx():
-            self.state.drop_hold(ep.device, ep.port)  # the port is up: the hold is stale whatever comes next
-            v = self._guard(ep)
-            if not v.allowed:
-                why = f"{ep} is up again; the guard refuses taking it down again ({v.rule}): {v.reason}"
-                self._release(h, why, now)
-                return why
-            status: ActionStatus = "running" if d.step is Step.REAPPLY else "awaiting_approval"
-            a = self.state.add_action("disable", ep.device, ep.port, self.settings.mode, status, d.why, now,
-                                      ticket_id=h.ticket_id, key=f"reapply:{ep}:after{h.action_id}")  # fmt: skip
-            self.state.audit(now, f"re-apply {ep}" if status == "running" else f"proposed re-applying {ep}", d.why,
-                             mode=self.settings.mode, action_id=a.id, ticket_id=h.ticket_id)  # fmt: skip
-        t = self._note(h.ticket_id, a, d.why)
-        if status == "running" and a.status == "running":
-            await self._spawn(a).wait()
-        if t is not None:
-            await self._send(t)
-        return d.why
-
-    def _release(self, h: Hold, why: str, now: int) -> None:
-        """Forget a hold on a port that is up (on probation, as after a repair); audited and noted on its ticket."""
-        ep = h.endpoint
-        self.state.mark_enabled(ep.device, ep.port, now + int(self.settings.probation_s * NS), h.ticket_id)
-        self.state.audit(now, f"released hold on {ep}", why, mode=self.settings.mode, action_id=h.action_id,
-                         ticket_id=h.ticket_id)  # fmt: skip
-        if h.ticket_id:
-            t = self.state.ticket(h.ticket_id)
-            if t is not None:
-                body = {**t.body, "status_note": why, "notes": [*t.body.get("notes", []), why]}
-                self.state.update_ticket(t.id, now, body=body)
-
-    async def _adopt(self, ep: Endpoint, mark: Mark, why: str, now: int) -> str:
-        """A port down with fabricd's mark and no record: record, finding and ticket again, as if fabricd had just
-        taken it down (nothing is sent to the switch; the re-enable after the repair removes the mark)."""
-        peer = self.fabric.peer(ep.device, ep.port)
-        ends = tuple(sorted({str(ep), *([str(peer)] if peer is not None else [])}))
-        devices = tuple(sorted({ep.device, *([peer.device] if peer is not None else [])}))
-        summary = f"{ep} is down by fabricd ({mark.kind}) with no record of it: adopted from the switch's mark"
-        evidence: JsonDict = {"mark": mark.text(), "adopted": True, "old_action": mark.action_id,
-                              "old_ticket": mark.ticket_id}  # fmt: skip
-        f = Finding(kind=mark.kind, device=ep.device, port=ep.port, devices=devices, ports=ends, start_ts=now,
-                    detected_ts=now, severity="warning", confidence=1.0, summary=summary,
-                    evidence=evidence)  # fmt: skip
-        fault = fault_key(f, self.fabric)
-        with self.state.tx():
-            fid, _ = self.state.upsert_finding(f, fault, now)
-            t = self.state.open_ticket(fault)
-            if t is None:
-                title = f"{mark.kind} on {ep}: held down by fabricd (adopted from the switch)"
-                body: JsonDict = {"summary": summary, "why": why, "evidence": {"detector": evidence},
-                                  "actions": [], "status_note": why}  # fmt: skip
-                t = self.state.create_ticket(fault, mark.kind, ep.device, ep.port, title, body, now)
-                self.state.audit(now, f"opened ticket {t.id}", why, mode=self.settings.mode, finding_id=fid,
-                                 ticket_id=t.id)  # fmt: skip
-            a = self.state.add_action("disable", ep.device, ep.port, self.settings.mode, "done", why, now,
-                                      finding_id=fid, ticket_id=t.id)  # fmt: skip
-            self.state.mark_disabled(ep.device, ep.port, a.id, t.id, now)
-            self.state.audit(now, f"adopted {ep}", why, mode=self.settings.mode, finding_id=fid, action_id=a.id,
-                             ticket_id=t.id)  # fmt: skip
-        t = self._note(t.id, a, why) or t
-        await self._send(t)
-        return why
 
 
 def _same_end(got: Endpoint, want: Endpoint) -> bool:

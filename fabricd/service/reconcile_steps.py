@@ -1,0 +1,191 @@
+"""Remediation's records against the fabric, on taking over and every pass (the decision is reconcile.py's, pure):
+read the switches' marks, then carry out the steps: re-apply, propose, release, adopt. A part of `Remediator`
+(remediation.py), which it is mixed into: it uses the remediator's state, guard, tickets and action spawning."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable, Collection, Container
+from concurrent.futures import Executor
+from typing import TYPE_CHECKING
+
+from drivers.base import PortMark
+from drivers.marks import Mark
+from fabricd.detectors.finding import Finding
+from topology.fabric import Fabric
+from topology.jsontypes import JsonDict
+from topology.model import Endpoint
+from topology.units import NS
+
+from .config import RemediationSettings
+from .faults import fault_key
+from .guard import Verdict
+from .reconcile import Hold, Observed, Reconcile, Step, reconcile
+from .remediation_io import Actuator, PortView
+from .state import Action, ActionStatus, StateStore, Ticket, fenced
+from .state_db import FencedError
+
+log = logging.getLogger("fabricd.remediation")
+
+
+class ReconcileSteps:
+    if TYPE_CHECKING:  # what the remediator provides
+        fabric: Fabric
+        state: StateStore
+        settings: RemediationSettings
+        managed: Container[str]
+        actuator: Actuator
+        view: PortView
+        clock: Callable[[], int]
+        executor: Executor | None
+        marks: dict[Endpoint, PortMark] | None
+        _lock: asyncio.Lock
+        _token: Callable[[], int | None]
+
+        def _spawn(self, action: Action, resumed: bool = False) -> asyncio.Event: ...
+        async def idle(self) -> None: ...
+        def _guard(self, target: Endpoint) -> Verdict: ...
+        def _note(self, ticket_id: int | None, action: Action, text: str) -> Ticket | None: ...
+        def _send(self, ticket: Ticket) -> Awaitable[None]: ...
+        def _fenced_out(self, why: str) -> None: ...
+
+    async def reconcile(self, stale: Collection[str] = ()) -> list[str]:
+        """On taking over (a start, a new leader): finish what was half done, read the switches' marks, then
+        reconcile the records with what the fabric shows, as every pass does after."""
+        notes = []
+        for a in self.state.actions_in("running"):
+            notes.append(f"completing {a.op} of {a.device}:{a.port} (action {a.id}) interrupted by a restart")
+            self.state.audit(self.clock(), f"resume action {a.id}", "interrupted by a restart", mode=a.mode,
+                             action_id=a.id)  # fmt: skip
+            self._spawn(a, resumed=True)
+        await self.idle()
+        await self.scan_marks(stale)
+        # The usual grace: a hold the resumed actions just made is younger than telemetry's word on it.
+        notes += await self.reconcile_pass(self.clock(), stale)
+        await self.idle()
+        for n in notes:
+            log.warning("%s", n)
+        return notes
+
+    async def scan_marks(self, skip: Collection[str] = ()) -> dict[Endpoint, PortMark]:
+        """Read fabricd's marks from every managed switch (skipping `skip`); a switch that cannot be read keeps what
+        the last scan saw of it (and is logged)."""
+        devices = [d.name for d in self.fabric.switches() if d.name in self.managed and d.name not in skip]
+        loop = asyncio.get_running_loop()
+        results = await asyncio.gather(
+            *(loop.run_in_executor(self.executor, self._read_marks, d) for d in devices), return_exceptions=True
+        )
+        marks = dict(self.marks or {})
+        for device, got in zip(devices, results, strict=True):
+            if isinstance(got, BaseException):
+                log.warning("could not read fabricd's marks from %s: %s", device, got)
+                continue
+            marks = {ep: m for ep, m in marks.items() if ep.device != device}
+            marks.update({Endpoint(device, port): m for port, m in got.items()})
+        self.marks = marks
+        return marks
+
+    def _read_marks(self, device: str) -> dict[str, PortMark]:
+        session = self.actuator.connect(device)
+        try:
+            return session.port_marks()
+        finally:
+            session.close()
+
+    async def reconcile_pass(self, now: int, stale: Collection[str] = ()) -> list[str]:
+        """One pass of reconcile.py: decide on fabricd's records and what the fabric shows, then carry it out
+        (audited, noted on tickets). Returns a line per step taken. Switches in `stale` are not judged."""
+        observed = Observed(self.view.admin_up(), self.marks, frozenset(stale))
+        try:
+            with fenced(self._token()):
+                return await self._reconcile_pass(observed, now, self.settings.verify_timeout_s)
+        except FencedError as e:
+            self._fenced_out(str(e))
+            return []
+
+    async def _reconcile_pass(self, observed: Observed, now: int, grace: float) -> list[str]:
+        async with self._lock:
+            holds = [Hold.of(p) for p in self.state.disabled_ports()]
+            in_flight = {Endpoint(a.device, a.port) for a in self.state.actions_in("running", "awaiting_approval")}
+            decisions = reconcile(
+                holds, observed, open_tickets=self.state.open_ticket_ids(),
+                in_flight=in_flight, mode=self.settings.mode, now=now, grace_ns=int(grace * NS),
+            )  # fmt: skip
+            out = []
+            for d in decisions:
+                out.append(await self._carry_out_step(d, now))
+        return out
+
+    async def _carry_out_step(self, d: Reconcile, now: int) -> str:
+        ep = d.endpoint
+        if d.step is Step.ADOPT:
+            assert d.mark is not None
+            return await self._adopt(ep, d.mark, d.why, now)
+        h = d.hold
+        assert h is not None
+        if d.step is Step.RELEASE:
+            self._release(h, d.why, now)
+            return d.why
+        with self.state.tx():
+            self.state.drop_hold(ep.device, ep.port)  # the port is up: the hold is stale whatever comes next
+            v = self._guard(ep)
+            if not v.allowed:
+                why = f"{ep} is up again; the guard refuses taking it down again ({v.rule}): {v.reason}"
+                self._release(h, why, now)
+                return why
+            status: ActionStatus = "running" if d.step is Step.REAPPLY else "awaiting_approval"
+            a = self.state.add_action("disable", ep.device, ep.port, self.settings.mode, status, d.why, now,
+                                      ticket_id=h.ticket_id, key=f"reapply:{ep}:after{h.action_id}")  # fmt: skip
+            self.state.audit(now, f"re-apply {ep}" if status == "running" else f"proposed re-applying {ep}", d.why,
+                             mode=self.settings.mode, action_id=a.id, ticket_id=h.ticket_id)  # fmt: skip
+        t = self._note(h.ticket_id, a, d.why)
+        if status == "running" and a.status == "running":
+            await self._spawn(a).wait()
+        if t is not None:
+            await self._send(t)
+        return d.why
+
+    def _release(self, h: Hold, why: str, now: int) -> None:
+        """Forget a hold on a port that is up (on probation, as after a repair); audited and noted on its ticket."""
+        ep = h.endpoint
+        self.state.mark_enabled(ep.device, ep.port, now + int(self.settings.probation_s * NS), h.ticket_id)
+        self.state.audit(now, f"released hold on {ep}", why, mode=self.settings.mode, action_id=h.action_id,
+                         ticket_id=h.ticket_id)  # fmt: skip
+        if h.ticket_id:
+            t = self.state.ticket(h.ticket_id)
+            if t is not None:
+                body = {**t.body, "status_note": why, "notes": [*t.body.get("notes", []), why]}
+                self.state.update_ticket(t.id, now, body=body)
+
+    async def _adopt(self, ep: Endpoint, mark: Mark, why: str, now: int) -> str:
+        """A port down with fabricd's mark and no record: record, finding and ticket again, as if fabricd had just
+        taken it down (nothing is sent to the switch; the re-enable after the repair removes the mark)."""
+        peer = self.fabric.peer(ep.device, ep.port)
+        ends = tuple(sorted({str(ep), *([str(peer)] if peer is not None else [])}))
+        devices = tuple(sorted({ep.device, *([peer.device] if peer is not None else [])}))
+        summary = f"{ep} is down by fabricd ({mark.kind}) with no record of it: adopted from the switch's mark"
+        evidence: JsonDict = {"mark": mark.text(), "adopted": True, "old_action": mark.action_id,
+                              "old_ticket": mark.ticket_id}  # fmt: skip
+        f = Finding(kind=mark.kind, device=ep.device, port=ep.port, devices=devices, ports=ends, start_ts=now,
+                    detected_ts=now, severity="warning", confidence=1.0, summary=summary,
+                    evidence=evidence)  # fmt: skip
+        fault = fault_key(f, self.fabric)
+        with self.state.tx():
+            fid, _ = self.state.upsert_finding(f, fault, now)
+            t = self.state.open_ticket(fault)
+            if t is None:
+                title = f"{mark.kind} on {ep}: held down by fabricd (adopted from the switch)"
+                body: JsonDict = {"summary": summary, "why": why, "evidence": {"detector": evidence},
+                                  "actions": [], "status_note": why}  # fmt: skip
+                t = self.state.create_ticket(fault, mark.kind, ep.device, ep.port, title, body, now)
+                self.state.audit(now, f"opened ticket {t.id}", why, mode=self.settings.mode, finding_id=fid,
+                                 ticket_id=t.id)  # fmt: skip
+            a = self.state.add_action("disable", ep.device, ep.port, self.settings.mode, "done", why, now,
+                                      finding_id=fid, ticket_id=t.id)  # fmt: skip
+            self.state.mark_disabled(ep.device, ep.port, a.id, t.id, now)
+            self.state.audit(now, f"adopted {ep}", why, mode=self.settings.mode, finding_id=fid, action_id=a.id,
+                             ticket_id=t.id)  # fmt: skip
+        t = self._note(t.id, a, why) or t
+        await self._send(t)
+        return why

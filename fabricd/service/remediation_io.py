@@ -1,0 +1,33 @@
+"""What remediation works through: the telemetry it reads (`PortView`, implemented by port_view.py) and the switch
+sessions it opens (`Actuator`, implemented by actuator.py). Typing Protocols, so tests give fakes."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Protocol
+
+from drivers.base import Session
+from topology.jsontypes import JsonDict
+from topology.model import Endpoint
+
+
+class PortView(Protocol):
+    """What remediation reads from telemetry."""
+
+    def oper_down(self) -> frozenset[Endpoint]: ...
+    def admin_up(self) -> Mapping[Endpoint, bool]:
+        """Each port's admin state as telemetry last showed it (a port that never reported it is absent)."""
+        ...
+
+    def evidence(self, device: str, port: str) -> JsonDict: ...
+    async def wait_oper(self, device: str, port: str, up: bool, timeout_s: float) -> bool: ...
+    async def lldp_neighbour(self, device: str, port: str, since_ns: int, timeout_s: float) -> Endpoint | None:
+        """Who LLDP hears on the port in a sample taken after `since_ns` (unix ns), waiting up to `timeout_s` for
+        one; None when nothing is known (a server without LLDP, a switch that does not stream it)."""
+        ...
+
+
+class Actuator(Protocol):
+    """Opens a driver session to a switch (blocking; called from worker threads)."""
+
+    def connect(self, device: str) -> Session: ...
