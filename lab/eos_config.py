@@ -14,8 +14,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from topology.underlay import Underlay
 from topology.units import NS
 
+from .bgp import HOLD_TIME_S, KEEPALIVE_S
 from .endpoints import Credentials
 from .eos_grammar import CliError, parse_line
 from .model import PortConfig, Twin
@@ -252,6 +254,22 @@ def _ecn_thresholds(toks: list[str], speed_gbps: float) -> tuple[int, int, int]:
     return to_bytes(toks[3], toks[4]), to_bytes(toks[6], toks[7]), prob
 
 
+def bgp_lines(underlay: Underlay, device: str) -> list[str]:
+    """The `router bgp` section a switch of the underlay starts with (RFC 7938 eBGP, one neighbour per link)."""
+    sp = underlay.speakers.get(device)
+    sessions = underlay.sessions(device)
+    if sp is None or not sessions:
+        return []
+    lines = [f"router bgp {sp.asn}", f"router-id {sp.router_id}", f"timers bgp {KEEPALIVE_S} {HOLD_TIME_S}",
+             "maximum-paths 64 ecmp 64", "bgp bestpath as-path multipath-relax"]  # fmt: skip
+    for s in sessions:
+        lines += [f"neighbor {s.peer_address} remote-as {s.peer_asn}",
+                  f"neighbor {s.peer_address} description {s.peer.device} {s.peer.port}",
+                  f"neighbor {s.peer_address} bfd"]  # fmt: skip
+    lines += [f"network {p}" for p in sp.originated]
+    return [*lines, "exit"]
+
+
 def port_config_lines(cfg: PortConfig) -> list[str]:
     """Interface lines that stand for a `PortConfig` (the initial config mirrors the twin's state)."""
     lines = [] if cfg.admin_up else ["shutdown"]
@@ -318,6 +336,17 @@ class DeviceConfig:
             cursor.apply(line)
         return root
 
+    def _bgp_shut(self) -> frozenset[str]:
+        """Peer addresses `neighbor X shutdown` shuts in the running config."""
+        out: set[str] = set()
+        for node in self.running.children.values():
+            if node.line.startswith("router bgp "):
+                for child in node.children.values():
+                    toks = child.line.split()
+                    if len(toks) == 3 and toks[0] == "neighbor" and toks[2] == "shutdown":
+                        out.add(toks[1])
+        return frozenset(out)
+
     def _initial_lines(self, credentials: Credentials | None) -> list[str]:
         user, password = (credentials.username, credentials.password) if credentials else ("admin", "admin")
         lines = [
@@ -327,10 +356,13 @@ class DeviceConfig:
             "spanning-tree mode mstp",
         ]
         sw = self.twin.switch(self.device)
+        bgp = self.twin.bgp.underlay
         for port, cfg in zip(sw.ports, sw.config, strict=True):
-            lines += [f"interface {port}", "no switchport", *port_config_lines(cfg), "exit"]
+            s = bgp.session(self.device, port)
+            address = [f"ip address {s.local_address}/31"] if s is not None else []
+            lines += [f"interface {port}", "no switchport", *address, *port_config_lines(cfg), "exit"]
+        lines += ["ip routing", *bgp_lines(bgp, self.device)]
         lines += [
-            "ip routing",
             "management api http-commands",
             "no shutdown",
             "management api gnmi",
@@ -358,6 +390,8 @@ class DeviceConfig:
         """Tell the twin about every port whose settings the running config changed, and the hostname."""
         sw = self.twin.switch(self.device)
         sw.hostname = self.hostname
+        if self.twin.bgp.set_shut(self.device, self._bgp_shut()):
+            self.twin.touch()
         for port, speed, current in zip(sw.ports, sw.speeds, sw.config, strict=True):
             wanted = derive_port_config(self.running, port, float(speed))
             if wanted != current:

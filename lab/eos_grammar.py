@@ -296,6 +296,7 @@ GRAMMAR: dict[str, tuple[Command, ...]] = {
         Command(f"priority-flow-control pause watchdog default recovery-time {_SECONDS}", 5, 71),
         Command(f"priority-flow-control pause watchdog default polling-interval {_SECONDS}", 5, 72),
         Command("priority-flow-control pause watchdog action {drop|no-drop|notify-only}", 4, 73),
+        Command("router bgp <int:1-4294967295>", 2, 55, mode="router-bgp"),
         Command("ntp server <word> [prefer] [iburst]", 3, 80),
         Command("queue-monitor length", 2, 85),
         Command("management api http-commands", 3, 90, mode="mgmt-http"),
@@ -322,6 +323,18 @@ GRAMMAR: dict[str, tuple[Command, ...]] = {
     "mgmt-http": (
         Command("shutdown", 1, 1, no_stored=True),
         Command("protocol {http|https} [port <int:1-65535>]", 2, 2, no_stored=True),
+    ),
+    # the underlay's eBGP (lab/bgp.py): what the twin's sessions are configured with
+    "router-bgp": (
+        Command("router-id <word>", 1, 1),
+        Command("timers bgp <int:0-3600> <int:0-7200>", 2, 2),
+        Command("maximum-paths <int:1-512> [ecmp <int:1-512>]", 1, 3),
+        Command("bgp bestpath as-path multipath-relax", 4, 4),
+        Command("neighbor <word> remote-as <word>", 3, 10),
+        Command("neighbor <word> description <text>", 3, 11),
+        Command("neighbor <word> bfd", 3, 12),
+        Command("neighbor <word> shutdown", 3, 13),
+        Command("network <word>", 2, 20),
     ),
     "mgmt-gnmi": (Command("transport grpc <word>", 3, 1, mode="gnmi-transport"),),
     "gnmi-transport": (

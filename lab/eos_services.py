@@ -59,11 +59,6 @@ def ip_interfaces(twin: Twin, sw: Switch, now: int, rows: list[int]) -> Json:
     return {"interfaces": {}}
 
 
-def bgp_vrfs(twin: Twin, sw: Switch, now: int, rows: list[int]) -> Json:
-    """`show ip|ipv6 bgp summary|neighbors|peers vrf all` where no `router bgp` is configured."""
-    return {"vrfs": {}}
-
-
 def routes(twin: Twin, sw: Switch, now: int, rows: list[int]) -> Json:
     return {"vrfs": {"default": {"routes": {}, "allRoutesProgrammedHardware": True, "allRoutesProgrammedKernel": True,
                                  "defaultRouteState": "notSet"}}}  # fmt: skip
@@ -108,7 +103,3 @@ def vrfs_text(data: Json, now: int) -> list[str]:
         "------------- --------------- ---------------- ----------",
         "   default       IPv4            routing         ",
     ]
-
-
-def bgp_text(data: Json, now: int) -> list[str]:
-    return ["% BGP inactive"]

@@ -17,6 +17,7 @@ import numpy as np
 from topology.model import Role
 from topology.units import NS
 
+from . import eos_bgp as bgp
 from . import eos_environment as environment
 from . import eos_interfaces as interfaces
 from . import eos_platform as platform
@@ -430,10 +431,25 @@ COMMANDS: dict[tuple[str, ...], tuple[str, Handler]] = {
     ("show", "vrf"): ("vrf", services.vrfs),
     ("show", "ip", "interface"): ("ip interface", services.ip_interfaces),
     ("show", "ipv6", "interface"): ("ip interface", services.ip_interfaces),
-    ("show", "ip", "bgp", "summary", "vrf", "all"): ("bgp", services.bgp_vrfs),
-    ("show", "ipv6", "bgp", "summary", "vrf", "all"): ("bgp", services.bgp_vrfs),
-    ("show", "ip", "bgp", "neighbors", "vrf", "all"): ("bgp", services.bgp_vrfs),
-    ("show", "ipv6", "bgp", "peers", "vrf", "all"): ("bgp", services.bgp_vrfs),
+    # the BGP underlay (eos_bgp.py over lab/bgp.py)
+    ("show", "ip", "bgp", "summary"): ("ip bgp summary", bgp.ip_summary),
+    ("show", "bgp", "summary"): ("bgp summary", bgp.summary),
+    ("show", "ipv6", "bgp", "summary"): ("ipv6 bgp summary", bgp.ipv6_summary),
+    ("show", "ip", "bgp", "neighbors"): ("bgp neighbors", bgp.neighbors),
+    ("show", "bgp", "neighbors"): ("bgp neighbors", bgp.neighbors),
+    ("show", "ipv6", "bgp", "peers"): ("bgp neighbors", bgp.ipv6_peers),
+    ("show", "ip", "bgp", "summary", "vrf", "all"): ("ip bgp summary", bgp.ip_summary),
+    ("show", "bgp", "summary", "vrf", "all"): ("bgp summary", bgp.summary),
+    ("show", "ipv6", "bgp", "summary", "vrf", "all"): ("ipv6 bgp summary", bgp.ipv6_summary),
+    ("show", "ip", "bgp", "neighbors", "vrf", "all"): ("bgp neighbors", bgp.neighbors),
+    ("show", "bgp", "neighbors", "vrf", "all"): ("bgp neighbors", bgp.neighbors),
+    ("show", "ipv6", "bgp", "peers", "vrf", "all"): ("bgp neighbors", bgp.ipv6_peers),
+    ("show", "ip", "bgp", "summary", "vrf", "default"): ("ip bgp summary", bgp.ip_summary),
+    ("show", "bgp", "summary", "vrf", "default"): ("bgp summary", bgp.summary),
+    ("show", "ipv6", "bgp", "summary", "vrf", "default"): ("ipv6 bgp summary", bgp.ipv6_summary),
+    ("show", "ip", "bgp", "neighbors", "vrf", "default"): ("bgp neighbors", bgp.neighbors),
+    ("show", "bgp", "neighbors", "vrf", "default"): ("bgp neighbors", bgp.neighbors),
+    ("show", "ipv6", "bgp", "peers", "vrf", "default"): ("bgp neighbors", bgp.ipv6_peers),
     ("show", "ip", "route", REST): ("ip route", services.routes),
     ("show", "ipv6", "route", REST): ("ip route", services.routes),
     # more interface commands (eos_interfaces.py)

@@ -10,6 +10,7 @@ from typing import Any
 
 from topology.units import NS
 
+from . import eos_bgp as bgp
 from . import eos_environment as environment
 from . import eos_services as services
 
@@ -332,7 +333,7 @@ RENDERERS: dict[str, Callable[[Json, int], list[str]]] = {
     "mac address-table": services.mac_table_text,
     "vrf": services.vrfs_text,
     "ip interface": services.empty_text,
-    "bgp": services.bgp_text,
+    "ip bgp summary": bgp.ip_summary_text,
     "ip route": services.empty_text,
 }
 

@@ -65,6 +65,8 @@ class FaultInjector:
         "dci_drops",
         "optics_degrade",
         "miscable",
+        "bgp_down",
+        "bgp_flap",
     )
 
     def __init__(self, twin: Twin, on_reboot: Callable[[str, int], None] | None = None):
@@ -379,6 +381,61 @@ class FaultInjector:
         def undo(_t: int) -> None:
             for key in swaps:
                 self.twin.lldp_swaps.pop(key, None)
+
+        rec.undo = undo
+        return rec
+
+    def _bgp_port(self, params: dict[str, Any]) -> Endpoint:
+        end = self._endpoint(params.get("port") or params.get("link"), "port")
+        if self.twin.bgp.state_of(end.device, end.port) is None:
+            peer = self.twin.peer_of(end)
+            if peer is None or self.twin.bgp.state_of(peer.device, peer.port) is None:
+                raise FaultError(f"'{end}' carries no BGP session (a server port, or no switch at either end)")
+            end = peer
+        return end
+
+    def _bgp_down(self, params: dict[str, Any], now: int) -> FaultRecord:
+        """The BGP session of a link goes down while the link stays up (hold timer, policy, control plane): both
+        ends show it Active, the link carries no routed traffic, oper status stays up."""
+        end = self._bgp_port(params)
+        self.twin.bgp.hold(end.device, end.port, +1)
+        st = self.twin.bgp.state_of(end.device, end.port)
+        assert st is not None
+        rec = self._record("bgp_down", params, now, [st.a.local, st.b.local])
+        rec.undo = lambda _t: self.twin.bgp.hold(end.device, end.port, -1)
+        return rec
+
+    def _bgp_flap(self, params: dict[str, Any], now: int) -> FaultRecord:
+        """The session of a link goes down and comes back `count` times, `period_s` apart, down `down_s` each
+        time; the link stays up throughout."""
+        end = self._bgp_port(params)
+        count = int(self._number(params, "count", 5, 1, 1000))
+        period = self._number(params, "period_s", 2.0, 0.01, 3600)
+        down_for = self._number(params, "down_s", period / 2, 0.001, period)
+        params.update(count=count, period_s=period, down_s=down_for)
+        held = [False]
+
+        def go(down: bool) -> Callable[[int], None]:
+            def fire(_t: int) -> None:
+                if held[0] != down and not rec.cleared_ns:
+                    self.twin.bgp.hold(end.device, end.port, +1 if down else -1)
+                    held[0] = down
+                    self.twin.touch()
+
+            return fire
+
+        for i in range(count):
+            start = now + int(i * period * NS)
+            self.twin.schedule(start, go(True))
+            self.twin.schedule(start + int(down_for * NS), go(False))
+        st = self.twin.bgp.state_of(end.device, end.port)
+        assert st is not None
+        rec = self._record("bgp_flap", params, now, [st.a.local, st.b.local])
+
+        def undo(_t: int) -> None:
+            if held[0]:
+                self.twin.bgp.hold(end.device, end.port, -1)
+                held[0] = False
 
         rec.undo = undo
         return rec

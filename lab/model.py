@@ -20,9 +20,11 @@ import numpy as np
 
 from topology.fabric import Fabric
 from topology.model import TIER, Endpoint, Link, Role
+from topology.underlay import Underlay
 from topology.units import NS
 
 from . import traffic
+from .bgp import Bgp
 from .counters import (
     CODEWORD_BITS,
     COL,
@@ -190,6 +192,7 @@ class Twin:
             if far is not None and far.site is not None:
                 self.dci_ports.setdefault(far.site, []).append(Endpoint(device, port))
         self.traffic = self._structure()  # its node order is self.switches' order
+        self.bgp = Bgp(Underlay(fabric), self.switches, now)  # the eBGP underlay (lab/bgp.py)
         self._row_keys = {
             name: [link_key(Endpoint(name, p), self.peers[(name, p)]) for p in sw.ports]
             for name, sw in self.switches.items()
@@ -292,6 +295,9 @@ class Twin:
             sw.rate = np.zeros_like(sw.rate)
             sw.rx_power = np.where(new_up, sw.rx_power_nominal, -40.0)
             sw.pre_fec_ber = np.where(new_up, HEALTHY_PRE_FEC_BER, 0.0)
+        if changes or self.bgp.dirty:
+            sws = self.switches
+            self.bgp.update(lambda d, p: bool(sws[d].oper_up[sws[d].index[p]]), now)
         paused, nic_paused = self._apply_pauses()
         self._watch(paused, now)
         self._apply_traffic(paused, nic_paused)
@@ -481,8 +487,9 @@ class Twin:
         share of what a port sends (a paused queue sends its part only when unpaused) and egress drops. Most
         changes (an optic drifting, a watchdog timer, a description) leave every input the same: the last answer
         is copied then."""
+        routed = {name: sw.oper_up & self.bgp.routed(name, sw.ports) for name, sw in self.switches.items()}
         key = (
-            tuple(sw.oper_up.tobytes() for sw in self.switches.values()),
+            tuple(r.tobytes() for r in routed.values()),
             tuple(sorted(paused.items())),
             tuple(sorted(nic_paused.items())),
             tuple(sorted(self.egress_scale.items())),
@@ -503,7 +510,7 @@ class Twin:
         up, weight, passes, nic_passes, drops, rx_errors = [], [], [], [], [], []
         for name, t in zip(names, self.traffic.ports, strict=True):
             sw = self.switches[name]
-            up.append(sw.oper_up)
+            up.append(routed[name])  # a port whose BGP session is down carries no routed traffic (lab/bgp.py)
             weight.append(np.where(t.kind == traffic.Kind.REMOTE, t.offered, 1.0))  # long-haul: the DR's hash
             passes.append(1.0 - held[name] @ SHARES)
             nic_passes.append(1.0 - nic_held[name])

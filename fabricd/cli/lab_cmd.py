@@ -146,7 +146,8 @@ def inject(
     kind: str = typer.Argument(
         ...,
         help="link_flap, link_down, pfc_storm, pfc_deadlock, link_corruption, silent_corruption, optics, "
-        "optics_degrade, reboot, gnmi_drop, microburst, counter_wrap, dci_imbalance, dci_drops, miscable",
+        "optics_degrade, reboot, gnmi_drop, microburst, counter_wrap, dci_imbalance, dci_drops, miscable, bgp_down, "
+        "bgp_flap",
     ),
     state_dir: Path = STATE_DIR,
     port: str | None = typer.Option(None, "--port", help="device:port (link faults, optics)."),
