@@ -37,6 +37,11 @@ Elem = tuple[str, Keys]
 
 ORIGINS = frozenset({"", "openconfig", "eos_native"})
 PORT = "\x00port"  # placeholder for the interface name inside a root template
+# Placeholders for a port's underlay addresses (topology/underlay.py): trees keyed by them serve only the ports that
+# carry a BGP session, keyed by the address instead of the port.
+LOCAL = "\x00local"
+PEER = "\x00peer"
+ADDRESS = "\x00addr="  # a constraint naming a row by one of its addresses (a path asking for one neighbour)
 XCVR_SUFFIX = " transceiver"
 LLDP_NEIGHBOR_ID = "1"  # the twin has one LLDP neighbour per port
 
@@ -49,7 +54,19 @@ TREES: dict[str, tuple[Elem, ...]] = {
     "qos": (("qos", ()), ("interfaces", ()), ("interface", (("interface-id", PORT),))),
     "xcvr": (("components", ()), ("component", (("name", PORT + XCVR_SUFFIX),))),
     "lldp": (("lldp", ()), ("interfaces", ()), ("interface", (("name", PORT),))),
-}
+    # openconfig-interfaces: the routed port's address (fabricd maps a BGP neighbour to its port by it)
+    "ipv4": (
+        ("interfaces", ()), ("interface", (("name", PORT),)), ("subinterfaces", ()),
+        ("subinterface", (("index", "0"),)), ("ipv4", ()), ("addresses", ()), ("address", (("ip", LOCAL),)),
+    ),
+    # openconfig-network-instance BGP neighbours (reference/platforms.md "BGP underlay")
+    "bgp": (
+        ("network-instances", ()), ("network-instance", (("name", "default"),)), ("protocols", ()),
+        ("protocol", (("identifier", "BGP"), ("name", "BGP"))), ("bgp", ()), ("neighbors", ()),
+        ("neighbor", (("neighbor-address", PEER),)),
+    ),
+}  # fmt: skip
+ADDRESS_TREES = frozenset({"ipv4", "bgp"})
 TREE_INDEX = {t: i for i, t in enumerate(TREES)}
 
 
@@ -112,6 +129,13 @@ def _catalog() -> tuple[Leaf, ...]:
     nbr = (_e("neighbors"), _e("neighbor", id=LLDP_NEIGHBOR_ID), st)
     out.append(("lldp", (*nbr, _e("system-name")), "lldp-system-name", -1))
     out.append(("lldp", (*nbr, _e("port-id")), "lldp-port-id", -1))
+    out.append(("ipv4", (st, _e("ip")), "ipv4-ip", -1))
+    out.append(("ipv4", (st, _e("prefix-length")), "ipv4-prefix-length", -1))
+    for leaf in ("session-state", "established-transitions", "last-established", "peer-as", "local-as"):
+        out.append(("bgp", (st, _e(leaf)), f"bgp-{leaf}", -1))
+    prefixes = (_e("afi-safis"), _e("afi-safi", afi_safi_name="IPV4_UNICAST"), st, _e("prefixes"))
+    for leaf in ("received", "sent", "installed"):
+        out.append(("bgp", (*prefixes, _e(leaf)), f"bgp-prefixes-{leaf}", -1))
     out.sort(key=lambda leaf: TREE_INDEX[leaf[0]])  # codes grouped by tree: sorting by code groups notifications
     return tuple(Leaf(i, tree, rel, kind, col) for i, (tree, rel, kind, col) in enumerate(out))
 
@@ -180,7 +204,7 @@ def path_elems(path: object, what: str = "path") -> list[Elem]:
     return out
 
 
-Constraint = str | None  # a port name, or None for every port
+Constraint = str | None  # a port name, ADDRESS + an address, or None for every port
 
 
 def _match_keys(pat: Keys, tmpl: Keys, port: Constraint) -> tuple[bool, Constraint]:
@@ -191,7 +215,9 @@ def _match_keys(pat: Keys, tmpl: Keys, port: Constraint) -> tuple[bool, Constrai
         t = tk[k]
         if v == "*":
             continue
-        if t.startswith(PORT):
+        if t in (LOCAL, PEER):
+            port = ADDRESS + v
+        elif t.startswith(PORT):
             suffix = t[len(PORT) :]
             if not v.endswith(suffix):
                 return False, port
@@ -228,14 +254,40 @@ def match(elems: Sequence[Elem]) -> list[tuple[int, Constraint]]:
     return out
 
 
-def select(sw: Switch, matches: Iterable[tuple[int, Constraint]]) -> tuple[np.ndarray, np.ndarray]:
-    """(rows, codes) of a switch's leaves, sorted by (tree, row, code); PathNotFound if nothing matches."""
+def addresses(twin: Twin, sw: Switch) -> dict[int, tuple[str, str]]:
+    """Row -> (local, peer) underlay address of each port of `sw` that carries a BGP session."""
+    out = {}
+    for row, port in enumerate(sw.ports):
+        s = twin.bgp.underlay.session(sw.name, port)
+        if s is not None:
+            out[row] = (s.local_address, s.peer_address)
+    return out
+
+
+def select(
+    sw: Switch, matches: Iterable[tuple[int, Constraint]], routed: dict[int, tuple[str, str]] | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """(rows, codes) of a switch's leaves, sorted by (tree, row, code); PathNotFound if nothing matches. `routed`
+    (`addresses`) are the ports that serve the trees keyed by an underlay address."""
     rows_l: list[np.ndarray] = []
     codes_l: list[np.ndarray] = []
     all_rows = np.arange(len(sw.ports), dtype=np.int64)
+    routed = routed or {}
+    routed_rows = np.array(sorted(routed), dtype=np.int64)
     missing: set[str] = set()
     for code, port in matches:
-        if port is None:
+        by_address = CATALOG[code].tree in ADDRESS_TREES
+        if port is not None and port.startswith(ADDRESS):
+            want = port[len(ADDRESS) :]
+            rows = np.array([r for r, a in routed.items() if want in a], dtype=np.int64)
+            if not len(rows):
+                missing.add(want)
+                continue
+        elif by_address:
+            rows = routed_rows if port is None else routed_rows[routed_rows == sw.index.get(port, -1)]
+            if not len(rows):
+                continue
+        elif port is None:
             rows = all_rows
         elif port in sw.index:
             rows = np.array([sw.index[port]], dtype=np.int64)
@@ -286,12 +338,15 @@ def encode_path(elems: Iterable[Elem], target: str = "", origin: str = "") -> by
     return bytes(out)
 
 
-def root_elems(tree: str, port: str) -> tuple[Elem, ...]:
-    return tuple((n, tuple((k, v.replace(PORT, port)) for k, v in keys)) for n, keys in TREES[tree])
+def root_elems(tree: str, port: str, local: str = "", peer: str = "") -> tuple[Elem, ...]:
+    return tuple(
+        (n, tuple((k, v.replace(PORT, port).replace(LOCAL, local).replace(PEER, peer)) for k, v in keys))
+        for n, keys in TREES[tree]
+    )
 
 
-def full_path_text(tree: str, port: str, code: int) -> str:
-    return "/" + "/".join(elem_text(e) for e in root_elems(tree, port) + CATALOG[code].rel)
+def full_path_text(tree: str, port: str, code: int, local: str = "", peer: str = "") -> str:
+    return "/" + "/".join(elem_text(e) for e in root_elems(tree, port, local, peer) + CATALOG[code].rel)
 
 
 # Update.path field (tag 1) per code, padded into a matrix so a switch's updates are gathered by code.
@@ -368,10 +423,42 @@ def state_value(twin: Twin, sw: Switch, row: int, kind: str) -> str | float | No
         return round(twin.rx_power(sw, row), 2)
     if kind == "temperature":
         return round(twin.temperature(sw, row), 1)
+    if kind.startswith("bgp-") or kind.startswith("ipv4-"):
+        return bgp_value(twin, sw, row, kind)
     peer = twin.lldp_peer(sw.name, sw.ports[row])
     if peer is None:
         return None
     return peer.device if kind == "lldp-system-name" else peer.port
+
+
+# openconfig-bgp session-state per EOS peer state
+OC_SESSION_STATE = {"Established": "ESTABLISHED", "Idle": "IDLE", "Active": "ACTIVE", "Connect": "CONNECT",
+                    "OpenSent": "OPENSENT", "OpenConfirm": "OPENCONFIRM"}  # fmt: skip
+
+
+def bgp_value(twin: Twin, sw: Switch, row: int, kind: str) -> str | int | None:
+    """A BGP neighbour's or a routed port's address leaf (lab/bgp.py)."""
+    got = twin.bgp.view(sw.name, sw.ports[row])
+    if got is None:
+        return None
+    s, st = got
+    if kind == "ipv4-ip":
+        return s.local_address
+    if kind == "ipv4-prefix-length":
+        return 31
+    if kind == "bgp-session-state":
+        return OC_SESSION_STATE[twin.bgp.peer_state(s, st)]
+    if kind == "bgp-established-transitions":
+        return st.transitions
+    if kind == "bgp-last-established":
+        return st.since_ns if st.up else None
+    if kind == "bgp-peer-as":
+        return s.peer_asn
+    if kind == "bgp-local-as":
+        return s.local_asn
+    if kind == "bgp-prefixes-sent":
+        return twin.bgp.sent(sw.name, s.local.port)
+    return twin.bgp.received(sw.name, s.local.port)  # received, installed: every route received is installed
 
 
 def notification(ts_varint: bytes, prefix: bytes, updates: bytes) -> bytes:
@@ -389,6 +476,7 @@ class Prefixes:
     """Prefix field bytes per (tree, row, target), built on first use (startup stays cheap)."""
 
     sw: Switch
+    routed: dict[int, tuple[str, str]] = field(default_factory=dict)  # `addresses` of the switch
     cache: dict[tuple[int, int, str], bytes] = field(default_factory=dict)
 
     def get(self, tree: int, row: int, target: str) -> bytes:
@@ -396,7 +484,8 @@ class Prefixes:
         b = self.cache.get(key)
         if b is None:
             t = list(TREES)[tree]
-            b = field_bytes(0x12, encode_path(root_elems(t, self.sw.ports[row]), target))
+            local, peer = self.routed.get(row, ("", ""))
+            b = field_bytes(0x12, encode_path(root_elems(t, self.sw.ports[row], local, peer), target))
             self.cache[key] = b
         return b
 

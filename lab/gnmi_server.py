@@ -73,7 +73,7 @@ class Hub:
     def prefix_cache(self, sw: Switch) -> gp.Prefixes:
         p = self.prefixes.get(sw.name)
         if p is None:
-            p = self.prefixes[sw.name] = gp.Prefixes(sw)
+            p = self.prefixes[sw.name] = gp.Prefixes(sw, gp.addresses(self.twin, sw))
         return p
 
     def on_oper(self, device: str, port: str, up: bool, ts_ns: int) -> None:
@@ -226,13 +226,14 @@ class DeviceService:
         try:
             elems = prefix_elems + gp.path_elems(path)
             matches = gp.match(elems)
+            routed = self.hub.prefix_cache(self.sw).routed
             if self.sw.platform != "eos":
-                return gp.select(self.sw, matches)
+                return gp.select(self.sw, matches, routed)
             served = served_codes(self.sw.os_version)
             if matches and not any(code in served for code, _ in matches):
                 # a path of the schema this release does not have: the whole request is refused
                 raise gp.PathNotFound(f"path {gp.elems_text(elems)} is not supported")
-            return gp.select(self.sw, [(code, port) for code, port in matches if code in served])
+            return gp.select(self.sw, [(code, port) for code, port in matches if code in served], routed)
         except gp.PathError as exc:
             raise RpcError(grpc.StatusCode.INVALID_ARGUMENT, str(exc)) from None
         except gp.PathNotFound as exc:

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from fabricd.telemetry.platforms import Missing, Plan, missing_leaves, path_leaves
 
-from . import dci_ports, link_corruption, optics_trend, stuck_queues
+from . import bgp_session, dci_ports, link_corruption, optics_trend, stuck_queues
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,6 +41,7 @@ NEEDS: dict[str, Needs] = {
         required=(dci_ports.OCTETS, dci_ports.PKTS),
         improves=(dci_ports.DISCARDS, dci_ports.QDROPS, dci_ports.ECN, dci_ports.PAUSE_IN),
     ),
+    "bgp_session": Needs(required=(bgp_session.STATE, bgp_session.ADDRESS), improves=(bgp_session.PREFIXES,)),
 }
 
 

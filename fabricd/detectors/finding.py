@@ -14,6 +14,8 @@ KINDS = (
     "dci_imbalance",
     "dci_drops",
     "predicted_failure",
+    "bgp_session",
+    "miscabled",
 )
 
 

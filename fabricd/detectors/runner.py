@@ -20,6 +20,7 @@ from topology.fabric import Fabric
 from topology.units import NS
 
 from . import (
+    bgp_session,
     dci_ports,
     link_corruption,
     link_flap,
@@ -66,6 +67,7 @@ def default_detectors(
         Detector("link_corruption", link_corruption.detect, lambda: link_corruption.LinkCorruptionState(corrupt)),
         Detector("dci_ports", dci_ports.detect, lambda: dci_ports.DciPortsState(dci)),
         Detector("optics_trend", optics_trend.detect, lambda: optics_trend.OpticsTrendState(trend)),
+        Detector("bgp_session", bgp_session.detect, bgp_session.BgpSessionState),
     ]
 
 

@@ -126,7 +126,7 @@ class Service:
             self.coverage,
             self.shard_ages if cfg.detectors.source == "shards" else None,
         )
-        self.view = TelemetryPortView(self.ingestor, time.monotonic)
+        self.view = TelemetryPortView(self.ingestor, time.monotonic, fabric=self.fabric)
         self.pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="fabricd-io")
         # Port actions get their own threads: a slow ticket backend or drift check must not queue them.
         self.action_pool = ThreadPoolExecutor(max_workers=ACTION_THREADS, thread_name_prefix="fabricd-action")

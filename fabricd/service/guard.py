@@ -33,6 +33,8 @@ class GuardInput:
     held_down: frozenset[Endpoint]  # ports fabricd holds down (disabled or an action in flight)
     oper_down: frozenset[Endpoint]  # ports telemetry sees down for any reason
     disables_last_hour: int
+    # ports whose BGP session is down with the link up: no routed traffic, so no capacity (detectors/bgp_session.py)
+    routed_down: frozenset[Endpoint] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -107,12 +109,12 @@ def check_disable(fabric: Fabric, limits: SafetyLimits, target: Endpoint, known:
             "fabric_budget",
             f"{len(known.held_down)} ports held down fabric-wide (limit {limits.max_down_fabric})",
         )
-    gone = known.held_down | known.oper_down | {target, peer}
+    gone = known.held_down | known.oper_down | known.routed_down | {target, peer}
     bundle = _parallel(fabric, link)
     if len(bundle) > 1 and all(_is_down(lk, gone) for lk in bundle):
         return Verdict(False, "redundancy", f"{target} is the last working link of its bundle to {peer.device}")
     for sw in switches:
-        verdict = _capacity(fabric, limits, sw, link, gone)
+        verdict = _capacity(fabric, limits, sw, link, gone, known.routed_down)
         if not verdict.allowed:
             return verdict
     return Verdict(True, "ok", "capacity and budgets allow it")
@@ -128,7 +130,14 @@ def _parallel(fabric: Fabric, link: Link) -> list[Link]:
     return [lk for lk in fabric.links_of(link.a.device) if {lk.a.device, lk.b.device} == ends]
 
 
-def _capacity(fabric: Fabric, limits: SafetyLimits, device: str, link: Link, gone: Iterable[Endpoint]) -> Verdict:
+def _capacity(
+    fabric: Fabric,
+    limits: SafetyLimits,
+    device: str,
+    link: Link,
+    gone: Iterable[Endpoint],
+    routed_down: Container[Endpoint] = frozenset(),
+) -> Verdict:
     if not is_uplink(fabric, device, link):
         return Verdict(True, "ok", "")
     down = set(gone)
@@ -136,10 +145,12 @@ def _capacity(fabric: Fabric, limits: SafetyLimits, device: str, link: Link, gon
     total = sum(_speed(lk) for lk in uplinks)
     left = sum(_speed(lk) for lk in uplinks if not _is_down(lk, down))
     if total and left / total < limits.min_uplink_fraction:
+        routed = sum(1 for lk in uplinks if lk != link and (lk.a in routed_down or lk.b in routed_down))
+        why = f"; {routed} uplink(s) counted lost because their BGP session is down" if routed else ""
         return Verdict(
             False,
             "capacity",
             f"{device} would keep {left:g} of {total:g} Gb/s uplink capacity ({left / total:.0%}),"
-            f" below the {limits.min_uplink_fraction:.0%} limit",
+            f" below the {limits.min_uplink_fraction:.0%} limit{why}",
         )
     return Verdict(True, "ok", "")

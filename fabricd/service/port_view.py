@@ -11,7 +11,9 @@ import math
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
+from fabricd.detectors.bgp_session import sessions_down
 from fabricd.telemetry import Ingestor, Kind, Snapshot
+from topology.fabric import Fabric
 from topology.model import Endpoint
 
 DOWN = frozenset({"DOWN", "LOWER_LAYER_DOWN", "NOT_PRESENT", "DORMANT"})
@@ -55,13 +57,17 @@ class AdminStates(Mapping[Endpoint, bool]):
 
 
 class TelemetryPortView:
-    def __init__(self, ingestor: Ingestor, clock: Callable[[], float], refresh_s: float = 0.05) -> None:
+    def __init__(
+        self, ingestor: Ingestor, clock: Callable[[], float], refresh_s: float = 0.05, fabric: Fabric | None = None
+    ) -> None:
         self.ingestor = ingestor
+        self.fabric = fabric
         self.clock = clock  # monotonic seconds
         self.refresh_s = refresh_s
         self._snap: Snapshot | None = None
         self._at = -1e18
         self._down: frozenset[Endpoint] | None = None
+        self._routed_down: frozenset[Endpoint] | None = None
 
     def snapshot(self) -> Snapshot:
         now = self.clock()
@@ -69,6 +75,7 @@ class TelemetryPortView:
             self._snap = self.ingestor.snapshot()
             self._at = now
             self._down = None
+            self._routed_down = None
         return self._snap
 
     def oper_down(self) -> frozenset[Endpoint]:
@@ -81,6 +88,13 @@ class TelemetryPortView:
                     out.add(Endpoint(dev, port))
             self._down = frozenset(out)
         return self._down
+
+    def routed_down(self) -> frozenset[Endpoint]:
+        """Both ends of every link whose BGP session is not ESTABLISHED (detectors/bgp_session.py)."""
+        snap = self.snapshot()
+        if self._routed_down is None:
+            self._routed_down = sessions_down(snap, self.fabric) if self.fabric is not None else frozenset()
+        return self._routed_down
 
     def admin_up(self) -> AdminStates:
         """Each port's admin state as last streamed (ON_CHANGE); ports that never reported it are absent. Looked up

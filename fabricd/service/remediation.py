@@ -185,7 +185,7 @@ class Remediator(ReconcileSteps):
     def _known(self, disabled: list[DisabledPort] | None = None) -> GuardInput:
         hour_ago = self.clock() - 3600 * NS
         held = frozenset(self._held(disabled))
-        return GuardInput(held, self.view.oper_down(), self.state.actions_since(hour_ago))
+        return GuardInput(held, self.view.oper_down(), self.state.actions_since(hour_ago), self.view.routed_down())
 
     def _guard(self, target: Endpoint) -> Verdict:
         return check_disable(self.fabric, self.limits, target, self._known())

@@ -15,6 +15,10 @@ class PortView(Protocol):
     """What remediation reads from telemetry."""
 
     def oper_down(self) -> frozenset[Endpoint]: ...
+    def routed_down(self) -> frozenset[Endpoint]:
+        """Ports whose BGP session is down (both ends of its link): no routed traffic, whatever their oper state."""
+        ...
+
     def admin_up(self) -> Mapping[Endpoint, bool]:
         """Each port's admin state as telemetry last showed it (a port that never reported it is absent)."""
         ...

@@ -58,11 +58,21 @@ class PathInfo:
 
 
 # Per-port roots: (tree, element names up to the port element, the key holding the port, suffix after the port).
+# The BGP tree's "port" is the neighbour's address (fabricd maps it to the port whose ipv4 /31 holds it).
 ROOTS: dict[str, tuple[tuple[str, ...], str, str]] = {
     "if": (("interfaces", "interface"), "name", ""),
     "qos": (("qos", "interfaces", "interface"), "interface-id", ""),
     "xcvr": (("components", "component"), "name", XCVR_SUFFIX),
     "lldp": (("lldp", "interfaces", "interface"), "name", ""),
+    "bgp": (
+        ("network-instances", "network-instance", "protocols", "protocol", "bgp", "neighbors", "neighbor"),
+        "neighbor-address",
+        "",
+    ),
+}
+# Keys fixed on a root's inner elements (by position): the default network instance's BGP protocol.
+ROOT_KEYS: dict[str, dict[int, Keys]] = {
+    "bgp": {1: (("name", "default"),), 3: (("identifier", "BGP"), ("name", "BGP"))},
 }
 
 
@@ -109,6 +119,15 @@ def _leaves() -> tuple[Leaf, ...]:
     nbr = (_e("neighbors"), _e("neighbor", id=ANY), st)
     for c in ("system-name", "port-id"):
         out.append(Leaf(f"lldp.{c}", "lldp", (*nbr, _e(c)), Kind.TEXT))
+    # a routed port's address: the index is the address, the value its prefix length
+    addr = (_e("subinterfaces"), _e("subinterface", index="0"), _e("ipv4"), _e("addresses"), _e("address", ip=ANY), st)
+    out.append(Leaf("ipv4.prefix-length", "if", (*addr, _e("prefix-length")), Kind.GAUGE))
+    # the BGP neighbour (port = its address): state changes are events, the rest current values
+    out.append(Leaf("bgp.session-state", "bgp", (st, _e("session-state")), Kind.ENUM))
+    out.append(Leaf("bgp.established-transitions", "bgp", (st, _e("established-transitions")), Kind.COUNTER))
+    out.append(Leaf("bgp.peer-as", "bgp", (st, _e("peer-as")), Kind.GAUGE))
+    v4 = (_e("afi-safis"), _e("afi-safi", afi_safi_name="IPV4_UNICAST"), st, _e("prefixes"))
+    out.append(Leaf("bgp.prefixes-received", "bgp", (*v4, _e("received")), Kind.GAUGE))
     return tuple(out)
 
 
@@ -179,7 +198,8 @@ def split_root(elems: Sequence[Elem]) -> tuple[str, str, int] | None:
         k = len(names)
         if len(elems) < k or any(elems[i][0] != names[i] for i in range(k)):
             continue
-        if any(elems[i][1] for i in range(k - 1)):
+        fixed = ROOT_KEYS.get(tree, {})
+        if any(elems[i][1] != fixed.get(i, ()) for i in range(k - 1)):
             return None
         keys = dict(elems[k - 1][1])
         port = keys.get(key)
@@ -225,7 +245,8 @@ def parse(text: str) -> PathInfo | None:
 
 def root_elems(tree: str, port: str) -> tuple[Elem, ...]:
     names, key, suffix = ROOTS[tree]
-    return (*((n, ()) for n in names[:-1]), (names[-1], ((key, port + suffix),)))
+    fixed = ROOT_KEYS.get(tree, {})
+    return (*((n, fixed.get(i, ())) for i, n in enumerate(names[:-1])), (names[-1], ((key, port + suffix),)))
 
 
 def leaf_rel(leaf: Leaf, index: str | None) -> tuple[Elem, ...]:
@@ -248,6 +269,11 @@ class Subscription:
     sample_interval_ns: int = 0
     target: str = ""  # the prefix target (SONiC: the database, e.g. COUNTERS_DB); "" for OpenConfig paths
 
+
+BGP_NEIGHBORS = (
+    "/network-instances/network-instance[name=default]/protocols/protocol[identifier=BGP][name=BGP]"
+    "/bgp/neighbors/neighbor[neighbor-address=*]"
+)
 
 # SAMPLE groups whose interval can be set apart from the base interval. PFC and queue counters stay in one group:
 # the watchdog rule compares pause time with the egress queue's transmit count over the same interval.
@@ -285,6 +311,9 @@ def eos_profile(
         ),
         Subscription("/components/component[name=*]/state/temperature", "sample", ns("optics")),
         Subscription("/lldp/interfaces/interface[name=*]/neighbors/neighbor[id=*]/state", "on_change"),
+        Subscription(f"{intf}/subinterfaces/subinterface[index=0]/ipv4/addresses/address[ip=*]/state", "on_change"),
+        Subscription(f"{BGP_NEIGHBORS}/state", "on_change"),
+        Subscription(f"{BGP_NEIGHBORS}/afi-safis/afi-safi[afi-safi-name=IPV4_UNICAST]/state/prefixes", "on_change"),
     ]
     for p in lossless:
         subs.append(Subscription(f"{intf}/ethernet/pfc/priorities/priority[index={p}]/state", "sample", ns("pfc")))

@@ -102,6 +102,10 @@ UNREAD: dict[str, dict[str, str]] = {
     "sonic": {
         "fec.pre-fec-ber": "not in SONiC's COUNTERS_DB port counters",
         "if.carrier-transitions": "not in SONiC's COUNTERS_DB port counters",
+        # reference/platforms.md: SONiC serves OpenConfig BGP only with its management framework
+        "bgp.session-state": "SONiC serves BGP neighbour state over gNMI only with its management framework",
+        "bgp.prefixes-received": "SONiC serves BGP neighbour state over gNMI only with its management framework",
+        "ipv4.prefix-length": "not read from SONiC (its BGP sessions are not streamed either)",
     }
 }
 # Platforms whose gNMI serves no PROTO for what fabricd reads: sonic-gnmi's DB paths are JSON rows.

@@ -48,6 +48,9 @@ class SwitchView:
     def oper_down(self) -> frozenset[Endpoint]:
         return frozenset()
 
+    def routed_down(self) -> frozenset[Endpoint]:
+        return frozenset()
+
     async def lldp_neighbour(self, device: str, port: str, since_ns: int, timeout_s: float) -> Endpoint | None:
         return None  # not judged here: the crash is the subject
 

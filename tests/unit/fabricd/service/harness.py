@@ -51,6 +51,7 @@ class World:
     unreadable: set[str] = field(default_factory=set)  # switches whose marks cannot be read
     scans: list[str] = field(default_factory=list)  # switches whose marks were read, in order
     lldp: dict[Endpoint, Endpoint] = field(default_factory=dict)  # what LLDP hears on a port once it is up
+    routed_down: set[Endpoint] = field(default_factory=set)  # ports whose BGP session is down (link up)
 
     def state(self, ep: Endpoint) -> str:
         return self.oper.get(ep, "UP")
@@ -163,6 +164,9 @@ class FakeView:
 
     def oper_down(self) -> frozenset[Endpoint]:
         return frozenset(ep for ep, s in self.world.oper.items() if s != "UP")
+
+    def routed_down(self) -> frozenset[Endpoint]:
+        return frozenset(self.world.routed_down)
 
     def admin_up(self) -> Mapping[Endpoint, bool]:
         return _AdminStates(self.world.admin)

@@ -166,6 +166,21 @@ def test_check_disable(
     assert v.allowed is (rule == "ok")
 
 
+def test_a_bgp_session_down_with_its_link_up_counts_as_lost_capacity(fabrics: dict[str, Fabric]) -> None:
+    """The same disable the guard allows (3 of 4 uplinks keep 75%) is refused when another uplink's BGP session is
+    down: that link carries no routed traffic, whatever its oper status says."""
+    target = ep("leaf-g0-r0:Ethernet5/1")
+    allowed = check_disable(fabrics["small"], DEFAULT, target, GuardInput(frozenset(), frozenset(), 0))
+    assert allowed.allowed
+    routed = eps("leaf-g0-r0:Ethernet7/1", "spine-r0-1:Ethernet1/1")
+    v = check_disable(fabrics["small"], DEFAULT, target, GuardInput(frozenset(), frozenset(), 0, routed))
+    assert (v.allowed, v.rule) == (False, "capacity")
+    assert v.reason == (
+        "leaf-g0-r0 would keep 800 of 1600 Gb/s uplink capacity (50%), below the 75% limit; 1 uplink(s) counted lost"
+        " because their BGP session is down"
+    )
+
+
 def test_rule_order_rate_before_budgets(fabrics: dict[str, Fabric]) -> None:
     """When several limits hold, the rate limit is the one named (it is the cheapest to explain)."""
     known = GuardInput(eps("leaf-g0-r0:Ethernet2/1", "leaf-g0-r0:Ethernet3/1"), frozenset(), 10)

@@ -1,0 +1,74 @@
+"""The service watches the underlay: `bgp_down` on a leaf uplink (the link stays up) is one bgp_session finding with a
+ticket, and a flap on another uplink of that leaf is then refused by the guard, because only the sessions still up
+count as capacity (without the BGP fault the same flap is allowed: 3 of 4 uplinks = 75%, the default limit)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from lab.control_client import call, inject
+from tests.conftest import EXAMPLES
+from tests.twin.lab.twin_thread import TwinThread
+from topology.load import load_fabric
+from topology.spec import load_spec
+from topology.underlay import Underlay
+
+from .service_thread import ServiceThread, wait_for, write_config
+from .test_service_twin import admin_enabled
+
+pytestmark = [pytest.mark.slow]
+LEAF = "leaf-g0-r0"
+
+
+@pytest.fixture
+def twin(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TwinThread]:
+    t = TwinThread(load_spec(EXAMPLES / "small-pod.yaml"), tmp_path_factory.mktemp("bgp-svc-twin")).start()
+    yield t
+    t.stop()
+
+
+def bgp_findings(svc: ServiceThread) -> list[dict[str, Any]]:
+    return [f for f in svc.get("/api/v1/findings")["findings"] if f["kind"] == "bgp_session"]
+
+
+def test_bgp_down_is_one_finding_and_the_guard_counts_the_session_as_lost_capacity(
+    twin: TwinThread, tmp_path: Path
+) -> None:
+    uplinks = Underlay(load_fabric(EXAMPLES / "small-pod.yaml", None)[1]).sessions(LEAF)
+    assert len(uplinks) == 4
+    session = uplinks[0]
+    other = next(s for s in uplinks if s.peer.device != session.peer.device)  # not the same bundle
+    svc = ServiceThread(write_config(tmp_path, twin.inventory)).start()
+    try:
+        wait_for(lambda: svc.get("/api/v1/health")["telemetry"]["synced"], 20)
+        assert bgp_findings(svc) == []
+        fault = inject(twin.state_dir, "bgp_down", {"port": str(session.local)})
+        (f,) = wait_for(lambda: bgp_findings(svc), 15)
+        assert (f["device"], f["port"]) == (LEAF, session.local.port)
+        assert sorted(f["ports"]) == sorted([str(session.local), str(session.peer)])
+        assert f["evidence"]["reason"] == "down" and f["evidence"]["link"] == "UP"
+        assert f["evidence"]["peer_address"] == session.peer_address
+        assert f["summary"].startswith(
+            f"BGP session {session.local} -> {session.peer} ({session.peer_address}) is ACTIVE for "
+        )
+        (t,) = [t for t in svc.get("/api/v1/tickets")["tickets"] if t["kind"] == "bgp_session"]
+        assert t["device"] == LEAF
+        assert admin_enabled(twin, LEAF, session.local.port)  # nothing to shut: the session is the fault
+
+        inject(twin.state_dir, "link_flap", {"port": str(other.local), "count": 8, "period_s": 0.3})
+        (action,) = wait_for(lambda: [a for a in svc.get("/api/v1/actions")["actions"] if a["op"] == "disable"], 15)
+        assert action["status"] == "refused", action
+        assert (action["device"], action["port"]) == (LEAF, other.local.port)
+        flap = next(t for t in svc.get("/api/v1/tickets")["tickets"] if t["kind"] == "link_flap")
+        note = flap["body"]["status_note"]
+        assert "would keep 800 of 1600 Gb/s uplink capacity (50%)" in note, note
+        assert "1 uplink(s) counted lost because their BGP session is down" in note, note
+        assert admin_enabled(twin, LEAF, other.local.port)
+        assert len(bgp_findings(svc)) == 1
+        call(twin.state_dir, "DELETE", f"/faults/{fault['id']}")
+    finally:
+        svc.stop()

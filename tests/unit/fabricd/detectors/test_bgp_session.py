@@ -1,0 +1,163 @@
+"""bgp_session over recorded traces of the small pod's underlay (both ends of a leaf uplink's session), table-driven:
+what makes a finding (down with the link up, flapping, prefixes collapsed), what does not (a blip, the link itself
+down, a healthy session), and which end it sits on. Plus `sessions_down`, what the guard counts."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from fabricd.detectors import run_trace
+from fabricd.detectors.bgp_session import BgpSessionState, detect, sessions_down
+from fabricd.detectors.runner import Detector
+from fabricd.telemetry import CounterStore, Ingestor, render, replay
+from tests.conftest import EXAMPLES
+from topology.fabric import Fabric
+from topology.load import load_fabric
+from topology.model import Endpoint
+from topology.underlay import Session, Underlay
+
+from .tracegen import NS, T0, at
+
+FABRIC = load_fabric(EXAMPLES / "small-pod.yaml", None)[1]
+UNDERLAY = Underlay(FABRIC)
+LEAF = "leaf-g0-r0"
+S = UNDERLAY.sessions(LEAF)[0]  # the leaf's end of one uplink's session
+_PEER = UNDERLAY.session(S.peer.device, S.peer.port)
+assert _PEER is not None
+PEER: Session = _PEER  # the spine's end
+Line = dict[str, object]
+
+
+class Trace:
+    """Both ends of session S sampled every second: addresses, oper-status, session state and received prefixes."""
+
+    def __init__(self) -> None:
+        self.lines: list[Line] = []
+        self.state = {S: "ESTABLISHED", PEER: "ESTABLISHED"}
+        self.prefixes = {S: 16, PEER: 2}
+        self.oper = {S: "UP", PEER: "UP"}
+        for s in (S, PEER):
+            self.add(T0 - NS, s.local.device, s.local.port, "ipv4.prefix-length", s.local_address, 31)
+
+    def add(self, ts: int, device: str, port: str, leaf: str, index: str | None, value: object) -> None:
+        self.lines.append({"ts": ts, "device": device, "path": render(port, leaf, index), "value": value})
+
+    def sample(self, ts: int) -> None:
+        for s in (S, PEER):
+            d = s.local.device
+            self.add(ts, d, s.local.port, "oper-status", None, self.oper[s])
+            self.add(ts, d, s.peer_address, "bgp.session-state", None, self.state[s])
+            self.add(
+                ts,
+                d,
+                s.peer_address,
+                "bgp.prefixes-received",
+                None,
+                self.prefixes[s] * (self.state[s] == "ESTABLISHED"),
+            )
+            self.add(ts, d, s.peer_address, "bgp.peer-as", None, s.peer_asn)
+
+    def run(self, seconds: int, step: Callable[[Trace, int], None]) -> Trace:
+        for k in range(seconds):
+            step(self, k)
+            self.sample(at(k))
+        return self
+
+    def write(self, path: Path) -> Path:
+        self.lines.sort(key=lambda r: int(str(r["ts"])))
+        path.write_text("".join(json.dumps(r) + "\n" for r in self.lines))
+        return path
+
+
+def session_down(start: int, end: int = 99, link: bool = True) -> Callable[[Trace, int], None]:
+    def step(t: Trace, k: int) -> None:
+        down = start <= k < end
+        for s in (S, PEER):
+            t.state[s] = "ACTIVE" if down else "ESTABLISHED"
+            if not link:
+                t.oper[s] = "DOWN" if down else "UP"
+                t.state[s] = "IDLE" if down else "ESTABLISHED"
+
+    return step
+
+
+def flapping(times: int) -> Callable[[Trace, int], None]:
+    def step(t: Trace, k: int) -> None:
+        down = k >= 2 and (k - 2) % 3 == 0 and (k - 2) // 3 < times
+        for s in (S, PEER):
+            t.state[s] = "ACTIVE" if down else "ESTABLISHED"
+
+    return step
+
+
+def collapse(at_s: int, to: int) -> Callable[[Trace, int], None]:
+    def step(t: Trace, k: int) -> None:
+        t.prefixes[S] = to if k >= at_s else 16
+
+    return step
+
+
+def healthy(t: Trace, k: int) -> None:
+    return None
+
+
+DETECTOR = [Detector("bgp_session", detect, BgpSessionState)]
+
+# trace -> (reason, start second) of the one finding, or None
+CASES = [
+    pytest.param(healthy, None, id="healthy"),
+    pytest.param(session_down(3), ("down", 3), id="down-with-link-up"),
+    pytest.param(session_down(3, 5), None, id="two-second-blip"),
+    pytest.param(session_down(3, link=False), None, id="link-down-is-link-flap-s"),
+    pytest.param(flapping(3), ("flapping", 2), id="three-drops-flapping"),
+    pytest.param(flapping(2), None, id="two-drops-in-the-window"),
+    pytest.param(collapse(4, 4), ("prefixes_collapsed", 4), id="prefixes-16-to-4"),
+    pytest.param(collapse(4, 12), None, id="prefixes-16-to-12"),
+]
+
+
+@pytest.mark.parametrize(("build", "want"), CASES)
+def test_bgp_session(build: Callable[[Trace, int], None], want: tuple[str, int] | None, tmp_path: Path) -> None:
+    trace = Trace().run(14, build).write(tmp_path / "t.jsonl")
+    found = run_trace(trace, FABRIC, detectors=DETECTOR)
+    if want is None:
+        assert found == []
+        return
+    (f,) = found
+    reason, start = want
+    assert f.kind == "bgp_session" and f.evidence["reason"] == reason
+    assert (f.device, f.port) == (LEAF, S.local.port)  # the leaf's end, not the spine's
+    assert set(f.ports) == {str(S.local), str(S.peer)}
+    assert f.start_ts // NS == at(start) // NS
+    assert f.evidence["peer_address"] == S.peer_address and f.evidence["peer_as"] == S.peer_asn
+    assert f.summary.startswith(f"BGP session {S.local} -> {S.peer} ({S.peer_address}) ")
+
+
+def snapshot_of(trace: Path, fabric: Fabric) -> frozenset[Endpoint]:
+    ing = Ingestor(CounterStore())
+    replay(trace, ing)
+    return sessions_down(ing.snapshot(), fabric)
+
+
+def test_sessions_down_names_both_ends_of_a_session_that_is_down_now(tmp_path: Path) -> None:
+    up = Trace().run(3, healthy).write(tmp_path / "up.jsonl")
+    assert snapshot_of(up, FABRIC) == frozenset()
+    down = Trace().run(3, session_down(2)).write(tmp_path / "down.jsonl")
+    assert snapshot_of(down, FABRIC) == {S.local, S.peer}
+
+
+def test_a_neighbour_outside_every_streamed_subnet_has_no_port(tmp_path: Path) -> None:
+    """Without the ports' addresses fabricd cannot tell which port (or link) a session runs on: each end reports
+    its own session, by the neighbour's address, at a lower confidence."""
+    t = Trace()
+    t.lines = [r for r in t.lines if "ipv4" not in str(r["path"])]
+    path = t.run(8, session_down(2)).write(tmp_path / "t.jsonl")
+    found = run_trace(path, FABRIC, detectors=DETECTOR)
+    assert sorted((f.device, f.port, f.evidence["peer_address"]) for f in found) == sorted(
+        [(LEAF, None, S.peer_address), (S.peer.device, None, S.local_address)]
+    )
+    assert all(f.confidence < 0.9 and f.evidence["reason"] == "down" for f in found)
