@@ -17,6 +17,7 @@ from typing import Any
 
 from fabricd.telemetry import CounterStore, Ingestor, Snapshot, replay
 from topology.fabric import Fabric
+from topology.spec import FabricSpec
 from topology.units import NS
 
 from . import (
@@ -24,6 +25,7 @@ from . import (
     dci_ports,
     link_corruption,
     link_flap,
+    miscabled,
     optics_trend,
     pfc_deadlock,
     pfc_storm,
@@ -51,16 +53,17 @@ def default_detectors(
     fec_interval_s: float | None = None,
     dci: dci_ports.DciPortsConfig | None = None,
     optics: optics_trend.OpticsTrendConfig | None = None,
+    spec: FabricSpec | None = None,
 ) -> list[Detector]:
     """The built detectors; the PFC/queue and FEC counters may be sampled apart from the rest (telemetry.intervals);
     `dci` sets the DR port monitoring (its sample interval is taken from `sample_interval_s`), `optics` the failure
-    prediction."""
+    prediction; with the fabric's `spec`, miscabled judges the live LLDP by the layout rules."""
     trend = optics or optics_trend.OpticsTrendConfig()
     storm = pfc_storm.PfcStormConfig(sample_interval_s=pfc_interval_s or sample_interval_s)
     deadlock = pfc_deadlock.PfcDeadlockConfig(stuck=storm)
     corrupt = link_corruption.LinkCorruptionConfig(sample_interval_s=sample_interval_s, fec_interval_s=fec_interval_s)
     dci = replace(dci or dci_ports.DciPortsConfig(), sample_interval_s=sample_interval_s)
-    return [
+    out = [
         Detector("link_flap", link_flap.detect, link_flap.LinkFlapState),
         Detector("pfc_storm", pfc_storm.detect, lambda: pfc_storm.PfcStormState(storm)),
         Detector("pfc_deadlock", pfc_deadlock.detect, lambda: pfc_deadlock.PfcDeadlockState(deadlock)),
@@ -69,6 +72,9 @@ def default_detectors(
         Detector("optics_trend", optics_trend.detect, lambda: optics_trend.OpticsTrendState(trend)),
         Detector("bgp_session", bgp_session.detect, bgp_session.BgpSessionState),
     ]
+    if spec is not None:
+        out.append(Detector("miscabled", miscabled.detect, lambda: miscabled.MiscabledState(spec)))
+    return out
 
 
 class Runner:

@@ -21,6 +21,10 @@ def fault_key(f: Finding, fabric: Fabric) -> str:
         if link is not None:
             a, b = sorted((str(link.a), str(link.b)))
             return f"{f.kind}:{a}--{b}"
+    if f.kind == "bgp_session" and f.port is not None:  # one ticket per session, whichever end and reason
+        return f"{f.kind}:{'--'.join(sorted(f.ports))}"
+    if f.kind == "miscabled":  # one ticket per set of wrong cables (a swapped pair is one)
+        return f"{f.kind}:{','.join(sorted(f.ports))}"
     if f.kind == "pfc_deadlock":
         return f"{f.kind}:{','.join(sorted(f.ports))}:{f.priority}"
     return f"{f.kind}:{f.device}:{f.port or ''}:{'' if f.priority is None else f.priority}"

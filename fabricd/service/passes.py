@@ -19,6 +19,7 @@ from fabricd.telemetry import CounterStore, Ingestor, TelemetryClient, Telemetry
 from fabricd.telemetry.bus_source import BusTelemetry
 from fabricd.telemetry.paths import Subscription
 from fabricd.telemetry.workers import TelemetrySource, TelemetryWorkers
+from topology.spec import load_spec
 from topology.units import NS
 
 from .config import ServiceConfig
@@ -99,6 +100,7 @@ def configured_detectors(cfg: ServiceConfig) -> list[Detector]:
         fec_interval_s=t.intervals.get("fec"),
         dci=dci_ports.DciPortsConfig(**cfg.detectors.dci.model_dump()),
         optics=optics_trend.OpticsTrendConfig(**cfg.detectors.optics_trend.model_dump()),
+        spec=load_spec(cfg.spec),
     )
 
 

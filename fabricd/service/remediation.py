@@ -23,6 +23,7 @@ from drivers.base import DriverError, PortMark, Resumed, Session
 from drivers.marks import Mark
 from drivers.transaction import settle
 from fabricd.detectors.finding import Finding
+from fabricd.detectors.miscabled import same_end
 from topology.errors import FabricdError
 from topology.fabric import Fabric
 from topology.jsontypes import JsonDict
@@ -449,7 +450,7 @@ class Remediator(ReconcileSteps):
         if want is None:
             return None
         got = await self.view.lldp_neighbour(ep.device, ep.port, since, min(self.settings.verify_timeout_s, 5.0))
-        if got is None or _same_end(got, want):
+        if got is None or same_end(got, want):
             return None
         there = self.fabric.peer(got.device, got.port) if got.device in self.fabric else None
         where = f"; {got} belongs on {there}" if there is not None and there != ep else ""
@@ -697,17 +698,6 @@ class Remediator(ReconcileSteps):
         t = self._note(action.ticket_id, done or action, text)
         if t is not None:
             await self._send(t)
-
-
-def _same_end(got: Endpoint, want: Endpoint) -> bool:
-    """LLDP's neighbour is the intended one: the same system (its DNS domain aside) and port; a host that sends its
-    MAC as port id (lldpd's default) is judged by its name alone."""
-    if got.device.split(".", 1)[0] != want.device.split(".", 1)[0]:
-        return False
-    return got.port == want.port or _MAC.match(got.port) is not None
-
-
-_MAC = re.compile(r"^[0-9a-fA-F]{2}([:-][0-9a-fA-F]{2}){5}$")
 
 
 def _inert(text: str) -> str:

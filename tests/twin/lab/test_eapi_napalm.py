@@ -190,7 +190,12 @@ def test_every_napalm_eos_getter_answers(eapi_twin: EapiLab) -> None:
     assert answers["get_network_instances"]["default"]["type"] == "DEFAULT_INSTANCE"
     assert answers["get_snmp_information"] == {"chassis_id": "", "location": "", "contact": "", "community": {}}
     assert answers["get_ntp_stats"] == [] and answers["get_mac_address_table"] == []
-    assert answers["get_bgp_neighbors"] == {} and answers["get_bgp_config"] == {}  # no router bgp: no peers
+    # the underlay's eBGP (lab/bgp.py): a session per uplink, every one up, and the config napalm parses
+    sessions = {s.peer_address: s for s in eapi_twin.twin.bgp.underlay.sessions(DEVICE)}
+    peers = answers["get_bgp_neighbors"]["global"]["peers"]
+    assert set(peers) == set(sessions) and all(p["is_up"] for p in peers.values())
+    configured = {n for group in answers["get_bgp_config"].values() for n in group["neighbors"]}
+    assert configured == set(sessions), answers["get_bgp_config"]
     assert answers["get_route_to"] == {}
     assert answers["get_facts"]["hostname"] == DEVICE
     assert "Ethernet1/1" in answers["get_optics"] and answers["get_environment"]["fans"]

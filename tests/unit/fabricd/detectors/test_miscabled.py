@@ -1,0 +1,96 @@
+"""miscabled over recorded LLDP traces of the small pod, table-driven: a swapped pair of server cables is one finding
+with `fabricd validate`'s own message and fix (compared with validate on the same as-built), a swap inside one
+leaf-spine bundle is a warning (the layout holds), an unknown system is named, a neighbour that was wrong for less
+than the settle time is nothing, and the blueprint as LLDP shows it is nothing."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from fabricd.detectors import run_trace
+from fabricd.detectors.miscabled import MiscabledState, detect, same_end
+from fabricd.detectors.runner import Detector
+from fabricd.telemetry import render
+from tests.conftest import EXAMPLES
+from topology.load import load_fabric
+from topology.model import Cabling, Endpoint, Link
+from topology.spec import load_spec
+from topology.validate import validate
+
+from .tracegen import at
+
+SPEC = load_spec(EXAMPLES / "small-pod.yaml")
+FABRIC = load_fabric(EXAMPLES / "small-pod.yaml", None)[1]
+A, B = Endpoint("leaf-g0-r0", "Ethernet1/1"), Endpoint("leaf-g0-r1", "Ethernet1/1")  # gpu-g0-000's nic0 and nic1
+U1, U2 = Endpoint("leaf-g0-r0", "Ethernet5/1"), Endpoint("leaf-g0-r0", "Ethernet6/1")  # both to spine-r0-0
+DETECTOR = [Detector("miscabled", detect, lambda: MiscabledState(SPEC))]
+
+
+def trace(tmp: Path, heard: dict[Endpoint, Endpoint], from_s: float = 2.0, until_s: float = 99.0) -> Path:
+    """Every switch port's LLDP neighbour each second for 8 s; `heard` overrides some between from_s and until_s."""
+    lines = []
+    for k in range(8):
+        for d in FABRIC.switches():
+            for port in FABRIC.ports(d.name):
+                here = Endpoint(d.name, port)
+                peer = FABRIC.peer(d.name, port)
+                assert peer is not None
+                nbr = heard.get(here, peer) if from_s <= k < until_s else peer
+                for leaf, value in (("lldp.system-name", nbr.device), ("lldp.port-id", nbr.port)):
+                    lines.append({"ts": at(k), "device": d.name, "path": render(port, leaf, "1"), "value": value})
+    path = tmp / "lldp.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in lines))
+    return path
+
+
+def peer(ep: Endpoint) -> Endpoint:
+    got = FABRIC.peer(ep.device, ep.port)
+    assert got is not None
+    return got
+
+
+def swapped(a: Endpoint, b: Endpoint) -> dict[Endpoint, Endpoint]:
+    """Two cables' far ends swapped, as LLDP shows it on every switch end."""
+    pa, pb = peer(a), peer(b)
+    out = {a: pb, b: pa}
+    if FABRIC.device(pa.device).is_switch:
+        out |= {pa: b, pb: a}
+    return out
+
+
+def test_a_swapped_pair_is_one_finding_with_validates_words(tmp_path: Path) -> None:
+    (f,) = run_trace(trace(tmp_path, swapped(A, B)), FABRIC, detectors=DETECTOR)
+    # what `fabricd validate --cabling` says of the same as-built
+    links = [lk for lk in FABRIC.links if A not in (lk.a, lk.b) and B not in (lk.a, lk.b)]
+    links += [Link(A, peer(B), 400), Link(B, peer(A), 400)]
+    (v,) = validate(SPEC, Cabling(list(FABRIC.cabling.devices), links)).violations
+    assert f.kind == "miscabled" and f.summary == v.message and f.evidence["fix"] == v.fix
+    assert f.evidence["code"] == "RAIL_MISMATCH" and v.fix == f"swap the cables on {A} and {B}"
+    assert set(f.ports) >= {str(A), str(B)} and (f.device, f.port) == (A.device, A.port)
+    assert f.evidence["lldp"] == {str(A): str(peer(B)), str(B): str(peer(A))}
+    assert f.severity == "critical" and f.start_ts == at(2)
+
+
+@pytest.mark.parametrize(
+    ("heard", "until_s", "want"),
+    [
+        pytest.param({}, 99, [], id="blueprint"),
+        pytest.param(swapped(A, B), 2.5, [], id="wrong-for-less-than-the-settle-time"),
+        pytest.param(swapped(U1, U2), 99, [("BLUEPRINT_DIFF", "warning")], id="swap-inside-a-bundle"),
+        pytest.param({A: Endpoint("rogue-host", "eth2")}, 99, [("UNKNOWN_NEIGHBOR", "critical")], id="unknown"),
+    ],
+)
+def test_cases(heard: dict[Endpoint, Endpoint], until_s: float, want: list[tuple[str, str]], tmp_path: Path) -> None:
+    found = run_trace(trace(tmp_path, heard, until_s=until_s), FABRIC, detectors=DETECTOR)
+    assert sorted((f.evidence["code"], f.severity) for f in found) == sorted(want)
+
+
+def test_same_end_ignores_the_domain_and_a_hosts_mac_port_id() -> None:
+    want = Endpoint("gpu-g0-000", "nic0")
+    assert same_end(Endpoint("gpu-g0-000.example.net", "nic0"), want)
+    assert same_end(Endpoint("gpu-g0-000", "0c:42:a1:00:00:01"), want)
+    assert not same_end(Endpoint("gpu-g0-000", "nic1"), want)
+    assert not same_end(Endpoint("gpu-g0-001", "nic0"), want)
