@@ -1,7 +1,8 @@
 """miscabled: the live LLDP neighbours against the blueprint, judged by the same rules and words as `fabricd validate`.
 
 Every switch streams its LLDP neighbours (ON_CHANGE). A port whose neighbour is not the blueprint's (another system,
-or another port of it) for `settle_s` (both ends of a moved cable update within about a second) makes the as-built
+or another port of it), once no wrong neighbour is newer than `settle_s` (both ends of a moved cable update within
+about a second), makes the as-built
 cabling differ from the blueprint there: the blueprint with those ports' links replaced by what LLDP shows is run
 through `topology.validate`, and each violation touching a wrong port becomes one finding with validate's message and
 fix (a swapped pair is one finding naming both ports). A wrong neighbour the rules still accept (two cables of one
@@ -70,7 +71,12 @@ def detect(snapshot: Snapshot, fabric: Fabric, state: MiscabledState, now: int) 
         for here, (got, ts) in wrong.items()
         for old, since in [state.wrong_since.get(here, (got, ts))]
     }
-    settled = {h: g for h, (g, since) in state.wrong_since.items() if now - since > int(state.settle_s * NS)}
+    # Judged once no wrong neighbour is newer than the settle time: the ends of a moved cable update a moment apart,
+    # and half a swap is not a fault of its own. Meanwhile the last judgement stands.
+    newest = max((since for _, since in state.wrong_since.values()), default=0)
+    if state.wrong_since and now - newest <= int(state.settle_s * NS):
+        return state.last[1] if state.last is not None else []
+    settled = {h: g for h, (g, _) in state.wrong_since.items()}
     key = frozenset(settled.items())
     if state.last is not None and state.last[0] == key:
         return state.last[1]

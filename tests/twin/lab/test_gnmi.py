@@ -432,14 +432,24 @@ def test_path_matching(gnmi_twin: GnmiTwin) -> None:
     sw = gnmi_twin.twin.switches["leaf-g0-r0"]
     n_ports = len(sw.ports)
 
+    routed = gp.addresses(gnmi_twin.twin, sw)  # the ports with a BGP session: 4 uplinks
+
     def count(text: str) -> int:
-        return len(gp.select(sw, gp.match(gp.parse_path_string(text)))[0])
+        return len(gp.select(sw, gp.match(gp.parse_path_string(text)), routed)[0])
 
     assert count("/interfaces/interface[name=Ethernet1/1]/state/counters") == 11
     assert count("/interfaces/interface[name=*]/state/counters/in-pkts") == n_ports
     assert count("/interfaces/*/ethernet/pfc/priorities/priority[index=3]/state") == 3 * n_ports
     assert count("/interfaces/interface/.../in-frames") == 8 * n_ports
-    assert count("/") == len(gp.CATALOG) * n_ports
+    by_address = sum(1 for leaf in gp.CATALOG if leaf.tree in gp.ADDRESS_TREES)
+    assert len(routed) == 4
+    assert count("/") == (len(gp.CATALOG) - by_address) * n_ports + by_address * len(routed)
+    bgp = "/network-instances/network-instance[name=default]/protocols/protocol[identifier=BGP][name=BGP]/bgp"
+    assert count(f"{bgp}/neighbors/neighbor[neighbor-address=*]/state/session-state") == 4
+    peer = next(iter(routed.values()))[1]
+    assert count(f"{bgp}/neighbors/neighbor[neighbor-address={peer}]") == 8
+    with pytest.raises(gp.PathNotFound):
+        count(f"{bgp}/neighbors/neighbor[neighbor-address=192.0.2.1]")
     assert count("/components/component[name=Ethernet2/1 transceiver]") == 2  # input power, temperature
     with pytest.raises(gp.PathNotFound):
         count("/components/component[name=Ethernet2/1]")

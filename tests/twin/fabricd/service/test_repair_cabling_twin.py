@@ -4,9 +4,11 @@ saying which cable is where; with the cable moved back, the next resolve brings 
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 
 from lab.control_client import call, inject
@@ -56,5 +58,35 @@ def test_a_repair_on_the_wrong_cable_stays_down_and_says_which_cable_is_where(tw
         assert svc.post(f"/api/v1/tickets/{t['id']}/resolve").status_code == 200
         wait_for(lambda: svc.get("/api/v1/ports/disabled")["ports"] == [], 30)
         assert admin_enabled(twin, "leaf-g0-r0", "Ethernet1/1")
+    finally:
+        svc.stop()
+
+
+def test_a_live_swap_is_one_miscabled_finding_with_validates_fix_a_ticket_and_a_metric(
+    twin: TwinThread, tmp_path: Path
+) -> None:
+    svc = ServiceThread(write_config(tmp_path, twin.inventory)).start()
+    try:
+        wait_for(lambda: svc.get("/api/v1/health")["telemetry"]["synced"], 20)
+        time.sleep(1.5)  # LLDP as cabled has streamed: nothing is wrong
+        assert [f for f in svc.get("/api/v1/findings")["findings"] if f["kind"] == "miscabled"] == []
+        started = time.monotonic()
+        inject(twin.state_dir, "miscable", {"port": PORT, "other": "leaf-g0-r1:Ethernet1/1"})
+        (f,) = wait_for(lambda: [f for f in svc.get("/api/v1/findings")["findings"] if f["kind"] == "miscabled"], 10)
+        took = time.monotonic() - started
+        # the twin samples LLDP every second under ON_CHANGE; settle 1 s; passes every 0.5 s
+        assert took < 4.0, took
+        assert f["evidence"]["code"] == "RAIL_MISMATCH"
+        assert f["evidence"]["fix"] in (
+            f"swap the cables on {PORT} and leaf-g0-r1:Ethernet1/1",
+            f"swap the cables on leaf-g0-r1:Ethernet1/1 and {PORT}",
+        )
+        assert {PORT, "leaf-g0-r1:Ethernet1/1"} <= set(f["ports"])
+        (t,) = [t for t in svc.get("/api/v1/tickets")["tickets"] if t["kind"] == "miscabled"]
+        assert t["device"] == "leaf-g0-r0"
+        metrics = httpx.get(svc.url + "/metrics", timeout=10).text
+        assert 'fabricd_active_findings{device="leaf-g0-r0",kind="miscabled",severity="critical"} 1.0' in metrics
+        # nothing is taken down for a wrong cable: the links work, the layout is what is wrong
+        assert admin_enabled(twin, "leaf-g0-r0", "Ethernet1/1") and svc.get("/api/v1/ports/disabled")["ports"] == []
     finally:
         svc.stop()
