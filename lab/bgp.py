@@ -85,15 +85,23 @@ class Bgp:
                 out.append(got)
         return sorted(out, key=lambda v: tuple(int(x) for x in v[0].peer_address.split(".")))
 
+    def shut_here(self, session: Session) -> bool:
+        """Does this end's config shut the session (`neighbor X shutdown`)?"""
+        return session.peer_address in self.shut.get(session.local.device, frozenset())
+
     def peer_state(self, session: Session, st: SessionState) -> str:
-        """EOS's peer state: Established, Idle (link down or shut), or Active (link up, session not)."""
+        """The state as this end shows it: Established; Idle where the link is down or this end's config shuts it;
+        Active where the link is up and the session is not (a fault, or the other end shut it)."""
         if st.up:
             return ESTABLISHED
-        return "Active" if st.reason == "fault" else "Idle"
+        if st.reason == "link" or (st.reason == "shutdown" and self.shut_here(session)):
+            return "Idle"
+        return "Active"
 
-    @staticmethod
-    def idle_reason(st: SessionState) -> str:
-        return {"shutdown": "Administratively shut down", "link": "Interface down"}.get(st.reason, "")
+    def idle_reason(self, session: Session, st: SessionState) -> str:
+        if st.reason == "shutdown" and self.shut_here(session):
+            return "Administratively shut down"
+        return "Interface down" if st.reason == "link" else ""
 
     def routed(self, device: str, ports: list[str]) -> np.ndarray:
         """Per port of `device`: False where a session exists and is not Established (no routed traffic)."""

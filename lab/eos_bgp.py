@@ -125,7 +125,7 @@ def neighbors(twin: Twin, sw: Switch, now: int, rows: list[int]) -> Json:
         if st.up:
             peer["updateGroupIndex"] = 0
         if state == "Idle":
-            peer["idleReason"] = twin.bgp.idle_reason(st)
+            peer["idleReason"] = twin.bgp.idle_reason(s, st)
         peer_list.append(peer)
     return {"vrfs": {"default": {"peerList": peer_list}}}
 

@@ -13,6 +13,7 @@ from collections.abc import Callable
 
 from topology.units import NS
 
+from . import sonic_bgp
 from .model import Twin
 from .sonic_config import HWSKU, PLATFORM, SONIC_VERSION, GcuError, SonicDevice, sonic_port
 
@@ -155,6 +156,22 @@ def _version(twin: Twin, dev: SonicDevice) -> str:
     )
 
 
+def vtysh_command(twin: Twin, dev: SonicDevice, args: list[str]) -> Output:
+    """FRR's shell, `vtysh -c CMD [-c CMD ...]`: the BGP summaries (sonic_bgp.py); other commands as FRR refuses
+    what it does not know."""
+    commands = [args[i + 1] for i, a in enumerate(args[:-1]) if a == "-c"]
+    if not commands:
+        return "", "vtysh: the twin's FRR takes commands with -c only\n", 1
+    out = ""
+    for c in commands:
+        words = c.split()
+        if words in (["show", "ip", "bgp", "summary"], ["show", "bgp", "summary"], ["show", "bgp", "ipv4", "summary"]):
+            out += sonic_bgp.frr_summary(twin, dev.device)
+        else:
+            return out, f"% Unknown command: {c}\n", 1
+    return out, "", 0
+
+
 def show_command(twin: Twin, dev: SonicDevice, args: list[str]) -> Output:
     words = [a for a in args if a != "--verbose"]
     if words[:2] in (["runningconfiguration", "all"], ["runningconfig", "all"]):
@@ -165,6 +182,8 @@ def show_command(twin: Twin, dev: SonicDevice, args: list[str]) -> Output:
         return _interfaces_status(twin, dev), "", 0
     if words == ["lldp", "table"]:
         return _lldp_table(twin, dev), "", 0
+    if words in (["ip", "bgp", "summary"], ["ip", "bgp", "sum"]):
+        return sonic_bgp.show_summary(twin, dev.device), "", 0
     if words == ["version"]:
         return _version(twin, dev), "", 0
     return "", f'{_TOP_USAGE.format(tool="show")}\nError: No such command "{" ".join(words)}".\n', 2
