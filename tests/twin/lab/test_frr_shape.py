@@ -7,6 +7,7 @@ frr); skipped elsewhere, with the reason."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
@@ -67,7 +68,7 @@ class Frr:
             ip("-n", ns, "addr", "add", f"{ends[side][0]}/31", "dev", veth[side])
             ip("-n", ns, "link", "set", veth[side], "up")
             ip("-n", ns, "link", "set", "lo", "up")
-            here, asn, peer, peer_asn, name, peer_name = ends[side]
+            _here, asn, peer, peer_asn, name, peer_name = ends[side]
             sp = UNDERLAY.speakers[name]
             d = self.dirs[side]
             d.mkdir(parents=True)
@@ -101,10 +102,8 @@ class Frr:
 
     def close(self) -> None:
         for pid in self.procs:
-            try:
+            with contextlib.suppress(OSError, ValueError):
                 os.kill(int(pid.read_text().strip()), 15)
-            except (OSError, ValueError):
-                pass
         for ns in self.ns.values():
             subprocess.run(["ip", "netns", "del", ns], capture_output=True, timeout=10)
 
@@ -147,7 +146,7 @@ def fields(text: str, address: str) -> tuple[str, str, str]:
 
 
 def test_frr_and_the_twin_print_one_shape_up_and_down(frr: Frr) -> None:
-    twin, shell, faults = twin_shell()
+    _twin, shell, faults = twin_shell()
     real = frr.wait("leaf", rf"^{re.escape(S.peer_address)}\s.*\s[1-9]\d*\s+\d+\s+\S+\s*$")
     ours, status, _ = shell.execute("vtysh -c 'show ip bgp summary'")
     assert status == 0
@@ -169,7 +168,7 @@ def test_frr_and_the_twin_print_one_shape_up_and_down(frr: Frr) -> None:
     # sonic-utilities' `show ip bgp summary`: FRR's header lines, its own columns
     table, _, _ = shell.execute("show ip bgp summary")
     assert shape(table)[1:6] == [x.replace(" (VRF default)", "") for x in shape(real)[1:6]]
-    header = [ln for ln in table.splitlines() if ln.startswith("Neighbor")][0].split()
+    header = next(ln for ln in table.splitlines() if ln.startswith("Neighbor")).split()
     assert header == ["Neighbor", "V", "AS", "MsgRcvd", "MsgSent", "TblVer", "InQ", "OutQ", "Up/Down",
                       "State/PfxRcd", "NeighborName"]  # fmt: skip
     assert fields(table, S.peer_address) == (S.peer_address, str(S.peer_asn), "Active")
