@@ -5,8 +5,10 @@ that every metric a panel queries is one the service exports)
 
 - fabric-overview.json: the whole fabric at a glance: switches streaming and stale, active findings by kind, ports
   held down, open tickets; a rails x aggregation-groups table of leaf ports down, paused and erroring.
-- switch.json: one switch (variable `device`): per port traffic, PFC pause time, ECN marks, drops, FCS errors,
-  pre-FEC BER, receive power, module temperature; its telemetry lag and findings.
+- fabric-overview.json also counts BGP sessions not established and live miscabling findings.
+- switch.json: one switch (variable `device`): its BGP sessions (established, not, each port's); per port traffic,
+  PFC pause time, ECN marks, drops, FCS errors, pre-FEC BER, receive power, module temperature; its telemetry lag
+  and findings.
 - link.json: one port (variables `device`, `port`): the same signals for that port alone, for a repair ticket.
 - telemetry-health.json: streams connected, stale and synced, updates and drops by reason, lag quantiles, worker
   processes and reconnects.
@@ -127,6 +129,11 @@ def _port_signals(sel: str, legend: str) -> list[timeseries.Panel]:
     ]
 
 
+NOT_ESTABLISHED = 'sum(fabricd_bgp_sessions{state!="ESTABLISHED"}) or vector(0)'
+MISCABLED = 'sum(fabricd_active_findings{kind="miscabled"}) or vector(0)'
+BY_SWITCH = ('sum by (device) (fabricd_bgp_sessions{state!="ESTABLISHED"})', "{{device}}")
+
+
 def fabric_overview() -> dashboard.Dashboard:
     d = _base("fabricd: fabric overview", "fabricd-overview", ["fabric"])
     d = (
@@ -137,6 +144,8 @@ def fabric_overview() -> dashboard.Dashboard:
         .with_panel(_stat("ports held down by fabricd", "fabricd_disabled_ports").span(4))
         .with_panel(_stat("open repair tickets", "sum(fabricd_open_tickets) or vector(0)").span(4))
         .with_panel(_stat("leaf ports down", 'count(fabricd_port_up{role="leaf"} == 0) or vector(0)').span(4))
+        .with_panel(_stat("BGP sessions not established", NOT_ESTABLISHED).span(4))
+        .with_panel(_stat("miscabled (live LLDP)", MISCABLED).span(4))
         .with_row(dashboard.Row("rails x aggregation groups (leaf ports)"))
         .with_panel(
             _table(
@@ -150,6 +159,7 @@ def fabric_overview() -> dashboard.Dashboard:
         .with_panel(
             _ts("active findings by kind", "none", ('sum by (kind) (fabricd_findings{status="active"})', "{{kind}}"))
         )
+        .with_panel(_ts("BGP sessions not established, by switch", "none", BY_SWITCH))
         .with_panel(
             _ts(
                 "fabric-wide PFC pause and drops",
@@ -171,6 +181,13 @@ def switch_view() -> dashboard.Dashboard:
     d = d.with_panel(_stat("ports down", 'count(fabricd_port_up{device="$device"} == 0) or vector(0)'))
     d = d.with_panel(_stat("telemetry stale (1 = yes)", 'fabricd_telemetry_stale{device="$device"}'))
     d = d.with_panel(_stat("last telemetry lag", 'fabricd_telemetry_last_lag_seconds{device="$device"}', "s"))
+    d = d.with_row(dashboard.Row("underlay"))
+    d = d.with_panel(_stat("BGP sessions established", 'sum(fabricd_bgp_sessions{device="$device",'
+                           'state="ESTABLISHED"}) or vector(0)'))  # fmt: skip
+    d = d.with_panel(_stat("BGP sessions not established", 'sum(fabricd_bgp_sessions{device="$device",'
+                           'state!="ESTABLISHED"}) or vector(0)'))  # fmt: skip
+    per_port = ('fabricd_bgp_session_established{device="$device"}', "{{port}} {{peer_address}}")
+    d = d.with_panel(_ts("BGP session up (1) per port", "none", per_port))
     d = d.with_row(dashboard.Row("ports"))
     for panel in _port_signals('device="$device"', "{{port}}"):
         d = d.with_panel(panel)

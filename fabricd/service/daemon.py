@@ -57,7 +57,7 @@ from .config import ServiceConfig, read_secret
 from .faults import LINK_KINDS
 from .leader import Leadership, default_instance
 from .passes import configured_detectors, run_passes, telemetry_source
-from .port_metrics import PortCollector
+from .port_metrics import PortCollector, UnderlayCollector
 from .port_view import TelemetryPortView
 from .remediation import Remediator
 from .shard import SUBJECT as SHARD_SUBJECT
@@ -125,6 +125,7 @@ class Service:
             self.ha_status if cfg.ha.enabled else None,
             self.coverage,
             self.shard_ages if cfg.detectors.source == "shards" else None,
+            UnderlayCollector(self.ingestor.snapshot, self.fabric),
         )
         self.view = TelemetryPortView(self.ingestor, time.monotonic, fabric=self.fabric)
         self.pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="fabricd-io")

@@ -75,6 +75,7 @@ def register(
     ha: Callable[[], dict[str, Any]] | None = None,
     coverage: Callable[[], dict[str, Coverage]] | None = None,
     shards: Callable[[], dict[int, float | None]] | None = None,
+    underlay: Collector | None = None,
 ) -> None:
     """Every service metric (the telemetry client registers its own): state, DR ports, jobs, and the per-port
     counters when `ports` is given (api.port_metrics)."""
@@ -91,6 +92,8 @@ def register(
         registry.register(CoverageCollector(coverage))
     if shards is not None:
         registry.register(ShardCollector(shards))
+    if underlay is not None:
+        registry.register(underlay)
 
 
 class ShardCollector(Collector):

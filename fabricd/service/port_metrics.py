@@ -17,6 +17,7 @@ import numpy as np
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from fabricd.detectors import bgp_session
 from fabricd.telemetry import NEVER, Snapshot
 from topology.fabric import Fabric
 
@@ -72,17 +73,20 @@ GAUGES = (
 PORT_SERIES = len(COUNTERS) + len(GAUGES) + 1  # + fabricd_port_up
 
 
+def _labels(fabric: Fabric, device: str, port: str) -> list[str]:
+    d = fabric.get(device)
+    role = d.role.value if d is not None else ""
+    rail = "" if d is None or d.rail is None else str(d.rail)
+    group = "" if d is None or d.group is None else str(d.group)
+    return [device, port, role, rail, group]
+
+
 def port_labels(snapshot: Snapshot, fabric: Fabric) -> list[list[str]]:
     """Per port row of the snapshot: its label values."""
-    out = []
-    for row, port in enumerate(snapshot.port_names):
-        device = snapshot.devices[int(snapshot.port_dev[row])]
-        d = fabric.get(device)
-        role = d.role.value if d is not None else ""
-        rail = "" if d is None or d.rail is None else str(d.rail)
-        group = "" if d is None or d.group is None else str(d.group)
-        out.append([device, port, role, rail, group])
-    return out
+    return [
+        _labels(fabric, snapshot.devices[int(snapshot.port_dev[row])], port)
+        for row, port in enumerate(snapshot.port_names)
+    ]
 
 
 def families(snapshot: Snapshot, fabric: Fabric, lossless: int = 3) -> Iterator[Metric]:
@@ -124,3 +128,28 @@ class PortCollector(Collector):
 
     def collect(self) -> Iterator[Metric]:
         yield from families(self.snapshot(), self.fabric, self.lossless)
+
+
+class UnderlayCollector(Collector):
+    """The routed underlay as telemetry shows it: BGP sessions per switch and state (a handful of series per switch),
+    and each session's state on its port (1 established, 0 not) under the same labels as the port metrics."""
+
+    def __init__(self, snapshot: Callable[[], Snapshot], fabric: Fabric) -> None:
+        self.snapshot, self.fabric = snapshot, fabric
+
+    def collect(self) -> Iterator[Metric]:
+        sessions = bgp_session.observe(self.snapshot())
+        counts = GaugeMetricFamily("fabricd_bgp_sessions", "BGP sessions per switch and state (OpenConfig "
+                                   "session-state)", labels=["device", "state"])  # fmt: skip
+        per: dict[tuple[str, str], int] = {}
+        for o in sessions:
+            per[(o.device, o.state)] = per.get((o.device, o.state), 0) + 1
+        for key, n in sorted(per.items()):
+            counts.add_metric(list(key), n)
+        yield counts
+        up = GaugeMetricFamily("fabricd_bgp_session_established", "1 while the BGP session on the port is "
+                               "ESTABLISHED, 0 while it is not", labels=[*LABELS, "peer_address"])  # fmt: skip
+        for o in sorted(sessions, key=lambda o: (o.device, o.address)):
+            if o.port is not None:
+                up.add_metric([*_labels(self.fabric, o.device, o.port), o.address], int(o.state == "ESTABLISHED"))
+        yield up

@@ -27,6 +27,7 @@ from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Resp
 from fastapi.staticfiles import StaticFiles
 
 from drivers.eos.render import port_admin_lines
+from fabricd.detectors import bgp_session, miscabled
 from fabricd.telemetry import NEVER, Snapshot
 from topology.model import Endpoint
 
@@ -81,6 +82,12 @@ def port_rows(snap: Snapshot, service: ServiceSurface, device: str) -> list[dict
 
     held = {p["port"] for p in service.state.disabled_ports() if p["device"] == device}
     lossless = str(service.lossless)
+    bgp = {o.port: o.state for o in bgp_session.observe(snap) if o.device == device and o.port is not None}
+    heard: dict[str, Endpoint] = {}
+    for i in snap.select(device=device, leaf=miscabled.NAME).tolist():
+        _, port, _, index = snap.key(i)
+        j = snap.find(device, port, miscabled.PORT_ID, index)
+        heard[port] = Endpoint(snap.text(i) or "?", (snap.text(j) if j is not None else None) or "?")
     out = []
     for port in service.fabric.ports(device):
         i = snap.find(device, port, "oper-status")
@@ -91,6 +98,10 @@ def port_rows(snap: Snapshot, service: ServiceSurface, device: str) -> list[dict
                 "port": port,
                 "peer": str(service.fabric.peer(device, port) or ""),
                 "oper": snap.text(i) if i is not None else None,
+                "bgp": bgp.get(port, ""),
+                "lldp": str(heard[port]) if port in heard else "",
+                "lldp_wrong": port in heard and (want := service.fabric.peer(device, port)) is not None
+                and not miscabled.same_end(heard[port], want),
                 "held": port in held,
                 "rx_gbps": _fmt(None if rx is None else rx * 8 / 1e9),
                 "tx_gbps": _fmt(None if tx is None else tx * 8 / 1e9),

@@ -3,6 +3,7 @@ session, CSRF on forms, roles, the live fragments, the switch page; the browser 
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -221,3 +222,39 @@ def test_a_page_session_outlives_a_restart_and_dies_with_its_token(svc: Service,
     assert svc.state.revoke_token(row.id, 1, "test")
     assert c.get("/ui/live").status_code == 401
     assert "API token" in c.get("/").text
+
+
+def test_switch_page_shows_what_lldp_hears_and_each_sessions_state(svc: Service, tmp_path: Path) -> None:
+    """A port facing the wrong neighbour is marked; a BGP session that is not up is marked; /metrics counts both
+    session states (fabricd_bgp_sessions) and each session on its port."""
+    from fabricd.telemetry import render, replay
+    from topology.underlay import Underlay
+
+    s = Underlay(FABRIC).sessions("leaf-g0-r0")[0]
+    ts = 1_700_000_000 * 10**9
+    lines = [
+        (s.local.port, "ipv4.prefix-length", s.local_address, 31),
+        (s.peer_address, "bgp.session-state", None, "ACTIVE"),
+        ("Ethernet1/1", "lldp.system-name", "1", "gpu-g0-000"),
+        ("Ethernet1/1", "lldp.port-id", "1", "nic1"),  # the blueprint has nic0 there
+        ("Ethernet2/1", "lldp.system-name", "1", "gpu-g0-001"),
+        ("Ethernet2/1", "lldp.port-id", "1", "nic0"),
+    ]
+    trace = tmp_path / "t.jsonl"
+    trace.write_text("".join(
+        json.dumps({"ts": ts, "device": "leaf-g0-r0", "path": render(p, leaf, ix), "value": v}) + "\n"
+        for p, leaf, ix, v in lines
+    ))  # fmt: skip
+    replay(trace, svc.ingestor)
+    c = TestClient(create_app(svc))
+    login(c, make(c, "vera", "viewer"))
+    page = c.get("/ui/switch/leaf-g0-r0").text
+    assert '<td class="wrong" title="not the blueprint\'s neighbour">gpu-g0-000:nic1</td>' in page
+    assert "<td>gpu-g0-001:nic0</td>" in page
+    assert '<td class="wrong">ACTIVE</td>' in page
+    metrics = c.get("/metrics").text
+    assert 'fabricd_bgp_sessions{device="leaf-g0-r0",state="ACTIVE"} 1.0' in metrics
+    assert (
+        f'fabricd_bgp_session_established{{device="leaf-g0-r0",group="0",peer_address="{s.peer_address}",'
+        f'port="{s.local.port}",rail="0",role="leaf"}} 0.0'
+    ) in metrics
