@@ -14,18 +14,22 @@ from topology.fabric import Fabric
 from topology.model import Link, Role
 
 REPO = Path(__file__).resolve().parent.parent
-KINDS = ("link_flap", "pfc_storm", "pfc_deadlock", "link_corruption", "silent_corruption")
+KINDS = ("link_flap", "pfc_storm", "pfc_deadlock", "link_corruption", "silent_corruption", "bgp_session", "miscabled")
 PRIO = 3
 INTERVAL_S = 1.0  # gNMI sample interval, and `fabricd detect --tick`
 LATE_S = 20.0  # a finding this long after its fault was cleared is no longer about it
 FLAP_RULE = (5, 10.0)  # EOS errdisable default: 5 flaps in 10 s (reference/domain.md)
 # Delay targets (issue #6), seconds after onset; silent corruption has none
-TARGETS = {"link_flap": INTERVAL_S + 1, "pfc_storm": INTERVAL_S + 1, "pfc_deadlock": 2 * INTERVAL_S}
+# bgp_session: a session down this long with its link up (detectors/bgp_session.py, 3 s) + two intervals;
+# miscabled: LLDP streams each second, settles 1 s, + two intervals
+TARGETS = {"link_flap": INTERVAL_S + 1, "pfc_storm": INTERVAL_S + 1, "pfc_deadlock": 2 * INTERVAL_S,
+           "bgp_session": 3.0 + 2 * INTERVAL_S, "miscabled": 1.0 + 2 * INTERVAL_S}  # fmt: skip
 CORRUPTION_TARGET = (1e-6, 60.0)
 # Primary scenario per rail, cycled: any prefix of 12 holds every fault kind and the main noise kinds
 ORDER = (
     "pfc_storm", "pfc_deadlock", "silent_corruption", "link_flap", "link_corruption", "reboot",
-    "gnmi_drop", "pfc_storm", "pfc_deadlock", "silent_corruption", "few_flaps", "microburst",
+    "gnmi_drop", "bgp_down", "miscable", "bgp_flap", "few_flaps", "microburst",
+    "pfc_storm", "pfc_deadlock", "silent_corruption", "bgp_down", "miscable", "bgp_flap",
     "pfc_storm", "silent_corruption", "pfc_deadlock", "link_flap", "link_corruption", "reboot",
     "gnmi_drop", "link_down", "pfc_storm", "silent_corruption", "pfc_deadlock", "optics",
 )  # fmt: skip
@@ -142,6 +146,27 @@ class Planner:
         step = Step(self.start(), "link_down", {"port": str(ln.a)}, clear_s=_r(self.rng.uniform(6.0, 10.0), 1))
         return Scenario(name, "link_down", False, rail, f"{ln.a} <-> {ln.b} down, back up", [step])
 
+    # --- the underlay and the cabling -------------------------------------------------------------------------------
+    def bgp_down(self, name: str, rail: int, ln: Link) -> Scenario:
+        """A leaf-spine session down with its link up, then back."""
+        step = Step(self.start(), "bgp_down", {"port": str(self.rng.choice((ln.a, ln.b)))}, _r(self.rng.uniform(8, 12)))
+        return Scenario(name, "bgp_session", True, rail, f"session {ln.a} <-> {ln.b} down", [step])
+
+    def bgp_flap(self, name: str, rail: int, ln: Link) -> Scenario:
+        """A session that drops 3 to 5 times, 1.5 to 3 s apart (the detector's rule: 3 drops in 120 s)."""
+        rng = self.rng
+        period = _r(rng.uniform(1.5, 3.0))
+        params = {"port": str(rng.choice((ln.a, ln.b))), "count": rng.randint(3, 5), "period_s": period,
+                  "down_s": _r(period * rng.uniform(0.2, 0.4))}  # fmt: skip
+        return Scenario(name, "bgp_session", True, rail, f"session {ln.a} <-> {ln.b} flaps", [Step(self.start(),
+                        "bgp_flap", params)])  # fmt: skip
+
+    def miscable(self, name: str, rail: int, a: Link, b: Link) -> Scenario:
+        """Two server cables of the rail swapped at their switch ends (the links stay up; LLDP shows it)."""
+        ea, eb = self.p.switch_end(a), self.p.switch_end(b)
+        step = Step(self.start(), "miscable", {"port": ea, "other": eb}, _r(self.rng.uniform(8, 12)))
+        return Scenario(name, "miscabled", True, rail, f"cables on {ea} and {eb} swapped", [step])
+
     # --- PFC -----------------------------------------------------------------------------------------------------
     def storm(self, name: str, rail: int, nic: str) -> Scenario:
         step = Step(self.start(), "pfc_storm", {"nic": nic, "priority": PRIO}, _r(self.rng.uniform(8.0, 12.0), 1))
@@ -229,6 +254,19 @@ class Planner:
                 out.append(self.link_down(f"{tag}.link_down", rail, ln))
             else:
                 out.append(self.flap(f"{tag}.{primary}", rail, ln, few=primary == "few_flaps"))
+        elif primary in ("bgp_down", "bgp_flap"):
+            uplinks = [ln for ln in p.fabric_links(rail) if any(e.device in p.leaves(rail) for e in (ln.a, ln.b))]
+            pick = self.bgp_down if primary == "bgp_down" else self.bgp_flap
+            out.append(pick(f"{tag}.{primary}", rail, rng.choice(uplinks)))
+        elif primary == "miscable":
+            # two leaves of the rail, one cable each: the servers end up on the other group's leaf
+            by_leaf = {
+                leaf: [ln for ln in free_servers if leaf in (ln.a.device, ln.b.device)] for leaf in p.leaves(rail)
+            }
+            la, lb = rng.sample([leaf for leaf, lns in by_leaf.items() if lns], 2)
+            a, b = rng.choice(by_leaf[la]), rng.choice(by_leaf[lb])
+            free_servers = [ln for ln in free_servers if ln not in (a, b)]
+            out.append(self.miscable(f"{tag}.miscable", rail, a, b))
         elif primary == "optics":
             out.append(self.optics(f"{tag}.optics", rail, rng.choice(servers + p.fabric_links(rail))))
         elif primary == "reboot":
@@ -237,7 +275,8 @@ class Planner:
             out.append(self.gnmi_drop(f"{tag}.gnmi_drop", rail, rng.choice(switches)))
         elif primary != "none":
             raise ValueError(f"unknown primary {primary!r}")
-        if primary in ("pfc_storm", "pfc_deadlock", "silent_corruption", "microburst", "none") and free_servers:
+        if primary in ("pfc_storm", "pfc_deadlock", "silent_corruption", "microburst", "none", "bgp_down",
+                       "bgp_flap") and free_servers:  # fmt: skip
             second = rng.choices([k for k, _ in SECONDARY], [w for _, w in SECONDARY])[0]
             ln = free_servers.pop()
             if second in ("link_flap", "few_flaps"):

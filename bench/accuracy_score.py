@@ -55,8 +55,12 @@ def truths(ep: Episode, fabric: Fabric, end_ns: int) -> list[Truth]:
             nic = params["nic"].split(":", 1)
             origin = fabric.peer(nic[0], nic[1])
             ports = frozenset({str(origin)})
-        elif sc.kind == "link_corruption":
+        elif sc.kind in ("link_corruption", "bgp_session"):
             ports = link_ends(fabric, params["port"])
+            if rec["kind"] == "bgp_flap":  # flapping by the detector's rule from the third drop (3 in 120 s)
+                onset = start + int(2 * float(params["period_s"]) * NS)
+        elif sc.kind == "miscabled":
+            ports = frozenset({params["port"], params["other"]})
         else:  # deadlock: the paused queues; silent: no ports, the switch
             ports = frozenset(rec["ports"])
         devices = frozenset(rec["devices"]) | {p.split(":", 1)[0] for p in ports}
@@ -67,8 +71,10 @@ def truths(ep: Episode, fabric: Fabric, end_ns: int) -> list[Truth]:
 def matches(f: dict[str, Any], t: Truth) -> bool:
     if f["kind"] != t.kind or not t.start_ts <= f["detected_ts"] <= t.end_ts + LATE_S * NS:
         return False
-    if t.kind in ("link_flap", "link_corruption", "pfc_deadlock"):
+    if t.kind in ("link_flap", "link_corruption", "pfc_deadlock", "bgp_session"):
         return frozenset(f["ports"]) == t.ports
+    if t.kind == "miscabled":  # the finding names both swapped ports (and may name the servers' ends too)
+        return t.ports <= frozenset(f["ports"])
     if t.kind == "pfc_storm":
         return f"{f['device']}:{f['port']}" in t.ports and f.get("priority") in (None, PRIO)
     return f["device"] in t.devices and not f["ports"]  # silent: the switch itself

@@ -30,15 +30,20 @@ it names the fault's place:
 - pfc_deadlock: the finding's `ports` are exactly the cycle's paused egress queues (the twin record's `ports`);
 - link_corruption: the finding's `ports` are exactly the corrupting link's two ends;
 - silent_corruption: the finding names the corrupting switch itself (a switch element, no ports); naming one of its
-  links is a miss plus a false finding.
+  links is a miss plus a false finding;
+- bgp_session (the twin's `bgp_down` and `bgp_flap` on a leaf uplink, link up): the finding's `ports` are exactly
+  the session's link's two ends;
+- miscabled (`miscable`: two server cables of a rail, on two of its leaves, swapped): the finding names both ports.
 Per kind: TP = faults matched by at least one finding, FN = faults not matched, FP = findings that match no fault
 (wrong place, wrong kind, noise, or before onset); a further finding matching an already matched fault is a
 duplicate (listed, not an FP). Precision = matching findings / findings; recall = TP / faults.
 
 Detection delay = the first matching finding's `detected_ts` (the end of the detector tick that raised it) minus the
 onset: the injection time, except for a flap, whose onset is the flap that completes 5 in 10 s (before it, the link
-is not flapping by the rule). Targets (issue #6): flap and storm within one sample interval + 1 s (2 s), deadlock
-within two intervals (2 s), corruption at a 1e-6 loss rate within 60 s. Silent corruption has no delay target; offline
+is not flapping by the rule), and a BGP session flap, whose onset is its third drop (the detector's 3 in 120 s).
+Targets (issue #6): flap and storm within one sample interval + 1 s (2 s), deadlock
+within two intervals (2 s), corruption at a 1e-6 loss rate within 60 s, a BGP session within 3 s + two intervals,
+miscabling within the 1 s settle + two intervals. Silent corruption has no delay target; offline
 its `detected_ts` is the last probe of the file, so the table gives the time to localize instead: the first probe
 round after which `localize` over the probes so far names the switch.
 

@@ -118,13 +118,14 @@ class Burst:
 
 def build_burst(twin: Twin, sw: Switch, rng: random.Random) -> tuple[Burst, bytes]:
     """The SAMPLE burst of the EOS profile on `sw`, and its ON_CHANGE state (oper/admin status) as a dump."""
-    prefixes = gp.Prefixes(sw)
+    routed = gp.addresses(twin, sw)
+    prefixes = gp.Prefixes(sw, routed)
     rows_l: list[np.ndarray] = []
     codes_l: list[np.ndarray] = []
     state_rows: list[np.ndarray] = []
     state_codes: list[np.ndarray] = []
     for sub in eos_profile():
-        rows, codes = gp.select(sw, gp.match(gp.parse_path_string(sub.path)))
+        rows, codes = gp.select(sw, gp.match(gp.parse_path_string(sub.path)), routed)
         (rows_l if sub.mode == "sample" else state_rows).append(rows)
         (codes_l if sub.mode == "sample" else state_codes).append(codes)
     rows, codes = gp.sort_unique(np.concatenate(rows_l), np.concatenate(codes_l))

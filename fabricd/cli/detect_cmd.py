@@ -49,10 +49,10 @@ def detect_command(
         raise FabricdError(f"--tick must be a positive number of seconds, got {tick}")
     if not pass_gap >= 0:
         raise FabricdError(f"--pass-gap must be 0 or a positive number of seconds, got {pass_gap}")
-    _, fabric = load_fabric(spec, cabling)
+    fabric_spec, fabric = load_fabric(spec, cabling)
     results = None if probes is None else read_probes(probes)
     if trace is not None:
-        findings = run_trace(trace, fabric, tick_s=tick, pass_gap_s=pass_gap, probes=results)
+        findings = run_trace(trace, fabric, tick_s=tick, pass_gap_s=pass_gap, probes=results, spec=fabric_spec)
     else:
         findings = localize(results or [], fabric)
     if jobs is not None:

@@ -58,7 +58,8 @@ class BgpSessionState:
     config: BgpSessionConfig = field(default_factory=BgpSessionConfig)
     sessions: dict[tuple[str, str], _Session] = field(default_factory=dict)
     seen: set[tuple[str, str, int]] = field(default_factory=set)
-    routes: tuple[tuple[int, int], dict[str, list[tuple[int, int, str]]]] | None = None
+    routes: tuple[tuple[int, int], dict[str, list[Route]]] | None = None
+    incidents: dict[tuple[tuple[str, ...], str], int] = field(default_factory=dict)  # (session, reason) -> onset
     last_now: int | None = None
 
 
@@ -72,9 +73,12 @@ class Observed:
     state: str
 
 
-def routed_ports(snapshot: Snapshot) -> dict[str, list[tuple[int, int, str]]]:
-    """Per device: (network, mask, port) of every streamed ipv4 address."""
-    out: dict[str, list[tuple[int, int, str]]] = {}
+Route = tuple[int, int, str, str]  # (network, mask, port, the port's own address)
+
+
+def routed_ports(snapshot: Snapshot) -> dict[str, list[Route]]:
+    """Per device: (network, mask, port, address) of every streamed ipv4 address."""
+    out: dict[str, list[Route]] = {}
     for i in snapshot.select(leaf=ADDRESS).tolist():
         plen = snapshot.current(i)
         device, port, _, ip = snapshot.key(i)
@@ -85,11 +89,11 @@ def routed_ports(snapshot: Snapshot) -> dict[str, list[tuple[int, int, str]]]:
         except ValueError:
             continue
         mask = (0xFFFFFFFF << (32 - int(plen))) & 0xFFFFFFFF if 0 < plen <= 32 else 0
-        out.setdefault(device, []).append((addr & mask, mask, port))
+        out.setdefault(device, []).append((addr & mask, mask, port, ip))
     return out
 
 
-def _routes(snapshot: Snapshot, state: BgpSessionState | None) -> dict[str, list[tuple[int, int, str]]]:
+def _routes(snapshot: Snapshot, state: BgpSessionState | None) -> dict[str, list[Route]]:
     """`routed_ports`, re-read only when an address series changed (they stream on change)."""
     rows = snapshot.select(leaf=ADDRESS)
     key = (len(rows), int(snapshot.ts[rows].max()) if len(rows) else 0)
@@ -101,15 +105,19 @@ def _routes(snapshot: Snapshot, state: BgpSessionState | None) -> dict[str, list
     return got
 
 
-def port_of(routes: dict[str, list[tuple[int, int, str]]], device: str, address: str) -> str | None:
+def port_of(routes: dict[str, list[Route]], device: str, address: str) -> str | None:
     try:
         a = int(ipaddress.IPv4Address(address))
     except ValueError:
         return None
-    for net, mask, port in routes.get(device, ()):
+    for net, mask, port, _ in routes.get(device, ()):
         if mask and a & mask == net:
             return port
     return None
+
+
+def own_address(routes: dict[str, list[Route]], device: str, port: str) -> str | None:
+    return next((ip for _, _, p, ip in routes.get(device, ()) if p == port), None)
 
 
 def observe(snapshot: Snapshot, state: BgpSessionState | None = None) -> list[Observed]:
@@ -150,27 +158,24 @@ def detect(snapshot: Snapshot, fabric: Fabric, state: BgpSessionState, now: int)
         s.down_since = s.down_since or e.ts
     window = int(cfg.flap_window_s * NS)
     state.seen = {k for k in state.seen if k[2] >= now - window}
-    found: list[Finding] = []
+    found: list[_Verdict] = []
     for o in observe(snapshot, state):
         s = state.sessions.setdefault((o.device, o.address), _Session())
         s.drops = [t for t in s.drops if t >= now - window]
-        f = _judge(snapshot, fabric, cfg, o, s, now)
-        if f is not None:
-            found.append(f)
+        v = _judge(snapshot, cfg, o, s, now)
+        if v is not None:
+            found.append(v)
     state.last_now = now
-    return _one_per_link(found, fabric)
+    return _one_per_link(found, fabric, state, _routes(snapshot, state), now)
 
 
-def _judge(
-    snapshot: Snapshot, fabric: Fabric, cfg: BgpSessionConfig, o: Observed, s: _Session, now: int
-) -> Finding | None:
+def _judge(snapshot: Snapshot, cfg: BgpSessionConfig, o: Observed, s: _Session, now: int) -> _Verdict | None:
     link_up = True
     if o.port is not None:
         oper = snapshot.find(o.device, o.port, "oper-status")
         link_up = oper is None or snapshot.text(oper) in (None, "UP")
     received = _number(snapshot, o.device, o.address, PREFIXES)
     evidence: dict[str, object] = {
-        "peer_address": o.address,
         "state": o.state,
         "link": "UP" if link_up else "DOWN",
         "drops": len(s.drops),
@@ -184,14 +189,14 @@ def _judge(
     else:
         s.down_since = None
     if len(s.drops) >= cfg.flap_count:
-        return _finding(fabric, o, "flapping", s.drops[0], now, evidence, "warning",
-                        f"left ESTABLISHED {len(s.drops)} times in {cfg.flap_window_s:g} s")  # fmt: skip
+        what = f"left ESTABLISHED {len(s.drops)} times in {cfg.flap_window_s:g} s"
+        return _Verdict(o, "flapping", s.drops[0], "warning", what, evidence)
     if s.down_since is not None:
         down_for = (now - s.down_since) / NS
         if link_up and down_for >= cfg.down_after_s:
             evidence["down_for_s"] = round(down_for, 1)
             what = f"is {o.state} for {down_for:.0f} s while the link is up: its capacity is lost"
-            return _finding(fabric, o, "down", s.down_since, now, evidence, "critical", what)
+            return _Verdict(o, "down", s.down_since, "critical", what, evidence)
         return None
     if received is None:
         return None
@@ -203,8 +208,8 @@ def _judge(
             return None
         if low_for >= cfg.collapse_after_s:
             evidence["prefixes_before"] = s.baseline
-            return _finding(fabric, o, "prefixes_collapsed", s.low_since, now, evidence, "warning",
-                            f"receives {received:g} prefixes, down from {s.baseline:g}")  # fmt: skip
+            what = f"receives {received:g} prefixes, down from {s.baseline:g}"
+            return _Verdict(o, "prefixes_collapsed", s.low_since, "warning", what, evidence)
         return None
     s.low_since = None
     s.baseline = max(s.baseline, received)
@@ -219,34 +224,57 @@ def _number(snapshot: Snapshot, device: str, port: str, leaf: str) -> float | No
     return float(v) if isinstance(v, int | float) else None
 
 
-def _finding(
-    fabric: Fabric, o: Observed, reason: str, start: int, now: int, evidence: dict[str, object], severity: str,
-    what: str,
-) -> Finding:  # fmt: skip
-    evidence = {"reason": reason, **evidence}
-    here = f"{o.device}:{o.port}" if o.port else o.device
-    peer = fabric.peer(o.device, o.port) if o.port else None
-    there = f"{peer} " if peer is not None else ""
-    ports = sorted(p for p in (f"{o.device}:{o.port}" if o.port else None, str(peer) if peer else None) if p)
-    devices = sorted({o.device, *([peer.device] if peer else [])})
-    return Finding(
-        kind=KIND, device=o.device, port=o.port, devices=tuple(devices), ports=tuple(ports), start_ts=start,
-        detected_ts=now, severity=severity, confidence=0.95 if o.port else 0.7, evidence=evidence,
-        summary=f"BGP session {here} -> {there}({o.address}) {what}",
-    )  # fmt: skip
+@dataclass(frozen=True)
+class _Verdict:
+    """One end's judgement of its session, before both ends' are merged into one finding."""
+
+    o: Observed
+    reason: str
+    start: int
+    severity: str
+    what: str
+    evidence: dict[str, object]
 
 
-def _one_per_link(found: Iterable[Finding], fabric: Fabric) -> list[Finding]:
-    """Both ends of a session report it: keep the lower tier's end (a leaf's uplink), else the first by name."""
-    best: dict[tuple[str, ...], Finding] = {}
-    for f in found:
-        key = tuple(f.ports) if f.ports else (f.device, str(f.evidence.get("peer_address")))
-        old = best.get(key)
-        if old is None or _rank(f, fabric) < _rank(old, fabric):
-            best[key] = f
-    return sorted(best.values(), key=lambda f: (f.device, f.port or ""))
+def _one_per_link(
+    verdicts: Iterable[_Verdict], fabric: Fabric, state: BgpSessionState, routes: dict[str, list[Route]], now: int
+) -> list[Finding]:
+    """Both ends of a session judge it, and their samples arrive apart: one finding per session, always on the lower
+    tier's end of the link (a leaf's uplink), whichever end saw it, starting at the first end's onset and kept while
+    either end still sees the incident."""
+    groups: dict[tuple[str, ...], list[_Verdict]] = {}
+    for v in verdicts:
+        peer = fabric.peer(v.o.device, v.o.port) if v.o.port else None
+        key = tuple(sorted((f"{v.o.device}:{v.o.port}", str(peer)))) if peer else (v.o.device, v.o.address)
+        groups.setdefault(key, []).append(v)
+    out, live = [], set()
+    for key, vs in groups.items():
+        vs.sort(key=lambda v: _rank(v.o.device, fabric))
+        v = vs[0]
+        here = Endpoint(v.o.device, v.o.port) if v.o.port else None
+        peer = fabric.peer(here.device, here.port) if here is not None else None
+        address = v.o.address
+        if here is not None and peer is not None and _rank(peer.device, fabric) < _rank(here.device, fabric):
+            # only the upper end sees it now: told from the lower end, whose neighbour is the upper end's address
+            address = own_address(routes, here.device, here.port) or address
+            here, peer = peer, here
+        incident = (key, v.reason)
+        live.add(incident)
+        start = state.incidents.setdefault(incident, min(x.start for x in vs))
+        where = str(here) if here is not None else v.o.device
+        there = f"{peer} " if peer is not None else ""
+        ports = tuple(sorted(str(e) for e in (here, peer) if e is not None))
+        out.append(Finding(
+            kind=KIND, device=here.device if here else v.o.device, port=here.port if here else None,
+            devices=tuple(sorted({p.split(":", 1)[0] for p in ports} or {v.o.device})), ports=ports, start_ts=start,
+            detected_ts=now, severity=v.severity, confidence=0.95 if here else 0.7,
+            evidence={"reason": v.reason, **v.evidence, "peer_address": address, "seen_from": [x.o.device for x in vs]},
+            summary=f"BGP session {where} -> {there}({address}) {v.what}",
+        ))  # fmt: skip
+    state.incidents = {k: t for k, t in state.incidents.items() if k in live}
+    return sorted(out, key=lambda f: (f.device, f.port or ""))
 
 
-def _rank(f: Finding, fabric: Fabric) -> tuple[int, str]:
-    d = fabric.get(f.device)
-    return (TIER[d.role] if d is not None else 9, f.device)
+def _rank(device: str, fabric: Fabric) -> tuple[int, str]:
+    d = fabric.get(device)
+    return (TIER[d.role] if d is not None else 9, device)

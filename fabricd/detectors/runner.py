@@ -151,12 +151,14 @@ def run_trace(
     pass_gap_s: float = PASS_GAP_S,
     detectors: list[Detector] | None = None,
     probes: Sequence[Probe] | None = None,
+    spec: FabricSpec | None = None,
 ) -> list[Finding]:
     """Findings of `detectors` (default: all built ones) over a trace; raises TraceError on a malformed line.
 
     With `probes`, silent_corruption localizes their corruption too, leaving out elements whose port error counters
-    moved in the trace (those are link corruption)."""
-    dets = default_detectors(tick_s) if detectors is None else list(detectors)
+    moved in the trace (those are link corruption). With the fabric's `spec`, miscabled runs too (it judges the
+    trace's LLDP by the layout rules)."""
+    dets = default_detectors(tick_s, spec=spec) if detectors is None else list(detectors)
     watch = silent_corruption.CounterErrors()
     if probes is not None:
         dets.append(Detector("counter_errors", silent_corruption.watch_counters, lambda: watch))

@@ -100,7 +100,8 @@ def port_rows(snap: Snapshot, service: ServiceSurface, device: str) -> list[dict
                 "oper": snap.text(i) if i is not None else None,
                 "bgp": bgp.get(port, ""),
                 "lldp": str(heard[port]) if port in heard else "",
-                "lldp_wrong": port in heard and (want := service.fabric.peer(device, port)) is not None
+                "lldp_wrong": port in heard
+                and (want := service.fabric.peer(device, port)) is not None
                 and not miscabled.same_end(heard[port], want),
                 "held": port in held,
                 "rx_gbps": _fmt(None if rx is None else rx * 8 / 1e9),

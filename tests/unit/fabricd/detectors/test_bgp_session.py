@@ -161,3 +161,17 @@ def test_a_neighbour_outside_every_streamed_subnet_has_no_port(tmp_path: Path) -
         [(LEAF, None, S.peer_address), (S.peer.device, None, S.local_address)]
     )
     assert all(f.confidence < 0.9 and f.evidence["reason"] == "down" for f in found)
+
+
+def test_the_ends_seeing_it_apart_still_make_one_finding_on_the_leaf(tmp_path: Path) -> None:
+    """The spine's samples show the session down 2 s longer than the leaf's (each switch samples on its own):
+    one incident, always on the leaf's end, with the leaf's neighbour address, from the first onset."""
+
+    def step(t: Trace, k: int) -> None:
+        t.state[S] = "ACTIVE" if 2 <= k < 9 else "ESTABLISHED"
+        t.state[PEER] = "ACTIVE" if 3 <= k < 11 else "ESTABLISHED"
+
+    (f,) = run_trace(Trace().run(14, step).write(tmp_path / "t.jsonl"), FABRIC, detectors=DETECTOR)
+    assert (f.device, f.port) == (LEAF, S.local.port) and f.evidence["reason"] == "down"
+    assert f.evidence["peer_address"] == S.peer_address and f.start_ts == at(2)
+    assert f.summary.startswith(f"BGP session {S.local} -> {S.peer} ({S.peer_address}) is ACTIVE for ")
