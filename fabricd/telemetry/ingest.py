@@ -235,6 +235,11 @@ class Ingestor:
         """Give the port the template of the layout just walked (shared by its prefix shape). A layout no template
         reads (strings, unknown leaves, an empty notification) leaves the port's template as it was: its usual
         layout comes back."""
+        if len(ctx[3]) != ctx[5]:
+            # a prefix below the port's root (a routed port's address, keyed by the address): an ON_CHANGE leaf or
+            # two, each prefix its own shape; templates are for the per-port SAMPLE layouts, and compiling one per
+            # address would spend the compile budget those need
+            return
         kinds = value_kinds(keys, self._vals[len(self._vals) - n :])
         codes = self._codes[len(self._codes) - n :]
         if kinds is None or min(codes, default=-1) < 0:

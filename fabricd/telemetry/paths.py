@@ -311,9 +311,17 @@ def eos_profile(
         ),
         Subscription("/components/component[name=*]/state/temperature", "sample", ns("optics")),
         Subscription("/lldp/interfaces/interface[name=*]/neighbors/neighbor[id=*]/state", "on_change"),
-        Subscription(f"{intf}/subinterfaces/subinterface[index=0]/ipv4/addresses/address[ip=*]/state", "on_change"),
-        Subscription(f"{BGP_NEIGHBORS}/state", "on_change"),
-        Subscription(f"{BGP_NEIGHBORS}/afi-safis/afi-safi[afi-safi-name=IPV4_UNICAST]/state/prefixes", "on_change"),
+        # the underlay: each leaf bgp_session reads, not whole containers (EOS's carry dozens it does not)
+        Subscription(
+            f"{intf}/subinterfaces/subinterface[index=0]/ipv4/addresses/address[ip=*]/state/prefix-length", "on_change"
+        ),
+        *(
+            Subscription(f"{BGP_NEIGHBORS}/state/{leaf}", "on_change")
+            for leaf in ("session-state", "established-transitions", "peer-as")
+        ),
+        Subscription(
+            f"{BGP_NEIGHBORS}/afi-safis/afi-safi[afi-safi-name=IPV4_UNICAST]/state/prefixes/received", "on_change"
+        ),
     ]
     for p in lossless:
         subs.append(Subscription(f"{intf}/ethernet/pfc/priorities/priority[index={p}]/state", "sample", ns("pfc")))
