@@ -64,6 +64,7 @@ class Bgp:
         self.version = 0  # bumped at every change of a session's state
         self.dirty = True  # a fault or a config changed what holds sessions down: the next recompute updates them
         self._received: tuple[int, dict[tuple[str, str], int]] | None = None
+        self._distances: tuple[int, dict[str, dict[str, int]]] | None = None
         self._routed: dict[str, tuple[int, np.ndarray]] = {}
 
     # --- queries ---------------------------------------------------------------------------------------------
@@ -209,3 +210,59 @@ class Bgp:
                     seen.add(nxt)
                     todo.append(nxt)
         return sum(len(self.underlay.speakers[n].originated) for n in seen)
+
+    # --- routes ----------------------------------------------------------------------------------------------------
+    def rib(self, device: str) -> dict[str, list[Session]]:
+        """The BGP routes `device` installs: every prefix another speaker announces that it reaches over Established
+        sessions, with ECMP over the sessions whose peer is one hop closer to the origin (multipath over equal
+        AS-path lengths, RFC 7938; the twin's AS paths are as long as its hop counts)."""
+        dist = self._all_distances()
+        mine = [(s, st) for s, st in self.sessions_of(device) if st.up]
+        out: dict[str, list[Session]] = {}
+        for origin, sp in self.underlay.speakers.items():
+            d = dist.get(origin, {}).get(device)
+            if origin == device or d is None:
+                continue
+            hops = [s for s, _ in mine if dist[origin].get(s.peer.device) == d - 1]
+            for prefix in sp.originated:
+                out[prefix] = hops
+        return out
+
+    def as_path(self, session: Session, origin: str) -> list[int]:
+        """The AS path of `origin`'s routes as `session`'s peer sends them: along one shortest chain of speakers."""
+        dist = self._all_distances()[origin]
+        chain = [session.peer.device]
+        while chain[-1] != origin:
+            here = chain[-1]
+            step = sorted(s.peer.device for s, st in self.sessions_of(here) if st.up and
+                          dist.get(s.peer.device) == dist[here] - 1)  # fmt: skip
+            if not step:
+                break
+            chain.append(step[0])
+        asns = [self.underlay.speakers[n].asn for n in chain]
+        return [a for i, a in enumerate(asns) if i == 0 or a != asns[i - 1]]
+
+    def _all_distances(self) -> dict[str, dict[str, int]]:
+        """Per origin speaker: hops from it to every speaker over Established sessions (cached per state version)."""
+        if self._distances is not None and self._distances[0] == self.version:
+            return self._distances[1]
+        adj: dict[str, set[str]] = {name: set() for name in self.underlay.speakers}
+        for st in self.sessions.values():
+            if st.up:
+                adj[st.a.local.device].add(st.b.local.device)
+                adj[st.b.local.device].add(st.a.local.device)
+        out: dict[str, dict[str, int]] = {}
+        for origin in adj:
+            seen = {origin: 0}
+            frontier = [origin]
+            while frontier:
+                nxt = []
+                for node in frontier:
+                    for peer in adj[node]:
+                        if peer not in seen:
+                            seen[peer] = seen[node] + 1
+                            nxt.append(peer)
+                frontier = nxt
+            out[origin] = seen
+        self._distances = (self.version, out)
+        return out

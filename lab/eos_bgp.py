@@ -6,6 +6,7 @@ default VRF and no peer."""
 
 from __future__ import annotations
 
+import ipaddress
 from typing import Any
 
 from topology.underlay import Session
@@ -15,6 +16,7 @@ from .bgp import HOLD_TIME_S, KEEPALIVE_S, SessionState
 from .model import Switch, Twin
 
 Json = dict[str, Any]
+PROTO_MODEL = {"configuredProtoModel": "multi-agent", "operatingProtoModel": "multi-agent"}
 _MSG_BASE = 4  # OPEN, KEEPALIVE, UPDATE, End-of-RIB: what a session exchanges before its keepalives
 
 
@@ -160,3 +162,173 @@ def ip_summary_text(data: Json, now: int) -> list[str]:
                 f" {p['prefixReceived']:<6} {p['prefixAccepted']}"
             )
     return out
+
+
+# --- routes -------------------------------------------------------------------------------------------------------
+def _route(kind: str, vias: list[Json], preference: int) -> Json:
+    return {"routeType": kind, "hardwareProgrammed": True, "kernelProgrammed": True, "routeLeaked": False,
+            "directlyConnected": kind == "connected", "preference": preference, "metric": 0, "vias": vias}  # fmt: skip
+
+
+def route_table(twin: Twin, sw: Switch) -> Json:
+    """The default VRF's IPv4 routes: each routed port's /31 (connected), the loopback and server subnet it announces
+    (connected), and the BGP routes of lab/bgp.py with their ECMP next hops."""
+    routes: Json = {}
+    for s in twin.bgp.underlay.sessions(sw.name):
+        if bool(sw.oper_up[sw.index[s.local.port]]):
+            net = ipaddress.ip_network(f"{s.local_address}/31", strict=False)
+            routes[str(net)] = _route("connected", [{"interface": s.local.port, "nexthopAddr": ""}], 0)
+    sp = twin.bgp.underlay.speakers.get(sw.name)
+    for prefix in sp.originated if sp is not None else ():
+        routes[prefix] = _route("connected", [{"interface": "Loopback0" if prefix.endswith("/32") else "Vlan10",
+                                               "nexthopAddr": ""}], 0)  # fmt: skip
+    for prefix, hops in twin.bgp.rib(sw.name).items():
+        if hops and prefix not in routes:
+            vias = [{"nexthopAddr": h.peer_address, "interface": h.local.port} for h in hops]
+            routes[prefix] = _route("eBGP", vias, 200)
+    return dict(sorted(routes.items(), key=lambda kv: ipaddress.ip_network(kv[0])))
+
+
+def _route_vrf(routes: Json) -> Json:
+    return {"routes": routes, "allRoutesProgrammedHardware": True, "allRoutesProgrammedKernel": True,
+            "defaultRouteState": "notSet"}  # fmt: skip
+
+
+def show_route(twin: Twin, sw: Switch, args: list[str]) -> Json | None:
+    """`show ip route [vrf all|default|V] [summary | PREFIX | ADDRESS | bgp | connected]`; None if not one of these."""
+    vrf = "default"
+    if args[:1] == ["vrf"] and len(args) > 1:
+        vrf, args = args[1], args[2:]
+    known = vrf in ("default", "all")
+    table = route_table(twin, sw) if known else {}
+    if args == ["summary"]:
+        bgp = sum(1 for r in table.values() if r["routeType"] == "eBGP")
+        connected = len(table) - bgp
+        body = {"totalRoutes": len(table), "connected": connected, "static": 0, "staticPersistent": 0,
+                "staticNonPersistent": 0, "vcs": 0, "internal": 0, "dynamicPolicy": 0, "maskLen": {},
+                "bgpCounts": {"bgpTotal": bgp, "bgpExternal": bgp, "bgpInternal": 0, "bgpLocal": 0},
+                "ospfCounts": {"ospfTotal": 0}, "ospfv3Counts": {"ospfv3Total": 0}, "isisCounts": {"isisTotal": 0},
+                "ripCounts": 0, "aggregate": 0}  # fmt: skip
+        return {"vrfs": {"default": body} if known else {}, "protoModelStatus": dict(PROTO_MODEL)}
+    if args in (["bgp"], ["connected"]):
+        want = "eBGP" if args == ["bgp"] else "connected"
+        table = {p: r for p, r in table.items() if r["routeType"] == want}
+    elif args:
+        if len(args) > 1:
+            return None
+        try:
+            target = ipaddress.ip_network(args[0], strict=False)
+        except ValueError:
+            return None
+        matches = [p for p in table if target.subnet_of(ipaddress.ip_network(p))]  # type: ignore[arg-type]
+        best = max(matches, key=lambda p: ipaddress.ip_network(p).prefixlen, default=None)
+        table = {best: table[best]} if best is not None else {}
+    return {"vrfs": {"default": _route_vrf(table)} if known else {}}
+
+
+def routes_text(data: Json, command: str) -> str:
+    """EOS's `show ip route` text: the codes legend, then one line per route and one per further next hop."""
+    if "summary" in command.split():
+        vrf = data["vrfs"].get("default", {})
+        rows = [("connected", vrf.get("connected", 0)), ("static (persistent)", 0), ("ospf", 0),
+                ("bgp", vrf.get("bgpCounts", {}).get("bgpTotal", 0)), ("isis", 0)]  # fmt: skip
+        lines = ["VRF: default", "   Route Source                                Number Of Routes",
+                 "------------------------------------- -------------------------"]  # fmt: skip
+        lines += [f"{name:<37} {n:>25}" for name, n in rows]
+        lines.append(f"{'Total Routes':<37} {vrf.get('totalRoutes', 0):>25}")
+        return "\n".join(lines) + "\n"
+    out = ["VRF: default", "Codes: C - connected, S - static, K - kernel,",
+           "       B E - eBGP, B I - iBGP, B - Other BGP", "", "Gateway of last resort is not set", ""]  # fmt: skip
+    for prefix, r in data["vrfs"].get("default", {}).get("routes", {}).items():
+        vias = r["vias"]
+        if r["routeType"] == "connected":
+            out.append(f" C        {prefix} is directly connected, {vias[0]['interface']}")
+            continue
+        head = f" B E      {prefix} [{r['preference']}/{r['metric']}]"
+        for i, v in enumerate(vias):
+            out.append(f"{head if i == 0 else ' ' * len(head)} via {v['nexthopAddr']}, {v['interface']}")
+    return "\n".join(out) + "\n"
+
+
+# --- the BGP table ------------------------------------------------------------------------------------------------
+def _path(twin: Twin, s: Session, prefix: str, head: bool) -> Json:
+    origin = next(n for n, sp in twin.bgp.underlay.speakers.items() if prefix in sp.originated)
+    asns = " ".join(str(a) for a in twin.bgp.as_path(s, origin))
+    return {
+        "nextHop": s.peer_address, "peerEntry": {"peerAddr": s.peer_address, "peerRouterId": "0.0.0.0"},
+        "asPathEntry": {"asPathType": "External", "asPath": f"{asns} i"}, "importedOrigin": "",
+        "routeType": {"valid": True, "active": head, "ecmpHead": head, "ecmp": True, "ecmpContributor": True,
+                      "origin": "Igp", "stale": False, "suppressed": False, "backup": False, "luRoute": False},
+        "localPreference": 100, "med": 0, "weight": 0, "tag": 0, "reasonNotBestpath": None if head else "ecmpPath",
+    }  # fmt: skip
+
+
+def _entries(twin: Twin, rib: dict[str, list[Session]]) -> Json:
+    out: Json = {}
+    for prefix, hops in sorted(rib.items(), key=lambda kv: ipaddress.ip_network(kv[0])):
+        if not hops:
+            continue
+        net = ipaddress.ip_network(prefix)
+        paths = [_path(twin, s, prefix, i == 0) for i, s in enumerate(hops)]
+        out[prefix] = {"address": str(net.network_address), "maskLength": net.prefixlen, "totalPaths": len(paths),
+                       "totalActivePaths": len(paths), "bgpRoutePaths": paths}  # fmt: skip
+    return out
+
+
+def bgp_table(twin: Twin, sw: Switch, args: list[str]) -> Json | None:
+    """`show ip bgp [vrf all|default] [PREFIX]`: the routes BGP learned, every ECMP path with its AS path."""
+    if args[:1] == ["vrf"] and len(args) > 1:
+        if args[1] not in ("all", "default"):
+            return {"vrfs": {}}
+        args = args[2:]
+    rib = twin.bgp.rib(sw.name)
+    if args:
+        try:
+            want = ipaddress.ip_network(args[0], strict=False)
+        except ValueError:
+            return None
+        rib = {p: h for p, h in rib.items() if want.subnet_of(ipaddress.ip_network(p))}  # type: ignore[arg-type]
+    router_id, asn = _speaker(twin, sw)
+    return {"vrfs": {"default": {"vrf": "default", "routerId": router_id, "asn": str(asn),
+                                 "bgpRouteEntries": _entries(twin, rib)}}}  # fmt: skip
+
+
+def neighbor_routes(twin: Twin, sw: Switch, args: list[str]) -> Json | None:
+    """`show bgp neighbors PEER routes|advertised-routes [vrf V]`: what the session received or sends."""
+    if len(args) < 2 or args[1] not in ("routes", "received-routes", "advertised-routes"):
+        return None
+    got = next(((s, st) for s, st in twin.bgp.sessions_of(sw.name) if s.peer_address == args[0]), None)
+    router_id, asn = _speaker(twin, sw)
+    if got is None:
+        return {"vrfs": {}}
+    s, st = got
+    if not st.up:
+        rib: dict[str, list[Session]] = {}
+    elif args[1] == "advertised-routes":
+        rib = {p: [s] for p, hops in twin.bgp.rib(sw.name).items() if hops and s not in hops}
+        sp = twin.bgp.underlay.speakers[sw.name]
+        rib.update({p: [s] for p in sp.originated})
+    else:
+        rib = {p: [s] for p, hops in twin.bgp.rib(sw.name).items() if s in hops}
+    entries = _entries_for(twin, rib, s, args[1] == "advertised-routes")
+    return {"vrfs": {"default": {"vrf": "default", "routerId": router_id, "asn": str(asn), "bgpRouteEntries": entries}}}
+
+
+def _entries_for(twin: Twin, rib: dict[str, list[Session]], s: Session, sent: bool) -> Json:
+    out = _entries(twin, rib) if not sent else {}
+    if sent:
+        for prefix in sorted(rib, key=ipaddress.ip_network):
+            net = ipaddress.ip_network(prefix)
+            out[prefix] = {"address": str(net.network_address), "maskLength": net.prefixlen, "totalPaths": 1,
+                           "bgpRoutePaths": [{"nextHop": s.local_address, "routeType": {"valid": True, "active": True,
+                                              "ecmpHead": True, "ecmp": False, "ecmpContributor": False,
+                                              "origin": "Igp"}}]}  # fmt: skip
+    return out
+
+
+def instance(twin: Twin, sw: Switch, now: int, rows: list[int]) -> Json:
+    """`show bgp instance vrf all`: the instance's settings; nothing redistributed (the twin announces networks)."""
+    router_id, asn = _speaker(twin, sw)
+    body = {"bgpRouterId": router_id, "bgpAsn": str(asn), "maxEcmpPaths": 64, "maxPaths": 64,
+            "afiSafiConfig": {}, "redistributionConfig": {}}  # fmt: skip
+    return {"vrfs": {"default": body}}

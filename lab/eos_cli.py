@@ -12,7 +12,7 @@ import json
 import re
 from typing import Any
 
-from . import eos_identity, eos_platform, eos_show
+from . import eos_features, eos_identity, eos_ping, eos_platform, eos_show
 from .eos_config import (
     ConfigCursor,
     ConfigStore,
@@ -129,6 +129,7 @@ class CliSession:
     # --- running commands ------------------------------------------------------------------------
     def run(self, line: str) -> str:
         """Run one line; its text output ("" for config lines). Raises CliError as EOS would reject it."""
+        self._account(line)
         line, pipes = self._split(line)
         if not line:
             return ""
@@ -144,6 +145,7 @@ class CliSession:
 
     def run_json(self, line: str) -> Json:
         """Run one line for eAPI `format: json`: a config or exec command answers `{}`."""
+        self._account(line)
         line, pipes = self._split(line)
         if not line:
             return {}
@@ -155,6 +157,12 @@ class CliSession:
             return self._dir(line.split()[1:])
         out = self._command(line)
         return {"messages": [out.strip()]} if out.strip() else {}
+
+    def _account(self, line: str) -> None:
+        """AAA accounting of exec commands (`show aaa accounting logs`), as EOS logs them."""
+        if line.strip() and self.cursor is None:
+            self.dev.log.accounting.append((self.twin.clock(), " ".join(line.split())))
+            del self.dev.log.accounting[:-500]
 
     def _split(self, line: str) -> tuple[str, list[tuple[str, str]]]:
         line = " ".join(line.split())
@@ -169,7 +177,12 @@ class CliSession:
         for p in rest:
             kind, _, arg = p.partition(" ")
             full = next(
-                (k for k in ("json", "section", "include", "exclude", "begin", "no-more") if k.startswith(kind)), None
+                (
+                    k
+                    for k in ("json", "section", "include", "exclude", "begin", "no-more", "grep", "tail", "head")
+                    if k.startswith(kind)
+                ),
+                None,
             )
             if full is None or not kind:
                 raise CliError(f"% Invalid input (at token 0: '{kind}')", "invalid command", 0)
@@ -221,11 +234,34 @@ class CliSession:
             return eos_platform.NPROC_TEXT
         if word == "dir":
             return _dir_text(self._dir(toks[1:]))
+        if word == "ping":
+            return eos_ping.ping(self.twin, self.device, toks[1:])
+        if toks[:2] == ["bash", "timeout"] and toks[3:4] == ["traceroute"]:
+            return eos_ping.traceroute(self.twin, self.device, toks[4:])
+        if toks[:2] == ["bash", "timeout"] and toks[3:4] == ["nslookup"] and len(toks) == 5:
+            # no name server answers in the lab: what nslookup prints then
+            return ";; communications error to 127.0.0.1#53: connection refused\n;; no servers could be reached\n\n"
+        if toks[:2] == ["cli", "vrf"] and len(toks) == 3:
+            if toks[2] != "default":
+                raise CliError(f"% VRF {toks[2]} does not exist")
+            return ""
+        if toks[:2] == ["send", "log"]:
+            ctx = eos_features.context(self.twin, self.twin.switch(self.device), self.dev.running,
+                                       max(self.twin.now, self.twin.clock()), self.dev.log)  # fmt: skip
+            return eos_features.send_log(ctx, toks[2:])
         raise _invalid(toks)
 
     def _dir(self, args: list[str]) -> Json:
         """`dir flash:/` (JSON revision 2): the files of the switch's flash."""
         where = args[0] if args else "flash:/"
+        if where in ("flash:/persist/messages", "flash:persist/messages") and len(args) == 1:
+            # persistent logging's file: written while `logging persistent` is configured (empty otherwise)
+            persistent = any(c.line.startswith("logging persistent") for c in self.dev.running.ordered())
+            size = sum(len(e.text) + 40 for e in self.dev.log.entries) if persistent else 0
+            entry = {"size": size, "isDir": False, "modified": self.twin.now / 1e9, "permissions": "-rw-"}
+            return {"urls": {"flash:/persist/messages": {"entries": {"messages": entry},
+                                                         "totalSize": eos_platform.FLASH_SIZE,
+                                                         "freeSize": eos_platform.FLASH_FREE}}}  # fmt: skip
         if where not in ("flash:", "flash:/") or len(args) > 1:
             raise CliError(f"% Error listing directory {where} (No such file or directory)", "could not run command")
         now = self.twin.now / 1e9
@@ -354,6 +390,11 @@ class CliSession:
             return ""
         if command == "show queue-monitor length status":
             return self._lanz(as_json)
+        clock = max(now, self.twin.clock())
+        ctx = eos_features.context(self.twin, self.twin.switch(self.device), self.dev.running, clock, self.dev.log)
+        featured = eos_features.answer(ctx, command, as_json)
+        if featured is not None:
+            return featured
         if command == "show ntp status":
             if as_json:
                 raise CliError("% This is an unconverted command", "unconverted command")
@@ -517,6 +558,16 @@ def _filter(text: str, kind: str, arg: str, as_json: Any) -> str:
         return text
     if kind == "json":
         return json.dumps(as_json(), indent=2) + "\n"
+    if kind in ("tail", "head"):  # `| tail [-n] N`, the last (first) 10 lines by default
+        words = [w for w in arg.split() if w != "-n"]
+        if len(words) > 1 or (words and not words[0].lstrip("-").isdigit()):
+            raise CliError(f"% Invalid input (at token 1: '{arg}')")
+        n = abs(int(words[0])) if words else 10
+        lines = text.splitlines()
+        kept = (lines[-n:] if n else []) if kind == "tail" else lines[:n]
+        return "\n".join(kept) + ("\n" if kept else "")
+    if kind == "grep":
+        kind = "include"
     try:
         rx = re.compile(arg)
     except re.error as e:

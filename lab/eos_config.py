@@ -19,6 +19,7 @@ from topology.units import NS
 
 from .bgp import HOLD_TIME_S, KEEPALIVE_S
 from .endpoints import Credentials
+from .eos_features import SwitchLog
 from .eos_grammar import CliError, parse_line
 from .model import PortConfig, Twin
 
@@ -313,6 +314,7 @@ class DeviceConfig:
         self.startup = self.running.copy()
         self.flash: dict[str, Node] = {}
         self.sessions: dict[str, Session] = {}
+        self.log = SwitchLog()  # its syslog buffer and command accounting (lab/eos_features.py)
 
     # -- building and reading configs --
     def clean(self) -> Node:
