@@ -18,6 +18,7 @@ import binascii
 import json
 import secrets
 import ssl
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -39,6 +40,10 @@ def _cookie(header: str) -> str | None:
         if name == "Session" and value:
             return value
     return None
+
+
+SHOW_LOGGING_S = 0.05  # ASSUMPTION: tens of ms to read the log; no figure in the reference
+SHOW_LOGGING_MAX_S = 3.0
 
 
 class _HttpError(Exception):
@@ -107,6 +112,7 @@ class _Handler:
         self.device = device
         self.credentials = credentials
         self.sessions: dict[str, str] = {}  # cookie -> user, oldest first
+        self.last_request = 0.0  # monotonic time the latest request arrived
 
     async def serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
@@ -148,6 +154,10 @@ class _Handler:
                 return keep
             if method != "POST":
                 raise _HttpError(405, "Only POST is supported")
+            arrived = time.monotonic()
+            self.last_request = arrived
+            if b"show logging" in body:
+                await self._settle(arrived)
             answer = self.rpc(body)
         except _HttpError as e:
             extra = {"WWW-Authenticate": 'Basic realm="COMMAND-API"'} if e.status == 401 else {}
@@ -155,6 +165,16 @@ class _Handler:
             return keep
         await _send(writer, 200, "application/json", json.dumps(answer).encode(), keep)
         return keep
+
+    async def _settle(self, arrived: float) -> None:
+        """`show logging` answers once the requests sent with it have been served: EOS reads the log file for it,
+        which takes a while, during which the commands sent at the same moment (ANTA sends a test's `send log` and
+        its `show logging` concurrently, among a hundred others) go first. Waits until no request arrived for
+        SHOW_LOGGING_S, at most SHOW_LOGGING_MAX_S."""
+        while time.monotonic() - arrived < SHOW_LOGGING_MAX_S:
+            await asyncio.sleep(SHOW_LOGGING_S)
+            if time.monotonic() - max(self.last_request, arrived) >= SHOW_LOGGING_S:
+                return
 
     async def _session(
         self, route: str, body: bytes, headers: dict[str, str], writer: asyncio.StreamWriter, keep: bool

@@ -18,6 +18,18 @@ from .model import Switch, Twin
 Json = dict[str, Any]
 PROTO_MODEL = {"configuredProtoModel": "multi-agent", "operatingProtoModel": "multi-agent"}
 _MSG_BASE = 4  # OPEN, KEEPALIVE, UPDATE, End-of-RIB: what a session exchanges before its keepalives
+DROP_STATS = (
+    "inDropAsloop", "inDropClusterIdLoop", "inDropMalformedMpbgp", "inDropOrigId", "inDropNhLocal", "inDropNhAfV6",
+    "prefixDroppedMartianV4", "prefixDroppedMaxRouteLimitViolatedV4", "prefixDroppedMartianV6",
+    "prefixDroppedMaxRouteLimitViolatedV6", "prefixLuDroppedV4", "prefixLuDroppedMartianV4",
+    "prefixLuDroppedMaxRouteLimitViolatedV4", "prefixLuDroppedV6", "prefixLuDroppedMartianV6",
+    "prefixLuDroppedMaxRouteLimitViolatedV6", "prefixEvpnDroppedUnsupportedRouteType",
+    "prefixBgpLsDroppedReceptionUnsupported", "outDropV4LocalAddr", "outDropV6LocalAddr",
+    "prefixVpnIpv4DroppedImportMatchFailure", "prefixVpnIpv4DroppedMaxRouteLimitViolated",
+    "prefixVpnIpv6DroppedImportMatchFailure", "prefixVpnIpv6DroppedMaxRouteLimitViolated",
+    "prefixEvpnDroppedImportMatchFailure", "prefixEvpnDroppedMaxRouteLimitViolated",
+    "prefixRtMembershipDroppedLocalAsReject", "prefixRtMembershipDroppedMaxRouteLimitViolated",
+)  # fmt: skip
 
 
 def _speaker(twin: Twin, sw: Switch) -> tuple[str, int]:
@@ -122,6 +134,16 @@ def neighbors(twin: Twin, sw: Switch, now: int, rows: list[int]) -> Json:
                     "ipv4Unicast": {"advertised": True, "received": st.up, "enabled": st.up},
                 },
                 "fourOctetAsnCap": {"advertised": True, "received": st.up, "enabled": st.up},
+                "routeRefreshCap": {"advertised": True, "received": st.up, "enabled": st.up},
+            },
+            # nothing dropped, no malformed update (the twin's sessions exchange clean routes)
+            "dropStats": dict.fromkeys(DROP_STATS, 0),
+            "peerInUpdateErrors": {
+                "inUpdErrWithdraw": 0,
+                "inUpdErrIgnore": 0,
+                "inUpdErrDisableAfiSafi": 0,
+                "disabledAfiSafi": "None",
+                "lastUpdErrTime": 0,
             },
         }
         if st.up:

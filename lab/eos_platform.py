@@ -151,7 +151,7 @@ def drop_rates(twin: Twin, sw: Switch, now: int, rows: list[int]) -> Json:
 def fap_mapping(twin: Twin, sw: Switch, now: int, rows: list[int]) -> Json:
     fap = _fap(sw)
     ports = {str(k): {"interface": port, "fapPort": k} for k, port in enumerate(sw.ports)}
-    return {"aradMappings": {fap: {"fapName": fap, "portMappings": ports}}}
+    return {"aradMappings": [{"fapName": fap, "portMappings": ports}]}  # a list of FAPs (JSON revision 5)
 
 
 def sand_health(twin: Twin, sw: Switch, now: int, rows: list[int]) -> Json:

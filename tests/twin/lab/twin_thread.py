@@ -40,6 +40,7 @@ class TwinThread:
             spec, TwinOptions(state_dir, base_address=base, probe_interval_s=1.0, eos_version=eos_version)
         )
         self.state_dir = state_dir
+        self.started = time.monotonic()
         self.loop = asyncio.new_event_loop()
         self.error: BaseException | None = None
         self.thread = threading.Thread(target=self._run, daemon=True)
@@ -51,6 +52,7 @@ class TwinThread:
             self.error = e
 
     def start(self, timeout_s: float = 30.0) -> TwinThread:
+        self.started = time.monotonic()
         self.thread.start()
 
         def failed() -> None:

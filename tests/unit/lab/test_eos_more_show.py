@@ -99,7 +99,9 @@ def test_sand_only_commands_are_refused_on_tomahawk_and_served_on_jericho() -> N
         assert info.value.message == "% Unavailable command (not supported on this hardware platform)"
     on_dr = CliSession(twin, store, dr, privileged=True)
     assert on_dr.run_json("show platform sand health")["linecardsNotInitialized"] == []
-    mapped = on_dr.run_json("show platform fap mapping")["aradMappings"]["Jericho3/0"]["portMappings"]
+    (fap,) = on_dr.run_json("show platform fap mapping")["aradMappings"]
+    assert fap["fapName"] == "Jericho3/0"
+    mapped = fap["portMappings"]
     assert {m["interface"] for m in mapped.values()} == set(twin.switches[dr].ports)
     assert on_dr.run_json("show queue-monitor length status")["lanzEnabled"] is True  # on by default on Sand
     assert leaf.run_json("show queue-monitor length status")["lanzEnabled"] is False
