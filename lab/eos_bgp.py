@@ -354,3 +354,47 @@ def instance(twin: Twin, sw: Switch, now: int, rows: list[int]) -> Json:
     body = {"bgpRouterId": router_id, "bgpAsn": str(asn), "maxEcmpPaths": 64, "maxPaths": 64,
             "afiSafiConfig": {}, "redistributionConfig": {}}  # fmt: skip
     return {"vrfs": {"default": body}}
+
+
+def _hms(seconds: float) -> str:
+    s = max(0, int(seconds))
+    return f"{s // 3600:02d}:{(s % 3600) // 60:02d}:{s % 60:02d}"
+
+
+def neighbors_text(twin: Twin, sw: Switch, now: int) -> str:
+    """`show ip bgp neighbors [vrf all]` as EOS prints it (the blocks napalm's get_bgp_neighbors_detail reads)."""
+    router_id, _asn = _speaker(twin, sw)
+    out: list[str] = []
+    for s, st in twin.bgp.sessions_of(sw.name):
+        state = twin.bgp.peer_state(s, st)
+        peer_id = twin.bgp.underlay.speakers[s.peer.device].router_id if st.up else "0.0.0.0"
+        msgs = _messages(st, now)
+        sent, received = twin.bgp.sent(sw.name, s.local.port), twin.bgp.received(sw.name, s.local.port)
+        since = (now - st.since_ns) / NS
+        updown = f"up for {_hms(since)}" if st.up else f"down for {_hms(since)}"
+        out += [
+            f"BGP neighbor is {s.peer_address}, remote AS {s.peer_asn}, external link",
+            f"  Description: {_description(s)}",
+            f"  BGP version 4, remote router ID {peer_id}, VRF default",
+            "  Negotiated BGP version 4" if st.up else "  Negotiated BGP version 0",
+            f"  Hold time is {HOLD_TIME_S}, keepalive interval is {KEEPALIVE_S} seconds",
+            f"  Configured hold time is {HOLD_TIME_S}, keepalive interval is {KEEPALIVE_S} seconds",
+            f"  BGP state is {state}, {updown}",
+            f"  Number of transitions to established: {st.transitions}",
+            f"  Last state was {'OpenConfirm' if st.up else 'Established'}",
+            f"  Last event was {'RecvKeepAlive' if st.up else 'Stop'}",
+            "  Neighbor Capabilities:",
+            "    Multiprotocol IPv4 Unicast: advertised and received and negotiated",
+            "  Message Statistics:", "    InQ depth is 0", "    OutQ depth is 0",
+            "                         Sent      Rcvd",
+            f"    Opens:           {1:>10} {1:>9}", f"    Updates:         {2:>10} {2:>9}",
+            f"    Keepalives:      {msgs - 3:>10} {msgs - 3:>9}", f"    Total messages:  {msgs:>10} {msgs:>9}",
+            "  Prefix Statistics:", "                         Sent      Rcvd",
+            f"    IPv4 Unicast:    {sent:>10} {received:>9}", f"    IPv6 Unicast:    {0:>10} {0:>9}",
+            "  Inbound route map is none", "  Outbound route map is none",
+            f"Local AS is {s.local_asn}, local router ID {router_id}", "TTL is 1",
+            f"Local TCP address is {s.local_address}, local port is 179",
+            f"Remote TCP address is {s.peer_address}, remote port is {40000 + int(s.peer_address.split('.')[-1])}",
+            "Auto-Local-Addr is disabled", "",
+        ]  # fmt: skip
+    return "\n".join(out) + "\n"

@@ -492,6 +492,9 @@ def answer(ctx: Ctx, command: str, as_json: bool) -> str | Json | None:
     if words[:3] == ["show", "bgp", "neighbors"] and len(words) > 4:
         return _json_only(eos_bgp.neighbor_routes(ctx.twin, ctx.sw, [w for w in words[3:] if w not in ("vrf",)][:2]),
                           as_json)  # fmt: skip
+    if not as_json and command in ("show ip bgp neighbors", "show ip bgp neighbors vrf all", "show bgp neighbors",
+                                    "show bgp neighbors vrf all"):  # fmt: skip
+        return eos_bgp.neighbors_text(ctx.twin, ctx.sw, ctx.now)
     if command in ("show bgp instance vrf all", "show bgp instance"):
         return _json_only(eos_bgp.instance(ctx.twin, ctx.sw, ctx.now, []), as_json)
     if command.startswith("show ip route"):
