@@ -12,6 +12,8 @@ from topology.spec import load_spec
 
 from .eos_releases import DEFAULT_EOS_VERSION, VersionError, release
 from .service import TwinOptions, TwinProcess
+from .sonic_releases import DEFAULT_RELEASE as DEFAULT_SONIC_RELEASE
+from .sonic_releases import SonicReleaseError, release_of
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -24,6 +26,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--eos-version", default=DEFAULT_EOS_VERSION, help="the EOS release the switches run and serve gNMI paths of"
     )
+    parser.add_argument(
+        "--sonic-version", default=DEFAULT_SONIC_RELEASE, help="the SONiC release the SONiC switches run (202305...)"
+    )
     args = parser.parse_args(argv)
     try:
         release(args.eos_version)
@@ -31,10 +36,16 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: --eos-version: {e}", file=sys.stderr)
         return 2
     try:
+        release_of(args.sonic_version)
+    except SonicReleaseError as e:
+        print(f"error: --sonic-version: {e}", file=sys.stderr)
+        return 2
+    try:
         spec = load_spec(args.spec)
         options = TwinOptions(
-            args.state_dir, args.base_address, args.port_offset, args.probe_interval, args.eos_version
-        )
+            args.state_dir, args.base_address, args.port_offset, args.probe_interval, args.eos_version,
+            args.sonic_version,
+        )  # fmt: skip
         asyncio.run(TwinProcess(spec, options).run())
     except FabricdError as e:
         print(f"error: {e}", file=sys.stderr)

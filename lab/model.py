@@ -41,6 +41,8 @@ from .counters import (
     pause_frames_per_s,
     utilisation,
 )
+from .sonic_releases import DEFAULT_RELEASE as DEFAULT_SONIC_RELEASE
+from .sonic_releases import version_text
 
 LinkKey = tuple[Endpoint, Endpoint]
 OperListener = Callable[[str, str, bool, int], None]
@@ -162,9 +164,15 @@ class Switch:
 class Twin:
     """All switches of one fabric, plus the endpoints (server NICs, far-end DRs) they connect to."""
 
-    def __init__(self, fabric: Fabric, clock: Callable[[], int] = time.time_ns, eos_version: str | None = None):
-        """`eos_version`: the release every EOS switch runs (default DEFAULT_EOS_VERSION); `Switch.os_version` sets
-        one switch apart."""
+    def __init__(
+        self,
+        fabric: Fabric,
+        clock: Callable[[], int] = time.time_ns,
+        eos_version: str | None = None,
+        sonic_version: str | None = None,
+    ):
+        """`eos_version`: the release every EOS switch runs (default DEFAULT_EOS_VERSION); `sonic_version` every
+        SONiC switch's (lab/sonic_releases.py, default 202411); `Switch.os_version` sets one switch apart."""
         self.fabric = fabric
         self.clock = clock
         now = clock()
@@ -183,7 +191,9 @@ class Twin:
                 self.peers[(dev.name, local.port)] = link.other(dev.name, local.port)
                 self.links[link_key(link.a, link.b)] = float(link.speed_gbps or 0)
             self.switches[dev.name] = Switch(dev.name, dev.role, dev.platform or "eos", ports, speeds, now)
-            if eos_version is not None:
+            if dev.platform == "sonic":
+                self.switches[dev.name].os_version = version_text(sonic_version or DEFAULT_SONIC_RELEASE)
+            elif eos_version is not None:
                 self.switches[dev.name].os_version = eos_version
         # Each DCI's long-haul ports (DR side), one ECMP group: cross-campus traffic spreads over its up members.
         self.dci_ports: dict[str, list[Endpoint]] = {}

@@ -36,6 +36,8 @@ from .faults import FaultInjector
 from .gnmi_server import start_gnmi_servers
 from .model import Twin
 from .probes import ProbeGenerator
+from .sonic_releases import DEFAULT_RELEASE as DEFAULT_SONIC_RELEASE
+from .sonic_releases import release_of
 from .ssh_server import start_ssh_servers
 from .tls import self_signed
 
@@ -56,6 +58,7 @@ class TwinOptions:
     port_offset: int = 0
     probe_interval_s: float = 5.0
     eos_version: str = DEFAULT_EOS_VERSION  # the release every EOS switch of the twin runs (lab/eos_releases.py)
+    sonic_version: str = DEFAULT_SONIC_RELEASE  # every SONiC switch's (lab/sonic_releases.py)
 
 
 def lab_password(state_dir: Path) -> str:
@@ -99,8 +102,7 @@ def inventory_document(
 def _device_entry(twin: Twin, name: str, ep: DeviceEndpoints) -> dict[str, str]:
     sw = twin.switches[name]
     entry = {"host": ep.host, "platform": sw.platform, "role": str(sw.role)}
-    if sw.platform == "eos":
-        entry["os_version"] = sw.os_version  # as an inventory synced from `show version` would say
+    entry["os_version"] = sw.os_version  # as an inventory synced from `show version` would say
     return entry
 
 
@@ -117,7 +119,9 @@ class TwinProcess:
         self.options = options
         self.state_dir = options.state_dir
         release(options.eos_version)  # VersionError before anything starts
-        self.twin = Twin(Fabric(generate_blueprint(spec)), eos_version=options.eos_version)
+        release_of(options.sonic_version)
+        self.twin = Twin(Fabric(generate_blueprint(spec)), eos_version=options.eos_version,
+                         sonic_version=options.sonic_version)  # fmt: skip
         self.password = lab_password(options.state_dir)
         self.credentials = Credentials(USERNAME, self.password)
         self.configs = ConfigStore(self.twin, self.credentials)

@@ -15,7 +15,7 @@ from topology.units import NS
 
 from . import sonic_bgp
 from .model import Twin
-from .sonic_config import HWSKU, PLATFORM, SONIC_VERSION, GcuError, SonicDevice, sonic_port
+from .sonic_config import HWSKU, PLATFORM, GcuError, SonicDevice, sonic_port
 
 Output = tuple[str, str, int]  # stdout, stderr, exit status
 ReadFile = Callable[[str], "str | None"]
@@ -148,7 +148,7 @@ def _version(twin: Twin, dev: SonicDevice) -> str:
     sw = twin.switch(dev.device)
     up_s = max(0, (twin.clock() - sw.boot_ns) // NS)
     return (
-        f"\nSONiC Software Version: {SONIC_VERSION}\nSONiC OS Version: 12\nDistribution: Debian 12.8\n"
+        f"\nSONiC Software Version: {sw.os_version}\nSONiC OS Version: 12\nDistribution: Debian 12.8\n"
         "Kernel: 6.1.0-22-2-amd64\nBuild commit: 0000000\nBuilt by: fabricd-twin\n\n"
         f"Platform: {PLATFORM}\nHwSKU: {HWSKU}\nASIC: vs\nASIC Count: 1\nSerial Number: {dev.serial()}\n"
         f"Model Number: fabricd-twin\nHardware Revision: N/A\nUptime: {time.strftime('%H:%M:%S')} up "

@@ -26,7 +26,6 @@ ConfigDb = dict[str, Any]
 LANES_PER_PORT = 8
 HWSKU = "fabricd-twin-8-lane"
 PLATFORM = "x86_64-kvm_x86_64-r0"  # the platform string of SONiC's virtual switch
-SONIC_VERSION = "SONiC.202411.fabricd-twin"
 
 
 class GcuError(Exception):

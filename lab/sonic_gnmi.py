@@ -21,9 +21,10 @@ from .counters import COL, PRIORITIES
 from .eos_interfaces import lane_offset  # the lanes EOS switches report, so both platforms agree
 from .model import Switch, Twin
 from .sonic_config import sonic_port
+from .sonic_releases import serves_pfcwd, serves_rates
 
 TARGETS = frozenset({"COUNTERS_DB", "APPL_DB", "STATE_DB"})
-TABLES = {"COUNTERS_DB": "COUNTERS", "APPL_DB": "PORT_TABLE", "STATE_DB": "TRANSCEIVER_DOM_SENSOR"}
+TABLES = {"COUNTERS_DB": ("COUNTERS", "RATES"), "APPL_DB": ("PORT_TABLE",), "STATE_DB": ("TRANSCEIVER_DOM_SENSOR",)}
 LANES = 4  # DR4 optics: four receive lanes (as `show interfaces transceiver dom thresholds` reports)
 Row = tuple[list[str], dict[str, Any]]
 
@@ -59,30 +60,47 @@ def _port_row(c: np.ndarray) -> dict[str, str]:
     return {k: str(n) for k, n in row.items()}
 
 
-def _queues(name: str, c: np.ndarray) -> dict[str, dict[str, str]]:
-    return {
-        f"{name}:{q}": {
+def _queues(sw: Switch, row: int, name: str, c: np.ndarray) -> dict[str, dict[str, str]]:
+    """Every queue's counters; a watchdog queue (a lossless priority) also carries the watchdog's fields, on every
+    release (reference/sonic-releases.md)."""
+    out = {}
+    for q in PRIORITIES:
+        out[f"{name}:{q}"] = {
             "SAI_QUEUE_STAT_PACKETS": str(int(c[COL[f"q{q}.transmit-pkts"]])),
             "SAI_QUEUE_STAT_BYTES": str(int(c[COL[f"q{q}.transmit-octets"]])),
             "SAI_QUEUE_STAT_DROPPED_PACKETS": str(int(c[COL[f"q{q}.dropped-pkts"]])),
             "SAI_QUEUE_STAT_WRED_ECN_MARKED_PACKETS": str(int(c[COL[f"q{q}.ecn-marked-pkts"]])),
             "SAI_QUEUE_STAT_WRED_DROPPED_PACKETS": str(int(c[COL[f"q{q}.wred-dropped-pkts"]])),
         }
-        for q in PRIORITIES
+        if sw.config[row].honours_pause(q):
+            out[f"{name}:{q}"].update(_watchdog(c, q))
+    return out
+
+
+def _watchdog(c: np.ndarray, q: int) -> dict[str, str]:
+    return {
+        "PFC_WD_QUEUE_STATS_DEADLOCK_DETECTED": str(int(c[COL[f"wd{q}.stuck-count"]])),
+        "PFC_WD_QUEUE_STATS_DEADLOCK_RESTORED": str(int(c[COL[f"wd{q}.recovery-count"]])),
+        "PFC_WD_STATUS": "operational",
+    }
+
+
+def _rates(sw: Switch, row: int, c: np.ndarray) -> dict[str, str]:
+    """RATES (202411+): the `_last` copies of the port's octet and FEC counters, and the BERs (strings of floats)."""
+    return {
+        "SAI_PORT_STAT_IF_IN_OCTETS_last": str(int(c[COL["if.in-octets"]])),
+        "SAI_PORT_STAT_IF_OUT_OCTETS_last": str(int(c[COL["if.out-octets"]])),
+        "SAI_PORT_STAT_IF_FEC_CORRECTABLE_FRAMES_last": str(int(c[COL["fec.corrected-codewords"]])),
+        "SAI_PORT_STAT_IF_FEC_NOT_CORRECTABLE_FARMES_last": str(int(c[COL["fec.uncorrected-codewords"]])),  # sic
+        "FEC_PRE_BER": f"{float(sw.pre_fec_ber[row]):.2e}",
+        "FEC_POST_BER": "0.00e+00",
     }
 
 
 def _pfcwd(sw: Switch, row: int, name: str, c: np.ndarray) -> dict[str, dict[str, str]]:
-    """The watchdog's queues: those of the priorities the port treats as lossless."""
-    return {
-        f"{name}:{q}": {
-            "PFC_WD_QUEUE_STATS_DEADLOCK_DETECTED": str(int(c[COL[f"wd{q}.stuck-count"]])),
-            "PFC_WD_QUEUE_STATS_DEADLOCK_RESTORED": str(int(c[COL[f"wd{q}.recovery-count"]])),
-            "PFC_WD_STATUS": "operational",
-        }
-        for q in PRIORITIES
-        if sw.config[row].honours_pause(q)
-    }
+    """The watchdog's queues: those of the priorities the port treats as lossless (the queue rows' own objects)."""
+    q = _queues(sw, row, name, c)
+    return {key: fields for key, fields in q.items() if "PFC_WD_STATUS" in fields}
 
 
 def port_table(sw: Switch, row: int) -> dict[str, str]:
@@ -115,11 +133,15 @@ def _rows_of(sw: Switch, key: str) -> list[int]:
 
 def rows(twin: Twin, sw: Switch, target: str, path: Sequence[str], now: int) -> list[Row]:
     """The (update path, row) pairs a DB path selects now; DbPathError if it selects nothing."""
-    if target not in TARGETS or len(path) not in (2, 3) or path[0] != TABLES[target]:
+    if target not in TARGETS or len(path) not in (2, 3) or path[0] not in TABLES[target]:
         raise DbPathError(f"{target}: no table at /{'/'.join(path)}")
     sub = path[2] if len(path) == 3 else None
-    if (target != "COUNTERS_DB" and sub is not None) or sub not in (None, "Queues", "Pfcwd"):
+    if (path[0] != "COUNTERS" and sub is not None) or sub not in (None, "Queues", "Pfcwd"):
         raise DbPathError(f"{target}: no virtual path {sub!r} under {path[0]}")
+    if path[0] == "RATES" and not serves_rates(sw.os_version):
+        raise DbPathError(f"{target}: RATES/{path[1]} is not a virtual path of {sw.os_version} (from 202411)")
+    if sub == "Pfcwd" and not serves_pfcwd(sw.os_version):
+        return []  # before 202411 the translation reads CONFIG_DB PFC_WD_TABLE, which does not exist: no row
     picked = _rows_of(sw, path[1])
     if target == "APPL_DB":
         return [([path[0], sonic_port(sw.ports[r])], port_table(sw, r)) for r in picked]
@@ -129,10 +151,12 @@ def rows(twin: Twin, sw: Switch, target: str, path: Sequence[str], now: int) -> 
     out: list[Row] = []
     for i, r in enumerate(picked):
         name = sonic_port(sw.ports[r])
-        if sub is None:
+        if path[0] == "RATES":
+            out.append((["RATES", name], _rates(sw, r, values[i])))
+        elif sub is None:
             out.append((["COUNTERS", name], dict(_port_row(values[i]))))
         elif sub == "Queues":
-            out.append((["COUNTERS", name, "Queues"], dict(_queues(name, values[i]))))
+            out.append((["COUNTERS", name, "Queues"], dict(_queues(sw, r, name, values[i]))))
         else:
             out.append((["COUNTERS", name, "Pfcwd"], dict(_pfcwd(sw, r, name, values[i]))))
     return out

@@ -18,6 +18,8 @@ from fabricd.cli.output import Format, console, emit_json, err_console
 from fabricd.telemetry.record import record_trace
 from lab import control_client
 from lab.eos_releases import DEFAULT_EOS_VERSION, VersionError, release
+from lab.sonic_releases import DEFAULT_RELEASE as DEFAULT_SONIC_RELEASE
+from lab.sonic_releases import SonicReleaseError, release_of
 from topology.spec import load_spec
 
 app = typer.Typer(help="The fabric twin: gNMI, eAPI and SSH for every switch of a spec, with fault injection.")
@@ -57,12 +59,21 @@ def up(
     eos_version: str = typer.Option(
         DEFAULT_EOS_VERSION, "--eos-version", help="EOS release the switches run (gNMI paths follow it), e.g. 4.31.2F."
     ),
+    sonic_version: str = typer.Option(
+        DEFAULT_SONIC_RELEASE,
+        "--sonic-version",
+        help="SONiC release the SONiC switches run (sonic-gnmi's paths follow it): 202305, 202311, 202405, 202411...",
+    ),
 ) -> None:
     """Start the twin for every switch of SPEC and write STATE_DIR/inventory.yaml."""
     try:
         release(eos_version)
     except VersionError as e:
         raise LabError(f"--eos-version: {e}") from None
+    try:
+        release_of(sonic_version)
+    except SonicReleaseError as e:
+        raise LabError(f"--sonic-version: {e}") from None
     load_spec(spec)  # a bad spec fails here with its file:line, not in a background log
     if _pid(state_dir) is not None:
         raise LabError(f"a twin is already running with state dir {state_dir}; `fabricd lab down` first")
@@ -74,7 +85,7 @@ def up(
     state_dir.mkdir(parents=True, exist_ok=True)
     args = [sys.executable, "-m", "lab", "--spec", str(spec), "--state-dir", str(state_dir)]
     args += ["--base-address", base_address, "--port-offset", str(port_offset), "--probe-interval", str(probe_interval)]
-    args += ["--eos-version", eos_version]
+    args += ["--eos-version", eos_version, "--sonic-version", sonic_version]
     if foreground:
         raise typer.Exit(subprocess.call(args))
     (state_dir / "ready").unlink(missing_ok=True)

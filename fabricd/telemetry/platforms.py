@@ -26,10 +26,17 @@ Release = tuple[int, int, int]
 _RELEASE = re.compile(r"(\d+)\.(\d+)(?:\.(\d+))?")
 
 
+_BRANCH = re.compile(r"(?<!\d)(20\d{2})(\d{2})(?!\d)")  # SONiC's release branches: 202411
+
+
 def parse_release(text: str | None) -> Release | None:
-    """`4.31.2F` -> (4, 31, 2); `4.35` -> (4, 35, 0); None or unparsable -> None (release unknown)."""
+    """`4.31.2F` -> (4, 31, 2); `4.35` -> (4, 35, 0); SONiC's `SONiC.202411.<build>` or `202411` -> (2024, 11, 0);
+    None or unparsable -> None (release unknown)."""
     if not text:
         return None
+    branch = _BRANCH.search(text)
+    if branch is not None and ("sonic" in text.lower() or text.strip().isdigit()):
+        return int(branch.group(1)), int(branch.group(2)), 0
     m = _RELEASE.search(text)
     if m is None:
         return None
@@ -37,6 +44,8 @@ def parse_release(text: str | None) -> Release | None:
 
 
 def release_text(r: Release) -> str:
+    if r[0] >= 2000:  # a SONiC branch
+        return f"{r[0]}{r[1]:02d}"
     return ".".join(str(x) for x in r)
 
 
@@ -67,7 +76,8 @@ class Fact:
         return Served.UNKNOWN
 
     def why_not(self, platform: str, version: str) -> str:
-        rel = f"{platform.upper()} {version}"
+        parsed = parse_release(version)
+        rel = f"SONiC {release_text(parsed)}" if platform == "sonic" and parsed else f"{platform.upper()} {version}"
         if self.since is not None:
             return f"not in {rel} (from {release_text(self.since)}; {self.source})"
         return f"not in {rel} ({self.source})"
@@ -95,12 +105,17 @@ EOS: dict[str, Fact] = {
     "fec.pre-fec-ber": Fact(None, (4, 31, 2), _ISSUE_15),
 }
 
-PROFILES: dict[str, dict[str, Fact]] = {"eos": EOS}
+_SONIC_RELEASES = "reference/sonic-releases.md"
+# SONiC: sonic-gnmi's virtual paths per release branch. Pre-FEC BER is a field of RATES/Ethernet*, a path from 202411.
+SONIC: dict[str, Fact] = {
+    "fec.pre-fec-ber": Fact((2024, 11, 0), (2024, 5, 0), _SONIC_RELEASES + ": RATES/Ethernet* from 202411"),
+}
+
+PROFILES: dict[str, dict[str, Fact]] = {"eos": EOS, "sonic": SONIC}
 
 # Leaves a platform's subscriptions do not deliver at all, whatever the release (they show in the coverage report).
 UNREAD: dict[str, dict[str, str]] = {
     "sonic": {
-        "fec.pre-fec-ber": "not in SONiC's COUNTERS_DB port counters",
         "if.carrier-transitions": "not in SONiC's COUNTERS_DB port counters",
         # reference/platforms.md: SONiC serves OpenConfig BGP only with its management framework
         "bgp.session-state": "SONiC serves BGP neighbour state over gNMI only with its management framework",

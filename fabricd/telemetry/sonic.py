@@ -63,24 +63,30 @@ WATCHDOG_COUNTERS: dict[str, str] = {
     "PFC_WD_QUEUE_STATS_DEADLOCK_RESTORED": "wd.recovery-count",
 }
 STATUS = {"oper_status": "oper-status", "admin_status": "admin-status"}
+QUEUE_FIELDS = {**QUEUE_COUNTERS, **WATCHDOG_COUNTERS}  # a watchdog queue's row carries both
 
 PORTS, QUEUES, WATCHDOG = "/COUNTERS/Ethernet*", "/COUNTERS/Ethernet*/Queues", "/COUNTERS/Ethernet*/Pfcwd"
+RATES = "/RATES/Ethernet*"  # 202411+: FEC_PRE_BER (reference/sonic-releases.md)
 PORT_TABLE = "/PORT_TABLE/Ethernet*"
 DOM = "/TRANSCEIVER_DOM_SENSOR/Ethernet*"  # STATE_DB: the module's DOM, as xcvrd writes it
 _LANE_POWER = re.compile(r"rx([1-8])power$")
 # What each subscription delivers, in fabricd's leaves (for the platform plan and the coverage report).
 LEAVES: dict[str, frozenset[str]] = {
     PORTS: frozenset({*PORT_COUNTERS.values(), *PACKET_SUMS, *_PFC_LEAF.values()}),
-    QUEUES: frozenset(QUEUE_COUNTERS.values()),
+    # the watchdog's fields ride on its queues' rows on every release (Pfcwd lists them only from 202411)
+    QUEUES: frozenset({*QUEUE_COUNTERS.values(), *WATCHDOG_COUNTERS.values()}),
     WATCHDOG: frozenset(WATCHDOG_COUNTERS.values()),
+    RATES: frozenset({"fec.pre-fec-ber"}),
     PORT_TABLE: frozenset(STATUS.values()),
     DOM: frozenset({"optics.input-power", "optics.temperature"}),
 }
 
 
 def sonic_profile(sample_interval_s: float = 10.0, intervals: Mapping[str, float] | None = None) -> list[Subscription]:
-    """SONiC: port status ON_CHANGE from APPL_DB; port, queue and PFC watchdog counters SAMPLEd from COUNTERS_DB (the
-    PFC counters come in the port's row, so the `pfc` interval applies to its queues and watchdog)."""
+    """SONiC: port status ON_CHANGE from APPL_DB; port and queue counters SAMPLEd from COUNTERS_DB (the PFC counters
+    come in the port's row, so the `pfc` interval applies to its queues), the PFC watchdog's from its queues' rows
+    (the `Pfcwd` virtual path repeats them from 202411 and yields nothing before: reference/sonic-releases.md), the
+    pre-FEC BER from `RATES` (202411 and later; the platform plan leaves it out before)."""
 
     def ns(group: str) -> int:
         return int((intervals or {}).get(group, sample_interval_s) * 1e9)
@@ -89,7 +95,7 @@ def sonic_profile(sample_interval_s: float = 10.0, intervals: Mapping[str, float
         Subscription(PORT_TABLE, "on_change", target="APPL_DB"),
         Subscription(PORTS, "sample", ns("counters"), target="COUNTERS_DB"),
         Subscription(QUEUES, "sample", ns("pfc"), target="COUNTERS_DB"),
-        Subscription(WATCHDOG, "sample", ns("pfc"), target="COUNTERS_DB"),
+        Subscription(RATES, "sample", ns("fec"), target="COUNTERS_DB"),
         Subscription(DOM, "sample", ns("optics"), target="STATE_DB"),
     ]
 
@@ -118,9 +124,9 @@ def known_path(target: str, path: Sequence[str]) -> bool:
         return len(path) == 2 and path[0] == "PORT_TABLE"
     if target == "STATE_DB":
         return len(path) == 2 and path[0] == "TRANSCEIVER_DOM_SENSOR"
-    if target != "COUNTERS_DB" or len(path) not in (2, 3) or path[0] != "COUNTERS":
+    if target != "COUNTERS_DB" or len(path) not in (2, 3) or path[0] not in ("COUNTERS", "RATES"):
         return False
-    return len(path) == 2 or path[2] in ("Queues", "Pfcwd")
+    return len(path) == 2 or (path[0] == "COUNTERS" and path[2] in ("Queues", "Pfcwd"))
 
 
 def decode(target: str, path: Sequence[str], row: Mapping[str, object]) -> Iterator[Row]:
@@ -136,10 +142,13 @@ def decode(target: str, path: Sequence[str], row: Mapping[str, object]) -> Itera
                 yield port, leaf, None, v.upper()
     elif target == "STATE_DB":
         yield from _dom(port, row)
+    elif path[0] == "RATES":
+        if (ber := _ber(row.get("FEC_PRE_BER"))) is not None:
+            yield port, "fec.pre-fec-ber", None, ber
     elif sub is None:
         yield from _port_counters(port, row)
     else:
-        fields = QUEUE_COUNTERS if sub == "Queues" else WATCHDOG_COUNTERS
+        fields = QUEUE_FIELDS if sub == "Queues" else WATCHDOG_COUNTERS
         for key, counters in row.items():
             _, _, queue = key.rpartition(":")
             if not queue.isdigit() or not isinstance(counters, Mapping):
@@ -171,6 +180,15 @@ def _port_counters(port: str, row: Mapping[str, object]) -> Iterator[Row]:
         counts = [_count(row.get(f)) for f in parts]
         if all(c is not None for c in counts):
             yield port, leaf, None, sum(c for c in counts if c is not None) % (1 << 64)
+
+
+def _ber(v: object) -> float | None:
+    """RATES' BER: a string holding a float ("1.23e-08")."""
+    try:
+        f = float(v) if isinstance(v, str | int | float) and not isinstance(v, bool) else None
+    except ValueError:
+        return None
+    return f if f is not None and math.isfinite(f) and f >= 0 else None
 
 
 def _level(v: object) -> float | None:

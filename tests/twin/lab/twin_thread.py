@@ -12,6 +12,7 @@ from pathlib import Path
 
 from lab.eos_releases import DEFAULT_EOS_VERSION
 from lab.service import TwinOptions, TwinProcess
+from lab.sonic_releases import DEFAULT_RELEASE as DEFAULT_SONIC_RELEASE
 from topology.spec import FabricSpec
 
 
@@ -30,14 +31,22 @@ def wait_ready(
 
 class TwinThread:
     def __init__(
-        self, spec: FabricSpec, state_dir: Path, eos_version: str = DEFAULT_EOS_VERSION, base: str | None = None
+        self,
+        spec: FabricSpec,
+        state_dir: Path,
+        eos_version: str = DEFAULT_EOS_VERSION,
+        base: str | None = None,
+        sonic_version: str = DEFAULT_SONIC_RELEASE,
     ):
         # A random 127.x.y.1 block per run, so tests never collide with a `fabricd lab up` on this machine.
         base = base or f"127.{random.randint(100, 250)}.{random.randint(0, 250)}.1"
-        self.spec, self.base, self.eos_version = spec, base, eos_version
+        self.spec, self.base, self.eos_version, self.sonic_version = spec, base, eos_version, sonic_version
         os.environ.pop("FABRICD_LAB_PASSWORD", None)
         self.process = TwinProcess(
-            spec, TwinOptions(state_dir, base_address=base, probe_interval_s=1.0, eos_version=eos_version)
+            spec,
+            TwinOptions(
+                state_dir, base_address=base, probe_interval_s=1.0, eos_version=eos_version, sonic_version=sonic_version
+            ),
         )
         self.state_dir = state_dir
         self.started = time.monotonic()
@@ -75,4 +84,6 @@ class TwinThread:
         or switches replaced): the same addresses and password, nothing of what was configured on them."""
         self.stop()
         (self.state_dir / "ready").unlink(missing_ok=True)
-        return TwinThread(self.spec, self.state_dir, self.eos_version, base=self.base).start()
+        return TwinThread(
+            self.spec, self.state_dir, self.eos_version, base=self.base, sonic_version=self.sonic_version
+        ).start()

@@ -132,13 +132,51 @@ def test_the_sonic_profile_and_its_plan() -> None:
         ("/PORT_TABLE/Ethernet*", "APPL_DB", "on_change"),
         ("/COUNTERS/Ethernet*", "COUNTERS_DB", "sample"),
         ("/COUNTERS/Ethernet*/Queues", "COUNTERS_DB", "sample"),
-        ("/COUNTERS/Ethernet*/Pfcwd", "COUNTERS_DB", "sample"),
+        ("/RATES/Ethernet*", "COUNTERS_DB", "sample"),
         ("/TRANSCEIVER_DOM_SENSOR/Ethernet*", "STATE_DB", "sample"),
     }
     assert [s.sample_interval_ns for s in subs if s.path.endswith("Queues")] == [10**9]
     p = plan("sonic", "SONiC.202411.x", profiles(10.0)["sonic"])
     assert p.skipped == () and {"oper-status", "if.in-pkts", "pfc.in-frames", "queue.transmit-pkts"} <= p.expected
+    assert {"wd.stuck-count", "fec.pre-fec-ber"} <= p.expected  # the watchdog from the queue rows; BER from RATES
     assert subscription_leaves(subs[0]) == {"oper-status", "admin-status"}
+
+
+@pytest.mark.parametrize(
+    ("version", "rates"),
+    [("SONiC.202305.2", False), ("SONiC.202311.x", False), ("SONiC.202405.7", False), ("SONiC.202411.x", True),
+     ("SONiC.202511.x", True), (None, True)],
+)  # fmt: skip
+def test_the_plan_follows_the_release(version: str | None, rates: bool) -> None:
+    """RATES (pre-FEC BER) is a virtual path from 202411: before, the plan leaves it out and says why; the watchdog
+    is read from the queue rows on every release (Pfcwd yields nothing before 202411: reference/sonic-releases.md)."""
+    p = plan("sonic", version, profiles(10.0)["sonic"])
+    assert ("/RATES/Ethernet*" in {s.path for s in p.subscriptions}) is rates
+    assert "/COUNTERS/Ethernet*/Pfcwd" not in {s.path for s in p.subscriptions}
+    assert "wd.stuck-count" in p.expected
+    missing = {m.leaf: m.reason for m in p.missing}
+    if rates:
+        assert "fec.pre-fec-ber" not in missing
+    else:
+        release = version.split(".")[1] if version else ""
+        assert p.skipped == (("/RATES/Ethernet*", missing["fec.pre-fec-ber"]),)
+        assert missing["fec.pre-fec-ber"] == (
+            f"not in SONiC {release} (from 202411; reference/sonic-releases.md: RATES/Ethernet* from 202411)"
+        )
+
+
+def test_rates_rows_and_watchdog_fields_on_queue_rows() -> None:
+    rates = {"FEC_PRE_BER": "1.25e-08", "FEC_POST_BER": "0.00e+00", "SAI_PORT_STAT_IF_IN_OCTETS_last": "5"}
+    assert list(decode("COUNTERS_DB", ["RATES", "Ethernet8"], rates)) == [
+        ("Ethernet2/1", "fec.pre-fec-ber", None, 1.25e-08)
+    ]
+    assert list(decode("COUNTERS_DB", ["RATES", "Ethernet8"], {"FEC_PRE_BER": "nan"})) == []
+    queues = {"Ethernet0:3": {"SAI_QUEUE_STAT_PACKETS": "7", "PFC_WD_QUEUE_STATS_DEADLOCK_DETECTED": "2",
+                              "PFC_WD_STATUS": "stormed"}}  # fmt: skip
+    assert sorted(decode("COUNTERS_DB", ["COUNTERS", "Ethernet0", "Queues"], queues)) == [
+        ("Ethernet1/1", "queue.transmit-pkts", "3", 7),
+        ("Ethernet1/1", "wd.stuck-count", "3", 2),
+    ]
 
 
 def test_counted_and_recorded_like_every_other_update() -> None:
