@@ -22,10 +22,14 @@ import numpy as np
 
 from topology.model import Endpoint
 from topology.underlay import Session, Underlay
+from topology.units import NS
 
 HOLD_TIME_S = 9  # reference/platforms.md: data-center fabrics commonly set 3/9 s
 KEEPALIVE_S = 3
 ESTABLISHED = "Established"
+
+
+MSG_BASE = 4  # OPEN, KEEPALIVE, UPDATE, End-of-RIB: what a session exchanges before its keepalives
 
 
 @dataclass
@@ -38,6 +42,10 @@ class SessionState:
     since_ns: int = 0  # last change of `up`
     transitions: int = 1  # times it became Established (it was, once, when the twin started)
     reason: str = ""  # why it is down: "link", "shutdown", "fault"
+
+    def messages(self, now_ns: int) -> int:
+        """Messages each way so far: the opening exchange, then a keepalive every KEEPALIVE_S while Established."""
+        return MSG_BASE + (max(0, now_ns - self.since_ns) // (KEEPALIVE_S * NS) if self.up else 0)
 
 
 class Bgp:

@@ -17,7 +17,6 @@ from .model import Switch, Twin
 
 Json = dict[str, Any]
 PROTO_MODEL = {"configuredProtoModel": "multi-agent", "operatingProtoModel": "multi-agent"}
-_MSG_BASE = 4  # OPEN, KEEPALIVE, UPDATE, End-of-RIB: what a session exchanges before its keepalives
 DROP_STATS = (
     "inDropAsloop", "inDropClusterIdLoop", "inDropMalformedMpbgp", "inDropOrigId", "inDropNhLocal", "inDropNhAfV6",
     "prefixDroppedMartianV4", "prefixDroppedMaxRouteLimitViolatedV4", "prefixDroppedMartianV6",
@@ -38,7 +37,7 @@ def _speaker(twin: Twin, sw: Switch) -> tuple[str, int]:
 
 
 def _messages(st: SessionState, now: int) -> int:
-    return _MSG_BASE + max(0, now - st.since_ns) // (KEEPALIVE_S * NS) if st.up else _MSG_BASE
+    return st.messages(now)
 
 
 def _vrf(twin: Twin, sw: Switch, body: Json) -> Json:

@@ -10,10 +10,9 @@ from __future__ import annotations
 from topology.underlay import Session
 from topology.units import NS
 
-from .bgp import KEEPALIVE_S, SessionState
+from .bgp import SessionState
 from .model import Twin
 
-_MSG_BASE = 4  # OPEN, KEEPALIVE, UPDATE, End-of-RIB
 FRR_COLUMNS = "Neighbor        V         AS   MsgRcvd   MsgSent   TblVer  InQ OutQ  Up/Down State/PfxRcd   PfxSnt Desc"
 
 
@@ -38,7 +37,7 @@ def _state(twin: Twin, s: Session, st: SessionState) -> str | None:
 def _rows(twin: Twin, device: str, now: int) -> list[tuple[Session, SessionState, int, str]]:
     out = []
     for s, st in twin.bgp.sessions_of(device):
-        msgs = _MSG_BASE + (max(0, now - st.since_ns) // (KEEPALIVE_S * NS) if st.up else 0)
+        msgs = st.messages(now)
         out.append((s, st, msgs, _updown((now - st.since_ns) / NS)))
     return out
 
