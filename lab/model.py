@@ -121,6 +121,9 @@ class Switch:
         self.rx_power = self.rx_power_nominal.copy()
         self.pre_fec_ber = np.full(n, HEALTHY_PRE_FEC_BER)
         self.config = [PortConfig() for _ in ports]
+        # SONiC: each port's CONFIG_DB alias (the config engine keeps it in step); sonic-gnmi keys its virtual
+        # paths by it when the twin runs with aliases (Twin.sonic_aliases)
+        self.aliases = [f"etp{i + 1}" for i in range(n)]
         self.boot_ns = boot_ns
         self.rebooting_until = 0
         # gNMI: a stream drop bumps the epoch (servers end their streams) and blocks new ones until the time.
@@ -177,6 +180,7 @@ class Twin:
         self.clock = clock
         now = clock()
         self.switches: dict[str, Switch] = {}
+        self.sonic_aliases = False  # sonic-gnmi's alias mode: COUNTERS_DB keys are the ports' aliases
         self.peers: dict[tuple[str, str], Endpoint] = {}
         self.lldp_swaps: dict[tuple[str, str], Endpoint] = {}  # miscable faults: port -> the end it is really on
         self.links: dict[LinkKey, float] = {}  # link -> speed

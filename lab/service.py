@@ -36,6 +36,7 @@ from .faults import FaultInjector
 from .gnmi_server import start_gnmi_servers
 from .model import Twin
 from .probes import ProbeGenerator
+from .sonic_config import SonicStore
 from .sonic_releases import DEFAULT_RELEASE as DEFAULT_SONIC_RELEASE
 from .sonic_releases import release_of
 from .ssh_server import start_ssh_servers
@@ -59,6 +60,7 @@ class TwinOptions:
     probe_interval_s: float = 5.0
     eos_version: str = DEFAULT_EOS_VERSION  # the release every EOS switch of the twin runs (lab/eos_releases.py)
     sonic_version: str = DEFAULT_SONIC_RELEASE  # every SONiC switch's (lab/sonic_releases.py)
+    sonic_aliases: bool = False  # sonic-gnmi keys COUNTERS_DB rows by the ports' aliases
 
 
 def lab_password(state_dir: Path) -> str:
@@ -125,6 +127,8 @@ class TwinProcess:
         self.password = lab_password(options.state_dir)
         self.credentials = Credentials(USERNAME, self.password)
         self.configs = ConfigStore(self.twin, self.credentials)
+        self.twin.sonic_aliases = options.sonic_aliases
+        self.sonic = SonicStore(self.twin)  # the SONiC switches' CONFIG_DB (their SSH logins work on it)
         self.faults = FaultInjector(self.twin, on_reboot=self.configs.reboot)
         self.probes: deque[dict[str, Any]] = deque(maxlen=50_000)
         self.prober = ProbeGenerator(self.twin)
@@ -143,7 +147,7 @@ class TwinProcess:
             closers.append(await start_gnmi_servers(self.twin, self.endpoints, creds))
             tls = self_signed(state, [ep.host for ep in self.endpoints.values()])  # made anew at each `lab up`
             closers.append(await start_eapi_servers(self.twin, self.configs, self.endpoints, creds, tls))
-            closers.append(await start_ssh_servers(self.twin, self.configs, self.endpoints, creds))
+            closers.append(await start_ssh_servers(self.twin, self.configs, self.endpoints, creds, self.sonic))
             control_port = _free_port("127.0.0.1")
             info = {"fabric": self.spec.name, "pid": os.getpid(), "state_dir": str(state.resolve())}
             app = build_app(self.twin, self.faults, password, self.probes, info)

@@ -221,6 +221,11 @@ class SonicDevice:
 
     def sync(self) -> None:
         sw = self.twin.switch(self.device)
+        table = self.running.get("PORT", {})
+        for row, port in enumerate(sw.ports):
+            alias = table.get(sonic_port(port), {}).get("alias")
+            if isinstance(alias, str) and alias:
+                sw.aliases[row] = alias
         for port, current in zip(sw.ports, sw.config, strict=True):
             wanted = derive_port_config(self.running, sonic_port(port))
             if wanted != current:

@@ -107,7 +107,7 @@ def port_table(sw: Switch, row: int) -> dict[str, str]:
     cfg = sw.config[row]
     return {"admin_status": "up" if cfg.admin_up else "down", "oper_status": "up" if sw.oper_up[row] else "down",
             "speed": str(int(sw.speeds[row] * 1000)), "mtu": "9100", "description": cfg.description,
-            "alias": f"etp{row + 1}"}  # fmt: skip
+            "alias": sw.aliases[row]}  # fmt: skip
 
 
 def dom(twin: Twin, sw: Switch, row: int) -> dict[str, str]:
@@ -122,13 +122,22 @@ def dom(twin: Twin, sw: Switch, row: int) -> dict[str, str]:
     return out
 
 
-def _rows_of(sw: Switch, key: str) -> list[int]:
-    names = [sonic_port(p) for p in sw.ports]
-    if key in ("*", "Ethernet*"):
+def _rows_of(sw: Switch, key: str, names: list[str]) -> list[int]:
+    if key == "*":
         return list(range(len(sw.ports)))
+    if key.endswith("*"):
+        return [i for i, n in enumerate(names) if n.startswith(key[:-1])]
     if key in names:
         return [names.index(key)]
     raise DbPathError(f"{key} is not a key of this switch")
+
+
+def keys(twin: Twin, sw: Switch, target: str) -> list[str]:
+    """The row keys of a switch's ports: names, or in alias mode the aliases for COUNTERS_DB's virtual paths
+    (reference/sonic-releases.md: with vendor aliases, `Ethernet0/1` and `Ethernet0/1:3`)."""
+    if twin.sonic_aliases and target == "COUNTERS_DB":
+        return list(sw.aliases)
+    return [sonic_port(p) for p in sw.ports]
 
 
 def rows(twin: Twin, sw: Switch, target: str, path: Sequence[str], now: int) -> list[Row]:
@@ -142,7 +151,8 @@ def rows(twin: Twin, sw: Switch, target: str, path: Sequence[str], now: int) -> 
         raise DbPathError(f"{target}: RATES/{path[1]} is not a virtual path of {sw.os_version} (from 202411)")
     if sub == "Pfcwd" and not serves_pfcwd(sw.os_version):
         return []  # before 202411 the translation reads CONFIG_DB PFC_WD_TABLE, which does not exist: no row
-    picked = _rows_of(sw, path[1])
+    names = keys(twin, sw, target)
+    picked = _rows_of(sw, path[1], names)
     if target == "APPL_DB":
         return [([path[0], sonic_port(sw.ports[r])], port_table(sw, r)) for r in picked]
     if target == "STATE_DB":
@@ -150,7 +160,7 @@ def rows(twin: Twin, sw: Switch, target: str, path: Sequence[str], now: int) -> 
     values = sw.values(now, np.array(picked, dtype=np.int64))
     out: list[Row] = []
     for i, r in enumerate(picked):
-        name = sonic_port(sw.ports[r])
+        name = names[r]
         if path[0] == "RATES":
             out.append((["RATES", name], _rates(sw, r, values[i])))
         elif sub is None:

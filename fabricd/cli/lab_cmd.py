@@ -64,6 +64,9 @@ def up(
         "--sonic-version",
         help="SONiC release the SONiC switches run (sonic-gnmi's paths follow it): 202305, 202311, 202405, 202411...",
     ),
+    sonic_aliases: bool = typer.Option(
+        False, "--sonic-aliases", help="sonic-gnmi keys its counters by the ports' aliases (a vendor's setting)."
+    ),
 ) -> None:
     """Start the twin for every switch of SPEC and write STATE_DIR/inventory.yaml."""
     try:
@@ -86,6 +89,8 @@ def up(
     args = [sys.executable, "-m", "lab", "--spec", str(spec), "--state-dir", str(state_dir)]
     args += ["--base-address", base_address, "--port-offset", str(port_offset), "--probe-interval", str(probe_interval)]
     args += ["--eos-version", eos_version, "--sonic-version", sonic_version]
+    if sonic_aliases:
+        args.append("--sonic-aliases")
     if foreground:
         raise typer.Exit(subprocess.call(args))
     (state_dir / "ready").unlink(missing_ok=True)

@@ -105,6 +105,7 @@ class Ingestor:
         self._prefixes: dict[str, dict[bytes, Ctx]] = {}
         self._shapes: dict[tuple[str, tuple[Elem, ...]], dict[bytes, int]] = {}
         self._sonic_codes: dict[tuple[int, str, str, str | None], int] = {}  # (device, port, leaf, index) -> code
+        self._aliases: dict[int, dict[str, str]] = {}  # SONiC device -> alias -> port name (APPL_DB PORT_TABLE)
         self._db_prefixes: set[bytes] = set()  # prefixes naming a SONiC database (the raw walker leaves them alone)
         # SONiC counters decoded from JSON go straight to the store at flush, not through TypedValue bytes:
         self._d_codes: list[int] = []  # packed (port row << 16 | code)
@@ -379,7 +380,9 @@ class Ingestor:
                 continue
             path = prefix + [str(e.name) for e in u.path.elem]
             before = n + direct
-            for port, leaf, index, value in sonic.decode(target, path, row):
+            if target == "APPL_DB" and len(path) == 2 and isinstance(alias := row.get("alias"), str) and alias:
+                self._aliases.setdefault(dev, {})[alias] = path[1]  # a vendor alias keys this port's counters
+            for port, leaf, index, value in sonic.decode(target, path, row, self._aliases.get(dev)):
                 key = (dev, port, leaf, index)
                 c = codes.get(key)
                 if c is None:

@@ -129,10 +129,20 @@ def known_path(target: str, path: Sequence[str]) -> bool:
     return len(path) == 2 or (path[0] == "COUNTERS" and path[2] in ("Queues", "Pfcwd"))
 
 
-def decode(target: str, path: Sequence[str], row: Mapping[str, object]) -> Iterator[Row]:
+def port_of_key(key: str, aliases: Mapping[str, str] | None = None) -> str | None:
+    """The topology port of a row key: a SONiC name (`Ethernet8`), or an alias when sonic-gnmi runs with vendor
+    aliases (reference/sonic-releases.md), mapped back to its name through the switch's PORT_TABLE `alias` fields
+    (an alias never seen there is not guessed at: `Ethernet0/1` may be any port)."""
+    return topology_port(aliases.get(key, key) if aliases else key)
+
+
+def decode(
+    target: str, path: Sequence[str], row: Mapping[str, object], aliases: Mapping[str, str] | None = None
+) -> Iterator[Row]:
     """One update of a SONiC DB path as fabricd leaves. Unknown fields are skipped (an ASIC's extra counters);
-    a value that is not a counter is skipped too (the caller counts what it could not read)."""
-    if not known_path(target, path) or (port := topology_port(path[1])) is None:
+    a value that is not a counter is skipped too (the caller counts what it could not read). `aliases`: the switch's
+    alias -> name map, for a switch that keys its rows by aliases."""
+    if not known_path(target, path) or (port := port_of_key(path[1], aliases)) is None:
         return
     sub = path[2] if len(path) > 2 else None
     if target == "APPL_DB":

@@ -37,6 +37,7 @@ class TwinThread:
         eos_version: str = DEFAULT_EOS_VERSION,
         base: str | None = None,
         sonic_version: str = DEFAULT_SONIC_RELEASE,
+        sonic_aliases: bool = False,
     ):
         # A random 127.x.y.1 block per run, so tests never collide with a `fabricd lab up` on this machine.
         base = base or f"127.{random.randint(100, 250)}.{random.randint(0, 250)}.1"
@@ -45,7 +46,12 @@ class TwinThread:
         self.process = TwinProcess(
             spec,
             TwinOptions(
-                state_dir, base_address=base, probe_interval_s=1.0, eos_version=eos_version, sonic_version=sonic_version
+                state_dir,
+                base_address=base,
+                probe_interval_s=1.0,
+                eos_version=eos_version,
+                sonic_version=sonic_version,
+                sonic_aliases=sonic_aliases,
             ),
         )
         self.state_dir = state_dir

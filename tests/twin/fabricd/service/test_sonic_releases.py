@@ -7,11 +7,13 @@ A link flap on the SONiC leaf is found on every release."""
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import grpc
+import httpx
 import pytest
 from pygnmi.spec.v080 import gnmi_pb2, gnmi_pb2_grpc
 
@@ -19,6 +21,7 @@ from drivers.inventory import load_inventory
 from fabricd.cli import main
 from lab.control_client import inject
 from lab.model import PortConfig
+from lab.sonic_config import sonic_port
 from tests.conftest import EXAMPLES
 from tests.twin.lab.twin_thread import TwinThread
 from topology.spec import load_spec
@@ -103,3 +106,37 @@ def test_each_release_serves_its_paths_and_fabricd_streams_and_detects_on_it(
             assert f"no fec.pre-fec-ber: {RATES_WHY.format(release)}" in line
     finally:
         svc.stop()
+
+
+def test_a_switch_keying_its_counters_by_vendor_aliases_is_read_through_its_port_table(tmp_path: Path) -> None:
+    """sonic-gnmi with vendor aliases keys COUNTERS rows by alias (`Ethernet0/1`, `Ethernet0/1:3`); fabricd maps them
+    back through the aliases the switch's APPL_DB PORT_TABLE rows carry, so every counter lands on its port."""
+    t = TwinThread(load_spec(EXAMPLES / "small-sonic.yaml"), tmp_path / "twin", sonic_aliases=True).start()
+    try:
+        dev = t.process.sonic.device(LEAF)
+        ports = t.process.twin.switch(LEAF).ports
+        # vendor aliases, numbered from 0 as some vendors do (so that no alias is a topology name by chance)
+        patch = [{"op": "replace", "path": f"/PORT/{sonic_port(p)}/alias", "value": f"Ethernet{i}/1"}
+                 for i, p in enumerate(ports)]  # fmt: skip
+        dev.apply_patch(json.dumps(patch), dry_run=False)
+        rows = db_get(t, "COUNTERS_DB", "COUNTERS/Ethernet*").notification
+        keys = sorted(n.update[0].path.elem[1].name for n in rows)
+        assert keys == sorted(f"Ethernet{i}/1" for i in range(len(ports)))
+        svc = ServiceThread(write_config(tmp_path, t.inventory, spec=str(EXAMPLES / "small-sonic.yaml"))).start()
+        try:
+            n = len(t.process.twin.switches)
+            wait_for(lambda: svc.get("/api/v1/health")["telemetry"]["synced"] == n, 30)
+            inject(t.state_dir, "link_flap", {"port": f"{LEAF}:Ethernet2/1", "count": 8, "period_s": 0.3})
+            flaps = wait_for(lambda: [f for f in svc.get("/api/v1/findings")["findings"] if f["kind"] == "link_flap"],
+                             20)  # fmt: skip
+            assert any(f"{LEAF}:Ethernet2/1" in f["ports"] for f in flaps)
+            # every port's counters land on that port: none under an alias (`Ethernet0/1` is no port of the fabric)
+            metrics = httpx.get(svc.url + "/metrics", timeout=10).text
+            labelled = set(
+                re.findall(rf'fabricd_port_receive_bytes_total{{device="{LEAF}",group="\d+",port="([^"]+)"', metrics)
+            )
+            assert labelled == set(ports)
+        finally:
+            svc.stop()
+    finally:
+        t.stop()
