@@ -300,14 +300,13 @@ def _logging_state(ctx: Ctx) -> str:
     persistent = bool(top(ctx, "logging", "persistent"))
     hosts = [t for t in top(ctx, "logging", "host") if len(t) > 2]
     source = next((t for t in top(ctx, "logging", "source-interface") if len(t) > 2), None)
-    vrf_of = {t[2]: t[3] for t in top(ctx, "logging", "vrf") if len(t) > 4 and t[2] and t[3] == "host"}
     lines = ["Syslog logging: enabled", "    Buffer logging: level debugging", "    Console logging: level errors",
              f"    Persistent logging: {'level debugging' if persistent else 'disabled'}",
              "    Monitor logging: level errors", "    Synchronous logging: disabled",
              "    Trap logging: level informational"]  # fmt: skip
     for t in hosts:
         port = t[t.index("port") + 1] if "port" in t[3:] else "514"
-        lines.append(f"    Logging to '{t[2]}' port {port} in VRF {vrf_of.get(t[2], 'default')} via udp")
+        lines.append(f"    Logging to '{t[2]}' port {port} in VRF default via udp")
     if source is not None:
         lines.append(f"    Logging source-interface '{source[2]}' in VRF default")
     fqdn = bool(top(ctx, "logging", "format", "hostname", "fqdn"))
