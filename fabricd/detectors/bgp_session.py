@@ -27,6 +27,7 @@ STATE = "bgp.session-state"
 ADDRESS = "ipv4.prefix-length"
 PREFIXES = "bgp.prefixes-received"
 PEER_AS = "bgp.peer-as"
+TRANSITIONS = "bgp.established-transitions"
 ESTABLISHED = "ESTABLISHED"
 KIND = "bgp_session"
 
@@ -43,12 +44,18 @@ class BgpSessionConfig:
     # A lower prefix count that lasts this long is the new normal (a planned change), no longer a collapse.
     rebaseline_s: float = 600.0
     lookback_s: float = 10.0  # state events are re-read this far back (streams arrive slightly out of order)
+    # A session that drops within this long of its link going down dropped because of the link (link_flap's finding),
+    # not on its own: it is not counted as a flap of the session.
+    link_cause_s: float = 2.0
 
 
 @dataclass
 class _Session:
     down_since: int | None = None
-    drops: list[int] = field(default_factory=list)
+    drops: list[int] = field(default_factory=list)  # when state samples showed it leave ESTABLISHED
+    # when its established-transitions counter rose, and by how much: drops too short for a state sample to show
+    returns: list[tuple[int, int]] = field(default_factory=list)
+    transitions: int | None = None
     baseline: float = 0.0
     low_since: int | None = None
 
@@ -58,6 +65,8 @@ class BgpSessionState:
     config: BgpSessionConfig = field(default_factory=BgpSessionConfig)
     sessions: dict[tuple[str, str], _Session] = field(default_factory=dict)
     seen: set[tuple[str, str, int]] = field(default_factory=set)
+    # (device, port) -> the link's oper-status changes within the flap window: (ts, up)
+    links: dict[tuple[str, str], list[tuple[int, bool]]] = field(default_factory=dict)
     routes: tuple[tuple[int, int], dict[str, list[Route]]] | None = None
     incidents: dict[tuple[tuple[str, ...], str], int] = field(default_factory=dict)  # (session, reason) -> onset
     last_now: int | None = None
@@ -157,19 +166,42 @@ def detect(snapshot: Snapshot, fabric: Fabric, state: BgpSessionState, now: int)
         s.drops.append(e.ts)
         s.down_since = s.down_since or e.ts
     window = int(cfg.flap_window_s * NS)
+    for e in snapshot.events_since(since, leaf="oper-status", changes_only=True):
+        key = (e.device, e.port, e.ts)
+        if key not in state.seen:
+            state.seen.add(key)
+            state.links.setdefault((e.device, e.port), []).append((e.ts, e.value == "UP"))
+    state.links = {k: kept for k, v in state.links.items() if (kept := [x for x in v if x[0] >= now - window])}
     state.seen = {k for k in state.seen if k[2] >= now - window}
     found: list[_Verdict] = []
     for o in observe(snapshot, state):
         s = state.sessions.setdefault((o.device, o.address), _Session())
         s.drops = [t for t in s.drops if t >= now - window]
-        v = _judge(snapshot, cfg, o, s, now)
+        _count_returns(snapshot, o, s, now - window)
+        v = _judge(snapshot, cfg, o, s, now, state.links.get((o.device, o.port or ""), []))
         if v is not None:
             found.append(v)
     state.last_now = now
     return _one_per_link(found, fabric, state, _routes(snapshot, state), now)
 
 
-def _judge(snapshot: Snapshot, cfg: BgpSessionConfig, o: Observed, s: _Session, now: int) -> _Verdict | None:
+def _count_returns(snapshot: Snapshot, o: Observed, s: _Session, oldest: int) -> None:
+    """Rises of the session's established-transitions counter: each is a drop that ended (a reset starts over)."""
+    i = snapshot.find(o.device, o.address, TRANSITIONS)
+    value = snapshot.current(i) if i is not None else None
+    if isinstance(value, int):
+        if s.transitions is not None and value > s.transitions:
+            s.returns.append((int(snapshot.ts[i]), value - s.transitions))
+        s.transitions = value
+    s.returns = [r for r in s.returns if r[0] >= oldest]
+
+
+def _judge(
+    snapshot: Snapshot, cfg: BgpSessionConfig, o: Observed, s: _Session, now: int, link: list[tuple[int, bool]]
+) -> _Verdict | None:
+    """`link`: the port's recent oper-status changes. The session's own faults only: a drop the link's going down
+    explains is not a flap, and a session is down on its own only once it stayed down `down_after_s` with its link
+    up (BGP takes seconds to come back after its link does: that is not a fault)."""
     link_up = True
     if o.port is not None:
         oper = snapshot.find(o.device, o.port, "oper-status")
@@ -188,11 +220,23 @@ def _judge(snapshot: Snapshot, cfg: BgpSessionConfig, o: Observed, s: _Session, 
             s.down_since = now  # down since before fabricd saw it
     else:
         s.down_since = None
-    if len(s.drops) >= cfg.flap_count:
-        what = f"left ESTABLISHED {len(s.drops)} times in {cfg.flap_window_s:g} s"
-        return _Verdict(o, "flapping", s.drops[0], "warning", what, evidence)
+    cause = int(cfg.link_cause_s * NS)
+
+    def by_link(t: int) -> bool:
+        return any(not up and abs(t - ts) <= cause for ts, up in link)
+
+    own = [t for t in s.drops if not by_link(t)]
+    # a drop shorter than the state's sample shows only in the counter: count whichever saw more
+    returned = [(t, n) for t, n in s.returns if not by_link(t)]
+    drops = max(len(own), sum(n for _, n in returned))
+    evidence["drops"] = drops
+    if drops >= cfg.flap_count:
+        first = min([*own, *(t for t, _ in returned)])
+        what = f"left ESTABLISHED {drops} times in {cfg.flap_window_s:g} s with its link up"
+        return _Verdict(o, "flapping", first, "warning", what, evidence)
     if s.down_since is not None:
-        down_for = (now - s.down_since) / NS
+        link_back = max((ts for ts, up in link if up), default=0)
+        down_for = (now - max(s.down_since, link_back)) / NS
         if link_up and down_for >= cfg.down_after_s:
             evidence["down_for_s"] = round(down_for, 1)
             what = f"is {o.state} for {down_for:.0f} s while the link is up: its capacity is lost"

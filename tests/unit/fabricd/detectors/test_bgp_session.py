@@ -40,6 +40,7 @@ class Trace:
         self.state = {S: "ESTABLISHED", PEER: "ESTABLISHED"}
         self.prefixes = {S: 16, PEER: 2}
         self.oper = {S: "UP", PEER: "UP"}
+        self.transitions = {S: 1, PEER: 1}  # established-transitions: up once, when the sessions came up
         for s in (S, PEER):
             self.add(T0 - NS, s.local.device, s.local.port, "ipv4.prefix-length", s.local_address, 31)
 
@@ -60,6 +61,7 @@ class Trace:
                 self.prefixes[s] * (self.state[s] == "ESTABLISHED"),
             )
             self.add(ts, d, s.peer_address, "bgp.peer-as", None, s.peer_asn)
+            self.add(ts, d, s.peer_address, "bgp.established-transitions", None, self.transitions[s])
 
     def run(self, seconds: int, step: Callable[[Trace, int], None]) -> Trace:
         for k in range(seconds):
@@ -105,6 +107,47 @@ def healthy(t: Trace, k: int) -> None:
     return None
 
 
+def link_then_session(link_down: tuple[int, int], session_down: tuple[int, int]) -> Callable[[Trace, int], None]:
+    """The link is down for `link_down` seconds; the session for `session_down` (it comes back later than the link:
+    BGP re-establishes in seconds)."""
+
+    def step(t: Trace, k: int) -> None:
+        for s in (S, PEER):
+            t.oper[s] = "DOWN" if link_down[0] <= k < link_down[1] else "UP"
+            t.state[s] = (
+                ("IDLE" if t.oper[s] == "DOWN" else "ACTIVE")
+                if session_down[0] <= k < session_down[1]
+                else ("ESTABLISHED")
+            )
+
+    return step
+
+
+def short_drops(times: int) -> Callable[[Trace, int], None]:
+    """Drops shorter than a sample: no state sample shows them, the established-transitions counter does."""
+
+    def step(t: Trace, k: int) -> None:
+        if k >= 2 and (k - 2) % 2 == 0 and (k - 2) // 2 < times:
+            for s in (S, PEER):
+                t.transitions[s] += 1
+
+    return step
+
+
+def link_flapping(times: int) -> Callable[[Trace, int], None]:
+    """The link flaps; the session drops with it each time (the link's fault, not the session's)."""
+
+    def step(t: Trace, k: int) -> None:
+        down = k >= 2 and (k - 2) % 3 == 0 and (k - 2) // 3 < times
+        for s in (S, PEER):
+            if t.oper[s] == "DOWN" and not down:
+                t.transitions[s] += 1
+            t.oper[s] = "DOWN" if down else "UP"
+            t.state[s] = "IDLE" if down else "ESTABLISHED"
+
+    return step
+
+
 DETECTOR = [Detector("bgp_session", detect, BgpSessionState)]
 
 # trace -> (reason, start second) of the one finding, or None
@@ -117,6 +160,12 @@ CASES = [
     pytest.param(flapping(2), None, id="two-drops-in-the-window"),
     pytest.param(collapse(4, 4), ("prefixes_collapsed", 4), id="prefixes-16-to-4"),
     pytest.param(collapse(4, 12), None, id="prefixes-16-to-12"),
+    # the link's faults are not the session's: down with the link and back 1-2 s after it, or dropping with a flap
+    pytest.param(link_then_session((3, 6), (3, 8)), None, id="back-two-seconds-after-its-link"),
+    pytest.param(link_flapping(4), None, id="drops-with-a-flapping-link"),
+    pytest.param(short_drops(3), ("flapping", 2), id="drops-shorter-than-a-sample"),
+    # the link is back, the session is not: its own fault, counted from the link's return
+    pytest.param(link_then_session((2, 4), (2, 99)), ("down", 2), id="stays-down-after-its-link-came-back"),
 ]
 
 
