@@ -41,7 +41,9 @@ NEEDS: dict[str, Needs] = {
         required=(dci_ports.OCTETS, dci_ports.PKTS),
         improves=(dci_ports.DISCARDS, dci_ports.QDROPS, dci_ports.ECN, dci_ports.PAUSE_IN),
     ),
-    "bgp_session": Needs(required=(bgp_session.STATE, bgp_session.ADDRESS), improves=(bgp_session.PREFIXES,)),
+    "bgp_session": Needs(
+        required=(bgp_session.STATE, bgp_session.ADDRESS, bgp_session.IP), improves=(bgp_session.PREFIXES,)
+    ),
 }
 
 

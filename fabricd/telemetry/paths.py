@@ -20,6 +20,10 @@ from typing import Any
 Keys = tuple[tuple[str, str], ...]
 Elem = tuple[str, Keys]
 ANY = "*"  # the index placeholder in a template
+# A key that takes any value and is not an index: the series is the port's alone (a routed port's address: one per
+# port, and an index per address would make a series code per address of the fabric). Rendered as "_".
+FREE = "+"
+FREE_TEXT = "_"
 XCVR_SUFFIX = " transceiver"
 
 
@@ -119,8 +123,9 @@ def _leaves() -> tuple[Leaf, ...]:
     nbr = (_e("neighbors"), _e("neighbor", id=ANY), st)
     for c in ("system-name", "port-id"):
         out.append(Leaf(f"lldp.{c}", "lldp", (*nbr, _e(c)), Kind.TEXT))
-    # a routed port's address: the index is the address, the value its prefix length
-    addr = (_e("subinterfaces"), _e("subinterface", index="0"), _e("ipv4"), _e("addresses"), _e("address", ip=ANY), st)
+    # a routed port's address (the value of `ip`) and its prefix length, one of each per port (the key is FREE)
+    addr = (_e("subinterfaces"), _e("subinterface", index="0"), _e("ipv4"), _e("addresses"), _e("address", ip=FREE), st)
+    out.append(Leaf("ipv4.ip", "if", (*addr, _e("ip")), Kind.TEXT))
     out.append(Leaf("ipv4.prefix-length", "if", (*addr, _e("prefix-length")), Kind.GAUGE))
     # the BGP neighbour (port = its address): state changes are events, the rest current values
     out.append(Leaf("bgp.session-state", "bgp", (st, _e("session-state")), Kind.ENUM))
@@ -221,6 +226,9 @@ def match_rel(tree: str, rel: Sequence[Elem]) -> tuple[Leaf, str | None] | None:
                 if not g or g == ANY:
                     return None
                 index = g
+            elif w == FREE:
+                if not g:
+                    return None
             elif w != g:
                 return None
     return leaf, index
@@ -250,9 +258,14 @@ def root_elems(tree: str, port: str) -> tuple[Elem, ...]:
 
 
 def leaf_rel(leaf: Leaf, index: str | None) -> tuple[Elem, ...]:
-    if index is None:
+    if index is None and not any(v == FREE for _, keys in leaf.rel for _, v in keys):
         return leaf.rel
-    return tuple((n, tuple((k, index if v == ANY else v) for k, v in keys)) for n, keys in leaf.rel)
+    def value(v: str) -> str:
+        if v == ANY and index is not None:
+            return index
+        return FREE_TEXT if v == FREE else v
+
+    return tuple((n, tuple((k, value(v)) for k, v in keys)) for n, keys in leaf.rel)
 
 
 def render(port: str, leaf: str, index: str | None = None) -> str:
@@ -312,8 +325,11 @@ def eos_profile(
         Subscription("/components/component[name=*]/state/temperature", "sample", ns("optics")),
         Subscription("/lldp/interfaces/interface[name=*]/neighbors/neighbor[id=*]/state", "on_change"),
         # the underlay: each leaf bgp_session reads, not whole containers (EOS's carry dozens it does not)
-        Subscription(
-            f"{intf}/subinterfaces/subinterface[index=0]/ipv4/addresses/address[ip=*]/state/prefix-length", "on_change"
+        *(
+            Subscription(
+                f"{intf}/subinterfaces/subinterface[index=0]/ipv4/addresses/address[ip=*]/state/{leaf}", "on_change"
+            )
+            for leaf in ("ip", "prefix-length")
         ),
         *(
             Subscription(f"{BGP_NEIGHBORS}/state/{leaf}", "on_change")
@@ -374,7 +390,7 @@ def _covers(sub: Sequence[Elem], full: Sequence[Elem]) -> bool:
             return False
         want = dict(fkeys)
         for k, v in skeys:
-            if k not in want or not (v == ANY or want[k] == ANY or want[k] == v):
+            if k not in want or not (v == ANY or want[k] in (ANY, FREE) or want[k] == v):
                 return False
     return True
 

@@ -121,6 +121,7 @@ UNREAD: dict[str, dict[str, str]] = {
         "bgp.session-state": "SONiC serves BGP neighbour state over gNMI only with its management framework",
         "bgp.prefixes-received": "SONiC serves BGP neighbour state over gNMI only with its management framework",
         "ipv4.prefix-length": "not read from SONiC (its BGP sessions are not streamed either)",
+        "ipv4.ip": "not read from SONiC (its BGP sessions are not streamed either)",
     }
 }
 # Platforms whose gNMI serves no PROTO for what fabricd reads: sonic-gnmi's DB paths are JSON rows.

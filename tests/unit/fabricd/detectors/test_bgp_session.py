@@ -42,7 +42,8 @@ class Trace:
         self.oper = {S: "UP", PEER: "UP"}
         self.transitions = {S: 1, PEER: 1}  # established-transitions: up once, when the sessions came up
         for s in (S, PEER):
-            self.add(T0 - NS, s.local.device, s.local.port, "ipv4.prefix-length", s.local_address, 31)
+            self.add(T0 - NS, s.local.device, s.local.port, "ipv4.ip", None, s.local_address)
+            self.add(T0 - NS, s.local.device, s.local.port, "ipv4.prefix-length", None, 31)
 
     def add(self, ts: int, device: str, port: str, leaf: str, index: str | None, value: object) -> None:
         self.lines.append({"ts": ts, "device": device, "path": render(port, leaf, index), "value": value})

@@ -233,7 +233,8 @@ def test_switch_page_shows_what_lldp_hears_and_each_sessions_state(svc: Service,
     s = Underlay(FABRIC).sessions("leaf-g0-r0")[0]
     ts = 1_700_000_000 * 10**9
     lines = [
-        (s.local.port, "ipv4.prefix-length", s.local_address, 31),
+        (s.local.port, "ipv4.ip", None, s.local_address),
+        (s.local.port, "ipv4.prefix-length", None, 31),
         (s.peer_address, "bgp.session-state", None, "ACTIVE"),
         ("Ethernet1/1", "lldp.system-name", "1", "gpu-g0-000"),
         ("Ethernet1/1", "lldp.port-id", "1", "nic1"),  # the blueprint has nic0 there

@@ -97,3 +97,13 @@ def test_profile_groups_sampled_apart() -> None:
 def test_profile_refuses_an_unknown_group() -> None:
     with pytest.raises(ValueError, match=r"unknown sample group\(s\) \['optic'\]; known: counters, pfc, fec, optics"):
         eos_profile(intervals={"optic": 30})
+
+
+def test_a_routed_ports_address_is_one_series_per_port_not_one_per_address() -> None:
+    """The address is a key of the path, but a FREE one: every address of the fabric as an index would make a series
+    code per address (a 16k-GPU fabric has ~65k of them: the store's code x port table would not fit in memory)."""
+    root = "/interfaces/interface[name=Ethernet1/1]/subinterfaces/subinterface[index=0]/ipv4/addresses"
+    a = parse(f"{root}/address[ip=10.0.0.1]/state/ip")
+    b = parse(f"{root}/address[ip=10.9.8.7]/state/prefix-length")
+    assert a == PathInfo("Ethernet1/1", "ipv4.ip", None) and b == PathInfo("Ethernet1/1", "ipv4.prefix-length", None)
+    assert parse(render("Ethernet1/1", "ipv4.ip")) == a  # a trace keeps the value (the address), the key is "_"
