@@ -260,6 +260,7 @@ def root_elems(tree: str, port: str) -> tuple[Elem, ...]:
 def leaf_rel(leaf: Leaf, index: str | None) -> tuple[Elem, ...]:
     if index is None and not any(v == FREE for _, keys in leaf.rel for _, v in keys):
         return leaf.rel
+
     def value(v: str) -> str:
         if v == ANY and index is not None:
             return index
