@@ -336,14 +336,16 @@ def neighbor_routes(twin: Twin, sw: Switch, args: list[str]) -> Json | None:
 
 
 def _entries_for(twin: Twin, rib: dict[str, list[Session]], s: Session, sent: bool) -> Json:
-    out = _entries(twin, rib) if not sent else {}
-    if sent:
-        for prefix in sorted(rib, key=ipaddress.ip_network):
-            net = ipaddress.ip_network(prefix)
-            out[prefix] = {"address": str(net.network_address), "maskLength": net.prefixlen, "totalPaths": 1,
-                           "bgpRoutePaths": [{"nextHop": s.local_address, "routeType": {"valid": True, "active": True,
-                                              "ecmpHead": True, "ecmp": False, "ecmpContributor": False,
-                                              "origin": "Igp"}}]}  # fmt: skip
+    """What the session received (its paths as the BGP table holds them), or sent (this end as next hop)."""
+    if not sent:
+        return _entries(twin, rib)
+    out: Json = {}
+    for prefix in sorted(rib, key=ipaddress.ip_network):
+        net = ipaddress.ip_network(prefix)
+        out[prefix] = {"address": str(net.network_address), "maskLength": net.prefixlen, "totalPaths": 1,
+                       "bgpRoutePaths": [{"nextHop": s.local_address, "routeType": {"valid": True, "active": True,
+                                          "ecmpHead": True, "ecmp": False, "ecmpContributor": False,
+                                          "origin": "Igp"}}]}  # fmt: skip
     return out
 
 
@@ -353,11 +355,6 @@ def instance(twin: Twin, sw: Switch, now: int, rows: list[int]) -> Json:
     body = {"bgpRouterId": router_id, "bgpAsn": str(asn), "maxEcmpPaths": 64, "maxPaths": 64,
             "afiSafiConfig": {}, "redistributionConfig": {}}  # fmt: skip
     return {"vrfs": {"default": body}}
-
-
-def _hms(seconds: float) -> str:
-    s = max(0, int(seconds))
-    return f"{s // 3600:02d}:{(s % 3600) // 60:02d}:{s % 60:02d}"
 
 
 def neighbors_text(twin: Twin, sw: Switch, now: int) -> str:
@@ -370,7 +367,7 @@ def neighbors_text(twin: Twin, sw: Switch, now: int) -> str:
         msgs = _messages(st, now)
         sent, received = twin.bgp.sent(sw.name, s.local.port), twin.bgp.received(sw.name, s.local.port)
         since = (now - st.since_ns) / NS
-        updown = f"up for {_hms(since)}" if st.up else f"down for {_hms(since)}"
+        updown = f"up for {_updown(since)}" if st.up else f"down for {_updown(since)}"
         out += [
             f"BGP neighbor is {s.peer_address}, remote AS {s.peer_asn}, external link",
             f"  Description: {_description(s)}",

@@ -160,10 +160,11 @@ def observe(snapshot: Snapshot, state: BgpSessionState | None = None, only: I64 
     return out
 
 
-def sessions_down(snapshot: Snapshot, fabric: Fabric) -> frozenset[Endpoint]:
-    """Both ends of every link whose BGP session is not ESTABLISHED now (what the guard counts as lost capacity)."""
+def sessions_down(snapshot: Snapshot, fabric: Fabric, state: BgpSessionState | None = None) -> frozenset[Endpoint]:
+    """Both ends of every link whose BGP session is not ESTABLISHED now (what the guard counts as lost capacity);
+    `state` keeps the ports' addresses between calls (re-read only when one changed)."""
     out: set[Endpoint] = set()
-    for o in observe(snapshot):
+    for o in observe(snapshot, state):
         if o.state != ESTABLISHED and o.port is not None:
             out.add(Endpoint(o.device, o.port))
             peer = fabric.peer(o.device, o.port)

@@ -136,9 +136,10 @@ class UnderlayCollector(Collector):
 
     def __init__(self, snapshot: Callable[[], Snapshot], fabric: Fabric) -> None:
         self.snapshot, self.fabric = snapshot, fabric
+        self._addresses = bgp_session.BgpSessionState()  # its cache of the routed ports' addresses, between scrapes
 
     def collect(self) -> Iterator[Metric]:
-        sessions = bgp_session.observe(self.snapshot())
+        sessions = bgp_session.observe(self.snapshot(), self._addresses)
         counts = GaugeMetricFamily("fabricd_bgp_sessions", "BGP sessions per switch and state (OpenConfig "
                                    "session-state)", labels=["device", "state"])  # fmt: skip
         per: dict[tuple[str, str], int] = {}

@@ -11,7 +11,7 @@ import math
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
-from fabricd.detectors.bgp_session import sessions_down
+from fabricd.detectors.bgp_session import BgpSessionState, sessions_down
 from fabricd.telemetry import Ingestor, Kind, Snapshot
 from topology.fabric import Fabric
 from topology.model import Endpoint
@@ -68,6 +68,7 @@ class TelemetryPortView:
         self._at = -1e18
         self._down: frozenset[Endpoint] | None = None
         self._routed_down: frozenset[Endpoint] | None = None
+        self._bgp = BgpSessionState()  # only its cache of the routed ports' addresses is used
 
     def snapshot(self) -> Snapshot:
         now = self.clock()
@@ -93,7 +94,8 @@ class TelemetryPortView:
         """Both ends of every link whose BGP session is not ESTABLISHED (detectors/bgp_session.py)."""
         snap = self.snapshot()
         if self._routed_down is None:
-            self._routed_down = sessions_down(snap, self.fabric) if self.fabric is not None else frozenset()
+            fabric = self.fabric
+            self._routed_down = sessions_down(snap, fabric, self._bgp) if fabric is not None else frozenset()
         return self._routed_down
 
     def admin_up(self) -> AdminStates:
