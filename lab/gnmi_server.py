@@ -108,7 +108,7 @@ class Hub:
     async def _tick(self) -> None:
         last_admin = 0.0
         while True:
-            await asyncio.sleep(TICK_S)
+            await asyncio.sleep(self._until_due())
             self.twin.advance()
             now = self.loop.time()
             poll_admin = now - last_admin >= ADMIN_POLL_S
@@ -121,6 +121,14 @@ class Hub:
                         stream.events.put_nowait(("drop", 0, 0, None))
                     elif poll_admin and stream.admin_rows is not None:
                         stream.check_admin()
+
+    def _until_due(self) -> float:
+        """Seconds until the hub next advances the twin: TICK_S, or sooner when a scheduled change (a flap's edge, a
+        watchdog's timer) is due: a switch sends its ON_CHANGE event when the port changes, not at a later tick."""
+        due = self.twin.next_timer()
+        if due is None:
+            return TICK_S
+        return min(TICK_S, max(0.0, (due - self.twin.clock()) / 1e9))
 
     def register(self, stream: Watcher) -> None:
         self.streams.setdefault(stream.sw.name, set()).add(stream)

@@ -269,6 +269,10 @@ class Twin:
     def touch(self) -> None:
         self.dirty = True
 
+    def next_timer(self) -> int | None:
+        """When the earliest scheduled change is due (twin clock, ns), or None."""
+        return self._timers[0][0] if self._timers else None
+
     def advance(self, now_ns: int | None = None) -> int:
         """Run due timers (each at its own time) and bring rates up to date; returns the time reached."""
         now = self.clock() if now_ns is None else now_ns

@@ -11,6 +11,7 @@ its change takes that flap over instead of adding one.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -146,17 +147,7 @@ def detect(snapshot: Snapshot, fabric: Fabric, state: LinkFlapState, now_ns: int
         if not kept:
             del state.changes[end]
     # Oper-status events first: they are the precise timeline; counters only add what the events missed.
-    for e in snapshot.events_since(since, leaf="oper-status", changes_only=True):  # a first value is no flap
-        key = (e.device, e.port, e.ts, e.value)
-        if key in state.seen_events or not _change(e):
-            continue
-        state.seen_events.add(key)
-        end = f"{e.device}:{e.port}"
-        state.changes.setdefault(end, []).append(e.ts)
-        if _down(e):
-            link = tr.link(e.device, e.port)
-            if not tr.explained(link, end, e.ts):
-                tr.attach(link, end, e.ts - tr.tol, e.ts + tr.tol, e.ts, "event")
+    _take(tr, snapshot.events_since(since, leaf="oper-status", changes_only=True))  # a first value is no flap
     rows = snapshot.select(leaf="if.carrier-transitions")
     moved = rows[np.nan_to_num(snapshot.delta(rows), nan=0.0) > 0]
     for i in moved.tolist():
@@ -190,6 +181,38 @@ def detect(snapshot: Snapshot, fabric: Fabric, state: LinkFlapState, now_ns: int
             out.append(_finding(link, fabric, cfg, now_ns))
         elif link.penalty < 1.0:
             del state.links[ends]
+    return out
+
+
+def _take(tr: _Tracker, events: Iterable[StateEvent]) -> set[tuple[str, ...]]:
+    """Count the oper-status changes not counted before (by either entry point); returns the links they touched."""
+    state, touched = tr.state, set()
+    for e in events:
+        key = (e.device, e.port, e.ts, e.value)
+        if key in state.seen_events or not _change(e):
+            continue
+        state.seen_events.add(key)
+        end = f"{e.device}:{e.port}"
+        state.changes.setdefault(end, []).append(e.ts)
+        if _down(e):
+            link = tr.link(e.device, e.port)
+            touched.add(link.ends)
+            if not tr.explained(link, end, e.ts):
+                tr.attach(link, end, e.ts - tr.tol, e.ts + tr.tol, e.ts, "event")
+    return touched
+
+
+def on_events(events: Sequence[StateEvent], fabric: Fabric, state: LinkFlapState, now_ns: int) -> list[Finding]:
+    """The event-driven entry: count just these new oper-status changes (as they land, ON_CHANGE) and return the
+    findings of the links they took over the suppress threshold (or that stay over it). No snapshot and no counter
+    rows: the next `detect` sees the same events as counted and adds what carrier-transitions alone show."""
+    tr = _Tracker(state, fabric)
+    out = []
+    for ends in sorted(_take(tr, events)):
+        link = state.links[ends]
+        tr.decay(link, now_ns)
+        if link.suppressed and link.penalty >= state.config.reuse:
+            out.append(_finding(link, fabric, state.config, now_ns))
     return out
 
 

@@ -129,7 +129,7 @@ class _TickingIngestor(Ingestor):
         # `replay` passes each notification's trace timestamp as `now`.
         if now is not None:
             self._run_due(now)
-            self.schedule.arrived(now, samples=True)
+            self.schedule.arrived(now)
         super().ingest(data, channel, now)
 
     def _run_due(self, now: int) -> None:

@@ -4,9 +4,8 @@ Every detector runs once per tick, on the clock's tick boundaries. In between, a
 arrives, so a storm's first whole paused sample is judged when it lands, not up to a tick later:
 - new counter samples: a full pass `settle` after the first of them (the rest of a burst lands meanwhile), at least
   `gap` after the previous such pass (each pass snapshots the store and runs every detector);
-- new oper-status events alone (ON_CHANGE): a link_flap pass, at least `flap_gap` after the previous pass of any kind
-  (0: none);
 - none closer than `guard` to the tick boundary, whose pass is about to come.
+(New oper-status events, ON_CHANGE, need no pass here: the service hands each to link_flap as it lands.)
 Ticks come on top of the gaps. A tick with no data since the previous one is skipped when time jumps over it (a
 trace's quiet stretch); a live clock polls often enough that it never does.
 
@@ -21,7 +20,6 @@ from enum import Enum
 
 class PassKind(Enum):
     FULL = "full"  # every detector, between ticks (new samples)
-    FLAP = "flap"  # link_flap alone, between ticks (new events only)
     TICK = "tick"  # every detector, on the tick boundary
 
 
@@ -36,13 +34,10 @@ class PassSchedule:
     tick_ns: int
     gap_ns: int = 0  # minimum gap between FULL passes; 0: none between ticks
     settle_ns: int = 0
-    flap_gap_ns: int = 0  # minimum gap before a FLAP pass; 0: none
     guard_ns: int = 0
     tick_end: int | None = None  # the next tick boundary; None until `start` or the first arrival
     samples_since: int | None = None  # first sample arrival no pass has seen
-    events_since: int | None = None  # first event arrival no pass has seen
     last_full: int | None = None
-    last_any: int | None = None
 
     def boundary_after(self, t: int) -> int:
         return (t // self.tick_ns + 1) * self.tick_ns
@@ -50,13 +45,12 @@ class PassSchedule:
     def start(self, now: int) -> None:
         self.tick_end = self.boundary_after(now)
 
-    def arrived(self, t: int, *, samples: bool = False, events: bool = False) -> None:
+    def arrived(self, t: int) -> None:
+        """New samples arrived at `t`."""
         if self.tick_end is None:
             self.start(t)
-        if samples and self.samples_since is None:
+        if self.samples_since is None:
             self.samples_since = t
-        if events and self.events_since is None:
-            self.events_since = t
 
     def due(self, now: int) -> Pass | None:
         """The pass due at or before `now`, earliest first (ask again after each `ran`), or None."""
@@ -69,23 +63,13 @@ class PassSchedule:
                 at = max(at, self.last_full + self.gap_ns)
             if at < limit and at <= now:
                 return Pass(PassKind.FULL, at)
-        if self.flap_gap_ns and self.events_since is not None:
-            at = self.events_since + self.settle_ns
-            if self.last_any is not None:
-                at = max(at, self.last_any + self.flap_gap_ns)
-            if at < limit and at <= now:
-                return Pass(PassKind.FLAP, at)
         if now >= self.tick_end:
             return Pass(PassKind.TICK, self.tick_end)
         return None
 
     def ran(self, p: Pass, at: int, now: int) -> None:
         """`p` ran at `at` (its due time in a replay, the clock's time live); `now` is the time `due` was asked."""
-        self.last_any = at
-        if p.kind is PassKind.FLAP:
-            self.events_since = None
-            return
-        self.samples_since = self.events_since = None
+        self.samples_since = None
         if p.kind is PassKind.FULL:
             self.last_full = at
         else:

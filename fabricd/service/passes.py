@@ -4,6 +4,7 @@ The service runs it, and so does each `fabricd shard` process (fabricd/service/s
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -27,7 +28,7 @@ from .state_db import StateError
 
 log = logging.getLogger("fabricd.service")
 EVENT_POLL_S = SETTLE_S  # how often new data is looked for between ticks (`fabricd detect` mirrors it)
-FLAP_PASS_GAP_S = 0.1  # at most this often an event-driven link_flap pass
+GUARD_S = 0.1  # no sample-driven pass this close to the tick boundary, whose pass is about to come
 PASS_SHARE = 0.1  # sample-driven detector passes space out to take at most this share of a core
 
 
@@ -59,36 +60,40 @@ async def run_passes(
     flap: Callable[[int], Awaitable[object]],
 ) -> None:
     """Detector passes on `clock`: every detector on the tick boundaries (`full`); in between, all of them soon after
-    counter samples land (at most every pass gap, which widens with the pass's cost) and link_flap alone (`flap`)
-    soon after oper-status events (ON_CHANGE), so neither a crossed dampening threshold nor a storm's stuck sample
-    waits for the next tick. Each pass takes a snapshot (a copy of the store on its next write), hence the gaps."""
+    counter samples land (at most every pass gap, which widens with the pass's cost); and link_flap (`flap`) as soon
+    as oper-status events land (ON_CHANGE: the store wakes this loop), so a crossed dampening threshold is judged on
+    the event that crossed it, and a storm's stuck sample does not wait for the next tick. A full pass takes a
+    snapshot (a copy of the store on its next write), hence its gaps; the flap pass reads only the new events."""
     store: CounterStore = ingestor.store
-    flap_gap, base_gap = int(FLAP_PASS_GAP_S * NS), int(pass_gap_s * NS)
-    schedule = PassSchedule(int(tick_s * NS), base_gap, flap_gap_ns=flap_gap, guard_ns=flap_gap)
+    schedule = PassSchedule(int(tick_s * NS), int(pass_gap_s * NS), guard_ns=int(GUARD_S * NS))
     schedule.start(clock())
+    wake = asyncio.Event()
+    store.on_event = wake.set
     events, samples = store.ev_total, store.sample_batches
-    while not stop.is_set():
-        assert schedule.tick_end is not None
-        left = schedule.tick_end - clock()
-        if left > 0:
-            await asyncio.sleep(min(EVENT_POLL_S, left / NS))
-        ingestor.flush()  # events and samples wait in the ingestor's batch otherwise
-        now = clock()
-        if store.sample_batches != samples:
-            samples = store.sample_batches
-            schedule.arrived(now, samples=True)
-        if store.ev_total != events:
-            events = store.ev_total
-            schedule.arrived(now, events=True)
-        while (p := schedule.due(now)) is not None and not stop.is_set():
-            started = time.perf_counter()
-            if p.kind is PassKind.FLAP:
+    try:
+        while not stop.is_set():
+            assert schedule.tick_end is not None
+            left = schedule.tick_end - clock()
+            if left > 0 and not wake.is_set():
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(wake.wait(), min(EVENT_POLL_S, left / NS))
+            ingestor.flush()  # events and samples wait in the ingestor's batch otherwise
+            wake.clear()
+            now = clock()
+            if store.ev_total != events:
+                events = store.ev_total
                 await guarded("link_flap pass", flap(now))
-            else:
+            if store.sample_batches != samples:
+                samples = store.sample_batches
+                schedule.arrived(now)
+            while (p := schedule.due(now)) is not None and not stop.is_set():
+                started = time.perf_counter()
                 await guarded(f"detector {p.kind.value}", full(now))
-            if p.kind is PassKind.FULL:
-                schedule.gap_ns = pass_gap(base_gap, time.perf_counter() - started)
-            schedule.ran(p, now, now)
+                if p.kind is PassKind.FULL:
+                    schedule.gap_ns = pass_gap(int(pass_gap_s * NS), time.perf_counter() - started)
+                schedule.ran(p, now, now)
+    finally:
+        store.on_event = None
 
 
 def configured_detectors(cfg: ServiceConfig) -> list[Detector]:

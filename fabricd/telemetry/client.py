@@ -518,12 +518,17 @@ class TelemetryClient:
     async def _read(self, d: _Device, call: Any, index: int) -> None:
         ingestor, name, clock = self.ingestor, d.access.name, self.clock
         ingest = ingestor.ingest
+        # An ON_CHANGE call's message (an oper-status change) goes into the store at once, not with the next batch:
+        # the store wakes whoever waits for events (the service's pass loop, a worker's shipping).
+        urgent = not d.sampled[index]
         got = 0
         try:
             async for raw in call:
                 got += 1
                 now = clock()
                 ingest(raw, name, now)
+                if urgent:
+                    ingestor.flush()
                 d.messages += 1
                 ts = ingestor.last_ts  # of this message's notification; 0 if it had none
                 if ts and (d.lag_worst is None or now - ts > d.lag_worst):

@@ -16,7 +16,7 @@ Rates are therefore never negative and never span a reset. Time is always the no
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,7 +24,7 @@ import numpy as np
 import numpy.typing as npt
 
 from .paths import LEAF, Kind
-from .series import F64, I64, NAN, NEVER, U64, Stat, stale
+from .series import F64, I64, NAN, NEVER, U64, Stat, StateEvent, stale
 from .snapshot import Snapshot
 
 WRAP_WINDOW = np.uint64(1 << 56)
@@ -88,6 +88,9 @@ class CounterStore:
         self.ev_prev = np.zeros(event_capacity, dtype=np.int32)
         self.ev_ts = np.zeros(event_capacity, dtype=np.int64)
         self.ev_total = 0
+        # Called when events are appended (the service's pass loop wakes on it: an ON_CHANGE oper-status event is
+        # judged when it lands, not at the next poll); None: nobody listens.
+        self.on_event: Callable[[], None] | None = None
         self.sample_batches = 0  # counter/gauge batches written: the service runs a detector pass when it moves
         self._shared: set[str] = set()  # arrays a snapshot holds views of: copy one before writing it
 
@@ -282,6 +285,8 @@ class CounterStore:
             k = self.ev_total % self.ev_cap
             self.ev_series[k], self.ev_value[k], self.ev_prev[k], self.ev_ts[k] = i, new, old, ts
             self.ev_total += 1
+            if self.on_event is not None:
+                self.on_event()
         a["prev_value"][i], a["prev_ts"][i] = old, last
         a["value"][i], a["ts"][i] = new, ts
 
@@ -431,6 +436,33 @@ class CounterStore:
         k = (self.ev_total + np.arange(n)) % self.ev_cap
         self.ev_series[k], self.ev_value[k], self.ev_prev[k], self.ev_ts[k] = series, value, prev, ts
         self.ev_total += n
+        if self.on_event is not None:
+            self.on_event()
+
+    def events_after(self, total: int, leaf: str) -> tuple[list[StateEvent], int]:
+        """The changes of `leaf` (not a series' first value) appended since the ring held `total` events, in arrival
+        order, and the ring's total now (pass it next time). Reads the ring in place: no snapshot, no copy of the
+        store, so an event-driven pass costs what its few events cost. Events pushed out of the ring are lost."""
+        end = self.ev_total
+        start = max(total, end - self.ev_cap)
+        if start >= end:
+            return [], end
+        k = np.arange(start, end) % self.ev_cap
+        k = k[self.ev_prev[k] != 0]
+        ser = self.ev_series[k].astype(np.int64)
+        codes = self.arrays["s_code"][ser]
+        wanted = [c for c, (lf, _) in enumerate(self.codes) if lf == leaf]
+        hit = np.isin(codes, wanted)
+        k, ser = k[hit], ser[hit]
+        rows = self.arrays["s_port"][ser]
+        devices, ports, strings = self.devices, self.port_names, self.strings
+        return [
+            StateEvent(devices[d], ports[r], leaf, strings[v], strings[p], t)
+            for d, r, v, p, t in zip(
+                self.port_dev[rows].tolist(), rows.tolist(), self.ev_value[k].tolist(), self.ev_prev[k].tolist(),
+                self.ev_ts[k].tolist(), strict=True,
+            )
+        ], end  # fmt: skip
 
     def put_stats(self, devices: I64, rows: I64) -> None:
         """Overwrite whole `Stat` rows of `devices`."""

@@ -19,6 +19,7 @@ from .ingest import Ingestor
 from .store import CounterStore, ExportCursor
 from .worker_wire import STOP, Batch, StateRow, WorkerInit, frame, read_frame
 
+URGENT_GAP_S = 0.005  # batches that carry new events go at most this often (each compares the whole store)
 MAX_LOGS = 200  # log records per batch; a log storm in a worker must not flood the socket
 
 
@@ -104,8 +105,19 @@ async def _serve(sock: socket.socket) -> None:
     loop.add_signal_handler(signal.SIGTERM, stop)
     task = asyncio.create_task(client.run())
     sent = 0.0  # the first frame goes at once: the parent times hangs from it
+    # New events (an ON_CHANGE oper-status change) ship at once; the rest every ship_s.
+    urgent = asyncio.Event()
+    ingestor.store.on_event = urgent.set
+    shipped = 0.0
     while True:
-        await asyncio.wait([task], timeout=init.ship_s)
+        if not urgent.is_set():
+            waiting = asyncio.ensure_future(urgent.wait())
+            await asyncio.wait([task, waiting], timeout=init.ship_s, return_when=asyncio.FIRST_COMPLETED)
+            waiting.cancel()
+        if (early := URGENT_GAP_S - (time.monotonic() - shipped)) > 0 and not task.done():
+            await asyncio.sleep(early)  # a burst of events (a switch rebooting) ships in batches, not one by one
+        urgent.clear()
+        shipped = time.monotonic()
         if os.getppid() != init.parent_pid:
             stop()
         ingestor.flush()

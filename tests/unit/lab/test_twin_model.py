@@ -277,3 +277,23 @@ def test_miscable_swaps_what_lldp_hears_on_all_four_ends_and_clears(twin: Twin) 
     assert twin.lldp_peer(a.device, a.port) == pa and twin.lldp_peer(b.device, b.port) == pb and twin.lldp_swaps == {}
     with pytest.raises(FaultError, match="two different cables"):
         inj.inject("miscable", {"port": str(a), "other": str(a)})
+
+
+def test_the_gnmi_hub_advances_the_twin_when_a_change_is_due_not_at_its_next_tick(small_blueprint: Cabling) -> None:
+    """A switch sends an ON_CHANGE event when its port changes: the hub wakes for a scheduled change (a flap's
+    edge) instead of waiting out its 50 ms tick, so the event leaves within a loop turn of its timestamp."""
+    import asyncio
+
+    from lab.gnmi_server import TICK_S, Hub
+
+    now = [T0]
+    twin = Twin(Fabric(small_blueprint), clock=lambda: now[0])
+    hub = Hub(twin, credentials=None, loop=asyncio.new_event_loop())  # type: ignore[arg-type]
+    assert hub._until_due() == TICK_S  # nothing scheduled
+    twin.schedule(T0 + 7_000_000, lambda _t: None)
+    assert hub._until_due() == pytest.approx(0.007)
+    now[0] = T0 + 9_000_000  # overdue: at once
+    assert hub._until_due() == 0.0
+    twin.advance()
+    assert hub._until_due() == TICK_S
+    hub.loop.close()

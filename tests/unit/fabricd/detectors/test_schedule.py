@@ -9,7 +9,7 @@ from fabricd.detectors.schedule import Pass, PassKind, PassSchedule
 
 MS = 1_000_000
 S = 1000 * MS
-FULL, FLAP, TICK = PassKind.FULL, PassKind.FLAP, PassKind.TICK
+FULL, TICK = PassKind.FULL, PassKind.TICK
 
 
 def replay(schedule: PassSchedule, records: list[int], end: bool = True) -> list[tuple[PassKind, int]]:
@@ -24,7 +24,7 @@ def replay(schedule: PassSchedule, records: list[int], end: bool = True) -> list
 
     for t in records:
         drain(t)
-        schedule.arrived(t, samples=True)
+        schedule.arrived(t)
     if end and schedule.tick_end is not None:
         drain(schedule.tick_end)
     return out
@@ -64,43 +64,36 @@ def test_nothing_is_due_before_data_or_start() -> None:
     assert s.due(11 * S) == Pass(TICK, 11 * S)
 
 
-def test_live_flap_passes_between_samples_and_the_guard_before_the_tick() -> None:
-    """The service's shape: no settle (it polls), a flap pass at most every 100 ms, nothing in the last 100 ms
-    before a tick; a full pass also covers the events it saw."""
-    s = PassSchedule(S, 200 * MS, flap_gap_ns=100 * MS, guard_ns=100 * MS)
+def test_live_full_passes_between_samples_and_the_guard_before_the_tick() -> None:
+    """The service's shape: no settle (it polls), a full pass at most every gap, nothing in the last 100 ms before a
+    tick (oper-status events take no pass here: the service hands them to link_flap as they land)."""
+    s = PassSchedule(S, 200 * MS, guard_ns=100 * MS)
     s.start(0)
-    s.arrived(50 * MS, events=True)
-    p = s.due(50 * MS)
-    assert p == Pass(FLAP, 50 * MS)
-    s.ran(p, 50 * MS, 50 * MS)
-    s.arrived(80 * MS, events=True)
-    assert s.due(80 * MS) is None  # within the flap gap
-    assert s.due(150 * MS) == Pass(FLAP, 150 * MS)
-    s.arrived(160 * MS, samples=True)
+    s.arrived(160 * MS)
     p = s.due(160 * MS)
-    assert p == Pass(FULL, 160 * MS)  # samples win; the pending events ride along
+    assert p == Pass(FULL, 160 * MS)
     s.ran(p, 160 * MS, 160 * MS)
     assert s.due(170 * MS) is None
-    s.arrived(300 * MS, samples=True)
+    s.arrived(300 * MS)
     assert s.due(300 * MS) is None  # the full-pass gap: 160 + 200
     assert s.due(360 * MS) == Pass(FULL, 360 * MS)
     s.ran(Pass(FULL, 360 * MS), 360 * MS, 360 * MS)
-    s.arrived(950 * MS, samples=True, events=True)
+    s.arrived(950 * MS)
     assert s.due(950 * MS) is None  # within the guard: the tick is about to run
     p = s.due(S)
     assert p == Pass(TICK, S)
     s.ran(p, S, S)
-    assert (s.samples_since, s.events_since, s.tick_end) == (None, None, 2 * S)
+    assert (s.samples_since, s.tick_end) == (None, 2 * S)
 
 
 def test_a_widened_gap_holds_the_next_full_pass() -> None:
     s = PassSchedule(S, 100 * MS)
     s.start(0)
-    s.arrived(10 * MS, samples=True)
+    s.arrived(10 * MS)
     p = s.due(10 * MS)
     assert p is not None
     s.ran(p, 10 * MS, 10 * MS)
     s.gap_ns = 400 * MS  # the pass was expensive
-    s.arrived(200 * MS, samples=True)
+    s.arrived(200 * MS)
     assert s.due(300 * MS) is None
     assert s.due(410 * MS) == Pass(FULL, 410 * MS)
