@@ -97,6 +97,9 @@ class TimedActuator:
         s = self.inner.connect(device)
         return TimedSession(s, device, self.marks, t0, time.time_ns())
 
+    def release(self, session: Any) -> None:
+        self.inner.release(session.inner)
+
 
 # --- twin -------------------------------------------------------------------------------------------------------
 def start_twin(spec: Path, state: Path) -> subprocess.Popen[bytes]:

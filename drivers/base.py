@@ -133,6 +133,10 @@ class Session(Protocol):
         ...
 
     def close(self) -> None: ...
+    def release(self) -> bool:
+        """End what this session holds as `close` does (an unconfirmed commit is rolled back now); True if the session
+        may carry the next transaction to this switch (nothing of this one is left in it), False if it was closed."""
+        ...
 
 
 class Driver(Protocol):

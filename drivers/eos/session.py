@@ -7,7 +7,9 @@ exceptions onto ours so one device's failure carries its name and never a secret
 
 from __future__ import annotations
 
+import contextlib
 import re
+import time
 from collections.abc import Collection
 from typing import Any
 
@@ -175,12 +177,31 @@ class EosSession:
     def set_port_admin(
         self, port: str, up: bool, revert_in_s: int, *, key: str | None = None, mark: Mark | None = None
     ) -> None:
-        if key is not None:
-            self._napalm.config_session = key  # napalm names its config session after it (else napalm_<n>)
         old = str(self._descriptions(port).get(port, {}).get("description", ""))
         new = with_mark(old, mark) if mark is not None and not up else without_mark(old)
-        self.load(port_admin_lines(port, up, None if new == old else new))
-        self.commit(revert_in_s)
+        self._commit_now(port_admin_lines(port, up, None if new == old else new), revert_in_s, key)
+
+    def _commit_now(self, lines: list[str], revert_in_s: int, key: str | None) -> None:
+        """`lines` into config session `key` and its commit under the revert timer, in one eAPI request: what
+        napalm's load_merge_candidate + commit_config(revert_in) do in six (a lock check, the session, the diff, two
+        reads for a pending commit, a rollback-0 copy our rollback never uses). EOS runs a request's commands in
+        order and stops at the first error, so a refused line never reaches the commit; EOS itself refuses a second
+        commit timer. The session is napalm's afterwards: confirm_commit and rollback act on it."""
+        name = key or f"napalm_{time.time_ns() % 1_000_000}"
+        timer = time.strftime("%H:%M:%S", time.gmtime(revert_in_s))
+        commands = [f"configure session {name}", *lines, "end", f"configure session {name} commit timer {timer}"]
+        try:
+            self._napalm.device.run_commands(commands, encoding="text")
+        except pyeapi.eapilib.CommandError as e:
+            with contextlib.suppress(*_FAILED):  # uncommitted, it would hold the switch's config lock
+                self._napalm.device.run_commands([f"configure session {name} abort"], encoding="text")
+            raise ConfigRejectedError(self.device, f"rejected the change: {_clean(e, self._access)}") from None
+        except _FAILED as e:
+            # The request may have reached the switch: the rollback looks for the session and aborts it if pending
+            # (or the switch's timer reverts it).
+            self._napalm.config_session, self._pending = name, True
+            raise self._fail(f"commit with a {revert_in_s} s revert timer", e) from None
+        self._napalm.config_session, self._pending = name, True
 
     def lldp_neighbors(self) -> dict[str, list[dict[str, str]]]:
         try:
@@ -213,6 +234,18 @@ class EosSession:
             return "none"
         except _FAILED as e:
             raise self._fail(f"looking for config session {key}", e) from None
+
+    def release(self) -> bool:
+        """napalm's close without closing: its config session (an unconfirmed commit, a loaded candidate) is aborted,
+        and the driver stays open for the next transaction; pyeapi opens a connection per request, so nothing is held
+        on the switch meanwhile and the next action skips napalm's `open` (a `show version`)."""
+        try:
+            self._napalm.discard_config()
+        except _FAILED:
+            self.close()
+            return False
+        self._napalm.config_session, self._pending = None, False
+        return True
 
     def close(self) -> None:
         """Close; napalm aborts an open session on close, so an unconfirmed commit is rolled back now."""

@@ -384,6 +384,11 @@ class SonicSession:
         with suppress(*_FAILED):
             self._conn.disconnect()
 
+    def release(self) -> bool:
+        """Closed (an SSH session is not kept between transactions: it would hold a login on the switch)."""
+        self.close()
+        return False
+
     def close(self) -> None:
         """Close; a commit still pending is rolled back now (else the switch's timer reverts it)."""
         try:

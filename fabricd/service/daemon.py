@@ -139,13 +139,14 @@ class Service:
             ha = cfg.ha
             self.leadership = Leadership(ha, lambda: connect_bus(cfg.bus, cfg.source, f"fabricd {self.instance}"),
                                          self._elected, instance=ha.instance)  # fmt: skip
+        self.actuator = DriverActuator(self.inventory)
         self.remediator = Remediator(
             self.fabric,
             self.state,
             cfg.remediation,
             cfg.safety,
             managed=set(self.inventory.names),
-            actuator=DriverActuator(self.inventory),
+            actuator=self.actuator,
             view=self.view,
             clock=clock,
             executor=self.action_pool,
@@ -246,6 +247,7 @@ class Service:
                 self._trace.close()
             self.pool.shutdown(wait=True)
             self.action_pool.shutdown(wait=True)
+            self.actuator.close()
             self.state.close()
             log.info("fabricd stopped")
 

@@ -89,9 +89,12 @@ class ReconcileSteps:
     def _read_marks(self, device: str) -> dict[str, PortMark]:
         session = self.actuator.connect(device)
         try:
-            return session.port_marks()
-        finally:
+            marks = session.port_marks()
+        except BaseException:
             session.close()
+            raise
+        self.actuator.release(session)
+        return marks
 
     async def reconcile_pass(self, now: int, stale: Collection[str] = ()) -> list[str]:
         """One pass of reconcile.py: decide on fabricd's records and what the fabric shows, then carry it out

@@ -17,6 +17,7 @@ import time
 from collections.abc import Awaitable, Callable, Container, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass
+from functools import partial
 from typing import Literal, TypeVar, TypeVarTuple
 
 from drivers.base import DriverError, PortMark, Resumed, Session
@@ -380,7 +381,7 @@ class Remediator(ReconcileSteps):
     async def _transaction(self, action: Action, ep: Endpoint, up: bool, verb: str, resumed: bool) -> str:
         session: Session | None = None
         await self._await_fence()  # checked before every switch call
-        fenced_out = False
+        fenced_out = failed = False
         try:
             # Connect and commit in one trip to the driver thread: each hop back to a busy loop costs latency.
             mark = None if up else self._mark(action)
@@ -433,6 +434,7 @@ class Remediator(ReconcileSteps):
             fenced_out = True
             raise
         except DriverError as e:
+            failed = True
             if session is not None and self._fenced() is None:
                 await self._blocking(settle, session, False)  # a failed rollback: the switch's timer reverts it
             text = f"could not {verb} {ep}: {e}"
@@ -440,8 +442,12 @@ class Remediator(ReconcileSteps):
             return text
         finally:
             if session is not None:
-                # A fenced leader lets go without a word to the switch; the new leader decides what it left.
-                await self._blocking(session.abandon if fenced_out or self._fenced() else session.close)
+                # A fenced leader lets go without a word to the switch; the new leader decides what it left. After a
+                # failure the session is closed, not kept warm: the next action opens a new one.
+                if fenced_out or self._fenced():
+                    await self._blocking(session.abandon)
+                else:
+                    await self._blocking(session.close if failed else partial(self.actuator.release, session))
 
     async def _wrong_cable(self, ep: Endpoint, since: int) -> str | None:
         """What is wrong with the cable on `ep` by LLDP (a sample after `since`), or None: the intended neighbour,

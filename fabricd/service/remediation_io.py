@@ -35,3 +35,6 @@ class Actuator(Protocol):
     """Opens a driver session to a switch (blocking; called from worker threads)."""
 
     def connect(self, device: str) -> Session: ...
+    def release(self, session: Session) -> None:
+        """Done with a session `connect` gave: its transaction ends as on `close`; the actuator may keep it open."""
+        ...

@@ -250,3 +250,49 @@ def test_rollback_after_the_commit_was_decided_elsewhere_changes_nothing(
     finally:
         old.abandon()
         new.close()
+
+
+@pytest.mark.parametrize(("platform", "device", "port"), CASES, ids=[c[0] for c in CASES])
+def test_released_sessions_end_their_transaction_and_a_kept_one_carries_the_next(
+    twin: TwinThread, platform: str, device: str, port: str
+) -> None:
+    # release() ends the transaction as close() does (an unconfirmed commit is rolled back now); a driver that keeps
+    # the session (EOS over eAPI) carries the switch's next action on it without opening again
+    s = connect(twin, device)
+    s.set_port_admin(port, False, revert_in_s=60, key="fabricd_a951")
+    kept = s.release()
+    assert kept is (platform == "eos")
+    check = connect(twin, device)
+    try:
+        assert up(check, port) is True  # rolled back
+        assert check.resume("fabricd_a951") == "none"
+    finally:
+        check.close()
+    if not kept:
+        return
+    s.set_port_admin(port, False, revert_in_s=60, key="fabricd_a952")
+    s.confirm()
+    assert up(s, port) is False
+    s.set_port_admin(port, True, revert_in_s=60, key="fabricd_a953")
+    s.confirm()
+    assert up(s, port) is True
+    assert s.release() is True
+    s.close()
+
+
+@pytest.mark.parametrize(("platform", "device", "port"), CASES, ids=[c[0] for c in CASES])
+def test_a_change_the_switch_refuses_leaves_nothing_pending(
+    twin: TwinThread, platform: str, device: str, port: str
+) -> None:
+    s = connect(twin, device)
+    try:
+        with pytest.raises(DriverError) as e:
+            s.set_port_admin("Ethernet99/1", False, revert_in_s=60, key="fabricd_a961")
+        assert device in str(e.value)
+        assert s.resume("fabricd_a961") == "none"
+        # the switch takes the next change (no session of the refused one holds it)
+        s.set_port_admin(port, False, revert_in_s=60, key="fabricd_a962")
+        s.rollback()
+        assert up(s, port) is True
+    finally:
+        s.close()

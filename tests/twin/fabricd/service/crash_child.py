@@ -136,6 +136,9 @@ class DyingActuator:
             os._exit(KILLED)
         return Dying(self.real.connect(device), self.step)
 
+    def release(self, session: Session) -> None:
+        session.close()
+
 
 def main(state_path: str, inventory: str, device: str, port: str, step: str) -> None:
     state = StateStore(Path(state_path))

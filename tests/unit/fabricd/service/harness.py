@@ -157,6 +157,9 @@ class FakeActuator:
             raise self.world.fail["connect"]
         return FakeSession(self.world, device)
 
+    def release(self, session: Any) -> None:  # the driver decides whether to keep it: the fake never does
+        session.close()
+
 
 class FakeView:
     def __init__(self, world: World) -> None:
