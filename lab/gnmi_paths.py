@@ -515,8 +515,23 @@ class Plan:
     def sample(self, now_ns: int, json_ietf: bool = False, oper: str | None = None) -> list[bytes]:
         """One encoded notification per (interface, tree), timestamped `now_ns`; `oper` (an ON_CHANGE event's state)
         replaces the current oper-status."""
-        sw = self.sw
         ts = varint(now_ns)
+        return [notification(ts, self.groups[g][0], u) for g, u in self._updates(now_ns, json_ietf, oper)]
+
+    def changes(self, now_ns: int, json_ietf: bool, sent: dict[int, bytes]) -> list[bytes]:
+        """ON_CHANGE for leaves without a twin listener: the notifications of the (interface, tree) groups whose
+        values differ from those in `sent` (group -> its updates as last sent; updated here)."""
+        ts = varint(now_ns)
+        out = []
+        for g, u in self._updates(now_ns, json_ietf, None):
+            if sent.get(g) != u:
+                sent[g] = u
+                out.append(notification(ts, self.groups[g][0], u))
+        return out
+
+    def _updates(self, now_ns: int, json_ietf: bool, oper: str | None) -> list[tuple[int, bytes]]:
+        """(group, its encoded updates) for every group with at least one value."""
+        sw = self.sw
         values = sw.values(now_ns)[self.c_rows, self.c_cols] if len(self.c_rows) else np.zeros(0, np.uint64)
         if json_ietf:
             vals = values.tolist()
@@ -528,7 +543,7 @@ class Plan:
             offsets = np.r_[0, np.cumsum(lengths)]
         starts = offsets[self.c_start].tolist()
         out = []
-        for g, (prefix, row, states) in enumerate(self.groups):
+        for g, (_prefix, row, states) in enumerate(self.groups):
             updates = blob[starts[g] : starts[g + 1]]
             if states:
                 for code, kind in states:
@@ -536,5 +551,5 @@ class Plan:
                     if v is not None:
                         updates += encode_update(code, v, json_ietf)
             if updates:
-                out.append(notification(ts, prefix, updates))
+                out.append((g, updates))
         return out

@@ -33,7 +33,8 @@ from .sonic_config import sonic_port
 
 GNMI_VERSION = "0.8.0"
 MIN_INTERVAL_NS = 100_000_000  # a sample or heartbeat interval below this is refused (INVALID_ARGUMENT)
-DEFAULT_SAMPLE_NS = 1_000_000_000  # sample_interval 0, and ON_CHANGE on leaves that change continuously
+DEFAULT_SAMPLE_NS = 1_000_000_000  # sample_interval 0
+CHANGE_POLL_NS = 1_000_000_000  # ON_CHANGE leaves without a twin listener are compared this often
 TICK_S = 0.05  # how often the hub advances the twin and looks for stream drops
 ADMIN_POLL_S = 0.5  # admin-status has no twin listener; streams compare it this often
 ENCODINGS = {0: "JSON", 2: "PROTO", 4: "JSON_IETF"}
@@ -153,9 +154,12 @@ class Request:
     watched: gp.Plan | None  # ON_CHANGE state leaves
     watched_keys: frozenset[tuple[int, int]]  # (row, code) of `watched`
     heartbeat_ns: int
+    # ON_CHANGE leaves the twin has no listener for (LLDP, BGP, addresses, a counter): compared every CHANGE_POLL_NS,
+    # only what changed is sent
+    changed: gp.Plan | None = None
 
     def all_plans(self) -> list[gp.Plan]:
-        return [*self.sampled.values(), *([self.watched] if self.watched else [])]
+        return [*self.sampled.values(), *(p for p in (self.watched, self.changed) if p is not None)]
 
 
 class Watcher:
@@ -436,6 +440,7 @@ class DeviceService:
         prefix = self._prefix_elems(sl.prefix)
         sampled: dict[int, tuple[list[np.ndarray], list[np.ndarray]]] = {}
         watched: tuple[list[np.ndarray], list[np.ndarray]] = ([], [])
+        changed: tuple[list[np.ndarray], list[np.ndarray]] = ([], [])
         heartbeat = 0
         for sub in sl.subscription:
             rows, codes = self._select(prefix, sub.path)
@@ -453,15 +458,16 @@ class DeviceService:
             state = np.isin(codes, list(gp.ON_CHANGE_CODES))
             # TARGET_DEFINED: state leaves on change, counters sampled (what EOS does).
             watch = state if smode in (0, 1) else np.zeros(len(codes), dtype=bool)
-            if smode == 1:
-                interval = DEFAULT_SAMPLE_NS  # ON_CHANGE on continuously changing leaves
             interval = interval or DEFAULT_SAMPLE_NS
+            if (watch.any() or (smode == 1 and len(codes))) and hb:
+                heartbeat = min(heartbeat, hb) if heartbeat else hb
             if watch.any():
                 watched[0].append(rows[watch])
                 watched[1].append(codes[watch])
-                if hb:
-                    heartbeat = min(heartbeat, hb) if heartbeat else hb
-            if (~watch).any():
+            if smode == 1:  # ON_CHANGE on the other leaves: sent when they change, not sampled
+                changed[0].append(rows[~watch])
+                changed[1].append(codes[~watch])
+            elif (~watch).any():
                 bucket = sampled.setdefault(interval, ([], []))
                 bucket[0].append(rows[~watch])
                 bucket[1].append(codes[~watch])
@@ -480,6 +486,9 @@ class DeviceService:
             watched=watched_plan,
             watched_keys=keys,
             heartbeat_ns=heartbeat,
+            changed=self._plan(np.concatenate(changed[0]), np.concatenate(changed[1]), target)
+            if changed[0] and sum(map(len, changed[0]))
+            else None,
         )
 
     def _full(self, req: Request) -> list[bytes]:
@@ -506,9 +515,13 @@ class DeviceService:
         start = loop.time()
         due = {i: start + i / 1e9 for i in req.sampled}
         hb_s = req.heartbeat_ns / 1e9
-        next_hb = start + hb_s if hb_s and req.watched else float("inf")
+        next_hb = start + hb_s if hb_s and (req.watched or req.changed) else float("inf")
+        sent: dict[int, bytes] = {}  # what `changed` last sent, by group
+        next_change = start + CHANGE_POLL_NS / 1e9 if req.changed is not None else float("inf")
+        if req.changed is not None:  # what the full update just sent (or, updates_only, what is there to change)
+            req.changed.changes(self.hub.twin.now, req.json_ietf, sent)
         while True:
-            wake = min([*due.values(), next_hb])
+            wake = min([*due.values(), next_hb, next_change])
             try:
                 kind, row, ts, oper = await asyncio.wait_for(stream.events.get(), max(0.0, wake - loop.time()))
             except TimeoutError:
@@ -526,9 +539,15 @@ class DeviceService:
                     # A late sample is not made up for: the next one stays on the grid, after now.
                     step = interval / 1e9
                     due[interval] = at + step * max(1, int((loop.time() - at) // step) + 1)
-            if now >= next_hb and req.watched is not None:
-                for msg in req.watched.sample(self.hub.twin.advance(), req.json_ietf):
+            if now >= next_change and req.changed is not None:
+                for msg in req.changed.changes(self.hub.twin.advance(), req.json_ietf, sent):
                     yield msg
+                next_change = now + CHANGE_POLL_NS / 1e9
+            if now >= next_hb:
+                for plan in (req.watched, req.changed):
+                    if plan is not None:
+                        for msg in plan.sample(self.hub.twin.advance(), req.json_ietf):
+                            yield msg
                 next_hb = now + hb_s
 
     def _state_change(self, stream: Stream, row: int, ts: int, oper: str | None) -> list[bytes]:

@@ -137,3 +137,58 @@ def test_on_change_sends_only_the_leaf_that_changed(
             twin.advance(twin.clock())
 
         asyncio.run_coroutine_threadsafe(restore(), loop).result(10)
+
+
+def test_on_change_lldp_is_sent_when_the_neighbour_changes_not_every_second(
+    served: tuple[Twin, GnmiServers, asyncio.AbstractEventLoop],
+) -> None:
+    """ON_CHANGE on leaves the twin has no event for (LLDP here; BGP and addresses alike): the initial values, then
+    nothing while they stay the same (EOS does not resend an unchanged neighbour), then the neighbour that changed."""
+    import time
+
+    twin, servers, loop = served
+    host, port = servers.addresses[DEVICE]
+    p = gnmi_pb2.Path()
+    for name, keys in gp.parse_path_string(
+        f"/lldp/interfaces/interface[name={PORT}]/neighbors/neighbor[id=*]/state/system-name"
+    ):
+        p.elem.add(name=name, key=dict(keys))
+    sub = gnmi_pb2.Subscription(path=p, mode=gnmi_pb2.ON_CHANGE)
+    request = gnmi_pb2.SubscribeRequest(subscribe=gnmi_pb2.SubscriptionList(subscription=[sub], mode=0))
+    peer = twin.peer(DEVICE, PORT)
+    assert peer is not None
+    got: list[tuple[float, str]] = []
+    with grpc.insecure_channel(f"{host}:{port}") as channel:
+        responses = gnmi_pb2_grpc.gNMIStub(channel).Subscribe(iter([request]), metadata=MD, timeout=10)
+
+        def read() -> None:
+            try:
+                for r in responses:
+                    if r.HasField("update"):
+                        got.extend((time.monotonic(), u.val.string_val) for u in r.update.update)
+            except grpc.RpcError:
+                pass  # cancelled at the end
+
+        reader = threading.Thread(target=read, daemon=True)
+        reader.start()
+        time.sleep(2.5)  # two and a half of the twin's change polls
+        assert [v for _, v in got] == [peer.device]  # the initial value only
+        other = Endpoint("some-other-switch", "Ethernet9/1")
+        changed_at = time.monotonic()
+
+        async def miscable() -> None:
+            twin.lldp_swaps[(DEVICE, PORT)] = other
+
+        asyncio.run_coroutine_threadsafe(miscable(), loop).result(10)
+        deadline = time.monotonic() + 5
+        while len(got) < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        responses.cancel()
+        reader.join(5)
+
+        async def repair() -> None:
+            twin.lldp_swaps.pop((DEVICE, PORT), None)
+
+        asyncio.run_coroutine_threadsafe(repair(), loop).result(10)
+    assert [v for _, v in got] == [peer.device, "some-other-switch"]
+    assert got[1][0] - changed_at < 1.5  # within a change poll (1 s)
