@@ -145,6 +145,7 @@ CODE_TREE = np.array([TREE_INDEX[leaf.tree] for leaf in CATALOG], dtype=np.int64
 CODE_COLUMN = np.array([leaf.column for leaf in CATALOG], dtype=np.int64)
 IS_COUNTER = np.array([leaf.kind == COUNTER for leaf in CATALOG], dtype=bool)
 ON_CHANGE_CODES = frozenset(leaf.code for leaf in CATALOG if leaf.kind in STATE_KINDS)
+CODE_OF_COLUMN = {leaf.column: leaf.code for leaf in CATALOG if leaf.kind == COUNTER}  # counter column -> its leaf
 
 
 # --- paths -----------------------------------------------------------------------------------------

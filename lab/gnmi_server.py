@@ -26,6 +26,7 @@ from pygnmi.spec.v080 import gnmi_pb2
 
 from . import gnmi_paths as gp
 from . import sonic_gnmi
+from .counters import COL
 from .endpoints import Credentials, DeviceEndpoints
 from .eos_releases import served_codes
 from .model import Switch, Twin
@@ -86,6 +87,23 @@ class Hub:
         else:
             self.loop.call_soon_threadsafe(self._dispatch, device, port, up, ts_ns)
 
+    def on_counter(self, device: str, port: str, column: str, ts_ns: int) -> None:
+        """Twin listener for counters that move on an event (a watchdog's declaration): ON_CHANGE sends them now."""
+        if device not in self.streams:
+            return
+        if threading.get_ident() == self.thread:
+            self._dispatch_counter(device, port, column, ts_ns)
+        else:
+            self.loop.call_soon_threadsafe(self._dispatch_counter, device, port, column, ts_ns)
+
+    def _dispatch_counter(self, device: str, port: str, column: str, ts_ns: int) -> None:
+        sw = self.twin.switches[device]
+        code = gp.CODE_OF_COLUMN.get(COL[column])
+        if code is None:
+            return
+        for stream in self.streams.get(device, ()):
+            stream.events.put_nowait(("counter", sw.index[port], ts_ns, str(code)))
+
     def _dispatch(self, device: str, port: str, up: bool, ts_ns: int) -> None:
         sw = self.twin.switches[device]
         for stream in self.streams.get(device, ()):
@@ -96,11 +114,14 @@ class Hub:
     def start(self) -> None:
         self.thread = threading.get_ident()
         self.twin.listeners.append(self.on_oper)
+        self.twin.counter_listeners.append(self.on_counter)
         self._task = self.loop.create_task(self._tick())
 
     async def close(self) -> None:
         with contextlib.suppress(ValueError):
             self.twin.listeners.remove(self.on_oper)
+        with contextlib.suppress(ValueError):
+            self.twin.counter_listeners.remove(self.on_counter)
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -157,6 +178,7 @@ class Request:
     # ON_CHANGE leaves the twin has no listener for (LLDP, BGP, addresses, a counter): compared every CHANGE_POLL_NS,
     # only what changed is sent
     changed: gp.Plan | None = None
+    changed_keys: frozenset[tuple[int, int]] = frozenset()  # (row, code) of `changed`
 
     def all_plans(self) -> list[gp.Plan]:
         return [*self.sampled.values(), *(p for p in (self.watched, self.changed) if p is not None)]
@@ -477,6 +499,9 @@ class DeviceService:
             w_rows, w_codes = np.concatenate(watched[0]), np.concatenate(watched[1])
             watched_plan = self._plan(w_rows, w_codes, target)
             keys = frozenset(zip(watched_plan.rows.tolist(), watched_plan.codes.tolist(), strict=True))
+        changed_plan = None
+        if changed[0] and sum(map(len, changed[0])):
+            changed_plan = self._plan(np.concatenate(changed[0]), np.concatenate(changed[1]), target)
         return Request(
             mode=mode,
             target=target,
@@ -486,9 +511,10 @@ class DeviceService:
             watched=watched_plan,
             watched_keys=keys,
             heartbeat_ns=heartbeat,
-            changed=self._plan(np.concatenate(changed[0]), np.concatenate(changed[1]), target)
-            if changed[0] and sum(map(len, changed[0]))
-            else None,
+            changed=changed_plan,
+            changed_keys=frozenset()
+            if changed_plan is None
+            else frozenset(zip(changed_plan.rows.tolist(), changed_plan.codes.tolist(), strict=True)),
         )
 
     def _full(self, req: Request) -> list[bytes]:
@@ -530,6 +556,11 @@ class DeviceService:
                 raise RpcError(grpc.StatusCode.UNAVAILABLE, f"{self.device}: gNMI stream dropped")
             if kind == "state":
                 for msg in self._state_change(stream, row, ts, oper):
+                    yield msg
+            elif kind == "counter" and req.changed is not None and (row, int(oper or -1)) in req.changed_keys:
+                # the counter as of its event (the next compare of the group sends it again, unchanged: harmless)
+                one = self._plan(np.array([row], dtype=np.int64), np.array([int(oper or -1)]), req.target)
+                for msg in one.sample(ts, req.json_ietf):
                     yield msg
             now = loop.time()
             for interval, at in due.items():

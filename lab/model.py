@@ -46,6 +46,9 @@ from .sonic_releases import version_text
 
 LinkKey = tuple[Endpoint, Endpoint]
 OperListener = Callable[[str, str, bool, int], None]
+# (device, port, counter column, time): a counter the switch moves on an event, not with traffic (a PFC watchdog
+# declaring a queue stuck, or recovered); ON_CHANGE streams send it when it moves
+CounterListener = Callable[[str, str, str, int], None]
 QueueKey = tuple[str, str, int]  # (switch, port, priority): the port's egress queue of that priority
 
 
@@ -229,6 +232,7 @@ class Twin:
         self.wd_freed: dict[QueueKey, int] = {}
         self.oper_events: deque[tuple[int, str, str, bool]] = deque(maxlen=10_000)
         self.listeners: list[OperListener] = []
+        self.counter_listeners: list[CounterListener] = []
         self._timers: list[tuple[int, int, Callable[[int], None]]] = []
         self._seq = itertools.count()
         self.dirty = True
@@ -436,23 +440,27 @@ class Twin:
                 self.schedule(now + self.port_config(k[0], k[1]).watchdog_recovery_ns, self._wd_recovery(k, now))
 
     def _wd_expiry(self, key: QueueKey, since: int) -> Callable[[int], None]:
-        def fire(_at: int) -> None:
+        def fire(at: int) -> None:
             if self.wd_stuck_since.get(key) == since and key not in self.wd_stormed:
                 self.wd_stormed.add(key)
-                sw = self.switches[key[0]]
-                sw.bump(sw.index[key[1]], f"wd{key[2]}.stuck-count")
+                self._event_count(key[0], key[1], f"wd{key[2]}.stuck-count", at)
 
         return fire
 
     def _wd_recovery(self, key: QueueKey, freed: int) -> Callable[[int], None]:
-        def fire(_at: int) -> None:
+        def fire(at: int) -> None:
             if self.wd_freed.get(key) == freed:  # not stuck again since (nor freed again: that one has its timer)
                 del self.wd_freed[key]
                 self.wd_stormed.discard(key)
-                sw = self.switches[key[0]]
-                sw.bump(sw.index[key[1]], f"wd{key[2]}.recovery-count")
+                self._event_count(key[0], key[1], f"wd{key[2]}.recovery-count", at)
 
         return fire
+
+    def _event_count(self, device: str, port: str, column: str, at: int) -> None:
+        sw = self.switches[device]
+        sw.bump(sw.index[port], column)
+        for listener in self.counter_listeners:
+            listener(device, port, column, at)
 
     def forget_watchdogs(self, device: str) -> None:
         """A reboot: the switch's watchdogs start over (its counters were reset with the rest)."""

@@ -67,6 +67,7 @@ class QueueState:
     pause_ts: int = 0  # the last sample in which the port received any pause (a minute after it: forgotten)
     stuck_ts: int = 0  # the last sample judged stuck (pfc_storm: was the peer stuck while this one was?)
     watchdog: bool = False  # the last sample was judged stuck because the switch's watchdog declared it
+    declared_ts: int = 0  # the watchdog count last taken as a declaration between pause samples (ON_CHANGE)
 
     def evidence(self) -> dict[str, float | int | bool]:
         """What a finding shows of this queue (pfc_storm and pfc_deadlock alike)."""
@@ -96,6 +97,7 @@ class StuckQueues:
         self.tx_delta: F64 = np.zeros(0)
         self.pause_ts: I64 = np.zeros(0, dtype=np.int64)
         self.stuck_ts: I64 = np.zeros(0, dtype=np.int64)
+        self.declared_ts: I64 = np.zeros(0, dtype=np.int64)
         self.watchdog: B = np.zeros(0, dtype=bool)
         self.rows_of: object | None = None  # the store's port index that `port` was looked up in
         self.judged: tuple[weakref.ref[Snapshot], int] | None = None  # the last (snapshot, now) judged
@@ -115,6 +117,7 @@ class StuckQueues:
             int(self.pause_ts[i]),
             int(self.stuck_ts[i]),
             bool(self.watchdog[i]),
+            int(self.declared_ts[i]),
         )
 
     def at_least(self, samples: int) -> list[Queue]:
@@ -128,7 +131,7 @@ class StuckQueues:
             self.keys.append(q)
         self.port = np.concatenate([self.port, np.array(ports, dtype=np.int64)])
         self.prio = np.concatenate([self.prio, np.array([q[2] for q in queues], dtype=np.int64)])
-        self.last_ts, self.count, self.onset, self.pause_ts, self.stuck_ts = (
+        self.last_ts, self.count, self.onset, self.pause_ts, self.stuck_ts, self.declared_ts = (
             np.concatenate([a, np.zeros(n, np.int64)]) for a in self._state()
         )
         self.pause_fraction, self.frames_per_s, self.tx_delta = (np.concatenate([a, np.zeros(n)]) for a in self._rule())
@@ -138,12 +141,14 @@ class StuckQueues:
         self.keys = [q for q, k in zip(self.keys, keep.tolist(), strict=True) if k]
         self.index = {q: i for i, q in enumerate(self.keys)}
         self.port, self.prio = self.port[keep], self.prio[keep]
-        self.last_ts, self.count, self.onset, self.pause_ts, self.stuck_ts = (a[keep] for a in self._state())
+        self.last_ts, self.count, self.onset, self.pause_ts, self.stuck_ts, self.declared_ts = (
+            a[keep] for a in self._state()
+        )
         self.pause_fraction, self.frames_per_s, self.tx_delta = (a[keep] for a in self._rule())
         self.watchdog = self.watchdog[keep]
 
-    def _state(self) -> tuple[I64, I64, I64, I64, I64]:
-        return self.last_ts, self.count, self.onset, self.pause_ts, self.stuck_ts
+    def _state(self) -> tuple[I64, I64, I64, I64, I64, I64]:
+        return self.last_ts, self.count, self.onset, self.pause_ts, self.stuck_ts, self.declared_ts
 
     def _rule(self) -> tuple[F64, F64, F64]:
         return self.pause_fraction, self.frames_per_s, self.tx_delta
@@ -172,7 +177,7 @@ def track(snapshot: Snapshot, sq: StuckQueues, now_ns: int) -> None:
     dev_stale = (last_seen == NEVER) | (last_seen < now_ns - 3 * interval)
     _resolve(snapshot, sq)
     known = {(r, p) for r, p in zip(sq.port.tolist(), sq.prio.tolist(), strict=True) if r >= 0}
-    paused = [c for c in sorted(_paused(snapshot)) if c not in known]
+    paused = [c for c in sorted(_paused(snapshot) | _declared(snapshot, now_ns - interval)) if c not in known]
     fresh = [(r, p) for r, p in paused if not dev_stale[snapshot.port_dev[r]]]  # a stale device is not judged
     devices, names, port_dev = snapshot.devices, snapshot.port_names, snapshot.port_dev
     sq._add([(devices[port_dev[r]], names[r], p) for r, p in fresh], [r for r, _ in fresh])
@@ -210,6 +215,18 @@ def _paused(snapshot: Snapshot) -> set[tuple[int, int]]:
             ports, series = _column(snapshot, c)
             moved = ports[snapshot.delta(series) > 0]  # NaN (first sample, reset) is no pause
             out.update(zip(moved.tolist(), itertools.repeat(int(index)), strict=False))
+    return out
+
+
+def _declared(snapshot: Snapshot, since: int) -> set[tuple[int, int]]:
+    """(port row, priority) of the queues the switch's watchdog declared stuck after `since` (its stuck-count rose:
+    streamed ON_CHANGE, the declaration lands between two pause samples)."""
+    out: set[tuple[int, int]] = set()
+    for c, (leaf, index) in enumerate(snapshot.codes):
+        if leaf == WD_STUCK and index is not None and index.isdigit():
+            ports, series = _column(snapshot, c)
+            rose = (snapshot.delta(series) > 0) & (snapshot.ts[series] > since)
+            out.update(zip(ports[rose].tolist(), itertools.repeat(int(index)), strict=False))
     return out
 
 
@@ -291,6 +308,13 @@ def _judge(snapshot: Snapshot, sq: StuckQueues, j: I64, grace: I64) -> None:
     same_round = (start_ts == NEVER) | (tx_ts - start_ts > half)
     wd_ts = np.where(wd >= 0, snapshot.ts[np.maximum(wd, 0)], NEVER)
     wd_last_round = (wd >= 0) & (start_ts != NEVER) & (wd_ts - start_ts <= half) & (start_ts - wd_ts < half)
+    wd_last_round &= wd_ts != sq.declared_ts[j]  # a declaration already taken (ON_CHANGE) is not last round's count
+    # The switch's watchdog declared it stuck after the last pause sample (stuck-count streams ON_CHANGE): paused with
+    # nothing sent for its detection time is the rule's evidence, so it is stuck from that declaration on, without
+    # waiting up to an interval for the next pause sample (which then holds or ends it as usual).
+    declared = (wd >= 0) & (wd_ts > ts) & (wd_ts > sq.last_ts[j])
+    if declared.any():
+        _declare(snapshot, sq, j[declared], r[declared], wd[declared], ts[declared], wd_ts[declared], grace, codes)
     new = (ts > sq.last_ts[j]) & same_round & ~wd_last_round
     j, r, pause, frames, tx, wd, lead, ts = (a[new] for a in (j, r, pause, frames, tx, wd, lead, ts))
     sq.last_ts[j] = ts
@@ -332,7 +356,10 @@ def _judge(snapshot: Snapshot, sq: StuckQueues, j: I64, grace: I64) -> None:
     # declaration counts: a queue the switch leaves "stormed" after the pause ended (a known field bug) does not.
     d_wd = np.zeros(len(j))
     d_wd[wd >= 0] = np.nan_to_num(snapshot.delta(wd[wd >= 0]), nan=0.0)  # a reset watchdog count declares nothing
-    by_watchdog = (d_wd > 0) & (d_lead > 0) & ~by_counters
+    # ...declared in this interval: an ON_CHANGE count keeps its last rise until the next one, and that old rise says
+    # nothing about this interval.
+    wd_at = np.where(wd >= 0, snapshot.ts[np.maximum(wd, 0)], NEVER)
+    by_watchdog = (d_wd > 0) & (d_lead > 0) & ~by_counters & (wd_at > start) & (wd_at <= ts)
     stuck = by_counters | by_watchdog
     count = sq.count[j]
     sq.onset[j[stuck & (count == 0)]] = start[stuck & (count == 0)]
@@ -342,6 +369,27 @@ def _judge(snapshot: Snapshot, sq: StuckQueues, j: I64, grace: I64) -> None:
     sq.frames_per_s[j] = d_frames * NS / dt_f
     sq.tx_delta[j] = d_tx
     sq.watchdog[j] = by_watchdog
+
+
+def _declare(
+    snapshot: Snapshot, sq: StuckQueues, j: I64, r: I64, wd: I64, lead_ts: I64, wd_ts: I64, grace: I64, codes: Codes
+) -> None:
+    """Queues `j` whose watchdog count rose after their last pause sample: stuck at the declaration, on an up port
+    out of the grace period (a reset count, or its first value, declares nothing). Each declaration is judged once."""
+    sq.last_ts[j] = sq.declared_ts[j] = wd_ts
+    oper = _series(snapshot, r, codes.get((OPER, None)))
+    o = np.maximum(oper, 0)
+    up = snapshot.strings.index("UP") if "UP" in snapshot.strings else -1
+    down = (oper >= 0) & (snapshot.ts[o] != NEVER) & (snapshot.value[o] != up)
+    rose = np.nan_to_num(snapshot.delta(wd), nan=0.0) > 0
+    ok = rose & ~(down | np.isin(r, grace))
+    sq.count[j[~ok]] = 0
+    j, lead_ts, wd_ts = j[ok], lead_ts[ok], wd_ts[ok]
+    count = sq.count[j]
+    sq.onset[j[count == 0]] = lead_ts[count == 0]  # it began after the last pause sample, which had no storm yet
+    sq.count[j] = count + 1
+    sq.stuck_ts[j] = wd_ts
+    sq.watchdog[j] = True
 
 
 def by_switch(queues: Iterable[Queue]) -> dict[tuple[str, int], list[Queue]]:

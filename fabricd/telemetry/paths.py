@@ -299,7 +299,8 @@ def eos_profile(
     lossless: Sequence[int] = (3,),
     intervals: Mapping[str, float] | None = None,
 ) -> list[Subscription]:
-    """EOS: ON_CHANGE for oper/admin status, SAMPLE for counters; PFC and watchdog only for the lossless priorities.
+    """EOS: ON_CHANGE for oper/admin status and the PFC watchdog's counts, SAMPLE for counters; PFC and watchdog only
+    for the lossless priorities.
     `intervals` sets a SAMPLE group (SAMPLE_GROUPS) apart from `sample_interval_s`, e.g. optics every 30 s."""
     unknown = set(intervals or {}) - set(SAMPLE_GROUPS)
     if unknown:
@@ -342,8 +343,10 @@ def eos_profile(
     ]
     for p in lossless:
         subs.append(Subscription(f"{intf}/ethernet/pfc/priorities/priority[index={p}]/state", "sample", ns("pfc")))
+        # The watchdog's counts move only when it declares a queue stuck (or recovered): ON_CHANGE brings the
+        # declaration when it happens (~200 ms into a storm) instead of with the next sample, up to an interval later.
         wd = f"{intf}/ethernet/pfc/watchdog/tx-queues/tx-queue[index={p}][queue-type=UNICAST]/state"
-        subs.append(Subscription(wd, "sample", ns("pfc")))
+        subs.append(Subscription(wd, "on_change"))
     return subs
 
 

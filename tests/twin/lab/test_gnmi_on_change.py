@@ -192,3 +192,71 @@ def test_on_change_lldp_is_sent_when_the_neighbour_changes_not_every_second(
         asyncio.run_coroutine_threadsafe(repair(), loop).result(10)
     assert [v for _, v in got] == [peer.device, "some-other-switch"]
     assert got[1][0] - changed_at < 1.5  # within a change poll (1 s)
+
+
+def test_on_change_watchdog_count_is_sent_when_the_switch_declares_the_storm(
+    served: tuple[Twin, GnmiServers, asyncio.AbstractEventLoop],
+) -> None:
+    """The PFC watchdog's stuck-count subscribed ON_CHANGE: 0 at first, then 1 at the moment the watchdog declares the
+    queue stuck (its 200 ms detection time into a storm), not with a later sample."""
+    import dataclasses
+    import time
+
+    from lab.faults import FaultInjector
+
+    twin, servers, loop = served
+    host, port = servers.addresses[DEVICE]
+    nic_port = "Ethernet1/1"  # faces gpu-g0-000:nic0
+    nic = twin.peer(DEVICE, nic_port)
+    assert nic is not None and not twin.is_switch(nic.device)
+    p = gnmi_pb2.Path()
+    wd = "ethernet/pfc/watchdog/tx-queues/tx-queue[index=3][queue-type=UNICAST]/state/stuck-count"
+    for name, keys in gp.parse_path_string(f"/interfaces/interface[name={nic_port}]/{wd}"):
+        p.elem.add(name=name, key=dict(keys))
+    sub = gnmi_pb2.Subscription(path=p, mode=gnmi_pb2.ON_CHANGE)
+    request = gnmi_pb2.SubscribeRequest(subscribe=gnmi_pb2.SubscriptionList(subscription=[sub], mode=0))
+    got: list[tuple[int, int]] = []
+    injected: list[int] = []
+
+    faults = FaultInjector(twin)
+    before = twin.port_config(DEVICE, nic_port)
+
+    async def arm() -> None:
+        armed = dataclasses.replace(before, pfc_enabled=True, no_drop=frozenset({3}), watchdog=True)
+        twin.set_port_config(DEVICE, nic_port, armed)
+        twin.advance(twin.clock())
+
+    async def storm() -> None:
+        injected.append(faults.inject("pfc_storm", {"nic": str(nic)}).start_ns)
+
+    async def calm() -> None:
+        faults.clear(now_ns=twin.clock())
+        twin.set_port_config(DEVICE, nic_port, before)
+        twin.advance(twin.clock())
+
+    asyncio.run_coroutine_threadsafe(arm(), loop).result(10)
+    with grpc.insecure_channel(f"{host}:{port}") as channel:
+        responses = gnmi_pb2_grpc.gNMIStub(channel).Subscribe(iter([request]), metadata=MD, timeout=10)
+
+        def read() -> None:
+            try:
+                for r in responses:
+                    if r.HasField("update"):
+                        got.extend((r.update.timestamp, u.val.uint_val) for u in r.update.update)
+            except grpc.RpcError:
+                pass
+
+        reader = threading.Thread(target=read, daemon=True)
+        reader.start()
+        deadline = time.monotonic() + 5
+        while not got and time.monotonic() < deadline:
+            time.sleep(0.02)
+        asyncio.run_coroutine_threadsafe(storm(), loop).result(10)
+        while len(got) < 2 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        responses.cancel()
+        reader.join(5)
+    asyncio.run_coroutine_threadsafe(calm(), loop).result(10)
+    assert [v for _, v in got[:2]] == [0, 1]
+    declared_after_s = (got[1][0] - injected[0]) / 1e9
+    assert 0.19 <= declared_after_s <= 0.3  # the watchdog's 200 ms detection time (+ the twin's step)

@@ -24,13 +24,17 @@ class RefQueue:
     pause_ts: int = 0
     stuck_ts: int = 0
     watchdog: bool = False
+    declared_ts: int = 0
 
 
-def _candidates(snapshot: Snapshot, queues: dict[Queue, RefQueue]) -> set[Queue]:
+def _candidates(snapshot: Snapshot, queues: dict[Queue, RefQueue], since: int) -> set[Queue]:
     out = set(queues)
-    for leaf in ("pfc.pfc-on-total-rx-time", "pfc.in-frames"):
+    for leaf in ("pfc.pfc-on-total-rx-time", "pfc.in-frames", "wd.stuck-count"):
         rows = snapshot.select(leaf=leaf)
-        for i in rows[np.nan_to_num(snapshot.delta(rows), nan=0.0) > 0].tolist():
+        moved = np.nan_to_num(snapshot.delta(rows), nan=0.0) > 0
+        if leaf == "wd.stuck-count":  # a declaration since `since` (an old one says nothing now)
+            moved &= snapshot.ts[rows] > since
+        for i in rows[moved].tolist():
             device, port, _, index = snapshot.key(i)
             if index is not None and index.isdigit():
                 out.add((device, port, int(index)))
@@ -48,12 +52,32 @@ def _judge(snapshot: Snapshot, q: Queue, qs: RefQueue, cfg: StuckConfig, grace: 
         qs.count = 0
         return
     ts = int(snapshot.ts[lead])
+    if wd is not None and int(snapshot.ts[wd]) > max(ts, qs.last_ts):
+        # declared by the switch's watchdog after the last pause sample: stuck from the declaration
+        qs.last_ts = qs.declared_ts = int(snapshot.ts[wd])
+        rose = bool(np.nan_to_num(snapshot.delta(np.array([wd], dtype=np.int64)), nan=0.0)[0] > 0)
+        oper = snapshot.find(device, port, "oper-status")
+        status = None if oper is None else snapshot.text(oper)
+        if not rose or (status is not None and status != "UP") or (device, port) in grace:
+            qs.count = 0
+            return
+        if qs.count == 0:
+            qs.onset = ts
+        qs.count += 1
+        qs.stuck_ts = qs.last_ts
+        qs.watchdog = True
+        return
     if ts <= qs.last_ts:
         return
     start = int(snapshot.prev_ts[lead])
     if start != NEVER and int(snapshot.ts[tx]) - start <= (ts - start) // 2:
         return  # this round's egress count has not arrived yet (last round's is nearer the start): a later pass
-    if start != NEVER and wd is not None and -((ts - start) // 2) < int(snapshot.ts[wd]) - start <= (ts - start) // 2:
+    if (
+        start != NEVER
+        and wd is not None
+        and -((ts - start) // 2) < int(snapshot.ts[wd]) - start <= (ts - start) // 2
+        and int(snapshot.ts[wd]) != qs.declared_ts
+    ):
         return  # last round's watchdog count (taken near the interval's start): this round's is on its way
     qs.last_ts = ts
     first = snapshot.delta(np.array([lead], dtype=np.int64))[0]
@@ -78,7 +102,9 @@ def _judge(snapshot: Snapshot, q: Queue, qs: RefQueue, cfg: StuckConfig, grace: 
     declared = False
     if wd is not None:
         d_wd = snapshot.delta(np.array([wd], dtype=np.int64))[0]
-        declared = bool(d_wd > 0) and d["lead"] > 0  # NaN > 0 is False
+        wd_ts = int(snapshot.ts[wd])
+        in_interval = int(snapshot.prev_ts[lead]) < wd_ts <= ts  # an older rise says nothing about this interval
+        declared = bool(d_wd > 0) and d["lead"] > 0 and in_interval  # NaN > 0 is False
     qs.watchdog = declared and not (pausing and qs.tx_delta == 0)
     if (pausing and qs.tx_delta == 0) or declared:
         if qs.count == 0:
@@ -96,7 +122,7 @@ def track(snapshot: Snapshot, queues: dict[Queue, RefQueue], cfg: StuckConfig, n
         if e.leaf == "oper-status" and e.previous is not None
     }
     interval = int(cfg.sample_interval_s * NS)
-    for q in sorted(_candidates(snapshot, queues)):
+    for q in sorted(_candidates(snapshot, queues, now_ns - interval)):
         if snapshot.stale(q[0], now_ns, interval):
             continue
         _judge(snapshot, q, queues.setdefault(q, RefQueue()), cfg, grace)

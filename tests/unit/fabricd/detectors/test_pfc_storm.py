@@ -11,7 +11,7 @@ from fabricd.detectors.runner import PASS_GAP_S, SETTLE_S
 from fabricd.telemetry import Snapshot, render
 from topology.fabric import Fabric
 
-from .tracegen import NS, TX_PER_S, Port, TraceGen, at, ts_of
+from .tracegen import NS, TX_PER_S, WATCHDOG, Port, TraceGen, at, ts_of
 
 SETTLE = int(SETTLE_S * NS)  # a pass runs this long after new samples arrive
 
@@ -404,3 +404,56 @@ def test_storm_start_is_from_the_nic(name: str, events: Events | None, small_fab
     assert [(f.device, f.port) for f in found] == [NIC_PORT], [f.summary for f in found]
     assert found[0].detected_ts == at(4.1) + SETTLE  # the pass right after the leaf's first stuck sample
     assert set(found[0].ports) == {"leaf-g0-r0:Ethernet1/1", *(f"{d}:{p}" for d, p in SPINE_PORTS)}
+
+
+def _on_change(g: TraceGen, port: Port, declared_s: list[float]) -> None:
+    """The switch streams its watchdog's stuck-count ON_CHANGE: the first value, then one update per declaration,
+    at the moment it declares (between pause samples)."""
+    g._line(at(0) - NS // 4, *port, *WATCHDOG, 0)
+    for n, t in enumerate(declared_s, start=1):
+        g._line(at(t), *port, *WATCHDOG, n)
+
+
+def test_a_declaration_streamed_on_change_is_a_storm_when_it_lands(small_fabric: Fabric, tmp_path: Path) -> None:
+    """A storm from 4.05 s: the switch's watchdog declares the NIC port stuck at 4.25 s (its 200 ms detection time);
+    the declaration is the evidence, so the storm is found then, not with the 5-s sample (let alone the 6-s one,
+    the first whole paused interval); the pause samples that follow hold it."""
+    g = TraceGen(small_fabric, {"leaf-g0-r0", "spine-r0-0", "spine-r0-1"})
+    _on_change(g, NIC_PORT, [4.25])
+    pauses({5: {NIC_PORT: (0.95, 300)}, 6: {NIC_PORT: STUCK}, 7: {NIC_PORT: STUCK}}, 8)(g)
+    (f,) = run_trace(g.write(tmp_path / "t.jsonl"), small_fabric)
+    assert (f.kind, f.device, f.port, f.detected_ts) == ("pfc_storm", *NIC_PORT, at(4.25) + SETTLE)
+
+
+def _storm_passes(fabric: Fabric, trace: Path) -> list[float]:
+    """The times (s from T0) of the passes that report a storm."""
+    state = pfc_storm.PfcStormState()
+    hits: list[float] = []
+
+    def recording(snapshot: Snapshot, fabric: Fabric, st: object, now: int) -> list[Finding]:
+        out = pfc_storm.detect(snapshot, fabric, state, now)
+        if out:
+            hits.append(round((now - at(0)) / NS, 3))
+        return out
+
+    run_trace(trace, fabric, detectors=[Detector("r", recording, object)])
+    return hits
+
+
+def test_a_declaration_on_a_down_port_is_no_storm(small_fabric: Fabric, tmp_path: Path) -> None:
+    g = TraceGen(small_fabric, {"leaf-g0-r0", "spine-r0-0", "spine-r0-1"})
+    _on_change(g, NIC_PORT, [4.25])
+    pauses({5: {NIC_PORT: (0.3, 300)}}, 8, before=down_at(4))(g)
+    assert run_trace(g.write(tmp_path / "t.jsonl"), small_fabric) == []
+
+
+def test_a_declarations_storm_ends_with_the_next_sample_and_does_not_come_back(
+    small_fabric: Fabric, tmp_path: Path
+) -> None:
+    """Declared at 1.25 s, then no pause: stuck from the declaration until the 2-s sample shows it drains. The count
+    keeps its last rise (ON_CHANGE), but that old rise says nothing about the pause at 5 s: no storm then. (The tick
+    at 2 s runs before the 2-s sample lands, so the hold is still there for it.)"""
+    g = TraceGen(small_fabric, {"leaf-g0-r0", "spine-r0-0", "spine-r0-1"})
+    _on_change(g, NIC_PORT, [1.25])
+    pauses({5: {NIC_PORT: (0.3, 300)}}, 8)(g)
+    assert _storm_passes(small_fabric, g.write(tmp_path / "t.jsonl")) == [1.25 + SETTLE / NS, 2.0]

@@ -91,7 +91,11 @@ def test_profile_groups_sampled_apart() -> None:
     assert by_path["/qos/interfaces/interface[interface-id=*]/output/queues/queue[name=*]/state"] == 1
     assert by_path["/interfaces/interface[name=*]/ethernet/pfc/priorities/priority[index=3]/state"] == 1
     slow_pfc = eos_profile(sample_interval_s=1, intervals={"pfc": 2})
-    assert {s.sample_interval_ns for s in slow_pfc if "pfc" in s.path or "queues" in s.path} == {2 * 10**9}
+    sampled = [s for s in slow_pfc if ("pfc" in s.path or "queues" in s.path) and "watchdog" not in s.path]
+    assert {s.sample_interval_ns for s in sampled} == {2 * 10**9}
+    # The watchdog's counts move only when it declares: ON_CHANGE brings the declaration when it happens.
+    (wd,) = [s for s in slow_pfc if "watchdog" in s.path]
+    assert (wd.mode, wd.sample_interval_ns) == ("on_change", 0)
 
 
 def test_profile_refuses_an_unknown_group() -> None:
