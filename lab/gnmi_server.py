@@ -558,9 +558,9 @@ class DeviceService:
                 for msg in self._state_change(stream, row, ts, oper):
                     yield msg
             elif kind == "counter" and req.changed is not None and (row, int(oper or -1)) in req.changed_keys:
-                # the counter as of its event (the next compare of the group sends it again, unchanged: harmless)
-                one = self._plan(np.array([row], dtype=np.int64), np.array([int(oper or -1)]), req.target)
-                for msg in one.sample(ts, req.json_ietf):
+                # compared now, at the event's time: the counter's group goes out (and whatever else changed), and
+                # is not sent again, unchanged, by the next compare (a resend would read as "no new declaration")
+                for msg in req.changed.changes(ts, req.json_ietf, sent):
                     yield msg
             now = loop.time()
             for interval, at in due.items():

@@ -106,7 +106,13 @@ class _Walk:
             if sampled == NEVER:  # it streams no queue counters: its last update is all there is
                 sampled = self.snapshot.last_seen[self.snapshot.devices.index(peer.device)]
             self._sampled[key] = sampled
-        if sampled < self.tracker.stuck_ts[i]:
+        need = int(self.tracker.stuck_ts[i])
+        if self.tracker.declared_ts[i] == need:
+            # q is stuck on its watchdog's declaration, between pause samples: the peer's own declaration (a storm
+            # from further on) comes about as early and in another stream; half an interval of its samples after it
+            # says it has none.
+            need += self.interval // 2
+        if sampled < need:
             return False  # its queues not all sampled since q was last stuck: a stuck sample may be on its way
         onset = self.tracker.onset[i]
         waited = waits_on(q, self.ever, self.fabric)  # the peer's egress q could wait on, stuck at some time
