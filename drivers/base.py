@@ -95,12 +95,20 @@ class Session(Protocol):
 
     def discard(self) -> None: ...
     def set_port_admin(
-        self, port: str, up: bool, revert_in_s: int, *, key: str | None = None, mark: Mark | None = None
+        self,
+        port: str,
+        up: bool,
+        revert_in_s: int,
+        *,
+        key: str | None = None,
+        mark: Mark | None = None,
+        description: str | None = None,
     ) -> None:
         """Commit `shutdown`/`no shutdown` on one port with a revert timer; the caller confirms. `key` names the
         transaction on the switch (an EOS config session, a SONiC checkpoint) so `resume` can find it again.
         In the same commit the port's description gets fabricd's `mark` (a shutdown) or loses it (`up`: any
-        mark of fabricd's is removed); the operator's own description is kept (drivers/marks.py)."""
+        mark of fabricd's is removed); the operator's own description is kept (drivers/marks.py). `description`:
+        the port's description as the switch streams it (telemetry), so it need not be read first; None: read it."""
         ...
 
     def lldp_neighbors(self) -> dict[str, list[dict[str, str]]]:

@@ -104,6 +104,7 @@ def _catalog() -> tuple[Leaf, ...]:
     st = _e("state")
     out.append(("if", (st, _e("oper-status")), "oper-status", -1))
     out.append(("if", (st, _e("admin-status")), "admin-status", -1))
+    out.append(("if", (st, _e("description")), "description", -1))
     for c in INTERFACE_COUNTERS:
         counter("if", (st, _e("counters"), _e(c)), f"if.{c}")
     eth = _e("ethernet")
@@ -418,6 +419,8 @@ def state_value(twin: Twin, sw: Switch, row: int, kind: str) -> str | float | No
         return "UP" if sw.oper_up[row] else "DOWN"
     if kind == "admin-status":
         return "UP" if sw.config[row].admin_up else "DOWN"
+    if kind == "description":
+        return sw.config[row].description  # "" when the port has none (never absent: a removal must show)
     if kind == "pre-fec-ber":
         return float(sw.pre_fec_ber[row])
     if kind == "rx-power":

@@ -175,9 +175,18 @@ class EosSession:
         return rows
 
     def set_port_admin(
-        self, port: str, up: bool, revert_in_s: int, *, key: str | None = None, mark: Mark | None = None
+        self,
+        port: str,
+        up: bool,
+        revert_in_s: int,
+        *,
+        key: str | None = None,
+        mark: Mark | None = None,
+        description: str | None = None,
     ) -> None:
-        old = str(self._descriptions(port).get(port, {}).get("description", ""))
+        old = description
+        if old is None:
+            old = str(self._descriptions(port).get(port, {}).get("description", ""))
         new = with_mark(old, mark) if mark is not None and not up else without_mark(old)
         self._commit_now(port_admin_lines(port, up, None if new == old else new), revert_in_s, key)
 

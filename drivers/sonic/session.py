@@ -307,7 +307,14 @@ class SonicSession:
         return table if isinstance(table, dict) else {}
 
     def set_port_admin(
-        self, port: str, up: bool, revert_in_s: int, *, key: str | None = None, mark: Mark | None = None
+        self,
+        port: str,
+        up: bool,
+        revert_in_s: int,
+        *,
+        key: str | None = None,
+        mark: Mark | None = None,
+        description: str | None = None,
     ) -> None:
         """PORT|<port> admin_status (and the description's mark) through the same patch/commit path (so it carries
         the revert timer)."""
@@ -315,7 +322,7 @@ class SonicSession:
         patch: list[Op] = [
             {"op": "add", "path": json_pointer("PORT", name, "admin_status"), "value": "up" if up else "down"}
         ]
-        old = str(self._ports().get(name, {}).get("description", ""))
+        old = description if description is not None else str(self._ports().get(name, {}).get("description", ""))
         new = with_mark(old, mark) if mark is not None and not up else without_mark(old)
         if new != old:
             where = json_pointer("PORT", name, "description")

@@ -103,6 +103,12 @@ class TelemetryPortView:
         port by port: the guard asks for the few ports fabricd holds, on the action path, not for all of them."""
         return AdminStates(self.snapshot())
 
+    def description(self, device: str, port: str) -> str | None:
+        """The port's description as the switch last streamed it (ON_CHANGE), or None when it streams none."""
+        snap = self.snapshot()
+        i = snap.find(device, port, "description")
+        return None if i is None else snap.text(i)
+
     def oper(self, device: str, port: str) -> str | None:
         snap = self.snapshot()
         i = snap.find(device, port, "oper-status")

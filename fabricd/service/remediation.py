@@ -394,8 +394,13 @@ class Remediator(ReconcileSteps):
                 if (token, ep.device) not in self._cleaned:  # once per switch per leadership term
                     running = self.state.actions_in("running")
                     clean = (token, frozenset({look_for, *(a.switch_key for a in running if a.device == ep.device)}))
+            # The description the mark goes beside, as the switch streams it: not read on the action path.
+            described = self.view.description(ep.device, ep.port)
             opened = asyncio.get_running_loop().run_in_executor(
-                self.executor, self._open_and_set, ep, up, action.switch_key, resumed, mark, look_for, clean, token
+                self.executor,
+                partial(
+                    self._open_and_set, ep, up, action.switch_key, resumed, mark, look_for, clean, token, described
+                ),
             )
             self._mark_underway(action.id)  # connect-and-commit is in the driver thread now
             session, found = await opened
@@ -502,7 +507,7 @@ class Remediator(ReconcileSteps):
 
     def _open_and_set(
         self, ep: Endpoint, up: bool, key: str, resumed: bool, mark: Mark | None = None, look_for: str | None = None,
-        clean: tuple[int, frozenset[str]] | None = None, token: int | None = None,
+        clean: tuple[int, frozenset[str]] | None = None, token: int | None = None, described: str | None = None,
     ) -> tuple[Session, Resumed]:  # fmt: skip
         """Blocking: a session with the admin-state change committed under the revert timer (closed on failure),
         and what a fabricd before this one left of it on the switch. The switch's transaction is named by the
@@ -523,7 +528,9 @@ class Remediator(ReconcileSteps):
             found = session.resume(look_for or key) if resumed else "none"
             if found == "none":
                 self._check_fence(token)
-                session.set_port_admin(ep.port, up, self.settings.revert_in_s, key=key, mark=mark)
+                session.set_port_admin(
+                    ep.port, up, self.settings.revert_in_s, key=key, mark=mark, description=described
+                )
         except _Fenced:
             session.abandon()
             raise

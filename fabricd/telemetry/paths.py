@@ -88,6 +88,7 @@ def _leaves() -> tuple[Leaf, ...]:
     st = _e("state")
     out = [Leaf("oper-status", "if", (st, _e("oper-status")), Kind.ENUM)]
     out.append(Leaf("admin-status", "if", (st, _e("admin-status")), Kind.ENUM))
+    out.append(Leaf("description", "if", (st, _e("description")), Kind.TEXT))
     for c in (
         *("in-pkts", "out-pkts", "in-octets", "out-octets", "in-unicast-pkts", "out-unicast-pkts"),
         *("in-multicast-pkts", "out-multicast-pkts", "in-broadcast-pkts", "out-broadcast-pkts"),
@@ -313,6 +314,9 @@ def eos_profile(
     subs = [
         Subscription(f"{intf}/state/oper-status", "on_change"),
         Subscription(f"{intf}/state/admin-status", "on_change"),
+        # what the operator wrote on the port: fabricd's mark goes beside it (drivers/marks.py) without a read of it
+        # on the action path
+        Subscription(f"{intf}/state/description", "on_change"),
         Subscription(f"{intf}/state/counters", "sample", ns("counters")),
         Subscription(f"{intf}/ethernet/state/counters", "sample", ns("counters")),
         Subscription(f"{intf}/ethernet/phys/phy[index=*]/ingress/fec/state", "sample", ns("fec")),

@@ -296,3 +296,24 @@ def test_a_change_the_switch_refuses_leaves_nothing_pending(
         assert up(s, port) is True
     finally:
         s.close()
+
+
+@pytest.mark.parametrize(("platform", "device", "port"), CASES, ids=[c[0] for c in CASES])
+def test_the_mark_goes_beside_the_description_handed_over_without_reading_it(
+    twin: TwinThread, platform: str, device: str, port: str
+) -> None:
+    # fabricd hands the session the description telemetry streams: the mark goes beside that text
+    mark = Mark(action_id=14, ticket_id=9, kind="link_flap")
+    s = connect(twin, device)
+    try:
+        _describe(s, platform, port, "uplink to spine")
+        s.set_port_admin(port, False, revert_in_s=60, mark=mark, description="uplink to spine")
+        s.confirm()
+        assert "uplink to spine [fabricd: down a14 t9 link_flap]" in s.running_config()
+        s.set_port_admin(port, True, revert_in_s=60, description="uplink to spine [fabricd: down a14 t9 link_flap]")
+        s.confirm()
+        running = s.running_config()
+        assert "uplink to spine" in running and "[fabricd" not in running
+        assert up(s, port) is True
+    finally:
+        s.close()

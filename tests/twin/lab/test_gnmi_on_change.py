@@ -261,3 +261,53 @@ def test_on_change_watchdog_count_is_sent_when_the_switch_declares_the_storm(
     assert [v for _, v in got] == [0, 1]  # a resend of the unchanged count would read as no new declaration
     declared_after_s = (got[1][0] - injected[0]) / 1e9
     assert 0.19 <= declared_after_s <= 0.3  # the watchdog's 200 ms detection time (+ the twin's step)
+
+
+def test_on_change_description_streams_what_the_operator_writes_and_its_removal(
+    served: tuple[Twin, GnmiServers, asyncio.AbstractEventLoop],
+) -> None:
+    """`state/description` ON_CHANGE: "" for a port without one, the new text when it is set, "" again when it is
+    removed (never left out: a removal must reach the collector)."""
+    import dataclasses
+    import time
+
+    twin, servers, loop = served
+    host, port = servers.addresses[DEVICE]
+    p = gnmi_pb2.Path()
+    for name, keys in gp.parse_path_string(f"/interfaces/interface[name={PORT}]/state/description"):
+        p.elem.add(name=name, key=dict(keys))
+    sub = gnmi_pb2.Subscription(path=p, mode=gnmi_pb2.ON_CHANGE)
+    request = gnmi_pb2.SubscribeRequest(subscribe=gnmi_pb2.SubscriptionList(subscription=[sub], mode=0))
+    got: list[str] = []
+    before = twin.port_config(DEVICE, PORT)
+
+    async def describe(text: str) -> None:
+        twin.set_port_config(DEVICE, PORT, dataclasses.replace(twin.port_config(DEVICE, PORT), description=text))
+
+    def wait_for(n: int) -> None:
+        deadline = time.monotonic() + 5
+        while len(got) < n and time.monotonic() < deadline:
+            time.sleep(0.02)
+
+    with grpc.insecure_channel(f"{host}:{port}") as channel:
+        responses = gnmi_pb2_grpc.gNMIStub(channel).Subscribe(iter([request]), metadata=MD, timeout=10)
+
+        def read() -> None:
+            try:
+                for r in responses:
+                    if r.HasField("update"):
+                        got.extend(u.val.string_val for u in r.update.update)
+            except grpc.RpcError:
+                pass
+
+        reader = threading.Thread(target=read, daemon=True)
+        reader.start()
+        wait_for(1)
+        asyncio.run_coroutine_threadsafe(describe("uplink to spine"), loop).result(10)
+        wait_for(2)
+        asyncio.run_coroutine_threadsafe(describe(""), loop).result(10)
+        wait_for(3)
+        responses.cancel()
+        reader.join(5)
+    asyncio.run_coroutine_threadsafe(describe(before.description), loop).result(10)
+    assert got == ["", "uplink to spine", ""]

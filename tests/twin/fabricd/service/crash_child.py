@@ -60,6 +60,9 @@ class SwitchView:
     def evidence(self, device: str, port: str) -> dict[str, Any]:
         return {}
 
+    def description(self, device: str, port: str) -> str | None:
+        return None  # read by the session, in the same transaction
+
     def _up(self, device: str, port: str) -> bool | None:
         s = self.actuator.connect(device)
         try:
@@ -115,9 +118,16 @@ class Dying:
         return getattr(self.session, name)
 
     def set_port_admin(
-        self, port: str, up: bool, revert_in_s: int, *, key: str | None = None, mark: Mark | None = None
+        self,
+        port: str,
+        up: bool,
+        revert_in_s: int,
+        *,
+        key: str | None = None,
+        mark: Mark | None = None,
+        description: str | None = None,
     ) -> None:
-        self.session.set_port_admin(port, up, revert_in_s, key=key, mark=mark)
+        self.session.set_port_admin(port, up, revert_in_s, key=key, mark=mark, description=description)
         if self.step == "committed":
             os._exit(KILLED)
 

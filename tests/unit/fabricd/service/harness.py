@@ -52,6 +52,8 @@ class World:
     scans: list[str] = field(default_factory=list)  # switches whose marks were read, in order
     lldp: dict[Endpoint, Endpoint] = field(default_factory=dict)  # what LLDP hears on a port once it is up
     routed_down: set[Endpoint] = field(default_factory=set)  # ports whose BGP session is down (link up)
+    descriptions: dict[Endpoint, str] = field(default_factory=dict)  # what telemetry streams of ports' descriptions
+    described: list[str | None] = field(default_factory=list)  # the description each set_port_admin was handed
 
     def state(self, ep: Endpoint) -> str:
         return self.oper.get(ep, "UP")
@@ -74,9 +76,17 @@ class FakeSession:
             raise self.world.fail[name]
 
     def set_port_admin(
-        self, port: str, up: bool, revert_in_s: int, *, key: str | None = None, mark: Mark | None = None
+        self,
+        port: str,
+        up: bool,
+        revert_in_s: int,
+        *,
+        key: str | None = None,
+        mark: Mark | None = None,
+        description: str | None = None,
     ) -> None:
         self._call("set_port_admin", port, up, revert_in_s)
+        self.world.described.append(description)
         ep = Endpoint(self.device, port)
         self._before[ep] = self.world.state(ep)
         if up:
@@ -176,6 +186,9 @@ class FakeView:
 
     def evidence(self, device: str, port: str) -> dict[str, Any]:
         return {"oper-status": self.world.state(Endpoint(device, port)), "if.carrier-transitions": 16}
+
+    def description(self, device: str, port: str) -> str | None:
+        return self.world.descriptions.get(Endpoint(device, port))
 
     async def lldp_neighbour(self, device: str, port: str, since_ns: int, timeout_s: float) -> Endpoint | None:
         return self.world.lldp.get(Endpoint(device, port))

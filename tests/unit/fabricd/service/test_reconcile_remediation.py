@@ -43,6 +43,20 @@ def test_the_shutdown_carries_the_mark_and_the_enable_removes_it(make: Callable[
     assert h.world.admin[SERVER_PORT] is True
 
 
+def test_the_session_gets_the_description_telemetry_streams_so_it_reads_none(make: Callable[..., Harness]) -> None:
+    """The mark goes beside the operator's description; the one the switch streams is handed to the session, so the
+    action path does not read it from the switch first. A switch that streams none: the session reads it (None)."""
+    h = make()
+    h.world.descriptions[SERVER_PORT] = "to gpu-g0-000 nic0"
+    run(report(h, flap(h.fabric, SERVER_PORT)))
+    (t,) = h.tickets()
+    settled(h, h.rem.resolve(t.id, "tech"))
+    assert h.world.described == ["to gpu-g0-000 nic0", "to gpu-g0-000 nic0"]  # the disable, then the enable
+    h2 = make()
+    run(report(h2, flap(h2.fabric, SERVER_PORT)))
+    assert h2.world.described == [None]
+
+
 def test_a_hold_whose_port_came_back_up_is_reapplied_in_auto_mode(make: Callable[..., Harness]) -> None:
     h = make()
     run(report(h, flap(h.fabric, SERVER_PORT)))
