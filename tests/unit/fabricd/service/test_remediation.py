@@ -419,7 +419,8 @@ def test_the_switch_first_then_the_ticket_even_with_a_real_driver_thread(make: C
 
     class Recording(ThreadPoolExecutor):
         def submit(self, fn: Any, /, *args: Any, **kwargs: Any) -> Any:
-            seen.append((getattr(fn, "__name__", "?"), len(h.state.tickets()), len(h.published)))
+            name = getattr(getattr(fn, "func", fn), "__name__", "?")  # a partial names its function
+            seen.append((name, len(h.state.tickets()), len(h.published)))
             return super().submit(fn, *args, **kwargs)
 
     h.rem.actuator.connect = slow_connect  # type: ignore[method-assign,assignment]
