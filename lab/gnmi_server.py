@@ -79,22 +79,21 @@ class Hub:
         return p
 
     def on_oper(self, device: str, port: str, up: bool, ts_ns: int) -> None:
-        """Twin listener; the twin may be advanced from another thread (tests), so hop onto the loop."""
-        if device not in self.streams:
-            return
-        if threading.get_ident() == self.thread:
-            self._dispatch(device, port, up, ts_ns)
-        else:
-            self.loop.call_soon_threadsafe(self._dispatch, device, port, up, ts_ns)
+        """Twin listener for oper-status changes."""
+        if device in self.streams:
+            self._on_loop(self._dispatch, device, port, up, ts_ns)
 
     def on_counter(self, device: str, port: str, column: str, ts_ns: int) -> None:
         """Twin listener for counters that move on an event (a watchdog's declaration): ON_CHANGE sends them now."""
-        if device not in self.streams:
-            return
+        if device in self.streams:
+            self._on_loop(self._dispatch_counter, device, port, column, ts_ns)
+
+    def _on_loop(self, fn: Callable[..., None], *args: object) -> None:
+        """The twin may be advanced from another thread (tests): hop onto the loop the streams live on."""
         if threading.get_ident() == self.thread:
-            self._dispatch_counter(device, port, column, ts_ns)
+            fn(*args)
         else:
-            self.loop.call_soon_threadsafe(self._dispatch_counter, device, port, column, ts_ns)
+            self.loop.call_soon_threadsafe(fn, *args)
 
     def _dispatch_counter(self, device: str, port: str, column: str, ts_ns: int) -> None:
         sw = self.twin.switches[device]
@@ -102,6 +101,7 @@ class Hub:
         if code is None:
             return
         for stream in self.streams.get(device, ()):
+            # (kind, port row, time, detail): a counter event's detail is the code of its leaf
             stream.events.put_nowait(("counter", sw.index[port], ts_ns, str(code)))
 
     def _dispatch(self, device: str, port: str, up: bool, ts_ns: int) -> None:
