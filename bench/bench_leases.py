@@ -47,7 +47,16 @@ async def measure(url: str, n: int) -> tuple[float, float, float]:
     t = time.perf_counter()
     keys = await _keys(js, kv)
     listing = time.perf_counter() - t
-    assert len(keys) == n
+    # A listing right after a burst of updates may end early (nats-py's watcher ends at the first message whose
+    # num_pending is 0; seen once in CI at 64 leases): a lease round lists again at its next round, so ask again
+    # here and say so.
+    for tries in range(2, 6):
+        if len(keys) == n:
+            break
+        print(f"(listing {tries - 1} found {len(keys)} of {n} keys; listing again)")
+        await asyncio.sleep(0.05)
+        keys = await _keys(js, kv)
+    assert len(keys) == n, f"{len(keys)} of {n} keys listed"
     await js.delete_key_value(f"bench_leases_{n}")
     await nc.close()
     return one_by_one, bounded, listing
