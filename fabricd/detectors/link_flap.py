@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from fabricd.telemetry import Snapshot, StateEvent
+from fabricd.telemetry import CounterStore, Snapshot, StateEvent
 from topology.fabric import Fabric
 from topology.units import NS
 
@@ -71,6 +71,7 @@ class LinkFlapState:
     # carrier-transitions rows whose last unexplained change was half a flap (its other half is in a later sample)
     half_open: set[int] = field(default_factory=set)
     last_now: int | None = None
+    event_cursor: int = 0  # the store's event total `on_store_events` read up to
 
 
 def _down(e: StateEvent) -> bool:
@@ -214,6 +215,13 @@ def on_events(events: Sequence[StateEvent], fabric: Fabric, state: LinkFlapState
         if link.suppressed and link.penalty >= state.config.reuse:
             out.append(_finding(link, fabric, state.config, now_ns))
     return out
+
+
+def on_store_events(store: CounterStore, fabric: Fabric, state: LinkFlapState, now_ns: int) -> list[Finding]:
+    """`on_events` over the oper-status changes the store received since the last call (the live pass loop's
+    entry: it reads the store's event ring in place, no snapshot)."""
+    events, state.event_cursor = store.events_after(state.event_cursor, "oper-status")
+    return on_events(events, fabric, state, now_ns) if events else []
 
 
 def _origin_end(ends: tuple[str, ...], fabric: Fabric) -> str:

@@ -306,7 +306,7 @@ def _judge(snapshot: Snapshot, sq: StuckQueues, j: I64, grace: I64) -> None:
     tx_ts, start_ts = snapshot.ts[tx], snapshot.prev_ts[lead]
     half = (ts - start_ts) // 2
     same_round = (start_ts == NEVER) | (tx_ts - start_ts > half)
-    wd_ts = np.where(wd >= 0, snapshot.ts[np.maximum(wd, 0)], NEVER)
+    wd_ts = _ts_of(snapshot, wd)
     wd_last_round = (wd >= 0) & (start_ts != NEVER) & (wd_ts - start_ts <= half) & (start_ts - wd_ts < half)
     wd_last_round &= wd_ts != sq.declared_ts[j]  # a declaration already taken (ON_CHANGE) is not last round's count
     # The switch's watchdog declared it stuck after the last pause sample (stuck-count streams ON_CHANGE): paused with
@@ -320,11 +320,7 @@ def _judge(snapshot: Snapshot, sq: StuckQueues, j: I64, grace: I64) -> None:
     sq.last_ts[j] = ts
     moved = snapshot.delta(lead) > 0  # NaN (first sample, reset) is no pause
     sq.pause_ts[j[moved]] = ts[moved]
-    oper = _series(snapshot, r, codes.get((OPER, None)))
-    o = np.maximum(oper, 0)
-    up = snapshot.strings.index("UP") if "UP" in snapshot.strings else -1
-    down = (oper >= 0) & (snapshot.ts[o] != NEVER) & (snapshot.value[o] != up)
-    ok = ~(down | np.isin(r, grace))  # a down port, or just after a flap: known false storms
+    ok = _in_play(snapshot, r, grace, codes)
     sq.count[j[~ok]] = 0
     j, pause, frames, tx, wd, lead, ts = j[ok], pause[ok], frames[ok], tx[ok], wd[ok], lead[ok], ts[ok]
     d_lead, d_tx = snapshot.delta(lead), snapshot.delta(tx)
@@ -358,7 +354,7 @@ def _judge(snapshot: Snapshot, sq: StuckQueues, j: I64, grace: I64) -> None:
     d_wd[wd >= 0] = np.nan_to_num(snapshot.delta(wd[wd >= 0]), nan=0.0)  # a reset watchdog count declares nothing
     # ...declared in this interval: an ON_CHANGE count keeps its last rise until the next one, and that old rise says
     # nothing about this interval.
-    wd_at = np.where(wd >= 0, snapshot.ts[np.maximum(wd, 0)], NEVER)
+    wd_at = _ts_of(snapshot, wd)
     by_watchdog = (d_wd > 0) & (d_lead > 0) & ~by_counters & (wd_at > start) & (wd_at <= ts)
     stuck = by_counters | by_watchdog
     count = sq.count[j]
@@ -371,18 +367,31 @@ def _judge(snapshot: Snapshot, sq: StuckQueues, j: I64, grace: I64) -> None:
     sq.watchdog[j] = by_watchdog
 
 
+def _ts_of(snapshot: Snapshot, series: I64) -> I64:
+    """Each series' last sample time; NEVER where there is no series (-1)."""
+    out: I64 = np.where(series >= 0, snapshot.ts[np.maximum(series, 0)], NEVER)
+    return out
+
+
+def _in_play(snapshot: Snapshot, r: I64, grace: I64, codes: Codes) -> B:
+    """Port rows that may be judged: not down, and not within the grace period after an oper-status change (known
+    false storms)."""
+    oper = _series(snapshot, r, codes.get((OPER, None)))
+    o = np.maximum(oper, 0)
+    up = snapshot.strings.index("UP") if "UP" in snapshot.strings else -1
+    down = (oper >= 0) & (snapshot.ts[o] != NEVER) & (snapshot.value[o] != up)
+    out: B = ~(down | np.isin(r, grace))
+    return out
+
+
 def _declare(
     snapshot: Snapshot, sq: StuckQueues, j: I64, r: I64, wd: I64, lead_ts: I64, wd_ts: I64, grace: I64, codes: Codes
 ) -> None:
     """Queues `j` whose watchdog count rose after their last pause sample: stuck at the declaration, on an up port
     out of the grace period (a reset count, or its first value, declares nothing). Each declaration is judged once."""
     sq.last_ts[j] = sq.declared_ts[j] = wd_ts
-    oper = _series(snapshot, r, codes.get((OPER, None)))
-    o = np.maximum(oper, 0)
-    up = snapshot.strings.index("UP") if "UP" in snapshot.strings else -1
-    down = (oper >= 0) & (snapshot.ts[o] != NEVER) & (snapshot.value[o] != up)
     rose = np.nan_to_num(snapshot.delta(wd), nan=0.0) > 0
-    ok = rose & ~(down | np.isin(r, grace))
+    ok = rose & _in_play(snapshot, r, grace, codes)
     sq.count[j[~ok]] = 0
     j, lead_ts, wd_ts = j[ok], lead_ts[ok], wd_ts[ok]
     count = sq.count[j]

@@ -102,7 +102,6 @@ class Service:
         )
         self.runner = Runner(self.fabric, configured_detectors(cfg), keep=False)
         self._flap_state: link_flap.LinkFlapState = self.runner.state_of("link_flap")
-        self._flap_cursor = 0  # the store's event total the last flap pass read up to
         jc = cfg.jobs
         rest = None
         if jc.slurmrestd is not None:
@@ -387,10 +386,8 @@ class Service:
     async def flap_pass(self, now: int) -> list[Finding]:
         """link_flap on the oper-status events that landed since the last such pass, on its tick state (the next full
         pass sees the same incidents, already known)."""
-        events, self._flap_cursor = self.store.events_after(self._flap_cursor, "oper-status")
-        if not events:
-            return []
-        return await self._act(link_flap.on_events(events, self.fabric, self._flap_state, now), now)
+        found = link_flap.on_store_events(self.store, self.fabric, self._flap_state, now)
+        return await self._act(found, now) if found else []
 
     async def _act(self, findings: list[Finding], now: int) -> list[Finding]:
         stale = set(self.telemetry.stale_devices(now))

@@ -65,7 +65,8 @@ async def run_passes(
     the event that crossed it, and a storm's stuck sample does not wait for the next tick. A full pass takes a
     snapshot (a copy of the store on its next write), hence its gaps; the flap pass reads only the new events."""
     store: CounterStore = ingestor.store
-    schedule = PassSchedule(int(tick_s * NS), int(pass_gap_s * NS), guard_ns=int(GUARD_S * NS))
+    base_gap = int(pass_gap_s * NS)
+    schedule = PassSchedule(int(tick_s * NS), base_gap, guard_ns=int(GUARD_S * NS))
     schedule.start(clock())
     wake = asyncio.Event()
     store.on_event = wake.set
@@ -90,7 +91,7 @@ async def run_passes(
                 started = time.perf_counter()
                 await guarded(f"detector {p.kind.value}", full(now))
                 if p.kind is PassKind.FULL:
-                    schedule.gap_ns = pass_gap(int(pass_gap_s * NS), time.perf_counter() - started)
+                    schedule.gap_ns = pass_gap(base_gap, time.perf_counter() - started)
                 schedule.ran(p, now, now)
     finally:
         store.on_event = None

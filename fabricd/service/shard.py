@@ -67,7 +67,6 @@ class ShardProcess:
                                           clock=clock)  # fmt: skip
         self.runner = Runner(self.fabric, configured_detectors(cfg), keep=False)
         self._flap_state: link_flap.LinkFlapState = self.runner.state_of("link_flap")
-        self._flap_cursor = 0  # the store's event total the last flap pass read up to
         self._stop = asyncio.Event()
         self._nc: Any = None
         self.published = 0
@@ -94,9 +93,9 @@ class ShardProcess:
         await self._publish(self.runner.tick(self.ingestor.snapshot(), now), now)
 
     async def _flap(self, now: int) -> None:
-        events, self._flap_cursor = self.ingestor.store.events_after(self._flap_cursor, "oper-status")
-        if events:
-            await self._publish(link_flap.on_events(events, self.fabric, self._flap_state, now), now)
+        found = link_flap.on_store_events(self.ingestor.store, self.fabric, self._flap_state, now)
+        if found:
+            await self._publish(found, now)
 
     async def _publish(self, findings: list[Finding], now: int) -> None:
         """The findings this shard owns, on fresh data only (a stale switch's are never sent)."""

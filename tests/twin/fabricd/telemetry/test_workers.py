@@ -32,7 +32,7 @@ from fabricd.telemetry.store import StoreChanges
 from fabricd.telemetry.worker_process import _Shipper
 from fabricd.telemetry.worker_wire import Batch
 from fabricd.telemetry.workers import _Mirror, worker_of
-from lab.control_client import inject
+from lab.control_client import call, inject
 from lab.counters import COL
 from tests.twin.fabricd.service.service_thread import write_config
 from tests.twin.lab.twin_thread import TwinThread
@@ -315,6 +315,43 @@ def _children(pid: int) -> list[int]:
         if int(fields[1]) == pid and fields[0] != "Z":
             out.append(int(stat.parent.name))
     return out
+
+
+def test_a_worker_ships_an_oper_status_event_at_once_not_with_its_next_batch(twin: TwinThread) -> None:
+    """A worker ships what changed every `ship_s`; a batch with new events (an ON_CHANGE oper-status change) goes at
+    once, and the parent's store tells its listener. With 5 s between batches, a link going down reaches the parent
+    in well under a second."""
+    devices = accesses(twin)
+    store = CounterStore()
+    c = TelemetryWorkers(devices, Ingestor(store), workers=1, profile=LIGHT, interval_s=INTERVAL, ship_s=5.0)
+    leaf = next(d.name for d in devices if d.name.startswith("leaf"))
+    sw = twin.process.twin.switches[leaf]
+    port = next(p for p in sw.ports if twin.process.twin.peer(leaf, p) is not None)
+    woke: list[float] = []
+
+    def down() -> bool:
+        snap = store.snapshot()
+        i = snap.find(leaf, port, "oper-status")
+        return i is not None and snap.text(i) == "DOWN"
+
+    async def go() -> float:
+        task = asyncio.create_task(c.run())
+        try:
+            assert await c.wait_synced(30)
+            await asyncio.sleep(0.2)  # past the first batches, which go at once
+            store.on_event = lambda: woke.append(time.monotonic())
+            t0 = time.monotonic()
+            fault = await asyncio.to_thread(inject, twin.state_dir, "link_down", {"port": f"{leaf}:{port}"})
+            took = await until(down, 4) - t0
+            await asyncio.to_thread(call, twin.state_dir, "DELETE", f"/faults/{fault['id']}")
+            return took
+        finally:
+            await c.stop()
+            await task
+
+    took = asyncio.run(go())
+    assert took < 2.0  # not the 5 s between batches
+    assert woke  # the parent's store told its listener (the service's pass loop wakes on it)
 
 
 def _alive(pid: int) -> bool:

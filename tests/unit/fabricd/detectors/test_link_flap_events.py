@@ -147,3 +147,19 @@ def test_the_pass_loop_runs_link_flap_when_an_event_lands_not_at_its_poll(monkey
         return took
 
     assert asyncio.run(main()) < 5.0
+
+
+def test_on_store_events_reads_each_change_once_from_the_store(small_fabric: Fabric) -> None:
+    """The live loop's entry: the store's new oper-status changes, each read once (the cursor is in the state)."""
+    store, state = CounterStore(), link_flap.LinkFlapState()
+    p = Ports(store)
+    p.write(LEAF, PORT, "UP", T0 - NS)
+    for k in range(4):
+        p.write(LEAF, PORT, "DOWN", T0 + k * NS)
+        p.write(LEAF, PORT, "UP", T0 + k * NS + NS // 4)
+    assert link_flap.on_store_events(store, small_fabric, state, T0 + 4 * NS) == []  # four flaps: none
+    assert state.event_cursor == store.ev_total
+    p.write(LEAF, PORT, "DOWN", T0 + 4 * NS)
+    (f,) = link_flap.on_store_events(store, small_fabric, state, T0 + 4 * NS)  # the fifth crosses
+    assert (f.evidence["flaps"], f.evidence["suppressed_ts"]) == (5, T0 + 4 * NS)
+    assert link_flap.on_store_events(store, small_fabric, state, T0 + 4 * NS) == []  # nothing new
