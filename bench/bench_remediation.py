@@ -175,6 +175,7 @@ def main() -> int:
     ap.add_argument("--interval", type=float, default=0.5, help="telemetry interval and detector tick, s")
     ap.add_argument("--workers", type=int, default=1, help="telemetry worker processes (fabricd run --workers)")
     ap.add_argument("--baseline-reps", type=int, default=20)
+    ap.add_argument("--dump", type=Path, help="write each measured action's segments (ms) to this JSON file")
     ap.add_argument("--quick", action="store_true", help="20 flaps in waves of 5, 5 baseline reps")
     ap.add_argument(
         "--smoke", action="store_true", help="seconds on a tiny fabric: proves the bench still runs (a test runs it)"
@@ -252,6 +253,7 @@ def main() -> int:
         for a in actions:
             statuses[a["status"]] = statuses.get(a["status"], 0) + 1
         api_drift: list[float] = []
+        per_action: list[dict[str, Any]] = []
         rows: dict[str, list[float]] = {k: [] for k in (
             "crossing -> detected (pass that raised it)", "detected -> action decided",
             "decided -> session connect starts", "  connect (napalm open)",
@@ -271,6 +273,8 @@ def main() -> int:
             )  # fmt: skip
             for k, v in zip(rows, vals, strict=True):
                 rows[k].append(v / NS)
+            per_action.append({"device": a["device"], "port": a["port"], "crossing_ns": c,
+                               **{k.strip(): v / 1e6 for k, v in zip(rows, vals, strict=True)}})  # fmt: skip
         n_done = len(rows[TOTAL])
     finally:
         if svc is not None:
@@ -297,6 +301,8 @@ def main() -> int:
         f"\n(the API's finding detected_ts is later than the first tick's by p50 {pct(api_drift, 50) * 1e3:.0f} ms, "
         f"max {max(api_drift, default=0) * 1e3:.0f} ms: it is rewritten on every tick that re-raises the finding)"
     )
+    if args.dump:
+        args.dump.write_text(json.dumps(sorted(per_action, key=lambda r: r["crossing_ns"]), indent=1))
     total = rows[TARGET]
     b = statistics.median(base["total"])
     print(f"\n{TARGET}: p50 / baseline = {pct(total, 50) / b:.1f}x, p99 / baseline = {pct(total, 99) / b:.1f}x; "

@@ -18,7 +18,7 @@ from topology.errors import InputError
 from topology.model import Endpoint, Role
 from topology.units import NS
 
-from .model import LinkKey, PauseSource, Twin, link_key
+from .model import LinkKey, PauseSource, Recompute, Twin, link_key
 
 
 class FaultError(ValueError):
@@ -171,8 +171,8 @@ class FaultInjector:
 
         for i in range(count):
             start = now + int(i * period * NS)
-            self.twin.schedule(start, go_down)
-            self.twin.schedule(start + int(down_for * NS), go_up)
+            self.twin.schedule(start, go_down, Recompute.LINKS)
+            self.twin.schedule(start + int(down_for * NS), go_up, Recompute.LINKS)
         rec = self._record("link_flap", params, now, list(key))
 
         def undo(_t: int) -> None:

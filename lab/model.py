@@ -4,6 +4,10 @@ Everything here is driven by explicit times (unix ns) so tests can step it; the 
 `Twin.advance(now)` from their loop. State changes mark the twin dirty; the next `advance` rebases every
 port's counters at that instant and recomputes rates from the whole state (traffic model, admin/oper state,
 PFC pause propagation, corruption, optics), which keeps the rules in one place instead of in each fault.
+
+A change that only takes ports up or down (a flap, a `shutdown`) updates the ports, their events and BGP at once,
+and the rates RATES_LAG_NS later: the counters show the traffic as it was until then, as a switch's polled counters
+trail its wire. A burst of such changes (ten links flapping, ten commits) costs one traffic solve, not ten.
 """
 
 from __future__ import annotations
@@ -14,7 +18,7 @@ import time
 import zlib
 from collections import deque
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -50,6 +54,17 @@ OperListener = Callable[[str, str, bool, int], None]
 # declaring a queue stuck, or recovered); ON_CHANGE streams send it when it moves
 CounterListener = Callable[[str, str, str, int], None]
 QueueKey = tuple[str, str, int]  # (switch, port, priority): the port's egress queue of that priority
+# How long after ports went up or down the rates follow (the traffic re-spread over the paths left). ASSUMPTION, no
+# figure in the reference: a switch publishes counters from periodic polls of its ASIC, so what a sample shows
+# trails the wire by at least this; fabricd samples at 0.5 s or more.
+RATES_LAG_NS = 25_000_000
+
+
+class Recompute:
+    """What a change needs redone: FULL (every rule), LINKS (ports up/down: the rates may follow RATES_LAG_NS
+    later), RATES (the deferred rates, if still owed)."""
+
+    FULL, LINKS, RATES = 0, 1, 2
 
 
 def link_key(a: Endpoint, b: Endpoint) -> LinkKey:
@@ -210,10 +225,21 @@ class Twin:
                 self.dci_ports.setdefault(far.site, []).append(Endpoint(device, port))
         self.traffic = self._structure()  # its node order is self.switches' order
         self.bgp = Bgp(Underlay(fabric), self.switches, now)  # the eBGP underlay (lab/bgp.py)
-        self._row_keys = {
-            name: [link_key(Endpoint(name, p), self.peers[(name, p)]) for p in sw.ports]
-            for name, sw in self.switches.items()
-        }
+        # Per switch (in self.switches' order): each port's link as an id (cut links are found by id), and the
+        # ports facing another twin switch, grouped by it: (its index, our rows, its rows).
+        self._link_ids: dict[LinkKey, int] = {}
+        self._row_link_ids: list[np.ndarray] = []
+        for name, sw in self.switches.items():
+            keys = [link_key(Endpoint(name, p), self.peers[(name, p)]) for p in sw.ports]
+            ids = [self._link_ids.setdefault(k, len(self._link_ids)) for k in keys]
+            self._row_link_ids.append(np.asarray(ids, dtype=np.int64))
+        self._switch_peers: list[list[tuple[int, np.ndarray, np.ndarray]]] = []
+        for t in self.traffic.ports:
+            facing = t.peer >= 0
+            self._switch_peers.append([
+                (int(y), np.nonzero(facing & (t.peer == y))[0], t.peer_row[facing & (t.peer == y)])
+                for y in np.unique(t.peer[facing])
+            ])  # fmt: skip
         self._flowed: tuple[object, dict[str, np.ndarray]] | None = None  # the last traffic's inputs and columns
         self.link_down: set[LinkKey] = set()
         self.flap_down: set[LinkKey] = set()
@@ -233,9 +259,11 @@ class Twin:
         self.oper_events: deque[tuple[int, str, str, bool]] = deque(maxlen=10_000)
         self.listeners: list[OperListener] = []
         self.counter_listeners: list[CounterListener] = []
-        self._timers: list[tuple[int, int, Callable[[int], None]]] = []
+        self._timers: list[tuple[int, int, Callable[[int], None], int]] = []
         self._seq = itertools.count()
         self.dirty = True
+        self.links_dirty = False  # only ports' up/down inputs changed since the last recompute (Recompute.LINKS)
+        self._rates_owed: int | None = None  # when the rates deferred after a LINKS change are due
         self.now = now
         self.advance(now)
 
@@ -264,11 +292,17 @@ class Twin:
     # --- changes -------------------------------------------------------------------------------
     def set_port_config(self, device: str, port: str, config: PortConfig) -> None:
         sw = self.switch(device)
-        sw.config[sw.index[port]] = config
-        self.dirty = True
+        row = sw.index[port]
+        before = sw.config[row]
+        sw.config[row] = config
+        if replace(before, admin_up=config.admin_up, description=config.description) == config:
+            self.links_dirty = True  # `shutdown` / `no shutdown` or a description: the ports first, rates soon
+        else:
+            self.dirty = True
 
-    def schedule(self, at_ns: int, action: Callable[[int], None]) -> None:
-        heapq.heappush(self._timers, (at_ns, next(self._seq), action))
+    def schedule(self, at_ns: int, action: Callable[[int], None], needs: int = Recompute.FULL) -> None:
+        """Run `action(at)` at `at_ns` (twin clock), then recompute what `needs` says (Recompute)."""
+        heapq.heappush(self._timers, (at_ns, next(self._seq), action, needs))
 
     def touch(self) -> None:
         self.dirty = True
@@ -281,55 +315,83 @@ class Twin:
         """Run due timers (each at its own time) and bring rates up to date; returns the time reached."""
         now = self.clock() if now_ns is None else now_ns
         while self._timers and self._timers[0][0] <= now:
-            at, _, action = heapq.heappop(self._timers)
-            if self.dirty:
-                self._recompute(at)
+            at, _, action, needs = heapq.heappop(self._timers)
+            if self.dirty or self.links_dirty:
+                self._recompute(at, defer=not self.dirty)
             action(at)
-            self._recompute(at)
-        if self.dirty:
-            self._recompute(now)
+            if needs == Recompute.RATES:
+                if self._rates_owed == at:
+                    self._recompute(at)
+            else:
+                self._recompute(at, defer=needs == Recompute.LINKS and not self.dirty)
+        if self.dirty or self.links_dirty:
+            self._recompute(now, defer=not self.dirty)
         self.now = max(self.now, now)
         return now
 
     # --- the rules -----------------------------------------------------------------------------
-    def _recompute(self, now: int) -> None:
+    def _recompute(self, now: int, defer: bool = False) -> None:
+        """Bring every port's state and rates up to `now`. `defer`: only ports went up or down (or nothing
+        changed), so the rates may follow at RATES_LAG_NS: until then every rate stands as it was, a consistent
+        picture of the moment before (one traffic solve for a burst of changes)."""
         for sw in self.switches.values():
             sw.rebase(now)
+        changes = self._ports_up(now)
+        if changes or self.bgp.dirty:
+            sws = self.switches
+            self.bgp.update(lambda d, p: bool(sws[d].oper_up[sws[d].index[p]]), now)
+        if defer:
+            # The rates stand (a consistent picture, RATES_LAG_NS old at most) until the solve they are owed.
+            if changes and self._rates_owed is None:
+                self._rates_owed = now + RATES_LAG_NS
+                self.schedule(self._rates_owed, lambda _at: None, Recompute.RATES)
+        else:
+            self._rates_owed = None
+            self._rates()
+            paused, nic_paused = self._apply_pauses()
+            self._watch(paused, now)
+            self._apply_traffic(paused, nic_paused)
+            self._apply_ecn(paused)
+            self._apply_physical()
+        self.dirty = False
+        self.links_dirty = False
+        for device, port, up in changes:
+            self.oper_events.append((now, device, port, up))
+            for listener in self.listeners:
+                listener(device, port, up, now)
+
+    def _ports_up(self, now: int) -> list[tuple[str, str, bool]]:
+        """Each port's oper state from the admin states of both ends, reboots and cut links; the ports that
+        flipped (carrier transitions counted; a dark port reads -40 dBm)."""
         changes: list[tuple[str, str, bool]] = []
-        admin = {
-            name: np.fromiter((c.admin_up for c in sw.config), dtype=bool, count=len(sw.config))
-            & (now >= sw.rebooting_until)
-            for name, sw in self.switches.items()
-        }
+        admin = [
+            np.fromiter((c.admin_up for c in sw.config), dtype=bool, count=len(sw.config)) & (now >= sw.rebooting_until)
+            for sw in self.switches.values()
+        ]
         cut = self.link_down | self.flap_down
+        cut_ids = np.fromiter((self._link_ids.get(k, -1) for k in cut), dtype=np.int64, count=len(cut)) if cut else None
         for x, sw in enumerate(self.switches.values()):
-            t = self.traffic.ports[x]
-            new_up = admin[sw.name].copy()
-            for row in np.nonzero(t.peer >= 0)[0]:  # the far end's admin state (NICs and far DRs are always up)
-                new_up[row] &= admin[self.traffic.names[t.peer[row]]][t.peer_row[row]]
-            if cut:
-                new_up &= np.array([key not in cut for key in self._row_keys[sw.name]], dtype=bool)
+            new_up = admin[x].copy()
+            for y, rows, peer_rows in self._switch_peers[x]:  # the far end's admin state (NICs, far DRs: up)
+                new_up[rows] &= admin[y][peer_rows]
+            if cut_ids is not None:
+                new_up &= ~np.isin(self._row_link_ids[x], cut_ids)
             flipped = np.nonzero(new_up != sw.oper_up)[0]
             for row in flipped:
                 sw.bump(int(row), "if.carrier-transitions")
                 changes.append((sw.name, sw.ports[row], bool(new_up[row])))
             sw.oper_up = new_up
+            if len(flipped):
+                sw.rx_power[flipped] = np.where(new_up[flipped], sw.rx_power_nominal[flipped], -40.0)
+                sw.pre_fec_ber[flipped] = np.where(new_up[flipped], HEALTHY_PRE_FEC_BER, 0.0)
+        return changes
+
+    def _rates(self) -> None:
+        """Every rate from zero and every port's optics at their nominal, before the rules set them."""
+        for sw in self.switches.values():
             sw.rate = np.zeros_like(sw.rate)
-            sw.rx_power = np.where(new_up, sw.rx_power_nominal, -40.0)
-            sw.pre_fec_ber = np.where(new_up, HEALTHY_PRE_FEC_BER, 0.0)
-        if changes or self.bgp.dirty:
-            sws = self.switches
-            self.bgp.update(lambda d, p: bool(sws[d].oper_up[sws[d].index[p]]), now)
-        paused, nic_paused = self._apply_pauses()
-        self._watch(paused, now)
-        self._apply_traffic(paused, nic_paused)
-        self._apply_ecn(paused)
-        self._apply_physical()
-        self.dirty = False
-        for device, port, up in changes:
-            self.oper_events.append((now, device, port, up))
-            for listener in self.listeners:
-                listener(device, port, up, now)
+            sw.rx_power = np.where(sw.oper_up, sw.rx_power_nominal, -40.0)
+            sw.pre_fec_ber = np.where(sw.oper_up, HEALTHY_PRE_FEC_BER, 0.0)
 
     def _row(self, ep: Endpoint) -> tuple[Switch, int] | None:
         sw = self.switches.get(ep.device)

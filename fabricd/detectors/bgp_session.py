@@ -76,6 +76,9 @@ class BgpSessionState:
     # (device, port) -> the link's oper-status changes within the flap window: (ts, up)
     links: dict[tuple[str, str], list[tuple[int, bool]]] = field(default_factory=dict)
     routes: tuple[tuple[int, int], dict[str, list[Route]]] | None = None
+    # (device, neighbour address) -> its local port under `routes` (cleared with them): sessions_down runs on the
+    # action path, per snapshot, and a lookup parses the address
+    ports: dict[tuple[str, str], str | None] = field(default_factory=dict)
     incidents: dict[tuple[tuple[str, ...], str], int] = field(default_factory=dict)  # (session, reason) -> onset
     # the session leaves' rows and values at the last pass, and the sessions (their store port rows) that were down,
     # dropping or low then: a pass judges only those and the sessions whose values changed, found by comparing
@@ -126,6 +129,7 @@ def _routes(snapshot: Snapshot, state: BgpSessionState | None) -> dict[str, list
     got = routed_ports(snapshot)
     if state is not None:
         state.routes = (key, got)
+        state.ports = {}
     return got
 
 
@@ -156,7 +160,13 @@ def observe(snapshot: Snapshot, state: BgpSessionState | None = None, only: I64 
         if value is None:
             continue
         device, address, _, _ = snapshot.key(i)
-        out.append(Observed(device, address, port_of(routes, device, address), value))
+        if state is None:
+            port = port_of(routes, device, address)
+        elif (device, address) in state.ports:
+            port = state.ports[device, address]
+        else:
+            port = state.ports[device, address] = port_of(routes, device, address)
+        out.append(Observed(device, address, port, value))
     return out
 
 

@@ -103,6 +103,8 @@ class Snapshot:
         """Series rows matching every given field (vectorised; use it for fabric-wide detectors)."""
         if device is None and port is None and (leaf is not None or index is not None):
             return self._select_codes(leaf, index)
+        if device is not None and port is not None:
+            return self._select_port(device, port, leaf, index)
         mask = np.ones(len(self), dtype=bool)
         if device is not None:
             d = self._device_ids.get(device, -1)
@@ -115,6 +117,23 @@ class Snapshot:
             ok = [c for c, (lf, ix) in enumerate(self.codes) if leaf in (None, lf) and (index is None or ix == want)]
             mask &= np.isin(self.series_code, ok)
         return np.flatnonzero(mask).astype(np.int64)
+
+    def _select_port(self, device: str, port: str, leaf: str | None, index: str | int | None) -> I64:
+        # One port's series are its row of `slots`: a lookup, not a pass over every series (the action path asks
+        # this for the evidence of each port it acts on).
+        row = self.port_row(device, port)
+        if row is None:
+            return np.zeros(0, dtype=np.int64)
+        want = None if index is None else str(index)
+        width = self.slots.shape[1]
+        if leaf is not None:
+            ok = [c for c in self._codes_of_leaf.get(leaf, ()) if index is None or self.codes[c][1] == want]
+        else:
+            ok = [c for c, (_, ix) in enumerate(self.codes) if index is None or ix == want]
+        found = self.slots[row, [c for c in ok if c < width]]
+        rows: I64 = found[(found >= 0) & (found < len(self))].astype(np.int64)
+        rows.sort()
+        return rows
 
     def _select_codes(self, leaf: str | None, index: str | int | None) -> I64:
         # A series' row sits in its (port, code) slot, so a few columns of `slots` (one entry per port) hold every

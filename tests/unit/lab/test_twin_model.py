@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from lab.counters import COL
 from lab.faults import FaultError, FaultInjector
-from lab.model import PortConfig, Twin
+from lab.model import RATES_LAG_NS, PortConfig, Twin
 from lab.probes import ProbeGenerator
 from topology.fabric import Fabric
 from topology.model import Cabling, Endpoint
@@ -71,8 +73,45 @@ def test_shutdown_takes_both_ends_down_and_counts_carrier_transitions(twin: Twin
     assert all(ts == T0 + NS for *_, ts in events)
     sw = twin.switch(peer.device)
     assert sw.value(peer.port, "if.carrier-transitions", T0 + NS) == 1
-    frozen = sw.value(peer.port, "if.in-pkts", T0 + NS)
+    # The rates follow RATES_LAG_NS later (polled counters trail the wire); from then the port counts nothing.
+    at_down = sw.value(peer.port, "if.in-pkts", T0 + NS)
+    settled = T0 + NS + RATES_LAG_NS
+    twin.advance(settled)
+    frozen = sw.value(peer.port, "if.in-pkts", settled)
+    assert frozen > at_down
+    twin.advance(T0 + 5 * NS)
     assert sw.value(peer.port, "if.in-pkts", T0 + 5 * NS) == frozen
+
+
+def test_a_burst_of_ports_going_down_costs_one_traffic_solve(twin: Twin, monkeypatch: pytest.MonkeyPatch) -> None:
+    solves: list[int] = []
+    real = twin._apply_traffic
+
+    def counted(*a: Any) -> None:
+        solves.append(twin.now)
+        real(*a)
+
+    monkeypatch.setattr(twin, "_apply_traffic", counted)
+    events: list[tuple[str, str, bool, int]] = []
+    twin.listeners.append(lambda d, p, up, ts: events.append((d, p, up, ts)))
+    ports = ["Ethernet5/1", "Ethernet6/1", "Ethernet7/1"]
+    for k, port in enumerate(ports):  # three shutdowns, 5 ms apart
+        twin.set_port_config("leaf-g0-r0", port, PortConfig(admin_up=False))
+        twin.advance(T0 + NS + k * 5_000_000)
+    # each port's event at its own time, at once
+    assert [(p, ts) for d, p, up, ts in events if d == "leaf-g0-r0"] == [
+        (port, T0 + NS + k * 5_000_000) for k, port in enumerate(ports)
+    ]
+    assert solves == []
+    twin.advance(T0 + 2 * NS)
+    assert len(solves) == 1  # one solve RATES_LAG_NS after the first
+    sw = twin.switch("leaf-g0-r0")
+    for port in ports:
+        assert sw.rate[sw.index[port]].sum() == 0.0
+    # a change of anything else (here a port's PFC) is solved at once
+    twin.set_port_config("leaf-g0-r0", "Ethernet1/1", LOSSLESS)
+    twin.advance(T0 + 2 * NS + 1)
+    assert len(solves) == 2
 
 
 def test_counter_wraps_at_64_bits(twin: Twin) -> None:

@@ -394,3 +394,37 @@ def test_a_snapshot_keeps_its_values_through_every_kind_of_write() -> None:
     assert i is not None and int(last.value[i]) == 13 and last.stat(DEV, Stat.MALFORMED) == 1
     new = last.find(DEV, "Ethernet1/1", "if.in-octets")  # allocated from the copies' growth slack: a clean row
     assert new is not None and math.isnan(last.rate[new]) and last.prev_ts[new] == NEVER
+
+
+def test_select_of_one_port_is_every_series_of_that_port_and_no_other() -> None:
+    # The one-port lookup reads the port's row of slots; it must give what a pass over every series' key gives.
+    ing = Ingestor(CounterStore())
+    ports = ["Ethernet1/1", "Ethernet2/1", "Ethernet10/1"]
+    for dev in (DEV, "leaf-b"):
+        for k in range(2):
+            for port in ports:
+                ing.ingest(notification(dev, T0 + k * S, IF.format(port=port), [(PFC3, k), (FCS, k)]), dev)
+                rel = "/output/queues/queue[name={q}]/state/transmit-pkts"
+                queues = [(rel.format(q=q), k) for q in (0, 3)]
+                ing.ingest(notification(dev, T0 + k * S, QOS.format(port=port), queues), dev)
+    snap = ing.snapshot()
+    keys = [snap.key(i) for i in range(len(snap))]
+    cases: list[tuple[str, str, str | None, str | int | None]] = [
+        (DEV, "Ethernet2/1", None, None),
+        (DEV, "Ethernet2/1", "queue.transmit-pkts", None),
+        ("leaf-b", "Ethernet10/1", "queue.transmit-pkts", "3"),
+        ("leaf-b", "Ethernet10/1", "queue.transmit-pkts", 0),
+        (DEV, "Ethernet1/1", None, 3),
+        (DEV, "Ethernet1/1", "pfc.in-frames", 4),  # no such index
+        (DEV, "Ethernet9/1", None, None),  # no such port
+        ("nobody", "Ethernet1/1", None, None),  # no such device
+    ]
+    for dev, port, leaf, index in cases:
+        want = [
+            i
+            for i, (d, p, lf, ix) in enumerate(keys)
+            if d == dev and p == port and leaf in (None, lf) and (index is None or ix == str(index))
+        ]
+        got = snap.select(dev, port, leaf, index).tolist()
+        assert got == want, (dev, port, leaf, index)
+    assert len(snap.select(DEV, "Ethernet2/1")) == 4
