@@ -222,6 +222,9 @@ class Service:
                 tasks.append(asyncio.create_task(self._shard_findings(), name="detectors"))
             else:
                 tasks.append(asyncio.create_task(self._tick_loop(tick), name="detectors"))
+            # Again once synced and taken over: the first sync's series index, the switches' warm sessions and the
+            # scheduler live as long (a full collection over them held an action 20-60 ms in bench_remediation).
+            gc.freeze()
             self.ready.set()
             stop = asyncio.create_task(self._stop.wait())
             done, _ = await asyncio.wait([stop, *tasks], return_when=asyncio.FIRST_COMPLETED)

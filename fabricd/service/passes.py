@@ -69,7 +69,7 @@ async def run_passes(
     schedule = PassSchedule(int(tick_s * NS), base_gap, guard_ns=int(GUARD_S * NS))
     schedule.start(clock())
     wake = asyncio.Event()
-    store.on_event = wake.set
+    store.on_event.append(wake.set)
     events, samples = store.ev_total, store.sample_batches
     try:
         while not stop.is_set():
@@ -94,7 +94,7 @@ async def run_passes(
                     schedule.gap_ns = pass_gap(base_gap, time.perf_counter() - started)
                 schedule.ran(p, now, now)
     finally:
-        store.on_event = None
+        store.on_event.remove(wake.set)
 
 
 def configured_detectors(cfg: ServiceConfig) -> list[Detector]:

@@ -7,6 +7,7 @@ with thousands of ports is scanned a few times per second, not once per question
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import math
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
@@ -66,6 +67,7 @@ class TelemetryPortView:
         self.refresh_s = refresh_s
         self._snap: Snapshot | None = None
         self._at = -1e18
+        self._events_seen = -1  # the store's event total when the snapshot was taken
         self._down: frozenset[Endpoint] | None = None
         self._routed_down: frozenset[Endpoint] | None = None
         self._bgp = BgpSessionState()  # only its cache of the routed ports' addresses is used
@@ -74,6 +76,7 @@ class TelemetryPortView:
         now = self.clock()
         if self._snap is None or now - self._at >= self.refresh_s:
             self._snap = self.ingestor.snapshot()
+            self._events_seen = self.ingestor.store.ev_total  # the ring's total the snapshot holds
             self._at = now
             self._down = None
             self._routed_down = None
@@ -115,15 +118,33 @@ class TelemetryPortView:
         return None if i is None else snap.text(i)
 
     async def wait_oper(self, device: str, port: str, up: bool, timeout_s: float) -> bool:
-        """True once telemetry shows the port up (or down); ON_CHANGE makes this fast on a healthy stream."""
+        """True once telemetry shows the port up (or down). The oper-status streams ON_CHANGE: the store wakes this
+        on each event it takes, and the events since the snapshot (read from the store's ring, no new snapshot)
+        say the port's state now."""
         deadline = self.clock() + timeout_s
-        while True:
+        store = self.ingestor.store
+        news = asyncio.Event()
+        store.on_event.append(news.set)
+        try:
             state = self.oper(device, port)
-            if state is not None and (state == "UP") == up:
-                return True
-            if self.clock() >= deadline:
-                return False
-            await asyncio.sleep(self.refresh_s)
+            cursor = self._events_seen
+            while True:
+                news.clear()
+                if store.ev_total - cursor > store.ev_cap:  # the ring has lost some since: a snapshot of now
+                    self._snap = None
+                    state, cursor = self.oper(device, port), self._events_seen
+                else:
+                    events, cursor = store.events_after(cursor, "oper-status")
+                    state = next((e.value for e in reversed(events) if e.device == device and e.port == port), state)
+                if state is not None and (state == "UP") == up:
+                    return True
+                left = deadline - self.clock()
+                if left <= 0:
+                    return False
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(news.wait(), min(self.refresh_s, left))
+        finally:
+            store.on_event.remove(news.set)
 
     async def lldp_neighbour(self, device: str, port: str, since_ns: int, timeout_s: float) -> Endpoint | None:
         """Who LLDP hears on the port in a sample newer than `since_ns`, waiting up to `timeout_s`; None if none."""

@@ -89,8 +89,8 @@ class CounterStore:
         self.ev_ts = np.zeros(event_capacity, dtype=np.int64)
         self.ev_total = 0
         # Called when events are appended (the service's pass loop wakes on it: an ON_CHANGE oper-status event is
-        # judged when it lands, not at the next poll); None: nobody listens.
-        self.on_event: Callable[[], None] | None = None
+        # judged when it lands, not at the next poll; an action waiting to see its port go down looks again).
+        self.on_event: list[Callable[[], None]] = []
         self.sample_batches = 0  # counter/gauge batches written: the service runs a detector pass when it moves
         self._shared: set[str] = set()  # arrays a snapshot holds views of: copy one before writing it
 
@@ -285,8 +285,8 @@ class CounterStore:
             k = self.ev_total % self.ev_cap
             self.ev_series[k], self.ev_value[k], self.ev_prev[k], self.ev_ts[k] = i, new, old, ts
             self.ev_total += 1
-            if self.on_event is not None:
-                self.on_event()
+            for listener in self.on_event:
+                listener()
         a["prev_value"][i], a["prev_ts"][i] = old, last
         a["value"][i], a["ts"][i] = new, ts
 
@@ -436,8 +436,8 @@ class CounterStore:
         k = (self.ev_total + np.arange(n)) % self.ev_cap
         self.ev_series[k], self.ev_value[k], self.ev_prev[k], self.ev_ts[k] = series, value, prev, ts
         self.ev_total += n
-        if self.on_event is not None:
-            self.on_event()
+        for listener in self.on_event:
+            listener()
 
     def events_after(self, total: int, leaf: str) -> tuple[list[StateEvent], int]:
         """The changes of `leaf` (not a series' first value) appended since the ring held `total` events, in arrival

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import logging
 import os
 import pickle
@@ -88,6 +89,7 @@ async def _serve(sock: socket.socket) -> None:
     root.setLevel(logging.WARNING)  # grpc's own debug chatter stays here
     logging.getLogger("fabricd").setLevel(init.log_level)
     stopping: asyncio.Task[None] | None = None
+    gc.freeze()  # the inventory, the client and the modules live as long as the worker: out of the GC's scans
 
     def stop() -> None:
         nonlocal stopping
@@ -107,7 +109,7 @@ async def _serve(sock: socket.socket) -> None:
     sent = 0.0  # the first frame goes at once: the parent times hangs from it
     # New events (an ON_CHANGE oper-status change) ship at once; the rest every ship_s.
     urgent = asyncio.Event()
-    ingestor.store.on_event = urgent.set
+    ingestor.store.on_event.append(urgent.set)
     shipped = 0.0
     while True:
         if not urgent.is_set():

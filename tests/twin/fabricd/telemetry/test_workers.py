@@ -339,7 +339,7 @@ def test_a_worker_ships_an_oper_status_event_at_once_not_with_its_next_batch(twi
         try:
             assert await c.wait_synced(30)
             await asyncio.sleep(0.2)  # past the first batches, which go at once
-            store.on_event = lambda: woke.append(time.monotonic())
+            store.on_event.append(lambda: woke.append(time.monotonic()))
             t0 = time.monotonic()
             fault = await asyncio.to_thread(inject, twin.state_dir, "link_down", {"port": f"{leaf}:{port}"})
             took = await until(down, 4) - t0
