@@ -10,6 +10,7 @@ in telemetry, then confirm; anything else rolls back. Every step is written to t
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import re
 import shlex
@@ -31,6 +32,7 @@ from topology.jsontypes import JsonDict
 from topology.model import Endpoint, Role
 from topology.units import NS
 
+from .commits_first import CommitsFirst
 from .config import RemediationSettings, SafetyLimits
 from .decide import Decision, PortFacts, action_note, decide, enable_key, escalation, new_ticket, recurrence
 from .faults import LINK_KINDS, fault_key, target_port
@@ -108,6 +110,7 @@ class Remediator(ReconcileSteps):
         # One transaction per switch at a time: EOS refuses a commit while another commit timer is pending.
         self._device_locks: dict[str, asyncio.Lock] = {}
         self._locks_loop: asyncio.AbstractEventLoop | None = None
+        self._commits = CommitsFirst()  # confirms wait while ports are being taken down
         # fabricd's marks as the switches showed them at the last scan (None: not scanned yet); see reconcile.py
         self.marks: dict[Endpoint, PortMark] | None = None
 
@@ -403,7 +406,8 @@ class Remediator(ReconcileSteps):
                 ),
             )
             self._mark_underway(action.id)  # connect-and-commit is in the driver thread now
-            session, found = await opened
+            with self._commits.commit() if not up else contextlib.nullcontext():
+                session, found = await opened
             if clean is not None:
                 self._cleaned.add((clean[0], ep.device))
             committed = self.clock()
@@ -428,6 +432,7 @@ class Remediator(ReconcileSteps):
                 text = f"telemetry did not show {ep} down within {self.settings.verify_timeout_s:g} s; {how}"
                 self._finish(action, "rolled_back", text)
                 return text
+            await self._commits.yield_to_commits()  # other ports still to go down go first (commits_first.py)
             await self._await_fence()
             await self._blocking(settle, session, True)
             text = f"{verb}d {ep}" + (
