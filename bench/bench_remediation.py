@@ -257,7 +257,7 @@ def main() -> int:
         rows: dict[str, list[float]] = {k: [] for k in (
             "crossing -> detected (pass that raised it)", "detected -> action decided",
             "decided -> session connect starts", "  connect (napalm open)",
-            "  commit with timer (port down on twin)", "  wait for telemetry to show it down", "  confirm",
+            "  commit with timer (port down on twin)", "  wait: telemetry shows it, commits go first", "  confirm",
             TARGET, TOTAL)}  # fmt: skip
         for a in actions:
             d, c = first.get(a["finding_id"]), crossed.get(a["finding_id"])

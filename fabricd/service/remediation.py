@@ -116,6 +116,8 @@ class Remediator(ReconcileSteps):
 
     # --- findings in -----------------------------------------------------------------------------------------
     async def on_findings(self, findings: list[Finding]) -> list[Outcome]:
+        """Every finding decided and its switch work started first, then the tickets to the backend: when links
+        cross together, the last one's commit does not wait for the earlier ones' paperwork."""
         out = []
         try:
             with fenced(self._token()):  # every write conditional on this leader's token (state.FENCE)
@@ -127,6 +129,9 @@ class Remediator(ReconcileSteps):
                             out.append(outcome)
         except FencedError as e:
             self._fenced_out(str(e))
+        for o in out:
+            if o.ticket is not None:
+                await self._send(o.ticket)
         return out
 
     def _fenced_out(self, why: str) -> None:
@@ -135,7 +140,8 @@ class Remediator(ReconcileSteps):
 
     async def _incident(self, f: Finding, now: int) -> Outcome | None:
         """Record the finding; if it is a new incident, decide (decide.py) and write the decision, its action and
-        its ticket in one transaction, then start the switch work, then hand the ticket to the backend. A crash
+        its ticket in one transaction, then start the switch work (on_findings hands the ticket to the backend
+        once the batch is decided). A crash
         before the commit leaves nothing (the detector reports the finding again); after it, the action is
         `running` in the state and `reconcile()` completes it, and the ticket backend takes what it has not."""
         fault = fault_key(f, self.fabric)
@@ -164,8 +170,7 @@ class Remediator(ReconcileSteps):
             # thread or process (the drain hook, or connect-and-commit in the driver thread), or is queued behind
             # another action on the switch. (A pending action is already running or waiting: not started twice.)
             await self._spawn(action).wait()
-        await self._send(ticket)
-        return Outcome(ticket, action, d.verdict)
+        return Outcome(ticket, action, d.verdict)  # on_findings hands the ticket to the backend
 
     def _facts(self, target: Endpoint | None, now: int, disabled: list[DisabledPort]) -> PortFacts:
         if target is None:

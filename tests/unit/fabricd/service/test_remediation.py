@@ -440,3 +440,20 @@ def test_the_switch_first_then_the_ticket_even_with_a_real_driver_thread(make: C
     # connect began with the ticket recorded (same transaction as the action) but not yet handed to the backend
     assert seen[0] == ("_open_and_set", 1, 0)
     assert [a.status for a in h.state.actions()] == ["done", "done"]
+
+
+def test_a_batch_starts_every_switch_change_before_any_ticket_goes_out(make: Callable[..., Harness]) -> None:
+    # Links crossing together: the last one's commit must not wait for the first ones' tickets to reach the backend.
+    h = make()
+    ports = [Endpoint("leaf-g0-r0", "Ethernet1/1"), Endpoint("leaf-g0-r1", "Ethernet1/1")]
+    seen_at_publish: list[list[tuple[Any, ...]]] = []
+
+    async def publish(t: Ticket) -> None:
+        seen_at_publish.append([c for c in h.world.calls if c[0] == "set_port_admin"])
+
+    h.rem._publish = publish
+    outcomes = run(report(h, *(flap(h.fabric, ep) for ep in ports)))
+    assert [o.action.status for o in outcomes if o.action is not None] == ["running", "running"]
+    # the two new tickets (then each action's note on its ticket): both ports were committed before the first went
+    for commits in seen_at_publish[:2]:
+        assert sorted(c[1:3] for c in commits) == sorted((ep.device, ep.port) for ep in ports)
