@@ -57,7 +57,7 @@ QueueKey = tuple[str, str, int]  # (switch, port, priority): the port's egress q
 # How long after ports went up or down the rates follow (the traffic re-spread over the paths left). ASSUMPTION, no
 # figure in the reference: a switch publishes counters from periodic polls of its ASIC, so what a sample shows
 # trails the wire by at least this; fabricd samples at 0.5 s or more.
-RATES_LAG_NS = 25_000_000
+RATES_LAG_NS = 50_000_000
 
 
 class Recompute:
