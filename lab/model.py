@@ -12,6 +12,7 @@ trail its wire. A burst of such changes (ten links flapping, ten commits) costs 
 
 from __future__ import annotations
 
+import enum
 import heapq
 import itertools
 import time
@@ -60,11 +61,13 @@ QueueKey = tuple[str, str, int]  # (switch, port, priority): the port's egress q
 RATES_LAG_NS = 50_000_000
 
 
-class Recompute:
+class Recompute(enum.Enum):
     """What a change needs redone: FULL (every rule), LINKS (ports up/down: the rates may follow RATES_LAG_NS
     later), RATES (the deferred rates, if still owed)."""
 
-    FULL, LINKS, RATES = 0, 1, 2
+    FULL = "full"
+    LINKS = "links"
+    RATES = "rates"
 
 
 def link_key(a: Endpoint, b: Endpoint) -> LinkKey:
@@ -259,7 +262,7 @@ class Twin:
         self.oper_events: deque[tuple[int, str, str, bool]] = deque(maxlen=10_000)
         self.listeners: list[OperListener] = []
         self.counter_listeners: list[CounterListener] = []
-        self._timers: list[tuple[int, int, Callable[[int], None], int]] = []
+        self._timers: list[tuple[int, int, Callable[[int], None], Recompute]] = []
         self._seq = itertools.count()
         self.dirty = True
         self.links_dirty = False  # only ports' up/down inputs changed since the last recompute (Recompute.LINKS)
@@ -300,7 +303,7 @@ class Twin:
         else:
             self.dirty = True
 
-    def schedule(self, at_ns: int, action: Callable[[int], None], needs: int = Recompute.FULL) -> None:
+    def schedule(self, at_ns: int, action: Callable[[int], None], needs: Recompute = Recompute.FULL) -> None:
         """Run `action(at)` at `at_ns` (twin clock), then recompute what `needs` says (Recompute)."""
         heapq.heappush(self._timers, (at_ns, next(self._seq), action, needs))
 
@@ -319,11 +322,11 @@ class Twin:
             if self.dirty or self.links_dirty:
                 self._recompute(at, defer=not self.dirty)
             action(at)
-            if needs == Recompute.RATES:
+            if needs is Recompute.RATES:
                 if self._rates_owed == at:
                     self._recompute(at)
             else:
-                self._recompute(at, defer=needs == Recompute.LINKS and not self.dirty)
+                self._recompute(at, defer=needs is Recompute.LINKS and not self.dirty)
         if self.dirty or self.links_dirty:
             self._recompute(now, defer=not self.dirty)
         self.now = max(self.now, now)
