@@ -1,8 +1,8 @@
 """miscabled: the live LLDP neighbours against the blueprint, judged by the same rules and words as `fabricd validate`.
 
 Every switch streams its LLDP neighbours (ON_CHANGE). A port whose neighbour is not the blueprint's (another system,
-or another port of it), once no wrong neighbour is newer than `settle_s` (both ends of a moved cable update within
-about a second), makes the as-built
+or another port of it), once no wrong neighbour of the same cables is newer than `settle_s` (both ends of a moved
+cable update within about a second), makes the as-built
 cabling differ from the blueprint there: the blueprint with those ports' links replaced by what LLDP shows is run
 through `topology.validate`, and each violation touching a wrong port becomes one finding with validate's message and
 fix (a swapped pair is one finding naming both ports). A wrong neighbour the rules still accept (two cables of one
@@ -84,18 +84,37 @@ def detect(snapshot: Snapshot, fabric: Fabric, state: MiscabledState, now: int) 
         for here, (got, ts) in wrong.items()
         for old, since in [state.wrong_since.get(here, (got, ts))]
     }
-    # Judged once no wrong neighbour is newer than the settle time: the ends of a moved cable update a moment apart,
-    # and half a swap is not a fault of its own. Meanwhile the last judgement stands.
-    newest = max((since for _, since in state.wrong_since.values()), default=0)
-    if state.wrong_since and now - newest <= int(state.settle_s * NS):
-        return state.last[1] if state.last is not None else []
-    settled = {h: g for h, (g, _) in state.wrong_since.items()}
+    # Judged once no wrong neighbour of the same cables is newer than the settle time: the ends of a moved cable
+    # update a moment apart, and half a swap is not a fault of its own. Cables that share no end with one still
+    # moving are judged meanwhile (three swaps a second apart do not wait for the last); for the ones held, the last
+    # judgement stands.
+    held = _moving(fabric, state.wrong_since, now - int(state.settle_s * NS))
+    settled = {h: g for h, (g, _) in state.wrong_since.items() if h not in held}
     key = frozenset(settled.items())
-    if state.last is not None and state.last[0] == key:
+    if state.last is not None and state.last[0] == key and not held:
         return state.last[1]
     found = _judge(fabric, state, settled, now) if settled else []
+    if held and state.last is not None:
+        names = {str(h) for h in held}
+        found += [f for f in state.last[1] if names.intersection(f.ports)]
     state.last = (key, found)
     return found
+
+
+def _moving(fabric: Fabric, wrong: dict[Endpoint, tuple[Endpoint, int]], settled_before: int) -> set[Endpoint]:
+    """The wrong ports still moving: those heard wrong since `settled_before` or later, and every wrong port that shares
+    an end (itself, what it hears, what it should hear) with one of them, transitively."""
+    ends = {h: {h, got, *filter(None, [fabric.peer(h.device, h.port)])} for h, (got, _) in wrong.items()}
+    held = {h for h, (_, since) in wrong.items() if since >= settled_before}
+    touched = set().union(*(ends[h] for h in held)) if held else set()
+    grew = bool(held)
+    while grew:
+        more = {h for h in ends if h not in held and ends[h] & touched}
+        grew = bool(more)
+        held |= more
+        for h in more:
+            touched |= ends[h]
+    return held
 
 
 def _judge(fabric: Fabric, state: MiscabledState, wrong: dict[Endpoint, Endpoint], now: int) -> list[Finding]:

@@ -94,3 +94,43 @@ def test_same_end_ignores_the_domain_and_a_hosts_mac_port_id() -> None:
     assert same_end(Endpoint("gpu-g0-000", "0c:42:a1:00:00:01"), want)
     assert not same_end(Endpoint("gpu-g0-000", "nic1"), want)
     assert not same_end(Endpoint("gpu-g0-001", "nic0"), want)
+
+
+def staged(tmp: Path, moves: list[tuple[float, dict[Endpoint, Endpoint]]]) -> Path:
+    """As `trace`, each override from its own time on (seconds)."""
+    lines = []
+    for k in range(8):
+        heard: dict[Endpoint, Endpoint] = {}
+        for start, move in moves:
+            if k >= start:
+                heard |= move
+        for d in FABRIC.switches():
+            for port in FABRIC.ports(d.name):
+                nbr = heard.get(Endpoint(d.name, port), peer(Endpoint(d.name, port)))
+                for leaf, value in (("lldp.system-name", nbr.device), ("lldp.port-id", nbr.port)):
+                    lines.append({"ts": at(k), "device": d.name, "path": render(port, leaf, "1"), "value": value})
+    path = tmp / "lldp.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in lines))
+    return path
+
+
+C, D = Endpoint("leaf-g0-r2", "Ethernet1/1"), Endpoint("leaf-g0-r3", "Ethernet1/1")  # gpu-g0-000's nic2 and nic3
+
+
+def test_a_swap_is_judged_without_waiting_for_an_unrelated_one_still_moving(tmp_path: Path) -> None:
+    # Three swaps a second apart on cables that share no end: each is judged one settle time after its own move.
+    E, F = Endpoint("leaf-g1-r0", "Ethernet1/1"), Endpoint("leaf-g1-r1", "Ethernet1/1")
+    found = run_trace(staged(tmp_path, [(2, swapped(A, B)), (3, swapped(C, D)), (4, swapped(E, F))]), FABRIC,
+                      detectors=DETECTOR)  # fmt: skip
+    delays = {(f.device, f.port): (f.detected_ts - f.start_ts) / 1e9 for f in found}
+    assert sorted(delays) == sorted((x.device, x.port) for x in (A, C, E))
+    assert max(delays.values()) <= 1.5, delays  # each a settle time after its own move: no chain
+
+
+def test_a_cable_sharing_an_end_with_one_still_moving_waits_for_it(tmp_path: Path) -> None:
+    # A's cable lands on B's port first, then B's on A's a second later: one swap in two steps, judged once, whole.
+    pa, pb = peer(A), peer(B)
+    found = run_trace(staged(tmp_path, [(2, {A: pb}), (3, {B: pa})]), FABRIC, detectors=DETECTOR)
+    (f,) = found
+    assert f.evidence["code"] == "RAIL_MISMATCH" and f.evidence["fix"] == f"swap the cables on {A} and {B}"
+    assert f.detected_ts > at(4)  # after B's half settled too, not on A's half alone at 3 s
