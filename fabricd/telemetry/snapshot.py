@@ -63,6 +63,12 @@ class Snapshot:
             out.setdefault(leaf, []).append(c)
         return out
 
+    def _wanted(self, leaf: str | None, index: str | int | None) -> list[int]:
+        """The codes of `leaf` (any, when None) with `index` (any, when None)."""
+        want = None if index is None else str(index)
+        codes = self._codes_of_leaf.get(leaf, []) if leaf is not None else range(len(self.codes))
+        return [c for c in codes if index is None or self.codes[c][1] == want]
+
     def _code(self, leaf: str, index: str | int | None) -> int | None:
         want = None if index is None else str(index)
         for c in self._codes_of_leaf.get(leaf, ()):
@@ -113,9 +119,7 @@ class Snapshot:
             rows = [r for r, p in enumerate(self.port_names) if p == port]
             mask &= np.isin(self.series_port, rows)
         if leaf is not None or index is not None:
-            want = None if index is None else str(index)
-            ok = [c for c, (lf, ix) in enumerate(self.codes) if leaf in (None, lf) and (index is None or ix == want)]
-            mask &= np.isin(self.series_code, ok)
+            mask &= np.isin(self.series_code, self._wanted(leaf, index))
         return np.flatnonzero(mask).astype(np.int64)
 
     def _select_port(self, device: str, port: str, leaf: str | None, index: str | int | None) -> I64:
@@ -124,13 +128,8 @@ class Snapshot:
         row = self.port_row(device, port)
         if row is None:
             return np.zeros(0, dtype=np.int64)
-        want = None if index is None else str(index)
         width = self.slots.shape[1]
-        if leaf is not None:
-            ok = [c for c in self._codes_of_leaf.get(leaf, ()) if index is None or self.codes[c][1] == want]
-        else:
-            ok = [c for c, (_, ix) in enumerate(self.codes) if index is None or ix == want]
-        found = self.slots[row, [c for c in ok if c < width]]
+        found = self.slots[row, [c for c in self._wanted(leaf, index) if c < width]]
         rows: I64 = found[(found >= 0) & (found < len(self))].astype(np.int64)
         rows.sort()
         return rows
@@ -138,10 +137,8 @@ class Snapshot:
     def _select_codes(self, leaf: str | None, index: str | int | None) -> I64:
         # A series' row sits in its (port, code) slot, so a few columns of `slots` (one entry per port) hold every
         # series of these codes: a tenth of the work of testing the code of every series.
-        want = None if index is None else str(index)
         width = self.slots.shape[1]
-        ok = [c for c, (lf, ix) in enumerate(self.codes) if leaf in (None, lf) and (index is None or ix == want)]
-        cols = self.slots[:, [c for c in ok if c < width]]
+        cols = self.slots[:, [c for c in self._wanted(leaf, index) if c < width]]
         rows: I64 = cols[(cols >= 0) & (cols < len(self))].astype(np.int64)
         rows.sort(kind="stable")  # timsort: near linear on the already ascending rows a store usually holds
         return rows

@@ -9,7 +9,6 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
 
 from fabricd.service.commits_first import CommitsFirst
 from topology.model import Endpoint
@@ -96,22 +95,12 @@ def test_the_first_actions_confirm_waits_for_the_second_ports_commit(make: Calla
     h.rem.executor = pool
     first, second = Endpoint("leaf-g0-r0", "Ethernet1/1"), Endpoint("leaf-g0-r1", "Ethernet1/1")
     in_commit, release = threading.Event(), threading.Event()
-    real_connect = h.rem.actuator.connect
 
-    def connect(device: str) -> Any:
-        session: Any = real_connect(device)
-        if device == second.device:  # the second port's commit is held in the driver thread
-            inner = session.set_port_admin
+    def hold() -> None:  # the first set_port_admin, the second port's, is held in the driver thread
+        in_commit.set()
+        assert release.wait(10)
 
-            def held(*a: Any, **kw: Any) -> None:
-                in_commit.set()
-                assert release.wait(10)
-                inner(*a, **kw)
-
-            session.set_port_admin = held
-        return session
-
-    h.rem.actuator.connect = connect  # type: ignore[method-assign]
+    h.world.hooks["set_port_admin"] = hold
 
     async def main() -> list[tuple[object, ...]]:
         going = asyncio.create_task(report(h, flap(h.fabric, second)))
