@@ -42,11 +42,16 @@ def run_command(
         help="Set an empty or corrupt state file aside (kept beside it) and start with an empty "
         "one; fabricd adopts what the switches' marks say it did (docs/operations.md).",
     ),
+    force: bool = typer.Option(
+        False, "--force", help="With --new-state: set the state file aside even though it is readable."
+    ),
 ) -> None:
     """Run the fabricd service: telemetry, detectors, guarded remediation, tickets, REST API and /metrics."""
     from fabricd.service.daemon import Service
     from fabricd.service.logs import setup_logging
 
+    if force and not new_state:
+        raise typer.BadParameter("goes with --new-state (to set a readable state file aside)", param_hint="--force")
     cfg = load_config(config)
     if workers is not None:
         try:
@@ -57,7 +62,7 @@ def run_command(
         cfg = cfg.model_copy(update={"telemetry": telemetry})
 
     async def main() -> None:
-        service = Service(cfg, new_state=new_state)
+        service = Service(cfg, new_state=new_state, force=force)
         setup_logging(cfg.log_format, cfg.log_level, service.secrets)
         await service.run()
 

@@ -71,7 +71,9 @@ ACTION_THREADS = 16  # switch sessions in flight at once; the safety budgets kee
 
 
 class Service:
-    def __init__(self, cfg: ServiceConfig, *, clock: Any = time.time_ns, new_state: bool = False) -> None:
+    def __init__(
+        self, cfg: ServiceConfig, *, clock: Any = time.time_ns, new_state: bool = False, force: bool = False
+    ) -> None:
         self.cfg = cfg
         self.clock = clock
         self.started = time.monotonic()
@@ -83,7 +85,7 @@ class Service:
         if cfg.api.token is not None:
             self.api_token = read_secret(cfg.api.token, "api.token", cfg.source)
             self.secrets.append(self.api_token.get_secret_value())
-        self.state = open_state(cfg, owner=True, new_state=new_state)  # checked, locked, 0600 (state_db.py)
+        self.state = open_state(cfg, owner=True, new_state=new_state, force=force)  # checked, locked, 0600
         self.store = CounterStore()
         self._trace = cfg.telemetry.record.open("a", encoding="utf-8") if cfg.telemetry.record else None
         self.ingestor = Ingestor(self.store, recorder=TraceWriter(self._trace) if self._trace else None)

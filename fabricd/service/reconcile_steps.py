@@ -168,6 +168,8 @@ class ReconcileSteps:
         ends = tuple(sorted({str(ep), *([str(peer)] if peer is not None else [])}))
         devices = tuple(sorted({ep.device, *([peer.device] if peer is not None else [])}))
         summary = f"{ep} is down by fabricd ({mark.kind}) with no record of it: adopted from the switch's mark"
+        if self.state.started_empty:  # a deleted state file or --new-state: say so where the operator looks
+            why = f"{why}; the state started empty at this start ({self.state.started_empty})"
         evidence: JsonDict = {"mark": mark.text(), "adopted": True, "old_action": mark.action_id,
                               "old_ticket": mark.ticket_id}  # fmt: skip
         f = Finding(kind=mark.kind, device=ep.device, port=ep.port, devices=devices, ports=ends, start_ts=now,

@@ -21,7 +21,7 @@ from typing import Any, cast
 from fabricd.detectors.finding import Finding
 
 from .config import ServiceConfig, read_secret
-from .state_db import ConflictError, Db, FencedError, Result, Row, StateError, connect, schema, set_aside
+from .state_db import ConflictError, Db, FencedError, Result, Row, StateError, connect, schema
 from .state_records import (
     FENCE,
     OPEN_ACTION,
@@ -62,13 +62,15 @@ SCHEMA_VERSION = 3  # 2: actions.key (idempotency); 3: actions.token (the fencin
 
 class StateStore:
     def __init__(
-        self, path: Path | None = None, *, url: str | None = None, password: str | None = None, owner: bool = False
-    ) -> None:
+        self, path: Path | None = None, *, url: str | None = None, password: str | None = None, owner: bool = False,
+        new_state: bool = False, force: bool = False,
+    ) -> None:  # fmt: skip
         """SQLite at `path` (the default), or the PostgreSQL database at `url` that a leader and its standbys
         share (the password comes from state.password, never from the URL). `owner`: the service's own store (one
-        per SQLite file, state_db.SqliteDb)."""
+        per SQLite file, state_db.SqliteDb); `new_state`, `force`: `fabricd run --new-state [--force]`."""
         self.path = path
-        self._db: Db = connect(path, url, password, owner=owner)
+        self._db: Db = connect(path, url, password, owner=owner, new_state=new_state, force=force)
+        self.started_empty = self._db.started_empty  # adoption notes say so (reconcile_steps)
         self.writes = WriteHealth()
         self.dialect = self._db.dialect
         self._lock = threading.RLock()
@@ -608,10 +610,11 @@ def _release(db: Db, device: str, port: str, probation_until: int, ticket_id: in
     )
 
 
-def open_state(cfg: ServiceConfig, *, owner: bool = False, new_state: bool = False) -> StateStore:
+def open_state(cfg: ServiceConfig, *, owner: bool = False, new_state: bool = False, force: bool = False) -> StateStore:
     """The state store fabricd.yaml names: PostgreSQL at state.url (password from state.password), else the file.
-    `owner`: the service's own store (the SQLite file's lock); `new_state`: set the SQLite file aside and start
-    empty (fabricd then adopts what the switches' marks say it did)."""
+    `owner`: the service's own store (the SQLite file's lock); `new_state`: under that lock, set an empty or corrupt
+    SQLite file aside (a readable one only with `force`) and start empty (fabricd then adopts what the switches'
+    marks say it did)."""
     password = None
     if cfg.state.password is not None:
         password = read_secret(cfg.state.password, "state.password", cfg.source).get_secret_value()
@@ -619,8 +622,8 @@ def open_state(cfg: ServiceConfig, *, owner: bool = False, new_state: bool = Fal
         if new_state:
             raise StateError("--new-state sets a SQLite state file aside; a shared PostgreSQL state is not discarded")
         return StateStore(url=cfg.state.url, password=password, owner=owner)
-    if new_state:
-        kept = set_aside(cfg.state.path)
-        if kept is not None:
-            log.warning("--new-state: %s set aside as %s; starting with an empty state", cfg.state.path, kept)
-    return StateStore(cfg.state.path, owner=owner)
+    store = StateStore(cfg.state.path, owner=owner, new_state=new_state, force=force)
+    if owner and store.started_empty:
+        log.warning("state started empty: %s; ports the switches' marks say fabricd shut are adopted",
+                    store.started_empty)  # fmt: skip
+    return store

@@ -9,10 +9,12 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import json
+import logging
 import os
 import re
 import socket
 import sqlite3
+import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -21,10 +23,20 @@ from typing import Any, Literal, Protocol
 from topology.errors import FabricdError
 
 Dialect = Literal["sqlite", "postgresql"]
+log = logging.getLogger("fabricd.state")
 
 
 class StateError(FabricdError):
-    """The state database cannot be opened, is from a newer fabricd, or went away."""
+    """The state database cannot be opened, is from a newer fabricd, or went away. Always one line: SQLite's own
+    reports span several (quick_check's starts `*** in database main ***`), and the CLI prints one line."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(one_line(message))
+
+
+def one_line(text: str) -> str:
+    """`text` with its line breaks folded into `; `."""
+    return "; ".join(part.strip() for part in text.splitlines() if part.strip())
 
 
 class FencedError(StateError):
@@ -52,6 +64,7 @@ class Result(Protocol):
 
 class Db(Protocol):
     dialect: Dialect
+    started_empty: str | None  # why this start began with no records (None: it has the database's)
 
     def execute(self, sql: str, args: Sequence[Any] = ()) -> Result: ...
     def script(self, sql: str) -> None: ...
@@ -111,6 +124,12 @@ def _side(path: Path, suffix: str) -> Path:
     return path.with_name(path.name + suffix)
 
 
+FORCE_HINT = (
+    "run without --new-state to keep it, or add --force to set it aside anyway (kept beside it; fabricd then forgets "
+    "its tickets, tokens and audit log and adopts what the switches' marks say it did)"
+)
+
+
 def set_aside(path: Path, now: float | None = None) -> Path | None:
     """`--new-state`: move the state file (and its WAL) aside, never delete it; returns where it went (None: there
     was no file)."""
@@ -133,16 +152,28 @@ class SqliteDb:
 
     dialect: Dialect = "sqlite"
 
-    def __init__(self, path: Path, *, owner: bool = False) -> None:
+    def __init__(self, path: Path, *, owner: bool = False, new_state: bool = False, force: bool = False) -> None:
+        """`new_state` (`fabricd run --new-state`, the owner only): under the lock, set the file aside and start
+        empty; a file that opens cleanly is set aside only with `force`."""
         self.path = path
         self._lock: Any = None
+        self.started_empty: str | None = None  # why this start began with no records (None: it has the file's)
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise StateError(f"{path}: cannot open the state database ({e}); check the path and permissions") from None
+        _check_folder(path)
+        try:
             if owner:
                 self._lock = _take_lock(path)
         except OSError as e:
             raise StateError(f"{path}: cannot open the state database ({e}); check the path and permissions") from None
         try:
+            if new_state:
+                assert owner, "--new-state is the service's: it holds the lock while it sets the file aside"
+                self.started_empty = _start_new(path, force)
+            elif owner and not path.exists():  # the service's start (a tool adopts nothing)
+                self.started_empty = f"no state file at {path} (a first run, or the file was deleted or moved)"
             self._open(path)
         except BaseException:
             if self._lock is not None:
@@ -198,6 +229,61 @@ class SqliteDb:
             self._lock.close()  # releases the lock
 
 
+def _check_folder(path: Path) -> None:
+    """SQLite writes its journal (-wal, -shm) beside the state file and `--new-state` renames it there: a folder
+    that cannot be written (read-only, immutable, full) is named as such, not reported as a bad database."""
+    try:
+        fd, probe = tempfile.mkstemp(prefix=f".{path.name}.probe-", dir=path.parent)
+        os.close(fd)
+        Path(probe).unlink()
+    except OSError as e:
+        raise StateError(
+            f"{path}: its folder {path.parent} cannot be written ({e.strerror}); fabricd keeps its journal beside "
+            "the state file: check the folder's permissions and attributes (lsattr -d: immutable?) and the disk"
+        ) from None
+
+
+def _start_new(path: Path, force: bool) -> str:
+    """`--new-state`, the lock held: a file that opens cleanly is refused without `force`; otherwise it is set aside
+    (never deleted). Returns why the state starts empty."""
+    if not path.exists():
+        return f"--new-state: no state file at {path}"
+    if not force and (healthy := _readable_summary(path)) is not None:
+        raise StateError(f"{path}: --new-state refused: this state file is readable ({healthy}); {FORCE_HINT}")
+    try:
+        kept = set_aside(path)
+    except OSError as e:
+        raise StateError(
+            f"{path}: --new-state cannot set the state file aside ({e.strerror}); check the permissions and "
+            f"attributes of the file and of {path.parent} (lsattr -d: immutable?)"
+        ) from None
+    log.warning("--new-state: %s set aside as %s; starting with an empty state", path, kept)
+    return f"--new-state: {path} set aside as {kept}"
+
+
+def _readable_summary(path: Path) -> str | None:
+    """What a state file holds when it opens and passes its check, read-only (None: empty, corrupt or unreadable:
+    what `--new-state` is for)."""
+    if path.stat().st_size == 0:
+        return None
+    try:
+        db = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=10)
+    except sqlite3.Error:
+        return None
+    try:
+        if [str(r[0]) for r in db.execute("PRAGMA quick_check").fetchall()] != ["ok"]:
+            return None
+        counts = []
+        for table in ("tickets", "actions", "tokens"):
+            with contextlib.suppress(sqlite3.Error):
+                counts.append(f"{db.execute(f'SELECT COUNT(*) FROM {table}').fetchone()[0]} {table}")
+        return ", ".join(counts) or "no fabricd records"
+    except sqlite3.Error:
+        return None
+    finally:
+        db.close()
+
+
 def _take_lock(path: Path) -> Any:
     """The exclusive lock on `<state>.lock` (flock: released by the kernel when the process dies, kill -9 too), with
     who holds it written inside; a second fabricd on the same file is refused, naming the holder."""
@@ -245,6 +331,7 @@ _PLACEHOLDER = re.compile(r"\?")
 
 class PostgresDb:
     dialect: Dialect = "postgresql"
+    started_empty: str | None = None  # a shared database is never started afresh by one instance
 
     def __init__(self, url: str, password: str | None, timeout_s: float = 10.0) -> None:
         import psycopg  # only a PostgreSQL deployment needs it loaded
@@ -302,8 +389,11 @@ def _safe_url(url: str) -> str:
     return re.sub(r"//([^:/@]+):[^@]*@", r"//\1:***@", url)
 
 
-def connect(path: Path | None, url: str | None, password: str | None, *, owner: bool = False) -> Db:
+def connect(
+    path: Path | None, url: str | None, password: str | None, *, owner: bool = False, new_state: bool = False,
+    force: bool = False,
+) -> Db:  # fmt: skip
     if url:
         return PostgresDb(url, password)
     assert path is not None
-    return SqliteDb(path, owner=owner)
+    return SqliteDb(path, owner=owner, new_state=new_state, force=force)

@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import logging
 import os
+import random
 import shutil
 import socket
 import stat
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -133,3 +135,99 @@ def test_an_immutable_state_file_is_refused_at_start(tmp_path: Path) -> None:
         assert "lsattr: immutable?" in str(e.value)
     finally:
         subprocess.run(["chattr", "-i", str(path)], check=True)
+
+
+def test_new_state_takes_the_lock_first_and_moves_nothing_under_a_running_service(tmp_path: Path) -> None:
+    path = tmp_path / "state.db"
+    running = StateStore(path, owner=True)
+    running.create_ticket("f", "link_flap", "d", "p", "t", {}, T0)
+    with pytest.raises(StateError) as e:
+        StateStore(path, owner=True, new_state=True, force=True)
+    (line,) = str(e.value).splitlines()
+    assert line.startswith(f"{path}: in use by another fabricd, pid {os.getpid()}")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["state.db", "state.db-shm", "state.db-wal", "state.db.lock"]
+    running.create_ticket("g", "link_flap", "d", "q", "t", {}, T0)  # still writing into the file at the path
+    running.close()
+    assert [t.fault for t in StateStore(path).tickets()] == ["g", "f"]
+
+
+def test_new_state_refuses_a_readable_file_unless_forced(tmp_path: Path) -> None:
+    path = tmp_path / "state.db"
+    _filled(path, tickets=3)
+    with pytest.raises(StateError) as e:
+        StateStore(path, owner=True, new_state=True)
+    (line,) = str(e.value).splitlines()
+    assert line.startswith(f"{path}: --new-state refused: this state file is readable (3 tickets, 0 actions, 0 tokens)")
+    assert "add --force to set it aside anyway" in line
+    assert not list(tmp_path.glob("*set-aside*"))
+    s = StateStore(path, owner=True, new_state=True, force=True)
+    assert s.tickets() == [] and s.started_empty and "set aside as" in s.started_empty
+    s.close()
+    (kept,) = tmp_path.glob("state.db.set-aside-*Z")
+    assert len(StateStore(kept).tickets()) == 3
+
+
+def test_new_state_sets_a_damaged_file_aside_without_force(tmp_path: Path) -> None:
+    path = tmp_path / "state.db"
+    _filled(path, tickets=3)
+    data = bytearray(path.read_bytes())
+    data[0:100] = b"\xa5" * 100
+    path.write_bytes(bytes(data))
+    s = StateStore(path, owner=True, new_state=True)
+    assert s.tickets() == []
+    s.close()
+    (kept,) = tmp_path.glob("state.db.set-aside-*Z")
+    assert kept.read_bytes() == bytes(data)
+
+
+def test_a_missing_state_file_starts_empty_and_says_so(tmp_path: Path) -> None:
+    path = tmp_path / "state.db"
+    s = StateStore(path, owner=True)
+    assert s.started_empty == f"no state file at {path} (a first run, or the file was deleted or moved)"
+    s.close()
+    s = StateStore(path, owner=True)
+    assert s.started_empty is None
+    s.close()
+
+
+def test_every_damaged_page_is_refused_in_one_line(tmp_path: Path) -> None:
+    path = tmp_path / "state.db"
+    _filled(path, tickets=150)
+    good = path.read_bytes()
+    rng = random.Random(39)
+    checked = 0
+    for page in range(1, min(len(good) // 4096, 12)):
+        data = bytearray(good)
+        data[page * 4096 : (page + 1) * 4096] = rng.randbytes(4096)
+        damaged = tmp_path / f"page{page}.db"
+        damaged.write_bytes(bytes(data))
+        try:
+            StateStore(damaged).close()
+        except StateError as e:
+            assert "\n" not in str(e) and str(damaged) in str(e), str(e)
+            checked += "failed its integrity check (*** in database main ***; Page" in str(e)  # SQLite's lines
+    assert checked  # a damage quick_check reports on several lines was among them
+
+
+@pytest.fixture
+def immutable_folder(tmp_path: Path) -> Iterator[Path]:
+    folder = tmp_path / "state"
+    folder.mkdir()
+    _filled(folder / "state.db", tickets=1)
+    if shutil.which("chattr") is None or subprocess.run(["chattr", "+i", str(folder)]).returncode != 0:
+        pytest.skip("needs chattr +i (e2fsprogs, a filesystem and container that allow it)")
+    try:
+        yield folder
+    finally:
+        subprocess.run(["chattr", "-i", str(folder)], check=True)
+
+
+def test_an_immutable_folder_is_named_as_such(immutable_folder: Path) -> None:
+    path = immutable_folder / "state.db"
+    for new_state in (False, True):
+        with pytest.raises(StateError) as e:
+            StateStore(path, owner=True, new_state=new_state, force=True)
+        (line,) = str(e.value).splitlines()
+        assert line.startswith(f"{path}: its folder {immutable_folder} cannot be written (Operation not permitted)")
+        assert "lsattr -d: immutable?" in line and "not a readable state database" not in line
+    assert (immutable_folder / "state.db").exists() and not list(immutable_folder.glob("*set-aside*"))

@@ -1,0 +1,125 @@
+"""What an operator types at a state file, as real processes against the twin (docs/operations.md, "Recovering"):
+`--new-state` beside a running service, on a readable file, in an immutable folder, and a state file deleted while
+the switches carry fabricd's marks. Each start-time refusal is one line and exit 2; nothing is moved that a running
+service writes into."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from lab.control_client import inject
+from tests.conftest import EXAMPLES
+from tests.twin.lab.twin_thread import TwinThread
+from topology.spec import load_spec
+
+from .service_thread import Daemon, free_port, wait_for, write_config
+
+pytestmark = [pytest.mark.slow]
+
+
+@pytest.fixture(scope="module")
+def twin(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TwinThread]:
+    t = TwinThread(load_spec(EXAMPLES / "small-pod.yaml"), tmp_path_factory.mktemp("twin")).start()
+    yield t
+    t.stop()
+
+
+def fabricd(*args: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FABRICD_")}
+    return subprocess.run([sys.executable, "-m", "fabricd", *args], capture_output=True, text=True, timeout=60,
+                          env=env)  # fmt: skip
+
+
+def one_line(r: subprocess.CompletedProcess[str]) -> str:
+    assert r.returncode == 2, (r.returncode, r.stderr[-2000:])
+    assert "Traceback" not in r.stderr, r.stderr
+    (line,) = r.stderr.strip().splitlines()
+    return line
+
+
+def test_new_state_beside_a_running_service_is_refused_and_moves_nothing(twin: TwinThread, tmp_path: Path) -> None:
+    port = free_port()
+    cfg = write_config(tmp_path, twin.inventory, api={"port": port})
+    d = Daemon(cfg, port, tmp_path / "fabricd.log")
+    try:
+        other = tmp_path / "other"
+        other.mkdir()
+        cfg2 = write_config(other, twin.inventory, api={"port": free_port()}, state=str(tmp_path / "state.db"))
+        line = one_line(fabricd("run", "--config", str(cfg2), "--new-state", "--force"))
+        assert f"in use by another fabricd, pid {d.proc.pid} on {socket.gethostname()}" in line
+        assert not list(tmp_path.glob("state.db.set-aside-*"))  # the live file, its WAL and shm stay where they are
+        # a token made now lands in the file the service reads: it is let in
+        made = fabricd("token", "create", "--user", "ops", "--role", "viewer", "--config", str(cfg), "-f", "json")
+        assert made.returncode == 0, made.stderr
+        token = json.loads(made.stdout)["token"]
+        r = httpx.get(d.url + "/api/v1/tickets", headers={"Authorization": f"Bearer {token}"}, timeout=10)
+        assert r.status_code == 200, r.text
+        assert d.proc.poll() is None
+    finally:
+        assert d.stop() == 0
+
+
+def test_new_state_on_a_readable_file_needs_force(twin: TwinThread, tmp_path: Path) -> None:
+    port = free_port()
+    cfg = write_config(tmp_path, twin.inventory, api={"port": port})
+    Daemon(cfg, port, tmp_path / "fabricd.log").stop()
+    line = one_line(fabricd("run", "--config", str(cfg), "--new-state"))
+    assert line.startswith(f"fabricd: error: {tmp_path / 'state.db'}: --new-state refused: this state file is readable")
+    assert "add --force" in line and not list(tmp_path.glob("state.db.set-aside-*"))
+    d = Daemon(cfg, port, tmp_path / "fabricd.log", "--new-state", "--force")
+    assert d.stop() == 0
+    assert len(list(tmp_path.glob("state.db.set-aside-*Z"))) == 1
+
+
+def test_an_immutable_state_folder_is_named_by_both_starts(twin: TwinThread, tmp_path: Path) -> None:
+    folder = tmp_path / "state"
+    folder.mkdir()
+    port = free_port()
+    cfg = write_config(tmp_path, twin.inventory, api={"port": port}, state=str(folder / "state.db"))
+    Daemon(cfg, port, tmp_path / "fabricd.log").stop()
+    if shutil.which("chattr") is None or subprocess.run(["chattr", "+i", str(folder)]).returncode != 0:
+        pytest.skip("needs chattr +i (a filesystem and container that allow it)")
+    try:
+        for args in ((), ("--new-state",), ("--new-state", "--force")):
+            line = one_line(fabricd("run", "--config", str(cfg), *args))
+            assert f"its folder {folder} cannot be written (Operation not permitted)" in line, line
+            assert "not a readable state database" not in line
+        assert sorted(p.name for p in folder.iterdir()) == ["state.db", "state.db.lock"]
+    finally:
+        subprocess.run(["chattr", "-i", str(folder)], check=True)
+
+
+def test_a_deleted_state_file_with_marked_ports_says_the_state_started_empty(twin: TwinThread, tmp_path: Path) -> None:
+    port = free_port()
+    cfg = write_config(tmp_path, twin.inventory, api={"port": port})
+    log = tmp_path / "fabricd.log"
+    d = Daemon(cfg, port, log)
+    ep = "leaf-g0-r1:Ethernet2/1"
+    try:
+        inject(twin.state_dir, "link_flap", {"port": ep, "count": 8, "period_s": 0.3})
+        wait_for(lambda: d.get("/api/v1/ports/disabled")["ports"], 30, 0.2)
+    finally:
+        assert d.stop() == 0
+    for name in ("state.db", "state.db-wal", "state.db-shm"):
+        (tmp_path / name).unlink(missing_ok=True)  # deleted; the switch still carries the mark
+    d = Daemon(cfg, port, log)
+    try:
+        held = wait_for(lambda: d.get("/api/v1/ports/disabled")["ports"], 20)
+        assert [f"{p['device']}:{p['port']}" for p in held] == [ep]
+        (adopted,) = [e for e in d.get("/api/v1/audit")["audit"] if e["what"] == f"adopted {ep}"]
+        assert f"the state started empty at this start (no state file at {tmp_path / 'state.db'}" in adopted["why"]
+        (ticket,) = d.get("/api/v1/tickets")["tickets"]
+        assert "the state started empty" in ticket["body"]["why"]
+    finally:
+        d.stop()
+    assert f"state started empty: no state file at {tmp_path / 'state.db'}" in log.read_text()
