@@ -25,6 +25,9 @@ from topology.underlay import Session, Underlay
 from topology.units import NS
 
 HOLD_TIME_S = 9  # reference/platforms.md: data-center fabrics commonly set 3/9 s
+# bgpmon (sonic-bgpcfgd) sleeps 15 s between looks at FRR (reference/maintenance-lldp-bgp-state.md: "at least every
+# 15 s"): what STATE_DB's NEIGH_STATE_TABLE says trails FRR by up to this much.
+BGPMON_INTERVAL_NS = 15 * NS
 KEEPALIVE_S = 3
 ESTABLISHED = "Established"
 
@@ -106,6 +109,11 @@ class Bgp:
         if st.reason == "link" or (st.reason == "shutdown" and self.shut_here(session)):
             return "Idle"
         return "Active"
+
+    def frr_state(self, session: Session, st: SessionState) -> str:
+        """The state as FRR's `show bgp summary json` names it at this end: "Idle (Admin)" where its config shuts it."""
+        state = self.peer_state(session, st)
+        return "Idle (Admin)" if state == "Idle" and self.shut_here(session) else state
 
     def idle_reason(self, session: Session, st: SessionState) -> str:
         if st.reason == "shutdown" and self.shut_here(session):
@@ -274,3 +282,41 @@ class Bgp:
             out[origin] = seen
         self._distances = (self.version, out)
         return out
+
+
+NeighStates = Callable[[str], dict[str, str]]  # a SONiC switch -> {neighbour address: FRR's state}
+Schedule = Callable[[int, Callable[[int], None]], None]
+
+
+class BgpMon:
+    """STATE_DB `NEIGH_STATE_TABLE` of each SONiC switch, as bgpmon (sonic-bgpcfgd) writes it: it clears the table
+    when it starts, then every BGPMON_INTERVAL_NS reads FRR's `show bgp summary json` and writes each neighbour's
+    `state` (reference/maintenance-lldp-bgp-state.md). So the table is empty for the first interval after a boot
+    and then shows FRR's states as of its last read. `read` gives FRR's states now (the model's, or real FRR's)."""
+
+    def __init__(self, devices: Iterable[str], read: NeighStates, schedule: Schedule, now_ns: int) -> None:
+        self.read = read
+        self.schedule = schedule
+        self.tables: dict[str, dict[str, str]] = {}
+        self.written_ns: dict[str, int] = {}  # when bgpmon last wrote a switch's table
+        self._runs: dict[str, int] = {}  # bumped at each start: the timers of a previous run stop
+        for device in devices:
+            self.start(device, now_ns)
+
+    def start(self, device: str, now_ns: int) -> None:
+        """bgpmon starts (the switch boots): the table is cleared, the first read is one interval later."""
+        run = self._runs.get(device, 0) + 1
+        self._runs[device] = run
+        self.tables[device] = {}
+        self.written_ns[device] = now_ns
+        self.schedule(now_ns + BGPMON_INTERVAL_NS, self._tick(device, run))
+
+    def _tick(self, device: str, run: int) -> Callable[[int], None]:
+        def fire(at: int) -> None:
+            if self._runs.get(device) != run:
+                return
+            self.tables[device] = dict(self.read(device))
+            self.written_ns[device] = at
+            self.schedule(at + BGPMON_INTERVAL_NS, self._tick(device, run))
+
+        return fire

@@ -341,6 +341,8 @@ class FaultInjector:
         sw.rebooting_until = now + int(down * NS)
         sw.stream_epoch += 1
         sw.gnmi_blocked_until = sw.rebooting_until
+        if device in self.twin.bgpmon.tables:
+            self.twin.bgpmon.start(device, now)  # bgpmon starts again with the switch: its table empty at first
         if self.on_reboot is not None:
             self.on_reboot(device, now)
         self.twin.schedule(sw.rebooting_until, lambda _t: None)  # ports come back up at this time

@@ -394,6 +394,7 @@ class DeviceService:
         now = self.hub.twin.advance()
         sampled: dict[int, list[Any]] = {}
         watched: set[int] = set()
+        changing: list[Any] = []  # ON_CHANGE table paths without a twin listener (NEIGH_STATE_TABLE): compared
         for sub in sl.subscription:
             selected = self._db_rows(db, sl.prefix, sub.path, now)
             interval = int(sub.sample_interval)
@@ -402,6 +403,8 @@ class DeviceService:
             if int(sub.mode) == 1 and db == "APPL_DB":
                 names = [path[1] for path, _ in selected]
                 watched |= {i for i, p in enumerate(self.sw.ports) if sonic_port(p) in names}
+            elif int(sub.mode) == 1 and [e.name for e in sub.path.elem][:1] == [sonic_gnmi.NEIGH]:
+                changing.append(sub.path)
             else:
                 sampled.setdefault(interval or DEFAULT_SAMPLE_NS, []).append(sub.path)
         full = [r for sub in sl.subscription for r in self._db_rows(db, sl.prefix, sub.path, now)]
@@ -413,10 +416,15 @@ class DeviceService:
             return
         watcher = Watcher(self.hub, self.sw, watched)
         self.hub.register(watcher)
+        # sonic-gnmi streams a table's ON_CHANGE from redis' keyspace events: a row when it is written, a delete
+        # when it goes (bgpmon clears the table at a reboot); the twin compares them every CHANGE_POLL_NS
+        last = {tuple(p): r for p, r in full if p[:1] == [sonic_gnmi.NEIGH]}
         try:
             loop = asyncio.get_running_loop()
             start = loop.time()
             due = {i: start + i / 1e9 for i in sampled}
+            if changing:
+                due[-1] = start + CHANGE_POLL_NS / 1e9
             while True:
                 wake = min(due.values(), default=start + 3600)
                 try:
@@ -434,7 +442,13 @@ class DeviceService:
                         yield msg
                 t = loop.time()
                 for interval, at in due.items():
-                    if t >= at:
+                    if interval == -1 and t >= at:
+                        now = self.hub.twin.advance()
+                        rows = [r for p in changing for r in self._db_rows(db, sl.prefix, p, now)]
+                        for msg in _table_changes(db, last, rows, now):
+                            yield msg
+                        due[-1] = t + CHANGE_POLL_NS / 1e9
+                    elif t >= at:
                         now = self.hub.twin.advance()
                         rows = [r for p in sampled[interval] for r in self._db_rows(db, sl.prefix, p, now)]
                         for msg in sonic_gnmi.notifications(db, rows, now):
@@ -590,6 +604,23 @@ class DeviceService:
             return []
         plan = self._plan(np.full(len(codes), row, dtype=np.int64), np.array(codes, dtype=np.int64), stream.req.target)
         return plan.sample(ts, stream.req.json_ietf, oper=oper)
+
+
+def _table_changes(db: str, last: dict[tuple[str, ...], Any], rows: list[sonic_gnmi.Row], ts: int) -> list[bytes]:
+    """The rows written since `last` (sent whole) and those gone (sent as deletes); `last` becomes `rows`."""
+    now = {tuple(p): r for p, r in rows}
+    written = [(list(k), r) for k, r in now.items() if last.get(k) != r]
+    out = sonic_gnmi.notifications(db, written, ts)
+    for key in sorted(last.keys() - now.keys()):
+        n = gnmi_pb2.Notification(timestamp=ts)
+        n.prefix.target = db
+        d = n.delete.add()
+        for e in key:
+            d.elem.add(name=e)
+        out.append(gnmi_pb2.SubscribeResponse(update=n).SerializeToString())
+    last.clear()
+    last.update(now)
+    return out
 
 
 def _identity(b: bytes) -> bytes:

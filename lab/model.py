@@ -29,7 +29,7 @@ from topology.underlay import Underlay
 from topology.units import NS
 
 from . import traffic
-from .bgp import Bgp
+from .bgp import Bgp, BgpMon
 from .counters import (
     CODEWORD_BITS,
     COL,
@@ -268,6 +268,9 @@ class Twin:
         self.links_dirty = False  # only ports' up/down inputs changed since the last recompute (Recompute.LINKS)
         self._rates_owed: int | None = None  # when the rates deferred after a LINKS change are due
         self.now = now
+        # each SONiC switch's STATE_DB NEIGH_STATE_TABLE, as bgpmon writes it from FRR every 15 s (lab/bgp.py)
+        sonic = [name for name, sw in self.switches.items() if sw.platform == "sonic"]
+        self.bgpmon = BgpMon(sonic, self.frr_states, lambda at, fn: self.schedule(at, fn, Recompute.RATES), now)
         self.advance(now)
 
     # --- queries -------------------------------------------------------------------------------
@@ -284,6 +287,10 @@ class Twin:
         """Who LLDP on this port hears: the cabled peer, unless a `miscable` fault put another cable's far end on it
         (the traffic model keeps the blueprint's paths: the fault is about what the fabric says it is wired as)."""
         return self.lldp_swaps.get((device, port)) or self.peers.get((device, port))
+
+    def frr_states(self, device: str) -> dict[str, str]:
+        """Each BGP neighbour's state as the switch's FRR names it (`show bgp summary json`), by neighbour address."""
+        return {s.peer_address: self.bgp.frr_state(s, st) for s, st in self.bgp.sessions_of(device)}
 
     def is_switch(self, device: str) -> bool:
         return device in self.switches

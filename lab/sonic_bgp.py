@@ -7,6 +7,9 @@ and compares): a number under State/PfxRcd means Established with that many pref
 
 from __future__ import annotations
 
+import json
+from typing import Any
+
 from topology.underlay import Session
 from topology.units import NS
 
@@ -95,3 +98,36 @@ def show_summary(twin: Twin, device: str) -> str:
     lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
     lines += ["", f"Total number of neighbors {len(rows)}"]
     return "\n".join(lines) + "\n"
+
+
+def frr_summary_json(twin: Twin, device: str) -> str:
+    """`vtysh -c 'show bgp summary json'`: FRR 8.4's object (what bgpmon reads, and the source where STATE_DB is
+    empty); its keys and state words are real bgpd's (tests/twin/lab/test_frr_shape.py)."""
+    now = twin.clock()
+    sp = twin.bgp.underlay.speakers[device]
+    rows = twin.bgp.sessions_of(device)
+    rib = sum(twin.bgp.received(device, s.local.port) for s, _ in rows) + len(sp.originated)
+    peers: dict[str, Any] = {}
+    for s, st in rows:
+        msgs = st.messages(now)
+        state = twin.bgp.frr_state(s, st)
+        up_ms = max(0, (now - st.since_ns) // 1_000_000)
+        peers[s.peer_address] = {
+            "hostname": s.peer.device, "remoteAs": s.peer_asn, "localAs": s.local_asn, "version": 4,
+            "msgRcvd": msgs, "msgSent": msgs, "tableVersion": 0, "outq": 0, "inq": 0,
+            "peerUptime": _updown(up_ms / 1000), "peerUptimeMsec": up_ms,
+            "peerUptimeEstablishedEpoch": st.since_ns // NS,
+            "pfxRcd": twin.bgp.received(device, s.local.port), "pfxSnt": twin.bgp.sent(device, s.local.port),
+            "state": state, "peerState": "Admin" if state == "Idle (Admin)" else "OK",
+            "connectionsEstablished": st.transitions, "connectionsDropped": st.transitions - (1 if st.up else 0),
+            "desc": s.peer.device, "idType": "ipv4",
+        }  # fmt: skip
+    failed = sum(1 for _, st in rows if not st.up)
+    body = {
+        "routerId": sp.router_id, "as": sp.asn, "vrfId": 0, "vrfName": "default",
+        "tableVersion": twin.bgp.version + len(sp.originated), "ribCount": rib, "ribMemory": rib * 192,
+        "peerCount": len(rows), "peerMemory": len(rows) * 741464, "peers": peers, "failedPeers": failed,
+        "displayedPeers": len(rows), "totalPeers": len(rows), "dynamicPeers": 0,
+        "bestPath": {"multiPathRelax": "false"},
+    }  # fmt: skip
+    return json.dumps({"ipv4Unicast": body}, indent=2) + "\n"

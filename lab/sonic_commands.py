@@ -167,6 +167,8 @@ def vtysh_command(twin: Twin, dev: SonicDevice, args: list[str]) -> Output:
         words = c.split()
         if words in (["show", "ip", "bgp", "summary"], ["show", "bgp", "summary"], ["show", "bgp", "ipv4", "summary"]):
             out += sonic_bgp.frr_summary(twin, dev.device)
+        elif words in (["show", "bgp", "summary", "json"], ["show", "ip", "bgp", "summary", "json"]):
+            out += sonic_bgp.frr_summary_json(twin, dev.device)
         else:
             return out, f"% Unknown command: {c}\n", 1
     return out, "", 0

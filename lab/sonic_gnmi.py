@@ -24,7 +24,9 @@ from .sonic_config import sonic_port
 from .sonic_releases import serves_pfcwd, serves_rates
 
 TARGETS = frozenset({"COUNTERS_DB", "APPL_DB", "STATE_DB"})
-TABLES = {"COUNTERS_DB": ("COUNTERS", "RATES"), "APPL_DB": ("PORT_TABLE",), "STATE_DB": ("TRANSCEIVER_DOM_SENSOR",)}
+TABLES = {"COUNTERS_DB": ("COUNTERS", "RATES"), "APPL_DB": ("PORT_TABLE",),
+          "STATE_DB": ("TRANSCEIVER_DOM_SENSOR", "NEIGH_STATE_TABLE")}  # fmt: skip
+NEIGH = "NEIGH_STATE_TABLE"  # STATE_DB: each BGP neighbour's `state`, keyed by its address, as bgpmon writes it
 LANES = 4  # DR4 optics: four receive lanes (as `show interfaces transceiver dom thresholds` reports)
 Row = tuple[list[str], dict[str, Any]]
 
@@ -122,6 +124,15 @@ def dom(twin: Twin, sw: Switch, row: int) -> dict[str, str]:
     return out
 
 
+def neigh_rows(twin: Twin, sw: Switch, key: str) -> list[Row]:
+    """NEIGH_STATE_TABLE's rows a key selects (`*`, a prefix with `*`, or one address): what bgpmon last wrote,
+    nothing before its first read after a boot (lab/bgp.py BgpMon). A key with no row selects nothing."""
+    table = twin.bgpmon.tables.get(sw.name, {})
+    picked = [a for a in table if a.startswith(key[:-1])] if key.endswith("*") else [a for a in table if a == key]
+    order = sorted(picked, key=lambda a: tuple(int(x) for x in a.split(".")))
+    return [([NEIGH, a], {"state": table[a]}) for a in order]
+
+
 def _rows_of(sw: Switch, key: str, names: list[str]) -> list[int]:
     if key == "*":
         return list(range(len(sw.ports)))
@@ -151,6 +162,8 @@ def rows(twin: Twin, sw: Switch, target: str, path: Sequence[str], now: int) -> 
         raise DbPathError(f"{target}: RATES/{path[1]} is not a virtual path of {sw.os_version} (from 202411)")
     if sub == "Pfcwd" and not serves_pfcwd(sw.os_version):
         return []  # before 202411 the translation reads CONFIG_DB PFC_WD_TABLE, which does not exist: no row
+    if path[0] == NEIGH:
+        return neigh_rows(twin, sw, path[1])
     names = keys(twin, sw, target)
     picked = _rows_of(sw, path[1], names)
     if target == "APPL_DB":

@@ -175,6 +175,8 @@ def coverage_lines(entries: list[dict[str, Any]]) -> list[str]:
             )
         for r in e["rejected"]:
             gaps.setdefault(("refused", f"{r['path']} ({r['reason']})"), []).append(e["device"])
+        for x in e.get("late") or []:
+            gaps.setdefault((f"{x['detector']} late", f"{x['leaf']} {x['reason']}"), []).append(e["device"])
     lines = [f"telemetry coverage: {len(entries)} switch(es) stream less than their profile"]
     for (what, detail), devices in sorted(gaps.items()):
         lines.append(f"  {what} on {_names(devices)}: {detail}")

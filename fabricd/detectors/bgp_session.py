@@ -2,6 +2,8 @@
 
 A session is matched to its port by the port's streamed ipv4 address (`/interfaces/.../ipv4/addresses/address[ip]`):
 the neighbour whose address lies in a port's subnet is that port's peer, whatever addressing plan the fabric uses.
+A switch that streams no address (SONiC: its state comes from STATE_DB's NEIGH_STATE_TABLE, keyed by the neighbour's
+address alone) is matched by the underlay's plan (topology/underlay.py), which the fabric is then assumed to follow.
 Three faults, one finding per session (both ends see it; the finding sits on the lower tier's end, a leaf's uplink):
 - down: the session is not ESTABLISHED for `down_after_s` while its link is up (a link down is link_flap's);
 - flapping: it left ESTABLISHED `flap_count` times within `flap_window_s`;
@@ -13,6 +15,7 @@ Three faults, one finding per session (both ends see it; the finding sits on the
 from __future__ import annotations
 
 import ipaddress
+import weakref
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
@@ -22,6 +25,7 @@ import numpy.typing as npt
 from fabricd.telemetry import Snapshot
 from topology.fabric import Fabric
 from topology.model import TIER, Endpoint
+from topology.underlay import Underlay
 from topology.units import NS
 
 from .finding import Finding
@@ -133,7 +137,25 @@ def _routes(snapshot: Snapshot, state: BgpSessionState | None) -> dict[str, list
     return got
 
 
-def port_of(routes: dict[str, list[Route]], device: str, address: str) -> str | None:
+_PLANS: weakref.WeakKeyDictionary[Fabric, dict[tuple[str, str], str]] = weakref.WeakKeyDictionary()
+
+
+def planned_ports(fabric: Fabric) -> dict[tuple[str, str], str]:
+    """(device, neighbour address) -> the local port, by the underlay's plan (worked out once per fabric)."""
+    got = _PLANS.get(fabric)
+    if got is None:
+        underlay = Underlay(fabric)
+        got = _PLANS[fabric] = {
+            (s.local.device, s.peer_address): s.local.port for d in underlay.speakers for s in underlay.sessions(d)
+        }
+    return got
+
+
+def port_of(routes: dict[str, list[Route]], device: str, address: str, fabric: Fabric | None = None) -> str | None:
+    """The local port whose streamed subnet holds `address`; on a switch that streams no address, the port the
+    underlay's plan gives the neighbour (when the fabric is known)."""
+    if device not in routes and fabric is not None:
+        return planned_ports(fabric).get((device, address))
     try:
         a = int(ipaddress.IPv4Address(address))
     except ValueError:
@@ -148,8 +170,11 @@ def own_address(routes: dict[str, list[Route]], device: str, port: str) -> str |
     return next((ip for _, _, p, ip in routes.get(device, ()) if p == port), None)
 
 
-def observe(snapshot: Snapshot, state: BgpSessionState | None = None, only: I64 | None = None) -> list[Observed]:
-    """Every session the snapshot holds (or those of the `only` store port rows), with its local port."""
+def observe(
+    snapshot: Snapshot, state: BgpSessionState | None = None, only: I64 | None = None, fabric: Fabric | None = None
+) -> list[Observed]:
+    """Every session the snapshot holds (or those of the `only` store port rows), with its local port (`fabric`:
+    by its underlay's plan where a switch streams no address)."""
     routes = _routes(snapshot, state)
     out = []
     rows = snapshot.select(leaf=STATE)
@@ -161,11 +186,11 @@ def observe(snapshot: Snapshot, state: BgpSessionState | None = None, only: I64 
             continue
         device, address, _, _ = snapshot.key(i)
         if state is None:
-            port = port_of(routes, device, address)
+            port = port_of(routes, device, address, fabric)
         elif (device, address) in state.ports:
             port = state.ports[device, address]
         else:
-            port = state.ports[device, address] = port_of(routes, device, address)
+            port = state.ports[device, address] = port_of(routes, device, address, fabric)
         out.append(Observed(device, address, port, value))
     return out
 
@@ -174,7 +199,7 @@ def sessions_down(snapshot: Snapshot, fabric: Fabric, state: BgpSessionState | N
     """Both ends of every link whose BGP session is not ESTABLISHED now (what the guard counts as lost capacity);
     `state` keeps the ports' addresses between calls (re-read only when one changed)."""
     out: set[Endpoint] = set()
-    for o in observe(snapshot, state):
+    for o in observe(snapshot, state, fabric=fabric):
         if o.state != ESTABLISHED and o.port is not None:
             out.add(Endpoint(o.device, o.port))
             peer = fabric.peer(o.device, o.port)
@@ -208,7 +233,7 @@ def detect(snapshot: Snapshot, fabric: Fabric, state: BgpSessionState, now: int)
         return []  # every session up and nothing changed
     found: list[_Verdict] = []
     busy: set[int] = set()
-    for o in observe(snapshot, state, only):
+    for o in observe(snapshot, state, only, fabric):
         s = state.sessions.setdefault((o.device, o.address), _Session())
         s.drops = [t for t in s.drops if t >= now - window]
         _count_returns(snapshot, o, s, now - window)
@@ -357,7 +382,8 @@ def _one_per_link(
         address = v.o.address
         if here is not None and peer is not None and _rank(peer.device, fabric) < _rank(here.device, fabric):
             # only the upper end sees it now: told from the lower end, whose neighbour is the upper end's address
-            address = own_address(routes, here.device, here.port) or address
+            planned = {port: a for (d, a), port in planned_ports(fabric).items() if d == peer.device}
+            address = own_address(routes, here.device, here.port) or planned.get(peer.port, address)
             here, peer = peer, here
         incident = (key, v.reason)
         live.add(incident)

@@ -41,8 +41,9 @@ NEEDS: dict[str, Needs] = {
         required=(dci_ports.OCTETS, dci_ports.PKTS),
         improves=(dci_ports.DISCARDS, dci_ports.QDROPS, dci_ports.ECN, dci_ports.PAUSE_IN),
     ),
+    # without the ports' addresses a neighbour is matched to its port by the underlay's plan (bgp_session.py)
     "bgp_session": Needs(
-        required=(bgp_session.STATE, bgp_session.ADDRESS, bgp_session.IP), improves=(bgp_session.PREFIXES,)
+        required=(bgp_session.STATE,), improves=(bgp_session.PREFIXES, bgp_session.ADDRESS, bgp_session.IP)
     ),
 }
 
@@ -85,10 +86,30 @@ class Coverage:
     rejected: tuple[tuple[str, str], ...]  # (subscription path, "STATUS: detail") the switch refused
     missing: tuple[Missing, ...]  # leaves some detector reads that the switch does not stream, and why
     degraded: tuple[Degraded, ...]
+    late: tuple[Late, ...] = ()  # detectors that see the switch late, through a leaf it delivers late by design
 
     @property
     def complete(self) -> bool:
-        return not (self.skipped or self.rejected or self.missing)
+        return not (self.skipped or self.rejected or self.missing or self.late)
+
+
+@dataclass(frozen=True, slots=True)
+class Late:
+    detector: str
+    leaf: str
+    reason: str  # how late, and why
+
+
+def late(plan: Plan, seen: Iterable[str]) -> tuple[Late, ...]:
+    """The detectors reading a leaf the switch streams late by design (platforms.LATE), once it streams it."""
+    got = set(seen)
+    return tuple(
+        Late(name, m.leaf, m.reason)
+        for m in plan.late
+        if m.leaf in got
+        for name, n in NEEDS.items()
+        if m.leaf in (*n.required, *n.one_of, *n.improves)
+    )
 
 
 def switch_coverage(plan: Plan, rejected: Sequence[tuple[str, str]], seen: Iterable[str]) -> Coverage:
@@ -97,8 +118,9 @@ def switch_coverage(plan: Plan, rejected: Sequence[tuple[str, str]], seen: Itera
     refused = {leaf: why for path, why in rejected for leaf in path_leaves(path)}
     known = {m.leaf: m.reason for m in plan.missing}
     read = read_leaves()
+    seen = frozenset(seen)
     missing = tuple(m for m in missing_leaves(plan.expected, seen, known, refused) if m.leaf in read)
-    return Coverage(plan.skipped, tuple(rejected), missing, tuple(degraded(m.leaf for m in missing)))
+    return Coverage(plan.skipped, tuple(rejected), missing, tuple(degraded(m.leaf for m in missing)), late(plan, seen))
 
 
 def coverage_json(device: str, os_version: str | None, c: Coverage) -> dict[str, object]:
@@ -110,4 +132,5 @@ def coverage_json(device: str, os_version: str | None, c: Coverage) -> dict[str,
         "rejected": [{"path": p, "reason": r} for p, r in c.rejected],
         "missing": [{"leaf": m.leaf, "reason": m.reason} for m in c.missing],
         "degraded": [{"detector": d.detector, "blind": d.blind, "leaves": list(d.leaves)} for d in c.degraded],
+        "late": [{"detector": x.detector, "leaf": x.leaf, "reason": x.reason} for x in c.late],
     }

@@ -139,7 +139,7 @@ class UnderlayCollector(Collector):
         self._addresses = bgp_session.BgpSessionState()  # its cache of the routed ports' addresses, between scrapes
 
     def collect(self) -> Iterator[Metric]:
-        sessions = bgp_session.observe(self.snapshot(), self._addresses)
+        sessions = bgp_session.observe(self.snapshot(), self._addresses, fabric=self.fabric)
         counts = GaugeMetricFamily("fabricd_bgp_sessions", "BGP sessions per switch and state (OpenConfig "
                                    "session-state)", labels=["device", "state"])  # fmt: skip
         per: dict[tuple[str, str], int] = {}

@@ -82,7 +82,8 @@ def port_rows(snap: Snapshot, service: ServiceSurface, device: str) -> list[dict
 
     held = {p["port"] for p in service.state.disabled_ports() if p["device"] == device}
     lossless = str(service.lossless)
-    bgp = {o.port: o.state for o in bgp_session.observe(snap) if o.device == device and o.port is not None}
+    bgp = {o.port: o.state for o in bgp_session.observe(snap, fabric=service.fabric)
+           if o.device == device and o.port is not None}  # fmt: skip
     heard: dict[str, Endpoint] = {}
     for i in snap.select(device=device, leaf=miscabled.NAME).tolist():
         _, port, _, index = snap.key(i)

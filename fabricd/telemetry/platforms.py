@@ -113,15 +113,26 @@ SONIC: dict[str, Fact] = {
 
 PROFILES: dict[str, dict[str, Fact]] = {"eos": EOS, "sonic": SONIC}
 
+_PLANNED = (
+    "SONiC's port addresses are not streamed: BGP neighbours are matched to ports by the underlay's plan "
+    "(topology/underlay.py)"
+)
 # Leaves a platform's subscriptions do not deliver at all, whatever the release (they show in the coverage report).
 UNREAD: dict[str, dict[str, str]] = {
     "sonic": {
         "if.carrier-transitions": "not in SONiC's COUNTERS_DB port counters",
-        # reference/platforms.md: SONiC serves OpenConfig BGP only with its management framework
-        "bgp.session-state": "SONiC serves BGP neighbour state over gNMI only with its management framework",
-        "bgp.prefixes-received": "SONiC serves BGP neighbour state over gNMI only with its management framework",
-        "ipv4.prefix-length": "not read from SONiC (its BGP sessions are not streamed either)",
-        "ipv4.ip": "not read from SONiC (its BGP sessions are not streamed either)",
+        # reference/maintenance-lldp-bgp-state.md: bgpmon writes a neighbour's `state` alone
+        "bgp.prefixes-received": "STATE_DB's NEIGH_STATE_TABLE holds a neighbour's state only",
+        "ipv4.prefix-length": _PLANNED,
+        "ipv4.ip": _PLANNED,
+    }
+}
+# Leaves a platform delivers late by design, whatever the release: what reads them is as late.
+LATE: dict[str, dict[str, str]] = {
+    "sonic": {
+        "bgp.session-state": f"from STATE_DB's NEIGH_STATE_TABLE, which bgpmon writes from FRR every "
+        f"{sonic.BGPMON_INTERVAL_S:g} s: a session's change shows up to ~{sonic.BGPMON_INTERVAL_S:g} s late "
+        "(reference/maintenance-lldp-bgp-state.md)",
     }
 }
 # Platforms whose gNMI serves no PROTO for what fabricd reads: sonic-gnmi's DB paths are JSON rows.
@@ -154,6 +165,7 @@ class Plan:
     skipped: tuple[tuple[str, str], ...] = ()  # (subscription path, reason)
     missing: tuple[Missing, ...] = ()
     expected: frozenset[str] = field(default_factory=frozenset)  # every leaf the subscriptions can deliver
+    late: tuple[Missing, ...] = ()  # leaves delivered late by design (LATE), and by how much
 
 
 def served(platform: str, leaf: str, release: Release | None) -> Served:
@@ -190,11 +202,13 @@ def plan(platform: str, version: str | None, subs: Sequence[Subscription]) -> Pl
         expected |= leaves - set(absent)
     for leaf, why in UNREAD.get(platform, {}).items():
         missing.setdefault(leaf, why)
+    late = tuple(Missing(leaf, why) for leaf, why in sorted(LATE.get(platform, {}).items()) if leaf in expected)
     return Plan(
         tuple(kept),
         tuple(skipped),
         tuple(Missing(leaf, why) for leaf, why in sorted(missing.items())),
         frozenset(expected),
+        late,
     )
 
 

@@ -69,6 +69,10 @@ PORTS, QUEUES, WATCHDOG = "/COUNTERS/Ethernet*", "/COUNTERS/Ethernet*/Queues", "
 RATES = "/RATES/Ethernet*"  # 202411+: FEC_PRE_BER (reference/sonic-releases.md)
 PORT_TABLE = "/PORT_TABLE/Ethernet*"
 DOM = "/TRANSCEIVER_DOM_SENSOR/Ethernet*"  # STATE_DB: the module's DOM, as xcvrd writes it
+# STATE_DB: each BGP neighbour's `state` keyed by its address, written by bgpmon from FRR every 15 s (reference/
+# maintenance-lldp-bgp-state.md); the rows are OpenConfig's neighbour series: device, neighbour address, state
+NEIGH = "/NEIGH_STATE_TABLE/*"
+BGPMON_INTERVAL_S = 15.0  # bgpmon's sleep between reads of FRR: how late a session's change may show
 _LANE_POWER = re.compile(r"rx([1-8])power$")
 # What each subscription delivers, in fabricd's leaves (for the platform plan and the coverage report).
 LEAVES: dict[str, frozenset[str]] = {
@@ -79,6 +83,7 @@ LEAVES: dict[str, frozenset[str]] = {
     RATES: frozenset({"fec.pre-fec-ber"}),
     PORT_TABLE: frozenset(STATUS.values()),
     DOM: frozenset({"optics.input-power", "optics.temperature"}),
+    NEIGH: frozenset({"bgp.session-state"}),
 }
 
 
@@ -86,7 +91,8 @@ def sonic_profile(sample_interval_s: float = 10.0, intervals: Mapping[str, float
     """SONiC: port status ON_CHANGE from APPL_DB; port and queue counters SAMPLEd from COUNTERS_DB (the PFC counters
     come in the port's row, so the `pfc` interval applies to its queues), the PFC watchdog's from its queues' rows
     (the `Pfcwd` virtual path repeats them from 202411 and yields nothing before: reference/sonic-releases.md), the
-    pre-FEC BER from `RATES` (202411 and later; the platform plan leaves it out before)."""
+    pre-FEC BER from `RATES` (202411 and later; the platform plan leaves it out before), the BGP neighbours' state
+    ON_CHANGE from STATE_DB's NEIGH_STATE_TABLE (as bgpmon writes it, up to 15 s after FRR)."""
 
     def ns(group: str) -> int:
         return int((intervals or {}).get(group, sample_interval_s) * 1e9)
@@ -97,6 +103,7 @@ def sonic_profile(sample_interval_s: float = 10.0, intervals: Mapping[str, float
         Subscription(QUEUES, "sample", ns("pfc"), target="COUNTERS_DB"),
         Subscription(RATES, "sample", ns("fec"), target="COUNTERS_DB"),
         Subscription(DOM, "sample", ns("optics"), target="STATE_DB"),
+        Subscription(NEIGH, "on_change", target="STATE_DB"),
     ]
 
 
@@ -123,7 +130,7 @@ def known_path(target: str, path: Sequence[str]) -> bool:
     if target == "APPL_DB":
         return len(path) == 2 and path[0] == "PORT_TABLE"
     if target == "STATE_DB":
-        return len(path) == 2 and path[0] == "TRANSCEIVER_DOM_SENSOR"
+        return len(path) == 2 and path[0] in ("TRANSCEIVER_DOM_SENSOR", "NEIGH_STATE_TABLE")
     if target != "COUNTERS_DB" or len(path) not in (2, 3) or path[0] not in ("COUNTERS", "RATES"):
         return False
     return len(path) == 2 or (path[0] == "COUNTERS" and path[2] in ("Queues", "Pfcwd"))
@@ -142,6 +149,10 @@ def decode(
     """One update of a SONiC DB path as fabricd leaves. Unknown fields are skipped (an ASIC's extra counters);
     a value that is not a counter is skipped too (the caller counts what it could not read). `aliases`: the switch's
     alias -> name map, for a switch that keys its rows by aliases."""
+    if target == "STATE_DB" and len(path) == 2 and path[0] == "NEIGH_STATE_TABLE":
+        if (state := neighbour_state(row.get("state"))) is not None:
+            yield path[1], "bgp.session-state", None, state
+        return
     if not known_path(target, path) or (port := port_of_key(path[1], aliases)) is None:
         return
     sub = path[2] if len(path) > 2 else None
@@ -166,6 +177,18 @@ def decode(
             for field, leaf in fields.items():
                 if (n := _count(counters.get(field))) is not None:
                     yield port, leaf, queue, n
+
+
+def neighbour_state(v: object) -> str | None:
+    """FRR's state word as OpenConfig's session-state: "Established" -> ESTABLISHED, "Idle (Admin)" -> IDLE (a
+    session shut in the config is idle), "OpenSent" -> OPENSENT; None for anything else."""
+    if not isinstance(v, str) or not v.strip():
+        return None
+    word = v.split()[0].upper()
+    return word if word in _FSM else None
+
+
+_FSM = frozenset({"IDLE", "CONNECT", "ACTIVE", "OPENSENT", "OPENCONFIRM", "ESTABLISHED"})  # RFC 4271 8.2.2
 
 
 def _port_fields() -> dict[str, tuple[str, str | None, int]]:

@@ -8,6 +8,7 @@ frr); skipped elsewhere, with the reason."""
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import re
 import shutil
@@ -164,6 +165,18 @@ def test_frr_and_the_twin_print_one_shape_up_and_down(frr: Frr) -> None:
     assert fields(ours, S.peer_address) == fields(real, S.peer_address) == (S.peer_address, str(S.peer_asn), "Active")
     shut = frr.wait("spine", r"Idle \(Admin\)")
     assert fields(shut, S.local_address)[2] == "Idle (Admin)"
+
+    # `show bgp summary json` (what bgpmon reads into STATE_DB): the same keys, the same state word
+    real_json = json.loads(frr.vtysh("leaf", "show bgp summary json"))["ipv4Unicast"]
+    ours_json = json.loads(shell.execute("vtysh -c 'show bgp summary json'")[0])["ipv4Unicast"]
+    assert ours_json.keys() == real_json.keys()
+    real_peer, our_peer = real_json["peers"][S.peer_address], ours_json["peers"][S.peer_address]
+    assert our_peer.keys() == real_peer.keys()
+    assert {k: our_peer[k] for k in ("remoteAs", "localAs", "state", "peerState", "pfxRcd", "desc")} == {
+        k: real_peer[k] for k in ("remoteAs", "localAs", "state", "peerState", "pfxRcd", "desc")
+    }
+    spine = json.loads(frr.vtysh("spine", "show bgp summary json"))["ipv4Unicast"]["peers"][S.local_address]
+    assert (spine["state"], spine["peerState"]) == ("Idle (Admin)", "Admin")
 
     # sonic-utilities' `show ip bgp summary`: FRR's header lines, its own columns
     table, _, _ = shell.execute("show ip bgp summary")

@@ -1,6 +1,8 @@
 """The service watches the underlay: `bgp_down` on a leaf uplink (the link stays up) is one bgp_session finding with a
 ticket, and a flap on another uplink of that leaf is then refused by the guard, because only the sessions still up
-count as capacity (without the BGP fault the same flap is allowed: 3 of 4 uplinks = 75%, the default limit)."""
+count as capacity (without the BGP fault the same flap is allowed: 3 of 4 uplinks = 75%, the default limit).
+On small-pod every switch is EOS (OpenConfig BGP); on small-sonic the leaves are SONiC, whose view comes from STATE_DB's
+NEIGH_STATE_TABLE (bgpmon, up to 15 s late): the finding is seen from the leaf too."""
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from fabricd.cli import main
 from lab.control_client import call, inject
 from tests.conftest import EXAMPLES
 from tests.twin.lab.twin_thread import TwinThread
@@ -22,12 +25,18 @@ from .test_service_twin import admin_enabled
 
 pytestmark = [pytest.mark.slow]
 LEAF = "leaf-g0-r0"
+# spec -> (the leaf's uplinks, the capacity the second uplink's flap would leave)
+CASES = {
+    "small-pod": (4, "would keep 800 of 1600 Gb/s uplink capacity (50%)"),
+    "small-sonic": (2, "would keep 0 of 800 Gb/s uplink capacity (0%)"),
+}
 
 
-@pytest.fixture
-def twin(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TwinThread]:
-    t = TwinThread(load_spec(EXAMPLES / "small-pod.yaml"), tmp_path_factory.mktemp("bgp-svc-twin")).start()
-    yield t
+@pytest.fixture(params=sorted(CASES))
+def case(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[TwinThread, str]]:
+    name: str = request.param
+    t = TwinThread(load_spec(EXAMPLES / f"{name}.yaml"), tmp_path_factory.mktemp("bgp-svc-twin")).start()
+    yield t, name
     t.stop()
 
 
@@ -35,14 +44,23 @@ def bgp_findings(svc: ServiceThread) -> list[dict[str, Any]]:
     return [f for f in svc.get("/api/v1/findings")["findings"] if f["kind"] == "bgp_session"]
 
 
+def enabled(twin: TwinThread, device: str, port: str) -> bool:
+    if twin.process.twin.switch(device).platform == "eos":
+        return admin_enabled(twin, device, port)
+    return twin.process.twin.port_config(device, port).admin_up  # CONFIG_DB PORT admin_status, as applied
+
+
 def test_bgp_down_is_one_finding_and_the_guard_counts_the_session_as_lost_capacity(
-    twin: TwinThread, tmp_path: Path
+    case: tuple[TwinThread, str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    uplinks = Underlay(load_fabric(EXAMPLES / "small-pod.yaml", None)[1]).sessions(LEAF)
-    assert len(uplinks) == 4
+    twin, name = case
+    count, capacity = CASES[name]
+    spec = EXAMPLES / f"{name}.yaml"
+    uplinks = Underlay(load_fabric(spec, None)[1]).sessions(LEAF)
+    assert len(uplinks) == count
     session = uplinks[0]
     other = next(s for s in uplinks if s.peer.device != session.peer.device)  # not the same bundle
-    svc = ServiceThread(write_config(tmp_path, twin.inventory)).start()
+    svc = ServiceThread(write_config(tmp_path, twin.inventory, spec=str(spec))).start()
     try:
         wait_for(lambda: svc.get("/api/v1/health")["telemetry"]["synced"], 20)
         assert bgp_findings(svc) == []
@@ -57,7 +75,13 @@ def test_bgp_down_is_one_finding_and_the_guard_counts_the_session_as_lost_capaci
         )
         (t,) = [t for t in svc.get("/api/v1/tickets")["tickets"] if t["kind"] == "bgp_session"]
         assert t["device"] == LEAF
-        assert admin_enabled(twin, LEAF, session.local.port)  # nothing to shut: the session is the fault
+        assert enabled(twin, LEAF, session.local.port)  # nothing to shut: the session is the fault
+        # both ends see it: the leaf's own view (on SONiC from STATE_DB, bgpmon's 15 s later at most) joins
+        wait_for(lambda: LEAF in bgp_findings(svc)[0]["evidence"]["seen_from"], 25)
+        if name == "small-sonic":  # `fabricd status` says how late a SONiC switch's own view is
+            main(["status", "--api", svc.url])
+            line = next(ln for ln in capsys.readouterr().out.splitlines() if "bgp_session late on" in ln)
+            assert LEAF in line and "bgpmon writes from FRR every 15 s" in line, line
 
         inject(twin.state_dir, "link_flap", {"port": str(other.local), "count": 8, "period_s": 0.3})
         (action,) = wait_for(lambda: [a for a in svc.get("/api/v1/actions")["actions"] if a["op"] == "disable"], 15)
@@ -65,9 +89,9 @@ def test_bgp_down_is_one_finding_and_the_guard_counts_the_session_as_lost_capaci
         assert (action["device"], action["port"]) == (LEAF, other.local.port)
         flap = next(t for t in svc.get("/api/v1/tickets")["tickets"] if t["kind"] == "link_flap")
         note = flap["body"]["status_note"]
-        assert "would keep 800 of 1600 Gb/s uplink capacity (50%)" in note, note
+        assert capacity in note, note
         assert "1 uplink(s) counted lost because their BGP session is down" in note, note
-        assert admin_enabled(twin, LEAF, other.local.port)
+        assert enabled(twin, LEAF, other.local.port)
         assert len(bgp_findings(svc)) == 1
         call(twin.state_dir, "DELETE", f"/faults/{fault['id']}")
     finally:

@@ -200,11 +200,22 @@ def test_sessions_down_names_both_ends_of_a_session_that_is_down_now(tmp_path: P
     assert snapshot_of(down, FABRIC) == {S.local, S.peer}
 
 
-def test_a_neighbour_outside_every_streamed_subnet_has_no_port(tmp_path: Path) -> None:
-    """Without the ports' addresses fabricd cannot tell which port (or link) a session runs on: each end reports
-    its own session, by the neighbour's address, at a lower confidence."""
+def test_without_streamed_addresses_the_underlay_plan_names_the_port(tmp_path: Path) -> None:
+    """A switch that streams no port address (SONiC: NEIGH_STATE_TABLE is keyed by the neighbour's address alone)
+    has its sessions matched to ports by the underlay's plan: the same one finding, on the leaf's uplink."""
     t = Trace()
     t.lines = [r for r in t.lines if "ipv4" not in str(r["path"])]
+    path = t.run(8, session_down(2)).write(tmp_path / "t.jsonl")
+    (f,) = run_trace(path, FABRIC, detectors=DETECTOR)
+    assert (f.device, f.port, f.evidence["peer_address"]) == (LEAF, S.local.port, S.peer_address)
+    assert set(f.ports) == {str(S.local), str(S.peer)} and f.confidence > 0.9
+
+
+def test_a_neighbour_outside_every_streamed_subnet_has_no_port(tmp_path: Path) -> None:
+    """A switch that streams its addresses is matched by them alone: a neighbour outside every subnet (here each
+    port streams a /32) has no port and no link; each end reports its own session at a lower confidence."""
+    t = Trace()
+    t.lines = [{**r, "value": 32} if "prefix-length" in str(r["path"]) else r for r in t.lines]
     path = t.run(8, session_down(2)).write(tmp_path / "t.jsonl")
     found = run_trace(path, FABRIC, detectors=DETECTOR)
     assert sorted((f.device, f.port, f.evidence["peer_address"]) for f in found) == sorted(

@@ -134,12 +134,40 @@ def test_the_sonic_profile_and_its_plan() -> None:
         ("/COUNTERS/Ethernet*/Queues", "COUNTERS_DB", "sample"),
         ("/RATES/Ethernet*", "COUNTERS_DB", "sample"),
         ("/TRANSCEIVER_DOM_SENSOR/Ethernet*", "STATE_DB", "sample"),
+        ("/NEIGH_STATE_TABLE/*", "STATE_DB", "on_change"),
     }
     assert [s.sample_interval_ns for s in subs if s.path.endswith("Queues")] == [10**9]
     p = plan("sonic", "SONiC.202411.x", profiles(10.0)["sonic"])
     assert p.skipped == () and {"oper-status", "if.in-pkts", "pfc.in-frames", "queue.transmit-pkts"} <= p.expected
     assert {"wd.stuck-count", "fec.pre-fec-ber"} <= p.expected  # the watchdog from the queue rows; BER from RATES
     assert subscription_leaves(subs[0]) == {"oper-status", "admin-status"}
+    # the BGP neighbours' state from STATE_DB, late by bgpmon's 15 s; the ports' addresses from the underlay's plan
+    assert "bgp.session-state" in p.expected and "bgp.session-state" not in {m.leaf for m in p.missing}
+    assert [(m.leaf, "up to ~15 s late" in m.reason) for m in p.late] == [("bgp.session-state", True)]
+    assert "underlay's plan" in {m.leaf: m.reason for m in p.missing}["ipv4.ip"]
+
+
+@pytest.mark.parametrize(
+    ("state", "leaf_value"),
+    [("Established", "ESTABLISHED"), ("Active", "ACTIVE"), ("Idle (Admin)", "IDLE"), ("OpenSent", "OPENSENT"),
+     ("Connect", "CONNECT"), ("", None), ("Clearing", None)],
+)  # fmt: skip
+def test_neigh_state_rows_are_the_openconfig_session_state(state: str, leaf_value: str | None) -> None:
+    """STATE_DB NEIGH_STATE_TABLE|<address> `state` (FRR's word, as bgpmon writes it) is the neighbour's
+    session-state series, keyed by its address as EOS's OpenConfig neighbours are; what is no FSM state is skipped."""
+    got = list(decode("STATE_DB", ["NEIGH_STATE_TABLE", "10.0.0.0"], {"state": state}))
+    assert got == ([("10.0.0.0", "bgp.session-state", None, leaf_value)] if leaf_value else [])
+
+
+def test_the_ingestor_reads_neigh_state_rows() -> None:
+    ing = Ingestor(CounterStore())
+    dev = "leaf-g0-r0"
+    ing.ingest(_note("STATE_DB", ["NEIGH_STATE_TABLE", "10.0.0.0"], {"state": "Established"}), dev)
+    ing.ingest(_note("STATE_DB", ["NEIGH_STATE_TABLE", "10.0.0.0"], {"state": "Active"}, ts=T0 + 10**9), dev)
+    snap = ing.snapshot()
+    i = snap.find(dev, "10.0.0.0", "bgp.session-state")
+    assert i is not None and snap.text(i) == "ACTIVE"
+    assert snap.stat(dev, Stat.UNKNOWN) == 0
 
 
 @pytest.mark.parametrize(
