@@ -256,3 +256,112 @@ def record(
     for e in errors:
         err_console().print(f"warning: {e}", markup=False)
     console().print(f"wrote {output}: {lines} updates from {len(names)} switches over {seconds:g} s")
+
+
+@app.command("chaos")
+def chaos(
+    spec: Path = typer.Option(..., "--spec", help="The fabric spec the twin (or your lab) was built from."),
+    state_dir: Path = STATE_DIR,
+    api: str = typer.Option("http://127.0.0.1:8340", "--api", help="fabricd's API."),
+    token_file: Path | None = typer.Option(
+        None, "--token-file", help="A file holding an admin token (default: $FABRICD_API_TOKEN)."
+    ),
+    minutes: float = typer.Option(5.0, "--minutes", help="How long the schedule runs."),
+    seed: int | None = typer.Option(None, "--seed", help="Replays the same schedule (default: a new one, printed)."),
+    kinds: str | None = typer.Option(None, "--kinds", help="Fault kinds, comma-separated (default: every one)."),
+    port: list[str] = typer.Option([], "--port", help="Link faults only on these ports (device:port; repeatable)."),
+    faults_per_min: float = typer.Option(8.0, "--faults-per-min"),
+    process_per_min: float = typer.Option(0.8, "--process-per-min"),
+    operator_per_min: float = typer.Option(1.0, "--operator-per-min"),
+    process: str | None = typer.Option(
+        None,
+        "--process",
+        help="Process faults, comma-separated: kill, pause, gc_pause, twin_restart (default: all the run can do: "
+        "kill needs --service-cmd, the pauses a service it started or --service-pid).",
+    ),
+    service_cmd: str | None = typer.Option(
+        None, "--service-cmd", help="Start fabricd with this command (and restart it after each kill -9)."
+    ),
+    service_pid: int | None = typer.Option(None, "--service-pid", help="A running fabricd to pause (not kill)."),
+    grace_s: float = typer.Option(10.0, "--grace", help="Seconds a mark and a hold may disagree (reconcile)."),
+    min_uplink_fraction: float = typer.Option(0.75, "--min-uplink-fraction", help="fabricd's safety setting."),
+    report: Path | None = typer.Option(None, "--report", help="Report folder (default STATE_DIR/chaos-SEED)."),
+    smoke: bool = typer.Option(False, "--smoke", help="A 45 s schedule, dense, for CI (about 2 minutes)."),
+    plan_only: bool = typer.Option(False, "--plan", help="Print the schedule and stop."),
+) -> None:
+    """Faults, repairs, operators and process faults at once; then check fabricd's promises from the switches and
+    its API (docs/lab.md, "Chaos"). Exit 1 names each violation with its time and the seed."""
+    from lab.chaos import invariants as inv
+    from lab.chaos import report as rep
+    from lab.chaos.facts import FabricFacts
+    from lab.chaos.observe import Api, ChaosError, Switches, read_inventory
+    from lab.chaos.runner import Runner, Target
+    from lab.chaos.schedule import FAULT_KINDS, ChaosOptions, ScheduleError, make_schedule
+    from topology.blueprint import generate_blueprint
+    from topology.fabric import Fabric
+
+    fabric_spec = load_spec(spec)
+    facts = FabricFacts.of(Fabric(generate_blueprint(fabric_spec)), fabric_spec.name)
+    if seed is None:
+        seed = int.from_bytes(os.urandom(3), "big")
+    possible = ["twin_restart"] + (["pause", "gc_pause"] if service_cmd or service_pid else [])
+    possible += ["kill"] if service_cmd else []
+    procs = tuple(x.strip() for x in process.split(",") if x.strip()) if process else tuple(possible)
+    unable = [p for p in procs if p in ("kill", "pause", "gc_pause") and p not in possible]
+    if unable:
+        raise ChaosError(f"--process {', '.join(unable)}: needs --service-cmd (kill) or --service-pid (pauses)")
+    opts = ChaosOptions(
+        minutes=0.75 if smoke else minutes,
+        kinds=tuple(k.strip() for k in kinds.split(",") if k.strip()) if kinds else FAULT_KINDS,
+        faults_per_min=16.0 if smoke else faults_per_min,
+        process_per_min=4.0 if smoke else process_per_min,
+        operator_per_min=4.0 if smoke else operator_per_min,
+        process_kinds=procs,
+        ports=tuple(port),
+    )
+    try:
+        schedule = make_schedule(seed, facts, opts)
+    except ScheduleError as e:
+        raise ChaosError(str(e)) from None
+    if plan_only:
+        for step in schedule.steps:
+            console().print(step.line(), markup=False, highlight=False)
+        return
+    token = os.environ.get("FABRICD_API_TOKEN")
+    if token_file is not None:
+        try:
+            token = token_file.read_text().strip()
+        except OSError as e:
+            raise ChaosError(f"--token-file {token_file}: {e}") from None
+    if not token:
+        raise ChaosError("no API token: set FABRICD_API_TOKEN or give --token-file (an admin token)")
+    control_client.call(state_dir, "GET", "/status", timeout_s=5)  # no twin: one line, exit 2
+    client = Api(api, token)
+    if service_cmd is None and not client.reachable():
+        raise ChaosError(f"no fabricd answers at {api}: start it (`fabricd run`) or give --service-cmd")
+    out = report or state_dir / f"chaos-{seed}"
+    out.mkdir(parents=True, exist_ok=True)
+    switches = Switches(read_inventory(state_dir / "inventory.yaml"), facts)
+    target = Target(state_dir, spec, client, switches, service_cmd, service_pid, out / "fabricd.log")
+    steps = len(schedule.steps)
+    console().print(f"chaos on {facts.name}, seed {seed}: {steps} steps over {opts.minutes:g} min; report in {out}")
+    if switches.not_read:
+        err_console().print(f"warning: not read (no eAPI): {', '.join(switches.not_read)}", markup=False)
+    runner = Runner(schedule, facts, target, lambda line: console().print(line, markup=False, highlight=False))
+    try:
+        run = runner.execute(out / "history.jsonl")
+        limits = client.limits(min_uplink_fraction)
+    finally:
+        runner.stop_service()
+        switches.close()
+        client.close()
+    violations = inv.check(run, facts, limits, grace_s)
+    scores, precision, _ = inv.detection(run, facts)
+    text = rep.markdown(run, violations, scores, precision, facts.name)
+    (out / "report.md").write_text(text)
+    (out / "schedule.txt").write_text("\n".join(s.line() for s in schedule.steps) + "\n")
+    rep.timeline(run, facts, out / "timeline.png")
+    console().print(text, markup=False, highlight=False)
+    if violations:
+        err_console().print(f"{len(violations)} violation(s), seed {seed}; replay with --seed {seed}", markup=False)
+        raise typer.Exit(1)

@@ -1,0 +1,529 @@
+"""fabricd's promises as pure functions over what the checker observed (lab/chaos/history.py): each returns the
+violations it finds, each naming the time, the place and what was seen. Nothing here reads fabricd's internals:
+the switches' ports (eAPI), the documented API's holds, actions, findings and audit, the twin's fault log and the
+chaos run's own events are the whole input."""
+
+from __future__ import annotations
+
+import itertools
+from collections import defaultdict
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+from .facts import FabricFacts
+from .history import ActionRec, Event, FaultRec, FindingRec, Limits, Run, Sample
+
+INVARIANTS = (
+    "capacity",
+    "marks_records",
+    "foreign_enable",
+    "exactly_once",
+    "budgets",
+    "wrong_neighbour",
+    "detection",
+    "convergence",
+)
+
+
+@dataclass(frozen=True)
+class Violation:
+    invariant: str
+    t: float
+    where: str
+    detail: str
+
+    def line(self, start_s: float, seed: int) -> str:
+        return f"{self.invariant} at +{self.t - start_s:.1f}s (seed {seed}) {self.where}: {self.detail}"
+
+
+def _episodes(samples: list[Sample], check: Callable[[Sample], Iterable[str]]) -> dict[str, list[tuple[float, float]]]:
+    """For each place, the stretches of time (first, last sample) during which `check` named it in every sample
+    that saw it. A sample that does not see the place (its switch or the API silent) neither ends nor extends one."""
+    open_: dict[str, tuple[float, float]] = {}
+    out: dict[str, list[tuple[float, float]]] = defaultdict(list)
+    for s in samples:
+        named = set(check(s))
+        for where in named:
+            first, _ = open_.get(where, (s.t, s.t))
+            open_[where] = (first, s.t)
+        for where in list(open_):
+            if where not in named and _sees(s, where):
+                out[where].append(open_.pop(where))
+    for where, span in open_.items():
+        out[where].append(span)
+    return out
+
+
+def _sees(s: Sample, where: str) -> bool:
+    return where in s.ports and (not where.startswith("hold:") or s.held is not None)
+
+
+def marks_records(samples: list[Sample], grace_s: float) -> list[Violation]:
+    """Every port carrying fabricd's mark is shut and held, every hold is a shut port, no up port carries the mark;
+    each for longer than `grace_s` (the reconcile interval plus the verify timeout) is a violation."""
+
+    def mark_up(s: Sample) -> Iterable[str]:
+        return (p for p, o in s.ports.items() if o.marked and o.admin_up)
+
+    def mark_unheld(s: Sample) -> Iterable[str]:
+        if s.held is None:
+            return ()
+        return (p for p, o in s.ports.items() if o.marked and not o.admin_up and p not in s.held)
+
+    def hold_up(s: Sample) -> Iterable[str]:
+        if s.held is None:
+            return ()
+        return (p for p in s.held if p in s.ports and s.ports[p].admin_up)
+
+    out = []
+    for what, check in (
+        ("a port that is up carries fabricd's down mark", mark_up),
+        ("a shut port carries fabricd's mark but fabricd holds no record of it", mark_unheld),
+        ("fabricd holds a port that is up", hold_up),
+    ):
+        for where, spans in _episodes(samples, check).items():
+            for first, last in spans:
+                if last - first >= grace_s:
+                    out.append(Violation("marks_records", first + grace_s, where, f"{what} for {last - first:.1f} s"))
+    return sorted(out, key=lambda v: v.t)
+
+
+def _down_spell_start(samples: list[Sample], port: str, before: float) -> tuple[float, bool] | None:
+    """When the port's last admin-down spell before `before` began, and whether it carried fabricd's mark."""
+    start, marked = None, False
+    for s in samples:
+        if s.t > before:
+            break
+        o = s.ports.get(port)
+        if o is None:
+            continue
+        if o.admin_up:
+            start, marked = None, False
+        else:
+            start = s.t if start is None else start
+            marked = marked or o.marked
+    return None if start is None else (start, marked)
+
+
+def _operator_shut(events: list[Event], port: str, around: float) -> bool:
+    return any(e.kind == "shut_by_hand" and e.where == port and around - 3 <= e.t <= around + 1.5 for e in events)
+
+
+def foreign_enable(samples: list[Sample], actions: list[ActionRec], events: list[Event]) -> list[Violation]:
+    """fabricd enables only ports it shut: the spell of shutdown an enable ends began with fabricd's mark, not with
+    an operator's `shutdown` (the chaos run's own log says which ports it shut by hand, and when)."""
+    out = []
+    for a in actions:
+        if a.op != "enable" or a.status != "done":
+            continue
+        spell = _down_spell_start(samples, a.port, a.created_s)
+        if spell is None:
+            continue
+        start, marked = spell
+        if _operator_shut(events, a.port, start):
+            out.append(
+                Violation(
+                    "foreign_enable",
+                    a.created_s,
+                    a.port,
+                    f"action {a.id} enabled a port an operator shut by hand at +{start:.1f}",
+                )
+            )
+        elif not marked:
+            out.append(
+                Violation(
+                    "foreign_enable",
+                    a.created_s,
+                    a.port,
+                    f"action {a.id} enabled a port that was shut without fabricd's mark",
+                )
+            )
+    return out
+
+
+def exactly_once(samples: list[Sample], actions: list[ActionRec]) -> list[Violation]:
+    """No incident gets two disables while its port stays down between them (a re-apply after the port came back
+    up is a new act, not a repeat), and no action key is used twice."""
+    out = []
+    seen: dict[str, int] = {}
+    for a in actions:
+        if a.key is not None:
+            if a.key in seen:
+                out.append(
+                    Violation(
+                        "exactly_once", a.created_s, a.port, f"actions {seen[a.key]} and {a.id} share the key {a.key}"
+                    )
+                )
+            seen[a.key] = a.id
+    by_incident: dict[tuple[str, int | None], list[ActionRec]] = defaultdict(list)
+    for a in sorted(actions, key=lambda x: x.created_s):
+        if a.op == "disable" and a.status in ("done", "running") and a.finding_id is not None:
+            by_incident[(a.port, a.finding_id)].append(a)
+    for (port, finding), acts in by_incident.items():
+        for first, second in itertools.pairwise(acts):
+            between = [s for s in samples if first.updated_s < s.t < second.created_s]
+            came_up = any(port not in s.ports or s.ports[port].admin_up for s in between)
+            if not came_up:
+                out.append(
+                    Violation(
+                        "exactly_once",
+                        second.created_s,
+                        port,
+                        f"finding {finding} got a second "
+                        f"disable (actions {first.id} and {second.id}) while its port stayed down",
+                    )
+                )
+    return out
+
+
+def budgets(samples: list[Sample], actions: list[ActionRec], facts: FabricFacts, limits: Limits) -> list[Violation]:
+    """The ports fabricd holds down (its mark on a shut port) never pass the per-switch, per-rail and fabric
+    budgets; its disables never pass the hourly rate."""
+
+    def over(s: Sample) -> Iterable[str]:
+        held = [p for p, o in s.ports.items() if o.marked and not o.admin_up]
+        per_switch: dict[str, int] = defaultdict(int)
+        per_rail: dict[int, int] = defaultdict(int)
+        for p in held:
+            dev = p.split(":", 1)[0]
+            per_switch[dev] += 1
+            if (rail := facts.rail.get(dev)) is not None:
+                per_rail[rail] += 1
+        out = [
+            f"switch {d} ({n} > {limits.max_down_per_switch})"
+            for d, n in per_switch.items()
+            if n > limits.max_down_per_switch
+        ]
+        out += [
+            f"rail {r} ({n} > {limits.max_down_per_rail})" for r, n in per_rail.items() if n > limits.max_down_per_rail
+        ]
+        if len(held) > limits.max_down_fabric:
+            out.append(f"fabric ({len(held)} > {limits.max_down_fabric})")
+        return out
+
+    result = []
+    for where, spans in _episodes(samples, over).items():
+        for first, last in spans:
+            result.append(
+                Violation("budgets", first, where, f"ports held down past the budget for {last - first:.1f} s")
+            )
+    disables = sorted(a.created_s for a in actions if a.op == "disable" and a.status in ("done", "running"))
+    for i, t in enumerate(disables):
+        inside = [x for x in disables[: i + 1] if x > t - 3600]
+        if len(inside) == limits.max_actions_per_hour + 1:
+            result.append(
+                Violation(
+                    "budgets", t, "rate", f"{len(inside)} disables within an hour (limit {limits.max_actions_per_hour})"
+                )
+            )
+    return sorted(result, key=lambda v: v.t)
+
+
+def _lost(s: Sample, facts: FabricFacts, port: str) -> bool:
+    """A link is lost to capacity when either end is down or its BGP session is down (unseen ends count up)."""
+    for p in (port, facts.peer.get(port, "")):
+        o = s.ports.get(p)
+        if o is not None and (not o.admin_up or not o.oper_up or o.bgp_up is False):
+            return True
+    return False
+
+
+def capacity(samples: list[Sample], facts: FabricFacts, limits: Limits) -> list[Violation]:
+    """When fabricd shuts a port (its mark appears on a shut port), no switch whose uplink that port's link is may
+    be left below min_uplink_fraction of its uplink capacity, counting links down or BGP-down as lost."""
+    out = []
+    prev: dict[str, bool] = {}
+    for s in samples:
+        for p, o in s.ports.items():
+            shut = o.marked and not o.admin_up
+            if shut and prev.get(p) is False:
+                for sw in {p.split(":", 1)[0], facts.peer.get(p, ":").split(":", 1)[0]}:
+                    ups = facts.uplinks_of.get(sw, ())
+                    if p not in ups and facts.peer.get(p) not in ups:
+                        continue
+                    total = sum(facts.speed[u] for u in ups)
+                    left = sum(facts.speed[u] for u in ups if not _lost(s, facts, u))
+                    if total and left / total < limits.min_uplink_fraction:
+                        out.append(
+                            Violation(
+                                "capacity",
+                                s.t,
+                                sw,
+                                f"fabricd shut {p}: {sw} keeps {left:g} of "
+                                f"{total:g} Gb/s uplink ({left / total:.0%} < "
+                                f"{limits.min_uplink_fraction:.0%})",
+                            )
+                        )
+            prev[p] = shut
+    return out
+
+
+def wrong_neighbour(
+    samples: list[Sample], facts: FabricFacts, events: list[Event], settle_s: float = 3.0, window_s: float = 30.0
+) -> list[Violation]:
+    """A port fabricd brings back (its marked shutdown ends) never runs facing a neighbour other than the
+    blueprint's: two samples in a row up, LLDP naming another neighbour, within `window_s` of the enable."""
+    out = []
+    prev: dict[str, bool] = {}
+    enabled_at: dict[str, float] = {}
+    streak: dict[str, int] = defaultdict(int)
+    for s in samples:
+        for p, o in s.ports.items():
+            was_held = prev.get(p, False)
+            if (
+                was_held
+                and o.admin_up
+                and not any(e.kind == "enable_held" and e.where == p and abs(e.t - s.t) < 3 for e in events)
+            ):
+                enabled_at[p] = s.t
+            prev[p] = o.marked and not o.admin_up
+            t0 = enabled_at.get(p)
+            if t0 is None or not t0 + settle_s <= s.t <= t0 + window_s:
+                continue
+            wrong = o.admin_up and o.oper_up and o.neighbor is not None and o.neighbor != facts.peer.get(p)
+            streak[p] = streak[p] + 1 if wrong else 0
+            if streak[p] == 2:
+                out.append(
+                    Violation(
+                        "wrong_neighbour",
+                        s.t,
+                        p,
+                        f"brought back by fabricd at +{s.t - t0:.1f}s "
+                        f"before, faces {o.neighbor}, not {facts.peer.get(p)} as the blueprint cables it",
+                    )
+                )
+                enabled_at.pop(p)
+    return out
+
+
+def convergence(run: Run, window_s: float = 60.0) -> list[Violation]:
+    """Once the schedule is over, its faults cleared and every ticket resolved, within `window_s` every port is up
+    or held with an open ticket (shut, marked, held), no hold is stale, no mark is stale; the audit log has no gap
+    and names every action that ran."""
+
+    def wrong(s: Sample) -> list[tuple[str, str]]:
+        bad = []
+        for p, o in s.ports.items():
+            if o.admin_up and o.oper_up and not o.marked:
+                continue
+            held = s.held is not None and p in s.held
+            tickets = s.open_tickets or frozenset()
+            ticket = held and s.held is not None and s.held[p].ticket_id in tickets
+            if not o.admin_up and o.marked and held and ticket:
+                continue
+            bad.append(
+                (
+                    p,
+                    f"admin {'up' if o.admin_up else 'down'}, oper {'up' if o.oper_up else 'down'}, "
+                    f"{'marked' if o.marked else 'no mark'}, {'held' if held else 'not held'}"
+                    f"{'' if ticket or not held else ', no open ticket'}",
+                )
+            )
+        return bad
+
+    after = [s for s in run.samples if s.t >= run.settled_s]
+    out: list[Violation] = []
+    if not after:
+        return [Violation("convergence", run.settled_s, "fabric", "no sample after the schedule ended")]
+    last = after[-1]
+    ok = [s for s in after if s.t <= run.settled_s + window_s and not wrong(s) and s.held is not None]
+    if not ok:
+        for p, why in wrong(last):
+            out.append(
+                Violation("convergence", last.t, p, f"not settled {last.t - run.settled_s:.0f} s after the end: {why}")
+            )
+        if last.held is None:
+            out.append(Violation("convergence", last.t, "api", "fabricd's API did not answer at the end"))
+    ids = sorted(run.audit_ids)
+    missing = sorted(set(range(ids[0], ids[-1] + 1)) - set(ids)) if ids else []
+    if missing:
+        out.append(Violation("convergence", last.t, "audit", f"audit ids missing: {missing[:10]}"))
+    for a in run.actions:
+        if a.status in ("done", "failed", "rolled_back") and a.id not in run.audited_actions:
+            out.append(
+                Violation("convergence", a.created_s, a.port, f"action {a.id} ({a.op}, {a.status}) has no audit entry")
+            )
+    return out
+
+
+# --- detection: recall and precision per fault kind against the twin's fault log --------------------------------
+
+# The finding kinds each fault should raise, and the delay docs/detectors.md documents for them ("measured delay"),
+# with slack for a fabric under chaos: link_flap on the crossing event (the train needs several flaps to pass the
+# suppress threshold), pfc_* on the watchdog's declaration, link_corruption "seconds at 1e-6", bgp_session 3 s + an
+# interval, miscabled 1 s after the last end + a pass. link_down, reboot and gnmi_drop are claimed by no detector.
+FINDS = {
+    "link_flap": ("link_flap",),
+    "pfc_storm": ("pfc_storm",),
+    "pfc_deadlock": ("pfc_deadlock",),
+    "link_corruption": ("link_corruption",),
+    "optics": ("link_corruption", "predicted_failure"),
+    "bgp_down": ("bgp_session",),
+    "bgp_flap": ("bgp_session",),
+    "miscable": ("miscabled",),
+}
+DEADLINE_S = {
+    "link_flap": 12.0,
+    "pfc_storm": 3.0,
+    "pfc_deadlock": 3.0,
+    "link_corruption": 20.0,
+    "optics": 20.0,
+    "bgp_down": 8.0,
+    "bgp_flap": 8.0,
+    "miscable": 6.0,
+}
+AFTERMATH_S = 30.0  # a finding up to this long after its cause cleared is still explained by it
+
+
+@dataclass(frozen=True)
+class KindScore:
+    kind: str
+    injected: int
+    judged: int  # lasted their deadline with nothing hiding them (no restart, pause, reboot or drop of their switch)
+    found: int
+
+    @property
+    def recall(self) -> float | None:
+        return self.found / self.judged if self.judged else None
+
+
+@dataclass(frozen=True)
+class FindingScore:
+    kind: str
+    findings: int
+    explained: int
+
+    @property
+    def precision(self) -> float | None:
+        return self.explained / self.findings if self.findings else None
+
+
+def _footprint(f: FaultRec, facts: FabricFacts) -> tuple[set[str], set[str]]:
+    ports = set(f.ports) | {facts.peer[p] for p in f.ports if p in facts.peer}
+    devices = set(f.devices) | {p.split(":", 1)[0] for p in ports}
+    if f.kind in ("reboot", "gnmi_drop"):
+        for d in f.devices:
+            ports |= {p for p in facts.peer if p.startswith(d + ":")} | {
+                facts.peer[p] for p in facts.peer if p.startswith(d + ":")
+            }
+        devices |= {p.split(":", 1)[0] for p in ports}
+    return ports, devices
+
+
+def _at(finding: FindingRec, ports: set[str], devices: set[str]) -> bool:
+    if finding.ports:
+        return bool(set(finding.ports) & ports)
+    return bool(set(finding.devices or (finding.device,)) & devices)
+
+
+def _hidden(f: FaultRec, run: Run, facts: FabricFacts, deadline: float) -> bool:
+    """Something that keeps any detector from seeing the fault in time: fabricd or the twin restarted or paused,
+    its switch rebooting or not streaming, its port already shut (by fabricd or by hand)."""
+    lo, hi = f.start_s - 1, f.start_s + deadline
+    for e in run.events:
+        if e.what == "process" and e.t <= hi and (e.end_s or e.t + 1) >= lo and e.kind != "gc_pause":
+            return True
+    _, devices = _footprint(f, facts)
+    for g in run.faults:
+        if (
+            g.kind in ("reboot", "gnmi_drop")
+            and set(g.devices) & devices
+            and g.start_s <= hi
+            and (g.cleared_s is None or g.cleared_s + 5 >= lo)
+        ):
+            return True
+    near = [s for s in run.samples if lo <= s.t <= hi]
+    return any(p in s.ports and not s.ports[p].admin_up for s in near for p in f.ports)
+
+
+def detection(run: Run, facts: FabricFacts) -> tuple[list[KindScore], list[FindingScore], list[Violation]]:
+    out: list[Violation] = []
+    scores = []
+    for kind in sorted({f.kind for f in run.faults}):
+        faults = [f for f in run.faults if f.kind == kind]
+        if kind not in FINDS:
+            scores.append(KindScore(kind, len(faults), 0, 0))
+            continue
+        deadline = DEADLINE_S[kind]
+        judged = found = 0
+        for f in faults:
+            lasted = (f.cleared_s or run.settled_s or f.start_s + deadline) - f.start_s
+            if lasted < deadline or _hidden(f, run, facts, deadline):
+                continue
+            judged += 1
+            ports, devices = _footprint(f, facts)
+            hit = any(
+                g.kind in FINDS[kind]
+                and _at(g, ports, devices)
+                and g.detected_s <= f.start_s + deadline
+                and g.last_seen_s >= f.start_s - 1
+                for g in run.findings
+            )
+            found += hit
+            if not hit:
+                where = ", ".join(f.ports or f.devices)
+                out.append(
+                    Violation(
+                        "detection",
+                        f.start_s + deadline,
+                        where,
+                        f"{kind} {f.id} ({_params(f)}) not found within {deadline:g} s",
+                    )
+                )
+        scores.append(KindScore(kind, len(faults), judged, found))
+    by_kind: dict[str, list[bool]] = defaultdict(list)
+    for g in run.findings:
+        ok = _explained(g, run, facts)
+        by_kind[g.kind].append(ok)
+        if not ok:
+            out.append(
+                Violation(
+                    "detection",
+                    g.detected_s,
+                    ", ".join(g.ports or g.devices or (g.device,)),
+                    f"finding {g.id} ({g.kind}) with no fault, operator or fabricd action there",
+                )
+            )
+    precision = [FindingScore(k, len(v), sum(v)) for k, v in sorted(by_kind.items())]
+    return scores, precision, sorted(out, key=lambda v: v.t)
+
+
+def _params(f: FaultRec) -> str:
+    return " ".join(f"{k}={v}" for k, v in sorted(f.params.items()) if k not in ("port", "device"))
+
+
+def _explained(g: FindingRec, run: Run, facts: FabricFacts) -> bool:
+    t = g.detected_s
+    for f in run.faults:
+        ports, devices = _footprint(f, facts)
+        if f.start_s - 2 <= t <= (f.cleared_s or float("inf")) + AFTERMATH_S and _at(g, ports, devices):
+            return True
+    for e in run.events:
+        if e.what == "process" and e.kind == "twin_restart" and e.t - 2 <= t <= e.t + 60:
+            return True
+        if e.where and e.t - 2 <= t <= (e.end_s or e.t) + AFTERMATH_S:
+            ports = {e.where} | ({facts.peer[e.where]} if e.where in facts.peer else set())
+            if _at(g, ports, {p.split(":", 1)[0] for p in ports}):
+                return True
+    for a in run.actions:  # fabricd's own shutdown or enable moves the link too
+        acted = a.status not in ("refused", "awaiting_approval", "cancelled")
+        if acted and a.created_s - 2 <= t <= a.updated_s + AFTERMATH_S:
+            ports = {a.port} | ({facts.peer[a.port]} if a.port in facts.peer else set())
+            if _at(g, ports, {p.split(":", 1)[0] for p in ports}):
+                return True
+    return False
+
+
+def check(run: Run, facts: FabricFacts, limits: Limits, grace_s: float) -> list[Violation]:
+    """Every invariant over one run, in time order."""
+    out = [
+        *capacity(run.samples, facts, limits),
+        *marks_records(run.samples, grace_s),
+        *foreign_enable(run.samples, run.actions, run.events),
+        *exactly_once(run.samples, run.actions),
+        *budgets(run.samples, run.actions, facts, limits),
+        *wrong_neighbour(run.samples, facts, run.events),
+        *detection(run, facts)[2],
+        *convergence(run),
+    ]
+    return sorted(out, key=lambda v: (v.t, v.invariant, v.where))

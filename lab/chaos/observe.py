@@ -1,0 +1,273 @@
+"""The checker's eyes, as an operator's: each switch over eAPI (`show interfaces description`, `show lldp
+neighbors`, `show ip bgp summary`), fabricd over its documented REST API, the twin over its control API. The only
+module of lab/chaos that reads the network (runner.py acts on it)."""
+
+from __future__ import annotations
+
+import os
+import re
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import yaml
+
+from topology.errors import FabricdError
+
+from .facts import FabricFacts
+from .history import ActionRec, FindingRec, Hold, Limits, PortObs, Sample
+
+NS = 1e9
+
+
+class ChaosError(FabricdError):
+    """Something the chaos run cannot start with (no twin, no service, a bad argument): one line, exit 2."""
+
+
+@dataclass(frozen=True)
+class SwitchAccess:
+    name: str
+    url: str  # https://host:port/command-api
+    username: str
+    password: str
+    platform: str
+
+
+def read_inventory(path: Path) -> dict[str, SwitchAccess]:
+    """The inventory fabricd reads (docs/inventory.md), for eAPI: host, eapi port and transport, user, password."""
+    try:
+        doc = yaml.safe_load(path.read_text())
+    except (OSError, yaml.YAMLError) as e:
+        raise ChaosError(f"{path}: cannot read the inventory ({e})") from None
+    if not isinstance(doc, dict) or not isinstance(doc.get("devices"), dict):
+        raise ChaosError(f"{path}: not an inventory (no devices:); see docs/inventory.md")
+    defaults = doc.get("defaults") or {}
+    out = {}
+    for name, entry in doc["devices"].items():
+        d = {**defaults, **(entry or {})}
+        eapi = {**(defaults.get("eapi") or {}), **((entry or {}).get("eapi") or {})}
+        password = os.environ.get("FABRICD_LAB_PASSWORD") or _password(d, path)
+        scheme = eapi.get("transport", "https")
+        port = eapi.get("port", 443 if scheme == "https" else 80)
+        url = f"{scheme}://{d['host']}:{port}/command-api"
+        out[name] = SwitchAccess(name, url, str(d.get("username", "admin")), password, str(d.get("platform", "eos")))
+    return out
+
+
+def _password(d: dict[str, Any], path: Path) -> str:
+    if d.get("password_env"):
+        value = os.environ.get(str(d["password_env"]))
+        if value is None:
+            raise ChaosError(f"{path}: password_env {d['password_env']} is not set")
+        return value
+    if d.get("password_file"):
+        try:
+            return Path(d["password_file"]).read_text().strip()
+        except OSError as e:
+            raise ChaosError(f"{path}: password_file: {e}") from None
+    raise ChaosError(f"{path}: no password_env or password_file")
+
+
+_PEER = re.compile(r"^(\S+) (\S+)$")
+
+
+class Switches:
+    """eAPI to every EOS switch, kept-alive; one request of three show commands per switch per sample."""
+
+    SHOW = ("show interfaces description", "show lldp neighbors", "show ip bgp summary")
+
+    def __init__(self, access: dict[str, SwitchAccess], facts: FabricFacts, timeout_s: float = 2.0):
+        self.access = {n: a for n, a in access.items() if a.platform == "eos" and n in facts.rail}
+        self.not_read = sorted(n for n in facts.switches if n not in self.access)  # SONiC: no eAPI
+        self.facts = facts
+        self.clients = {
+            n: httpx.Client(verify=False, timeout=timeout_s, auth=(a.username, a.password))  # a lab's own cert
+            for n, a in self.access.items()
+        }
+        self.pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="chaos-eapi")
+
+    def close(self) -> None:
+        self.pool.shutdown(wait=False, cancel_futures=True)
+        for c in self.clients.values():
+            c.close()
+
+    def run(self, device: str, cmds: list[str]) -> list[dict[str, Any]]:
+        body = {
+            "jsonrpc": "2.0",
+            "method": "runCmds",
+            "params": {"version": 1, "cmds": cmds, "format": "json"},
+            "id": "chaos",
+        }
+        r = self.clients[device].post(self.access[device].url, json=body)
+        r.raise_for_status()
+        doc = r.json()
+        if "error" in doc:
+            raise ChaosError(f"{device}: eAPI error {doc['error'].get('message', doc['error'])}")
+        result: list[dict[str, Any]] = doc["result"]
+        return result
+
+    def read(self, device: str) -> dict[str, PortObs] | None:
+        try:
+            desc, lldp, bgp = self.run(device, list(self.SHOW))
+        except (httpx.HTTPError, ChaosError, ValueError, KeyError):
+            return None
+        return parse_ports(device, desc, lldp, bgp, self.facts)
+
+    def sample(self) -> tuple[dict[str, PortObs], frozenset[str]]:
+        ports: dict[str, PortObs] = {}
+        silent = set(self.not_read)
+        for device, got in zip(self.access, self.pool.map(self.read, self.access), strict=True):
+            if got is None:
+                silent.add(device)
+            else:
+                ports.update(got)
+        return ports, frozenset(silent)
+
+    def set_admin(self, port: str, up: bool) -> None:
+        """What an operator types: `interface X` / `[no] shutdown` in a configure session over eAPI."""
+        device, name = port.split(":", 1)
+        self.run(device, ["enable", "configure", f"interface {name}", "no shutdown" if up else "shutdown", "end"])
+
+
+def parse_ports(
+    device: str, desc: dict[str, Any], lldp: dict[str, Any], bgp: dict[str, Any], facts: FabricFacts
+) -> dict[str, PortObs]:
+    """One switch's ports from its three answers (EOS's JSON shapes). A BGP peer is placed on its port by the
+    blueprint: the peer's description names its device and port, whose far end is ours."""
+    neighbors = {n["port"]: f"{n['neighborDevice']}:{n['neighborPort']}" for n in lldp.get("lldpNeighbors", [])}
+    bgp_up: dict[str, bool] = {}
+    for vrf in (bgp.get("vrfs") or {}).values():
+        for peer in (vrf.get("peers") or {}).values():
+            m = _PEER.match(str(peer.get("description", "")))
+            local = facts.peer.get(f"{m.group(1)}:{m.group(2)}") if m else None
+            if local is not None and local.startswith(device + ":"):
+                bgp_up[local] = peer.get("peerState") == "Established"
+    out = {}
+    for name, row in (desc.get("interfaceDescriptions") or {}).items():
+        key = f"{device}:{name}"
+        if key not in facts.peer:
+            continue
+        out[key] = PortObs(
+            admin_up=row.get("interfaceStatus") != "adminDown",
+            oper_up=row.get("lineProtocolStatus") == "up",
+            description=str(row.get("description", "")),
+            neighbor=neighbors.get(name),
+            bgp_up=bgp_up.get(key),
+        )
+    return out
+
+
+class Api:
+    """fabricd's REST API (docs/operations.md): reads with a short timeout (a paused fabricd answers nothing)."""
+
+    def __init__(self, url: str, token: str, timeout_s: float = 1.0):
+        self.url = url.rstrip("/")
+        self.http = httpx.Client(base_url=self.url, headers={"Authorization": f"Bearer {token}"}, timeout=timeout_s)
+
+    def close(self) -> None:
+        self.http.close()
+
+    def get(self, path: str, **params: Any) -> Any:
+        r = self.http.get(path, params=params or None)
+        r.raise_for_status()
+        return r.json()
+
+    def post(self, path: str, body: dict[str, Any] | None = None, timeout_s: float = 10.0) -> httpx.Response:
+        return self.http.post(path, json=body, timeout=timeout_s)
+
+    def reachable(self) -> bool:
+        try:
+            self.get("/api/v1/health")
+            return True
+        except (httpx.HTTPError, ValueError):
+            return False
+
+    def holds(self) -> dict[str, Hold] | None:
+        try:
+            ports = self.get("/api/v1/ports/disabled")["ports"]
+        except (httpx.HTTPError, ValueError, KeyError):
+            return None
+        return {f"{p['device']}:{p['port']}": Hold(p["action_id"], p["ticket_id"], p["since_ts"] / NS) for p in ports}
+
+    def open_tickets(self) -> frozenset[int] | None:
+        try:
+            return frozenset(t["id"] for t in self._all("/api/v1/tickets", "tickets", status="open"))
+        except (httpx.HTTPError, ValueError, KeyError):
+            return None
+
+    def _all(self, path: str, key: str, **params: Any) -> list[dict[str, Any]]:
+        out: list[dict[str, Any]] = []
+        while True:
+            page = self.get(path, limit=500, offset=len(out), **params)[key]
+            out += page
+            if len(page) < 500:
+                return out
+
+    def actions(self) -> list[ActionRec]:
+        return [
+            ActionRec(
+                a["id"],
+                a["op"],
+                f"{a['device']}:{a['port']}",
+                a["status"],
+                a["finding_id"],
+                a["ticket_id"],
+                a["created_ts"] / NS,
+                a["updated_ts"] / NS,
+                a.get("key"),
+            )
+            for a in self._all("/api/v1/actions", "actions")
+        ]
+
+    def findings(self) -> list[FindingRec]:
+        out = []
+        for f in self._all("/api/v1/findings", "findings"):
+            ports = tuple(p if ":" in p else f"{f['device']}:{p}" for p in (f.get("ports") or []))
+            if not ports and f.get("port"):
+                ports = (f"{f['device']}:{f['port']}",)
+            out.append(
+                FindingRec(
+                    f["id"],
+                    f["kind"],
+                    f["device"],
+                    ports,
+                    tuple(f.get("devices") or ()),
+                    f["detected_ts"] / NS,
+                    f.get("last_seen_ts", f["detected_ts"]) / NS,
+                )
+            )
+        return out
+
+    def audit(self) -> tuple[list[int], set[int]]:
+        out: list[dict[str, Any]] = []
+        while True:
+            page = self.get("/api/v1/audit", limit=200, offset=len(out))["audit"]
+            out += page
+            if len(page) < 200:
+                break
+        return [e["id"] for e in out], {e["action_id"] for e in out if e.get("action_id") is not None}
+
+    def limits(self, min_uplink_fraction: float) -> Limits:
+        """The guard's limits as /metrics publishes them (fabricd_remediation_budget_limit)."""
+        r = self.http.get("/metrics", timeout=5)
+        got = {}
+        for m in re.finditer(r'^fabricd_remediation_budget_limit\{limit="(\w+)"\} ([0-9.e+]+)$', r.text, re.M):
+            got[m.group(1)] = int(float(m.group(2)))
+        d = Limits()
+        return Limits(
+            min_uplink_fraction,
+            got.get("switch_budget", d.max_down_per_switch),
+            got.get("rail_budget", d.max_down_per_rail),
+            got.get("fabric_budget", d.max_down_fabric),
+            got.get("rate", d.max_actions_per_hour),
+        )
+
+
+def sample(t: float, switches: Switches, api: Api) -> Sample:
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        held = pool.submit(api.holds)
+        tickets = pool.submit(api.open_tickets)
+        ports, silent = switches.sample()
+        return Sample(t, ports, silent, held.result(), tickets.result())

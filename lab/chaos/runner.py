@@ -1,0 +1,457 @@
+"""Carry out a chaos schedule against a running twin and fabricd, observing every second; then let the fabric
+settle and hand the observed `Run` to the invariants. Everything the run does is logged as an `Event` (the
+operator's and the technician's hands, process faults) beside the twin's own fault log."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shlex
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TextIO
+
+import httpx
+import yaml
+
+from lab import control_client
+
+from .facts import FabricFacts
+from .history import Event, FaultRec, Run, Sample
+from .observe import Api, ChaosError, Switches, sample
+from .schedule import Repair, Schedule, Step
+
+NS = 1e9
+SETTLE_WINDOW_S = 60.0
+RESYNC_S = 10.0  # after a restart, fabricd's streams reconnect and sync (within 10 s on the small pods)
+
+
+@dataclass
+class Target:
+    """What the run acts on: the twin (its state dir, and how to start it again), fabricd's API, its process."""
+
+    state_dir: Path
+    spec: Path
+    api: Api
+    switches: Switches
+    service_cmd: str | None = None  # the run starts fabricd itself and restarts it after a kill -9
+    service_pid: int | None = None  # or pauses (SIGSTOP/SIGCONT) one it did not start
+    log: Path | None = None
+
+
+class Runner:
+    def __init__(self, schedule: Schedule, facts: FabricFacts, target: Target, say: Callable[[str], None]):
+        self.schedule, self.facts, self.t = schedule, facts, target
+        self.say = say
+        self.run = Run(schedule.seed, time.time(), 0.0)
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.timers: list[tuple[float, Callable[[], None]]] = []
+        self.fault_ids: dict[int, str] = {}  # schedule ref -> the twin's fault id
+        self.incarnation = 0
+        self.faults_seen: dict[str, FaultRec] = {}
+        self.repairs = iter(schedule.repairs)
+        self.repairing: dict[int, tuple[float, Repair, str]] = {}  # action id of the hold -> (due, repair, port)
+        self.repaired: set[int] = set()
+        self.wrong: dict[str, str] = {}  # port -> the twin's id of the miscable the repair put there
+        self.hand_shut: set[str] = set()
+        self.mode = "auto"
+        self.paused = False
+        self.history: TextIO | None = None
+
+    # --- the service process --------------------------------------------------------------------------------
+    def start_service(self) -> None:
+        if self.t.service_cmd is None:
+            return
+        log = (self.t.log or Path(os.devnull)).open("ab")
+        self.proc = subprocess.Popen(
+            shlex.split(self.t.service_cmd),
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+        self.t.service_pid = self.proc.pid
+        deadline = time.monotonic() + 60
+        while not self.t.api.reachable():
+            if self.proc.poll() is not None:
+                raise ChaosError(
+                    f"the service command exited {self.proc.returncode}: {self.t.service_cmd} (log {self.t.log})"
+                )
+            if time.monotonic() > deadline:
+                raise ChaosError(f"the service did not answer at {self.t.api.url} within 60 s (log {self.t.log})")
+            time.sleep(0.2)
+
+    def stop_service(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.proc.pid, signal.SIGCONT)
+            self.proc.terminate()
+            try:
+                self.proc.wait(20)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+    # --- the run --------------------------------------------------------------------------------------------
+    def execute(self, history: Path | None = None) -> Run:
+        self.history = history.open("w") if history else None
+        try:
+            self.start_service()
+            self.run.start_s = t0 = time.time()
+            self.run.schedule_end_s = t0 + self.schedule.duration_s
+            steps = list(self.schedule.steps)
+            next_sample = next_holds = t0
+            while True:
+                now = time.time()
+                while steps and t0 + steps[0].at_s <= now:
+                    self._step(steps.pop(0))
+                self._timers(now)
+                if now >= next_holds:
+                    next_holds = now + 0.2
+                    self._repairs(now)
+                if now >= next_sample:
+                    next_sample += 1.0
+                    self._sample()
+                if not steps and now >= self.run.schedule_end_s:
+                    break
+                time.sleep(0.02)
+            self._settle()
+            self._collect()
+            return self.run
+        finally:
+            if self.history:
+                self.history.close()
+
+    def _sample(self) -> None:
+        s = sample(time.time(), self.t.switches, self.t.api)
+        self.run.samples.append(s)
+        self._poll_faults()
+        if self.history is not None:
+            self.history.write(json.dumps(_sample_doc(s)) + "\n")
+
+    def _event(
+        self, what: str, kind: str, where: str = "", detail: str = "", end_s: float | None = None, t: float = 0.0
+    ) -> None:
+        e = Event(t or time.time(), what, kind, where, detail, end_s)
+        self.run.events.append(e)
+        self.say(f"+{e.t - self.run.start_s:6.1f}s {what} {kind} {where} {detail}".rstrip())
+
+    def _timers(self, now: float) -> None:
+        due = [f for at, f in self.timers if at <= now]
+        self.timers = [(at, f) for at, f in self.timers if at > now]
+        for f in due:
+            f()
+
+    def _step(self, step: Step) -> None:
+        try:
+            {"fault": self._fault, "clear": self._clear, "process": self._process, "operator": self._operator}[
+                step.what
+            ](step)
+        except (ChaosError, control_client.LabControlError, httpx.HTTPError) as e:
+            self._event("skipped", step.kind, "", f"#{step.ref} {e}")
+
+    def _fault(self, step: Step) -> None:
+        try:
+            rec = control_client.inject(self.t.state_dir, step.kind, step.params)
+        except control_client.LabControlError as e:
+            self._event("skipped", step.kind, ", ".join(str(v) for v in step.params.values()), str(e))
+            return
+        self.fault_ids[step.ref] = rec["id"]
+        self.say(
+            f"+{time.time() - self.run.start_s:6.1f}s fault {step.kind} {rec['id']} "
+            f"{', '.join(rec['ports'] or rec['devices'])}"
+        )
+
+    def _clear(self, step: Step) -> None:
+        fid = self.fault_ids.pop(step.ref, None)
+        if fid is not None:
+            with contextlib.suppress(control_client.LabControlError):  # already cleared (a twin restart)
+                control_client.call(self.t.state_dir, "DELETE", f"/faults/{fid}")
+
+    # --- process faults -------------------------------------------------------------------------------------
+    def _process(self, step: Step) -> None:
+        p = step.params
+        if step.kind == "twin_restart":
+            self._twin_restart(float(p["down_s"]))
+            return
+        pid = self.t.service_pid
+        if pid is None or self.paused:
+            return
+        if step.kind == "kill":
+            if self.proc is None:
+                return  # a service the run did not start is not the run's to restart
+            os.kill(pid, signal.SIGKILL)
+            self.proc.wait()
+            after = float(p["restart_after_s"])
+            self._event(
+                "process", "kill", "fabricd", f"kill -9 pid {pid}, restart after {after:g} s", time.time() + after
+            )
+            self.timers.append((time.time() + after, self._restart))
+            self.t.service_pid = None
+        else:
+            seconds = float(p["seconds"])
+            os.kill(pid, signal.SIGSTOP)
+            self.paused = True
+            self._event("process", step.kind, "fabricd", f"SIGSTOP pid {pid} for {seconds:g} s", time.time() + seconds)
+
+            def resume() -> None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGCONT)
+                self.paused = False
+
+            if seconds < 0.5:  # a GC-length pause: held here, to the millisecond
+                time.sleep(seconds)
+                resume()
+            else:
+                self.timers.append((time.time() + seconds, resume))
+
+    def _restart(self) -> None:
+        self.start_service()
+        # a restarted fabricd is blind until its telemetry has synced again: detection is not judged meanwhile
+        self._event("process", "restarted", "fabricd", f"pid {self.t.service_pid}", time.time() + RESYNC_S)
+
+    def _twin_restart(self, down_s: float) -> None:
+        self._poll_faults()
+        info = control_client.call(self.t.state_dir, "GET", "/status")
+        pid = int(info["pid"])
+        stopped = time.time()
+        os.kill(pid, signal.SIGTERM)
+        deadline = time.monotonic() + 20
+        while (self.t.state_dir / "twin.pid").exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        t = time.time()
+        for rec in self.faults_seen.values():  # what the twin had active ended with it
+            if rec.cleared_s is None:
+                self.faults_seen[rec.id] = FaultRec(
+                    rec.id, rec.kind, rec.ports, rec.devices, rec.start_s, t, rec.params
+                )
+        self.fault_ids.clear()
+        self.incarnation += 1
+        time.sleep(down_s)
+        self._start_twin()
+        self._event(
+            "process", "twin_restart", "twin", f"pid {pid} stopped, down {down_s:g} s", time.time() + RESYNC_S, stopped
+        )
+
+    def _start_twin(self) -> None:
+        inv = self.t.state_dir / "inventory.yaml"
+        # the inventory the twin wrote says how it was started: its first address, port offset and releases
+        doc = yaml.safe_load(inv.read_text())
+        first = doc["devices"][sorted(doc["devices"])[0]]
+        offset = int(doc["defaults"]["gnmi"]["port"]) - 6030
+        args = [
+            sys.executable,
+            "-m",
+            "lab",
+            "--spec",
+            str(self.t.spec),
+            "--state-dir",
+            str(self.t.state_dir),
+            "--base-address",
+            first["host"],
+            "--port-offset",
+            str(offset),
+        ]
+        eos = {d.get("os_version") for d in doc["devices"].values() if d.get("platform") == "eos"} - {None}
+        sonic = {d.get("os_version") for d in doc["devices"].values() if d.get("platform") == "sonic"} - {None}
+        if len(eos) == 1:
+            args += ["--eos-version", str(eos.pop())]
+        if len(sonic) == 1:
+            args += ["--sonic-version", str(sonic.pop())]
+        (self.t.state_dir / "ready").unlink(missing_ok=True)
+        log = (self.t.state_dir / "twin.log").open("ab")
+        subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+        deadline = time.monotonic() + 60
+        while not (self.t.state_dir / "ready").exists():
+            if time.monotonic() > deadline:
+                raise ChaosError(f"the twin did not come back within 60 s ({self.t.state_dir}/twin.log)")
+            time.sleep(0.1)
+
+    # --- operators and technicians -------------------------------------------------------------------------
+    def _operator(self, step: Step) -> None:
+        p = step.params
+        if step.kind == "shut_by_hand":
+            port = p["port"]
+            if port in (self.t.api.holds() or {}):
+                return  # an operator does not shut what is already shut
+            self.t.switches.set_admin(port, False)
+            self.hand_shut.add(port)
+            self._event("operator", "shut_by_hand", port)
+        elif step.kind == "no_shut_by_hand":
+            port = p["port"]
+            if port in self.hand_shut:
+                self.hand_shut.discard(port)
+                self.t.switches.set_admin(port, True)
+                self._event("operator", "no_shut_by_hand", port)
+        elif step.kind == "enable_held":
+            held = sorted(self.t.api.holds() or {})
+            if held:
+                port = held[int(p["rank"]) % len(held)]
+                self.t.switches.set_admin(port, True)
+                self._event("operator", "enable_held", port, "no shutdown by hand on a port fabricd holds")
+        elif step.kind == "mode":
+            r = self.t.api.post("/api/v1/mode", {"mode": p["mode"], "reason": f"chaos seed {self.schedule.seed}"})
+            self.mode = p["mode"] if r.status_code == 200 else self.mode
+            self._event("operator", "mode", p["mode"], f"HTTP {r.status_code}")
+        elif step.kind == "approve":
+            for a in self.t.api.get("/api/v1/actions", status="awaiting_approval")["actions"]:
+                r = self.t.api.post(f"/api/v1/actions/{a['id']}/approve")
+                self._event(
+                    "operator", "approve", f"{a['device']}:{a['port']}", f"action {a['id']} HTTP {r.status_code}"
+                )
+
+    def _repairs(self, now: float) -> None:
+        """Each new hold gets the next repair of the schedule: resolve its ticket after the repair's delay (from
+        the disable), one in five after putting the wrong cable back on the port."""
+        holds = self.t.api.holds()
+        if holds is None:
+            return
+        for port, h in holds.items():
+            if h.action_id in self.repairing or h.action_id in self.repaired or h.ticket_id is None:
+                continue
+            repair = next(self.repairs, Repair(5.0, False, 0))
+            self.repairing[h.action_id] = (h.since_s + repair.delay_s, repair, port)
+        for action_id, (due, repair, port) in list(self.repairing.items()):
+            if now < due:
+                continue
+            del self.repairing[action_id]
+            self.repaired.add(action_id)
+            hold = holds.get(port)
+            if hold is None or hold.action_id != action_id or hold.ticket_id is None:
+                continue
+            self._resolve(port, hold.ticket_id, repair)
+
+    def _resolve(self, port: str, ticket: int, repair: Repair) -> None:
+        old = self.wrong.pop(port, None)
+        if old is not None:  # the technician comes back and puts the right cable in
+            with contextlib.suppress(control_client.LabControlError):
+                control_client.call(self.t.state_dir, "DELETE", f"/faults/{old}")
+        detail = f"after {repair.delay_s:g} s"
+        if repair.wrong_cable:
+            others = self._wrong_candidates(port)
+            if others:
+                other = others[repair.rank % len(others)]
+                try:
+                    rec = control_client.inject(self.t.state_dir, "miscable", {"port": port, "other": other})
+                    self.wrong[port] = rec["id"]
+                    detail += f", wrong cable: swapped with {other} ({rec['id']})"
+                except control_client.LabControlError as e:
+                    detail += f", wrong cable refused: {e}"
+        try:
+            r = self.t.api.post(f"/api/v1/tickets/{ticket}/resolve")
+            detail += f", HTTP {r.status_code}"
+        except httpx.HTTPError as e:
+            detail += f", {type(e).__name__}"
+        self._event("repair", "resolve", port, f"ticket {ticket} {detail}")
+
+    def _wrong_candidates(self, port: str) -> list[str]:
+        same = self.facts.server_ports if port in self.facts.server_ports else self.facts.uplinks
+        here = port.split(":", 1)[0]
+        rail = self.facts.rail.get(here)
+        busy = set(self.wrong) | {p for r in self.faults_seen.values() if r.cleared_s is None for p in r.ports}
+        return [
+            p
+            for p in same
+            if (d := p.split(":", 1)[0]) != here
+            and self.facts.rail.get(d) != rail
+            and p not in busy
+            and self.facts.peer.get(p) not in busy
+        ]
+
+    # --- after the schedule ----------------------------------------------------------------------------------
+    def _settle(self) -> None:
+        """Clear every fault, undo the operators' hands, go back to auto, make sure fabricd runs, resolve every
+        open ticket; then watch up to 60 s (docs/lab.md, "Chaos": convergence)."""
+        for _, f in sorted(self.timers, key=lambda x: x[0]):
+            f()
+        self.timers = []
+        with contextlib.suppress(control_client.LabControlError):
+            control_client.call(self.t.state_dir, "DELETE", "/faults")
+        self.wrong.clear()
+        for port in sorted(self.hand_shut):
+            with contextlib.suppress(ChaosError, httpx.HTTPError):
+                self.t.switches.set_admin(port, True)
+        self.hand_shut.clear()
+        if self.t.service_pid is None and self.t.service_cmd is not None:
+            self.start_service()
+        with contextlib.suppress(httpx.HTTPError):
+            self.t.api.post("/api/v1/mode", {"mode": "auto", "reason": "chaos: settle"})
+        self._event("settle", "faults cleared", "", "operators' shutdowns undone, mode auto")
+        time.sleep(2)
+        self._resolve_all()
+        self.run.settled_s = time.time()
+        good = 0
+        while time.time() < self.run.settled_s + SETTLE_WINDOW_S:
+            self._sample()
+            s = self.run.samples[-1]
+            good = good + 1 if _settled(s) else 0
+            if good >= 3:
+                break
+            time.sleep(max(0.0, 1.0 - (time.time() - s.t)))
+
+    def _resolve_all(self) -> None:
+        try:
+            tickets = self.t.api.get("/api/v1/tickets", status="open", limit=500)["tickets"]
+        except (httpx.HTTPError, ValueError):
+            return
+        for tk in tickets:
+            with contextlib.suppress(httpx.HTTPError):
+                r = self.t.api.post(f"/api/v1/tickets/{tk['id']}/resolve")
+                self._event(
+                    "repair",
+                    "resolve",
+                    f"{tk['device']}:{tk.get('port')}",
+                    f"ticket {tk['id']} settle, HTTP {r.status_code}",
+                )
+
+    def _poll_faults(self) -> None:
+        try:
+            log = control_client.call(self.t.state_dir, "GET", "/faults", timeout_s=2)
+        except control_client.LabControlError:
+            return
+        for r in log:
+            fid = f"r{self.incarnation}.{r['id']}" if self.incarnation else r["id"]
+            cleared = r["cleared_ts"] / NS if r["cleared_ts"] else None
+            ports = tuple(p for p in r["ports"])
+            self.faults_seen[fid] = FaultRec(
+                fid, r["kind"], ports, tuple(r["devices"]), r["start_ts"] / NS, cleared, r["params"]
+            )
+
+    def _collect(self) -> None:
+        self._poll_faults()
+        self.run.faults = sorted(self.faults_seen.values(), key=lambda f: f.start_s)
+        try:
+            self.run.actions = self.t.api.actions()
+            self.run.findings = self.t.api.findings()
+            self.run.audit_ids, self.run.audited_actions = self.t.api.audit()
+        except (httpx.HTTPError, ValueError, KeyError) as e:
+            self._event("collect", "failed", "api", str(e))
+
+
+def _settled(s: Sample) -> bool:
+    if s.held is None or s.open_tickets is None:
+        return False
+    for p, o in s.ports.items():
+        if o.admin_up and o.oper_up and not o.marked:
+            continue
+        h = s.held.get(p)
+        if not o.admin_up and o.marked and h is not None and h.ticket_id in s.open_tickets:
+            continue
+        return False
+    return not any(p in s.ports and s.ports[p].admin_up for p in s.held)
+
+
+def _sample_doc(s: Sample) -> dict[str, Any]:
+    return {
+        "t": s.t,
+        "unreachable": sorted(s.unreachable),
+        "ports": {p: [o.admin_up, o.oper_up, o.description, o.neighbor, o.bgp_up] for p, o in s.ports.items()},
+        "held": None if s.held is None else {p: [h.action_id, h.ticket_id, h.since_s] for p, h in s.held.items()},
+        "open_tickets": None if s.open_tickets is None else sorted(s.open_tickets),
+    }

@@ -1,0 +1,199 @@
+"""The chaos checker's invariants, as tables of observed histories: each case a few seconds of what the switches
+and fabricd's API showed, and the violations that must (or must not) come out."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pytest
+
+from lab.chaos.facts import FabricFacts
+from lab.chaos.history import ActionRec, Event, FaultRec, FindingRec, Hold, Limits, PortObs, Run, Sample
+from lab.chaos.invariants import (
+    budgets,
+    capacity,
+    convergence,
+    detection,
+    exactly_once,
+    foreign_enable,
+    marks_records,
+    wrong_neighbour,
+)
+from tests.conftest import EXAMPLES
+from topology.blueprint import generate_blueprint
+from topology.fabric import Fabric
+from topology.spec import load_spec
+
+FACTS = FabricFacts.of(Fabric(generate_blueprint(load_spec(EXAMPLES / "small-pod.yaml"))), "small-pod")
+P = "leaf-g0-r0:Ethernet1/1"  # faces gpu-g0-000:nic0
+UP = PortObs(True, True, "", None)
+MARK = "[fabricd: down a1 t1 link_flap]"
+SHUT = PortObs(False, False, MARK)
+
+
+def samples(states: Sequence[PortObs | None], held: list[bool | None] | None = None, port: str = P) -> list[Sample]:
+    """One sample a second of one port (None: its switch did not answer); held: whether the API held it (None:
+    the API did not answer)."""
+    out = []
+    for i, o in enumerate(states):
+        h = held[i] if held else None
+        holds = None if h is None else ({port: Hold(1, 1, 0.0)} if h else {})
+        out.append(Sample(float(i), {} if o is None else {port: o}, frozenset(), holds, frozenset({1})))
+    return out
+
+
+@pytest.mark.parametrize(
+    ("states", "held", "expected"),
+    [
+        ([SHUT] * 12, [True] * 12, []),  # shut, marked, held: agree
+        ([PortObs(True, True, MARK)] * 12, [False] * 12, ["a port that is up carries fabricd's down mark"]),
+        ([PortObs(True, True, MARK)] * 5 + [UP] * 7, [False] * 12, []),  # within the grace: an enable on its way
+        ([SHUT] * 12, [False] * 12, ["a shut port carries fabricd's mark but fabricd holds no record of it"]),
+        ([SHUT] * 12, [None] * 12, []),  # the API silent: nothing is judged on the records
+        ([UP] * 12, [True] * 12, ["fabricd holds a port that is up"]),
+        ([UP] * 6 + [None] * 3 + [UP] * 3, [True] * 12, ["fabricd holds a port that is up"]),  # unseen: no break
+        ([UP] * 6 + [SHUT] + [UP] * 5, [True] * 12, []),  # two short spells, neither past the grace
+    ],
+)
+def test_marks_and_records_agree(states: list[PortObs | None], held: list[bool | None], expected: list[str]) -> None:
+    got = marks_records(samples(states, held), grace_s=10)
+    assert [v.detail.split(" for ")[0] for v in got] == expected
+    assert all(v.where == P and v.t == 10.0 for v in got)
+
+
+def enable(at: float, port: str = P, status: str = "done") -> ActionRec:
+    return ActionRec(9, "enable", port, status, None, 1, at, at + 1)
+
+
+@pytest.mark.parametrize(
+    ("states", "events", "expected"),
+    [
+        ([UP, SHUT, SHUT, SHUT, UP], [], []),  # fabricd's own shutdown
+        ([UP, PortObs(False, False), PortObs(False, False), UP], [], ["shut without fabricd's mark"]),
+        # an operator shut a port that still carried a stale mark: the run's own log says whose it was
+        ([UP, SHUT, SHUT, UP], [Event(1.0, "operator", "shut_by_hand", P)], ["an operator shut by hand"]),
+    ],
+)
+def test_fabricd_enables_only_what_it_shut(states: list[PortObs], events: list[Event], expected: list[str]) -> None:
+    got = foreign_enable(samples(states), [enable(len(states) - 1.5)], events)
+    assert [any(e in v.detail for e in expected) for v in got] == [True] * len(expected)
+
+
+def disable(id_: int, at: float, finding: int = 5, key: str | None = None) -> ActionRec:
+    return ActionRec(id_, "disable", P, "done", finding, 1, at, at + 0.5, key)
+
+
+@pytest.mark.parametrize(
+    ("states", "actions", "expected"),
+    [
+        ([SHUT] * 6, [disable(1, 0), disable(2, 4)], ["finding 5 got a second disable (actions 1 and 2)"]),
+        ([SHUT, SHUT, UP, SHUT, SHUT, SHUT], [disable(1, 0), disable(2, 4)], []),  # re-applied after coming up
+        ([SHUT] * 6, [disable(1, 0), disable(2, 4, finding=6)], []),  # another incident
+        ([SHUT] * 6, [disable(1, 0, key="k"), disable(2, 4, finding=6, key="k")], ["actions 1 and 2 share the key k"]),
+    ],
+)
+def test_exactly_once(states: list[PortObs], actions: list[ActionRec], expected: list[str]) -> None:
+    assert [v.detail for v in exactly_once(samples(states), actions)] == [
+        e if "key" in e else e + " while its port stayed down" for e in expected
+    ]
+
+
+def test_budgets_per_switch_and_rate() -> None:
+    three = {f"leaf-g0-r0:Ethernet{i}/1": SHUT for i in (1, 2, 3)}
+    s = [Sample(0.0, three), Sample(1.0, three), Sample(2.0, {})]
+    got = budgets(s, [], FACTS, Limits())
+    assert [(v.where, v.t) for v in got] == [("switch leaf-g0-r0 (3 > 2)", 0.0)]
+    acts = [disable(i, i * 60.0) for i in range(11)]
+    got = budgets([], acts, FACTS, Limits())
+    assert [(v.where, v.t, v.detail) for v in got] == [("rate", 600.0, "11 disables within an hour (limit 10)")]
+    assert budgets([], acts[:10], FACTS, Limits()) == []
+
+
+UPLINKS = FACTS.uplinks_of["leaf-g0-r0"]
+
+
+@pytest.mark.parametrize(
+    ("already_down", "expected"),
+    [
+        ([], []),  # one of four shut: 75 % kept
+        ([UPLINKS[1]], ["leaf-g0-r0 keeps 800 of 1600 Gb/s uplink (50% < 75%)"]),
+        ([FACTS.peer[UPLINKS[2]]], ["leaf-g0-r0 keeps 800 of 1600 Gb/s uplink (50% < 75%)"]),  # the far end down
+    ],
+)
+def test_capacity_when_fabricd_shuts_an_uplink(already_down: list[str], expected: list[str]) -> None:
+    base = {u: PortObs(True, True) for u in UPLINKS}
+    base |= {p: PortObs(True, False) for p in already_down}
+    after = base | {UPLINKS[0]: SHUT}
+    got = capacity([Sample(0.0, base), Sample(1.0, after)], FACTS, Limits())
+    assert [v.detail.split(": ", 1)[1] for v in got] == expected
+
+
+def test_capacity_counts_a_bgp_down_uplink_lost() -> None:
+    base = {u: PortObs(True, True, bgp_up=True) for u in UPLINKS} | {UPLINKS[3]: PortObs(True, True, bgp_up=False)}
+    got = capacity([Sample(0.0, base), Sample(1.0, base | {UPLINKS[0]: SHUT})], FACTS, Limits())
+    assert len(got) == 1 and got[0].where == "leaf-g0-r0"
+
+
+WRONG = PortObs(True, True, "", "gpu-g0-000:nic1")
+RIGHT = PortObs(True, True, "", "gpu-g0-000:nic0")
+
+
+@pytest.mark.parametrize(
+    ("after", "events", "n"),
+    [
+        ([WRONG] * 6, [], 1),  # brought back facing another rail's NIC
+        ([RIGHT] * 6, [], 0),
+        ([PortObs(True, False, "", "gpu-g0-000:nic1")] * 6, [], 0),  # not up: not in service
+        ([WRONG] * 6, [Event(2.0, "operator", "enable_held", P)], 0),  # an operator's no shutdown
+    ],
+)
+def test_no_port_is_brought_back_facing_another_neighbour(after: list[PortObs], events: list[Event], n: int) -> None:
+    got = wrong_neighbour(samples([SHUT, SHUT, *after]), FACTS, events)
+    assert len(got) == n
+    if n:
+        assert "faces gpu-g0-000:nic1, not gpu-g0-000:nic0" in got[0].detail
+
+
+def run_with(faults: list[FaultRec], findings: list[FindingRec], events: list[Event] | None = None) -> Run:
+    r = Run(1, 0.0, 100.0, settled_s=100.0, faults=faults, findings=findings, events=events or [])
+    r.samples = [Sample(float(t), {P: UP}) for t in range(100)]
+    return r
+
+
+STORM = FaultRec("f1", "pfc_storm", ("gpu-g0-000:nic0",), ("gpu-g0-000",), 10.0, 30.0, {"nic": "gpu-g0-000:nic0"})
+
+
+@pytest.mark.parametrize(
+    ("findings", "events", "judged", "found", "violations"),
+    [
+        ([FindingRec(1, "pfc_storm", "leaf-g0-r0", (P,), ("leaf-g0-r0",), 10.4, 29.0)], [], 1, 1, []),
+        ([FindingRec(1, "pfc_storm", "leaf-g0-r0", (P,), ("leaf-g0-r0",), 14.0, 29.0)], [], 1, 0, ["not found"]),
+        ([FindingRec(1, "link_flap", "leaf-g0-r0", (P,), ("leaf-g0-r0",), 10.4, 29.0)], [], 1, 0, ["not found"]),
+        ([], [Event(9.0, "process", "pause", "fabricd", "", 13.0)], 0, 0, []),  # fabricd stopped: not judged
+        ([], [Event(9.0, "process", "gc_pause", "fabricd", "", 9.1)], 1, 0, ["not found"]),  # too short to hide it
+        (
+            [FindingRec(1, "pfc_storm", "leaf-g0-r0", (P,), ("leaf-g0-r0",), 10.4, 29.0),
+             FindingRec(2, "link_flap", "spine-r3-1", ("spine-r3-1:Ethernet1/1",), ("spine-r3-1",), 50.0, 51.0)],
+            [], 1, 1, ["with no fault"],
+        ),
+    ],
+)  # fmt: skip
+def test_detection_recall_and_precision(
+    findings: list[FindingRec], events: list[Event], judged: int, found: int, violations: list[str]
+) -> None:
+    scores, _, got = detection(run_with([STORM], findings, events), FACTS)
+    assert [(s.kind, s.judged, s.found) for s in scores] == [("pfc_storm", judged, found)]
+    assert [next(w for w in violations if w in v.detail) for v in got] == violations
+
+
+def test_convergence() -> None:
+    good = Sample(101.0, {P: UP, "leaf-g0-r0:Ethernet2/1": SHUT}, frozenset(),
+                  {"leaf-g0-r0:Ethernet2/1": Hold(1, 1, 50.0)}, frozenset({1}))  # fmt: skip
+    r = Run(1, 0.0, 90.0, settled_s=100.0, samples=[good], audit_ids=[1, 2, 3], audited_actions={1})
+    r.actions = [disable(1, 50.0)]
+    assert convergence(r) == []
+    stale = Sample(102.0, {P: PortObs(True, True, MARK)}, frozenset(), {}, frozenset())
+    r.samples = [stale]
+    r.audit_ids = [1, 3]
+    got = [v.detail for v in convergence(r)]
+    assert got == ["not settled 2 s after the end: admin up, oper up, marked, not held", "audit ids missing: [2]"]
