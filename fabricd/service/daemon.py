@@ -139,7 +139,7 @@ class Service:
         if cfg.ha.enabled:
             ha = cfg.ha
             self.leadership = Leadership(ha, lambda: connect_bus(cfg.bus, cfg.source, f"fabricd {self.instance}"),
-                                         self._elected, instance=ha.instance)  # fmt: skip
+                                         self._elected, claim=self._claim, instance=ha.instance)  # fmt: skip
         self.actuator = DriverActuator(self.inventory)
         self.remediator = Remediator(
             self.fabric,
@@ -288,10 +288,13 @@ class Service:
         if self.leadership is not None:
             self.leadership.step_down(why)
 
+    async def _claim(self, token: int) -> bool:
+        """This instance took the lease: record its fencing token, off the event loop (it keeps renewing the lease
+        and answering the API meanwhile; the claim ends an old leader's stuck write, StateStore.claim_leader)."""
+        return await asyncio.to_thread(self.state.claim_leader, self.instance, token, self.clock())
+
     async def _elected(self, token: int) -> None:
-        """This instance took the lease: record its fencing token, then finish what the old leader left."""
-        if not self.state.claim_leader(self.instance, token, self.clock()):
-            raise RuntimeError(f"a leader with a newer token than {token} is recorded; not taking over")
+        """This instance's token is recorded: finish what the old leader left."""
         await self._synced.wait()  # reconcile on fresh telemetry (a standby has it already)
         await self._take_over()
 

@@ -48,12 +48,17 @@ class Leadership:
         connect: Callable[[], Awaitable[NATS]],
         on_elected: Callable[[int], Awaitable[None]],
         *,
+        claim: Callable[[int], Awaitable[bool]] | None = None,
         instance: str | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.settings = settings
         self.instance = instance or settings.instance or default_instance()
         self._connect, self._on_elected, self._clock = connect, on_elected, clock
+        # Records a new token in the shared state (False: a newer one is there); until it has, the instance holds the
+        # lease but does not act: its writes would be fenced off by the old leader's token still in the state.
+        self._claim = claim
+        self._claimed: int | None = None
         self.ttl = settings.lease_ttl_s
         self.token: int | None = None  # the revision at which this instance took the lease (its fencing token)
         self.holder: str | None = None  # who holds the lease, as last seen
@@ -63,8 +68,9 @@ class Leadership:
         self.changes = 0  # how many times this instance gained or lost the lease (tests, metrics)
 
     def acting(self) -> bool:
-        """This instance leads and its lease cannot have ended yet."""
-        return self.token is not None and self._clock() < self._valid_until
+        """This instance leads (its token is in the state) and its lease cannot have ended yet."""
+        claimed = self._claim is None or self._claimed == self.token
+        return self.token is not None and claimed and self._clock() < self._valid_until
 
     def valid_for(self) -> float:
         """Seconds this instance's lease is still certainly its own (0 when it does not lead)."""
@@ -152,6 +158,12 @@ class Leadership:
 
     async def _elect(self, token: int) -> None:
         try:
+            if self._claim is not None:
+                if not await self._claim(token):
+                    raise RuntimeError(f"a leader with a newer token than {token} is recorded; not taking over")
+                if self.token != token:
+                    return  # the lease was lost while claiming
+                self._claimed = token
             await self._on_elected(token)
         except Exception:
             log.exception("taking over as leader failed; stepping down")

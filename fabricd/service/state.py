@@ -21,7 +21,8 @@ from typing import Any, cast
 from fabricd.detectors.finding import Finding
 
 from .config import ServiceConfig, read_secret
-from .state_db import ConflictError, Db, FencedError, Result, Row, StateError, connect, schema
+from .leader import default_instance
+from .state_db import ConflictError, Db, FencedError, LockTimeoutError, Result, Row, StateError, connect, schema
 from .state_records import (
     FENCE,
     OPEN_ACTION,
@@ -63,14 +64,18 @@ SCHEMA_VERSION = 3  # 2: actions.key (idempotency); 3: actions.token (the fencin
 class StateStore:
     def __init__(
         self, path: Path | None = None, *, url: str | None = None, password: str | None = None, owner: bool = False,
-        new_state: bool = False, force: bool = False,
+        new_state: bool = False, force: bool = False, name: str = "fabricd",
     ) -> None:  # fmt: skip
         """SQLite at `path` (the default), or the PostgreSQL database at `url` that a leader and its standbys
         share (the password comes from state.password, never from the URL). `owner`: the service's own store (one
-        per SQLite file, state_db.SqliteDb); `new_state`, `force`: `fabricd run --new-state [--force]`."""
+        per SQLite file, state_db.SqliteDb); `new_state`, `force`: `fabricd run --new-state [--force]`; `name`: the
+        instance, as PostgreSQL's sessions show it."""
         self.path = path
-        self._db: Db = connect(path, url, password, owner=owner, new_state=new_state, force=force)
+        self._db: Db = connect(path, url, password, owner=owner, new_state=new_state, force=force, name=name)
         self.started_empty = self._db.started_empty  # adoption notes say so (reconcile_steps)
+        self._reach = (url, password, name)
+        self._claimer: Db | None = None  # PostgreSQL: a session of its own for claim_leader (claim_leader)
+        self._claim_lock = threading.Lock()
         self.writes = WriteHealth()
         self.dialect = self._db.dialect
         self._lock = threading.RLock()
@@ -111,6 +116,9 @@ class StateStore:
     def close(self) -> None:
         with self._lock:
             self._db.close()
+        with self._claim_lock:
+            if self._claimer is not None:
+                self._claimer.close()
 
     @contextmanager
     def tx(self) -> Iterator[Db]:
@@ -153,7 +161,8 @@ class StateStore:
     def _check_fence(self, token: int) -> None:
         """Inside a transaction: the state still names `token` as the leader's, or FencedError. On PostgreSQL the
         leader row is share-locked until the commit, so a new leader's claim waits for this write to end and reads
-        it, or this write sees the claim and writes nothing (SQLite serializes writers anyway)."""
+        it (or ends it: an old leader stuck in a write does not hold the claim, claim_leader), or this write sees the
+        claim and writes nothing (SQLite serializes writers anyway)."""
         lock = " FOR SHARE" if self.dialect == "postgresql" else ""
         row = self._db.execute(f"SELECT holder, token FROM leader WHERE id = 1{lock}").fetchone()
         if row is None or int(row[1]) != token:
@@ -194,20 +203,39 @@ class StateStore:
     # --- the leader (hot standby) ----------------------------------------------------------------------------
     def claim_leader(self, holder: str, token: int, now: int) -> bool:
         """Record a new leader and its fencing token; False when the state already names a newer token (this
-        instance took a lease that a newer leader has since taken over)."""
-        with self.tx() as db:
-            cur = db.execute(
-                "INSERT INTO leader (id, holder, token, since_ts) VALUES (1, ?, ?, ?) ON CONFLICT (id) DO UPDATE SET"
-                " holder = excluded.holder, token = excluded.token, since_ts = excluded.since_ts"
-                " WHERE leader.token < excluded.token",
-                (holder, token, now),
-            )
-            if cur.rowcount:
-                db.execute(
-                    "INSERT INTO audit (ts, what, why, actor) VALUES (?, ?, ?, ?)",
-                    (now, f"{holder} leads", f"took the leader lease (fencing token {token})", holder),
-                )
-            return bool(cur.rowcount)
+        instance took a lease that a newer leader has since taken over). Blocking, and thread-safe: the service
+        calls it off its event loop.
+
+        On PostgreSQL it never waits on an old leader: every fenced write share-locks the leader row until its
+        commit (`_check_fence`), so an old leader paused inside one (SIGSTOP, a frozen VM) would hold the claim for
+        as long as the pause. The claim waits CLAIM_LOCK_WAIT for the row, then ends the sessions holding it
+        (pg_terminate_backend: their transactions roll back, nothing of them is written) and claims again. It runs
+        on a session of its own, so the store's other callers do not queue behind it."""
+        if self.dialect != "postgresql":
+            with self.tx() as db:
+                return _claim(db, holder, token, now)
+        with self._claim_lock:
+            if self._claimer is None:
+                url, password, name = self._reach
+                self._claimer = connect(None, url, password, name=name)
+            db, deadline = self._claimer, time.monotonic() + CLAIM_DEADLINE_S
+            while True:
+                db.execute("BEGIN")
+                try:
+                    db.execute(f"SET LOCAL lock_timeout = '{int(CLAIM_LOCK_WAIT_S * 1000)}ms'")
+                    won = _claim(db, holder, token, now)
+                    db.execute("COMMIT")
+                    return won
+                except LockTimeoutError:
+                    with contextlib.suppress(StateError):
+                        db.execute("ROLLBACK")
+                    if time.monotonic() >= deadline:
+                        raise
+                    _end_lockers(db, holder)
+                except BaseException:
+                    with contextlib.suppress(StateError):
+                        db.execute("ROLLBACK")
+                    raise
 
     def leader(self) -> tuple[str, int] | None:
         """(holder, fencing token) of the leader the state knows, or None (never led by an HA instance)."""
@@ -578,6 +606,45 @@ class StateStore:
         return n
 
 
+CLAIM_LOCK_WAIT_S = 0.1  # a fenced write holds the leader row for milliseconds; longer, its writer is stuck
+CLAIM_DEADLINE_S = 10.0  # then the claim fails (the takeover is retried): sessions it cannot end outlive their limit
+
+
+def _claim(db: Db, holder: str, token: int, now: int) -> bool:
+    """Inside a transaction: the leader row names `holder` and `token` unless it names a newer token."""
+    cur = db.execute(
+        "INSERT INTO leader (id, holder, token, since_ts) VALUES (1, ?, ?, ?) ON CONFLICT (id) DO UPDATE SET"
+        " holder = excluded.holder, token = excluded.token, since_ts = excluded.since_ts"
+        " WHERE leader.token < excluded.token",
+        (holder, token, now),
+    )
+    if cur.rowcount:
+        db.execute(
+            "INSERT INTO audit (ts, what, why, actor) VALUES (?, ?, ?, ?)",
+            (now, f"{holder} leads", f"took the leader lease (fencing token {token})", holder),
+        )
+    return bool(cur.rowcount)
+
+
+def _end_lockers(db: Db, holder: str) -> None:
+    """PostgreSQL: end the other instances' sessions that hold the leader row (an old leader stuck inside a fenced
+    write). Not this instance's own (same application_name). Without the right to (another database role, not a
+    member of pg_signal_backend), the server's idle_in_transaction_session_timeout ends them (state_db)."""
+    try:
+        rows = db.execute(
+            "SELECT a.pid, a.application_name, pg_terminate_backend(a.pid) FROM pg_stat_activity a WHERE a.pid IN"
+            " (SELECT l.pid FROM pg_locks l WHERE l.locktype = 'relation' AND l.relation = 'leader'::regclass AND"
+            " l.granted) AND a.pid <> pg_backend_pid() AND a.application_name <> current_setting('application_name')"
+        ).fetchall()
+    except StateError as e:
+        log.warning("claiming the lead: could not end the sessions holding the leader row (%s); waiting for the"
+                    " server to end them", e)  # fmt: skip
+        return
+    for pid, name, _ in rows:
+        log.warning("claiming the lead for %s: ended PostgreSQL session %s (%s), stuck in a write holding the leader"
+                    " row", holder, pid, name or "unnamed")  # fmt: skip
+
+
 def _new_id(cur: Result) -> int:
     row = cur.fetchone()
     return int(row[0])
@@ -621,7 +688,8 @@ def open_state(cfg: ServiceConfig, *, owner: bool = False, new_state: bool = Fal
     if cfg.state.url:
         if new_state:
             raise StateError("--new-state sets a SQLite state file aside; a shared PostgreSQL state is not discarded")
-        return StateStore(url=cfg.state.url, password=password, owner=owner)
+        name = f"fabricd {cfg.ha.instance or default_instance()}"  # who holds what, in pg_stat_activity
+        return StateStore(url=cfg.state.url, password=password, owner=owner, name=name)
     store = StateStore(cfg.state.path, owner=owner, new_state=new_state, force=force)
     if owner and store.started_empty:
         log.warning("state started empty: %s; ports the switches' marks say fabricd shut are adopted",

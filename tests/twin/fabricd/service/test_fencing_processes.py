@@ -120,3 +120,68 @@ def test_a_paused_leader_woken_after_a_takeover_touches_nothing(
         a.stop()
         if b is not None:
             b.stop()
+
+
+def _leader_row_holders(db: Any) -> set[int]:
+    """PostgreSQL sessions holding the leader row: inside a fenced write (state._check_fence; only a leader makes
+    those, a standby's writes are not fenced)."""
+    rows = db.execute(
+        "SELECT pid FROM pg_locks WHERE locktype = 'relation' AND relation = 'leader'::regclass AND granted"
+        " AND pid <> pg_backend_pid()"
+    ).fetchall()
+    return {int(r[0]) for r in rows}
+
+
+def _stop_inside_a_fenced_write(proc: subprocess.Popen[bytes], db: Any, within_s: float) -> int:
+    """SIGSTOP the process (the only one making fenced writes) while pg_locks shows its session holding the leader
+    row (watched in a tight loop; a stop that lands just after the commit is undone and tried again); returns the
+    session's pid."""
+    deadline = time.monotonic() + within_s
+    while time.monotonic() < deadline:
+        if _leader_row_holders(db):
+            proc.send_signal(signal.SIGSTOP)
+            time.sleep(0.05)
+            if held := _leader_row_holders(db):
+                return held.pop()
+            proc.send_signal(signal.SIGCONT)
+    raise AssertionError(f"never stopped inside a fenced write within {within_s} s")
+
+
+def test_a_leader_paused_inside_a_fenced_write_neither_holds_the_takeover_nor_takes_the_lease_back(
+    twin: TwinThread, nats_bus: LocalBus, postgres_url: str, tmp_path: Path
+) -> None:
+    """Every fenced write share-locks the leader row until its commit. The leader is stopped while it holds it: the
+    standby's claim does not wait for the pause (it ends the stuck session), it leads within a lease and a second,
+    and the old leader, woken, stands by: the lease is never taken back."""
+    import psycopg
+
+    config = write_config(tmp_path, twin.inventory, state={"url": postgres_url}, bus={"urls": [nats_bus.url]},
+                          ha={"enabled": True, "lease_ttl_s": TTL}, remediation={"mode": "observe"})  # fmt: skip
+    a = Proc(["-m", "fabricd", "run", "--config", str(config)], "a", tmp_path / "a.log")
+    b: Proc | None = None
+    try:
+        with psycopg.connect(postgres_url, autocommit=True) as db:
+            wait_for(lambda: a.role() == "leader", 60)
+            b = Proc(["-m", "fabricd", "run", "--config", str(config)], "b", tmp_path / "b.log")
+            wait_for(lambda: b is not None and b.role() == "standby", 60)
+            # a flapping port: the leader records the incident every detector pass, each a fenced write
+            inject(twin.state_dir, "link_flap", {"port": PORT, "count": 200, "period_s": 0.3})
+            session = _stop_inside_a_fenced_write(a.proc, db, 60)
+            stopped = time.monotonic()
+            wait_for(lambda: b is not None and b.role() == "leader", TTL + 3, every_s=0.05)
+            took = time.monotonic() - stopped
+            assert took < TTL + 1.5, f"the standby led {took:.2f} s after the leader stopped"
+            assert session not in _leader_row_holders(db)  # its stuck write was ended, nothing of it written
+            time.sleep(TTL)  # still paused: the new leader keeps its lease (nothing of it waits on the old one)
+            assert b.role() == "leader"
+
+            a.proc.send_signal(signal.SIGCONT)
+            wait_for(lambda: a.role() == "standby", 10)
+            time.sleep(3 * TTL)  # time for the woken one to do whatever it would
+            assert (a.role(), b.role()) == ("standby", "leader")
+            leads = [e["what"] for e in b.get("/api/v1/audit?limit=1000")["audit"] if e["what"].endswith(" leads")]
+            assert leads == ["b leads", "a leads"], leads  # newest first: the lease changed hands once
+    finally:
+        a.stop()
+        if b is not None:
+            b.stop()
