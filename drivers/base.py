@@ -116,6 +116,11 @@ class Session(Protocol):
         names; remote_system_name, remote_port, remote_port_description, remote_system_description)."""
         ...
 
+    def port_aliases(self) -> dict[str, str]:
+        """alias -> port (fabricd's name), for a switch whose LLDP advertises its ports by alias (SONiC: CONFIG_DB
+        PORT `alias`, and each SONiC name as itself); {} where LLDP advertises the ports' names (EOS)."""
+        ...
+
     def port_marks(self) -> dict[str, PortMark]:
         """Every port (by fabricd's name) that carries fabricd's mark, with its admin state: what fabricd did to
         this switch, as the switch remembers it."""

@@ -26,6 +26,7 @@ from .counters import COL
 from .eos_identity import _h, internal_version, model_name, port_mac, serial_number, system_mac
 from .eos_show_text import dotted_mac, media_type, render
 from .model import Switch, Twin
+from .sonic_config import lldp_port_id, system_description
 
 MTU = 9214
 LLDP_TTL = 120
@@ -205,7 +206,7 @@ def _lldp_neighbours(twin: Twin, sw: Switch, rows: list[int]) -> list[tuple[int,
     for row in rows:
         peer = twin.lldp_peer(sw.name, sw.ports[row])
         if peer is not None and bool(sw.oper_up[row]):
-            out.append((row, peer.device, peer.port))
+            out.append((row, peer.device, lldp_port_id(twin, peer)))
     return out
 
 
@@ -228,6 +229,8 @@ def show_lldp_neighbors(twin: Twin, sw: Switch, now: int, rows: list[int]) -> Js
 def _system_description(twin: Twin, device: str) -> str:
     if twin.is_switch(device):
         sw = twin.switch(device)
+        if sw.platform == "sonic":
+            return system_description(sw)
         return f"Arista Networks EOS version {sw.os_version} running on an Arista {model_name(sw)}"
     return SERVER_DESCRIPTION
 

@@ -31,6 +31,7 @@ from .counters import (
     WATCHDOG_COUNTERS,
 )
 from .model import Switch, Twin
+from .sonic_config import lldp_port_id
 
 Keys = tuple[tuple[str, str], ...]
 Elem = tuple[str, Keys]
@@ -432,7 +433,7 @@ def state_value(twin: Twin, sw: Switch, row: int, kind: str) -> str | float | No
     peer = twin.lldp_peer(sw.name, sw.ports[row])
     if peer is None:
         return None
-    return peer.device if kind == "lldp-system-name" else peer.port
+    return peer.device if kind == "lldp-system-name" else lldp_port_id(twin, peer)
 
 
 # openconfig-bgp session-state per EOS peer state

@@ -394,17 +394,18 @@ class DeviceService:
         now = self.hub.twin.advance()
         sampled: dict[int, list[Any]] = {}
         watched: set[int] = set()
-        changing: list[Any] = []  # ON_CHANGE table paths without a twin listener (NEIGH_STATE_TABLE): compared
+        changing: list[Any] = []  # ON_CHANGE tables without a twin listener (NEIGH_STATE, LLDP_ENTRY): compared
         for sub in sl.subscription:
             selected = self._db_rows(db, sl.prefix, sub.path, now)
             interval = int(sub.sample_interval)
             if 0 < interval < MIN_INTERVAL_NS:
                 raise RpcError(grpc.StatusCode.INVALID_ARGUMENT, f"sample_interval {interval} ns is below the minimum")
-            if int(sub.mode) == 1 and db == "APPL_DB":
+            table = [str(e.name) for e in sub.path.elem][:1]
+            if int(sub.mode) == 1 and table in ([sonic_gnmi.NEIGH], [sonic_gnmi.LLDP]):
+                changing.append(sub.path)
+            elif int(sub.mode) == 1 and db == "APPL_DB":
                 names = [path[1] for path, _ in selected]
                 watched |= {i for i, p in enumerate(self.sw.ports) if sonic_port(p) in names}
-            elif int(sub.mode) == 1 and [e.name for e in sub.path.elem][:1] == [sonic_gnmi.NEIGH]:
-                changing.append(sub.path)
             else:
                 sampled.setdefault(interval or DEFAULT_SAMPLE_NS, []).append(sub.path)
         full = [r for sub in sl.subscription for r in self._db_rows(db, sl.prefix, sub.path, now)]
@@ -418,7 +419,7 @@ class DeviceService:
         self.hub.register(watcher)
         # sonic-gnmi streams a table's ON_CHANGE from redis' keyspace events: a row when it is written, a delete
         # when it goes (bgpmon clears the table at a reboot); the twin compares them every CHANGE_POLL_NS
-        last = {tuple(p): r for p, r in full if p[:1] == [sonic_gnmi.NEIGH]}
+        last = {tuple(p): r for p, r in full if p[:1] in ([sonic_gnmi.NEIGH], [sonic_gnmi.LLDP])}
         try:
             loop = asyncio.get_running_loop()
             start = loop.time()

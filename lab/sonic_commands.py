@@ -15,7 +15,7 @@ from topology.units import NS
 
 from . import sonic_bgp
 from .model import Twin
-from .sonic_config import HWSKU, PLATFORM, GcuError, SonicDevice, sonic_port
+from .sonic_config import HWSKU, PLATFORM, GcuError, SonicDevice, lldp_port_id, sonic_port
 
 Output = tuple[str, str, int]  # stdout, stderr, exit status
 ReadFile = Callable[[str], "str | None"]
@@ -133,7 +133,8 @@ def _lldp_table(twin: Twin, dev: SonicDevice) -> str:
         if peer is None or not sw.oper_up[row]:
             continue
         cap = "BR" if twin.is_switch(peer.device) else "O"
-        rows.append([sonic_port(port), peer.device, peer.port, cap, peer.port])
+        pid = lldp_port_id(twin, peer)
+        rows.append([sonic_port(port), peer.device, pid, cap, pid])
     headers = ["LocalPort", "RemoteDevice", "RemotePortID", "Capability", "RemotePortDescr"]
     widths = [max([len(h), *(len(r[i]) for r in rows)]) for i, h in enumerate(headers)]
     lines = ["Capability codes: (R) Router, (B) Bridge, (O) Other"]

@@ -15,8 +15,10 @@ import json
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from topology.model import Endpoint
+
 from .eos_identity import serial_number, system_mac
-from .model import PortConfig, Twin
+from .model import PortConfig, Switch, Twin
 from .sonic_yang import empty_tables, validate
 
 ConfigDb = dict[str, Any]
@@ -36,6 +38,21 @@ def sonic_port(port: str) -> str:
     """The SONiC name of a twin port (`EthernetN/1`)."""
     front = int(port.removeprefix("Ethernet").split("/")[0])
     return f"Ethernet{(front - 1) * LANES_PER_PORT}"
+
+
+def lldp_port_id(twin: Twin, end: Endpoint) -> str:
+    """The port id `end` advertises in its LLDPDUs: an EOS switch its interface name; a SONiC switch what its
+    lldpmgrd configures lldpd with, the port's alias (CONFIG_DB `PORT|EthernetN` `alias`), else its SONiC name
+    (reference/maintenance-lldp-bgp-state.md); a server its NIC's name."""
+    sw = twin.switches.get(end.device)
+    if sw is None or sw.platform != "sonic" or end.port not in sw.index:
+        return end.port
+    return sw.aliases[sw.index[end.port]] or sonic_port(end.port)
+
+
+def system_description(sw: Switch) -> str:
+    """What a SONiC switch's lldpd advertises as system description (lldpmgrd sets it from `show version`)."""
+    return f"SONiC Software Version: {sw.os_version} - HwSku: {HWSKU} - Distribution: Debian 12.8 - Kernel: 6.1.0"
 
 
 # --- RFC 6902 (what python-jsonpatch, which the GCU uses, does on objects) --------------------------------

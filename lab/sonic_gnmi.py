@@ -18,14 +18,16 @@ import numpy as np
 from pygnmi.spec.v080 import gnmi_pb2
 
 from .counters import COL, PRIORITIES
+from .eos_identity import system_mac
 from .eos_interfaces import lane_offset  # the lanes EOS switches report, so both platforms agree
 from .model import Switch, Twin
-from .sonic_config import sonic_port
+from .sonic_config import lldp_port_id, sonic_port, system_description
 from .sonic_releases import serves_pfcwd, serves_rates
 
 TARGETS = frozenset({"COUNTERS_DB", "APPL_DB", "STATE_DB"})
-TABLES = {"COUNTERS_DB": ("COUNTERS", "RATES"), "APPL_DB": ("PORT_TABLE",),
+TABLES = {"COUNTERS_DB": ("COUNTERS", "RATES"), "APPL_DB": ("PORT_TABLE", "LLDP_ENTRY_TABLE"),
           "STATE_DB": ("TRANSCEIVER_DOM_SENSOR", "NEIGH_STATE_TABLE")}  # fmt: skip
+LLDP = "LLDP_ENTRY_TABLE"  # APPL_DB: each port's LLDP neighbour, as lldp_syncd writes it from lldpd
 NEIGH = "NEIGH_STATE_TABLE"  # STATE_DB: each BGP neighbour's `state`, keyed by its address, as bgpmon writes it
 LANES = 4  # DR4 optics: four receive lanes (as `show interfaces transceiver dom thresholds` reports)
 Row = tuple[list[str], dict[str, Any]]
@@ -124,6 +126,29 @@ def dom(twin: Twin, sw: Switch, row: int) -> dict[str, str]:
     return out
 
 
+def lldp_entry(twin: Twin, sw: Switch, row: int) -> dict[str, str] | None:
+    """LLDP_ENTRY_TABLE's row of a port (lldp_syncd's fields, from lldpd's view): its neighbour's name, the port id
+    it advertises (a SONiC neighbour's alias, an EOS one's interface name) and description; None without one (the
+    link is down: no LLDPDU)."""
+    peer = twin.lldp_peer(sw.name, sw.ports[row])
+    if peer is None or not sw.oper_up[row]:
+        return None
+    far = twin.switches.get(peer.device)
+    pid = lldp_port_id(twin, peer)
+    return {
+        "lldp_rem_port_id_subtype": "7" if far is not None else "5",  # local (a SONiC alias), interface name
+        "lldp_rem_port_id": pid,
+        "lldp_rem_port_desc": pid,
+        "lldp_rem_chassis_id_subtype": "4",
+        "lldp_rem_chassis_id": system_mac(peer.device),
+        "lldp_rem_sys_name": peer.device,
+        "lldp_rem_sys_desc": system_description(far) if far is not None and far.platform == "sonic" else "",
+        "lldp_rem_sys_cap_supported": "28 00" if far is not None else "80 00",
+        "lldp_rem_sys_cap_enabled": "28 00" if far is not None else "80 00",
+        "lldp_rem_index": "1",
+    }
+
+
 def neigh_rows(twin: Twin, sw: Switch, key: str) -> list[Row]:
     """NEIGH_STATE_TABLE's rows a key selects (`*`, a prefix with `*`, or one address): what bgpmon last wrote,
     nothing before its first read after a boot (lab/bgp.py BgpMon). A key with no row selects nothing."""
@@ -166,6 +191,8 @@ def rows(twin: Twin, sw: Switch, target: str, path: Sequence[str], now: int) -> 
         return neigh_rows(twin, sw, path[1])
     names = keys(twin, sw, target)
     picked = _rows_of(sw, path[1], names)
+    if target == "APPL_DB" and path[0] == LLDP:
+        return [([LLDP, sonic_port(sw.ports[r])], e) for r in picked if (e := lldp_entry(twin, sw, r)) is not None]
     if target == "APPL_DB":
         return [([path[0], sonic_port(sw.ports[r])], port_table(sw, r)) for r in picked]
     if target == "STATE_DB":

@@ -212,6 +212,9 @@ class EosSession:
             raise self._fail(f"commit with a {revert_in_s} s revert timer", e) from None
         self._napalm.config_session, self._pending = name, True
 
+    def port_aliases(self) -> dict[str, str]:
+        return {}  # EOS's LLDP advertises the interface name
+
     def lldp_neighbors(self) -> dict[str, list[dict[str, str]]]:
         try:
             detail: dict[str, list[dict[str, Any]]] = self._napalm.get_lldp_neighbors_detail()

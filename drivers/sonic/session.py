@@ -346,6 +346,17 @@ class SonicSession:
             })  # fmt: skip
         return out
 
+    def port_aliases(self) -> dict[str, str]:
+        """What a neighbour's LLDP names this switch's ports by: lldpmgrd advertises a port's alias, else its SONiC
+        name (reference/maintenance-lldp-bgp-state.md)."""
+        out = {}
+        for name, row in self._ports().items():
+            out[name] = fabricd_port_name(name)
+            alias = row.get("alias") if isinstance(row, dict) else None
+            if isinstance(alias, str) and alias:
+                out[alias] = fabricd_port_name(name)
+        return out
+
     def port_marks(self) -> dict[str, PortMark]:
         out = {}
         for name, row in self._ports().items():

@@ -1,11 +1,12 @@
 """miscabled: the live LLDP neighbours against the blueprint, judged by the same rules and words as `fabricd validate`.
 
-Every switch streams its LLDP neighbours (ON_CHANGE). A port whose neighbour is not the blueprint's (another system,
-or another port of it), once no wrong neighbour of the same cables is newer than `settle_s` (both ends of a moved
-cable update within about a second), makes the as-built
-cabling differ from the blueprint there: the blueprint with those ports' links replaced by what LLDP shows is run
-through `topology.validate`, and each violation touching a wrong port becomes one finding with validate's message and
-fix (a swapped pair is one finding naming both ports). A wrong neighbour the rules still accept (two cables of one
+Every switch streams its LLDP neighbours (ON_CHANGE; SONiC from APPL_DB's LLDP_ENTRY_TABLE). A SONiC neighbour is
+named by the port id it advertises, its alias or SONiC name, read back to the topology's (`heard`). A port whose
+neighbour is not the blueprint's (another system, or another port of it), once no wrong neighbour of the same cables
+is newer than `settle_s` (both ends of a moved cable update within about a second), makes the as-built cabling differ
+from the blueprint there: the blueprint with those ports' links replaced by what LLDP shows is run through
+`topology.validate`, and each violation touching a wrong port becomes one finding with validate's message and fix (a
+swapped pair is one finding naming both ports). A wrong neighbour the rules still accept (two cables of one
 leaf-spine bundle swapped) is a warning: the layout holds, the records do not. Ports without LLDP are not judged.
 The rules run only when the set of wrong neighbours changes.
 """
@@ -16,6 +17,7 @@ import re
 from dataclasses import dataclass, field
 
 from fabricd.telemetry import Snapshot
+from fabricd.telemetry.sonic import advertised_port
 from topology.fabric import Fabric
 from topology.model import Cabling, Endpoint, Link
 from topology.spec import FabricSpec
@@ -27,6 +29,7 @@ from .finding import Finding
 KIND = "miscabled"
 NAME = "lldp.system-name"
 PORT_ID = "lldp.port-id"
+ALIAS = "port.alias"
 _MAC = re.compile(r"^[0-9a-fA-F]{2}([:-][0-9a-fA-F]{2}){5}$")
 
 
@@ -47,9 +50,32 @@ class MiscabledState:
     seen: tuple[bytes, dict[Endpoint, tuple[Endpoint, int]]] | None = None  # LLDP values last read, what was wrong
 
 
+def aliases(snapshot: Snapshot, device: str) -> dict[str, str]:
+    """A SONiC switch's port aliases as it streams them (APPL_DB PORT_TABLE): alias -> topology port."""
+    out = {}
+    for i in snapshot.select(device=device, leaf=ALIAS).tolist():
+        text = snapshot.text(i)
+        if text:
+            out[text] = snapshot.key(i)[1]
+    return out
+
+
+def heard(snapshot: Snapshot, name: str, port_id: str, known: dict[str, dict[str, str]] | None = None) -> Endpoint:
+    """The neighbour an LLDP (system name, port id) names, in the topology's port names: a SONiC neighbour
+    advertises its port's alias or SONiC name (`Ethernet8`), read back through the aliases it streams. `known`
+    caches the aliases per neighbour within one pass."""
+    device = name.split(".", 1)[0]
+    cache = {} if known is None else known
+    if device not in cache:
+        cache[device] = aliases(snapshot, device)
+    # a switch that streams aliases is a SONiC one; any other's port id is its port's name already
+    return Endpoint(device, advertised_port(port_id, cache[device]) if port_id and cache[device] else port_id)
+
+
 def observed(snapshot: Snapshot, fabric: Fabric) -> dict[Endpoint, tuple[Endpoint, int]]:
     """Per switch port of the blueprint: the neighbour LLDP hears on it now, and when that was sampled."""
     out: dict[Endpoint, tuple[Endpoint, int]] = {}
+    known: dict[str, dict[str, str]] = {}
     for i in snapshot.select(leaf=NAME).tolist():
         name = snapshot.text(i)
         device, port, _, index = snapshot.key(i)
@@ -57,15 +83,16 @@ def observed(snapshot: Snapshot, fabric: Fabric) -> dict[Endpoint, tuple[Endpoin
             continue
         j = snapshot.find(device, port, PORT_ID, index)
         pid = snapshot.text(j) if j is not None else None
-        out[Endpoint(device, port)] = (Endpoint(name.split(".", 1)[0], pid or ""), int(snapshot.ts[i]))
+        out[Endpoint(device, port)] = (heard(snapshot, name, pid or "", known), int(snapshot.ts[i]))
     return out
 
 
 def _wrong(snapshot: Snapshot, fabric: Fabric, state: MiscabledState) -> dict[Endpoint, tuple[Endpoint, int]]:
     """The ports facing another neighbour than the blueprint's, re-read only when some LLDP value changed (a fabric
     of 16k GPUs has ~50k LLDP series; a pass compares two arrays of their value ids instead)."""
-    names, ids = snapshot.select(leaf=NAME), snapshot.select(leaf=PORT_ID)
-    mark = names.tobytes() + snapshot.value[names].tobytes() + ids.tobytes() + snapshot.value[ids].tobytes()
+    names, ids, als = snapshot.select(leaf=NAME), snapshot.select(leaf=PORT_ID), snapshot.select(leaf=ALIAS)
+    mark = b"".join(x.tobytes() for x in (names, snapshot.value[names], ids, snapshot.value[ids], als,
+                                           snapshot.value[als]))  # fmt: skip
     if state.seen is not None and state.seen[0] == mark:
         return state.seen[1]
     wrong: dict[Endpoint, tuple[Endpoint, int]] = {}

@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from fabricd.detectors.bgp_session import BgpSessionState, sessions_down
+from fabricd.detectors.miscabled import heard
 from fabricd.telemetry import Ingestor, Kind, Snapshot
 from topology.fabric import Fabric
 from topology.model import Endpoint
@@ -167,7 +168,7 @@ class TelemetryPortView:
                     newest[leaf] = (ts, text)
         if "lldp.system-name" not in newest:
             return None
-        return Endpoint(newest["lldp.system-name"][1], newest.get("lldp.port-id", (0, ""))[1])
+        return heard(snap, newest["lldp.system-name"][1], newest.get("lldp.port-id", (0, ""))[1])
 
     def evidence(self, device: str, port: str) -> dict[str, Any]:
         """Current values of the counters a person repairing this port wants to see, and its optics."""

@@ -88,7 +88,8 @@ def port_rows(snap: Snapshot, service: ServiceSurface, device: str) -> list[dict
     for i in snap.select(device=device, leaf=miscabled.NAME).tolist():
         _, port, _, index = snap.key(i)
         j = snap.find(device, port, miscabled.PORT_ID, index)
-        heard[port] = Endpoint(snap.text(i) or "?", (snap.text(j) if j is not None else None) or "?")
+        pid = (snap.text(j) if j is not None else None) or "?"
+        heard[port] = miscabled.heard(snap, snap.text(i) or "?", pid)
     out = []
     for port in service.fabric.ports(device):
         i = snap.find(device, port, "oper-status")

@@ -89,6 +89,8 @@ def _leaves() -> tuple[Leaf, ...]:
     out = [Leaf("oper-status", "if", (st, _e("oper-status")), Kind.ENUM)]
     out.append(Leaf("admin-status", "if", (st, _e("admin-status")), Kind.ENUM))
     out.append(Leaf("description", "if", (st, _e("description")), Kind.TEXT))
+    # no OpenConfig leaf: a SONiC port's alias (APPL_DB PORT_TABLE), what a SONiC neighbour's LLDP names it by
+    out.append(Leaf("port.alias", "if", (st, _e("alias")), Kind.TEXT))
     for c in (
         *("in-pkts", "out-pkts", "in-octets", "out-octets", "in-unicast-pkts", "out-unicast-pkts"),
         *("in-multicast-pkts", "out-multicast-pkts", "in-broadcast-pkts", "out-broadcast-pkts"),

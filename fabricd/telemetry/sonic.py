@@ -8,7 +8,8 @@ sub-paths for a port's queues and PFC watchdog), and its value is the whole row 
 SONiC serves no PROTO encoding for these paths, so SONiC switches are subscribed with JSON_IETF.
 
 A row decodes into (port, leaf, index, value) in fabricd's leaf names (paths.LEAVES), so detectors read SONiC and EOS
-switches alike. Port names go back to the topology's (`Ethernet0` -> `Ethernet1/1`, drivers.sonic.render). Which
+switches alike. Port names go back to the topology's (`Ethernet0` -> `Ethernet1/1`, drivers.sonic.render), and so do
+the port ids SONiC neighbours advertise in LLDP (their aliases, or names: `advertised_port`). Which
 counters an ASIC fills differs (a Broadcom ASIC reports no pause duration); what a switch does not send is reported
 by the coverage of `fabricd status`, not guessed.
 """
@@ -68,6 +69,10 @@ QUEUE_FIELDS = {**QUEUE_COUNTERS, **WATCHDOG_COUNTERS}  # a watchdog queue's row
 PORTS, QUEUES, WATCHDOG = "/COUNTERS/Ethernet*", "/COUNTERS/Ethernet*/Queues", "/COUNTERS/Ethernet*/Pfcwd"
 RATES = "/RATES/Ethernet*"  # 202411+: FEC_PRE_BER (reference/sonic-releases.md)
 PORT_TABLE = "/PORT_TABLE/Ethernet*"
+# APPL_DB: each port's LLDP neighbour, as lldp_syncd writes it from lldpd (reference/maintenance-lldp-bgp-state.md)
+LLDP = "/LLDP_ENTRY_TABLE/Ethernet*"
+LLDP_FIELDS = {"lldp_rem_sys_name": "lldp.system-name", "lldp_rem_port_id": "lldp.port-id"}
+LLDP_INDEX = "1"  # one neighbour per port, as the OpenConfig neighbour id the twin's EOS switches stream
 DOM = "/TRANSCEIVER_DOM_SENSOR/Ethernet*"  # STATE_DB: the module's DOM, as xcvrd writes it
 # STATE_DB: each BGP neighbour's `state` keyed by its address, written by bgpmon from FRR every 15 s (reference/
 # maintenance-lldp-bgp-state.md); the rows are OpenConfig's neighbour series: device, neighbour address, state
@@ -81,7 +86,8 @@ LEAVES: dict[str, frozenset[str]] = {
     QUEUES: frozenset({*QUEUE_COUNTERS.values(), *WATCHDOG_COUNTERS.values()}),
     WATCHDOG: frozenset(WATCHDOG_COUNTERS.values()),
     RATES: frozenset({"fec.pre-fec-ber"}),
-    PORT_TABLE: frozenset(STATUS.values()),
+    PORT_TABLE: frozenset({*STATUS.values(), "port.alias"}),
+    LLDP: frozenset(LLDP_FIELDS.values()),
     DOM: frozenset({"optics.input-power", "optics.temperature"}),
     NEIGH: frozenset({"bgp.session-state"}),
 }
@@ -99,6 +105,7 @@ def sonic_profile(sample_interval_s: float = 10.0, intervals: Mapping[str, float
 
     return [
         Subscription(PORT_TABLE, "on_change", target="APPL_DB"),
+        Subscription(LLDP, "on_change", target="APPL_DB"),
         Subscription(PORTS, "sample", ns("counters"), target="COUNTERS_DB"),
         Subscription(QUEUES, "sample", ns("pfc"), target="COUNTERS_DB"),
         Subscription(RATES, "sample", ns("fec"), target="COUNTERS_DB"),
@@ -116,6 +123,15 @@ def topology_port(name: str) -> str | None:
     return f"Ethernet{int(m.group(1)) // LANES_PER_PORT + 1}/1"
 
 
+def advertised_port(port_id: str, aliases: Mapping[str, str]) -> str:
+    """The topology port behind the port id a neighbour's LLDP advertises: SONiC's lldpmgrd advertises the port's
+    alias, else its name (reference/maintenance-lldp-bgp-state.md); `aliases` is that neighbour's alias -> topology
+    port (what it streams in PORT_TABLE). An EOS name (`Ethernet3/1`) or anything unknown stays as it is."""
+    if port_id in aliases:
+        return aliases[port_id]
+    return topology_port(port_id) or port_id
+
+
 def _count(v: object) -> int | None:
     """SAI counters are decimal strings (RFC 7951 for 64-bit integers)."""
     if isinstance(v, str) and v.isdigit():
@@ -128,7 +144,7 @@ def known_path(target: str, path: Sequence[str]) -> bool:
     """A table (and virtual sub-path) fabricd reads: its rows may be empty (a port without lossless queues has no
     watchdog row), which is not an unknown path."""
     if target == "APPL_DB":
-        return len(path) == 2 and path[0] == "PORT_TABLE"
+        return len(path) == 2 and path[0] in ("PORT_TABLE", "LLDP_ENTRY_TABLE")
     if target == "STATE_DB":
         return len(path) == 2 and path[0] in ("TRANSCEIVER_DOM_SENSOR", "NEIGH_STATE_TABLE")
     if target != "COUNTERS_DB" or len(path) not in (2, 3) or path[0] not in ("COUNTERS", "RATES"):
@@ -156,11 +172,18 @@ def decode(
     if not known_path(target, path) or (port := port_of_key(path[1], aliases)) is None:
         return
     sub = path[2] if len(path) > 2 else None
-    if target == "APPL_DB":
+    if target == "APPL_DB" and path[0] == "LLDP_ENTRY_TABLE":
+        for field, leaf in LLDP_FIELDS.items():
+            v = row.get(field)
+            if isinstance(v, str) and v:
+                yield port, leaf, LLDP_INDEX, v
+    elif target == "APPL_DB":
         for field, leaf in STATUS.items():
             v = row.get(field)
             if isinstance(v, str) and v:
                 yield port, leaf, None, v.upper()
+        if isinstance(alias := row.get("alias"), str) and alias:
+            yield port, "port.alias", None, alias
     elif target == "STATE_DB":
         yield from _dom(port, row)
     elif path[0] == "RATES":

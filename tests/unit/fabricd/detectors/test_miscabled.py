@@ -29,8 +29,16 @@ U1, U2 = Endpoint("leaf-g0-r0", "Ethernet5/1"), Endpoint("leaf-g0-r0", "Ethernet
 DETECTOR = [Detector("miscabled", detect, lambda: MiscabledState(SPEC))]
 
 
-def trace(tmp: Path, heard: dict[Endpoint, Endpoint], from_s: float = 2.0, until_s: float = 99.0) -> Path:
-    """Every switch port's LLDP neighbour each second for 8 s; `heard` overrides some between from_s and until_s."""
+def alias(ep: Endpoint) -> str:
+    """A SONiC switch's vendor alias of a port (`Ethernet3/1` -> `etp3`), what its LLDP advertises."""
+    return "etp" + ep.port.removeprefix("Ethernet").split("/")[0]
+
+
+def trace(
+    tmp: Path, heard: dict[Endpoint, Endpoint], from_s: float = 2.0, until_s: float = 99.0, sonic: bool = False
+) -> Path:
+    """Every switch port's LLDP neighbour each second for 8 s; `heard` overrides some between from_s and until_s.
+    `sonic`: every switch streams its ports' aliases and advertises them as LLDP port ids (as SONiC's lldpmgrd)."""
     lines = []
     for k in range(8):
         for d in FABRIC.switches():
@@ -39,8 +47,12 @@ def trace(tmp: Path, heard: dict[Endpoint, Endpoint], from_s: float = 2.0, until
                 peer = FABRIC.peer(d.name, port)
                 assert peer is not None
                 nbr = heard.get(here, peer) if from_s <= k < until_s else peer
-                for leaf, value in (("lldp.system-name", nbr.device), ("lldp.port-id", nbr.port)):
+                pid = alias(nbr) if sonic and FABRIC.device(nbr.device).is_switch else nbr.port
+                for leaf, value in (("lldp.system-name", nbr.device), ("lldp.port-id", pid)):
                     lines.append({"ts": at(k), "device": d.name, "path": render(port, leaf, "1"), "value": value})
+                if sonic:
+                    lines.append({"ts": at(k), "device": d.name, "path": render(port, "port.alias", None),
+                                  "value": alias(here)})  # fmt: skip
     path = tmp / "lldp.jsonl"
     path.write_text("".join(json.dumps(r) + "\n" for r in lines))
     return path
@@ -86,6 +98,26 @@ def test_a_swapped_pair_is_one_finding_with_validates_words(tmp_path: Path) -> N
 def test_cases(heard: dict[Endpoint, Endpoint], until_s: float, want: list[tuple[str, str]], tmp_path: Path) -> None:
     found = run_trace(trace(tmp_path, heard, until_s=until_s), FABRIC, detectors=DETECTOR)
     assert sorted((f.evidence["code"], f.severity) for f in found) == sorted(want)
+
+
+@pytest.mark.parametrize(
+    ("heard", "want"),
+    [
+        pytest.param({}, [], id="blueprint"),
+        pytest.param(swapped(U1, U2), [("BLUEPRINT_DIFF", "warning")], id="swap-inside-a-bundle"),
+        pytest.param(swapped(A, B), [("RAIL_MISMATCH", "critical")], id="swapped-server-cables"),
+    ],
+)
+def test_sonic_neighbours_are_read_back_through_their_aliases(
+    heard: dict[Endpoint, Endpoint], want: list[tuple[str, str]], tmp_path: Path
+) -> None:
+    """Neighbours that advertise their ports by alias (`etp5`, as SONiC does) are the same neighbours: the blueprint
+    is nothing, and a swap names the topology's ports."""
+    found = run_trace(trace(tmp_path, heard, sonic=True), FABRIC, detectors=DETECTOR)
+    assert sorted((f.evidence["code"], f.severity) for f in found) == sorted(want)
+    if heard:
+        (f,) = found
+        assert f.evidence["lldp"] == {str(h): str(e) for h, e in heard.items() if str(h) in f.evidence["lldp"]}
 
 
 def test_same_end_ignores_the_domain_and_a_hosts_mac_port_id() -> None:

@@ -11,7 +11,7 @@ from pygnmi.spec.v080 import gnmi_pb2
 
 from fabricd.telemetry import CounterStore, Ingestor, Stat
 from fabricd.telemetry.platforms import plan, profiles, subscription_leaves
-from fabricd.telemetry.sonic import decode, sonic_profile, topology_port
+from fabricd.telemetry.sonic import advertised_port, decode, sonic_profile, topology_port
 
 T0 = 1_700_000_000 * 10**9
 
@@ -135,12 +135,13 @@ def test_the_sonic_profile_and_its_plan() -> None:
         ("/RATES/Ethernet*", "COUNTERS_DB", "sample"),
         ("/TRANSCEIVER_DOM_SENSOR/Ethernet*", "STATE_DB", "sample"),
         ("/NEIGH_STATE_TABLE/*", "STATE_DB", "on_change"),
+        ("/LLDP_ENTRY_TABLE/Ethernet*", "APPL_DB", "on_change"),
     }
     assert [s.sample_interval_ns for s in subs if s.path.endswith("Queues")] == [10**9]
     p = plan("sonic", "SONiC.202411.x", profiles(10.0)["sonic"])
     assert p.skipped == () and {"oper-status", "if.in-pkts", "pfc.in-frames", "queue.transmit-pkts"} <= p.expected
     assert {"wd.stuck-count", "fec.pre-fec-ber"} <= p.expected  # the watchdog from the queue rows; BER from RATES
-    assert subscription_leaves(subs[0]) == {"oper-status", "admin-status"}
+    assert subscription_leaves(subs[0]) == {"oper-status", "admin-status", "port.alias"}
     # the BGP neighbours' state from STATE_DB, late by bgpmon's 15 s; the ports' addresses from the underlay's plan
     assert "bgp.session-state" in p.expected and "bgp.session-state" not in {m.leaf for m in p.missing}
     assert [(m.leaf, "up to ~15 s late" in m.reason) for m in p.late] == [("bgp.session-state", True)]
@@ -231,3 +232,18 @@ def test_counted_and_recorded_like_every_other_update() -> None:
     t = traced.snapshot()
     i = t.find(dev, "Ethernet1/1", "if.in-pkts")
     assert i is not None and t.current(i) == 1010 and t.stat(dev, Stat.UPDATES) == 11
+
+
+def test_lldp_entry_rows_and_port_aliases_are_read() -> None:
+    """APPL_DB LLDP_ENTRY_TABLE (lldp_syncd's fields) is the port's LLDP neighbour; PORT_TABLE's alias is kept, the
+    name a SONiC neighbour's LLDP advertises the port by (advertised_port reads it back)."""
+    row = {"lldp_rem_sys_name": "spine-r0-0", "lldp_rem_port_id": "Ethernet1/1", "lldp_rem_chassis_id": "x"}
+    assert list(decode("APPL_DB", ["LLDP_ENTRY_TABLE", "Ethernet16"], row)) == [
+        ("Ethernet3/1", "lldp.system-name", "1", "spine-r0-0"),
+        ("Ethernet3/1", "lldp.port-id", "1", "Ethernet1/1"),
+    ]
+    got = list(decode("APPL_DB", ["PORT_TABLE", "Ethernet16"], {"oper_status": "up", "alias": "etp3"}))
+    assert ("Ethernet3/1", "port.alias", None, "etp3") in got
+    assert advertised_port("etp3", {"etp3": "Ethernet3/1"}) == "Ethernet3/1"
+    assert advertised_port("Ethernet16", {}) == "Ethernet3/1"  # a SONiC name without alias
+    assert advertised_port("Ethernet3/1", {"etp3": "Ethernet3/1"}) == "Ethernet3/1"  # already the topology's
