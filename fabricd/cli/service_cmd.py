@@ -129,6 +129,8 @@ def status_command(config: Path | None = _CONFIG, api: str | None = _API, token_
         if state and not state.get("writable", True):
             out.print(f"state: cannot be written ({state['write_failures']} failed writes): {state['last_error']}; "
                       "fabricd takes no action until it can", markup=False, highlight=False)  # fmt: skip
+        for line in quarantine_lines(state.get("quarantined") or []):
+            out.print(line, markup=False, highlight=False)
         out.print(f"telemetry: {tel['synced']}/{tel['devices']} switches synced, {len(tel['stale'])} stale")
         if tel["stale"]:
             out.print("  stale: " + ", ".join(tel["stale"][:20]))
@@ -151,6 +153,18 @@ def status_command(config: Path | None = _CONFIG, api: str | None = _API, token_
             else:
                 out.print(f"hot standby: {ha['instance']} is a standby; the leader is {ha.get('leader') or 'none'}")
     raise typer.Exit(EXIT_CLEAN if h["status"] == "ok" else EXIT_FINDINGS)
+
+
+def quarantine_lines(entries: list[dict[str, str]]) -> list[str]:
+    """The state rows that cannot be decoded, as the health document lists them: one line each (the first 20)."""
+    if not entries:
+        return []
+    lines = [f"state: {len(entries)} record(s) cannot be decoded: kept in the file, left out (quarantined); repair "
+             "or delete them (docs/operations.md)"]  # fmt: skip
+    lines += [f"  {e['table']} {e['id']}: {e['reason']}" for e in entries[:20]]
+    if len(entries) > 20:
+        lines.append(f"  and {len(entries) - 20} more (--format json lists them)")
+    return lines
 
 
 def _names(devices: list[str], limit: int = 6) -> str:

@@ -503,13 +503,15 @@ class Service:
         writes = self.state.writes
         # degraded while a switch is stale or not synced (a source that never synced is not watching it)
         whole = not stale and not silent and synced == len(self.telemetry.devices)
-        status = "failing" if writes.failing else "ok" if whole else "degraded"
+        quarantined = self.state.quarantine.entries()  # rows that cannot be decoded: fabricd works without them
+        status = "failing" if writes.failing else "ok" if whole and not quarantined else "degraded"
         return {
             "status": status,
             "state": {
                 "writable": not writes.failing,
                 "write_failures": writes.failures,
                 "last_error": writes.last_error if writes.failing else None,
+                "quarantined": [asdict(q) for q in quarantined],
             },
             "version": __version__,
             "mode": self.remediator.mode,

@@ -63,6 +63,17 @@ class StateCollector(Collector):
                                 "record, so it takes no action", value=0 if w.failing else 1)  # fmt: skip
         yield CounterMetricFamily("fabricd_state_write_failures", "Writes to the state store that failed",
                                   value=w.failures)  # fmt: skip
+        per_table: dict[str, int] = {}
+        for q in self.state.quarantine.entries():
+            per_table[q.table] = per_table.get(q.table, 0) + 1
+        quarantined = GaugeMetricFamily(
+            "fabricd_state_quarantined_records",
+            "State rows that cannot be decoded: kept in the file, left out of what fabricd reads",
+            labels=["table"],
+        )
+        for table, n in sorted(per_table.items()):
+            quarantined.add_metric([table], n)
+        yield quarantined
 
 
 def register(

@@ -13,16 +13,29 @@ import json
 import logging
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, TypeVar
 
 from fabricd.detectors.finding import Finding
 
+from . import state_decode as dec
 from .config import ServiceConfig, read_secret
 from .leader import default_instance
-from .state_db import ConflictError, Db, FencedError, LockTimeoutError, Result, Row, StateError, connect, schema
+from .state_db import (
+    NEW_STATE_HINT,
+    ConflictError,
+    Db,
+    FencedError,
+    LockTimeoutError,
+    Result,
+    Row,
+    StateError,
+    connect,
+    schema,
+)
+from .state_decode import Quarantine, Quarantined, RowError
 from .state_records import (
     FENCE,
     OPEN_ACTION,
@@ -48,6 +61,7 @@ __all__ = [
     "AuditEntry",
     "DisabledPort",
     "JobRefDoc",
+    "Quarantined",
     "StateStore",
     "StoredFinding",
     "Ticket",
@@ -57,6 +71,7 @@ __all__ = [
 ]
 
 log = logging.getLogger("fabricd.state")
+R = TypeVar("R")
 
 SCHEMA_VERSION = 3  # 2: actions.key (idempotency); 3: actions.token (the fencing token of the leader that began it)
 
@@ -77,6 +92,7 @@ class StateStore:
         self._claimer: Db | None = None  # PostgreSQL: a session of its own for claim_leader (claim_leader)
         self._claim_lock = threading.Lock()
         self.writes = WriteHealth()
+        self.quarantine = Quarantine()  # rows that cannot be decoded (state_decode.py)
         self.dialect = self._db.dialect
         self._lock = threading.RLock()
         self._depth = 0  # nesting of tx() in the thread that holds the lock
@@ -85,6 +101,8 @@ class StateStore:
             if self.dialect == "postgresql":  # two instances starting at once must not both create the tables
                 db.execute("SELECT pg_advisory_xact_lock(7152308)")
             version = db.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone() if self._has_meta() else None
+            if version is not None and not (isinstance(version[0], str) and version[0].isdigit()):
+                raise StateError(f"{where}: its schema version ({version[0]!r}) cannot be read; {NEW_STATE_HINT}")
             if version is not None and int(version[0]) > SCHEMA_VERSION:
                 raise StateError(f"{where}: written by a newer fabricd (schema {version[0]}); upgrade fabricd")
             if version is not None and int(version[0]) < SCHEMA_VERSION:
@@ -179,14 +197,37 @@ class StateStore:
         with self._lock:
             return list(self._db.execute(sql, args).fetchall())
 
+    def _records(self, table: str, decode: Callable[[Row], R], sql: str, args: tuple[Any, ...] = ()) -> list[R]:
+        """The rows of `sql` as records; a row that cannot be decoded is quarantined, never raised."""
+        return dec.decode_rows(self.quarantine, table, self._all(sql, args), decode)
+
+    def _record(self, table: str, decode: Callable[[Row], R], sql: str, args: tuple[Any, ...] = ()) -> R | None:
+        found = self._records(table, decode, sql, args)
+        return found[0] if found else None
+
+    def scan(self) -> list[Quarantined]:
+        """Decode every record once (the service's start): what cannot be decoded is quarantined and listed from
+        the first health check on, not only once something reads it."""
+        for c in dec.CODECS:
+            self._records(c.table, c.decode, c.select)
+        self.mode_override()
+        return self.quarantine.entries()
+
     # --- settings changed at run time ---------------------------------------------------------------------
     def mode_override(self) -> tuple[str, str, int] | None:
         """The remediation mode an admin set at run time: (mode, actor, when), or None (fabricd.yaml's holds)."""
         row = self._one("SELECT value FROM meta WHERE key = 'mode'")
         if row is None:
             return None
-        mode, actor, ts = json.loads(row[0])
-        return str(mode), str(actor), int(ts)
+        try:
+            mode, actor, ts = json.loads(dec.text(row, "value"))
+            if not (isinstance(mode, str) and isinstance(actor, str) and isinstance(ts, int)):
+                raise ValueError(f"{mode!r}, {actor!r}, {ts!r}")
+        except (RowError, ValueError, TypeError) as e:
+            self.quarantine.note("meta", "mode", f"not [mode, actor, time]: {e}")  # fabricd.yaml's mode holds
+            return None
+        self.quarantine.decoded("meta", "mode")
+        return mode, actor, ts
 
     def set_mode(self, mode: str, actor: str, why: str, now: int) -> None:
         with self.tx() as db:
@@ -291,11 +332,12 @@ class StateStore:
             " WHERE hash = ? AND revoked_ts IS NULL",
             (token_hash,),
         )
-        return ApiToken(**dict(row)) if row else None
+        found = dec.decode_rows(self.quarantine, "tokens", [row] if row else [], dec.api_token)
+        return found[0] if found else None
 
     def api_tokens(self) -> list[ApiToken]:
-        rows = self._all('SELECT id, "user", role, created_ts, created_by, revoked_ts FROM tokens ORDER BY id')
-        return [ApiToken(**dict(r)) for r in rows]
+        sql = 'SELECT id, "user", role, created_ts, created_by, revoked_ts FROM tokens ORDER BY id'
+        return self._records("tokens", dec.api_token, sql)
 
     def revoke_token(self, token_id: int, now: int, actor: str) -> bool:
         """True when this call revoked it; False when there is no such live token (revoking twice is a no-op)."""
@@ -329,8 +371,8 @@ class StateStore:
             )
 
     def audit_log(self, limit: int = 200, offset: int = 0) -> list[AuditEntry]:
-        rows = self._all("SELECT * FROM audit ORDER BY id DESC LIMIT ? OFFSET ?", (limit, offset))
-        return [cast(AuditEntry, dict(r)) for r in rows]
+        return self._records("audit", dec.audit_entry, "SELECT * FROM audit ORDER BY id DESC LIMIT ? OFFSET ?",
+                             (limit, offset))  # fmt: skip
 
     # --- findings --------------------------------------------------------------------------------------------
     def upsert_finding(self, f: Finding, fault: str, now: int) -> tuple[int, bool]:
@@ -341,7 +383,8 @@ class StateStore:
             row = db.execute("SELECT id, detected_ts FROM findings WHERE key = ?", (key,)).fetchone()
             if row is not None:
                 # Detectors re-report an active incident every tick: keep when it was first detected.
-                data = json.dumps({**f.to_dict(), "detected_ts": int(row["detected_ts"])}, sort_keys=True)
+                first = row["detected_ts"] if isinstance(row["detected_ts"], int) else f.detected_ts
+                data = json.dumps({**f.to_dict(), "detected_ts": first}, sort_keys=True)
                 db.execute(
                     "UPDATE findings SET last_seen_ts = ?, data = ?, severity = ?, summary = ?, status = 'active'"
                     " WHERE id = ?",
@@ -365,20 +408,12 @@ class StateStore:
 
     def findings(self, status: str | None = None, limit: int = 500, offset: int = 0) -> list[StoredFinding]:
         where, args = (" WHERE status = ?", (status,)) if status else ("", ())
-        rows = self._all(
-            f"SELECT id, fault, status, last_seen_ts, data FROM findings{where} ORDER BY id DESC LIMIT ? OFFSET ?",
-            (*args, limit, offset),
-        )
-        out = []
-        for r in rows:
-            d = json.loads(r["data"])
-            d.update(id=r["id"], fault=r["fault"], status=r["status"], last_seen_ts=r["last_seen_ts"])
-            out.append(cast(StoredFinding, d))
-        return out
+        sql = f"SELECT id, fault, status, last_seen_ts, data FROM findings{where} ORDER BY id DESC LIMIT ? OFFSET ?"
+        return self._records("findings", dec.finding, sql, (*args, limit, offset))
 
     def finding_counts(self) -> dict[tuple[str, str], int]:
         rows = self._all("SELECT kind, status, COUNT(*) AS n FROM findings GROUP BY kind, status")
-        return {(r["kind"], r["status"]): int(r["n"]) for r in rows}
+        return _counts(rows)
 
     # --- tickets ---------------------------------------------------------------------------------------------
     def open_ticket_ids(self) -> set[int]:
@@ -386,15 +421,15 @@ class StateStore:
 
     def open_ticket(self, fault: str) -> Ticket | None:
         row = self._one("SELECT * FROM tickets WHERE fault = ? AND status = 'open'", (fault,))
-        return _ticket(row) if row else None
+        return self._one_ticket(row)
 
     def latest_ticket(self, fault: str) -> Ticket | None:
         row = self._one("SELECT * FROM tickets WHERE fault = ? ORDER BY id DESC LIMIT 1", (fault,))
-        return _ticket(row) if row else None
+        return self._one_ticket(row)
 
     def ticket(self, ticket_id: int) -> Ticket | None:
         row = self._one("SELECT * FROM tickets WHERE id = ?", (ticket_id,))
-        return _ticket(row) if row else None
+        return self._one_ticket(row)
 
     def tickets(self, status: str | None = None, limit: int = 500, offset: int = 0) -> list[Ticket]:
         if status:
@@ -403,7 +438,11 @@ class StateStore:
             )
         else:
             rows = self._all("SELECT * FROM tickets ORDER BY id DESC LIMIT ? OFFSET ?", (limit, offset))
-        return [_ticket(r) for r in rows]
+        return dec.decode_rows(self.quarantine, "tickets", rows, dec.ticket)
+
+    def _one_ticket(self, row: Row | None) -> Ticket | None:
+        found = dec.decode_rows(self.quarantine, "tickets", [row] if row else [], dec.ticket)
+        return found[0] if found else None
 
     def create_ticket(
         self, fault: str, kind: str, device: str, port: str | None, title: str, body: dict[str, Any], now: int,
@@ -463,7 +502,7 @@ class StateStore:
     def unsynced(self) -> list[Ticket]:
         """Tickets whose latest version the backend has not taken yet (it was down, or we restarted)."""
         rows = self._all("SELECT * FROM tickets WHERE synced_ts IS NULL OR synced_ts < updated_ts ORDER BY id")
-        return [_ticket(r) for r in rows]
+        return dec.decode_rows(self.quarantine, "tickets", rows, dec.ticket)
 
     # --- actions ---------------------------------------------------------------------------------------------
     def add_action(
@@ -474,7 +513,7 @@ class StateStore:
         fencing token (`fenced`), the action carries it."""
         with self.tx() as db:
             if key is not None and (row := db.execute("SELECT * FROM actions WHERE key = ?", (key,)).fetchone()):
-                return Action(**dict(row))
+                return self._decoded_action(row)
             aid = _new_id(db.execute(
                 "INSERT INTO actions (op, device, port, mode, status, reason, finding_id, ticket_id, created_ts,"
                 " updated_ts, key, token) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
@@ -501,8 +540,7 @@ class StateStore:
         with self.tx() as db:
             sql = "UPDATE actions SET status = ?, updated_ts = ?, detail = ? WHERE id = ?"
             db.execute(sql, (status, now, detail, action_id))
-            row = db.execute("SELECT * FROM actions WHERE id = ?", (action_id,)).fetchone()
-            a = Action(**dict(row))
+            a = self._decoded_action(db.execute("SELECT * FROM actions WHERE id = ?", (action_id,)).fetchone())
             if status == "done" and a.op == "disable":
                 _hold(db, a.device, a.port, a.id, a.ticket_id, now)
             elif status == "done" and a.op == "enable":
@@ -522,9 +560,16 @@ class StateStore:
         with self.tx() as db:
             db.execute("UPDATE actions SET ticket_id = ? WHERE id = ?", (ticket_id, action_id))
 
+    def _decoded_action(self, row: Row) -> Action:
+        """Inside a transaction, an action fabricd is about to act on: one that cannot be decoded stops the
+        transaction (quarantined; nothing written), it is not guessed at."""
+        found = dec.decode_rows(self.quarantine, "actions", [row], dec.action)
+        if not found:
+            raise StateError(f"actions row {dec.row_id(row, 'id')} cannot be decoded: quarantined, nothing written")
+        return found[0]
+
     def action(self, action_id: int) -> Action | None:
-        row = self._one("SELECT * FROM actions WHERE id = ?", (action_id,))
-        return Action(**dict(row)) if row else None
+        return self._record("actions", dec.action, "SELECT * FROM actions WHERE id = ?", (action_id,))
 
     def actions(self, status: str | None = None, limit: int = 500, offset: int = 0) -> list[Action]:
         if status:
@@ -533,18 +578,18 @@ class StateStore:
             )
         else:
             rows = self._all("SELECT * FROM actions ORDER BY id DESC LIMIT ? OFFSET ?", (limit, offset))
-        return [Action(**dict(r)) for r in rows]
+        return dec.decode_rows(self.quarantine, "actions", rows, dec.action)
 
     def actions_in(self, *statuses: ActionStatus, op: str | None = None) -> list[Action]:
         """Every action in these statuses (no limit: remediation decides from all of them, oldest first)."""
         q = ",".join("?" * len(statuses))
         sql = f"SELECT * FROM actions WHERE status IN ({q})" + (" AND op = ?" if op else "") + " ORDER BY id"
-        return [Action(**dict(r)) for r in self._all(sql, (*statuses, *([op] if op else [])))]
+        return self._records("actions", dec.action, sql, (*statuses, *([op] if op else [])))
 
     def actions_on(self, device: str, since_ts: int, op: str) -> list[Action]:
         """Every `op` action on `device` created at or after `since_ts` (no limit), oldest first."""
         sql = "SELECT * FROM actions WHERE device = ? AND op = ? AND created_ts >= ? ORDER BY id"
-        return [Action(**dict(r)) for r in self._all(sql, (device, op, since_ts))]
+        return self._records("actions", dec.action, sql, (device, op, since_ts))
 
     def count_actions(self, device: str, port: str, op: str, *, after_id: int) -> int:
         """How many `op` actions on the port were recorded after action `after_id`."""
@@ -554,11 +599,8 @@ class StateStore:
 
     def open_action(self, device: str, port: str) -> Action | None:
         q = ",".join("?" * len(OPEN_ACTION))
-        row = self._one(
-            f"SELECT * FROM actions WHERE device = ? AND port = ? AND status IN ({q}) ORDER BY id DESC LIMIT 1",
-            (device, port, *OPEN_ACTION),
-        )
-        return Action(**dict(row)) if row else None
+        sql = f"SELECT * FROM actions WHERE device = ? AND port = ? AND status IN ({q}) ORDER BY id DESC LIMIT 1"
+        return self._record("actions", dec.action, sql, (device, port, *OPEN_ACTION))
 
     def actions_since(self, ts: int, op: str = "disable") -> int:
         row = self._one(
@@ -568,8 +610,7 @@ class StateStore:
         return int(row[0]) if row else 0
 
     def action_counts(self) -> dict[tuple[str, str], int]:
-        rows = self._all("SELECT op, status, COUNT(*) AS n FROM actions GROUP BY op, status")
-        return {(r["op"], r["status"]): int(r["n"]) for r in rows}
+        return _counts(self._all("SELECT op, status, COUNT(*) AS n FROM actions GROUP BY op, status"))
 
     # --- disabled ports and probation ------------------------------------------------------------------------
     def mark_disabled(self, device: str, port: str, action_id: int, ticket_id: int | None, now: int) -> None:
@@ -586,7 +627,7 @@ class StateStore:
             db.execute("DELETE FROM disabled_ports WHERE device = ? AND port = ?", (device, port))
 
     def disabled_ports(self) -> list[DisabledPort]:
-        return [cast(DisabledPort, dict(r)) for r in self._all("SELECT * FROM disabled_ports ORDER BY since_ts")]
+        return self._records("disabled_ports", dec.disabled_port, "SELECT * FROM disabled_ports ORDER BY since_ts")
 
     def is_disabled(self, device: str, port: str) -> bool:
         return self._one("SELECT 1 FROM disabled_ports WHERE device = ? AND port = ?", (device, port)) is not None
@@ -596,7 +637,7 @@ class StateStore:
         row = self._one(
             "SELECT ticket_id FROM probation WHERE device = ? AND port = ? AND until_ts > ?", (device, port, now)
         )
-        return None if row is None else int(row[0] or 0)
+        return None if row is None else row[0] if isinstance(row[0], int) else 0
 
     def prune(self, before_ts: int) -> int:
         with self.tx() as db:
@@ -650,11 +691,10 @@ def _new_id(cur: Result) -> int:
     return int(row[0])
 
 
-def _ticket(row: Row) -> Ticket:
-    d = dict(row)
-    d["body"] = json.loads(d["body"])
-    d["escalation"] = bool(d["escalation"])
-    return Ticket(**d)
+def _counts(rows: list[Row]) -> dict[tuple[str, str], int]:
+    """(label, label) -> count, for /metrics: a group whose labels are not text (a damaged row) is left out; the
+    row itself is listed by the quarantine."""
+    return {(r[0], r[1]): int(r[2]) for r in rows if isinstance(r[0], str) and isinstance(r[1], str)}
 
 
 def _hold(db: Db, device: str, port: str, action_id: int, ticket_id: int | None, now: int) -> None:
@@ -689,8 +729,13 @@ def open_state(cfg: ServiceConfig, *, owner: bool = False, new_state: bool = Fal
         if new_state:
             raise StateError("--new-state sets a SQLite state file aside; a shared PostgreSQL state is not discarded")
         name = f"fabricd {cfg.ha.instance or default_instance()}"  # who holds what, in pg_stat_activity
-        return StateStore(url=cfg.state.url, password=password, owner=owner, name=name)
+        store = StateStore(url=cfg.state.url, password=password, owner=owner, name=name)
+        if owner:
+            store.scan()
+        return store
     store = StateStore(cfg.state.path, owner=owner, new_state=new_state, force=force)
+    if owner:
+        store.scan()  # rows that cannot be decoded: quarantined and listed from the start (state_decode.py)
     if owner and store.started_empty:
         log.warning("state started empty: %s; ports the switches' marks say fabricd shut are adopted",
                     store.started_empty)  # fmt: skip

@@ -59,6 +59,26 @@ class LockTimeoutError(StateError):
 SESSION_LIMITS = {"lock_timeout": "1s", "statement_timeout": "10s", "idle_in_transaction_session_timeout": "5s"}
 
 
+class Undecodable:
+    """A text value whose bytes are not UTF-8: what the SQLite connection makes of it (`sqlite_text`) instead of
+    failing the whole query; the row it is in is quarantined (state_decode.py)."""
+
+    __slots__ = ("raw",)
+
+    def __init__(self, raw: bytes) -> None:
+        self.raw = raw
+
+    def __repr__(self) -> str:
+        return f"<{len(self.raw)} bytes, not UTF-8>"
+
+
+def sqlite_text(raw: bytes) -> str | Undecodable:
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return Undecodable(raw)
+
+
 class Row(Protocol):
     """A result row: by column name and by position (sqlite3.Row, and _PgRow below)."""
 
@@ -210,6 +230,7 @@ class SqliteDb:
         try:
             self._db = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None, timeout=10)
             self._db.row_factory = sqlite3.Row
+            self._db.text_factory = sqlite_text  # one bad value quarantines its row, not the query (state_decode)
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=NORMAL")  # WAL + NORMAL: durable at checkpoints, no torn writes
             problems = [str(r[0]) for r in self._db.execute("PRAGMA quick_check").fetchall()]

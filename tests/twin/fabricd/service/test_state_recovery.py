@@ -9,14 +9,17 @@ import json
 import os
 import shutil
 import socket
+import sqlite3
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
 
+from fabricd.service.state import StateStore
 from lab.control_client import inject
 from tests.conftest import EXAMPLES
 from tests.twin.lab.twin_thread import TwinThread
@@ -123,3 +126,45 @@ def test_a_deleted_state_file_with_marked_ports_says_the_state_started_empty(twi
     finally:
         d.stop()
     assert f"state started empty: no state file at {tmp_path / 'state.db'}" in log.read_text()
+
+
+def test_rows_that_cannot_be_decoded_are_quarantined_and_the_service_serves(twin: TwinThread, tmp_path: Path) -> None:
+    port = free_port()
+    cfg = write_config(tmp_path, twin.inventory, api={"port": port})
+    log = tmp_path / "fabricd.log"
+    Daemon(cfg, port, log).stop()
+    state = StateStore(tmp_path / "state.db")
+    for n in (1, 2):
+        state.create_ticket(f"link_flap:x{n}", "link_flap", "leaf-g0-r0", f"Ethernet{n}/1", "t", {"n": n}, 1)
+    a = state.add_action("disable", "leaf-g0-r0", "Ethernet1/1", "auto", "running", "flaps", 1, ticket_id=1)
+    state.finish_action(a.id, "done", 1, "down", 0)
+    state.close()
+    db = sqlite3.connect(tmp_path / "state.db")  # what quick_check and integrity_check both pass
+    db.execute("UPDATE tickets SET body = CAST(X'7B2261223A22FF227D' AS TEXT) WHERE id = 1")
+    db.execute("UPDATE tickets SET body = 'not json' WHERE id = 2")
+    db.execute("UPDATE disabled_ports SET port = CAST(X'45746800FF' AS TEXT)")
+    db.commit()
+    db.close()
+    d = Daemon(cfg, port, log)
+    try:
+        time.sleep(4)  # eight detector passes, the ticket sync and a scrape: it keeps serving
+        assert d.proc.poll() is None, log.read_text()[-3000:]
+        health = d.get("/api/v1/health")
+        assert health["status"] == "degraded"
+        assert [(q["table"], q["id"]) for q in health["state"]["quarantined"]] == [
+            ("disabled_ports", str(a.id)), ("tickets", "1"), ("tickets", "2")
+        ]  # fmt: skip
+        metrics = httpx.get(d.url + "/metrics", timeout=10).text
+        assert 'fabricd_state_quarantined_records{table="tickets"} 2.0' in metrics
+        assert 'fabricd_state_quarantined_records{table="disabled_ports"} 1.0' in metrics
+        status = fabricd("status", "--config", str(cfg))
+        assert status.returncode == 1, status.stderr
+        assert "state: 3 record(s) cannot be decoded: kept in the file, left out (quarantined)" in status.stdout
+        assert "  tickets 2: column body: not JSON" in status.stdout
+        assert d.get("/api/v1/tickets")["tickets"] == []
+    finally:
+        assert d.stop() == 0
+    text = log.read_text()
+    assert "Traceback" not in text
+    for table, row in (("tickets", "1"), ("tickets", "2"), ("disabled_ports", str(a.id))):
+        assert text.count(f"state: {table} row {row} cannot be decoded") == 1, text[-3000:]
