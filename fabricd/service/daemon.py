@@ -56,7 +56,7 @@ from .api import create_app
 from .config import ServiceConfig, read_secret
 from .faults import LINK_KINDS
 from .leader import Leadership, default_instance
-from .passes import configured_detectors, run_passes, telemetry_source
+from .passes import configured_detectors, guarded, run_passes, telemetry_source
 from .port_metrics import PortCollector, UnderlayCollector
 from .port_view import TelemetryPortView
 from .remediation import Remediator
@@ -207,7 +207,7 @@ class Service:
             await self.telemetry.wait_synced(3 * self.cfg.telemetry.interval_s + 2)
             self._synced.set()
             if self.leadership is None:  # with a standby, the instance that takes the lease reconciles (_elected)
-                await self._take_over()
+                await guarded("reconcile at start", self._take_over())  # what fails is retried by every pass
             tick = self.cfg.detectors.tick_s
             lead = self._leader_job
             scheduler.add_job(lead(self._sync_tickets), "interval", seconds=self.cfg.tickets.sync_interval_s,

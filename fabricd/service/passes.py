@@ -24,7 +24,7 @@ from topology.spec import load_spec
 from topology.units import NS
 
 from .config import ServiceConfig
-from .state_db import StateError
+from .state_db import ConflictError, StateError
 
 log = logging.getLogger("fabricd.service")
 EVENT_POLL_S = SETTLE_S  # how often new data is looked for between ticks (`fabricd detect` mirrors it)
@@ -40,9 +40,18 @@ def pass_gap(base_ns: int, cost_s: float) -> int:
     return max(base_ns, round(2 * cost_s / PASS_SHARE * NS))
 
 
+_conflicts_logged: set[str] = set()  # ConflictError messages already logged (bounded below)
+
+
 async def guarded(what: str, work: Awaitable[object]) -> None:
     try:
         await work
+    except ConflictError as e:
+        # A uniqueness rule a pass keeps running into (an open ticket whose row is quarantined, say): logged once,
+        # not once a pass; the pass after the row is repaired goes through.
+        if str(e) not in _conflicts_logged and len(_conflicts_logged) < 1000:
+            _conflicts_logged.add(str(e))
+            log.error("%s: %s; continuing (this conflict is not logged again)", what, e)
     except StateError:
         return  # the state store logs a write failure once a minute and health says `failing` (state.WriteHealth)
     except Exception:

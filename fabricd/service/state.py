@@ -449,11 +449,15 @@ class StateStore:
         *, escalation: bool = False,
     ) -> Ticket:  # fmt: skip
         with self.tx() as db:
-            tid = _new_id(db.execute(
-                "INSERT INTO tickets (fault, kind, device, port, status, title, body, escalation, created_ts,"
-                " updated_ts) VALUES (?, ?, ?, ?, 'open', ?, ?, ?, ?, ?) RETURNING id",
-                (fault, kind, device, port, title, json.dumps(body, sort_keys=True), int(escalation), now, now),
-            ))  # fmt: skip
+            try:
+                tid = _new_id(db.execute(
+                    "INSERT INTO tickets (fault, kind, device, port, status, title, body, escalation, created_ts,"
+                    " updated_ts) VALUES (?, ?, ?, ?, 'open', ?, ?, ?, ?, ?) RETURNING id",
+                    (fault, kind, device, port, title, json.dumps(body, sort_keys=True), int(escalation), now, now),
+                ))  # fmt: skip
+            except ConflictError:
+                raise ConflictError(f"tickets: an open ticket for {fault} is in the state already but was not read "
+                                    "(quarantined? see `fabricd status`); nothing written") from None  # fmt: skip
         t = self.ticket(tid)
         assert t is not None
         return t
