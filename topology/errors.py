@@ -14,6 +14,11 @@ class FabricdError(Exception):
     exit_code: int = 2
 
 
+def one_line(text: str) -> str:
+    """`text` with its line breaks folded into `; ` (a library's multi-line report inside one of our lines)."""
+    return "; ".join(part.strip() for part in text.splitlines() if part.strip())
+
+
 class InputError(FabricdError):
     """A file the user gave us is missing, malformed or inconsistent."""
 

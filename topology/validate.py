@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 
 from topology.fabric import Fabric
 from topology.labels import complete_labels
 from topology.layout import Layout
-from topology.model import Cabling, Role
+from topology.model import SWITCH_ROLES, Cabling, Role
 from topology.rules.context import RuleContext
 from topology.rules.links import check_links
 from topology.rules.mesh import check_mesh
@@ -30,18 +31,35 @@ class ValidationResult:
         return {"ok": self.ok, "summary": self.summary, "violations": [v.to_dict() for v in self.violations]}
 
 
-def validate(spec: FabricSpec, cabling: Cabling) -> ValidationResult:
-    """Run every rule of the rail-optimized layout over the cabling."""
+def validate(spec: FabricSpec, cabling: Cabling, unread: Collection[str] = ()) -> ValidationResult:
+    """Run every rule of the rail-optimized layout over the cabling. `unread`: switches whose own LLDP could not be
+    read (`fabricd validate --inventory`); a violation is judged only where a switch that was read could see it."""
     cabling = complete_labels(cabling)
     fabric = Fabric(cabling)
     ctx = RuleContext.build(fabric, Layout(spec))
     violations = [*check_servers(ctx), *check_links(ctx), *check_mesh(ctx)]
     violations.sort(key=lambda v: (v.severity != "error", v.code.value, v.devices, v.ports))
-    return ValidationResult(
-        ok=not any(v.severity == "error" for v in violations),
-        summary=_summary(spec, cabling, violations),
-        violations=violations,
-    )
+    layout = ctx.layout
+    roles = {d.name: d.role for d in cabling.devices}
+
+    def read_switch(name: str) -> bool:
+        role = roles.get(name) or getattr(layout.device(name), "role", None)
+        return role in SWITCH_ROLES and name not in unread
+
+    judged = [v for v in violations if seen(v, frozenset(unread), read_switch)]
+    summary = _summary(spec, cabling, judged)
+    if unread:
+        summary["not_judged"] = len(violations) - len(judged)  # what only an unread switch could have seen
+    return ValidationResult(ok=not any(v.severity == "error" for v in judged), summary=summary, violations=judged)
+
+
+def seen(v: Violation, unread: frozenset[str], read_switch: Callable[[str], bool]) -> bool:
+    """Whether a switch that was read could see what `v` is about: it names no unread switch, or it also names a
+    switch that was read (a leaf-spine link is seen from the spine when the leaf is not read). A leaf's server cables
+    are seen only from the leaf (servers send no tables): with the leaf unread, a missing one is not judged."""
+    if not unread.intersection(v.devices):
+        return True
+    return any(read_switch(d) for d in v.devices)
 
 
 def _summary(spec: FabricSpec, cabling: Cabling, violations: list[Violation]) -> dict[str, object]:

@@ -8,6 +8,7 @@ exceptions onto ours so one device's failure carries its name and never a secret
 from __future__ import annotations
 
 import contextlib
+import logging
 import re
 import time
 from collections.abc import Collection
@@ -26,6 +27,11 @@ from drivers.base import ConfigRejectedError, DriverError, PortMark, Resumed, Un
 from drivers.eos.render import port_admin_lines
 from drivers.inventory import DeviceAccess
 from drivers.marks import Mark, parse_mark, with_mark, without_mark
+
+# pyeapi logs every transport error with its traceback (eapilib: `_LOGGER.exception`) and then raises it; the session
+# turns that exception into one line naming the switch, so the logged copy is only a traceback on stderr (`fabricd
+# validate --inventory` with one switch down) or in the service's log.
+logging.getLogger("pyeapi.eapilib").setLevel(logging.CRITICAL)
 
 # What napalm/pyeapi raise when the switch cannot be reached or refuses the login.
 _UNREACHABLE = (ConnectionException, pyeapi.eapilib.ConnectionError, ConnectionError, OSError, TimeoutError)

@@ -8,7 +8,7 @@ import typer
 from rich.table import Table
 
 from fabricd.cli.output import EXIT_CLEAN, EXIT_FINDINGS, EXIT_TROUBLE, Format, console, emit_json, err_console
-from topology.errors import FabricdError
+from topology.errors import FabricdError, one_line
 from topology.load import load_as_built
 from topology.spec import load_spec
 from topology.validate import ValidationResult, validate
@@ -50,7 +50,8 @@ def validate_command(
         collected = collect_lldp(inv, inv.names)
         unreachable = collected.unreachable
         for name, why in sorted(unreachable.items()):
-            err_console().print(f"fabricd: warning: {name} not read: {why}", markup=False, highlight=False,
+            err_console().print(f"fabricd: warning: {name} not read: {one_line(why)}; its cables no switch that "
+                                "was read sees are not judged", markup=False, highlight=False,
                                 soft_wrap=True)  # fmt: skip
         if not collected.tables:
             raise FabricdError(f"{inventory}: no switch could be read ({len(unreachable)} tried); see the warnings")
@@ -59,20 +60,20 @@ def validate_command(
         as_built = cabling_from_lldp(collected.tables, f"LLDP of {len(collected.tables)} switches ({inventory})")
     else:
         as_built = load_as_built(fabric_spec, cabling)
-    result = validate(fabric_spec, as_built)
+    result = validate(fabric_spec, as_built, unread=unreachable.keys())
     if fmt is Format.json:
         doc = result.to_dict()
         if inventory is not None:
             doc["unreachable"] = [{"device": n, "error": why} for n, why in sorted(unreachable.items())]
         emit_json(doc)
     else:
-        _print_table(result)
+        _print_table(result, len(unreachable))
     if result.violations:
         raise typer.Exit(EXIT_FINDINGS)
     raise typer.Exit(EXIT_TROUBLE if unreachable else EXIT_CLEAN)
 
 
-def _print_table(result: ValidationResult) -> None:
+def _print_table(result: ValidationResult, unread: int = 0) -> None:
     out = console()
     s = result.summary
     devices = s["devices"]
@@ -86,8 +87,12 @@ def _print_table(result: ValidationResult) -> None:
             f"labels inferred: {inferred['from_name']} from names, {inferred['from_graph']} from the graph "
             "(check those: --format json lists them)"
         )
+    if unread:
+        out.print(f"{unread} switch(es) not read (named above): {s.get('not_judged', 0)} finding(s) only they could "
+                  "show are not judged")  # fmt: skip
     if not result.violations:
-        out.print("[green]ok[/green]: the cabling matches the rail-optimized layout")
+        where = " where it was read" if unread else ""
+        out.print(f"[green]ok[/green]: the cabling matches the rail-optimized layout{where}")
         return
     table = Table(show_lines=False, header_style="bold")
     for col in ("severity", "code", "message", "fix"):

@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
-from topology.errors import FabricdError
+from topology.errors import FabricdError, one_line
 
 Dialect = Literal["sqlite", "postgresql"]
 log = logging.getLogger("fabricd.state")
@@ -32,11 +32,6 @@ class StateError(FabricdError):
 
     def __init__(self, message: str) -> None:
         super().__init__(one_line(message))
-
-
-def one_line(text: str) -> str:
-    """`text` with its line breaks folded into `; `."""
-    return "; ".join(part.strip() for part in text.splitlines() if part.strip())
 
 
 class FencedError(StateError):

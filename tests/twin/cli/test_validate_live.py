@@ -70,3 +70,36 @@ def test_an_unreachable_switch_is_named_and_the_rest_validated(twin: TwinThread,
     assert "fabricd: warning: spine-r0-0 not read: spine-r0-0: cannot open eAPI" in err
     assert live["violations"] == []  # its cables are still seen from the leaves' end
     assert live["summary"]["links"] == 16
+
+
+def test_a_refused_leaf_and_an_unreachable_spine_are_named_and_not_judged(twin: TwinThread, tmp_path: Path) -> None:
+    inv = yaml.safe_load(twin.inventory.read_text())
+    inv["devices"]["spine-r0-0"]["eapi"] = {"port": 1, "transport": "http"}  # EOS: nothing listens there
+    wrong = tmp_path / "wrong.secret"
+    wrong.write_text("not-the-password\n")
+    wrong.chmod(0o600)
+    inv["devices"]["leaf-g0-r0"]["password_file"] = str(wrong)  # SONiC: the login is refused
+    broken = tmp_path / "inventory.yaml"
+    broken.write_text(yaml.safe_dump(inv))
+    code, live, err = validate("--inventory", str(broken))
+    assert code == 2, err  # nothing wrong among the switches read, but two were not read
+    assert "Traceback" not in err
+    lines = err.strip().splitlines()
+    assert [line.split(" not read: ")[0] for line in lines] == [
+        "fabricd: warning: leaf-g0-r0", "fabricd: warning: spine-r0-0"
+    ]  # fmt: skip
+    assert all(line.endswith("its cables no switch that was read sees are not judged") for line in lines)
+    assert [u["device"] for u in live["unreachable"]] == ["leaf-g0-r0", "spine-r0-0"]
+    assert live["violations"] == []  # the refused leaf's server cables: no false MISSING_LINK
+    # its two server cables and its link to the unreachable spine: nobody that was read sees them
+    assert live["summary"]["not_judged"] == 3
+
+    # a real fault among the switches read is still found (exit 1)
+    inject(twin.state_dir, "miscable", {"port": "leaf-g1-r0:Ethernet2/1", "other": "leaf-g1-r1:Ethernet2/1"})
+    code, live, err = validate("--inventory", str(broken))
+    assert code == 1, err
+    assert [v["code"] for v in live["violations"]] == ["RAIL_MISMATCH"]
+    r = subprocess.run([sys.executable, "-m", "fabricd", "validate", "--spec", str(SPEC), "--inventory", str(broken)],
+                       capture_output=True, text=True, cwd=REPO, timeout=120)  # fmt: skip
+    assert "2 switch(es) not read (named above): 3 finding(s) only they could show are not judged" in r.stdout
+    assert "Traceback" not in r.stderr

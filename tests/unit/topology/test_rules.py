@@ -241,3 +241,26 @@ def test_parallel_links_meet_oversubscription() -> None:
         # one parallel link fewer is reported as missing
         bad = drop(bp, links_between(bp, "leaf-g0-r0", "spine-r0-1")[0])
         assert Code.MISSING_LINK in codes(validate(spec, bad).violations)
+
+
+def test_what_only_an_unread_switch_could_show_is_not_judged() -> None:
+    """`validate --inventory` with a leaf that could not be read: its server cables (servers send no LLDP tables) are
+    not judged; its links to spines that were read are, from the spines' end; elsewhere everything is judged."""
+    spec = load_spec(EXAMPLES / "small-pod.yaml")
+    bp = generate_blueprint(spec)
+    unread = "leaf-g0-r0"
+    # what LLDP shows with that leaf unread: the spines still see their links to it; nobody sees its server cables
+    seen = replace(bp, links=[lk for lk in bp.links if not (unread in (lk.a.device, lk.b.device)
+                                                             and "gpu" in f"{lk.a.device}{lk.b.device}")])  # fmt: skip
+    blind = validate(spec, seen)
+    assert codes(blind.violations) == ["MISSING_LINK"] * spec.servers_per_group  # what the old validate reported
+    result = validate(spec, seen, unread=[unread])
+    assert result.violations == [] and result.ok and result.summary["not_judged"] == spec.servers_per_group
+    # a spine link of the unread leaf that is really missing is seen from the spine: judged
+    uplink = bp.links[links_between(bp, unread, "spine-r0-0")[0]]
+    result = validate(spec, replace(seen, links=[lk for lk in seen.links if lk != uplink]), unread=[unread])
+    assert codes(result.violations) == ["MISSING_LINK"] and result.violations[0].devices == [unread, "spine-r0-0"]
+    # a server cable swapped on a leaf that was read is judged as always
+    other = swap_far_ends(seen, "gpu-g1-003:nic0", "gpu-g1-003:nic3")
+    assert codes(validate(spec, other, unread=[unread]).violations) == ["RAIL_MISMATCH"]
+    assert "not_judged" not in validate(spec, bp).summary  # --cabling: everything is read
