@@ -201,11 +201,12 @@ def show_interfaces_counters_errors(twin: Twin, sw: Switch, now: int, rows: list
 
 
 def _lldp_neighbours(twin: Twin, sw: Switch, rows: list[int]) -> list[tuple[int, str, str]]:
-    """(row, neighbour device, neighbour port) for ports whose link is up: LLDP only runs over a live link."""
+    """(row, neighbour device, neighbour port) for ports whose LLDP knows a neighbour: LLDP only runs over a live
+    link, and learns the neighbour from its first LLDPDU after link up (Twin.lldp_heard)."""
     out = []
     for row in rows:
-        peer = twin.lldp_peer(sw.name, sw.ports[row])
-        if peer is not None and bool(sw.oper_up[row]):
+        peer = twin.lldp_heard(sw, row)
+        if peer is not None:
             out.append((row, peer.device, lldp_port_id(twin, peer)))
     return out
 

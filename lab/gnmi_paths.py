@@ -430,7 +430,7 @@ def state_value(twin: Twin, sw: Switch, row: int, kind: str) -> str | float | No
         return round(twin.temperature(sw, row), 1)
     if kind.startswith("bgp-") or kind.startswith("ipv4-"):
         return bgp_value(twin, sw, row, kind)
-    peer = twin.lldp_peer(sw.name, sw.ports[row])
+    peer = twin.lldp_heard(sw, row)
     if peer is None:
         return None
     return peer.device if kind == "lldp-system-name" else lldp_port_id(twin, peer)
@@ -473,6 +473,8 @@ def notification(ts_varint: bytes, prefix: bytes, updates: bytes) -> bytes:
 
 
 SYNC_RESPONSE = b"\x18\x01"  # SubscribeResponse{sync_response: true}
+# Notification.delete (field 5) of the port's neighbour entry, relative to the per-port LLDP prefix
+LLDP_NEIGHBOR_DELETE = field_bytes(0x2A, encode_path((("neighbors", ()), ("neighbor", (("id", LLDP_NEIGHBOR_ID),)))))
 
 
 # --- per-switch sampling plans -----------------------------------------------------------------------
@@ -512,9 +514,12 @@ class Plan:
         c_before = np.r_[0, np.cumsum(counter)]
         self.c_start = c_before[np.r_[starts, len(rows)]]
         self.groups: list[tuple[bytes, int, list[tuple[int, str]]]] = []
+        self.lldp_groups: set[int] = set()  # groups of the LLDP tree: a neighbour that goes away is deleted
         for s, e in zip(starts.tolist(), ends.tolist(), strict=True):
             row = int(rows[s])
             states = [(int(c), CATALOG[int(c)].kind) for c in codes[s:e] if not IS_COUNTER[c]]
+            if int(CODE_TREE[codes[s]]) == TREE_INDEX["lldp"]:
+                self.lldp_groups.add(len(self.groups))
             self.groups.append((prefixes.get(int(CODE_TREE[codes[s]]), row, target), row, states))
 
     def sample(self, now_ns: int, json_ietf: bool = False, oper: str | None = None) -> list[bytes]:
@@ -528,10 +533,16 @@ class Plan:
         values differ from those in `sent` (group -> its updates as last sent; updated here)."""
         ts = varint(now_ns)
         out = []
+        present = set()
         for g, u in self._updates(now_ns, json_ietf, None):
+            present.add(g)
             if sent.get(g) != u:
                 sent[g] = u
                 out.append(notification(ts, self.groups[g][0], u))
+        for g in [g for g in sent if g not in present and g in self.lldp_groups]:
+            # The port's neighbour is gone (link down: 802.1AB deletes it): the list entry is deleted, as EOS does.
+            del sent[g]
+            out.append(notification(ts, self.groups[g][0], LLDP_NEIGHBOR_DELETE))
         return out
 
     def _updates(self, now_ns: int, json_ietf: bool, oper: str | None) -> list[tuple[int, bytes]]:

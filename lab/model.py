@@ -59,6 +59,10 @@ QueueKey = tuple[str, str, int]  # (switch, port, priority): the port's egress q
 # figure in the reference: a switch publishes counters from periodic polls of its ASIC, so what a sample shows
 # trails the wire by at least this; fabricd samples at 0.5 s or more.
 RATES_LAG_NS = 50_000_000
+# LLDP (IEEE 802.1AB-2016): a port that stops being operational deletes its remote systems' information (the receive
+# state machine's rxInfoAge on portEnabled FALSE, 9.2.7.7), and learns the neighbour again from the first LLDPDU after
+# link up; with fast start the peer sends it within msgFastTx = 1 s (9.2.5.5). The twin hears it 1 s after link up.
+LLDP_LEARN_NS = 1_000_000_000
 
 
 class Recompute(enum.Enum):
@@ -137,6 +141,8 @@ class Switch:
         self.frac = np.zeros((n, len(COLUMNS)), dtype=np.float64)  # the part of a count not yet in `base`
         self.t0 = np.full(n, boot_ns, dtype=np.int64)
         self.oper_up = np.ones(n, dtype=bool)
+        # when each port last came up (LLDP hears its neighbour LLDP_LEARN_NS later); up at boot, neighbours known
+        self.up_since = np.full(n, boot_ns - LLDP_LEARN_NS, dtype=np.int64)
         h = np.array([zlib.crc32(f"{name}:{p}".encode()) % 100 for p in ports], dtype=np.float64)
         self.rx_power_nominal = -2.5 + h / 100.0  # dBm, healthy DR4/FR4 receive power
         self.rx_power = self.rx_power_nominal.copy()
@@ -284,13 +290,21 @@ class Twin:
         return self.peers.get((device, port))
 
     def lldp_peer(self, device: str, port: str) -> Endpoint | None:
-        """Who LLDP on this port hears: the cabled peer, unless a `miscable` fault put another cable's far end on it
-        (the traffic model keeps the blueprint's paths: the fault is about what the fabric says it is wired as)."""
+        """Who is at the far end of this port's cable: the cabled peer, unless a `miscable` fault put another cable's
+        far end on it (the traffic model keeps the blueprint's paths: the fault is about what the fabric says it is
+        wired as). What LLDP has learned of it is `lldp_heard`."""
         return self.lldp_swaps.get((device, port)) or self.peers.get((device, port))
 
     def frr_states(self, device: str) -> dict[str, str]:
         """Each BGP neighbour's state as the switch's FRR names it (`show bgp summary json`), by neighbour address."""
         return {s.peer_address: self.bgp.frr_state(s, st) for s, st in self.bgp.sessions_of(device)}
+
+    def lldp_heard(self, sw: Switch, row: int, now: int | None = None) -> Endpoint | None:
+        """The neighbour LLDP knows on the port at `now` (default: the twin's time): none while the port is not
+        operational (802.1AB deletes it), none until LLDP_LEARN_NS after it came up (the peer's first LLDPDU)."""
+        if not sw.oper_up[row] or (self.now if now is None else now) < sw.up_since[row] + LLDP_LEARN_NS:
+            return None
+        return self.lldp_peer(sw.name, sw.ports[row])
 
     def is_switch(self, device: str) -> bool:
         return device in self.switches
@@ -390,6 +404,8 @@ class Twin:
             for row in flipped:
                 sw.bump(int(row), "if.carrier-transitions")
                 changes.append((sw.name, sw.ports[row], bool(new_up[row])))
+                if new_up[row]:
+                    sw.up_since[row] = now
             sw.oper_up = new_up
             if len(flipped):
                 sw.rx_power[flipped] = np.where(new_up[flipped], sw.rx_power_nominal[flipped], -40.0)

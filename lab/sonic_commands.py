@@ -129,8 +129,8 @@ def _lldp_table(twin: Twin, dev: SonicDevice) -> str:
     sw = twin.switch(dev.device)
     rows = []
     for row, port in enumerate(sw.ports):
-        peer = twin.lldp_peer(sw.name, port)
-        if peer is None or not sw.oper_up[row]:
+        peer = twin.lldp_heard(sw, row)
+        if peer is None:
             continue
         cap = "BR" if twin.is_switch(peer.device) else "O"
         pid = lldp_port_id(twin, peer)

@@ -130,8 +130,8 @@ def lldp_entry(twin: Twin, sw: Switch, row: int) -> dict[str, str] | None:
     """LLDP_ENTRY_TABLE's row of a port (lldp_syncd's fields, from lldpd's view): its neighbour's name, the port id
     it advertises (a SONiC neighbour's alias, an EOS one's interface name) and description; None without one (the
     link is down: no LLDPDU)."""
-    peer = twin.lldp_peer(sw.name, sw.ports[row])
-    if peer is None or not sw.oper_up[row]:
+    peer = twin.lldp_heard(sw, row)  # 802.1AB: none while the link is down, none until the first LLDPDU after it
+    if peer is None:
         return None
     far = twin.switches.get(peer.device)
     pid = lldp_port_id(twin, peer)

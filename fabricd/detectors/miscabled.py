@@ -46,7 +46,9 @@ class MiscabledState:
     spec: FabricSpec
     settle_s: float = 1.0
     wrong_since: dict[Endpoint, tuple[Endpoint, int]] = field(default_factory=dict)  # port -> (heard, since)
-    last: tuple[frozenset[tuple[Endpoint, Endpoint]], list[Finding]] | None = None
+    # the settled wrong neighbours last judged and the findings; key None: findings carried while cables moved (held),
+    # never the answer for a later pass (its settled set may be empty too, with nothing wrong at all)
+    last: tuple[frozenset[tuple[Endpoint, Endpoint]] | None, list[Finding]] | None = None
     seen: tuple[bytes, dict[Endpoint, tuple[Endpoint, int]]] | None = None  # LLDP values last read, what was wrong
 
 
@@ -124,7 +126,7 @@ def detect(snapshot: Snapshot, fabric: Fabric, state: MiscabledState, now: int) 
     if held and state.last is not None:
         names = {str(h) for h in held}
         found += [f for f in state.last[1] if names.intersection(f.ports)]
-    state.last = (key, found)
+    state.last = (None if held else key, found)
     return found
 
 

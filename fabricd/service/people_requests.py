@@ -9,8 +9,10 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Literal
 
 from topology.errors import FabricdError
+from topology.fabric import Fabric
 from topology.model import Endpoint
 
+from .cabling_check import miscabled_on
 from .config import RemediationSettings
 from .decide import enable_key
 from .guard import Verdict
@@ -31,6 +33,7 @@ class StandbyError(FabricdError):
 
 class PeopleRequests:
     if TYPE_CHECKING:  # what the remediator provides
+        fabric: Fabric
         state: StateStore
         settings: RemediationSettings
         clock: Callable[[], int]
@@ -126,6 +129,7 @@ class PeopleRequests:
             if t is None:
                 raise UnknownIdError(f"no ticket {ticket_id}; list them with `fabricd tickets`")
             now = self.clock()
+            self._refuse_if_miscabled(t, now, actor)
             if t.status == "open":
                 t = self.state.resolve_ticket(ticket_id, now, actor) or t
                 self.state.audit(now, f"resolved ticket {t.id}", f"by {actor}", actor=actor, ticket_id=t.id)
@@ -134,6 +138,31 @@ class PeopleRequests:
                 await self._send(port_ticket)
             self._bring_back(ticket_id, now, actor)
             return t
+
+    def _refuse_if_miscabled(self, t: Ticket, now: int, actor: str) -> None:
+        """A port the resolve would bring back whose cable the miscabled detector sees elsewhere (an open finding):
+        the repair is not done; nothing changes, and the person is told which cable goes where. (A cable the
+        detector has not seen yet is caught by the enable's own LLDP check.)"""
+        named = {*t.body.get("faulty_ports", []), *t.body.get("held_down_by_fabricd", [])} if t.escalation else set()
+        back = [
+            Endpoint(p["device"], p["port"])
+            for p in self.state.disabled_ports()
+            if p["ticket_id"] == t.id or (p["device"] == t.device and p["port"] in named)
+        ]
+        if not back:
+            return
+        findings = [f for f in self.state.findings("active", limit=100_000) if f.get("kind") == "miscabled"]
+        for ep in back:
+            f = miscabled_on(self.fabric, ep, findings)
+            if f is None:
+                continue
+            fix = str(f.get("evidence", {}).get("fix", "")) or "move the cable to where the blueprint has it"
+            why = (
+                f"ticket {t.id} stays open: {ep} is miscabled (finding {f.get('id')}: {f.get('summary')}); {fix}, "
+                "then resolve again (the finding clears seconds after LLDP hears the right cable)"
+            )
+            self.state.audit(now, f"refused resolving ticket {t.id}", why, actor=actor, ticket_id=t.id)
+            raise ActionError(why)
 
     def _covered(self, esc: Ticket, now: int, actor: str) -> list[Ticket]:
         """An escalation's repair (the line card, the switch) is the repair of the ports it names: resolve the open

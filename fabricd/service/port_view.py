@@ -18,6 +18,8 @@ from fabricd.telemetry import Ingestor, Kind, Snapshot
 from topology.fabric import Fabric
 from topology.model import Endpoint
 
+from .cabling_check import expects_lldp
+
 DOWN = frozenset({"DOWN", "LOWER_LAYER_DOWN", "NOT_PRESENT", "DORMANT"})
 EVIDENCE_LEAVES = (
     "oper-status",
@@ -147,10 +149,20 @@ class TelemetryPortView:
         finally:
             store.on_event.remove(news.set)
 
+    def expects_lldp(self, device: str, port: str) -> bool:
+        """Whether a neighbour should be heard on the port once it is up (cabling_check.expects_lldp over the ports
+        the switch streams LLDP for)."""
+        snap = self.snapshot()
+        heard = {snap.key(i)[1] for i in snap.select(device, None, "lldp.system-name").tolist()}
+        if self.fabric is None:  # no blueprint to find the port's kin by: its own LLDP only
+            return port in heard
+        return expects_lldp(self.fabric, Endpoint(device, port), heard)
+
     async def lldp_neighbour(self, device: str, port: str, since_ns: int, timeout_s: float) -> Endpoint | None:
-        """Who LLDP hears on the port in a sample newer than `since_ns`, waiting up to `timeout_s`; None if none."""
-        if not self.snapshot().select(device, port, "lldp.system-name").size:
-            return None  # this switch does not stream LLDP for the port (a platform or release without it)
+        """Who LLDP hears on the port in a sample newer than `since_ns`, waiting up to `timeout_s`; None if none
+        (at once when no neighbour is expected there: `expects_lldp`)."""
+        if not self.expects_lldp(device, port):
+            return None  # a platform, release or kind of neighbour without LLDP: nothing will come
         deadline = self.clock() + timeout_s
         while True:
             got = self._lldp(device, port, since_ns)

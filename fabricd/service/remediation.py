@@ -389,8 +389,10 @@ class Remediator(ReconcileSteps, PeopleRequests):
                 if (token, ep.device) not in self._cleaned:  # once per switch per leadership term
                     running = self.state.actions_in("running")
                     clean = (token, frozenset({look_for, *(a.switch_key for a in running if a.device == ep.device)}))
-            # The description the mark goes beside, as the switch streams it: not read on the action path.
-            described = self.view.description(ep.device, ep.port)
+            # The description the mark goes beside, as the switch streams it: not read on the action path. An enable
+            # reads the switch's own (the driver does, described None): a disable moments ago may not have been
+            # streamed yet, and a mark left behind would say fabricd holds a port that is up.
+            described = None if up else self.view.description(ep.device, ep.port)
             opened = asyncio.get_running_loop().run_in_executor(
                 self.executor,
                 partial(
@@ -406,10 +408,11 @@ class Remediator(ReconcileSteps, PeopleRequests):
             seen = await self.view.wait_oper(ep.device, ep.port, up, self.settings.verify_timeout_s)
             await self._await_fence()  # a leader paused while it waited (SIGSTOP, a frozen VM) may not touch it
             if up and seen and found != "confirmed" and (wrong := await self._wrong_cable(ep, committed)):
-                # Back from repair on the wrong cable: it goes down again (the revert), and the ticket says where.
+                # Back from repair on the wrong cable (or on one LLDP does not confirm): it goes down again (the
+                # revert), and the ticket says where.
                 await self._await_fence()
                 how = await self._blocking(settle, session, False)
-                text = f"{wrong}; {how}: {ep} stays down until the cable is moved (then resolve the ticket again)"
+                text = f"{wrong[0]}; {how}: {ep} stays down {wrong[1]} (then resolve the ticket again)"
                 self._finish(action, "rolled_back", text)
                 self._reopen(action, text)
                 return text
@@ -451,18 +454,26 @@ class Remediator(ReconcileSteps, PeopleRequests):
                 else:
                     await self._blocking(session.close if failed else partial(self.actuator.release, session))
 
-    async def _wrong_cable(self, ep: Endpoint, since: int) -> str | None:
-        """What is wrong with the cable on `ep` by LLDP (a sample after `since`), or None: the intended neighbour,
-        or nothing known (a host that sends no LLDP: it cannot be judged, the repair is trusted)."""
+    async def _wrong_cable(self, ep: Endpoint, since: int) -> tuple[str, str] | None:
+        """What is wrong with the cable on `ep` by LLDP (a sample after `since`) and until when the port stays down,
+        or None: the intended neighbour, or a port LLDP is not expected on (a host that sends no LLDP: it cannot be
+        judged, the repair is trusted). Where LLDP is expected, silence is not a confirmation: the neighbour of
+        before the repair was deleted when the port went down (802.1AB), so only a fresh sample names the cable."""
         want = self.fabric.peer(ep.device, ep.port)
         if want is None:
             return None
-        got = await self.view.lldp_neighbour(ep.device, ep.port, since, min(self.settings.verify_timeout_s, 5.0))
-        if got is None or same_end(got, want):
+        wait = min(self.settings.verify_timeout_s, 5.0)
+        got = await self.view.lldp_neighbour(ep.device, ep.port, since, wait)
+        if got is None:
+            if not self.view.expects_lldp(ep.device, ep.port):
+                return None
+            problem = f"no LLDP neighbour heard on {ep} within {wait:g} s of it coming up (expected {want})"
+            return problem, "until LLDP can confirm the cable (check the far end's LLDP and the cable)"
+        if same_end(got, want):
             return None
         there = self.fabric.peer(got.device, got.port) if got.device in self.fabric else None
         where = f"; {got} belongs on {there}" if there is not None and there != ep else ""
-        return f"{ep} came up facing {got}, not {want} as cabled in the blueprint{where}"
+        return f"{ep} came up facing {got}, not {want} as cabled in the blueprint{where}", "until the cable is moved"
 
     def _reopen(self, action: Action, text: str) -> None:
         """The repair left the port on the wrong cable: its ticket is open again (no retry re-enables it)."""

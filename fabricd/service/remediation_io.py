@@ -29,9 +29,14 @@ class PortView(Protocol):
         ...
 
     async def wait_oper(self, device: str, port: str, up: bool, timeout_s: float) -> bool: ...
+    def expects_lldp(self, device: str, port: str) -> bool:
+        """Whether a neighbour should be heard on the port once it is up (the switch streams LLDP there, and that
+        kind of neighbour speaks it): a repair is then confirmed only by a fresh LLDP sample."""
+        ...
+
     async def lldp_neighbour(self, device: str, port: str, since_ns: int, timeout_s: float) -> Endpoint | None:
         """Who LLDP hears on the port in a sample taken after `since_ns` (unix ns), waiting up to `timeout_s` for
-        one; None when nothing is known (a server without LLDP, a switch that does not stream it)."""
+        one; None when nothing was heard in time, or nothing is expected (`expects_lldp`: at once)."""
         ...
 
 

@@ -30,7 +30,7 @@ from google.protobuf.message import DecodeError
 from pygnmi.spec.v080 import gnmi_pb2
 
 from . import sonic
-from .paths import Elem, Kind, classify, match_rel, pb_elems, render, split_root
+from .paths import Elem, Kind, classify, leaves_in_subtree, match_rel, pb_elems, render, split_root
 from .series import I64, Stat
 from .store import CounterStore
 from .templates import MAX_TEMPLATES, CompileBudget, Template, compile_cost, compile_template, value_kinds, varint
@@ -426,6 +426,10 @@ class Ingestor:
         found = match_rel(root[0], full[root[2] :])
         if found is not None:
             store.forget(dev, root[1], (found[0].name, found[1]))
+            return
+        # a subtree (an LLDP neighbour entry when the port goes down): every known leaf under it
+        for leaf, index in leaves_in_subtree(root[0], full[root[2] :]):
+            store.forget(dev, root[1], (leaf.name, index))
 
     def _bad(self, dev: int, reason: str, now: int | None) -> None:
         self.store.count(dev, Stat.MALFORMED)

@@ -237,6 +237,32 @@ def match_rel(tree: str, rel: Sequence[Elem]) -> tuple[Leaf, str | None] | None:
     return leaf, index
 
 
+def leaves_in_subtree(tree: str, rel: Sequence[Elem]) -> list[tuple[Leaf, str | None]]:
+    """The known leaves (and index values) inside a subtree a path relative to a per-port root names: what a delete
+    of that subtree removes (an LLDP neighbour entry: its system name and port id). A list entry must be named by
+    its key (a path that leaves an indexed list's key out removes none of its leaves here)."""
+    out = []
+    for leaf in LEAVES:
+        if leaf.tree != tree or len(leaf.rel) < len(rel):
+            continue
+        index: str | None = None
+        for (want_name, want), (got_name, got) in zip(leaf.rel, rel, strict=False):
+            if want_name != got_name:
+                break
+            given = dict(got)
+            if any(k not in (kk for kk, _ in want) for k in given):
+                break
+            if any(w not in (ANY, FREE) and k in given and given[k] != w for k, w in want):
+                break
+            if any(w == ANY and k not in given for k, w in want):
+                break
+            index = next((given[k] for k, w in want if w == ANY and k in given), index)
+        else:
+            if not any(w == ANY for _, keys in leaf.rel[len(rel) :] for _, w in keys):
+                out.append((leaf, index))
+    return out
+
+
 def classify(elems: Sequence[Elem]) -> PathInfo | None:
     root = split_root(elems)
     if root is None:

@@ -188,6 +188,51 @@ def test_on_change_oper_status_reaches_both_ends(gnmi_twin: GnmiTwin) -> None:
             s.close()
 
 
+def test_lldp_neighbour_is_deleted_when_the_link_goes_down_and_relearned_after_it_comes_up(
+    gnmi_twin: GnmiTwin,
+) -> None:
+    """IEEE 802.1AB as a switch streams it: ON_CHANGE LLDP sends the neighbour entry's delete when the port stops
+    being operational (a repair check must not read the old cable's neighbour), and the neighbour again only from
+    the peer's first LLDPDU after link up (lab/model.py LLDP_LEARN_NS), never at the link-up instant."""
+    dev, port, peer_dev, peer_port = gnmi_twin.switch_link()
+    gc = gnmi_twin.client(dev)
+    gc.connect()
+    s = gc.subscribe2(
+        subscribe={
+            "mode": "stream",
+            "subscription": [
+                {"path": f"/lldp/interfaces/interface[name={port}]/neighbors/neighbor[id=1]/state", "mode": "on_change"}
+            ],
+        }
+    )
+
+    def next_update(kind: str) -> dict[str, Any]:
+        """The next notification carrying `kind` (update or delete); the sync_response and others are skipped."""
+        while True:
+            body = s.get_update(timeout=5).get("update") or {}
+            if body.get(kind):
+                return dict(body)
+
+    try:
+        # (an earlier test may have flapped this link: its neighbour is known a second after it came up)
+        first = next_update("update")
+        assert {u["path"].rsplit("/", 1)[-1]: u["val"] for u in first["update"]} == {
+            "system-name": peer_dev, "port-id": peer_port}  # fmt: skip
+        gnmi_twin.call(lambda: gnmi_twin.twin.set_port_config(peer_dev, peer_port, PortConfig(admin_up=False)))
+        gone = next_update("delete")  # the far end shut: this port is down too
+        assert gone.get("update", []) == []
+        assert [d["path"] for d in gone["delete"]] == ["neighbors/neighbor[id=1]"]
+        up_at = time.monotonic()
+        gnmi_twin.call(lambda: gnmi_twin.twin.set_port_config(peer_dev, peer_port, PortConfig()))
+        back = next_update("update")
+        assert time.monotonic() - up_at >= 0.9  # not before the first LLDPDU after link up
+        assert {u["path"].rsplit("/", 1)[-1]: u["val"] for u in back["update"]}["system-name"] == peer_dev
+    finally:
+        gnmi_twin.call(lambda: gnmi_twin.twin.set_port_config(peer_dev, peer_port, PortConfig()))
+        gc.close()
+        s.close()
+
+
 def test_once_and_poll_with_pygnmi(gnmi_twin: GnmiTwin) -> None:
     p = "/qos/interfaces/interface[interface-id=Ethernet1/1]/output/queues/queue[name=3]/state/transmit-pkts"
     with gnmi_twin.client("leaf-g1-r0") as gc:

@@ -8,7 +8,7 @@ import pytest
 
 from lab.counters import COL
 from lab.faults import FaultError, FaultInjector
-from lab.model import RATES_LAG_NS, PortConfig, Twin
+from lab.model import LLDP_LEARN_NS, RATES_LAG_NS, PortConfig, Twin
 from lab.probes import ProbeGenerator
 from topology.fabric import Fabric
 from topology.model import Cabling, Endpoint
@@ -336,3 +336,29 @@ def test_the_gnmi_hub_advances_the_twin_when_a_change_is_due_not_at_its_next_tic
     twin.advance()
     assert hub._until_due() == TICK_S
     hub.loop.close()
+
+
+def test_lldp_forgets_a_down_ports_neighbour_and_hears_it_again_a_second_after_link_up(twin: Twin) -> None:
+    """IEEE 802.1AB: the neighbour is deleted when the port stops being operational (either end shut, a cut, a
+    reboot) and learned again from the peer's first LLDPDU after link up (LLDP_LEARN_NS), not at the link-up
+    instant; a miscabled port comes back facing whoever is really on its cable."""
+    clock = twin.clock
+    assert isinstance(clock, Clock)
+    leaf = twin.switch("leaf-g0-r0")
+    row = leaf.index["Ethernet1/1"]
+    want = twin.peer("leaf-g0-r0", "Ethernet1/1")
+    assert want is not None and twin.lldp_heard(leaf, row) == want  # up since boot: known
+    twin.set_port_config("leaf-g0-r0", "Ethernet1/1", PortConfig(admin_up=False))
+    clock.now += NS
+    twin.advance()
+    assert twin.lldp_heard(leaf, row) is None
+    other = Endpoint("gpu-g1-003", "nic5")
+    twin.lldp_swaps[("leaf-g0-r0", "Ethernet1/1")] = other  # the repair put another cable in
+    clock.now += NS // 10
+    twin.set_port_config("leaf-g0-r0", "Ethernet1/1", PortConfig())
+    twin.advance()
+    up_at = int(leaf.up_since[row])  # the recompute that took it up (a timer due meanwhile may run it earlier)
+    assert clock.now - NS // 10 <= up_at <= clock.now
+    assert leaf.oper_up[row] and twin.lldp_heard(leaf, row) is None
+    assert twin.lldp_heard(leaf, row, up_at + LLDP_LEARN_NS - 1) is None
+    assert twin.lldp_heard(leaf, row, up_at + LLDP_LEARN_NS) == other

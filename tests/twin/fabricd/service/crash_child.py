@@ -51,8 +51,11 @@ class SwitchView:
     def routed_down(self) -> frozenset[Endpoint]:
         return frozenset()
 
+    def expects_lldp(self, device: str, port: str) -> bool:
+        return False  # not judged here: the crash is the subject
+
     async def lldp_neighbour(self, device: str, port: str, since_ns: int, timeout_s: float) -> Endpoint | None:
-        return None  # not judged here: the crash is the subject
+        return None
 
     def admin_up(self) -> dict[Endpoint, bool]:
         return {}  # no admin states known: reconcile judges no hold (the crash is the subject here)

@@ -10,7 +10,9 @@ from pathlib import Path
 
 import httpx
 import pytest
+from napalm import get_network_driver
 
+from drivers.inventory import load_inventory
 from lab.control_client import call, inject
 from tests.conftest import EXAMPLES
 from tests.twin.lab.twin_thread import TwinThread
@@ -37,7 +39,8 @@ def test_a_repair_on_the_wrong_cable_stays_down_and_says_which_cable_is_where(tw
         (t,) = svc.get("/api/v1/tickets")["tickets"]
         # the optic is replaced, and the cable of gpu-g0-000:nic1 ends up on this port (and this one's on its)
         swap = inject(twin.state_dir, "miscable", {"port": PORT, "other": "leaf-g0-r1:Ethernet1/1"})
-        assert svc.post(f"/api/v1/tickets/{t['id']}/resolve").status_code == 200
+        r = svc.post(f"/api/v1/tickets/{t['id']}/resolve")
+        assert r.status_code == 200, r.text
 
         def enable() -> dict[str, object] | None:
             ends = [a for a in svc.get("/api/v1/actions")["actions"] if a["op"] == "enable"]
@@ -55,7 +58,15 @@ def test_a_repair_on_the_wrong_cable_stays_down_and_says_which_cable_is_where(tw
         assert [p["port"] for p in svc.get("/api/v1/ports/disabled")["ports"]] == ["Ethernet1/1"]
 
         call(twin.state_dir, "DELETE", f"/faults/{swap['id']}")  # the cable moved to where it belongs
-        assert svc.post(f"/api/v1/tickets/{t['id']}/resolve").status_code == 200
+
+        # the miscabled finding the failed enable raised clears once LLDP hears the right cable: until then the
+        # resolve is refused, naming it
+        def resolved() -> bool:
+            r = svc.post(f"/api/v1/tickets/{t['id']}/resolve")
+            assert r.status_code == 200 or "is miscabled" in r.json()["error"], r.text
+            return r.status_code == 200
+
+        wait_for(resolved, 20, every_s=1.0)
         wait_for(lambda: svc.get("/api/v1/ports/disabled")["ports"] == [], 30)
         assert admin_enabled(twin, "leaf-g0-r0", "Ethernet1/1")
     finally:
@@ -88,5 +99,72 @@ def test_a_live_swap_is_one_miscabled_finding_with_validates_fix_a_ticket_and_a_
         assert 'fabricd_active_findings{device="leaf-g0-r0",kind="miscabled",severity="critical"} 1.0' in metrics
         # nothing is taken down for a wrong cable: the links work, the layout is what is wrong
         assert admin_enabled(twin, "leaf-g0-r0", "Ethernet1/1") and svc.get("/api/v1/ports/disabled")["ports"] == []
+    finally:
+        svc.stop()
+
+
+def _description(twin: TwinThread, device: str, port: str) -> str:
+    """What eAPI says the port's description is (napalm's eos driver, as an engineer would check)."""
+    access = load_inventory(twin.inventory).access(device)
+    drv = get_network_driver("eos")(
+        access.host, access.username, access.password.get_secret_value(),
+        optional_args={"transport": access.eapi.transport, "port": access.eapi.port},
+    )  # fmt: skip
+    drv.open()
+    try:
+        return str(drv.get_interfaces()[port]["description"])
+    finally:
+        drv.close()
+
+
+def test_a_ticket_resolved_right_after_the_disable_leaves_no_mark_on_the_port(twin: TwinThread, tmp_path: Path) -> None:
+    """Issue 37: resolved within ~0.3 s of its disable, the enable rebuilt the description from telemetry that did
+    not carry the mark yet, and the port came back up still saying fabricd held it down."""
+    svc = ServiceThread(write_config(tmp_path, twin.inventory)).start()
+    try:
+        inject(twin.state_dir, "link_flap", {"port": PORT, "count": 8, "period_s": 0.3})
+        wait_for(lambda: svc.get("/api/v1/ports/disabled")["ports"], 20, every_s=0.02)
+        (t,) = svc.get("/api/v1/tickets")["tickets"]
+        assert svc.post(f"/api/v1/tickets/{t['id']}/resolve").status_code == 200  # at once
+        wait_for(lambda: svc.get("/api/v1/ports/disabled")["ports"] == [], 30)
+        (enable,) = [a for a in svc.get("/api/v1/actions")["actions"] if a["op"] == "enable"]
+        assert enable["status"] == "done", enable
+        assert admin_enabled(twin, "leaf-g0-r0", "Ethernet1/1")
+        assert "[fabricd" not in _description(twin, "leaf-g0-r0", "Ethernet1/1")
+    finally:
+        svc.stop()
+
+
+def test_a_repair_that_put_the_wrong_cable_in_is_refused_while_the_miscabling_is_seen(
+    twin: TwinThread, tmp_path: Path
+) -> None:
+    """Issue 37: the held port's cable went to another rail's leaf during the repair; the miscabled detector sees it
+    there (the held port itself hears nothing: it is down). Resolving is refused naming the fix and the port stays
+    down; with the cable moved back, the resolve brings it up facing its blueprint neighbour."""
+    svc = ServiceThread(write_config(tmp_path, twin.inventory)).start()
+    try:
+        inject(twin.state_dir, "link_flap", {"port": PORT, "count": 8, "period_s": 0.3})
+        wait_for(lambda: svc.get("/api/v1/ports/disabled")["ports"], 20)
+        (t,) = svc.get("/api/v1/tickets")["tickets"]
+        swap = inject(twin.state_dir, "miscable", {"port": PORT, "other": "leaf-g0-r1:Ethernet1/1"})
+        wait_for(lambda: [f for f in svc.get("/api/v1/findings")["findings"] if f["kind"] == "miscabled"], 15)
+        r = svc.post(f"/api/v1/tickets/{t['id']}/resolve")
+        assert r.status_code == 409, r.text
+        assert r.json()["error"].startswith(f"ticket {t['id']} stays open: {PORT} is miscabled (finding ")
+        assert [a for a in svc.get("/api/v1/actions")["actions"] if a["op"] == "enable"] == []
+        assert svc.get(f"/api/v1/tickets/{t['id']}")["status"] == "open"
+        assert not admin_enabled(twin, "leaf-g0-r0", "Ethernet1/1")
+        call(twin.state_dir, "DELETE", f"/faults/{swap['id']}")
+
+        def resolved() -> bool:
+            r = svc.post(f"/api/v1/tickets/{t['id']}/resolve")
+            assert r.status_code == 200 or "is miscabled" in r.json()["error"], r.text
+            return r.status_code == 200
+
+        wait_for(resolved, 20, every_s=1.0)
+        wait_for(lambda: svc.get("/api/v1/ports/disabled")["ports"] == [], 30)
+        (enable,) = [a for a in svc.get("/api/v1/actions")["actions"] if a["op"] == "enable"]
+        assert enable["status"] == "done", enable
+        assert admin_enabled(twin, "leaf-g0-r0", "Ethernet1/1")
     finally:
         svc.stop()

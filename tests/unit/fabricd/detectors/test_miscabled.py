@@ -11,9 +11,11 @@ from pathlib import Path
 import pytest
 
 from fabricd.detectors import run_trace
+from fabricd.detectors.finding import Finding
 from fabricd.detectors.miscabled import MiscabledState, detect, same_end
 from fabricd.detectors.runner import Detector
-from fabricd.telemetry import render
+from fabricd.telemetry import CounterStore, Ingestor, render
+from fabricd.telemetry.trace import replay
 from tests.conftest import EXAMPLES
 from topology.load import load_fabric
 from topology.model import Cabling, Endpoint, Link
@@ -166,3 +168,34 @@ def test_a_cable_sharing_an_end_with_one_still_moving_waits_for_it(tmp_path: Pat
     (f,) = found
     assert f.evidence["code"] == "RAIL_MISMATCH" and f.evidence["fix"] == f"swap the cables on {A} and {B}"
     assert f.detected_ts > at(4)  # after B's half settled too, not on A's half alone at 3 s
+
+
+def test_a_finding_carried_while_a_cable_moved_ends_when_every_cable_is_right_again(tmp_path: Path) -> None:
+    """Found with issue 37's repair-on-the-wrong-cable run: B's port heard A's server (a finding); then A's port came
+    up hearing B's server (a move sharing ends with B's: the finding is carried while it settles); then both cables
+    were put right. The carried finding stayed forever (its judgement had the same empty key as "nothing wrong"),
+    so the repair's resolve was refused as miscabled long after the cable was back."""
+    state = MiscabledState(SPEC)
+    ing = Ingestor(CounterStore())
+
+    def second(k: int, heard: dict[Endpoint, Endpoint]) -> list[Finding]:
+        lines = []
+        for d in FABRIC.switches():
+            for port in FABRIC.ports(d.name):
+                nbr = heard.get(Endpoint(d.name, port), peer(Endpoint(d.name, port)))
+                for leaf, value in (("lldp.system-name", nbr.device), ("lldp.port-id", nbr.port)):
+                    lines.append({"ts": at(k), "device": d.name, "path": render(port, leaf, "1"), "value": value})
+        path = tmp_path / f"k{k}.jsonl"
+        path.write_text("".join(json.dumps(r) + "\n" for r in lines))
+        replay(path, ing)
+        return detect(ing.snapshot(), FABRIC, state, at(k) + 10**8)
+
+    for k in range(2):
+        assert second(k, {}) == []
+    half = {B: peer(A)}
+    for k in range(2, 5):
+        found = second(k, half)
+    assert "RAIL_MISMATCH" in {f.evidence["code"] for f in found}  # settled: judged
+    assert [f.summary for f in second(5, half | {A: peer(B)})] == [f.summary for f in found]  # carried while moving
+    assert second(6, {}) == []  # every cable right: nothing is wrong
+    assert second(7, {}) == []

@@ -51,6 +51,7 @@ class World:
     unreadable: set[str] = field(default_factory=set)  # switches whose marks cannot be read
     scans: list[str] = field(default_factory=list)  # switches whose marks were read, in order
     lldp: dict[Endpoint, Endpoint] = field(default_factory=dict)  # what LLDP hears on a port once it is up
+    lldp_silent: set[Endpoint] = field(default_factory=set)  # ports LLDP is expected on that hear nothing now
     routed_down: set[Endpoint] = field(default_factory=set)  # ports whose BGP session is down (link up)
     descriptions: dict[Endpoint, str] = field(default_factory=dict)  # what telemetry streams of ports' descriptions
     described: list[str | None] = field(default_factory=list)  # the description each set_port_admin was handed
@@ -189,6 +190,9 @@ class FakeView:
 
     def description(self, device: str, port: str) -> str | None:
         return self.world.descriptions.get(Endpoint(device, port))
+
+    def expects_lldp(self, device: str, port: str) -> bool:
+        return Endpoint(device, port) in self.world.lldp or Endpoint(device, port) in self.world.lldp_silent
 
     async def lldp_neighbour(self, device: str, port: str, since_ns: int, timeout_s: float) -> Endpoint | None:
         return self.world.lldp.get(Endpoint(device, port))

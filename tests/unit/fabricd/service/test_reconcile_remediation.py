@@ -7,8 +7,12 @@ from __future__ import annotations
 from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
+import pytest
+
 from drivers.marks import Mark
+from fabricd.detectors.finding import Finding
 from fabricd.service.config import SafetyLimits
+from fabricd.service.remediation import ActionError
 from topology.model import Endpoint
 from topology.units import NS
 
@@ -45,13 +49,15 @@ def test_the_shutdown_carries_the_mark_and_the_enable_removes_it(make: Callable[
 
 def test_the_session_gets_the_description_telemetry_streams_so_it_reads_none(make: Callable[..., Harness]) -> None:
     """The mark goes beside the operator's description; the one the switch streams is handed to the session, so the
-    action path does not read it from the switch first. A switch that streams none: the session reads it (None)."""
+    disable does not read it from the switch first. The enable always has the session read the switch's own (None):
+    a ticket resolved moments after the disable found telemetry without the mark yet, and the enable kept the mark
+    on a port that was up (issue 37). A switch that streams none: the session reads it (None)."""
     h = make()
-    h.world.descriptions[SERVER_PORT] = "to gpu-g0-000 nic0"
+    h.world.descriptions[SERVER_PORT] = "to gpu-g0-000 nic0"  # streamed before the disable: no mark in it
     run(report(h, flap(h.fabric, SERVER_PORT)))
     (t,) = h.tickets()
     settled(h, h.rem.resolve(t.id, "tech"))
-    assert h.world.described == ["to gpu-g0-000 nic0", "to gpu-g0-000 nic0"]  # the disable, then the enable
+    assert h.world.described == ["to gpu-g0-000 nic0", None]  # the disable, then the enable
     h2 = make()
     run(report(h2, flap(h2.fabric, SERVER_PORT)))
     assert h2.world.described == [None]
@@ -196,3 +202,57 @@ def test_a_host_that_sends_its_mac_as_port_id_or_no_lldp_is_trusted(make: Callab
     h.world.lldp[SERVER_PORT] = Endpoint("gpu-g0-000.example.net", "0c:42:a1:00:00:01")
     settled(h, h.rem.resolve(t.id, "tech"))
     assert _held(h) == []
+
+
+def test_a_repair_lldp_does_not_confirm_keeps_the_port_down(make: Callable[..., Harness]) -> None:
+    """Where LLDP is expected on the port, no fresh neighbour after the enable is no confirmation (issue 37: the
+    twin kept streaming the old neighbour and fabricd trusted the silence): the enable rolls back, the ticket
+    reopens saying so. A port LLDP is not expected on (a host without lldpd) is still trusted."""
+    h = make()
+    run(report(h, flap(h.fabric, SERVER_PORT)))
+    (t,) = h.tickets()
+    h.world.lldp_silent.add(SERVER_PORT)
+    settled(h, h.rem.resolve(t.id, "tech"))
+    enable = next(a for a in h.state.actions() if a.op == "enable")
+    assert enable.status == "rolled_back"
+    assert enable.detail.startswith(
+        "no LLDP neighbour heard on leaf-g0-r0:Ethernet1/1 within 5 s of it coming up (expected gpu-g0-000:nic0); "
+    )
+    assert enable.detail.endswith("stays down until LLDP can confirm the cable (check the far end's LLDP and the "
+                                  "cable) (then resolve the ticket again)")  # fmt: skip
+    assert _held(h)[0][:2] == (SERVER_PORT.device, SERVER_PORT.port) and h.world.admin[SERVER_PORT] is False
+    ticket = h.state.ticket(t.id)
+    assert ticket is not None and ticket.status == "open"
+    h.world.lldp_silent.clear()  # nothing expected (no LLDP streamed there): trusted
+    settled(h, h.rem.resolve(t.id, "tech"))
+    assert _held(h) == [] and h.world.admin[SERVER_PORT] is True
+
+
+def test_an_open_miscabled_finding_on_a_held_port_refuses_its_resolve(make: Callable[..., Harness]) -> None:
+    """The technician put the held port's cable on another port (LLDP there hears gpu-g0-000:nic0, which belongs on
+    the held port): resolving its ticket is refused with the finding and its fix, nothing changes; once the
+    finding clears (the cable moved back), the resolve brings the port back."""
+    h = make()
+    run(report(h, flap(h.fabric, SERVER_PORT)))
+    (t,) = h.tickets()
+    other = Endpoint("leaf-g0-r1", "Ethernet1/1")
+    f = Finding(kind="miscabled", device=other.device, port=other.port, devices=(other.device,), ports=(str(other),),
+                start_ts=h.clock(), detected_ts=h.clock(), severity="critical", confidence=0.95,
+                summary=f"{other} faces gpu-g0-000:nic0, not gpu-g0-000:nic1",
+                evidence={"code": "RAIL_MISMATCH", "fix": "move the cable on leaf-g0-r1:Ethernet1/1 to leaf-g0-r0:"
+                          "Ethernet1/1", "lldp": {str(other): "gpu-g0-000:nic0"}})  # fmt: skip
+    fid, _ = h.state.upsert_finding(f, "miscabled:x", h.clock())
+    before = (h.state.actions(), h.state.ticket(t.id))
+    with pytest.raises(ActionError) as err:
+        settled(h, h.rem.resolve(t.id, "tech"))
+    assert str(err.value) == (
+        f"ticket {t.id} stays open: {SERVER_PORT} is miscabled (finding {fid}: {f.summary}); move the cable on "
+        "leaf-g0-r1:Ethernet1/1 to leaf-g0-r0:Ethernet1/1, then resolve again (the finding clears seconds after LLDP "
+        "hears the right cable)"
+    )
+    assert (h.state.actions(), h.state.ticket(t.id)) == before and h.world.admin[SERVER_PORT] is False
+    assert h.state.audit_log(1)[0]["what"] == f"refused resolving ticket {t.id}"
+    h.clock.advance(60)
+    h.state.clear_findings_not_seen_since(h.clock())
+    settled(h, h.rem.resolve(t.id, "tech"))
+    assert _held(h) == [] and h.world.admin[SERVER_PORT] is True

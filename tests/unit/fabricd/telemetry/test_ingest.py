@@ -299,6 +299,28 @@ def test_delete_starts_the_series_over() -> None:
     assert snap.stat(DEV, Stat.DELETES) == 1 and snap.stat(DEV, Stat.RESETS) == 0
 
 
+def test_delete_of_an_lldp_neighbour_entry_forgets_its_leaves() -> None:
+    """802.1AB: a port that goes down deletes its neighbour; EOS deletes the list entry (a subtree), not each leaf.
+    Both leaves under it are forgotten (a repair check must not read the neighbour from before the link went down);
+    another port's neighbour and the entry's siblings of other ids stay."""
+    lldp = "/lldp/interfaces/interface[name={port}]"
+    nbr = "/neighbors/neighbor[id={id}]/state/"
+    ing = Ingestor(CounterStore())
+    for port in (PORT, "Ethernet9/1"):
+        ups = [(nbr.format(id=1) + "system-name", "gpu-g0-001"), (nbr.format(id=1) + "port-id", "nic0"),
+               (nbr.format(id=2) + "system-name", "other")]  # fmt: skip
+        ing.ingest(notification(DEV, T0, lldp.format(port=port), ups), DEV)
+    ing.ingest(notification(DEV, T0 + S, lldp.format(port=PORT), [], deletes=("/neighbors/neighbor[id=1]",)), DEV)
+    snap = ing.snapshot()
+    for leaf in ("lldp.system-name", "lldp.port-id"):
+        i = snap.find(DEV, PORT, leaf, "1")
+        assert i is not None and not snap.text(i) and int(snap.ts[i]) < T0
+        j = snap.find(DEV, "Ethernet9/1", leaf, "1")
+        assert j is not None and snap.text(j) != ""
+    k = snap.find(DEV, PORT, "lldp.system-name", "2")
+    assert k is not None and snap.text(k) == "other"
+
+
 def test_snapshot_does_not_change_after_more_ingestion() -> None:
     ing = Ingestor(CounterStore(capacity=2))
     ing.ingest(notification(DEV, T0, IF.format(port=PORT), [(FCS, 1), ("/state/oper-status", "UP")]), DEV)
