@@ -8,7 +8,7 @@ that names the device and what to do; nothing else escapes a driver.
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
@@ -69,6 +69,9 @@ class PortMark:
 
 class Session(Protocol):
     device: str
+    # Asked before every request to the switch (None: nothing asked); raises to stop the session there. A leader
+    # sets it to its fence: between any two requests of a transaction, a confirm's too, a fenced-off leader stops.
+    guard: Callable[[], None] | None
 
     def facts(self) -> dict[str, Any]: ...
     def running_config(self) -> str: ...

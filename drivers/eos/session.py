@@ -11,8 +11,8 @@ import contextlib
 import logging
 import re
 import time
-from collections.abc import Collection
-from typing import Any
+from collections.abc import Callable, Collection
+from typing import Any, TypeVar
 
 import pyeapi.eapilib
 from napalm import get_network_driver
@@ -34,6 +34,7 @@ from drivers.marks import Mark, parse_mark, with_mark, without_mark
 logging.getLogger("pyeapi.eapilib").setLevel(logging.CRITICAL)
 
 # What napalm/pyeapi raise when the switch cannot be reached or refuses the login.
+R = TypeVar("R")
 _UNREACHABLE = (ConnectionException, pyeapi.eapilib.ConnectionError, ConnectionError, OSError, TimeoutError)
 _FAILED = (CommitError, pyeapi.eapilib.CommandError, pyeapi.eapilib.EapiError, *_UNREACHABLE)
 
@@ -41,6 +42,7 @@ _FAILED = (CommitError, pyeapi.eapilib.CommandError, pyeapi.eapilib.EapiError, *
 class EosSession:
     def __init__(self, access: DeviceAccess, timeout_s: float = 30.0):
         self.device = access.name
+        self.guard: Callable[[], None] | None = None
         optional: dict[str, Any] = {"transport": access.eapi.transport}
         if access.eapi.port is not None:
             optional["port"] = access.eapi.port
@@ -62,16 +64,31 @@ class EosSession:
     def _fail(self, what: str, e: BaseException) -> DriverError:
         return DriverError(self.device, f"{what} failed: {_clean(e, self._access)}")
 
+    def _ask(self) -> None:
+        if self.guard is not None:
+            self.guard()
+
+    def _run(self, commands: list[str], encoding: str = "json") -> list[Any]:
+        """One eAPI request, the guard asked first: every request fabricd sends goes through here or `_napalm`."""
+        self._ask()
+        out: list[Any] = self._napalm.device.run_commands(commands, encoding=encoding)
+        return out
+
+    def _call(self, fn: Callable[..., R], *args: Any, **kwargs: Any) -> R:
+        """A napalm call (one request, or reads only), the guard asked first."""
+        self._ask()
+        return fn(*args, **kwargs)
+
     def facts(self) -> dict[str, Any]:
         try:
-            facts: dict[str, Any] = self._napalm.get_facts()
+            facts: dict[str, Any] = self._call(self._napalm.get_facts)
         except _FAILED as e:
             raise self._fail("get_facts", e) from None
         return facts
 
     def running_config(self) -> str:
         try:
-            running: str = self._napalm.get_config(retrieve="running")["running"]
+            running: str = self._call(self._napalm.get_config, retrieve="running")["running"]
         except _FAILED as e:
             raise self._fail("show running-config", e) from None
         return running
@@ -81,20 +98,20 @@ class EosSession:
 
     def interfaces_up(self) -> dict[str, bool]:
         try:
-            interfaces = self._napalm.get_interfaces()
+            interfaces = self._call(self._napalm.get_interfaces)
         except _FAILED as e:
             raise self._fail("show interfaces", e) from None
         return {name: bool(info["is_up"]) for name, info in interfaces.items()}
 
     def load(self, commands: list[str]) -> str:
         try:
-            self._napalm.load_merge_candidate(config="\n".join(commands))
+            self._call(self._napalm.load_merge_candidate, config="\n".join(commands))
         except (MergeConfigException, ReplaceConfigException) as e:
             raise ConfigRejectedError(self.device, f"rejected the candidate: {_clean(e, self._access)}") from None
         except _FAILED as e:
             raise self._fail("loading the candidate", e) from None
         try:
-            diff: str = self._napalm.compare_config()
+            diff: str = self._call(self._napalm.compare_config)
         except _FAILED as e:
             self.discard()
             raise self._fail("compare_config", e) from None
@@ -102,17 +119,23 @@ class EosSession:
 
     def commit(self, revert_in_s: int) -> None:
         try:
-            self._napalm.commit_config(revert_in=revert_in_s)
+            self._call(self._napalm.commit_config, revert_in=revert_in_s)
         except _FAILED as e:
             raise self._fail(f"commit with a {revert_in_s} s revert timer", e) from None
         self._pending = True
 
     def confirm(self) -> None:
+        """napalm's confirm_commit in two requests (not three: its `show version` only dates the timer), the guard
+        asked before each: the session must still be pending under its timer, then its commit and `write memory`.
+        A session ended meanwhile (a new leader's abort_stale) is gone: EOS refuses to commit it."""
+        name = self._napalm.config_session
         try:
-            self._napalm.confirm_commit()
+            if name is None or self._state_of(name) != "pendingCommitTimer":
+                raise CommitError("No pending commit-confirm found!")
+            self._run([f"configure session {name} commit", "write memory"], encoding="text")
         except _FAILED as e:
             raise self._fail("confirming the commit", e) from None
-        self._pending = False
+        self._napalm.config_session, self._pending = None, False
 
     def rollback(self) -> None:
         try:
@@ -122,17 +145,17 @@ class EosSession:
                 # back the whole config as it was before our commit, undoing whatever was committed since.
                 session = self._napalm.config_session
                 if session is not None and self._state_of(session) == "pendingCommitTimer":
-                    self._napalm.device.run_commands([f"configure session {session} abort", "write memory"])
+                    self._run([f"configure session {session} abort", "write memory"])
                 self._napalm.config_session = None
                 self._pending = False
             else:
-                self._napalm.discard_config()
+                self._call(self._napalm.discard_config)
         except _FAILED as e:
             raise self._fail("rollback (the switch still reverts by itself when its timer ends)", e) from None
 
     def _sessions(self) -> dict[str, Any]:
         # Through napalm's own eAPI connection (pyeapi's Node), the command napalm's has_pending_commit reads.
-        data: dict[str, Any] = self._napalm.device.run_commands(["show configuration sessions detail"])[0]
+        data: dict[str, Any] = self._run(["show configuration sessions detail"])[0]
         return data
 
     def _state_of(self, name: str, data: dict[str, Any] | None = None) -> str:
@@ -152,10 +175,10 @@ class EosSession:
                 if m is None or int(m.group(1)) >= below or name in keep:
                     continue
                 if self._state_of(name, data) in ("pendingCommitTimer", "pending"):
-                    self._napalm.device.run_commands([f"configure session {name} abort"])
+                    self._run([f"configure session {name} abort"])
                     ended.append(name)
             if ended:
-                self._napalm.device.run_commands(["write memory"])
+                self._run(["write memory"])
             return ended
         except _FAILED as e:
             raise self._fail("ending an old leader's config sessions", e) from None
@@ -166,7 +189,7 @@ class EosSession:
 
     def discard(self) -> None:
         try:
-            self._napalm.discard_config()
+            self._call(self._napalm.discard_config)
         except _FAILED as e:
             raise self._fail("discarding the candidate", e) from None
 
@@ -174,7 +197,7 @@ class EosSession:
         """`show interfaces [P] description`: {port: {description, interfaceStatus, lineProtocolStatus}}."""
         command = "show interfaces description" if port is None else f"show interfaces {port} description"
         try:
-            data = self._napalm.device.run_commands([command])[0]
+            data = self._run([command])[0]
         except _FAILED as e:
             raise self._fail(command, e) from None
         rows: dict[str, Any] = data.get("interfaceDescriptions", {})
@@ -206,10 +229,10 @@ class EosSession:
         timer = time.strftime("%H:%M:%S", time.gmtime(revert_in_s))
         commands = [f"configure session {name}", *lines, "end", f"configure session {name} commit timer {timer}"]
         try:
-            self._napalm.device.run_commands(commands, encoding="text")
+            self._run(commands, encoding="text")
         except pyeapi.eapilib.CommandError as e:
             with contextlib.suppress(*_FAILED):  # uncommitted, it would hold the switch's config lock
-                self._napalm.device.run_commands([f"configure session {name} abort"], encoding="text")
+                self._run([f"configure session {name} abort"], encoding="text")
             raise ConfigRejectedError(self.device, f"rejected the change: {_clean(e, self._access)}") from None
         except _FAILED as e:
             # The request may have reached the switch: the rollback looks for the session and aborts it if pending
@@ -223,7 +246,7 @@ class EosSession:
 
     def lldp_neighbors(self) -> dict[str, list[dict[str, str]]]:
         try:
-            detail: dict[str, list[dict[str, Any]]] = self._napalm.get_lldp_neighbors_detail()
+            detail: dict[str, list[dict[str, Any]]] = self._call(self._napalm.get_lldp_neighbors_detail)
         except _FAILED as e:
             raise self._fail("show lldp neighbors detail", e) from None
         keys = ("remote_system_name", "remote_port", "remote_port_description", "remote_system_description")
@@ -248,7 +271,7 @@ class EosSession:
                 return "pending"
             if state == "completed":
                 return "confirmed"
-            self._napalm.device.run_commands([f"configure session {key} abort"])  # loaded, never committed
+            self._run([f"configure session {key} abort"])  # loaded, never committed
             return "none"
         except _FAILED as e:
             raise self._fail(f"looking for config session {key}", e) from None
@@ -258,7 +281,7 @@ class EosSession:
         and the driver stays open for the next transaction; pyeapi opens a connection per request, so nothing is held
         on the switch meanwhile and the next action skips napalm's `open` (a `show version`)."""
         try:
-            self._napalm.discard_config()
+            self._call(self._napalm.discard_config)
         except _FAILED:
             self.close()
             return False
@@ -268,7 +291,7 @@ class EosSession:
     def close(self) -> None:
         """Close; napalm aborts an open session on close, so an unconfirmed commit is rolled back now."""
         try:
-            self._napalm.close()
+            self._call(self._napalm.close)
         except _FAILED:
             return  # a dead connection: the switch's own commit timer still reverts anything pending
         finally:

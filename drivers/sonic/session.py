@@ -30,7 +30,7 @@ import re
 import secrets
 import shlex
 import time
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from contextlib import suppress
 from dataclasses import dataclass
 from typing import Any
@@ -71,6 +71,7 @@ class _Pending:
 class SonicSession:
     def __init__(self, access: DeviceAccess, timeout_s: float = 30.0):
         self.device = access.name
+        self.guard: Callable[[], None] | None = None
         self._access = access
         self._timeout = timeout_s
         self._conn = open_ssh(access, DEVICE_TYPE, timeout_s, self._clean, auth_timeout=timeout_s,
@@ -99,7 +100,10 @@ class SonicSession:
         return text.replace(secret, "***") if secret else text
 
     def _run(self, command: str, timeout_s: float | None = None) -> tuple[int, str]:
-        """(exit status, output) of one shell command."""
+        """(exit status, output) of one shell command, the guard asked first (every command goes through here or
+        `_upload`)."""
+        if self.guard is not None:
+            self.guard()
         try:
             out = str(
                 self._conn.send_command(
@@ -173,6 +177,8 @@ class SonicSession:
 
     def _upload(self, patch: list[Op]) -> None:
         body = patch_text(patch)
+        if self.guard is not None:
+            self.guard()
         try:
             # The heredoc's lines are no command: no echo check, wait for the prompt after its end marker.
             self._conn.send_command(
@@ -240,7 +246,9 @@ class SonicSession:
         if not self._decide(pending):
             self._pending = None
             raise DriverError(
-                self.device, f"too late to confirm: the revert timer fired first and rolls back to {pending.checkpoint}"
+                self.device,
+                f"too late to confirm: the revert timer or a newer leader decided {pending.checkpoint}"
+                " first (rolled back)",
             )
         # The timer still sleeps (it never got the lock) and stays armed until the save is done.
         status, out = self._run("sudo -n config save -y", _CONFIG_TIMEOUT_S)
@@ -268,11 +276,18 @@ class SonicSession:
         self._undo(pending)
 
     def _decide(self, pending: _Pending) -> bool:
-        """Create the lock directory: True if this session, not the timer, decides the commit's fate."""
+        """Create the lock directory: True if this session, not the timer nor anyone else, decides the commit's fate.
+        Whoever decided it before removes the pid file, then the lock (`_finish`): a lock won after that finds no
+        pid file and is given back (a late confirm of an old leader whose commit a new leader ended decides
+        nothing)."""
         if pending.decided:
             return True
-        status, _ = self._run(f"mkdir {pending.lock}")
-        return status == 0
+        if self._run(f"mkdir {pending.lock}")[0] != 0:
+            return False
+        if self._run(f"cat {_pidfile(pending.checkpoint)} >/dev/null")[0] != 0:
+            self._run(f"rmdir {pending.lock}")  # decided and finished elsewhere: not ours to decide
+            return False
+        return True
 
     def _undo(self, pending: _Pending) -> None:
         """Roll back to the checkpoint while holding the lock; on failure hand the lock back to the timer."""
@@ -292,8 +307,8 @@ class SonicSession:
         decision is made, so a failure here leaves litter, never a wrong config."""
         with suppress(DriverError):
             self._run(f"kill {pending.pid}")
+            self._run(f"rm -f {_pidfile(pending.checkpoint)}")  # first: a lock won after the next line decides nothing
             self._run(f"rmdir {pending.lock}")
-            self._run(f"rm -f {_pidfile(pending.checkpoint)}")
             self._run(f"sudo -n config delete-checkpoint {pending.checkpoint}")
             self.discard()
 

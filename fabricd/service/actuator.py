@@ -38,6 +38,7 @@ class DriverActuator:
     def release(self, session: Session) -> None:
         """Done with `session`: its transaction ends as on close; it stays warm for the switch's next action when the
         driver can keep it (EOS over eAPI) and the switch has no warm session yet, else it is closed."""
+        session.guard = None  # the next transaction on it asks its own fence
         if not session.release():
             return
         with self._lock:

@@ -380,30 +380,30 @@ class Remediator(ReconcileSteps, PeopleRequests):
         try:
             # Connect and commit in one trip to the driver thread: each hop back to a busy loop costs latency.
             mark = None if up else self._mark(action)
-            token, look_for = FENCE.get(), action.switch_key
-            clean: tuple[int, frozenset[str]] | None = None
+            token = FENCE.get()
+            clean: int | None = None  # end an older leader's transactions on the switch first (abort_stale)
             if token is not None:
                 if resumed and action.token != token:
-                    # An old leader began it: look for its transaction under the old name, commit anew under ours.
+                    # An old leader began it. Its transaction is never taken over (its late confirm would still find
+                    # it and commit it, and ours would then fail): it is ended with every other of an older token on
+                    # the switch, and the step is done again under this leader's own token-named transaction.
                     action = self.state.retoken(action.id, token)
-                if (token, ep.device) not in self._cleaned:  # once per switch per leadership term
-                    running = self.state.actions_in("running")
-                    clean = (token, frozenset({look_for, *(a.switch_key for a in running if a.device == ep.device)}))
+                    resumed, clean = False, token
+                elif (token, ep.device) not in self._cleaned:  # once per switch per leadership term
+                    clean = token
             # The description the mark goes beside, as the switch streams it: not read on the action path. An enable
             # reads the switch's own (the driver does, described None): a disable moments ago may not have been
             # streamed yet, and a mark left behind would say fabricd holds a port that is up.
             described = None if up else self.view.description(ep.device, ep.port)
             opened = asyncio.get_running_loop().run_in_executor(
                 self.executor,
-                partial(
-                    self._open_and_set, ep, up, action.switch_key, resumed, mark, look_for, clean, token, described
-                ),
+                partial(self._open_and_set, ep, up, action.switch_key, resumed, mark, clean, token, described),
             )
             self._mark_underway(action.id)  # connect-and-commit is in the driver thread now
             with self._commits.commit() if not up else contextlib.nullcontext():
                 session, found = await opened
             if clean is not None:
-                self._cleaned.add((clean[0], ep.device))
+                self._cleaned.add((clean, ep.device))
             committed = self.clock()
             seen = await self.view.wait_oper(ep.device, ep.port, up, self.settings.verify_timeout_s)
             await self._await_fence()  # a leader paused while it waited (SIGSTOP, a frozen VM) may not touch it
@@ -514,28 +514,29 @@ class Remediator(ReconcileSteps, PeopleRequests):
         return Mark(action.id, action.ticket_id, t.kind if t is not None else "fault")
 
     def _open_and_set(
-        self, ep: Endpoint, up: bool, key: str, resumed: bool, mark: Mark | None = None, look_for: str | None = None,
-        clean: tuple[int, frozenset[str]] | None = None, token: int | None = None, described: str | None = None,
+        self, ep: Endpoint, up: bool, key: str, resumed: bool, mark: Mark | None = None, clean: int | None = None,
+        token: int | None = None, described: str | None = None,
     ) -> tuple[Session, Resumed]:  # fmt: skip
         """Blocking: a session with the admin-state change committed under the revert timer (closed on failure),
         and what a fabricd before this one left of it on the switch. The switch's transaction is named by the
-        action (`key`): a resumed action first looks for it, and takes over a commit still pending under its
-        timer (confirmed or rolled back like a new one) or one already confirmed, instead of committing again
-        (EOS refuses a second commit timer; a SONiC timer left behind would revert the new commit)."""
+        action (`key`): a resumed action (a restart, not a new leader) first looks for it, and takes over a commit
+        still pending under its timer (confirmed or rolled back like a new one) or one already confirmed, instead
+        of committing again (EOS refuses a second commit timer; a SONiC timer left behind would revert the new
+        commit). `clean`: end the transactions of leader tokens older than this one first. The fence is asked
+        before every request to the switch (`Session.guard`), inside a confirm or a rollback too."""
         self._check_fence(token)  # before every switch call, in this thread too (FENCE is the loop's, not ours)
         session = self.actuator.connect(ep.device)
+        session.guard = partial(self._check_fence, token)
         try:
             self._check_fence(token)  # the connect may have taken long (or the process was paused in it)
             if clean is not None:
                 # A new leader ends what an old one left open on this switch (by the token in its names) before it
-                # acts, except what it is about to resume: a late command of the old leader then finds nothing.
-                token, keep = clean
-                ended = session.abort_stale(token, keep)
+                # acts: a late command of the old leader then finds nothing to act on.
+                ended = session.abort_stale(clean, ())
                 if ended:
                     log.warning("%s: ended an old leader's transactions %s", ep.device, ", ".join(ended))
-            found = session.resume(look_for or key) if resumed else "none"
+            found = session.resume(key) if resumed else "none"
             if found == "none":
-                self._check_fence(token)
                 session.set_port_admin(
                     ep.port, up, self.settings.revert_in_s, key=key, mark=mark, description=described
                 )

@@ -230,6 +230,51 @@ def test_a_new_leader_ends_an_old_leaders_pending_commit_by_its_token(
         new.close()
 
 
+class Refused(Exception):
+    """What a fenced-off leader's guard raises."""
+
+
+@pytest.mark.parametrize(("platform", "device", "port"), CASES, ids=[c[0] for c in CASES])
+def test_the_guard_is_asked_before_every_request_and_a_late_confirm_finds_nothing_to_commit(
+    twin: TwinThread, platform: str, device: str, port: str
+) -> None:
+    # the guard is asked before each request, inside a confirm too: refused after its first, the commit is not sent
+    old = connect(twin, device)
+    asked: list[int] = []
+
+    def guard() -> None:
+        asked.append(1)
+        if refuse:
+            raise Refused
+
+    refuse = False
+    old.guard = guard
+    new = connect(twin, device)
+    try:
+        old.set_port_admin(port, False, revert_in_s=60, key="fabricd_t8_a3_00000003")
+        assert asked  # every request of the commit asked it
+        before = len(asked)
+        refuse = True
+        with pytest.raises(Refused):
+            old.confirm()
+        assert len(asked) == before + 1  # refused at the first request: nothing more was sent
+        # the new leader ends it and does the step again under its own name; the old one's late confirm (its guard
+        # passed just before it was paused) then finds nothing to commit
+        assert new.abort_stale(9, keep=()) == ["fabricd_t8_a3_00000003"]
+        new.set_port_admin(port, False, revert_in_s=60, key="fabricd_t9_a3_00000003")
+        refuse = False
+        with pytest.raises(DriverError):
+            old.confirm()
+        new.confirm()
+        assert up(new, port) is False
+        assert new.resume("fabricd_t8_a3_00000003") == "none"  # never committed
+        new.set_port_admin(port, True, revert_in_s=60)
+        new.confirm()
+    finally:
+        old.abandon()
+        new.close()
+
+
 @pytest.mark.parametrize(("platform", "device", "port"), CASES, ids=[c[0] for c in CASES])
 def test_rollback_after_the_commit_was_decided_elsewhere_changes_nothing(
     twin: TwinThread, platform: str, device: str, port: str

@@ -4,7 +4,9 @@ test can tell what the leader sent after it was woken (SIGCONT). The service is 
 wrapped (this test helper swaps the daemon's actuator class before the service is built).
 
 Steps: `connected` (the action's session is open, nothing sent yet), `committed` (the shutdown is committed under
-its revert timer, not confirmed).
+its revert timer, not confirmed), `confirming` (EOS: inside the confirm, its check of the session sent, its commit
+request about to be: the pause falls after every check fabricd makes, so the request goes out once woken; its outcome
+is recorded as `late-commit:ok` or `late-commit:refused`), `confirm` (the confirm is about to be called).
 
 Run: python -m tests.twin.fabricd.service.paused_child CONFIG DEVICE STEP CALLS_FILE
 """
@@ -46,6 +48,12 @@ class Recorded:
     def __init__(self, inner: Session, device: str, armed: bool) -> None:
         self.inner, self.device, self.armed = inner, device, armed
 
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name == "guard":  # the service's fence, asked by the driver before every request
+            setattr(self.inner, name, value)
+        else:
+            super().__setattr__(name, value)
+
     def __getattr__(self, name: str) -> Any:
         attr = getattr(self.inner, name)
         if not callable(attr) or name in LOCAL:
@@ -53,6 +61,9 @@ class Recorded:
 
         def call(*args: Any, **kwargs: Any) -> Any:
             record(name, self.device)
+            if self.armed and name == "confirm" and STEP == "confirm":
+                self.armed = False
+                pause("confirm")
             out = attr(*args, **kwargs)
             if self.armed and name == "set_port_admin" and STEP == "committed":
                 self.armed = False
@@ -69,13 +80,38 @@ class PausingActuator(DriverActuator):
         record("connect", device)
         session = super().connect(device)
         # the marks scan at takeover connects too: the action's session is the one after it that commits
-        armed = device == DEVICE and not PausingActuator.paused and _scanned(device)
+        # (a new leader resumes the old leader's action before its scan: `confirm` pauses in the first one)
+        armed = device == DEVICE and not PausingActuator.paused and (STEP == "confirm" or _scanned(device))
         if armed and STEP == "connected":
             PausingActuator.paused = True
             pause("connected")
         elif armed:
             PausingActuator.paused = True
+            if STEP == "confirming":
+                _pause_before_the_confirms_commit(session)
         return Recorded(session, device, armed)  # a Session by duck typing
+
+
+def _pause_before_the_confirms_commit(session: Session) -> None:
+    """EOS: park just before the eAPI request that commits a pending session (`configure session X commit`), after
+    whatever the driver asks before it; record what the switch answered once woken."""
+    node = session._napalm.device  # type: ignore[attr-defined]  # napalm's pyeapi Node
+    send = node.run_commands
+
+    def run_commands(commands: list[str], *args: Any, **kwargs: Any) -> Any:
+        if not any(c.startswith("configure session") and c.endswith(" commit") for c in commands):
+            return send(commands, *args, **kwargs)
+        node.run_commands = send  # once
+        pause("confirming")
+        try:
+            out = send(commands, *args, **kwargs)
+        except Exception:
+            record("late-commit:refused", DEVICE)
+            raise
+        record("late-commit:ok", DEVICE)
+        return out
+
+    node.run_commands = run_commands
 
 
 def _scanned(device: str) -> bool:

@@ -185,3 +185,52 @@ def test_a_leader_paused_inside_a_fenced_write_neither_holds_the_takeover_nor_ta
         a.stop()
         if b is not None:
             b.stop()
+
+
+def test_a_late_confirm_of_an_old_leader_finds_nothing_to_commit(
+    twin: TwinThread, nats_bus: LocalBus, postgres_url: str, tmp_path: Path
+) -> None:
+    """The leader is stopped inside its confirm, after every check it makes, its commit request about to go out. The
+    standby takes over: it does not resume the old leader's config session but ends it and commits the step anew
+    under its own token's name, and is held just before its own confirm. The old leader is woken: its request goes
+    out and finds nothing to commit. The new leader confirms: one action, done, one finding, the port down. (Before,
+    the new leader resumed the old session: the late request committed it, the new leader's confirm failed and
+    recorded the action failed, and the port was adopted again: two actions and two findings for one fault.)"""
+    config = write_config(tmp_path, twin.inventory, state={"url": postgres_url}, bus={"urls": [nats_bus.url]},
+                          ha={"enabled": True, "lease_ttl_s": TTL},
+                          remediation={"mode": "auto", "revert_in_s": 60, "verify_timeout_s": 5})  # fmt: skip
+    device, port = PORT.split(":")
+    old_calls, new_calls = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    child = "tests.twin.fabricd.service.paused_child"
+    a = Proc(["-m", child, str(config), device, "confirming", str(old_calls)], "a", tmp_path / "a.log")
+    b: Proc | None = None
+    try:
+        wait_for(lambda: a.role() == "leader", 60)
+        b = Proc(["-m", child, str(config), device, "confirm", str(new_calls)], "b", tmp_path / "b.log")
+        wait_for(lambda: b is not None and b.role() == "standby", 60)
+        inject(twin.state_dir, "link_flap", {"port": PORT, "count": 8, "period_s": 0.3})
+        wait_for(lambda: any(c["call"] == "pause:confirming" for c in calls(old_calls)), 30)
+        a.proc.send_signal(signal.SIGSTOP)
+        wait_for(lambda: Path(f"/proc/{a.proc.pid}/stat").read_text().split()[2] == "T", 5)
+        old_calls.with_suffix(".go").touch()
+        wait_for(lambda: b is not None and b.role() == "leader", 15)
+        wait_for(lambda: any(c["call"] == "pause:confirm" for c in calls(new_calls)), 30)
+
+        a.proc.send_signal(signal.SIGCONT)  # its commit request goes out now
+        wait_for(lambda: [c["call"] for c in calls(old_calls) if c["call"].startswith("late-commit")], 10)
+        new_calls.with_suffix(".go").touch()
+        wait_for(lambda: b is not None and [x["status"] for x in b.get("/api/v1/actions")["actions"]] != ["running"],
+                 30)  # fmt: skip
+        time.sleep(3 * TTL)  # reconcile passes: a port down with no record of it would be adopted again
+        assert [c["call"] for c in calls(old_calls) if c["call"].startswith("late-commit")] == ["late-commit:refused"]
+        actions = b.get("/api/v1/actions")["actions"]
+        assert [(x["status"], x["token"] == b.get("/api/v1/health")["ha"]["token"]) for x in actions] == [
+            ("done", True)
+        ], actions
+        assert len(b.get("/api/v1/findings")["findings"]) == 1
+        assert not admin_enabled(twin, device, port)
+        assert a.role() == "standby"
+    finally:
+        a.stop()
+        if b is not None:
+            b.stop()
