@@ -432,8 +432,10 @@ def _hidden(f: FaultRec, run: Run, facts: FabricFacts, deadline: float) -> bool:
             and (g.cleared_s is None or g.cleared_s + 5 >= lo)
         ):
             return True
-    near = [s for s in run.samples if lo <= s.t <= hi]
-    return any(p in s.ports and not s.ports[p].admin_up for s in near for p in f.ports)
+    if f.kind.startswith("pfc_") and any(e.kind == "twin_restart" and e.t <= f.start_s for e in run.events):
+        return True  # the restarted twin lost its running config, the lossless one too: nothing pauses for long
+    before = [s for s in run.samples if f.start_s - 2 <= s.t <= f.start_s + 0.5]
+    return any(p in s.ports and not s.ports[p].admin_up for s in before[-1:] for p in f.ports)
 
 
 def detection(run: Run, facts: FabricFacts) -> tuple[list[KindScore], list[FindingScore], list[Violation]]:

@@ -425,7 +425,9 @@ class Runner:
 
     def _collect(self) -> None:
         self._poll_faults()
-        self.run.faults = sorted(self.faults_seen.values(), key=lambda f: f.start_s)
+        # the twin's log holds what was injected before the run too: only the run's own faults are judged
+        mine = [f for f in self.faults_seen.values() if f.start_s >= self.run.start_s - 1]
+        self.run.faults = sorted(mine, key=lambda f: f.start_s)
         try:
             self.run.actions = self.t.api.actions()
             self.run.findings = self.t.api.findings()

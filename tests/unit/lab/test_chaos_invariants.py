@@ -197,3 +197,19 @@ def test_convergence() -> None:
     r.audit_ids = [1, 3]
     got = [v.detail for v in convergence(r)]
     assert got == ["not settled 2 s after the end: admin up, oper up, marked, not held", "audit ids missing: [2]"]
+
+
+def test_a_fault_fabricd_acted_on_is_still_judged_but_one_on_a_shut_port_is_not() -> None:
+    flap = FaultRec("f2", "link_flap", (P, "gpu-g0-000:nic0"), ("leaf-g0-r0",), 10.0, 30.0, {"count": 8})
+    found = FindingRec(3, "link_flap", "leaf-g0-r0", (P,), ("leaf-g0-r0",), 12.0, 13.0)
+    r = run_with([flap], [found])
+    r.samples = [Sample(float(t), {P: UP if t < 13 else SHUT}) for t in range(100)]  # fabricd shut it at 13 s
+    assert [(s.judged, s.found) for s in detection(r, FACTS)[0]] == [(1, 1)]
+    r.samples = [Sample(float(t), {P: SHUT}) for t in range(100)]  # already shut when the flap began
+    assert [(s.judged, s.found) for s in detection(r, FACTS)[0]] == [(0, 0)]
+
+
+def test_storms_after_a_twin_restart_are_not_judged() -> None:
+    restart = Event(5.0, "process", "twin_restart", "twin", "", 6.0)
+    scores, _, got = detection(run_with([STORM], [], [restart]), FACTS)
+    assert [(s.judged, s.found) for s in scores] == [(0, 0)] and got == []
