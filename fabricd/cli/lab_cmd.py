@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -17,6 +18,8 @@ from drivers.inventory import load_inventory
 from fabricd.cli.output import Format, console, emit_json, err_console
 from fabricd.telemetry.record import record_trace
 from lab import control_client
+from lab.chaos.facts import FabricFacts
+from lab.chaos.history import Limits, Run, load_run, run_doc
 from lab.eos_releases import DEFAULT_EOS_VERSION, VersionError, release
 from lab.sonic_releases import DEFAULT_RELEASE as DEFAULT_SONIC_RELEASE
 from lab.sonic_releases import SonicReleaseError, release_of
@@ -288,12 +291,12 @@ def chaos(
     report: Path | None = typer.Option(None, "--report", help="Report folder (default STATE_DIR/chaos-SEED)."),
     smoke: bool = typer.Option(False, "--smoke", help="A 45 s schedule, dense, for CI (about 2 minutes)."),
     plan_only: bool = typer.Option(False, "--plan", help="Print the schedule and stop."),
+    recheck: Path | None = typer.Option(
+        None, "--recheck", help="Check a finished run's report folder again (its history.jsonl, run.json); no run."
+    ),
 ) -> None:
     """Faults, repairs, operators and process faults at once; then check fabricd's promises from the switches and
     its API (docs/lab.md, "Chaos"). Exit 1 names each violation with its time and the seed."""
-    from lab.chaos import invariants as inv
-    from lab.chaos import report as rep
-    from lab.chaos.facts import FabricFacts
     from lab.chaos.observe import Api, ChaosError, Switches, read_inventory
     from lab.chaos.runner import Runner, Target
     from lab.chaos.schedule import FAULT_KINDS, ChaosOptions, ScheduleError, make_schedule
@@ -302,6 +305,13 @@ def chaos(
 
     fabric_spec = load_spec(spec)
     facts = FabricFacts.of(Fabric(generate_blueprint(fabric_spec)), fabric_spec.name)
+    if recheck is not None:
+        try:
+            run, limits = load_run(recheck)
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            raise ChaosError(f"--recheck {recheck}: not a chaos report folder ({e})") from None
+        _judge(run, facts, limits, grace_s, recheck)
+        return
     if seed is None:
         seed = int.from_bytes(os.urandom(3), "big")
     possible = ["twin_restart"] + (["pause", "gc_pause"] if service_cmd or service_pid else [])
@@ -355,13 +365,23 @@ def chaos(
         runner.stop_service()
         switches.close()
         client.close()
+    (out / "schedule.txt").write_text("\n".join(s.line() for s in schedule.steps) + "\n")
+    (out / "run.json").write_text(json.dumps(run_doc(run, limits)))
+    _judge(run, facts, limits, grace_s, out)
+
+
+def _judge(run: Run, facts: FabricFacts, limits: Limits, grace_s: float, out: Path) -> None:
+    """Check a run, write report.md and timeline.png into `out`, print the report; exit 1 on any violation."""
+    from lab.chaos import invariants as inv
+    from lab.chaos import report as rep
+
     violations = inv.check(run, facts, limits, grace_s)
     scores, precision, _ = inv.detection(run, facts)
     text = rep.markdown(run, violations, scores, precision, facts.name)
     (out / "report.md").write_text(text)
-    (out / "schedule.txt").write_text("\n".join(s.line() for s in schedule.steps) + "\n")
     rep.timeline(run, facts, out / "timeline.png")
     console().print(text, markup=False, highlight=False)
     if violations:
+        seed = run.seed
         err_console().print(f"{len(violations)} violation(s), seed {seed}; replay with --seed {seed}", markup=False)
         raise typer.Exit(1)

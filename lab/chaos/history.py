@@ -4,8 +4,10 @@ what the chaos run did itself (`Event`). Times are unix seconds. Plain data, wri
 
 from __future__ import annotations
 
+import json
 import re
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any
 
 # The mark fabricd writes on a port it shuts (docs/operations.md, "The mark"): `[fabricd: down a12 t7 link_flap]`.
@@ -114,3 +116,49 @@ class Run:
     events: list[Event] = field(default_factory=list)
     audit_ids: list[int] = field(default_factory=list)
     audited_actions: set[int] = field(default_factory=set)
+
+
+# --- on disk: history.jsonl (a sample a line, written as the run goes) and run.json (the rest, at the end) ---------
+def sample_doc(s: Sample) -> dict[str, Any]:
+    return {
+        "t": s.t,
+        "unreachable": sorted(s.unreachable),
+        "ports": {p: [o.admin_up, o.oper_up, o.description, o.neighbor, o.bgp_up] for p, o in s.ports.items()},
+        "held": None if s.held is None else {p: [h.action_id, h.ticket_id, h.since_s] for p, h in s.held.items()},
+        "open_tickets": None if s.open_tickets is None else sorted(s.open_tickets),
+    }
+
+
+def sample_of(doc: dict[str, Any]) -> Sample:
+    held = doc["held"]
+    return Sample(
+        doc["t"],
+        {p: PortObs(*o) for p, o in doc["ports"].items()},
+        frozenset(doc["unreachable"]),
+        None if held is None else {p: Hold(*h) for p, h in held.items()},
+        None if doc["open_tickets"] is None else frozenset(doc["open_tickets"]),
+    )
+
+
+def run_doc(run: Run, limits: Limits) -> dict[str, Any]:
+    return {
+        "seed": run.seed, "start_s": run.start_s, "schedule_end_s": run.schedule_end_s, "settled_s": run.settled_s,
+        "actions": [asdict(a) for a in run.actions], "findings": [asdict(f) for f in run.findings],
+        "faults": [asdict(f) for f in run.faults], "events": [asdict(e) for e in run.events],
+        "audit_ids": run.audit_ids, "audited_actions": sorted(run.audited_actions), "limits": asdict(limits),
+    }  # fmt: skip
+
+
+def load_run(folder: Path) -> tuple[Run, Limits]:
+    """A finished run from its report folder, to check again (`fabricd lab chaos --recheck DIR`)."""
+    doc = json.loads((folder / "run.json").read_text())
+    run = Run(doc["seed"], doc["start_s"], doc["schedule_end_s"], doc["settled_s"])
+    run.samples = [sample_of(json.loads(line)) for line in (folder / "history.jsonl").read_text().splitlines()]
+    run.actions = [ActionRec(**a) for a in doc["actions"]]
+    run.findings = [FindingRec(**{**f, "ports": tuple(f["ports"]), "devices": tuple(f["devices"])})
+                    for f in doc["findings"]]  # fmt: skip
+    run.faults = [FaultRec(**{**f, "ports": tuple(f["ports"]), "devices": tuple(f["devices"])}) for f in doc["faults"]]
+    run.events = [Event(**e) for e in doc["events"]]
+    run.audit_ids = doc["audit_ids"]
+    run.audited_actions = set(doc["audited_actions"])
+    return run, Limits(**doc["limits"])

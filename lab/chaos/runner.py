@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TextIO
 
 import httpx
 import yaml
@@ -23,7 +23,7 @@ import yaml
 from lab import control_client
 
 from .facts import FabricFacts
-from .history import Event, FaultRec, Run, Sample
+from .history import Event, FaultRec, Run, Sample, sample_doc
 from .observe import Api, ChaosError, Switches, sample
 from .schedule import Repair, Schedule, Step
 
@@ -133,7 +133,7 @@ class Runner:
         self.run.samples.append(s)
         self._poll_faults()
         if self.history is not None:
-            self.history.write(json.dumps(_sample_doc(s)) + "\n")
+            self.history.write(json.dumps(sample_doc(s)) + "\n")
 
     def _event(
         self, what: str, kind: str, where: str = "", detail: str = "", end_s: float | None = None, t: float = 0.0
@@ -447,13 +447,3 @@ def _settled(s: Sample) -> bool:
             continue
         return False
     return not any(p in s.ports and s.ports[p].admin_up for p in s.held)
-
-
-def _sample_doc(s: Sample) -> dict[str, Any]:
-    return {
-        "t": s.t,
-        "unreachable": sorted(s.unreachable),
-        "ports": {p: [o.admin_up, o.oper_up, o.description, o.neighbor, o.bgp_up] for p, o in s.ports.items()},
-        "held": None if s.held is None else {p: [h.action_id, h.ticket_id, h.since_s] for p, h in s.held.items()},
-        "open_tickets": None if s.open_tickets is None else sorted(s.open_tickets),
-    }

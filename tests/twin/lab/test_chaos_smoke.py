@@ -73,6 +73,10 @@ def test_smoke_runs_checks_and_reports(twin: TwinChild, tmp_path: Path) -> None:
     # the seed replays the same schedule
     again = chaos(twin, tmp_path, "--smoke", "--seed", str(SEED), "--plan", *service)
     assert again.stdout.strip().splitlines() == (report / "schedule.txt").read_text().strip().splitlines()
+    # and the run, saved, is checked again the same way (a checker change can be tried on an old run)
+    rechecked = chaos(twin, tmp_path, "--recheck", str(report))
+    assert rechecked.returncode == r.returncode
+    assert (report / "report.md").read_text() == text
 
 
 def test_no_service_is_one_line(twin: TwinChild, tmp_path: Path) -> None:

@@ -3,12 +3,27 @@ and fabricd's API showed, and the violations that must (or must not) come out.""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
+from pathlib import Path
 
 import pytest
 
 from lab.chaos.facts import FabricFacts
-from lab.chaos.history import ActionRec, Event, FaultRec, FindingRec, Hold, Limits, PortObs, Run, Sample
+from lab.chaos.history import (
+    ActionRec,
+    Event,
+    FaultRec,
+    FindingRec,
+    Hold,
+    Limits,
+    PortObs,
+    Run,
+    Sample,
+    load_run,
+    run_doc,
+    sample_doc,
+)
 from lab.chaos.invariants import (
     budgets,
     capacity,
@@ -213,3 +228,14 @@ def test_storms_after_a_twin_restart_are_not_judged() -> None:
     restart = Event(5.0, "process", "twin_restart", "twin", "", 6.0)
     scores, _, got = detection(run_with([STORM], [], [restart]), FACTS)
     assert [(s.judged, s.found) for s in scores] == [(0, 0)] and got == []
+
+
+def test_a_run_saved_and_loaded_is_the_same_run(tmp_path: Path) -> None:
+    r = run_with([STORM], [FindingRec(1, "pfc_storm", "leaf-g0-r0", (P,), ("leaf-g0-r0",), 10.4, 29.0)],
+                 [Event(9.0, "process", "gc_pause", "fabricd", "SIGSTOP", 9.1)])  # fmt: skip
+    r.samples = [Sample(1.0, {P: SHUT}, frozenset({"ssp-0"}), {P: Hold(1, 2, 0.5)}, frozenset({2})), Sample(2.0, {})]
+    r.actions, r.audit_ids, r.audited_actions = [disable(1, 0.5, key="k")], [1, 2], {1}
+    (tmp_path / "history.jsonl").write_text("".join(json.dumps(sample_doc(s)) + "\n" for s in r.samples))
+    (tmp_path / "run.json").write_text(json.dumps(run_doc(r, Limits(0.5))))
+    again, limits = load_run(tmp_path)
+    assert again == r and limits == Limits(0.5)
