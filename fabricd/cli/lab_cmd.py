@@ -265,7 +265,9 @@ def record(
 def chaos(
     spec: Path = typer.Option(..., "--spec", help="The fabric spec the twin (or your lab) was built from."),
     state_dir: Path = STATE_DIR,
-    api: str = typer.Option("http://127.0.0.1:8340", "--api", help="fabricd's API."),
+    api: list[str] = typer.Option(
+        ["http://127.0.0.1:8340"], "--api", help="fabricd's API; repeat for each instance of an HA pair (in order)."
+    ),
     token_file: Path | None = typer.Option(
         None, "--token-file", help="A file holding an admin token (default: $FABRICD_API_TOKEN)."
     ),
@@ -282,10 +284,12 @@ def chaos(
         help="Process faults, comma-separated: kill, pause, gc_pause, twin_restart (default: all the run can do: "
         "kill needs --service-cmd, the pauses a service it started or --service-pid).",
     ),
-    service_cmd: str | None = typer.Option(
-        None, "--service-cmd", help="Start fabricd with this command (and restart it after each kill -9)."
+    service_cmd: list[str] = typer.Option(
+        [],
+        "--service-cmd",
+        help="Start fabricd with this command (and restart it after each kill -9); repeat for each HA instance.",
     ),
-    service_pid: int | None = typer.Option(None, "--service-pid", help="A running fabricd to pause (not kill)."),
+    service_pid: list[int] = typer.Option([], "--service-pid", help="A running fabricd to pause (not kill)."),
     grace_s: float = typer.Option(10.0, "--grace", help="Seconds a mark and a hold may disagree (reconcile)."),
     min_uplink_fraction: float = typer.Option(0.75, "--min-uplink-fraction", help="fabricd's safety setting."),
     report: Path | None = typer.Option(None, "--report", help="Report folder (default STATE_DIR/chaos-SEED)."),
@@ -347,12 +351,14 @@ def chaos(
         raise ChaosError("no API token: set FABRICD_API_TOKEN or give --token-file (an admin token)")
     control_client.call(state_dir, "GET", "/status", timeout_s=5)  # no twin: one line, exit 2
     client = Api(api, token)
-    if service_cmd is None and not client.reachable():
-        raise ChaosError(f"no fabricd answers at {api}: start it (`fabricd run`) or give --service-cmd")
+    if len(service_cmd) > 1 and len(api) != len(service_cmd):
+        raise ChaosError(f"{len(service_cmd)} --service-cmd need as many --api, in the same order (got {len(api)})")
+    if not service_cmd and not client.reachable():
+        raise ChaosError(f"no fabricd answers at {', '.join(api)}: start it (`fabricd run`) or give --service-cmd")
     out = report or state_dir / f"chaos-{seed}"
     out.mkdir(parents=True, exist_ok=True)
     switches = Switches(read_inventory(state_dir / "inventory.yaml"), facts)
-    target = Target(state_dir, spec, client, switches, service_cmd, service_pid, out / "fabricd.log")
+    target = Target(state_dir, spec, client, switches, list(service_cmd), list(service_pid), out / "fabricd.log")
     steps = len(schedule.steps)
     console().print(f"chaos on {facts.name}, seed {seed}: {steps} steps over {opts.minutes:g} min; report in {out}")
     if switches.not_read:

@@ -259,10 +259,11 @@ def capacity(samples: list[Sample], facts: FabricFacts, limits: Limits) -> list[
 
 
 def wrong_neighbour(
-    samples: list[Sample], facts: FabricFacts, events: list[Event], settle_s: float = 3.0, window_s: float = 30.0
+    samples: list[Sample], facts: FabricFacts, events: list[Event], settle_s: float = 3.0, window_s: float = 10.0
 ) -> list[Violation]:
     """A port fabricd brings back (its marked shutdown ends) never runs facing a neighbour other than the
-    blueprint's: two samples in a row up, LLDP naming another neighbour, within `window_s` of the enable."""
+    blueprint's: two samples in a row up, LLDP naming another neighbour, `settle_s` to `window_s` after the enable
+    (LLDP learns a new neighbour within about a second of link up; a cable swapped later is not the enable's)."""
     out = []
     prev: dict[str, bool] = {}
     enabled_at: dict[str, float] = {}
@@ -288,8 +289,8 @@ def wrong_neighbour(
                         "wrong_neighbour",
                         s.t,
                         p,
-                        f"brought back by fabricd at +{s.t - t0:.1f}s "
-                        f"before, faces {o.neighbor}, not {facts.peer.get(p)} as the blueprint cables it",
+                        f"brought back by fabricd {s.t - t0:.1f} s before, faces {o.neighbor}, "
+                        f"not {facts.peer.get(p)} as the blueprint cables it",
                     )
                 )
                 enabled_at.pop(p)

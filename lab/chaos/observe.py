@@ -160,29 +160,61 @@ def parse_ports(
 
 
 class Api:
-    """fabricd's REST API (docs/operations.md): reads with a short timeout (a paused fabricd answers nothing)."""
+    """fabricd's REST API (docs/operations.md), at one URL or several (HA: every instance answers reads from the
+    shared state; only the leader acts, a standby answers a change with 503). Reads go to the instance that last
+    answered, then the others, with a short timeout (a paused fabricd answers nothing); changes to each in turn
+    until one is not a standby."""
 
-    def __init__(self, url: str, token: str, timeout_s: float = 1.0):
-        self.url = url.rstrip("/")
-        self.http = httpx.Client(base_url=self.url, headers={"Authorization": f"Bearer {token}"}, timeout=timeout_s)
+    def __init__(self, urls: list[str], token: str, timeout_s: float = 1.0):
+        self.urls = [u.rstrip("/") for u in urls]
+        headers = {"Authorization": f"Bearer {token}"}
+        self.clients = [httpx.Client(base_url=u, headers=headers, timeout=timeout_s) for u in self.urls]
+        self.best = 0
 
     def close(self) -> None:
-        self.http.close()
+        for c in self.clients:
+            c.close()
+
+    def _order(self) -> list[int]:
+        return [self.best, *(i for i in range(len(self.clients)) if i != self.best)]
 
     def get(self, path: str, **params: Any) -> Any:
-        r = self.http.get(path, params=params or None)
-        r.raise_for_status()
-        return r.json()
+        error: httpx.HTTPError | None = None
+        for i in self._order():
+            try:
+                r = self.clients[i].get(path, params=params or None)
+                r.raise_for_status()
+                self.best = i
+                return r.json() if path != "/metrics" else r.text
+            except httpx.HTTPError as e:
+                error = e
+        assert error is not None
+        raise error
 
-    def post(self, path: str, body: dict[str, Any] | None = None, timeout_s: float = 10.0) -> httpx.Response:
-        return self.http.post(path, json=body, timeout=timeout_s)
+    def post(self, path: str, body: dict[str, Any] | None = None, timeout_s: float = 3.0) -> httpx.Response:
+        error: httpx.HTTPError | None = None
+        answer: httpx.Response | None = None
+        for i in self._order():
+            try:
+                answer = self.clients[i].post(path, json=body, timeout=timeout_s)
+            except httpx.HTTPError as e:
+                error = e
+                continue
+            if answer.status_code != 503:
+                return answer
+        if answer is not None:
+            return answer
+        assert error is not None
+        raise error
 
-    def reachable(self) -> bool:
-        try:
-            self.get("/api/v1/health")
-            return True
-        except (httpx.HTTPError, ValueError):
-            return False
+    def reachable(self, i: int | None = None) -> bool:
+        for j in [i] if i is not None else range(len(self.clients)):
+            try:
+                self.clients[j].get("/api/v1/health").raise_for_status()
+                return True
+            except httpx.HTTPError:
+                pass
+        return False
 
     def holds(self) -> dict[str, Hold] | None:
         try:
@@ -251,9 +283,9 @@ class Api:
 
     def limits(self, min_uplink_fraction: float) -> Limits:
         """The guard's limits as /metrics publishes them (fabricd_remediation_budget_limit)."""
-        r = self.http.get("/metrics", timeout=5)
+        text = self.get("/metrics")
         got = {}
-        for m in re.finditer(r'^fabricd_remediation_budget_limit\{limit="(\w+)"\} ([0-9.e+]+)$', r.text, re.M):
+        for m in re.finditer(r'^fabricd_remediation_budget_limit\{limit="(\w+)"\} ([0-9.e+]+)$', text, re.M):
             got[m.group(1)] = int(float(m.group(2)))
         d = Limits()
         return Limits(

@@ -13,7 +13,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
 
@@ -34,14 +34,17 @@ RESYNC_S = 10.0  # after a restart, fabricd's streams reconnect and sync (within
 
 @dataclass
 class Target:
-    """What the run acts on: the twin (its state dir, and how to start it again), fabricd's API, its process."""
+    """What the run acts on: the twin (its state dir, and how to start it again), fabricd's API, its processes: one
+    instance, or several (HA: a leader and standbys), each started by the run (`service_cmds`, so a kill -9 can be
+    followed by a restart) or only paused (`service_pids`, processes the run did not start). Instance i answers at
+    the API's i-th URL."""
 
     state_dir: Path
     spec: Path
     api: Api
     switches: Switches
-    service_cmd: str | None = None  # the run starts fabricd itself and restarts it after a kill -9
-    service_pid: int | None = None  # or pauses (SIGSTOP/SIGCONT) one it did not start
+    service_cmds: list[str] = field(default_factory=list)
+    service_pids: list[int] = field(default_factory=list)
     log: Path | None = None
 
 
@@ -50,7 +53,9 @@ class Runner:
         self.schedule, self.facts, self.t = schedule, facts, target
         self.say = say
         self.run = Run(schedule.seed, time.time(), 0.0)
-        self.proc: subprocess.Popen[bytes] | None = None
+        self.procs: dict[int, subprocess.Popen[bytes]] = {}
+        n = max(len(target.service_cmds), len(target.service_pids))
+        self.pids: list[int | None] = [*target.service_pids, *([None] * n)][:n]
         self.timers: list[tuple[float, Callable[[], None]]] = []
         self.fault_ids: dict[int, str] = {}  # schedule ref -> the twin's fault id
         self.incarnation = 0
@@ -60,49 +65,46 @@ class Runner:
         self.repaired: set[int] = set()
         self.wrong: dict[str, str] = {}  # port -> the twin's id of the miscable the repair put there
         self.hand_shut: set[str] = set()
-        self.mode = "auto"
-        self.paused = False
+        self.paused: set[int] = set()
         self.history: TextIO | None = None
 
-    # --- the service process --------------------------------------------------------------------------------
-    def start_service(self) -> None:
-        if self.t.service_cmd is None:
-            return
+    # --- the service processes ------------------------------------------------------------------------------
+    def start_services(self) -> None:
+        for i in range(len(self.t.service_cmds)):
+            self.start_service(i)
+
+    def start_service(self, i: int) -> None:
+        cmd = self.t.service_cmds[i]
         log = (self.t.log or Path(os.devnull)).open("ab")
-        self.proc = subprocess.Popen(
-            shlex.split(self.t.service_cmd),
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            start_new_session=True,
+        proc = subprocess.Popen(
+            shlex.split(cmd), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True
         )
-        self.t.service_pid = self.proc.pid
+        self.procs[i], self.pids[i] = proc, proc.pid
         deadline = time.monotonic() + 60
-        while not self.t.api.reachable():
-            if self.proc.poll() is not None:
-                raise ChaosError(
-                    f"the service command exited {self.proc.returncode}: {self.t.service_cmd} (log {self.t.log})"
-                )
+        while not self.t.api.reachable(i):
+            if proc.poll() is not None:
+                raise ChaosError(f"the service command exited {proc.returncode}: {cmd} (log {self.t.log})")
             if time.monotonic() > deadline:
-                raise ChaosError(f"the service did not answer at {self.t.api.url} within 60 s (log {self.t.log})")
+                raise ChaosError(f"the service did not answer at {self.t.api.urls[i]} within 60 s (log {self.t.log})")
             time.sleep(0.2)
 
     def stop_service(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(self.proc.pid, signal.SIGCONT)
-            self.proc.terminate()
-            try:
-                self.proc.wait(20)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        for proc in self.procs.values():
+            if proc.poll() is None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(proc.pid, signal.SIGCONT)
+                proc.terminate()
+                try:
+                    proc.wait(20)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait()
 
     # --- the run --------------------------------------------------------------------------------------------
     def execute(self, history: Path | None = None) -> Run:
         self.history = history.open("w") if history else None
         try:
-            self.start_service()
+            self.start_services()
             self.run.start_s = t0 = time.time()
             self.run.schedule_end_s = t0 + self.schedule.duration_s
             steps = list(self.schedule.steps)
@@ -180,30 +182,33 @@ class Runner:
         if step.kind == "twin_restart":
             self._twin_restart(float(p["down_s"]))
             return
-        pid = self.t.service_pid
-        if pid is None or self.paused:
+        alive = [i for i, pid in enumerate(self.pids) if pid is not None and i not in self.paused]
+        if not alive:
             return
+        i = alive[int(p.get("instance", 0)) % len(alive)]
+        pid = self.pids[i]
+        assert pid is not None
+        who = f"fabricd#{i}" if len(self.pids) > 1 else "fabricd"
         if step.kind == "kill":
-            if self.proc is None:
+            proc = self.procs.get(i)
+            if proc is None:
                 return  # a service the run did not start is not the run's to restart
             os.kill(pid, signal.SIGKILL)
-            self.proc.wait()
+            proc.wait()
             after = float(p["restart_after_s"])
-            self._event(
-                "process", "kill", "fabricd", f"kill -9 pid {pid}, restart after {after:g} s", time.time() + after
-            )
-            self.timers.append((time.time() + after, self._restart))
-            self.t.service_pid = None
+            self._event("process", "kill", who, f"kill -9 pid {pid}, restart after {after:g} s", time.time() + after)
+            self.pids[i] = None
+            self.timers.append((time.time() + after, lambda: self._restart(i)))
         else:
             seconds = float(p["seconds"])
             os.kill(pid, signal.SIGSTOP)
-            self.paused = True
-            self._event("process", step.kind, "fabricd", f"SIGSTOP pid {pid} for {seconds:g} s", time.time() + seconds)
+            self.paused.add(i)
+            self._event("process", step.kind, who, f"SIGSTOP pid {pid} for {seconds:g} s", time.time() + seconds)
 
             def resume() -> None:
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(pid, signal.SIGCONT)
-                self.paused = False
+                self.paused.discard(i)
 
             if seconds < 0.5:  # a GC-length pause: held here, to the millisecond
                 time.sleep(seconds)
@@ -211,10 +216,11 @@ class Runner:
             else:
                 self.timers.append((time.time() + seconds, resume))
 
-    def _restart(self) -> None:
-        self.start_service()
+    def _restart(self, i: int) -> None:
+        self.start_service(i)
         # a restarted fabricd is blind until its telemetry has synced again: detection is not judged meanwhile
-        self._event("process", "restarted", "fabricd", f"pid {self.t.service_pid}", time.time() + RESYNC_S)
+        who = f"fabricd#{i}" if len(self.pids) > 1 else "fabricd"
+        self._event("process", "restarted", who, f"pid {self.pids[i]}", time.time() + RESYNC_S)
 
     def _twin_restart(self, down_s: float) -> None:
         self._poll_faults()
@@ -297,7 +303,6 @@ class Runner:
                 self._event("operator", "enable_held", port, "no shutdown by hand on a port fabricd holds")
         elif step.kind == "mode":
             r = self.t.api.post("/api/v1/mode", {"mode": p["mode"], "reason": f"chaos seed {self.schedule.seed}"})
-            self.mode = p["mode"] if r.status_code == 200 else self.mode
             self._event("operator", "mode", p["mode"], f"HTTP {r.status_code}")
         elif step.kind == "approve":
             for a in self.t.api.get("/api/v1/actions", status="awaiting_approval")["actions"]:
@@ -378,8 +383,9 @@ class Runner:
             with contextlib.suppress(ChaosError, httpx.HTTPError):
                 self.t.switches.set_admin(port, True)
         self.hand_shut.clear()
-        if self.t.service_pid is None and self.t.service_cmd is not None:
-            self.start_service()
+        for i, pid in enumerate(self.pids):
+            if pid is None and i < len(self.t.service_cmds):
+                self.start_service(i)
         with contextlib.suppress(httpx.HTTPError):
             self.t.api.post("/api/v1/mode", {"mode": "auto", "reason": "chaos: settle"})
         self._event("settle", "faults cleared", "", "operators' shutdowns undone, mode auto")

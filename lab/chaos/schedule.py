@@ -220,12 +220,13 @@ def _fault(
 
 
 def _process(rng: random.Random, kind: str) -> dict[str, Any]:
+    """A process fault's params; `instance` picks which of several fabricd instances (HA) among those running."""
     if kind == "kill":
-        return {"restart_after_s": round(rng.uniform(0.5, 3), 2)}
+        return {"restart_after_s": round(rng.uniform(0.5, 3), 2), "instance": rng.randrange(1 << 16)}
     if kind == "pause":
-        return {"seconds": round(rng.uniform(2, 8), 2)}
+        return {"seconds": round(rng.uniform(2, 8), 2), "instance": rng.randrange(1 << 16)}
     if kind == "gc_pause":  # a stop-the-world collection's length (tens to hundreds of ms)
-        return {"seconds": round(rng.uniform(0.02, 0.3), 3)}
+        return {"seconds": round(rng.uniform(0.02, 0.3), 3), "instance": rng.randrange(1 << 16)}
     return {"down_s": round(rng.uniform(1, 4), 1)}  # twin_restart
 
 

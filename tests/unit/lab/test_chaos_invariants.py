@@ -160,13 +160,17 @@ RIGHT = PortObs(True, True, "", "gpu-g0-000:nic0")
         ([RIGHT] * 6, [], 0),
         ([PortObs(True, False, "", "gpu-g0-000:nic1")] * 6, [], 0),  # not up: not in service
         ([WRONG] * 6, [Event(2.0, "operator", "enable_held", P)], 0),  # an operator's no shutdown
+        ([RIGHT] * 12 + [WRONG] * 6, [], 0),  # another repair's wrong cable, long after this enable
     ],
 )
 def test_no_port_is_brought_back_facing_another_neighbour(after: list[PortObs], events: list[Event], n: int) -> None:
     got = wrong_neighbour(samples([SHUT, SHUT, *after]), FACTS, events)
     assert len(got) == n
     if n:
-        assert "faces gpu-g0-000:nic1, not gpu-g0-000:nic0" in got[0].detail
+        assert got[0].detail == (
+            "brought back by fabricd 4.0 s before, faces gpu-g0-000:nic1, "
+            "not gpu-g0-000:nic0 as the blueprint cables it"
+        )
 
 
 def run_with(faults: list[FaultRec], findings: list[FindingRec], events: list[Event] | None = None) -> Run:
