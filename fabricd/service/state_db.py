@@ -16,7 +16,7 @@ import socket
 import sqlite3
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
@@ -229,7 +229,7 @@ class SqliteDb:
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=NORMAL")  # WAL + NORMAL: durable at checkpoints, no torn writes
             problems = [str(r[0]) for r in self._db.execute("PRAGMA quick_check").fetchall()]
-        except sqlite3.DatabaseError as e:
+        except (sqlite3.DatabaseError, UnicodeDecodeError) as e:  # a damaged schema: its report is not even text
             raise StateError(f"{path}: not a readable state database ({e}); {NEW_STATE_HINT}") from None
         if problems != ["ok"]:
             self._db.close()
@@ -241,11 +241,19 @@ class SqliteDb:
     def execute(self, sql: str, args: Sequence[Any] = ()) -> Result:
         if sql == "BEGIN":
             sql = "BEGIN IMMEDIATE"  # take the write lock now: no upgrade deadlock between two writers
+        with self._errors():
+            return _SqliteResult(self._db.execute(sql.replace("GREATEST(", "MAX("), tuple(args)), self._errors)
+        raise AssertionError("unreachable")  # _errors raises or the statement returned
+
+    @contextlib.contextmanager
+    def _errors(self) -> Iterator[None]:
+        """SQLite's errors as ours, a row read late (fetchone, fetchall) included: a page damaged at run time or a
+        report with bytes that are not text must not escape as a driver exception (a traceback in a pass)."""
         try:
-            return self._db.execute(sql.replace("GREATEST(", "MAX("), tuple(args))
+            yield
         except sqlite3.IntegrityError as e:
             raise ConflictError(f"state database: {e}") from None
-        except sqlite3.Error as e:
+        except (sqlite3.Error, UnicodeDecodeError) as e:
             raise StateError(f"{self.path}: {e}; fabricd acts only with its state written") from None
 
     def script(self, sql: str) -> None:
@@ -296,20 +304,39 @@ def _readable_summary(path: Path) -> str | None:
         return None
     try:
         db = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=10)
-    except sqlite3.Error:
+    except (sqlite3.Error, UnicodeDecodeError):
         return None
     try:
         if [str(r[0]) for r in db.execute("PRAGMA quick_check").fetchall()] != ["ok"]:
             return None
         counts = []
         for table in ("tickets", "actions", "tokens"):
-            with contextlib.suppress(sqlite3.Error):
+            with contextlib.suppress(sqlite3.Error, UnicodeDecodeError):
                 counts.append(f"{db.execute(f'SELECT COUNT(*) FROM {table}').fetchone()[0]} {table}")
         return ", ".join(counts) or "no fabricd records"
-    except sqlite3.Error:
+    except (sqlite3.Error, UnicodeDecodeError):
         return None
     finally:
         db.close()
+
+
+class _SqliteResult:
+    """A cursor whose late errors (reading the rows) are StateErrors too."""
+
+    def __init__(self, cursor: sqlite3.Cursor, errors: Callable[[], contextlib.AbstractContextManager[None]]) -> None:
+        self._cursor, self._errors = cursor, errors
+
+    @property
+    def rowcount(self) -> int:
+        return self._cursor.rowcount
+
+    def fetchone(self) -> Any:
+        with self._errors():
+            return self._cursor.fetchone()
+
+    def fetchall(self) -> list[Any]:
+        with self._errors():
+            return self._cursor.fetchall()
 
 
 def _take_lock(path: Path) -> Any:

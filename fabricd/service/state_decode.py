@@ -197,7 +197,7 @@ def row_id(row: Row, key: str) -> str:
         v = row[key]
     except (IndexError, KeyError):
         return "?"
-    return str(v) if isinstance(v, int | str) else repr(v)
+    return str(v) if isinstance(v, int) or (isinstance(v, str) and v.strip()) else repr(v)
 
 
 def decode_rows(quarantine: Quarantine, table: str, rows: list[Row], decode: Callable[[Row], T]) -> list[T]:

@@ -231,3 +231,31 @@ def test_an_immutable_folder_is_named_as_such(immutable_folder: Path) -> None:
         assert line.startswith(f"{path}: its folder {immutable_folder} cannot be written (Operation not permitted)")
         assert "lsattr -d: immutable?" in line and "not a readable state database" not in line
     assert (immutable_folder / "state.db").exists() and not list(immutable_folder.glob("*set-aside*"))
+
+
+def test_a_schema_with_bytes_that_are_not_text_is_refused_in_one_line(tmp_path: Path) -> None:
+    """Found by the property test (test_state_properties.py): SQLite's report on a damaged schema carries the bytes,
+    and Python's driver fails to decode the report itself (UnicodeDecodeError, not a sqlite3 error)."""
+    path = tmp_path / "state.db"
+    _filled(path, tickets=1)
+    data = bytearray(path.read_bytes())
+    data[data.index(b"CREATE TABLE meta") + 7] = 0x80
+    path.write_bytes(bytes(data))
+    with pytest.raises(StateError) as e:
+        StateStore(path)
+    (line,) = str(e.value).splitlines()
+    assert line.startswith(f"{path}: not a readable state database ('utf-8' codec can't decode byte 0x80")
+    with pytest.raises(StateError, match="--new-state"):
+        StateStore(path, owner=True)
+    s = StateStore(path, owner=True, new_state=True)  # unreadable: set aside without --force
+    assert s.tickets() == []
+    s.close()
+
+
+def test_an_error_reading_rows_late_is_a_state_error(tmp_path: Path) -> None:
+    s = StateStore(tmp_path / "state.db")
+    s.create_ticket("f", "link_flap", "d", "p", "t", {}, T0)
+    result = s._db.execute("SELECT * FROM tickets")
+    s._db.close()  # the connection gone between the statement and reading its rows
+    with pytest.raises(StateError, match="fabricd acts only with its state written"):
+        result.fetchall()
