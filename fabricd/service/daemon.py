@@ -18,6 +18,7 @@ from collections import Counter
 from collections.abc import Awaitable, Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -62,7 +63,8 @@ from .port_view import TelemetryPortView
 from .remediation import Remediator
 from .shard import SUBJECT as SHARD_SUBJECT
 from .shard import read_findings_message
-from .state import Ticket, open_state
+from .state import Ticket, fenced, open_state
+from .state_db import FencedError
 from .tickets import TicketBackend, TicketError, make_backend
 
 log = logging.getLogger("fabricd.service")
@@ -419,17 +421,33 @@ class Service:
 
     # --- tickets ---------------------------------------------------------------------------------------------
     async def publish(self, ticket: Ticket) -> None:
-        """Hand the ticket's current version to the backend; on failure the sync job retries it."""
-        if self.backend.name == "sqlite":
-            self.state.mark_synced(ticket.id, ticket.updated_ts, None)
-            return
-        loop = asyncio.get_running_loop()
+        """Hand the ticket's current version to the backend; on failure the sync job retries it. As a leader, under
+        its fence: asked before every request the backend sends (tickets/base.py), and the hand-off recorded only
+        while the state still names this leader's token; a woken old leader sends and records nothing more."""
+        token = self.leadership.token if self.leadership is not None else None
         try:
-            ref = await loop.run_in_executor(self.pool, self.backend.publish, ticket)
+            if self.backend.name != "sqlite":
+                guard = partial(self._ticket_guard, token)
+                guard()
+                ref = await asyncio.get_running_loop().run_in_executor(
+                    self.pool, partial(self.backend.publish, ticket, guard)
+                )
+            else:
+                ref = None
+            with fenced(token):
+                self.state.mark_synced(ticket.id, ticket.updated_ts, ref)
         except TicketError as e:
             log.warning("%s", e)
-            return
-        self.state.mark_synced(ticket.id, ticket.updated_ts, ref)
+        except FencedError as e:
+            self._fenced_out(str(e))
+
+    def _ticket_guard(self, token: int | None) -> None:
+        """Before a ticket backend's request: TicketError if this instance may no longer act under `token`."""
+        why = self.fence()
+        if why is None and self.leadership is not None and self.leadership.token != token:
+            why = f"the lease changed hands since this hand-off began (token {token})"
+        if why is not None:
+            raise TicketError(f"ticket hand-off stopped: {why}")
 
     async def _sync_tickets(self) -> None:
         for t in self.state.unsynced():

@@ -1,9 +1,15 @@
 """The ticket backend contract. The state store is always the source of truth; a backend mirrors tickets out
 (`publish`, idempotent: the same ticket version twice is one change) and reports which ones people closed
-there (`resolved`). Backends are blocking; the service calls them from worker threads."""
+there (`resolved`). Backends are blocking; the service calls them from worker threads.
+
+A leader hands tickets over under its fence: `publish` asks `guard` before every request that changes something
+outside (it raises TicketError when this instance may no longer act), and each such request carries a key the
+other side sees (the webhook's Idempotency-Key, the Jira issue's label and comment marker), so a request that was
+already in flight when an old leader was paused is one change with the new leader's."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Protocol
 
 from topology.errors import FabricdError
@@ -18,8 +24,9 @@ class TicketError(FabricdError):
 class TicketBackend(Protocol):
     name: str
 
-    def publish(self, ticket: Ticket) -> str | None:
-        """Create or update the ticket outside; returns its external reference (None for the built-in list)."""
+    def publish(self, ticket: Ticket, guard: Callable[[], None] | None = None) -> str | None:
+        """Create or update the ticket outside; returns its external reference (None for the built-in list).
+        `guard` is asked before every request that changes something outside."""
         ...
 
     def resolved(self, tickets: list[Ticket]) -> list[int]:
@@ -32,7 +39,7 @@ class SqliteBackend:
 
     name = "sqlite"
 
-    def publish(self, ticket: Ticket) -> str | None:
+    def publish(self, ticket: Ticket, guard: Callable[[], None] | None = None) -> str | None:
         return None
 
     def resolved(self, tickets: list[Ticket]) -> list[int]:

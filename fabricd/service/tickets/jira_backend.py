@@ -78,7 +78,8 @@ class JiraBackend:
         self._done = {s.casefold() for s in settings.done_statuses}
 
     # --- the TicketBackend contract --------------------------------------------------------------------------
-    def publish(self, ticket: Ticket) -> str | None:
+    def publish(self, ticket: Ticket, guard: Callable[[], None] | None = None) -> str | None:
+        ask = guard or (lambda: None)  # before each write (create_issue, add_comment), after the reads before it
         with self._call(f"ticket {ticket.id}", "not published") as j:
             key = ticket.external_ref if _is_key(ticket.external_ref) else None
             if key is None:
@@ -86,9 +87,10 @@ class JiraBackend:
                     log.info("ticket %d: reference %r is not a Jira issue; filing one", ticket.id, ticket.external_ref)
                 key = self._find(j, ticket)
                 if key is None:
+                    ask()
                     return self._create(j, ticket)
                 log.info("ticket %d: reusing %s (created before fabricd could save its key)", ticket.id, key)
-            self._update(j, key, ticket)
+            self._update(j, key, ticket, ask)
             return key
 
     def resolved(self, tickets: list[Ticket]) -> list[int]:
@@ -155,7 +157,7 @@ class JiraBackend:
         log.info("ticket %d: filed %s", ticket.id, key)
         return key
 
-    def _update(self, j: JIRA, key: str, ticket: Ticket) -> None:
+    def _update(self, j: JIRA, key: str, ticket: Ticket, ask: Callable[[], None]) -> None:
         raw = j.issue(key, fields="status,description").raw or {}
         fields = raw.get("fields") or {}
         texts = [str(fields.get("description") or ""), *(str(c.get("body") or "") for c in self._comments(j, key))]
@@ -165,6 +167,7 @@ class JiraBackend:
         if mine and mine[-1].group(3) == _digest(ticket):
             return  # a new version, but nothing a reader would see changed
         recurred = ticket.status == "open" and self._is_done(fields)
+        ask()
         j.add_comment(key, _comment(ticket, str((fields.get("status") or {}).get("name", "")), recurred))
         log.info("ticket %d: commented on %s%s", ticket.id, key, " (recurred after it was closed)" if recurred else "")
 

@@ -43,7 +43,7 @@ class WebhookBackend:
         self._sleep = sleep
         self._client = httpx.Client(timeout=timeout_s, transport=transport)
 
-    def publish(self, ticket: Ticket) -> str | None:
+    def publish(self, ticket: Ticket, guard: Callable[[], None] | None = None) -> str | None:
         headers = {"Idempotency-Key": f"fabricd-ticket-{ticket.id}-{ticket.updated_ts}"}
         if self._token is not None:
             headers["Authorization"] = f"Bearer {self._token.get_secret_value()}"
@@ -53,6 +53,8 @@ class WebhookBackend:
         for attempt in range(self.retries + 1):
             if attempt:
                 self._sleep(backoff.next())
+            if guard is not None:
+                guard()  # before every attempt: a leader fenced off during a backoff sends nothing more
             try:
                 r = self._client.post(self.url, json=payload, headers=headers)
             except httpx.HTTPError as e:

@@ -10,8 +10,10 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -234,3 +236,78 @@ def test_a_late_confirm_of_an_old_leader_finds_nothing_to_commit(
         a.stop()
         if b is not None:
             b.stop()
+
+
+class HeldReceiver:
+    """A webhook receiver that holds the first delivery until told, then answers it 503; the rest get 200. Every
+    request is recorded with when it came and the idempotency key it carried."""
+
+    def __init__(self) -> None:
+        self.requests: list[tuple[float, str, int]] = []  # (time, Idempotency-Key, status answered)
+        self.first_arrived, self.answer_first = threading.Event(), threading.Event()
+        receiver = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                self.rfile.read(int(self.headers["Content-Length"]))
+                first = not receiver.first_arrived.is_set()
+                if first:
+                    receiver.first_arrived.set()
+                    receiver.answer_first.wait(60)
+                status = 503 if first else 200
+                receiver.requests.append((time.time(), self.headers["Idempotency-Key"], status))
+                self.send_response(status)
+                self.end_headers()
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/tickets"
+
+
+def test_a_leader_paused_during_the_ticket_hand_off_sends_nothing_more_once_woken(
+    twin: TwinThread, nats_bus: LocalBus, postgres_url: str, tmp_path: Path
+) -> None:
+    """The leader is stopped while the webhook holds its delivery of a new ticket; the webhook then answers it 503.
+    The standby takes over and delivers the ticket (200). The old leader, woken, gets its 503 and sends no retry (its
+    guard refuses before every attempt) and records nothing; every version reached the receiver once with a 2xx.
+    (Before: the woken leader retried after its backoff, a second delivery of the same version.)"""
+    hook = HeldReceiver()
+    config = write_config(tmp_path, twin.inventory, state={"url": postgres_url}, bus={"urls": [nats_bus.url]},
+                          ha={"enabled": True, "lease_ttl_s": TTL}, remediation={"mode": "observe"},
+                          tickets={"backend": "webhook", "sync_interval_s": 1,
+                                   "webhook": {"url": hook.url, "retries": 3, "timeout_s": 60}})  # fmt: skip
+    a = Proc(["-m", "fabricd", "run", "--config", str(config)], "a", tmp_path / "a.log")
+    b: Proc | None = None
+    try:
+        wait_for(lambda: a.role() == "leader", 60)
+        b = Proc(["-m", "fabricd", "run", "--config", str(config)], "b", tmp_path / "b.log")
+        wait_for(lambda: b is not None and b.role() == "standby", 60)
+        inject(twin.state_dir, "link_flap", {"port": PORT, "count": 8, "period_s": 0.3})
+        assert hook.first_arrived.wait(30)
+        a.proc.send_signal(signal.SIGSTOP)  # the leader, its delivery in flight
+        wait_for(lambda: Path(f"/proc/{a.proc.pid}/stat").read_text().split()[2] == "T", 5)
+        hook.answer_first.set()
+        wait_for(lambda: b is not None and b.role() == "leader", 15)
+        wait_for(lambda: any(status == 200 for _, _, status in hook.requests), 30)  # the new leader delivered it
+        wait_for(lambda: b is not None and not [t for t in b.get("/api/v1/tickets")["tickets"]
+                                                if t["synced_ts"] != t["updated_ts"]], 30)  # fmt: skip
+        delivered = list(hook.requests)
+
+        woke = time.time()
+        a.proc.send_signal(signal.SIGCONT)
+        time.sleep(3 * TTL)  # past the webhook's backoff: a retry would have come
+        late = [r for r in hook.requests if r[0] >= woke]
+        assert late == [], late  # nothing more from the woken leader (nor any redelivery by the new one)
+        assert hook.requests == delivered
+        taken = [key for _, key, status in hook.requests if status == 200]
+        assert taken and len(taken) == len(set(taken)), hook.requests  # each version taken once
+        assert a.role() == "standby"
+    finally:
+        a.stop()
+        if b is not None:
+            b.stop()
+        hook.answer_first.set()
+        hook.server.shutdown()

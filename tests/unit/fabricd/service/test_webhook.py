@@ -189,3 +189,19 @@ def test_secrets_never_in_the_error(url: str, server: str) -> None:
     for secret in (TOKEN, PASSWORD, "QUERY-SECRET", "fabricd:"):
         assert secret not in msg
     assert TOKEN not in repr(b.__dict__)  # the token is held as a SecretStr
+
+
+def test_the_guard_is_asked_before_every_attempt_and_a_refusal_sends_nothing_more() -> None:
+    # a leader fenced off during the backoff (paused, then woken after a takeover) sends no retry
+    receiver = Recorder(503)
+    b, _ = backend(receiver, retries=3)
+    asked: list[int] = []
+
+    def guard() -> None:
+        asked.append(len(receiver.requests))
+        if len(asked) > 1:
+            raise TicketError("ticket hand-off stopped: fenced")
+
+    with pytest.raises(TicketError, match="fenced"):
+        b.publish(ticket(), guard)
+    assert asked == [0, 1] and len(receiver.requests) == 1
