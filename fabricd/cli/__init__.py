@@ -26,6 +26,7 @@ from fabricd.cli.service_cmd import (
     findings_command,
     mode_command,
     reject_command,
+    release_command,
     resolve_command,
     run_command,
     status_command,
@@ -74,6 +75,7 @@ app.command("tickets")(tickets_command)
 app.command("actions")(actions_command)
 app.command("approve")(approve_command)
 app.command("resolve")(resolve_command)
+app.command("release")(release_command)
 app.command("reject")(reject_command)
 app.command("mode")(mode_command)
 app.command("jobs")(jobs_command)

@@ -146,6 +146,12 @@ def status_command(config: Path | None = _CONFIG, api: str | None = _API, token_
         stale = h.get("stale_holds") or 0
         up_again = f" ({stale} up again: reconciling)" if stale else ""
         out.print(f"open tickets: {h['open_tickets']}   ports held down: {h['disabled_ports'] - stale}{up_again}")
+        for r in h.get("to_reapply") or []:
+            out.print(
+                f"  to re-apply: {r['port']} (ticket {r['ticket_id'] or '-'}): the guard refuses ({r['rule']}): "
+                f"{r['reason']}; retried every pass",
+                markup=False, highlight=False,
+            )  # fmt: skip
         ha = h.get("ha") or {}
         if ha.get("enabled"):
             if ha["role"] == "leader":
@@ -289,6 +295,19 @@ def mode_command(
     """Switch the running service's remediation mode now (admin); it holds across restarts until changed again."""
     r = ApiClient(config, api, token_env).call("POST", "/api/v1/mode", {"mode": mode.value, "reason": reason})
     console().print(f"remediation mode: {r['mode']} (by {r['by']})")
+
+
+def release_command(
+    port: str = typer.Argument(..., help="The held port, device:port (see `fabricd status`)."),
+    reason: str = typer.Option(..., "--reason", help="Why: goes on the ticket and in the audit log."),
+    config: Path | None = _CONFIG,
+    api: str | None = _API,
+    token_env: str = _TOKEN_ENV,
+) -> None:
+    """Give up fabricd's hold on a port that is up again (one the guard would not let fabricd take down again):
+    fabricd stops re-applying it. A port still down comes back by resolving its ticket."""
+    r = ApiClient(config, api, token_env).call("POST", "/api/v1/holds/release", {"port": port, "reason": reason})
+    console().print(f"{r['port']}: {r['note']}")
 
 
 def resolve_command(

@@ -24,10 +24,22 @@ from starlette.routing import Match, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from fabricd import __version__
+from topology.model import Endpoint
 
 from . import web
 from .access import ANONYMOUS, USER_PATTERN, Principal, Role, new_token, token_hash, valid_user
-from .api_models import Actions, Audit, CreatedToken, DisabledPorts, Findings, ModeSet, Revoked, Tickets, Tokens
+from .api_models import (
+    Actions,
+    Audit,
+    CreatedToken,
+    DisabledPorts,
+    Findings,
+    HoldReleased,
+    ModeSet,
+    Revoked,
+    Tickets,
+    Tokens,
+)
 from .remediation import ActionError, StandbyError, UnknownIdError
 from .state import Action, Ticket
 from .surface import ServiceSurface
@@ -67,6 +79,11 @@ class ModeChange(BaseModel):
 
 
 class Rejection(BaseModel):
+    reason: str = Field(min_length=1, max_length=500)
+
+
+class HoldRelease(BaseModel):
+    port: str = Field(min_length=3, max_length=200, pattern=r"^[^:\s]+:\S+$", description="device:port")
     reason: str = Field(min_length=1, max_length=500)
 
 
@@ -239,6 +256,16 @@ def create_app(service: ServiceSurface) -> FastAPI:
             raise HTTPException(404 if isinstance(e, UnknownIdError) else 409, str(e)) from None
         await service.publish(t)
         return t
+
+    @app.post("/api/v1/holds/release")
+    async def release_hold(body: HoldRelease, who: Principal = Depends(operator)) -> HoldReleased:
+        """Give up fabricd's hold on a port that is up again (fabricd stops re-applying it); audited, on its ticket."""
+        device, port = body.port.split(":", 1)
+        try:
+            why = await service.remediator.release_hold(Endpoint(device, port), who.actor, body.reason)
+        except ActionError as e:
+            raise HTTPException(404 if isinstance(e, UnknownIdError) else 409, str(e)) from None
+        return HoldReleased(port=body.port, note=why)
 
     @app.post("/api/v1/actions/{action_id}/approve")
     async def approve(action_id: int = _id(), who: Principal = Depends(operator)) -> Action:

@@ -36,6 +36,11 @@ class ModeSet(BaseModel):
     by: str
 
 
+class HoldReleased(BaseModel):
+    port: str
+    note: str
+
+
 class Tokens(BaseModel):
     tokens: list[ApiToken]
 

@@ -130,6 +130,7 @@ class Service:
             self.coverage,
             self.shard_ages if cfg.detectors.source == "shards" else None,
             UnderlayCollector(self.ingestor.snapshot, self.fabric),
+            lambda: len(self.remediator.to_reapply()),
         )
         self.view = TelemetryPortView(self.ingestor, time.monotonic, fabric=self.fabric)
         self.pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="fabricd-io")
@@ -549,6 +550,7 @@ class Service:
             "open_tickets": len(self.state.tickets("open")),
             "disabled_ports": len(self.state.disabled_ports()),
             "stale_holds": len(self.remediator.stale_holds()),
+            "to_reapply": self.remediator.to_reapply(),
             "ticket_backend": self.backend.name,
             "jobs": asdict(self.job_source.status) | {"configured": self.job_source.configured},
         }

@@ -87,6 +87,7 @@ def register(
     coverage: Callable[[], dict[str, Coverage]] | None = None,
     shards: Callable[[], dict[int, float | None]] | None = None,
     underlay: Collector | None = None,
+    to_reapply: Callable[[], int] | None = None,
 ) -> None:
     """Every service metric (the telemetry client registers its own): state, DR ports, jobs, and the per-port
     counters when `ports` is given (api.port_metrics)."""
@@ -105,6 +106,23 @@ def register(
         registry.register(ShardCollector(shards))
     if underlay is not None:
         registry.register(underlay)
+    if to_reapply is not None:
+        registry.register(ToReapplyCollector(to_reapply))
+
+
+class ToReapplyCollector(Collector):
+    """Holds whose port is up again and whose re-apply the guard refuses: a port shut for a fault is back in
+    service, unrepaired, until the guard allows it down again, its ticket is resolved or a person releases it."""
+
+    def __init__(self, count: Callable[[], int]) -> None:
+        self.count = count
+
+    def collect(self) -> Iterator[Metric]:
+        yield GaugeMetricFamily(
+            "fabricd_holds_to_reapply",
+            "Held ports up again whose re-apply the guard refuses (retried every pass)",
+            value=self.count(),
+        )
 
 
 class ShardCollector(Collector):

@@ -16,7 +16,8 @@ from .cabling_check import miscabled_on
 from .config import RemediationSettings
 from .decide import enable_key
 from .guard import Verdict
-from .state import Action, StateStore, Ticket, fenced
+from .reconcile import Hold
+from .state import Action, DisabledPort, StateStore, Ticket, fenced
 
 
 class ActionError(FabricdError):
@@ -45,6 +46,8 @@ class PeopleRequests:
         def _note(self, ticket_id: int | None, action: Action, text: str) -> Ticket | None: ...
         def _send(self, ticket: Ticket) -> Awaitable[None]: ...
         def _fenced(self) -> str | None: ...
+        def stale_holds(self, disabled: list[DisabledPort] | None = None) -> set[Endpoint]: ...
+        def _release(self, h: Hold, why: str, now: int, actor: str = "fabricd") -> None: ...
 
     def _leader_only(self) -> None:
         if (why := self._fenced()) is not None:
@@ -138,6 +141,26 @@ class PeopleRequests:
                 await self._send(port_ticket)
             self._bring_back(ticket_id, now, actor)
             return t
+
+    async def release_hold(self, port: Endpoint, actor: str, reason: str) -> str:
+        """A person gives up fabricd's hold on a port that is up again (one the guard would not let fabricd take down
+        again, or any other): fabricd stops re-applying it; audited, noted on its ticket. A port still down is
+        brought back by resolving its ticket, not by this."""
+        self._leader_only()
+        with fenced(self._token()):
+            async with self._lock:
+                held = {Endpoint(p["device"], p["port"]): p for p in self.state.disabled_ports()}
+                p = held.get(port)
+                if p is None:
+                    raise UnknownIdError(f"fabricd holds no hold on {port}; list them with `fabricd status`")
+                if port not in self.stale_holds():
+                    ticket = p["ticket_id"] or "-"
+                    raise ActionError(
+                        f"{port} is down and held by fabricd (ticket {ticket}): resolve the ticket to bring it back"
+                    )
+                why = f"released by {actor}: {reason.strip() or 'no reason given'}"
+                self._release(Hold.of(p), why, self.clock(), actor)
+                return why
 
     def _refuse_if_miscabled(self, t: Ticket, now: int, actor: str) -> None:
         """A port the resolve would bring back whose cable the miscabled detector sees elsewhere (an open finding):

@@ -11,7 +11,10 @@ record, a rebooted or replaced switch or a `no shutdown` typed by hand heals on 
   *proposed* again in `approve` mode, and is otherwise *released* (audited, noted on the ticket);
 - a port that is down and carries fabricd's mark but has no record (the state was lost, or restored from an old
   backup) is *adopted*: record, finding and ticket are re-created, so nothing stays down unexplained;
-- a hold whose port is up is *stale*: it never counts against the guard's budgets (`stale_holds`).
+- a hold whose port is up is *stale*: it never counts against the guard's budgets (`stale_holds`);
+- a re-apply the guard refuses is not a release: the hold stays, *to re-apply*, and is tried again every pass
+  until the guard allows it, its ticket is resolved (then it is released), or a person releases it
+  (`refused_reapply` says what to record; the ticket hears of each change, not of each pass).
 
 What is not known is not judged: a switch whose telemetry is stale or has not reported the admin state of the port
 is left for a later pass, and a hold younger than `grace_ns` is left alone (telemetry may not have shown the
@@ -72,6 +75,27 @@ class Reconcile:
     why: str
     hold: Hold | None = None  # REAPPLY, PROPOSE, RELEASE: the record it is about
     mark: Mark | None = None  # ADOPT: what the switch says
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """Why the guard would not let fabricd take a held port down again (its rule and reason)."""
+
+    rule: str
+    reason: str
+
+
+def refused_reapply(hold: Hold, refusal: Refusal, before: Refusal | None) -> tuple[str, bool]:
+    """A re-apply the guard refused: the line to log and note, and whether it is news (a first refusal or another
+    reason than the last: audited and noted on the ticket; the same refusal pass after pass is not). The hold stays
+    either way: a port shut for a fault is never given back without a repair or a person."""
+    ep, ticket = hold.endpoint, hold.ticket_id
+    why = (
+        f"{ep} is up again and its ticket {ticket} is open, but the guard refuses taking it down again "
+        f"({refusal.rule}): {refusal.reason}; the hold stays, to re-apply as soon as the guard allows it "
+        f"(or resolve ticket {ticket}, or release the hold: fabricd release {ep} --reason ...)"
+    )
+    return why, refusal != before
 
 
 def stale_holds(holds: Iterable[Hold], admin_up: Mapping[Endpoint, bool], *, now: int, grace_ns: int) -> set[Endpoint]:

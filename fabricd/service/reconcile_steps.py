@@ -8,7 +8,8 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Collection, Container
 from concurrent.futures import Executor
-from typing import TYPE_CHECKING
+from dataclasses import replace
+from typing import TYPE_CHECKING, TypedDict
 
 from drivers.base import PortMark
 from drivers.marks import Mark
@@ -21,12 +22,25 @@ from topology.units import NS
 from .config import RemediationSettings
 from .faults import fault_key
 from .guard import Verdict
-from .reconcile import Hold, Observed, Reconcile, Step, reconcile
+from .reconcile import Hold, Observed, Reconcile, Refusal, Step, reconcile, refused_reapply
 from .remediation_io import Actuator, PortView
 from .state import Action, ActionStatus, StateStore, Ticket, fenced
 from .state_db import FencedError
 
 log = logging.getLogger("fabricd.remediation")
+# How long a held port's re-apply waits for fresh telemetry from the switches its guard verdict rests on (after a
+# restart or a resync); then it is judged on what is known, and says what was not.
+FRESH_WAIT_S = 30.0
+
+
+class ToReapply(TypedDict):
+    """A hold whose port is up again, whose re-apply the guard refused: retried every pass."""
+
+    port: str
+    ticket_id: int | None
+    action_id: int
+    rule: str
+    reason: str
 
 
 class ReconcileSteps:
@@ -40,6 +54,8 @@ class ReconcileSteps:
         clock: Callable[[], int]
         executor: Executor | None
         marks: dict[Endpoint, PortMark] | None
+        _refused: dict[Endpoint, Refusal]  # holds to re-apply: the guard's last refusal
+        _waiting: dict[Endpoint, int]  # holds whose re-apply waits for fresh telemetry: since when
         _lock: asyncio.Lock
         _token: Callable[[], int | None]
 
@@ -115,12 +131,32 @@ class ReconcileSteps:
                 holds, observed, open_tickets=self.state.open_ticket_ids(),
                 in_flight=in_flight, mode=self.settings.mode, now=now, grace_ns=int(grace * NS),
             )  # fmt: skip
+            held = {h.endpoint for h in holds}
+            for gone in [ep for ep in (*self._refused, *self._waiting) if ep not in held]:
+                self._refused.pop(gone, None)  # resolved, released or re-applied since: no longer to re-apply
+                self._waiting.pop(gone, None)
             out = []
             for d in decisions:
-                out.append(await self._carry_out_step(d, now))
+                line = await self._carry_out_step(d, now, observed.stale)
+                if line:
+                    out.append(line)
         return out
 
-    async def _carry_out_step(self, d: Reconcile, now: int) -> str:
+    def _unknown_for(self, ep: Endpoint, unsure: Collection[str]) -> list[str]:
+        """The switches whose telemetry the guard's verdict on `ep` rests on (its own, and those at the far end of its
+        links to other switches: their ports and BGP sessions are its capacity) that have no fresh word now (a
+        switch restarting, a stream resyncing): what they streamed before does not count."""
+        if not unsure:
+            return []
+        mine = {ep.device}
+        for port in self.fabric.ports(ep.device):
+            peer = self.fabric.peer(ep.device, port)
+            if peer is not None and peer.device in self.managed:
+                mine.add(peer.device)
+        return sorted(mine.intersection(unsure))
+
+    async def _carry_out_step(self, d: Reconcile, now: int, unsure: Collection[str] = ()) -> str:
+        """Carry out one step; returns the line to log ('' when nothing changed: a refusal repeated, a wait)."""
         ep = d.endpoint
         if d.step is Step.ADOPT:
             assert d.mark is not None
@@ -130,13 +166,23 @@ class ReconcileSteps:
         if d.step is Step.RELEASE:
             self._release(h, d.why, now)
             return d.why
+        unknown = self._unknown_for(ep, unsure)
+        if unknown:
+            # Not judged on what those switches said before they went quiet: wait (bounded) for their fresh word.
+            first = self._waiting.setdefault(ep, now)
+            if now - first < FRESH_WAIT_S * NS:
+                waits = f"{ep}: re-applying its hold waits for fresh telemetry from {', '.join(unknown)}"
+                return waits if first == now else ""
+        v = self._guard(ep)
+        if unknown:
+            v = replace(v, reason=f"{v.reason} (judged without fresh telemetry from {', '.join(unknown)} "
+                                  f"after {FRESH_WAIT_S:g} s)")  # fmt: skip
+        self._waiting.pop(ep, None)
+        if not v.allowed:
+            return self._refused_reapply(h, Refusal(v.rule, v.reason), now)
+        self._refused.pop(ep, None)
         with self.state.tx():
-            self.state.drop_hold(ep.device, ep.port)  # the port is up: the hold is stale whatever comes next
-            v = self._guard(ep)
-            if not v.allowed:
-                why = f"{ep} is up again; the guard refuses taking it down again ({v.rule}): {v.reason}"
-                self._release(h, why, now)
-                return why
+            self.state.drop_hold(ep.device, ep.port)  # the port is up: the action below holds it anew
             status: ActionStatus = "running" if d.step is Step.REAPPLY else "awaiting_approval"
             a = self.state.add_action("disable", ep.device, ep.port, self.settings.mode, status, d.why, now,
                                       ticket_id=h.ticket_id, key=f"reapply:{ep}:after{h.action_id}")  # fmt: skip
@@ -149,14 +195,42 @@ class ReconcileSteps:
             await self._send(t)
         return d.why
 
-    def _release(self, h: Hold, why: str, now: int) -> None:
+    def _refused_reapply(self, h: Hold, refusal: Refusal, now: int) -> str:
+        """The guard refused the re-apply: the hold stays, to re-apply; a change of reason is audited and noted."""
+        why, news = refused_reapply(h, refusal, self._refused.get(h.endpoint))
+        if not news:
+            return ""
+        self._refused[h.endpoint] = refusal
+        self.state.audit(now, f"re-apply of {h.endpoint} refused", why, mode=self.settings.mode,
+                         action_id=h.action_id, ticket_id=h.ticket_id)  # fmt: skip
+        self._ticket_note(h.ticket_id, why, now)
+        return why
+
+    def to_reapply(self) -> list[ToReapply]:
+        """Holds whose port is up again and whose re-apply the guard refused (`fabricd status`, the page,
+        /metrics): retried every pass."""
+        holds = {Endpoint(p["device"], p["port"]): p for p in self.state.disabled_ports()}
+        out: list[ToReapply] = []
+        for ep, r in sorted(self._refused.items(), key=lambda kv: str(kv[0])):
+            p = holds.get(ep)
+            if p is not None:
+                out.append({"port": str(ep), "ticket_id": p["ticket_id"], "action_id": p["action_id"],
+                            "rule": r.rule, "reason": r.reason})  # fmt: skip
+        return out
+
+    def _release(self, h: Hold, why: str, now: int, actor: str = "fabricd") -> None:
         """Forget a hold on a port that is up (on probation, as after a repair); audited and noted on its ticket."""
         ep = h.endpoint
+        self._refused.pop(ep, None)
+        self._waiting.pop(ep, None)
         self.state.mark_enabled(ep.device, ep.port, now + int(self.settings.probation_s * NS), h.ticket_id)
-        self.state.audit(now, f"released hold on {ep}", why, mode=self.settings.mode, action_id=h.action_id,
-                         ticket_id=h.ticket_id)  # fmt: skip
-        if h.ticket_id:
-            t = self.state.ticket(h.ticket_id)
+        self.state.audit(now, f"released hold on {ep}", why, mode=self.settings.mode, actor=actor,
+                         action_id=h.action_id, ticket_id=h.ticket_id)  # fmt: skip
+        self._ticket_note(h.ticket_id, why, now)
+
+    def _ticket_note(self, ticket_id: int | None, why: str, now: int) -> None:
+        if ticket_id:
+            t = self.state.ticket(ticket_id)
             if t is not None:
                 body = {**t.body, "status_note": why, "notes": [*t.body.get("notes", []), why]}
                 self.state.update_ticket(t.id, now, body=body)

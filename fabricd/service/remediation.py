@@ -40,7 +40,7 @@ from .people_requests import ActionError as ActionError
 from .people_requests import PeopleRequests
 from .people_requests import StandbyError as StandbyError
 from .people_requests import UnknownIdError as UnknownIdError
-from .reconcile import Hold, stale_holds
+from .reconcile import Hold, Refusal, stale_holds
 from .reconcile_steps import ReconcileSteps
 from .remediation_io import Actuator as Actuator
 from .remediation_io import PortView as PortView
@@ -104,6 +104,8 @@ class Remediator(ReconcileSteps, PeopleRequests):
         self._commits = CommitsFirst()  # confirms wait while ports are being taken down
         # fabricd's marks as the switches showed them at the last scan (None: not scanned yet); see reconcile.py
         self.marks: dict[Endpoint, PortMark] | None = None
+        self._refused: dict[Endpoint, Refusal] = {}  # holds to re-apply the guard refused (reconcile_steps.py)
+        self._waiting: dict[Endpoint, int] = {}  # holds whose re-apply waits for fresh telemetry, since when
 
     # --- findings in -----------------------------------------------------------------------------------------
     async def on_findings(self, findings: list[Finding]) -> list[Outcome]:

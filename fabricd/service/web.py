@@ -81,6 +81,7 @@ def port_rows(snap: Snapshot, service: ServiceSurface, device: str) -> list[dict
         return worst(vals) if vals else None
 
     held = {p["port"] for p in service.state.disabled_ports() if p["device"] == device}
+    to_reapply = {r["port"]: r for r in service.remediator.to_reapply()}
     lossless = str(service.lossless)
     bgp = {o.port: o.state for o in bgp_session.observe(snap, fabric=service.fabric)
            if o.device == device and o.port is not None}  # fmt: skip
@@ -106,6 +107,7 @@ def port_rows(snap: Snapshot, service: ServiceSurface, device: str) -> list[dict
                 and (want := service.fabric.peer(device, port)) is not None
                 and not miscabled.same_end(heard[port], want),
                 "held": port in held,
+                "to_reapply": (r := to_reapply.get(f"{device}:{port}")) and f"{r['rule']}: {r['reason']}",
                 "rx_gbps": _fmt(None if rx is None else rx * 8 / 1e9),
                 "tx_gbps": _fmt(None if tx is None else tx * 8 / 1e9),
                 "paused": _fmt(None if paused is None else paused / 1e9 * 100, 1) + ("%" if paused is not None else ""),

@@ -499,6 +499,9 @@ class TelemetryClient:
                     t.cancel()
                 await asyncio.gather(*readers, return_exceptions=True)
                 d.calls = []
+                # The stream is over: what it said stands until the next one's sync, but is no longer live (a
+                # switch restarting shows nothing of its restart here; the guard must not judge on its old word).
+                store.set_synced(d.dev_id, False)
 
     async def _until_phase(self, d: _Device, readers: list[asyncio.Task[None]]) -> bool:
         """Wait for the device's next phase instant; False if the connection ended first (a call or reader done,

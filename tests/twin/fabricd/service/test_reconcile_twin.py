@@ -118,6 +118,42 @@ def test_holds_are_reapplied_after_the_switches_restart(twin: Twin, tmp_path: Pa
         svc.stop()
 
 
+def test_a_restart_that_clears_a_bgp_fault_reapplies_the_hold_on_fresh_state(twin: Twin, tmp_path: Path) -> None:
+    """Issue 42 (chaos seed 7): an uplink held for flapping, another uplink's BGP session down (the guard counts it
+    lost); the switches restart, which clears the BGP fault and brings the held port back up unmarked. The re-apply
+    must not be judged on the BGP state streamed before the restart (it refused, then released the hold for good
+    while its ticket stayed open): the hold is re-applied once fresh state arrives, never released."""
+    held_port, bgp_port = "leaf-g1-r2:Ethernet6/1", "leaf-g1-r2:Ethernet7/1"  # 2 of leaf-g1-r2's 4 uplinks
+    svc = ServiceThread(write_config(tmp_path, twin.thread.inventory)).start()
+    try:
+        flap_down(twin.thread, lambda: svc.get("/api/v1/ports/disabled")["ports"], [held_port])
+        (t,) = svc.get("/api/v1/tickets")["tickets"]
+        (before,) = svc.get("/api/v1/ports/disabled")["ports"]
+        inject(twin.thread.state_dir, "bgp_down", {"port": bgp_port})
+        wait_for(lambda: [f for f in svc.get("/api/v1/findings")["findings"] if f["kind"] == "bgp_session"], 30, 0.2)
+
+        twin.restart()  # the BGP fault is gone with it; the held port is up, unmarked
+        # and the spine at the far end of the faulty session stays silent a while: what fabricd has of it is the
+        # session down from before the restart
+        inject(twin.thread.state_dir, "gnmi_drop", {"device": "spine-r2-1", "seconds": 6})
+
+        def reapplied() -> bool:
+            ports = svc.get("/api/v1/ports/disabled")["ports"]  # (none while the re-apply's commit runs)
+            return len(ports) == 1 and ports[0]["action_id"] != before["action_id"]
+
+        wait_for(reapplied, 60, 0.2)
+        enabled, description = port_state(twin.thread, held_port)
+        (after,) = svc.get("/api/v1/ports/disabled")["ports"]
+        assert not enabled and description == f"[fabricd: down a{after['action_id']} t{t['id']} link_flap]"
+        assert svc.get(f"/api/v1/tickets/{t['id']}")["status"] == "open"
+        audit = svc.get("/api/v1/audit")["audit"]
+        assert not [r for r in audit if r["what"].startswith("released hold")], audit
+        assert not [r for r in audit if r["what"].startswith("re-apply of")], audit  # never judged on the old word
+        assert svc.get("/api/v1/health")["to_reapply"] == []
+    finally:
+        svc.stop()
+
+
 def _fabricd(*args: str) -> subprocess.CompletedProcess[str]:
     env_py = Path(sys.executable)
     return subprocess.run([str(env_py), "-m", "fabricd", *args], capture_output=True, text=True, timeout=60)

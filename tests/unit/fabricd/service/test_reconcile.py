@@ -6,7 +6,7 @@ import pytest
 
 from drivers.base import PortMark
 from drivers.marks import Mark
-from fabricd.service.reconcile import Hold, Observed, Step, reconcile, stale_holds
+from fabricd.service.reconcile import Hold, Observed, Refusal, Step, reconcile, refused_reapply, stale_holds
 from topology.model import Endpoint
 from topology.units import NS
 
@@ -90,3 +90,40 @@ def test_stale_holds_are_the_held_ports_shown_up() -> None:
     # a hold just made counts whatever telemetry still shows: its shutdown may not have streamed yet
     assert stale_holds([Hold(B, 5, None, NOW)], {B: True}, now=NOW + NS, grace_ns=10 * NS) == set()
     assert stale_holds([Hold(B, 5, None, NOW)], {B: True}, now=NOW + 11 * NS, grace_ns=10 * NS) == {B}
+
+
+RATE = Refusal("rate", "1 port disabled in the last hour; the limit is 1")
+CAPACITY = Refusal("capacity", "leaf-g0-r0 would keep 50% of its uplinks")
+
+
+@pytest.mark.parametrize(
+    ("case", "refusal", "before", "news"),
+    [
+        ("a first refusal is news", RATE, None, True),
+        ("the same refusal pass after pass is not", RATE, RATE, False),
+        ("another reason is news", CAPACITY, RATE, True),
+    ],
+)
+def test_refused_reapply_keeps_the_hold_and_says_so_once(
+    case: str, refusal: Refusal, before: Refusal | None, news: bool
+) -> None:
+    why, is_news = refused_reapply(HOLD_A, refusal, before)
+    assert is_news is news, case
+    assert why.startswith(f"{A} is up again and its ticket 7 is open, but the guard refuses taking it down again "
+                          f"({refusal.rule}): {refusal.reason}; the hold stays")  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("case", "open_tickets", "mode", "expected"),
+    [
+        ("refused before, ticket open, auto: tried again", frozenset({7}), "auto", [(Step.REAPPLY, A)]),
+        ("refused before, approve: proposed again", frozenset({7}), "approve", [(Step.PROPOSE, A)]),
+        ("refused before, ticket resolved since: released", frozenset(), "auto", [(Step.RELEASE, A)]),
+    ],
+)
+def test_a_hold_to_reapply_is_decided_again_every_pass(
+    case: str, open_tickets: frozenset[int], mode: str, expected: list[tuple[Step, Endpoint]]
+) -> None:
+    # reconcile keeps no memory of refusals: a hold whose port is up is decided anew every pass (the refusal only
+    # decides what the carrying out records)
+    assert steps([HOLD_A], {A: True}, open_tickets=open_tickets, mode=mode) == expected, case

@@ -107,15 +107,92 @@ def test_a_hold_up_again_is_released_in_observe_mode_and_noted_on_its_ticket(mak
     assert any(r["what"] == f"released hold on {SERVER_PORT}" for r in h.state.audit_log())
 
 
-def test_a_reapply_the_guard_refuses_releases_the_hold(make: Callable[..., Harness]) -> None:
+def test_a_reapply_the_guard_refuses_keeps_the_hold_to_reapply_until_it_can(make: Callable[..., Harness]) -> None:
+    """Issue 42: a refused re-apply is not a release. The hold stays, to re-apply; the refusal is audited and noted
+    on the ticket once (not every pass); it is retried every pass and applied as soon as the guard allows."""
     h = make(limits=SafetyLimits(max_actions_per_hour=1))
     run(report(h, flap(h.fabric, SERVER_PORT)))
-    h.world.admin[SERVER_PORT] = True
+    (t,) = h.tickets()
+    (first,) = h.state.actions()
+    h.world.admin[SERVER_PORT] = True  # a reboot brought it back without fabricd's change
+    h.world.oper[SERVER_PORT] = "UP"
     h.clock.advance(60)  # still within the hour: the one action allowed is spent
     (note,) = run(h.rem.reconcile_pass(h.clock()))
-    assert "the guard refuses taking it down again" in note
-    assert _held(h) == []
-    assert len(h.state.actions()) == 1
+    assert note.startswith(f"{SERVER_PORT} is up again and its ticket {t.id} is open, but the guard refuses taking it "
+                           "down again (rate): ")  # fmt: skip
+    assert note.endswith(f"the hold stays, to re-apply as soon as the guard allows it (or resolve ticket {t.id}, or "
+                         f"release the hold: fabricd release {SERVER_PORT} --reason ...)")  # fmt: skip
+    assert _held(h) == [(SERVER_PORT.device, SERVER_PORT.port, first.id, t.id)]  # kept
+    assert [r["port"] for r in h.rem.to_reapply()] == [str(SERVER_PORT)]
+    ticket = h.state.ticket(t.id)
+    assert ticket is not None and ticket.status == "open" and ticket.body["status_note"] == note
+    assert [e["what"] for e in h.state.audit_log(1)] == [f"re-apply of {SERVER_PORT} refused"]
+    h.clock.advance(60)
+    assert run(h.rem.reconcile_pass(h.clock())) == []  # the same refusal: nothing new to say
+    notes_before = len(ticket.body.get("notes", []))
+    after = h.state.ticket(t.id)
+    assert after is not None and len(after.body.get("notes", [])) == notes_before
+    h.clock.advance(3600)  # the hour is over: the guard allows it now
+    (again,) = settled(h, h.rem.reconcile_pass(h.clock()))
+    assert "taking it down again" in again
+    (second,) = [a for a in h.state.actions() if a.id != first.id]
+    assert (second.op, second.status) == ("disable", "done") and h.world.admin[SERVER_PORT] is False
+    assert _held(h) == [(SERVER_PORT.device, SERVER_PORT.port, second.id, t.id)]
+    assert h.rem.to_reapply() == []
+
+
+def test_a_hold_to_reapply_goes_with_a_resolve_or_a_persons_release(make: Callable[..., Harness]) -> None:
+    h = make(limits=SafetyLimits(max_actions_per_hour=1))
+    run(report(h, flap(h.fabric, SERVER_PORT)))
+    (_t,) = h.tickets()
+    h.world.admin[SERVER_PORT] = True
+    h.world.oper[SERVER_PORT] = "UP"
+    h.clock.advance(60)
+    run(h.rem.reconcile_pass(h.clock()))
+    assert h.rem.to_reapply() != []
+    with pytest.raises(ActionError, match="fabricd holds no hold on leaf-g0-r0:Ethernet2/1"):
+        run(h.rem.release_hold(Endpoint("leaf-g0-r0", "Ethernet2/1"), "alice", "cable checked"))
+    note = run(h.rem.release_hold(SERVER_PORT, "alice", "the optic was replaced, it is fine"))
+    assert note == "released by alice: the optic was replaced, it is fine"
+    assert _held(h) == [] and h.rem.to_reapply() == []
+    entry = h.state.audit_log(1)[0]
+    assert (entry["what"], entry["actor"], entry["why"]) == (f"released hold on {SERVER_PORT}", "alice", note)
+    h.clock.advance(60)
+    assert run(h.rem.reconcile_pass(h.clock())) == []  # nothing left to re-apply
+
+
+def test_a_held_port_still_down_is_not_released_by_a_person(make: Callable[..., Harness]) -> None:
+    h = make()
+    run(report(h, flap(h.fabric, SERVER_PORT)))
+    (t,) = h.tickets()
+    h.clock.advance(60)
+    with pytest.raises(ActionError, match=f"is down and held by fabricd \\(ticket {t.id}\\): resolve the ticket"):
+        run(h.rem.release_hold(SERVER_PORT, "alice", "why not"))
+    assert len(_held(h)) == 1
+
+
+def test_a_reapply_waits_for_fresh_telemetry_from_the_switches_its_verdict_rests_on(
+    make: Callable[..., Harness],
+) -> None:
+    """Issue 42: after a restart, what the leaf's spines streamed before it does not count: the re-apply waits
+    (bounded) for their fresh word, then judges on what it knows and says what it did not."""
+    h = make()
+    run(report(h, flap(h.fabric, UPLINK)))
+    (_t,) = h.tickets()
+    (first,) = h.state.actions()
+    h.world.admin[UPLINK] = True
+    h.world.oper[UPLINK] = "UP"
+    h.clock.advance(60)
+    spine = h.fabric.peer(UPLINK.device, UPLINK.port)
+    assert spine is not None
+    (waits,) = run(h.rem.reconcile_pass(h.clock(), [spine.device]))
+    assert waits == f"{UPLINK}: re-applying its hold waits for fresh telemetry from {spine.device}"
+    h.clock.advance(5)
+    assert run(h.rem.reconcile_pass(h.clock(), [spine.device])) == []  # still waiting, nothing new
+    assert len(h.state.actions()) == 1 and _held(h)[0][2] == first.id
+    h.clock.advance(1)
+    (done,) = settled(h, h.rem.reconcile_pass(h.clock()))  # fresh now: judged
+    assert "taking it down again" in done and h.world.admin[UPLINK] is False
 
 
 def test_a_marked_port_with_no_record_is_adopted(make: Callable[..., Harness]) -> None:
