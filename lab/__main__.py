@@ -30,6 +30,8 @@ def main(argv: list[str] | None = None) -> int:
         "--sonic-version", default=DEFAULT_SONIC_RELEASE, help="the SONiC release the SONiC switches run (202305...)"
     )
     parser.add_argument("--sonic-aliases", action="store_true", help="sonic-gnmi keys counters by port aliases")
+    parser.add_argument("--daemons", choices=("model", "real"), default="model",
+                        help="real: FRR and lldpd, a network namespace per switch (root; lab/daemons.py)")  # fmt: skip
     args = parser.parse_args(argv)
     try:
         release(args.eos_version)
@@ -45,7 +47,7 @@ def main(argv: list[str] | None = None) -> int:
         spec = load_spec(args.spec)
         options = TwinOptions(
             args.state_dir, args.base_address, args.port_offset, args.probe_interval, args.eos_version,
-            args.sonic_version, args.sonic_aliases,
+            args.sonic_version, args.sonic_aliases, args.daemons,
         )  # fmt: skip
         asyncio.run(TwinProcess(spec, options).run())
     except FabricdError as e:

@@ -30,6 +30,7 @@ from topology.units import NS
 
 from . import traffic
 from .bgp import Bgp, BgpMon
+from .control_plane import ControlPlane
 from .counters import (
     CODEWORD_BITS,
     COL,
@@ -275,6 +276,7 @@ class Twin:
         self._rates_owed: int | None = None  # when the rates deferred after a LINKS change are due
         self.now = now
         # each SONiC switch's STATE_DB NEIGH_STATE_TABLE, as bgpmon writes it from FRR every 15 s (lab/bgp.py)
+        self.daemons: ControlPlane | None = None  # `lab up --daemons real`: FRR and lldpd under the SONiC surfaces
         sonic = [name for name, sw in self.switches.items() if sw.platform == "sonic"]
         self.bgpmon = BgpMon(sonic, self.frr_states, lambda at, fn: self.schedule(at, fn, Recompute.RATES), now)
         self.advance(now)

@@ -29,6 +29,7 @@ from topology.fabric import Fabric
 from topology.spec import FabricSpec
 
 from .control import build_app
+from .daemons import Daemons, DaemonsError
 from .eapi import start_eapi_servers
 from .endpoints import Credentials, DeviceEndpoints, allocate
 from .eos_config import ConfigStore
@@ -62,6 +63,8 @@ class TwinOptions:
     eos_version: str = DEFAULT_EOS_VERSION  # the release every EOS switch of the twin runs (lab/eos_releases.py)
     sonic_version: str = DEFAULT_SONIC_RELEASE  # every SONiC switch's (lab/sonic_releases.py)
     sonic_aliases: bool = False  # sonic-gnmi keys COUNTERS_DB rows by the ports' aliases
+    daemons: str = "model"  # "real": FRR and lldpd in a namespace per switch under the SONiC surfaces (daemons.py)
+    converge_timeout_s: float = 60.0  # with real daemons: how long `ready` waits for every session and neighbour
 
 
 def lab_password(state_dir: Path) -> str:
@@ -134,6 +137,11 @@ class TwinProcess:
         self.probes: deque[dict[str, Any]] = deque(maxlen=50_000)
         self.prober = ProbeGenerator(self.twin)
         self.endpoints = allocate(sorted(self.twin.switches), options.base_address, options.port_offset)
+        self.daemons: Daemons | None = None
+        if options.daemons == "real":
+            self.daemons = Daemons(self.twin, options.state_dir)
+        elif options.daemons != "model":
+            raise DaemonsError(f"--daemons must be model or real, got {options.daemons!r}")
         self._stop = asyncio.Event()
 
     async def run(self) -> None:
@@ -144,7 +152,10 @@ class TwinProcess:
         secret_file = _save_secret(state, password)
         t0 = time.perf_counter()
         closers: list[_Closable] = []
+        converged = ""
         try:
+            if self.daemons is not None:
+                converged = await self._start_daemons(self.daemons)
             closers.append(await start_gnmi_servers(self.twin, self.endpoints, creds))
             tls = self_signed(state, [ep.host for ep in self.endpoints.values()])  # made anew at each `lab up`
             closers.append(await start_eapi_servers(self.twin, self.configs, self.endpoints, creds, tls))
@@ -170,7 +181,7 @@ class TwinProcess:
             # The fabric, configs and indexes live as long as the twin: out of the cyclic GC's scans (a full
             # collection over them held the loop ~50 ms at 16 switches, an eAPI commit waiting behind it).
             gc.freeze()
-            (state / "ready").write_text(f"{len(self.twin.switches)} switches up in {startup_s:.2f} s\n")
+            (state / "ready").write_text(f"{len(self.twin.switches)} switches up in {startup_s:.2f} s{converged}\n")
             loop = asyncio.get_running_loop()
             for sig in (signal.SIGTERM, signal.SIGINT):
                 # Only the main thread may own signals; a twin run from a test thread is stopped with stop().
@@ -182,11 +193,31 @@ class TwinProcess:
         finally:
             for closer in reversed(closers):
                 await closer.close()
+            if self.daemons is not None:
+                await asyncio.to_thread(self.daemons.stop)
             for name in ("ready", "twin.pid", "control.json"):
                 (state / name).unlink(missing_ok=True)
 
     def stop(self) -> None:
         self._stop.set()
+
+    async def _start_daemons(self, daemons: Daemons) -> str:
+        """Namespaces, veths, FRR and lldpd up; wait (up to converge_timeout_s) until every BGP session is
+        Established and every LLDP neighbour known; what `ready` says of it."""
+        t0 = time.perf_counter()
+        await asyncio.to_thread(daemons.start)
+        self.twin.daemons = daemons
+        self.twin.bgpmon.read = daemons.frr_states  # bgpmon reads the real FRR, from its start with them
+        for device in self.twin.bgpmon.tables:
+            self.twin.bgpmon.start(device, self.twin.clock())
+        deadline = time.monotonic() + self.options.converge_timeout_s
+        while True:
+            ok, what = daemons.converged()
+            if ok or time.monotonic() > deadline:
+                break
+            await asyncio.sleep(0.2)
+        state = "converged" if ok else "NOT converged"
+        return f"; real daemons {state} in {time.perf_counter() - t0:.1f} s ({what})"
 
     async def _loop(self) -> None:
         faults_seen = 0
@@ -198,6 +229,8 @@ class TwinProcess:
         ):
             while not self._stop.is_set():
                 now = self.twin.advance()
+                if self.daemons is not None:
+                    self.daemons.sync()
                 for rec in self.faults.log[faults_seen:]:
                     fault_log.write(json.dumps({"event": "inject"} | rec.to_dict()) + "\n")
                 faults_seen = len(self.faults.log)

@@ -131,3 +131,29 @@ def frr_summary_json(twin: Twin, device: str) -> str:
         "bestPath": {"multiPathRelax": "false"},
     }  # fmt: skip
     return json.dumps({"ipv4Unicast": body}, indent=2) + "\n"
+
+
+def show_summary_of(frr: dict[str, Any]) -> str:
+    """`show ip bgp summary` (sonic-utilities) from FRR's own `show bgp summary json` (the real daemons')."""
+    peers = frr.get("peers", {})
+    lines = ["", "IPv4 Unicast Summary:",
+             f"BGP router identifier {frr.get('routerId', '')}, local AS number {frr.get('as', '')} vrf-id 0",
+             f"BGP table version {frr.get('tableVersion', 0)}",
+             f"RIB entries {frr.get('ribCount', 0)}, using {frr.get('ribMemory', 0)} bytes of memory",
+             f"Peers {len(peers)}, using {frr.get('peerMemory', 0) // 1024} KiB of memory",
+             "Peer groups 0, using 0 bytes of memory", "", ""]  # fmt: skip
+    headers = ["Neighbor", "V", "AS", "MsgRcvd", "MsgSent", "TblVer", "InQ", "OutQ", "Up/Down", "State/PfxRcd",
+               "NeighborName"]  # fmt: skip
+    rows = []
+    for address, p in peers.items():
+        state = str(p.get("state", ""))
+        got = str(p.get("pfxRcd", 0)) if state == "Established" else state
+        name = str(p.get("desc", p.get("hostname", "")))
+        rows.append([address, "4", str(p.get("remoteAs", "")), str(p.get("msgRcvd", 0)), str(p.get("msgSent", 0)),
+                     "0", "0", "0", str(p.get("peerUptime", "")), got, name])  # fmt: skip
+    widths = [max([len(h), *(len(r[i]) for r in rows)]) for i, h in enumerate(headers)]
+    lines.append("  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True)).rstrip())
+    lines.append("  ".join("-" * w for w in widths))
+    lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
+    lines += ["", f"Total number of neighbors {len(rows)}"]
+    return "\n".join(lines) + "\n"

@@ -14,8 +14,18 @@ from collections.abc import Callable
 from topology.units import NS
 
 from . import sonic_bgp
+from .eos_identity import system_mac
 from .model import Twin
-from .sonic_config import HWSKU, PLATFORM, GcuError, SonicDevice, lldp_port_id, sonic_port
+from .sonic_config import (
+    HWSKU,
+    PLATFORM,
+    GcuError,
+    SonicDevice,
+    lldp_port_descr,
+    lldp_port_id,
+    sonic_port,
+    system_description,
+)
 
 Output = tuple[str, str, int]  # stdout, stderr, exit status
 ReadFile = Callable[[str], "str | None"]
@@ -129,12 +139,17 @@ def _lldp_table(twin: Twin, dev: SonicDevice) -> str:
     sw = twin.switch(dev.device)
     rows = []
     for row, port in enumerate(sw.ports):
+        if twin.daemons is not None:  # lldpd's own table
+            got = twin.daemons.lldp.get(sw.name, {}).get(port)
+            if got is not None:
+                cap = "".join(c[0] for c in got.capabilities if c in ("Bridge", "Router")) or "O"
+                rows.append([sonic_port(port), got.system, got.port_id, cap, got.port_descr])
+            continue
         peer = twin.lldp_heard(sw, row)
         if peer is None:
             continue
         cap = "BR" if twin.is_switch(peer.device) else "O"
-        pid = lldp_port_id(twin, peer)
-        rows.append([sonic_port(port), peer.device, pid, cap, pid])
+        rows.append([sonic_port(port), peer.device, lldp_port_id(twin, peer), cap, lldp_port_descr(twin, peer)])
     headers = ["LocalPort", "RemoteDevice", "RemotePortID", "Capability", "RemotePortDescr"]
     widths = [max([len(h), *(len(r[i]) for r in rows)]) for i, h in enumerate(headers)]
     lines = ["Capability codes: (R) Router, (B) Bridge, (O) Other"]
@@ -143,6 +158,34 @@ def _lldp_table(twin: Twin, dev: SonicDevice) -> str:
     lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
     lines += ["-" * 50, f"Total entries displayed:  {len(rows)}"]
     return "\n".join(lines) + "\n"
+
+
+def lldpctl_command(twin: Twin, dev: SonicDevice, args: list[str]) -> Output:
+    """`lldpctl -f json` / `lldpcli show neighbors -f json` (SONiC's lldp container): lldpd's own JSON with real
+    daemons, else the model's neighbours in lldpd's shape (one interface an object, several a list of them)."""
+    words = [a for a in args if a not in ("-f", "json")]
+    if "json" not in args or words not in ([], ["show", "neighbors"], ["show", "neighbours"]):
+        return "", "the twin's lldpctl answers `lldpctl -f json` and `lldpcli show neighbors -f json`\n", 1
+    if twin.daemons is not None:
+        return twin.daemons.lldpctl(dev.device), "", 0
+    sw = twin.switch(dev.device)
+    items = []
+    for row, port in enumerate(sw.ports):
+        peer = twin.lldp_heard(sw, row)
+        if peer is None:
+            continue
+        far = twin.switches.get(peer.device)
+        caps = [{"type": t, "enabled": far is not None and t in ("Bridge", "Router")} for t in ("Bridge", "Router")]
+        descr = system_description(far) if far is not None and far.platform == "sonic" else ""
+        chassis = {"id": {"type": "mac", "value": system_mac(peer.device)}, "descr": descr, "capability": caps}
+        pid_type = "local" if far is not None else "ifname"
+        items.append({sonic_port(port): {
+            "via": "LLDP", "rid": str(row + 1), "chassis": {peer.device: chassis},
+            "port": {"id": {"type": pid_type, "value": lldp_port_id(twin, peer)}, "descr": lldp_port_descr(twin, peer),
+                     "ttl": "120"},
+        }})  # fmt: skip
+    interface: object = items[0] if len(items) == 1 else items
+    return json.dumps({"lldp": {"interface": interface} if items else {}}, indent=2) + "\n", "", 0
 
 
 def _version(twin: Twin, dev: SonicDevice) -> str:
@@ -163,6 +206,8 @@ def vtysh_command(twin: Twin, dev: SonicDevice, args: list[str]) -> Output:
     commands = [args[i + 1] for i, a in enumerate(args[:-1]) if a == "-c"]
     if not commands:
         return "", "vtysh: the twin's FRR takes commands with -c only\n", 1
+    if twin.daemons is not None:
+        return twin.daemons.vtysh(dev.device, commands)  # the switch's own bgpd and zebra
     out = ""
     for c in commands:
         words = c.split()
@@ -186,6 +231,8 @@ def show_command(twin: Twin, dev: SonicDevice, args: list[str]) -> Output:
     if words == ["lldp", "table"]:
         return _lldp_table(twin, dev), "", 0
     if words in (["ip", "bgp", "summary"], ["ip", "bgp", "sum"]):
+        if twin.daemons is not None:
+            return sonic_bgp.show_summary_of(twin.daemons.frr.get(dev.device, {})), "", 0
         return sonic_bgp.show_summary(twin, dev.device), "", 0
     if words == ["version"]:
         return _version(twin, dev), "", 0

@@ -50,6 +50,15 @@ def lldp_port_id(twin: Twin, end: Endpoint) -> str:
     return sw.aliases[sw.index[end.port]] or sonic_port(end.port)
 
 
+def lldp_port_descr(twin: Twin, end: Endpoint) -> str:
+    """The port description `end` advertises: a SONiC switch's lldpd sends the interface's name (its SONiC name)
+    where CONFIG_DB sets no description (lldpmgrd passes one only when set); others their port id."""
+    sw = twin.switches.get(end.device)
+    if sw is None or sw.platform != "sonic" or end.port not in sw.index:
+        return lldp_port_id(twin, end)
+    return sw.config[sw.index[end.port]].description or sonic_port(end.port)
+
+
 def system_description(sw: Switch) -> str:
     """What a SONiC switch's lldpd advertises as system description (lldpmgrd sets it from `show version`)."""
     return f"SONiC Software Version: {sw.os_version} - HwSku: {HWSKU} - Distribution: Debian 12.8 - Kernel: 6.1.0"

@@ -21,7 +21,7 @@ from .counters import COL, PRIORITIES
 from .eos_identity import system_mac
 from .eos_interfaces import lane_offset  # the lanes EOS switches report, so both platforms agree
 from .model import Switch, Twin
-from .sonic_config import lldp_port_id, sonic_port, system_description
+from .sonic_config import lldp_port_descr, lldp_port_id, sonic_port, system_description
 from .sonic_releases import serves_pfcwd, serves_rates
 
 TARGETS = frozenset({"COUNTERS_DB", "APPL_DB", "STATE_DB"})
@@ -130,6 +130,13 @@ def lldp_entry(twin: Twin, sw: Switch, row: int) -> dict[str, str] | None:
     """LLDP_ENTRY_TABLE's row of a port (lldp_syncd's fields, from lldpd's view): its neighbour's name, the port id
     it advertises (a SONiC neighbour's alias, an EOS one's interface name) and description; None without one (the
     link is down: no LLDPDU)."""
+    if twin.daemons is not None:  # lldpd's own view (lldp_syncd writes what lldpd knows)
+        got = twin.daemons.lldp.get(sw.name, {}).get(sw.ports[row])
+        if got is None:
+            return None
+        return {"lldp_rem_port_id": got.port_id, "lldp_rem_port_desc": got.port_descr,
+                "lldp_rem_chassis_id": got.chassis_id, "lldp_rem_sys_name": got.system,
+                "lldp_rem_sys_desc": got.system_descr, "lldp_rem_index": "1"}  # fmt: skip
     peer = twin.lldp_heard(sw, row)  # 802.1AB: none while the link is down, none until the first LLDPDU after it
     if peer is None:
         return None
@@ -138,7 +145,7 @@ def lldp_entry(twin: Twin, sw: Switch, row: int) -> dict[str, str] | None:
     return {
         "lldp_rem_port_id_subtype": "7" if far is not None else "5",  # local (a SONiC alias), interface name
         "lldp_rem_port_id": pid,
-        "lldp_rem_port_desc": pid,
+        "lldp_rem_port_desc": lldp_port_descr(twin, peer),
         "lldp_rem_chassis_id_subtype": "4",
         "lldp_rem_chassis_id": system_mac(peer.device),
         "lldp_rem_sys_name": peer.device,

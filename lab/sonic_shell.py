@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from topology.units import NS
 
 from .model import Twin
-from .sonic_commands import Output, config_command, show_command, vtysh_command
+from .sonic_commands import Output, config_command, lldpctl_command, show_command, vtysh_command
 from .sonic_config import SonicDevice
 
 log = logging.getLogger(__name__)
@@ -329,6 +329,8 @@ class SonicShell:
             return show_command(self.host.twin, self.dev, args)
         if name == "vtysh":
             return vtysh_command(self.host.twin, self.dev, args)
+        if name in ("lldpctl", "lldpcli"):
+            return lldpctl_command(self.host.twin, self.dev, args)
         if name == "config":
             if not root:
                 return "", "Root privileges are required for this operation\n", 1

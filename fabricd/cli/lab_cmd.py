@@ -18,6 +18,7 @@ from drivers.inventory import load_inventory
 from fabricd.cli.output import Format, console, emit_json, err_console
 from fabricd.telemetry.record import record_trace
 from lab import control_client
+from lab import daemons as lab_daemons
 from lab.chaos.facts import FabricFacts
 from lab.chaos.history import Limits, Run, load_run, run_doc
 from lab.eos_releases import DEFAULT_EOS_VERSION, VersionError, release
@@ -70,8 +71,18 @@ def up(
     sonic_aliases: bool = typer.Option(
         False, "--sonic-aliases", help="sonic-gnmi keys its counters by the ports' aliases (a vendor's setting)."
     ),
+    daemons: str = typer.Option(
+        "model",
+        "--daemons",
+        help="model (default) or real: the SONiC switches' BGP and LLDP from FRR and lldpd, a network namespace per "
+        "switch and a veth per cable (root; docs/lab.md).",
+    ),
 ) -> None:
     """Start the twin for every switch of SPEC and write STATE_DIR/inventory.yaml."""
+    if daemons not in ("model", "real"):
+        raise LabError(f"--daemons must be model or real, got {daemons!r}")
+    if daemons == "real" and (why := lab_daemons.missing()) is not None:
+        raise LabError(why)
     try:
         release(eos_version)
     except VersionError as e:
@@ -94,6 +105,7 @@ def up(
     args += ["--eos-version", eos_version, "--sonic-version", sonic_version]
     if sonic_aliases:
         args.append("--sonic-aliases")
+    args += ["--daemons", daemons]
     if foreground:
         raise typer.Exit(subprocess.call(args))
     (state_dir / "ready").unlink(missing_ok=True)
@@ -118,7 +130,8 @@ def down(state_dir: Path = STATE_DIR, timeout: float = typer.Option(15.0, "--tim
     """Stop the twin."""
     pid = _pid(state_dir)
     if pid is None:
-        console().print("no twin running")
+        left = lab_daemons.cleanup(state_dir) if os.geteuid() == 0 else []  # what a twin killed with -9 left
+        console().print("no twin running" + (f"; removed {len(left)} namespace(s)/veth(s) it left" if left else ""))
         return
     os.kill(pid, signal.SIGTERM)
     deadline = time.monotonic() + timeout
@@ -127,6 +140,8 @@ def down(state_dir: Path = STATE_DIR, timeout: float = typer.Option(15.0, "--tim
     if _pid(state_dir) is not None:
         os.kill(pid, signal.SIGKILL)
         (state_dir / "twin.pid").unlink(missing_ok=True)
+    if os.geteuid() == 0:
+        lab_daemons.cleanup(state_dir)  # a twin that had to be killed did not stop its daemons
     console().print("twin stopped")
 
 

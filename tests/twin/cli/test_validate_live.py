@@ -1,6 +1,7 @@
 """`fabricd validate --inventory`: the cabling as the live switches' LLDP says it is, read through the drivers (EOS
 spines over eAPI, SONiC leaves over SSH: examples/small-sonic.yaml), validated by the same loader and rules as
-`--cabling` on a directory of LLDP tables; the twin's `miscable` fault swaps two cables' far ends."""
+`--cabling` on a directory of LLDP tables; the twin's `miscable` fault swaps two cables' far ends. On the model and
+on the real daemons (lldpd's tables)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,8 @@ import yaml
 
 from lab.control_client import inject
 from tests.conftest import EXAMPLES, REPO
+from tests.twin.fabricd.service.service_thread import wait_for
+from tests.twin.lab.real_daemons import MODES, START_S
 from tests.twin.lab.twin_thread import TwinThread
 from topology.spec import load_spec
 
@@ -29,6 +32,14 @@ def twin(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TwinThread]:
     t.stop()
 
 
+@pytest.fixture(params=MODES)
+def either(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[TwinThread]:
+    """The model's LLDP, or lldpd's own tables (`--daemons real`)."""
+    t = TwinThread(load_spec(SPEC), tmp_path_factory.mktemp("lldp-twin"), daemons=request.param)
+    yield t.start(START_S[request.param])
+    t.stop()
+
+
 def validate(*args: str) -> tuple[int, dict[str, Any], str]:
     r = subprocess.run([sys.executable, "-m", "fabricd", "validate", "--spec", str(SPEC), *args, "--format", "json"],
                        capture_output=True, text=True, cwd=REPO, timeout=120)  # fmt: skip
@@ -36,8 +47,9 @@ def validate(*args: str) -> tuple[int, dict[str, Any], str]:
 
 
 def test_live_lldp_matches_the_saved_tables_on_the_blueprint_and_on_a_swapped_pair(
-    twin: TwinThread, tmp_path: Path
+    either: TwinThread, tmp_path: Path
 ) -> None:
+    twin = either
     code, live, err = validate("--inventory", str(twin.inventory), "--save-lldp", str(tmp_path / "clean"))
     assert code == 0, err
     assert live["violations"] == [] and live["unreachable"] == []
@@ -50,6 +62,8 @@ def test_live_lldp_matches_the_saved_tables_on_the_blueprint_and_on_a_swapped_pa
 
     # a technician swaps the cables on two leaves' first server ports (SONiC leaves): the links stay up
     inject(twin.state_dir, "miscable", {"port": "leaf-g0-r0:Ethernet2/1", "other": "leaf-g0-r1:Ethernet2/1"})
+    if twin.process.twin.daemons is not None:  # the veths' ends move; lldpd hears the new neighbour
+        wait_for(lambda: lldpd_hears(twin, "leaf-g0-r0", "Ethernet2/1") == ("gpu-g0-001", "nic1"), 15)
     code, live, err = validate("--inventory", str(twin.inventory), "--save-lldp", str(tmp_path / "swapped"))
     assert code == 1, err
     (v,) = live["violations"]
@@ -57,6 +71,12 @@ def test_live_lldp_matches_the_saved_tables_on_the_blueprint_and_on_a_swapped_pa
     assert v["fix"] == "swap the cables on leaf-g0-r0:Ethernet2/1 and leaf-g0-r1:Ethernet2/1"
     code, saved, _ = validate("--cabling", str(tmp_path / "swapped"))
     assert code == 1 and saved["violations"] == live["violations"]
+
+
+def lldpd_hears(twin: TwinThread, device: str, port: str) -> tuple[str, str] | None:
+    d = twin.process.twin.daemons
+    got = d.lldp.get(device, {}).get(port) if d is not None else None
+    return (got.system, got.port_id) if got is not None else None
 
 
 def test_an_unreachable_switch_is_named_and_the_rest_validated(twin: TwinThread, tmp_path: Path) -> None:

@@ -38,6 +38,7 @@ class TwinThread:
         base: str | None = None,
         sonic_version: str = DEFAULT_SONIC_RELEASE,
         sonic_aliases: bool = False,
+        daemons: str = "model",
     ):
         # A random 127.x.y.1 block per run, so tests never collide with a `fabricd lab up` on this machine.
         base = base or f"127.{random.randint(100, 250)}.{random.randint(0, 250)}.1"
@@ -52,6 +53,7 @@ class TwinThread:
                 eos_version=eos_version,
                 sonic_version=sonic_version,
                 sonic_aliases=sonic_aliases,
+                daemons=daemons,
             ),
         )
         self.state_dir = state_dir

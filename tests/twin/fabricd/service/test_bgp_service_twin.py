@@ -2,7 +2,8 @@
 ticket, and a flap on another uplink of that leaf is then refused by the guard, because only the sessions still up
 count as capacity (without the BGP fault the same flap is allowed: 3 of 4 uplinks = 75%, the default limit).
 On small-pod every switch is EOS (OpenConfig BGP); on small-sonic the leaves are SONiC, whose view comes from STATE_DB's
-NEIGH_STATE_TABLE (bgpmon, up to 15 s late): the finding is seen from the leaf too."""
+NEIGH_STATE_TABLE (bgpmon, up to 15 s late): the finding is seen from the leaf too. With the real daemons the
+leaves' STATE_DB is what bgpmon reads from FRR, where `bgp_down` is `neighbor X shutdown` at the spine's end."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ import pytest
 from fabricd.cli import main
 from lab.control_client import call, inject
 from tests.conftest import EXAMPLES
+from tests.twin.lab.real_daemons import REAL, START_S
 from tests.twin.lab.twin_thread import TwinThread
 from topology.load import load_fabric
 from topology.spec import load_spec
@@ -32,11 +34,17 @@ CASES = {
 }
 
 
-@pytest.fixture(params=sorted(CASES))
+@pytest.fixture(
+    params=[
+        pytest.param(("small-pod", "model"), id="small-pod"),
+        pytest.param(("small-sonic", "model"), id="sonic"),
+        pytest.param(("small-sonic", "real"), id="sonic-daemons", marks=REAL.marks),
+    ]
+)
 def case(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[TwinThread, str]]:
-    name: str = request.param
-    t = TwinThread(load_spec(EXAMPLES / f"{name}.yaml"), tmp_path_factory.mktemp("bgp-svc-twin")).start()
-    yield t, name
+    name, daemons = request.param
+    t = TwinThread(load_spec(EXAMPLES / f"{name}.yaml"), tmp_path_factory.mktemp("bgp-svc-twin"), daemons=daemons)
+    yield t.start(START_S[daemons]), name
     t.stop()
 
 

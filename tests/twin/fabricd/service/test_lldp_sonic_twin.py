@@ -2,7 +2,7 @@
 its ports are advertised to its neighbours by alias (`etpN`, as lldpmgrd does), which the EOS spines' LLDP shows.
 The service reads both back to the topology's names: the blueprint is no finding, and a miscable of two SONiC
 leaves' server cables (seen from the leaves alone: servers are not switches) is one miscabled finding with
-validate's fix."""
+validate's fix. The same with the real daemons: lldpd's view, the miscable moving the veths' ends."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ from lab.control_client import inject
 from lab.sonic_config import lldp_port_id
 from lab.sonic_gnmi import LLDP, rows
 from tests.conftest import EXAMPLES
+from tests.twin.lab.real_daemons import MODES, START_S
 from tests.twin.lab.twin_thread import TwinThread
 from topology.spec import load_spec
 
@@ -26,10 +27,10 @@ pytestmark = [pytest.mark.slow]
 SPEC = EXAMPLES / "small-sonic.yaml"
 
 
-@pytest.fixture
-def twin(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TwinThread]:
-    t = TwinThread(load_spec(SPEC), tmp_path_factory.mktemp("lldp-sonic")).start()
-    yield t
+@pytest.fixture(params=MODES)
+def twin(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[TwinThread]:
+    t = TwinThread(load_spec(SPEC), tmp_path_factory.mktemp("lldp-sonic"), daemons=request.param)
+    yield t.start(START_S[request.param])
     t.stop()
 
 
