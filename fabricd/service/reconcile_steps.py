@@ -65,6 +65,7 @@ class ReconcileSteps:
         def _note(self, ticket_id: int | None, action: Action, text: str) -> Ticket | None: ...
         def _send(self, ticket: Ticket) -> Awaitable[None]: ...
         def _fenced_out(self, why: str) -> None: ...
+        async def remark(self, action: Action, old: Mark) -> str: ...
 
     async def reconcile(self, stale: Collection[str] = ()) -> list[str]:
         """On taking over (a start, a new leader): finish what was half done, read the switches' marks, then
@@ -267,4 +268,5 @@ class ReconcileSteps:
                              ticket_id=t.id)  # fmt: skip
         t = self._note(t.id, a, why) or t
         await self._send(t)
-        return why
+        remarked = await self.remark(a, mark)
+        return f"{why}; {remarked}" if remarked else why

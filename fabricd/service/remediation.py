@@ -363,13 +363,17 @@ class Remediator(ReconcileSteps, PeopleRequests):
         if t is not None:
             await self._send(t)
 
-    async def _set_admin(self, action: Action, up: bool, resumed: bool) -> str:
-        """Commit the change under a revert timer, watch telemetry, confirm or roll back; returns what happened."""
-        ep, verb = Endpoint(action.device, action.port), ("enable" if up else "disable")
+    def _device_lock(self, device: str) -> asyncio.Lock:
+        """The switch's lock: one transaction per switch at a time."""
         loop = asyncio.get_running_loop()
         if loop is not self._locks_loop:  # an asyncio.Lock belongs to the loop it first waited in
             self._device_locks, self._locks_loop = {}, loop
-        lock = self._device_locks.setdefault(ep.device, asyncio.Lock())
+        return self._device_locks.setdefault(device, asyncio.Lock())
+
+    async def _set_admin(self, action: Action, up: bool, resumed: bool) -> str:
+        """Commit the change under a revert timer, watch telemetry, confirm or roll back; returns what happened."""
+        ep, verb = Endpoint(action.device, action.port), ("enable" if up else "disable")
+        lock = self._device_lock(ep.device)
         if lock.locked():
             self._mark_underway(action.id)  # queued behind another action on this switch
         async with lock:
@@ -550,6 +554,39 @@ class Remediator(ReconcileSteps, PeopleRequests):
             session.close()
             raise
         return session, found
+
+    async def remark(self, action: Action, old: Mark) -> str:
+        """An adopted port's mark names the records it had before they were lost; the records are new: the switch
+        is told the new numbers (the port's `shutdown` committed again with the new mark, under the revert timer and
+        confirmed; nothing changes in its state), so the mark and the records agree again. Returns what happened."""
+        ep = Endpoint(action.device, action.port)
+        new = self._mark(action)
+        if new == old:
+            return ""
+        token = FENCE.get()
+
+        def blocking() -> str:
+            session, _ = self._open_and_set(ep, False, action.switch_key, False, new, None, token, None)
+            try:
+                settle(session, True)
+            except BaseException:
+                settle(session, False)
+                session.close()
+                raise
+            self.actuator.release(session)
+            return f"re-marked {ep}: {old.text()} -> {new.text()}"
+
+        async with self._device_lock(ep.device):
+            await self._await_fence()
+            try:
+                text = await self._blocking(blocking)
+            except (DriverError, _Fenced) as e:
+                text = f"could not re-mark {ep} ({e}); its mark still says {old.text()}"
+        if self.marks is not None and text.startswith("re-marked"):
+            self.marks[ep] = PortMark(new, False)
+        self.state.audit(self.clock(), f"re-mark {ep}", text, mode=action.mode, action_id=action.id,
+                         ticket_id=action.ticket_id)  # fmt: skip
+        return text
 
     def _finish(self, action: Action, status: ActionStatus, text: str) -> None:
         now = self.clock()

@@ -202,18 +202,22 @@ def test_a_marked_port_with_no_record_is_adopted(make: Callable[..., Harness]) -
     h.world.admin[UPLINK] = False
     h.world.oper[UPLINK] = "DOWN"
     notes = run(h.rem.reconcile())
+    (t,) = h.tickets()
+    (a,) = h.state.actions()
     assert notes == [
         f"{UPLINK} is down with fabricd's mark (action 11, ticket 4, link_corruption) but fabricd has no record of "
-        "it (state lost or restored from an older copy): adopted"
+        f"it (state lost or restored from an older copy): adopted; re-marked {UPLINK}: "
+        f"[fabricd: down a11 t4 link_corruption] -> [fabricd: down a{a.id} t{t.id} link_corruption]"
     ]
-    (t,) = h.tickets()
     assert (t.kind, t.device, t.port, t.status) == ("link_corruption", UPLINK.device, UPLINK.port, "open")
-    (a,) = h.state.actions()
     assert (a.op, a.status, a.ticket_id) == ("disable", "done", t.id)
     assert _held(h) == [(UPLINK.device, UPLINK.port, a.id, t.id)]
     (f,) = h.state.findings()
     assert f["kind"] == "link_corruption" and f["evidence"]["adopted"] is True
-    assert ("set_port_admin",) not in {c[:1] for c in h.world.calls}  # nothing sent to the switch
+    # issue 37: the mark names the new records (the shutdown committed again with it, confirmed): they agree again
+    assert h.world.marks[UPLINK] == Mark(a.id, t.id, "link_corruption") and h.world.admin[UPLINK] is False
+    sent = [c[0] for c in h.world.calls if c[0] in ("set_port_admin", "confirm", "rollback")]
+    assert sent == ["set_port_admin", "confirm"]
     assert len(h.world.scans) == len(h.fabric.switches())
     # adopted once: the next pass has nothing to do, and the repair brings it back and removes the mark
     assert run(h.rem.reconcile_pass(h.clock() + 60 * NS)) == []
