@@ -25,7 +25,9 @@ def collector_command(
         max=65535,
         help="Serve this collector's Prometheus metrics at http://HOST:PORT/metrics (0: off).",
     ),
-    metrics_host: str = typer.Option("0.0.0.0", "--metrics-host", help="Address the metrics listen on."),
+    metrics_host: str = typer.Option(
+        "127.0.0.1", "--metrics-host", help="Address the metrics listen on (loopback by default; 0.0.0.0: all)."
+    ),
 ) -> None:
     """Take a fair share of the switches (leases on the bus), subscribe to them and publish what they send to the
     telemetry stream that `fabricd run` reads with telemetry.source: bus. Run any number, on any machines."""

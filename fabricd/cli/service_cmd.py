@@ -132,8 +132,13 @@ def status_command(config: Path | None = _CONFIG, api: str | None = _API, token_
         for line in quarantine_lines(state.get("quarantined") or []):
             out.print(line, markup=False, highlight=False)
         out.print(f"telemetry: {tel['synced']}/{tel['devices']} switches synced, {len(tel['stale'])} stale")
-        if tel["stale"]:
-            out.print("  stale: " + ", ".join(tel["stale"][:20]))
+        unheld = tel.get("unheld") or []  # bus mode: no collector streams them
+        if unheld:
+            out.print(f"  held by no collector ({len(unheld)}; start or check `fabricd collector`): "
+                      + ", ".join(unheld[:20]))  # fmt: skip
+        silent = [d for d in tel["stale"] if d not in set(unheld)]
+        if silent:
+            out.print("  stale: " + ", ".join(silent[:20]))
         for line in coverage_lines(tel.get("coverage") or []):
             out.print(line, markup=False, highlight=False)
         det = h.get("detectors") or {}

@@ -44,6 +44,7 @@ from fabricd.telemetry import (
     TelemetrySource,
     TraceWriter,
 )
+from fabricd.telemetry.bus_source import BusTelemetry
 from fabricd.telemetry.platforms import plans, profiles
 from policies.policy import load_policy
 from topology.load import load_fabric
@@ -540,6 +541,9 @@ class Service:
                 "devices": len(self.telemetry.devices),
                 "synced": synced,
                 "stale": stale,
+                # bus mode: switches no collector holds (stale because nobody streams them, not because they are
+                # silent); empty when the service streams itself
+                "unheld": self.telemetry.unheld_devices() if isinstance(self.telemetry, BusTelemetry) else [],
                 "coverage": [coverage_json(name, self.os_versions.get(name), c) for name, c in self.coverage().items()],
             },
             "detectors": {

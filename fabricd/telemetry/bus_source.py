@@ -34,6 +34,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("fabricd.telemetry.bus")
 LAG_EVERY_NS = 500_000_000  # lag observed and sync state judged about twice a second (as the client samples lag)
+HELD_EVERY_S = 1.0  # how often the collectors' leases are listed: which switches no collector holds
 
 
 class BusTelemetry:
@@ -77,8 +78,14 @@ class BusTelemetry:
         self.metrics = metrics
         if metrics is not None:
             metrics.bind(self.store, self._devices, lambda: self.stale_devices())
-        self._lost_c = self._pending_g = None
+        self._lost_c = self._pending_g = self._held_g = None
+        # Lease keys some collector holds (collector.py), as last listed; None until listed. A stale switch no
+        # collector holds is unserved (start a collector); one a collector holds is silent (the switch or its gNMI).
+        self._held: set[str] | None = None
         if registry is not None:
+            self._held_g = Gauge("fabricd_bus_switch_held", "1 while a collector holds the switch (its lease on the "
+                                 "bus): stale with 0, no collector serves it; stale with 1, its collector gets nothing "
+                                 "from it", ["device"], registry=registry)  # fmt: skip
             self._lost_c = Counter("fabricd_bus_lost_messages", "Telemetry batches the stream dropped before this "
                                    "service read them (it fell behind the stream's age or size limit)",
                                    registry=registry)  # fmt: skip
@@ -98,6 +105,13 @@ class BusTelemetry:
         t = self.clock() if now is None else now
         return [d for d in self._devices if self.store.stale(d, t, self.interval_ns)]
 
+    def unheld_devices(self) -> list[str]:
+        """Switches no collector holds (no lease on the bus) as last listed: nobody streams them."""
+        from .collector import lease_key
+
+        held = self._held
+        return [] if held is None else [d for d in self._devices if lease_key(d) not in held]
+
     async def wait_synced(self, timeout_s: float | None = None) -> bool:
         try:
             await asyncio.wait_for(asyncio.gather(*(e.wait() for e in self._synced.values())), timeout_s)
@@ -107,7 +121,8 @@ class BusTelemetry:
 
     def state(self, device: str) -> DeviceState:
         fresh = not self.store.stale(device, self.clock(), self.interval_ns)
-        return DeviceState(device, fresh, self._synced[device].is_set(), 0, None if fresh else "no data on the bus")
+        why = None if fresh else "no collector holds it" if device in self.unheld_devices() else "no data on the bus"
+        return DeviceState(device, fresh, self._synced[device].is_set(), 0, why)
 
     # --- the consumer ----------------------------------------------------------------------------------------
     def _on_message(self, msg: Msg) -> None:
@@ -171,6 +186,7 @@ class BusTelemetry:
             await ensure_stream(js, self.max_age_s, self.max_bytes)
             sub = await js.subscribe(bus_wire.SUBJECTS, stream=bus_wire.STREAM, ordered_consumer=True,
                                      deliver_policy=DeliverPolicy.ALL, cb=self._async_cb)  # fmt: skip
+            leases = asyncio.create_task(self._watch_leases(js), name="bus-leases")
             try:
                 while not self._stop.is_set():
                     with contextlib.suppress(TimeoutError):
@@ -182,6 +198,7 @@ class BusTelemetry:
                     if not nc.is_connected and not nc.is_reconnecting:
                         raise ConnectionError("the bus connection closed")
             finally:
+                leases.cancel()
                 with contextlib.suppress(Exception):
                     await sub.unsubscribe()
         finally:
@@ -210,6 +227,21 @@ class BusTelemetry:
                 m.lag.observe(max(worst / 1e9, 0.0))
                 m.last_lag.labels(d).set(worst / 1e9)
         self._lag_worst.clear()
+
+    async def _watch_leases(self, js: Any) -> None:
+        """List the collectors' leases every HELD_EVERY_S (unheld_devices, fabricd_bus_switch_held)."""
+        from .collector import held_keys, lease_key
+
+        while not self._stop.is_set():
+            try:
+                self._held = await held_keys(js)
+            except Exception as e:  # noqa: BLE001 - the bus went away: the consumer notices and reconnects
+                log.debug("listing the collectors' leases: %s", e)
+            if self._held_g is not None and self._held is not None:
+                for d in self._devices:
+                    self._held_g.labels(d).set(1 if lease_key(d) in self._held else 0)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._stop.wait(), HELD_EVERY_S)
 
     async def _async_cb(self, msg: Any) -> None:
         self._on_message(msg)

@@ -64,18 +64,33 @@ async def ensure_stream(js: JetStreamContext, max_age_s: float, max_bytes: int) 
 
 
 class BusPublisher(Ingestor):
-    """Takes the client's raw responses per switch and publishes them in batches (no decoding here)."""
+    """Takes the client's raw responses per switch and publishes them in batches (no decoding here). Only for a
+    switch this collector holds now (`holds`): what it received or buffered while it did not (a collector woken
+    from a pause finds its gRPC streams' backlog, samples of switches another collector took meanwhile) is dropped,
+    both when it comes in and when a batch goes out."""
 
-    def __init__(self, nc: NATS, errors: Counter | None = None) -> None:
+    def __init__(
+        self, nc: NATS, errors: Counter | None = None, holds: Callable[[str], bool] = lambda device: True,
+        dropped: Counter | None = None,
+    ) -> None:  # fmt: skip
         super().__init__(CounterStore())
         self.nc = nc
         self._pending: dict[str, list[bytes]] = {}
         self.published = 0  # responses handed to the bus
         self.bytes = 0
         self.errors = 0  # batches the bus refused
-        self._errors_c = errors
+        self.dropped = 0  # responses of switches this collector did not hold when they came or went out
+        self._errors_c, self._dropped_c, self._holds = errors, dropped, holds
+
+    def _drop(self, n: int) -> None:
+        self.dropped += n
+        if self._dropped_c is not None:
+            self._dropped_c.inc(n)
 
     def ingest(self, data: bytes | Any, channel: str, now: int | None = None) -> None:
+        if not self._holds(channel):
+            self._drop(1)
+            return
         raw = data if isinstance(data, bytes) else data.SerializeToString()
         self._pending.setdefault(channel, []).append(raw)
         # what the client's lag and staleness read (nothing is decoded here: the service decodes)
@@ -97,6 +112,9 @@ class BusPublisher(Ingestor):
             return
         pending, self._pending = self._pending, {}
         for device, responses in pending.items():
+            if not self._holds(device):
+                self._drop(len(responses))
+                continue
             data = bus_wire.pack(device, responses)
             try:
                 await self.nc.publish(bus_wire.subject(device), data)
@@ -132,8 +150,12 @@ def plan_claims(
     return free[: share - len(mine)], []
 
 
-def _key(switch: str) -> str:
+def lease_key(switch: str) -> str:
+    """The switch's key in the lease bucket (SWITCHES)."""
     return bus_wire.subject(switch).removeprefix("fabricd.tm.")
+
+
+_key = lease_key
 
 
 class Collector:
@@ -155,7 +177,7 @@ class Collector:
         connected, reconnects, lag, updates, staleness) for the switches it streams."""
         self.accesses = list(accesses)
         self.registry = registry
-        self._held_g = self._rounds_failed_c = self._publish_errors_c = None
+        self._held_g = self._rounds_failed_c = self._publish_errors_c = self._dropped_c = None
         self._metrics = TelemetryMetrics(registry) if registry is not None else None  # one set, each client binds it
         if registry is not None:
             self._held_g = Gauge("fabricd_collector_switches", "Switches this collector holds a lease on and streams",
@@ -164,6 +186,9 @@ class Collector:
                                             "bus refused or went away)", registry=registry)  # fmt: skip
             self._publish_errors_c = Counter("fabricd_collector_publish_errors", "Telemetry batches the bus refused",
                                              registry=registry)  # fmt: skip
+            self._dropped_c = Counter("fabricd_collector_dropped_unheld", "Telemetry responses dropped: of a switch "
+                                      "this collector did not hold (certainly) when they came or went out",
+                                      registry=registry)  # fmt: skip
         self.switches = [a.name for a in self.accesses]
         self._by_key = {_key(s): s for s in self.switches}
         self._connect = connect
@@ -182,7 +207,7 @@ class Collector:
             await ensure_stream(js, self.max_age_s, self.max_bytes)
             switches = await _bucket(js, SWITCHES, self.ttl)
             members = await _bucket(js, MEMBERS, self.ttl)
-            self.publisher = BusPublisher(nc, self._publish_errors_c)
+            self.publisher = BusPublisher(nc, self._publish_errors_c, self.holds, self._dropped_c)
             # ON_CHANGE leaves resent every half stream age, so a reader starting at any time finds every port's
             # oper state within the stream, not only changes after it joined (gNMI heartbeat_interval).
             self.client = TelemetryClient(
@@ -210,6 +235,12 @@ class Collector:
         finally:
             with contextlib.suppress(Exception):
                 await nc.drain()
+
+    def holds(self, switch: str) -> bool:
+        """This collector holds `switch` now for certain: its lease, renewed within two thirds of a TTL (a third
+        before the bus could let the key expire and another collector take it). False for a collector woken from
+        a pause until its next renewal round, which also finds the leases it lost."""
+        return switch in self.mine and time.monotonic() - self._renewed < self.ttl * 2 / 3
 
     async def _leases(self, switches: KeyValue, members: KeyValue, stop: asyncio.Event) -> None:
         """Renew every third of the TTL; look for free switches (a dead collector's, expired) every CLAIM_EVERY_S, so
@@ -284,6 +315,17 @@ class Collector:
     async def _release_all(self, kv: KeyValue) -> None:
         """On a clean stop, hand the switches over at once instead of after a TTL."""
         await _bounded([self._give_back(kv, s) for s in list(self.mine)])
+
+
+async def held_keys(js: JetStreamContext) -> set[str] | None:
+    """The lease keys (`lease_key`) some collector holds now; None before any collector made the bucket."""
+    from nats.js.errors import BucketNotFoundError
+
+    try:
+        kv = await js.key_value(SWITCHES)
+    except BucketNotFoundError:
+        return None
+    return set(await _keys(js, kv))
 
 
 async def holders(nc: NATS) -> dict[str, str]:

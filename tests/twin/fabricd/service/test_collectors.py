@@ -26,7 +26,7 @@ from tests.conftest import EXAMPLES, REPO, free_port
 from tests.twin.lab.twin_thread import TwinThread
 from topology.spec import load_spec
 
-from .service_thread import ServiceThread, wait_for, write_config
+from .service_thread import TOKEN, ServiceThread, wait_for, write_config
 
 pytestmark = [pytest.mark.distributed, pytest.mark.slow]
 LEASE_S = 2.0
@@ -269,6 +269,88 @@ def test_bus_mode_reports_its_own_health_and_a_late_service_knows_the_sync_state
     finally:
         for p in procs.values():
             if p.poll() is None:
+                p.send_signal(signal.SIGTERM)
+                try:
+                    p.wait(10)
+                except subprocess.TimeoutExpired:
+                    p.kill()
+
+
+def _out_of_order(text: str) -> float:
+    """The service's telemetry updates dropped as older than what it stored, over every switch."""
+    return sum(
+        float(line.rpartition(" ")[2])
+        for line in text.splitlines()
+        if line.startswith("fabricd_telemetry_dropped_updates_total{") and 'reason="out_of_order"' in line
+    )
+
+
+def _listens_on_loopback_only(pid: int, port: int) -> bool:
+    """The process listens on `port` at 127.0.0.1 and nowhere else (its /proc/PID/net/tcp and tcp6)."""
+    found = []
+    for table in ("tcp", "tcp6"):
+        for line in Path(f"/proc/{pid}/net/{table}").read_text().splitlines()[1:]:
+            local, state = line.split()[1], line.split()[3]
+            address, _, hex_port = local.rpartition(":")
+            if state == "0A" and int(hex_port, 16) == port:  # LISTEN
+                found.append(address)
+    return found == ["0100007F"]
+
+
+def test_a_woken_collector_drops_its_backlog_and_health_tells_unheld_from_silent(
+    twin: TwinThread, nats_bus: LocalBus, tmp_path: Path
+) -> None:
+    # a collector stopped (SIGSTOP) longer than its lease loses its switches to the other; woken, it publishes nothing
+    # of what its gRPC streams buffered meanwhile (it counts it dropped): the service sees no sample out of order.
+    # With every collector gone, health and status say no collector holds the switches (not just `stale`), and a
+    # collector's metrics listen on loopback unless told otherwise.
+    config = write_config(
+        tmp_path, twin.inventory, bus={"urls": [nats_bus.url]},
+        telemetry={"interval_s": 0.5, "source": "bus", "collector_lease_ttl_s": LEASE_S, "stream_max_age_s": 20},
+    )  # fmt: skip
+    ports = {"c1": free_port(), "c2": free_port()}
+    procs = {n: collector(n, config, tmp_path / f"{n}.log", "--metrics-port", str(port)) for n, port in ports.items()}
+    names = load_inventory(twin.inventory).names
+    try:
+        wait_for(lambda: sorted(set(owners(nats_bus).values())) == ["c1", "c2"] and len(owners(nats_bus)) == len(names),
+                 30)  # fmt: skip
+        assert all(_listens_on_loopback_only(procs[n].pid, p) for n, p in ports.items())
+        svc = ServiceThread(config).start(60)
+        try:
+            wait_for(lambda: svc.get("/api/v1/health")["telemetry"]["stale"] == [], 30)
+            procs["c1"].send_signal(signal.SIGSTOP)
+            wait_for(lambda: set(owners(nats_bus).values()) == {"c2"} and len(owners(nats_bus)) == len(names), 15)
+            time.sleep(2)  # c1's streams keep arriving at its sockets, unread
+            before = _out_of_order(httpx.get(svc.url + "/metrics", timeout=10).text)
+            procs["c1"].send_signal(signal.SIGCONT)
+            time.sleep(3)
+            assert _out_of_order(httpx.get(svc.url + "/metrics", timeout=10).text) == before
+            mine = httpx.get(f"http://127.0.0.1:{ports['c1']}/metrics", timeout=5).text
+            assert scraped(mine, "fabricd_collector_dropped_unheld_total") > 0
+
+            for p in procs.values():
+                p.send_signal(signal.SIGSTOP)  # every collector gone: the leases expire, nobody streams
+            wait_for(lambda: sorted(svc.get("/api/v1/health")["telemetry"]["unheld"]) == sorted(names), 15)
+            text = httpx.get(svc.url + "/metrics", timeout=10).text
+            assert all(scraped(text, "fabricd_bus_switch_held", device=n) == 0 for n in names)
+            status = subprocess.run(
+                [sys.executable, "-m", "fabricd", "status", "--api", svc.url], cwd=REPO,
+                env={**os.environ, "FABRICD_API_TOKEN": TOKEN}, capture_output=True, text=True, timeout=30,
+            )  # fmt: skip
+            assert f"held by no collector ({len(names)}; start or check `fabricd collector`)" in status.stdout, status
+            assert "  stale:" not in status.stdout  # none is merely silent
+            for p in procs.values():
+                p.send_signal(signal.SIGCONT)
+            wait_for(lambda: svc.get("/api/v1/health")["telemetry"]["unheld"] == [], 15)
+            wait_for(lambda: svc.get("/api/v1/health")["telemetry"]["stale"] == [], 15)
+            assert scraped(httpx.get(svc.url + "/metrics", timeout=10).text, "fabricd_bus_switch_held",
+                           device=names[0]) == 1  # fmt: skip
+        finally:
+            svc.stop()
+    finally:
+        for p in procs.values():
+            if p.poll() is None:
+                p.send_signal(signal.SIGCONT)
                 p.send_signal(signal.SIGTERM)
                 try:
                     p.wait(10)
