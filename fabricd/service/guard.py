@@ -35,6 +35,8 @@ class GuardInput:
     disables_last_hour: int
     # ports whose BGP session is down with the link up: no routed traffic, so no capacity (detectors/bgp_session.py)
     routed_down: frozenset[Endpoint] = frozenset()
+    # ports out of service for planned maintenance (maintenance.py): their capacity is gone as surely as a fault's
+    drained: frozenset[Endpoint] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -109,7 +111,7 @@ def check_disable(fabric: Fabric, limits: SafetyLimits, target: Endpoint, known:
             "fabric_budget",
             f"{len(known.held_down)} ports held down fabric-wide (limit {limits.max_down_fabric})",
         )
-    gone = known.held_down | known.oper_down | known.routed_down | {target, peer}
+    gone = known.held_down | known.oper_down | known.routed_down | known.drained | {target, peer}
     bundle = _parallel(fabric, link)
     if len(bundle) > 1 and all(_is_down(lk, gone) for lk in bundle):
         return Verdict(False, "redundancy", f"{target} is the last working link of its bundle to {peer.device}")
@@ -118,6 +120,36 @@ def check_disable(fabric: Fabric, limits: SafetyLimits, target: Endpoint, known:
         if not verdict.allowed:
             return verdict
     return Verdict(True, "ok", "capacity and budgets allow it")
+
+
+def check_drain(
+    fabric: Fabric, limits: SafetyLimits, ports: Iterable[Endpoint], known: GuardInput, spared: str | None = None
+) -> Verdict:
+    """May these ports go out of service together for maintenance? Their links count as lost with every fault,
+    BGP-down uplink, hold and other drain; each switch at their far (and near) ends keeps `min_uplink_fraction`, and
+    no bundle loses its last member. `spared`: the switch being drained whole (it carries nothing; its own uplinks
+    are not judged). The budgets of `check_disable` are fabricd's own actions', not a person's planned work."""
+    taking = frozenset(ports)
+    gone = known.held_down | known.oper_down | known.routed_down | known.drained | taking
+    links = {lk for ep in taking if (lk := fabric.link_of(ep.device, ep.port)) is not None}
+    for link in sorted(links, key=lambda lk: (str(lk.a), str(lk.b))):
+        bundle = _parallel(fabric, link)
+        ends = {link.a.device, link.b.device}
+        if len(bundle) > 1 and spared not in ends and all(_is_down(lk, gone) for lk in bundle):
+            far, near = sorted(ends)
+            return Verdict(False, "redundancy", f"it takes the last working link between {far} and {near}")
+    judged = sorted({d for lk in links for d in (lk.a.device, lk.b.device) if d != spared})
+    for sw in judged:
+        dev = fabric.get(sw)
+        if dev is None or not dev.is_switch:
+            continue
+        up = next((lk for lk in links if sw in (lk.a.device, lk.b.device) and is_uplink(fabric, sw, lk)), None)
+        if up is None:
+            continue
+        verdict = _capacity(fabric, limits, sw, up, gone, known.routed_down)
+        if not verdict.allowed:
+            return verdict
+    return Verdict(True, "ok", "capacity allows it")
 
 
 def _is_down(link: Link, gone: Container[Endpoint]) -> bool:

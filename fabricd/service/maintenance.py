@@ -1,0 +1,168 @@
+"""Planned maintenance as data: a drain of a switch, a link or a port is a plan of steps, each recorded before the
+next is taken (so a standby that takes over finishes it once), and an undrain is allowed only once the ports came
+back as the blueprint has them. Pure: the fabric, records and readings in, plans, verdicts and problems out; the
+service (maintenance_requests.py) does the I/O.
+
+The steps of a drain:
+1. guard: the drain's capacity counted as lost with every fault, BGP-down uplink, hold and other drain
+   (guard.check_drain); refused with the reason;
+2. shift: traffic moved away before anything goes down: on EOS the switch's BGP sessions carry RFC 8326's
+   GRACEFUL_SHUTDOWN community (65535:0; receivers set LOCAL_PREF 0, /work/shared/reference/
+   maintenance-lldp-bgp-state.md), on SONiC `TSA` (the switch announces only its loopback);
+3. verify: the drained ports' rates fall below a threshold within a timeout, else the drain stops and says so;
+4. shut (a link or port drain, or a switch drain with --shut): the ports shut with fabricd's mark of kind
+   `maintenance` under the revert timer, then held as maintenance (no fault ticket);
+5. drained.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from topology.errors import FabricdError
+from topology.fabric import Fabric
+from topology.model import Endpoint
+
+TargetKind = Literal["switch", "link", "port"]
+DrainState = Literal["planned", "draining", "drained", "undraining", "undrained", "stopped"]
+# a drain in these states holds its ports out of service (the guard counts them, a second drain is refused)
+ACTIVE: tuple[DrainState, ...] = ("planned", "draining", "drained", "undraining")
+GRACEFUL_SHUTDOWN = "65535:0"  # RFC 8326 section 3 (the well-known community), reference/maintenance-lldp-bgp-state.md
+
+
+class MaintenanceInputError(FabricdError):
+    """A drain or undrain request that names nothing drainable, or asks for what is already so: nothing changed."""
+
+
+@dataclass(frozen=True)
+class DrainTarget:
+    kind: TargetKind
+    name: str  # as the person wrote it: a switch, or device:port
+    ports: tuple[Endpoint, ...]  # the ports taken out of service, both ends of each link (sorted)
+    shifted: tuple[str, ...]  # the switches whose traffic is shifted away (maintenance mode / TSA)
+
+    @property
+    def spared(self) -> str | None:
+        """The switch drained whole: it carries nothing while drained, so its own uplinks are not judged."""
+        return self.name if self.kind == "switch" else None
+
+
+@dataclass(frozen=True)
+class Step:
+    name: Literal["guard", "shift", "verify", "shut", "hold", "drained"]
+    text: str
+
+
+def _endpoint(fabric: Fabric, text: str, kind: str) -> Endpoint:
+    device, sep, port = text.partition(":")
+    if not sep or not device or not port:
+        raise MaintenanceInputError(f"{kind} {text!r}: name it as device:port, e.g. leaf-g0-r0:Ethernet5/1")
+    if device not in fabric:
+        raise MaintenanceInputError(f"{kind} {text}: no device {device} in the blueprint; see `fabricd topology`")
+    if fabric.link_of(device, port) is None:
+        raise MaintenanceInputError(f"{kind} {text}: {port} is not a cabled port of {device} in the blueprint")
+    return Endpoint(device, port)
+
+
+def target(fabric: Fabric, kind: TargetKind, name: str) -> DrainTarget:
+    """What `fabricd drain <kind> <name>` takes out of service, or MaintenanceInputError (one line)."""
+    if kind == "switch":
+        dev = fabric.get(name)
+        if dev is None or not dev.is_switch or dev.is_remote:
+            raise MaintenanceInputError(f"switch {name}: not a switch of the blueprint; see `fabricd topology`")
+        ports = {ep for lk in fabric.links_of(name) for ep in (lk.a, lk.b)}
+        return DrainTarget(kind, name, tuple(sorted(ports, key=str)), (name,))
+    ep = _endpoint(fabric, name, kind)
+    link = fabric.link_of(ep.device, ep.port)
+    assert link is not None  # _endpoint checked it
+    if kind == "port":
+        ports, shifted = {ep}, [ep.device]
+    else:
+        ports, shifted = {link.a, link.b}, [link.a.device, link.b.device]
+    switches = tuple(sorted(d for d in set(shifted) if (dev := fabric.get(d)) is not None and dev.is_switch))
+    return DrainTarget(kind, name, tuple(sorted(ports, key=str)), switches)
+
+
+def plan(fabric: Fabric, t: DrainTarget, *, shut: bool, threshold_bps: float, timeout_s: float) -> list[Step]:
+    """The steps a drain takes, in order (what --dry-run prints). A link or port drain always shuts its ports; a
+    switch drain only with --shut (maintenance mode alone keeps the switch reachable for the upgrade)."""
+    steps = [Step("guard", f"check capacity with {len(t.ports)} port(s) of {t.kind} {t.name} counted lost")]
+    for sw in t.shifted:
+        platform = fabric.device(sw).platform or "eos"
+        how = "TSA (traffic shift away)" if platform == "sonic" else f"BGP graceful shutdown ({GRACEFUL_SHUTDOWN})"
+        steps.append(Step("shift", f"shift traffic away from {sw}: {how}"))
+    steps.append(Step("verify", f"wait up to {timeout_s:g} s for the drained ports' rates to fall below "
+                                f"{threshold_bps:g} b/s, else stop"))  # fmt: skip
+    if shut or t.kind != "switch":
+        steps.append(Step("shut", f"shut {', '.join(map(str, t.ports))} with fabricd's mark (kind maintenance)"))
+        steps.append(Step("hold", "hold them as maintenance (no fault ticket), reconciled like every hold"))
+    steps.append(Step("drained", f"{t.kind} {t.name} drained"))
+    return steps
+
+
+def next_step(steps: Sequence[Step], done: int) -> Step | None:
+    """The step to take after `done` were recorded (a restart or a new leader resumes here); None: finished."""
+    return steps[done] if 0 <= done < len(steps) else None
+
+
+def check_new(t: DrainTarget, active_ports: Iterable[Endpoint], until_ts: int | None, now: int) -> None:
+    """A drain's request, before anything is written: not already drained, an --until in the future."""
+    busy = sorted(set(t.ports) & set(active_ports), key=str)
+    if busy:
+        raise MaintenanceInputError(f"{t.kind} {t.name}: {busy[0]} is already drained; see `fabricd maintenance`")
+    if until_ts is not None and until_ts <= now:
+        raise MaintenanceInputError(f"--until is in the past; give a time after now (UTC), e.g. {_iso(now + 3600)}")
+
+
+def still_carrying(rates_bps: Mapping[Endpoint, float | None], threshold_bps: float) -> list[str]:
+    """The drained ports whose traffic has not fallen yet (a port with no rate yet is not known to be quiet)."""
+    out = []
+    for ep, rate in sorted(rates_bps.items(), key=lambda kv: str(kv[0])):
+        if rate is None:
+            out.append(f"{ep}: no rate yet")
+        elif rate >= threshold_bps:
+            out.append(f"{ep}: {rate:.3g} b/s")
+    return out
+
+
+@dataclass(frozen=True)
+class PortReading:
+    """What telemetry says of a drained port when its drain is to end."""
+
+    up: bool
+    lldp: Endpoint | None  # who LLDP hears there in a sample newer than the undrain request (None: nobody yet)
+    bgp_established: bool | None  # None: no routed session on this link
+    clean_s: float  # seconds since the port's error counters last rose (inf: never seen rising)
+
+
+def undrain_problems(fabric: Fabric, readings: Mapping[Endpoint, PortReading], probation_s: float) -> list[str]:
+    """Why the drain must stay (empty: it may end): each port up, facing its blueprint neighbour by fresh LLDP, its
+    BGP session established, its counters clean for the probation. What maintenance most often breaks."""
+    out = []
+    for ep, r in sorted(readings.items(), key=lambda kv: str(kv[0])):
+        want = fabric.peer(ep.device, ep.port)
+        if not r.up:
+            out.append(f"{ep} is down")
+            continue
+        if r.lldp is None:
+            out.append(f"{ep}: no fresh LLDP neighbour heard yet (the blueprint has {want} there)")
+        elif want is not None and r.lldp != want:
+            out.append(f"{ep} faces {r.lldp} by LLDP, the blueprint has {want}: move the cable back to {want}")
+        if r.bgp_established is False:
+            out.append(f"{ep}: its BGP session is not established")
+        if r.clean_s < probation_s:
+            out.append(f"{ep}: error counters rose {r.clean_s:.0f} s ago (clean for {probation_s:g} s needed)")
+    return out
+
+
+def overran(until_ts: int | None, state: DrainState, now: int) -> bool:
+    """A drain still active past its --until: a finding ("maintenance overran"), never an automatic return."""
+    return until_ts is not None and state in ACTIVE and now > until_ts
+
+
+def _iso(ns: int) -> str:
+    import time
+
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ns / 1e9))
