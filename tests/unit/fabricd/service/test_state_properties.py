@@ -10,7 +10,6 @@ from __future__ import annotations
 import itertools
 import logging
 import shutil
-import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +19,7 @@ from hypothesis import strategies as st
 
 from fabricd.service.state import StateStore, Ticket
 from fabricd.service.state_db import StateError
+from tests.state_damage import apply_damage, damages
 from topology.fabric import Fabric
 from topology.model import Endpoint
 
@@ -49,31 +49,6 @@ writes = st.lists(
 # are then: what the disk holds when the process is killed)
 kills = st.tuples(st.integers(1, 6), st.booleans())
 
-# --- the damage after --------------------------------------------------------------------------------------------
-COLUMNS = {
-    "tickets": ["fault", "kind", "device", "port", "status", "title", "body", "escalation", "recurrences",
-                "created_ts", "updated_ts", "resolved_ts", "synced_ts"],
-    "actions": ["op", "device", "port", "mode", "status", "reason", "finding_id", "ticket_id", "created_ts", "detail",
-                "key", "token"],
-    "findings": ["key", "fault", "kind", "device", "status", "data", "detected_ts", "last_seen_ts"],
-    "disabled_ports": ["device", "port", "action_id", "ticket_id", "since_ts"],
-    "probation": ["device", "port", "until_ts", "ticket_id"],
-    "tokens": ["user", "role", "hash", "created_ts", "revoked_ts"],
-    "audit": ["ts", "what", "why", "mode", "actor"],
-    "meta": ["value"],
-}  # fmt: skip
-VALUES = ["CAST(X'7B2261223A22FF227D' AS TEXT)", "'not json'", "'x'", "1.5", "NULL", "-1", "9223372036854775807",
-          "X'FF00'", "''", "'[]'", "'{}'", "'running'", "'enable'"]  # fmt: skip
-row_damage = st.tuples(
-    st.just("row"), st.sampled_from(sorted(COLUMNS)), st.integers(0, 2), st.sampled_from(VALUES), st.integers(0, 12)
-)
-file_damage = st.one_of(
-    st.tuples(st.just("bytes"), st.floats(0.0, 1.0), st.integers(1, 4096), st.binary(min_size=1, max_size=64)),
-    st.tuples(st.just("truncate"), st.floats(0.0, 1.0)),
-    st.tuples(st.just("drop-wal")),  # the WAL lost (what was not checkpointed yet)
-)
-damages = st.lists(st.one_of(row_damage, row_damage, row_damage, row_damage, file_damage), min_size=1, max_size=3)
-
 
 def write(h: Harness, op: tuple[Any, ...], fabric: Fabric) -> None:
     kind = op[0]
@@ -88,33 +63,6 @@ def write(h: Harness, op: tuple[Any, ...], fabric: Fabric) -> None:
         h.state.set_mode(op[1], "alice", "test", h.clock())
     else:
         h.clock.advance(op[1])
-
-
-def damage_row(path: Path, table: str, column: str, row: int, value: str) -> None:
-    db = sqlite3.connect(path)
-    try:
-        rowid = db.execute(f"SELECT rowid FROM {table} LIMIT 1 OFFSET ?", (row,)).fetchone()
-        if rowid is not None:
-            db.execute(f"UPDATE {table} SET {column} = {value} WHERE rowid = ?", (rowid[0],))
-            db.commit()
-    except (sqlite3.Error, UnicodeDecodeError):
-        pass  # NOT NULL, UNIQUE, or a file already damaged: this damage does not apply
-    finally:
-        db.close()
-
-
-def damage_file(path: Path, d: tuple[Any, ...]) -> None:
-    if d[0] == "drop-wal":
-        path.with_name(path.name + "-wal").unlink(missing_ok=True)
-        return
-    data = bytearray(path.read_bytes())
-    at = int(d[1] * len(data))
-    if d[0] == "truncate":
-        path.write_bytes(bytes(data[:at]))
-        return
-    size = min(d[2], len(d[3]) * 64)
-    data[at : at + size] = (d[3] * (size // len(d[3]) + 1))[:size]
-    path.write_bytes(bytes(data))
 
 
 class Crashed:
@@ -172,12 +120,7 @@ def test_a_start_refuses_in_one_line_or_serves(
     else:
         Crashed(live, image)
     h.state.close()
-    for d in damage:
-        if d[0] == "row":
-            _, table, row, value, col = d
-            damage_row(image, table, COLUMNS[table][col % len(COLUMNS[table])], row, value)
-        elif image.exists():
-            damage_file(image, d)
+    apply_damage(image, damage)
 
     caplog.clear()
     caplog.set_level(logging.WARNING)
