@@ -39,8 +39,8 @@ def run_command(
     new_state: bool = typer.Option(
         False,
         "--new-state",
-        help="Set an empty or corrupt state file aside (kept beside it) and start with an empty "
-        "one; fabricd adopts what the switches' marks say it did (docs/operations.md).",
+        help="Set an empty or corrupt state file aside (kept beside it; a readable one only with --force) and "
+        "start with an empty one; fabricd adopts what the switches' marks say it did (docs/operations.md).",
     ),
     force: bool = typer.Option(
         False, "--force", help="With --new-state: set the state file aside even though it is readable."

@@ -97,3 +97,9 @@ def test_lab_up_refuses_a_python_package_as_its_state_dir(capsys: pytest.Capture
     assert code == 2
     assert "is a Python package" in one_line(err) and "use a folder of its own" in err
     assert sorted(p.name for p in (REPO / "lab").iterdir()) == before  # nothing written into it
+
+
+def test_force_goes_with_new_state(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    code, _, err = run(capsys, "run", "--config", str(tmp_path / "none.yaml"), "--force")
+    assert code == 2
+    assert "--force" in err and "goes with --new-state" in err and "Traceback" not in err
