@@ -366,6 +366,13 @@ class Ingestor:
             return
         target = str(note.prefix.target)
         prefix = [str(e.name) for e in note.prefix.elem]
+        if note.delete:  # a row gone (an LLDP neighbour when its port went down, bgpmon clearing its table)
+            self.flush()
+            for d in note.delete:
+                store.count(dev, Stat.DELETES)
+                path = prefix + [str(e.name) for e in d.elem]
+                for port, leaf, index in sonic.row_leaves(target, path, self._aliases.get(dev)):
+                    store.forget(dev, port, (leaf, index))
         n = direct = 0
         codes, codes_append, vals_append = self._sonic_codes, self._codes.append, self._vals.append
         d_codes, d_vals = self._d_codes, self._d_vals

@@ -123,6 +123,21 @@ def topology_port(name: str) -> str | None:
     return f"Ethernet{int(m.group(1)) // LANES_PER_PORT + 1}/1"
 
 
+def row_leaves(
+    target: str, path: Sequence[str], aliases: Mapping[str, str] | None = None
+) -> list[tuple[str, str, str | None]]:
+    """The series a row of a table whose rows come and go stands for, to forget when the switch deletes it:
+    APPL_DB LLDP_ENTRY_TABLE (a port's neighbour, gone with its link: IEEE 802.1AB) and STATE_DB NEIGH_STATE_TABLE
+    (bgpmon clears it when it starts); nothing for the rest."""
+    if len(path) != 2:
+        return []
+    if target == "APPL_DB" and path[0] == "LLDP_ENTRY_TABLE" and (port := port_of_key(path[1], aliases)):
+        return [(port, leaf, LLDP_INDEX) for leaf in LLDP_FIELDS.values()]
+    if target == "STATE_DB" and path[0] == "NEIGH_STATE_TABLE":
+        return [(path[1], "bgp.session-state", None)]
+    return []
+
+
 def advertised_port(port_id: str, aliases: Mapping[str, str]) -> str:
     """The topology port behind the port id a neighbour's LLDP advertises: SONiC's lldpmgrd advertises the port's
     alias, else its name (reference/maintenance-lldp-bgp-state.md); `aliases` is that neighbour's alias -> topology

@@ -247,3 +247,31 @@ def test_lldp_entry_rows_and_port_aliases_are_read() -> None:
     assert advertised_port("etp3", {"etp3": "Ethernet3/1"}) == "Ethernet3/1"
     assert advertised_port("Ethernet16", {}) == "Ethernet3/1"  # a SONiC name without alias
     assert advertised_port("Ethernet3/1", {"etp3": "Ethernet3/1"}) == "Ethernet3/1"  # already the topology's
+
+
+def test_a_deleted_lldp_row_forgets_the_neighbour() -> None:
+    """sonic-gnmi deletes LLDP_ENTRY_TABLE|Ethernet0 when lldpd forgets the neighbour (its port went down, 802.1AB):
+    fabricd no longer knows one there (it kept the last name before)."""
+    ing = Ingestor(CounterStore())
+    dev = "leaf-g0-r0"
+    row = {"lldp_rem_sys_name": "gpu-g0-000", "lldp_rem_port_id": "nic0"}
+    ing.ingest(_note("APPL_DB", ["LLDP_ENTRY_TABLE", "Ethernet0"], row), dev)
+    ing.ingest(_note("STATE_DB", ["NEIGH_STATE_TABLE", "10.0.0.0"], {"state": "Established"}), dev)
+    snap = ing.snapshot()
+    i = snap.find(dev, "Ethernet1/1", "lldp.system-name", "1")
+    assert i is not None and snap.text(i) == "gpu-g0-000"
+    for target, path in (
+        ("APPL_DB", ["LLDP_ENTRY_TABLE", "Ethernet0"]),
+        ("STATE_DB", ["NEIGH_STATE_TABLE", "10.0.0.0"]),
+    ):
+        n = gnmi_pb2.Notification(timestamp=T0 + 10**9)
+        n.prefix.target = target
+        d = n.delete.add()
+        for e in path:
+            d.elem.add(name=e)
+        ing.ingest(gnmi_pb2.SubscribeResponse(update=n).SerializeToString(), dev)
+    snap = ing.snapshot()
+    for port, leaf, index in (("Ethernet1/1", "lldp.system-name", "1"), ("10.0.0.0", "bgp.session-state", None)):
+        i = snap.find(dev, port, leaf, index)
+        assert i is None or not snap.text(i), (port, leaf)
+    assert snap.stat(dev, Stat.DELETES) == 2
