@@ -209,6 +209,7 @@ def test_without_streamed_addresses_the_underlay_plan_names_the_port(tmp_path: P
     (f,) = run_trace(path, FABRIC, detectors=DETECTOR)
     assert (f.device, f.port, f.evidence["peer_address"]) == (LEAF, S.local.port, S.peer_address)
     assert set(f.ports) == {str(S.local), str(S.peer)} and f.confidence > 0.9
+    assert snapshot_of(path, FABRIC) == {S.local, S.peer}  # what the guard counts as lost capacity, the same
 
 
 def test_a_neighbour_outside_every_streamed_subnet_has_no_port(tmp_path: Path) -> None:
