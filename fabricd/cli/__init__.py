@@ -17,6 +17,7 @@ from fabricd.cli.detect_cmd import detect_command
 from fabricd.cli.intent_cmd import intent_command
 from fabricd.cli.jobs_cmd import jobs_command
 from fabricd.cli.lab_cmd import app as lab_app
+from fabricd.cli.maintenance_cmd import drain_command, maintenance_command, undrain_command
 from fabricd.cli.output import EXIT_TROUBLE, err_console
 from fabricd.cli.place_cmd import place_command
 from fabricd.cli.plan_cmd import plan_command
@@ -79,6 +80,9 @@ app.command("release")(release_command)
 app.command("reject")(reject_command)
 app.command("mode")(mode_command)
 app.command("jobs")(jobs_command)
+app.command("drain")(drain_command)
+app.command("undrain")(undrain_command)
+app.command("maintenance")(maintenance_command)
 app.command("place")(place_command)
 app.add_typer(topology_app, name="topology")
 app.add_typer(lab_app, name="lab")

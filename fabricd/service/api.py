@@ -33,15 +33,18 @@ from .api_models import (
     Audit,
     CreatedToken,
     DisabledPorts,
+    DrainPlanned,
     Findings,
     HoldReleased,
+    Maintenance,
     ModeSet,
     Revoked,
     Tickets,
     Tokens,
 )
+from .maintenance import MaintenanceInputError, overran
 from .remediation import ActionError, StandbyError, UnknownIdError
-from .state import Action, Ticket
+from .state import Action, DrainRecord, Ticket
 from .surface import ServiceSurface
 
 MAX_BODY = 64 * 1024  # the API takes small JSON bodies only
@@ -85,6 +88,19 @@ class Rejection(BaseModel):
 class HoldRelease(BaseModel):
     port: str = Field(min_length=3, max_length=200, pattern=r"^[^:\s]+:\S+$", description="device:port")
     reason: str = Field(min_length=1, max_length=500)
+
+
+class DrainRequest(BaseModel):
+    kind: Literal["switch", "link", "port"]
+    target: str = Field(min_length=1, max_length=200, description="a switch, or device:port")
+    reason: str = Field(min_length=1, max_length=500)
+    until: str | None = Field(None, max_length=64, description="ISO 8601, UTC unless zoned; past it: overran")
+    shut: bool = False
+    dry_run: bool = False
+
+
+class UndrainRequest(BaseModel):
+    target: str = Field(min_length=1, max_length=200)
 
 
 class BodyLimit:
@@ -266,6 +282,35 @@ def create_app(service: ServiceSurface) -> FastAPI:
         except ActionError as e:
             raise HTTPException(404 if isinstance(e, UnknownIdError) else 409, str(e)) from None
         return HoldReleased(port=body.port, note=why)
+
+    @app.get("/api/v1/maintenance", dependencies=[Depends(viewer)])
+    async def maintenance(limit: int = limit_q(500)) -> Maintenance:
+        drains = service.remediator.maintenance(limit)
+        now = time.time_ns()
+        late = [d.id for d in drains if overran(d.until_ts, d.state, now)]  # type: ignore[arg-type]
+        return Maintenance(maintenance=drains, overran=late)
+
+    @app.post("/api/v1/maintenance")
+    async def drain(body: DrainRequest, who: Principal = Depends(operator)) -> DrainPlanned:
+        """Drain a switch, link or port (docs/operations.md, Maintenance); dry_run: the steps only, nothing changed."""
+        try:
+            p = await service.remediator.drain(body.kind, body.target, who.actor, body.reason, until=body.until,
+                                               shut=body.shut, dry_run=body.dry_run)  # fmt: skip
+        except MaintenanceInputError as e:
+            raise HTTPException(400, str(e)) from None
+        except ActionError as e:
+            raise HTTPException(409, str(e)) from None
+        return DrainPlanned(steps=p.steps, dry_run=p.dry_run, drain=p.drain)
+
+    @app.post("/api/v1/maintenance/undrain")
+    async def undrain(body: UndrainRequest, who: Principal = Depends(operator)) -> DrainRecord:
+        """End a drain once its ports came back as the blueprint has them; otherwise it stays, and says why."""
+        try:
+            return await service.remediator.undrain(body.target, who.actor)
+        except MaintenanceInputError as e:
+            raise HTTPException(400, str(e)) from None
+        except ActionError as e:
+            raise HTTPException(409, str(e)) from None
 
     @app.post("/api/v1/actions/{action_id}/approve")
     async def approve(action_id: int = _id(), who: Principal = Depends(operator)) -> Action:

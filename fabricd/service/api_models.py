@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from pydantic import BaseModel
 
-from .state import Action, ApiToken, AuditEntry, DisabledPort, StoredFinding, Ticket
+from .state import Action, ApiToken, AuditEntry, DisabledPort, DrainRecord, StoredFinding, Ticket
 
 
 class Findings(BaseModel):
@@ -54,3 +54,14 @@ class CreatedToken(ApiToken):
 
 class Revoked(BaseModel):
     revoked: int
+
+
+class Maintenance(BaseModel):
+    maintenance: list[DrainRecord]
+    overran: list[int]  # ids of active drains past their --until ("maintenance overran"; never ended by fabricd)
+
+
+class DrainPlanned(BaseModel):
+    steps: list[str]
+    dry_run: bool
+    drain: DrainRecord | None

@@ -113,7 +113,9 @@ def check_new(t: DrainTarget, active_ports: Iterable[Endpoint], until_ts: int | 
     if busy:
         raise MaintenanceInputError(f"{t.kind} {t.name}: {busy[0]} is already drained; see `fabricd maintenance`")
     if until_ts is not None and until_ts <= now:
-        raise MaintenanceInputError(f"--until is in the past; give a time after now (UTC), e.g. {_iso(now + 3600)}")
+        raise MaintenanceInputError(
+            f"--until is in the past; give a time after now (UTC), e.g. {_iso(now + 3600 * 1_000_000_000)}"
+        )
 
 
 def still_carrying(rates_bps: Mapping[Endpoint, float | None], threshold_bps: float) -> list[str]:

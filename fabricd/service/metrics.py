@@ -46,6 +46,10 @@ class StateCollector(Collector):
         for (op, status), n in sorted(self.state.action_counts().items()):
             actions.add_metric([op, status], n)
         yield actions
+        drains = GaugeMetricFamily("fabricd_drains", "Planned maintenance drains by state", labels=["state"])
+        for state, n in sorted(self.state.drain_counts().items()):
+            drains.add_metric([state], n)
+        yield drains
         tickets = GaugeMetricFamily("fabricd_open_tickets", "Open repair tickets", labels=["kind"])
         counts: dict[str, int] = {}
         for t in self.state.tickets("open"):

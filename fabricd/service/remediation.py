@@ -36,6 +36,7 @@ from .config import RemediationSettings, SafetyLimits
 from .decide import Decision, PortFacts, action_note, decide, escalation, new_ticket, recurrence
 from .faults import LINK_KINDS, fault_key, target_port
 from .guard import Budget, GuardInput, Verdict, budgets, check_disable
+from .maintenance_requests import MaintenanceRequests
 from .people_requests import ActionError as ActionError
 from .people_requests import PeopleRequests
 from .people_requests import StandbyError as StandbyError
@@ -66,7 +67,7 @@ class Outcome:
     verdict: Verdict | None
 
 
-class Remediator(ReconcileSteps, PeopleRequests):
+class Remediator(ReconcileSteps, PeopleRequests, MaintenanceRequests):
     def __init__(
         self,
         fabric: Fabric,
@@ -143,6 +144,9 @@ class Remediator(ReconcileSteps, PeopleRequests):
             fid, new = self.state.upsert_finding(f, fault, now)
             if not new:
                 return None
+            if self._under_maintenance(f):  # planned work, not a fault: recorded, no ticket, no action
+                self.state.audit(now, f"finding {fid} during maintenance", f.summary, finding_id=fid)
+                return Outcome(None, None, None)
             disabled = self.state.disabled_ports()  # read once for the port's facts and the guard
             facts = self._facts(target, now, disabled)
             d = decide(f, fid, facts, fabric=self.fabric, limits=self.limits, settings=self.settings,
@@ -188,7 +192,8 @@ class Remediator(ReconcileSteps, PeopleRequests):
     def _known(self, disabled: list[DisabledPort] | None = None) -> GuardInput:
         hour_ago = self.clock() - 3600 * NS
         held = frozenset(self._held(disabled))
-        return GuardInput(held, self.view.oper_down(), self.state.actions_since(hour_ago), self.view.routed_down())
+        return GuardInput(held, self.view.oper_down(), self.state.actions_since(hour_ago), self.view.routed_down(),
+                          self.drained_ports())  # fmt: skip
 
     def _guard(self, target: Endpoint) -> Verdict:
         return check_disable(self.fabric, self.limits, target, self._known())

@@ -44,6 +44,7 @@ from .state_records import (
     ApiToken,
     AuditEntry,
     DisabledPort,
+    DrainRecord,
     JobRefDoc,
     StoredFinding,
     Ticket,
@@ -60,6 +61,7 @@ __all__ = [
     "ApiToken",
     "AuditEntry",
     "DisabledPort",
+    "DrainRecord",
     "JobRefDoc",
     "Quarantined",
     "StateStore",
@@ -73,7 +75,9 @@ __all__ = [
 log = logging.getLogger("fabricd.state")
 R = TypeVar("R")
 
-SCHEMA_VERSION = 3  # 2: actions.key (idempotency); 3: actions.token (the fencing token of the leader that began it)
+# 2: actions.key (idempotency); 3: actions.token (the fencing token of the leader that began it); 4: maintenance
+# (planned drains, maintenance.py: a new table, which the schema's CREATE TABLE IF NOT EXISTS adds to an older file)
+SCHEMA_VERSION = 4
 
 
 class StateStore:
@@ -642,6 +646,50 @@ class StateStore:
             "SELECT ticket_id FROM probation WHERE device = ? AND port = ? AND until_ts > ?", (device, port, now)
         )
         return None if row is None else row[0] if isinstance(row[0], int) else 0
+
+    # --- planned maintenance (maintenance.py) -------------------------------------------------------------------
+    def add_drain(
+        self, kind: str, target: str, ports: list[str], reason: str, actor: str, shut: bool, until_ts: int | None,
+        steps: list[str], done: int, now: int,
+    ) -> DrainRecord:  # fmt: skip
+        with self.tx() as db:
+            cur = db.execute(
+                "INSERT INTO maintenance (kind, target, ports, reason, actor, shut, until_ts, state, steps, done,"
+                " created_ts, updated_ts) VALUES (?, ?, ?, ?, ?, ?, ?, 'draining', ?, ?, ?, ?) RETURNING id",
+                (kind, target, json.dumps(ports), reason, actor, int(shut), until_ts, json.dumps(steps), done, now,
+                 now),
+            )  # fmt: skip
+            new = self.drain(_new_id(cur))
+        assert new is not None
+        return new
+
+    def set_drain(self, drain_id: int, now: int, *, state: str | None = None, done: int | None = None,
+                  detail: str | None = None) -> DrainRecord:  # fmt: skip
+        """Record a step taken (`done`) or a new state, before the next step is taken."""
+        with self.tx() as db:
+            db.execute(
+                "UPDATE maintenance SET state = COALESCE(?, state), done = COALESCE(?, done),"
+                " detail = COALESCE(?, detail), updated_ts = ? WHERE id = ?",
+                (state, done, detail, now, drain_id),
+            )
+            row = self.drain(drain_id)
+        assert row is not None
+        return row
+
+    def drain(self, drain_id: int) -> DrainRecord | None:
+        return self._record("maintenance", dec.drain, "SELECT * FROM maintenance WHERE id = ?", (drain_id,))
+
+    def drains(self, states: tuple[str, ...] | None = None, limit: int = 500) -> list[DrainRecord]:
+        args: tuple[Any, ...] = (limit,)
+        if states is None:
+            sql = "SELECT * FROM maintenance ORDER BY id DESC LIMIT ?"
+        else:
+            q = ",".join("?" * len(states))
+            sql, args = f"SELECT * FROM maintenance WHERE state IN ({q}) ORDER BY id DESC LIMIT ?", (*states, limit)
+        return self._records("maintenance", dec.drain, sql, args)
+
+    def drain_counts(self) -> dict[str, int]:
+        return {str(r[0]): int(r[1]) for r in self._all("SELECT state, COUNT(*) FROM maintenance GROUP BY state")}
 
     def prune(self, before_ts: int) -> int:
         with self.tx() as db:

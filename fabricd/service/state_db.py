@@ -135,6 +135,11 @@ CREATE TABLE IF NOT EXISTS audit (
 CREATE TABLE IF NOT EXISTS page_sessions (
     sid_hash TEXT PRIMARY KEY, actor TEXT NOT NULL, role TEXT NOT NULL, csrf TEXT NOT NULL,
     expires_ts {big} NOT NULL, token_hash TEXT);
+CREATE TABLE IF NOT EXISTS maintenance (
+    id {pk}, kind TEXT NOT NULL, target TEXT NOT NULL, ports TEXT NOT NULL, reason TEXT NOT NULL,
+    actor TEXT NOT NULL, shut {big} NOT NULL DEFAULT 0, until_ts {big}, state TEXT NOT NULL, steps TEXT NOT NULL,
+    done {big} NOT NULL DEFAULT 0, detail TEXT NOT NULL DEFAULT '', created_ts {big} NOT NULL,
+    updated_ts {big} NOT NULL);
 CREATE TABLE IF NOT EXISTS leader (
     id {big} PRIMARY KEY CHECK (id = 1), holder TEXT NOT NULL, token {big} NOT NULL, since_ts {big} NOT NULL);
 """

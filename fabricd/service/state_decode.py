@@ -14,7 +14,16 @@ from dataclasses import dataclass
 from typing import Any, TypeVar, cast, get_args
 
 from .state_db import Row, Undecodable
-from .state_records import Action, ActionStatus, ApiToken, AuditEntry, DisabledPort, StoredFinding, Ticket
+from .state_records import (
+    Action,
+    ActionStatus,
+    ApiToken,
+    AuditEntry,
+    DisabledPort,
+    DrainRecord,
+    StoredFinding,
+    Ticket,
+)
 
 log = logging.getLogger("fabricd.state")
 T = TypeVar("T")
@@ -100,6 +109,17 @@ def json_object(row: Row, col: str) -> dict[str, Any]:
     return v
 
 
+def json_list(row: Row, col: str) -> list[Any]:
+    raw = text(row, col)
+    try:
+        v = json.loads(raw)
+    except ValueError as e:
+        raise RowError(f"column {col}: not JSON ({e})") from None
+    if not isinstance(v, list):
+        raise RowError(f"column {col}: JSON {type(v).__name__}, not a list")
+    return v
+
+
 def _show(v: Any) -> str:
     s = repr(v)
     return s if len(s) <= 40 else s[:37] + "..."
@@ -147,6 +167,17 @@ def disabled_port(row: Row) -> DisabledPort:
     return DisabledPort(
         device=text(row, "device"), port=text(row, "port"), action_id=integer(row, "action_id"),
         ticket_id=integer_or_none(row, "ticket_id"), since_ts=integer(row, "since_ts"),
+    )  # fmt: skip
+
+
+def drain(row: Row) -> DrainRecord:
+    ports, steps = json_list(row, "ports"), json_list(row, "steps")
+    return DrainRecord(
+        id=integer(row, "id"), kind=text(row, "kind"), target=text(row, "target"), ports=[str(p) for p in ports],
+        reason=text(row, "reason"), actor=text(row, "actor"), shut=bool(integer(row, "shut")),
+        until_ts=integer_or_none(row, "until_ts"), state=text(row, "state"), steps=[str(x) for x in steps],
+        done=integer(row, "done"), detail=text(row, "detail"), created_ts=integer(row, "created_ts"),
+        updated_ts=integer(row, "updated_ts"),
     )  # fmt: skip
 
 

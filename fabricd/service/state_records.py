@@ -166,6 +166,30 @@ class Action:
         return dict(self.__dict__)
 
 
+@dataclass(frozen=True)
+class DrainRecord:
+    """A planned maintenance (maintenance.py): its steps as planned, how many are done (each recorded before the
+    next is taken: a restart or a new leader resumes at `done`), and who asked, why and until when."""
+
+    id: int
+    kind: str  # switch | link | port
+    target: str
+    ports: list[str]  # device:port, the ports out of service
+    reason: str
+    actor: str
+    shut: bool
+    until_ts: int | None
+    state: str  # maintenance.DrainState
+    steps: list[str]  # "<name>: <text>", as planned
+    done: int
+    detail: str
+    created_ts: int
+    updated_ts: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
 class WriteHealth:
     """Whether the state can be written: a write that fails makes the service `failing` (health, the
     fabricd_state_writable metric and its alert) and observe-only, since fabricd acts only with its state written;

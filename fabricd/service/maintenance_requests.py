@@ -1,0 +1,179 @@
+"""What people ask of planned maintenance: drain a switch, link or port, undrain it, list the drains. A part of
+`Remediator` (remediation.py), mixed in like people_requests.py: every request is refused on a standby, runs under
+the remediator's lock with the leader's fencing token (a superseded leader writes nothing), and is audited with its
+user. The decisions are maintenance.py's and the guard's; this is their I/O.
+
+A drain is written (state `draining`, its guard step done) before anything else happens, so a restart or a new
+leader sees it and the guard counts its ports from that moment on."""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING
+
+from fabricd.detectors.finding import Finding
+from topology.fabric import Fabric
+from topology.model import Endpoint
+from topology.units import NS
+
+from . import maintenance as m
+from .config import RemediationSettings, SafetyLimits
+from .guard import GuardInput, check_drain
+from .people_requests import ActionError
+from .remediation_io import PortView
+from .state import DisabledPort, DrainRecord, StateStore, fenced
+
+SHIFT_THRESHOLD_BPS = 1e6  # a drained port carrying less than 1 Mb/s is quiet (LLDP, BGP keepalives remain)
+SHIFT_TIMEOUT_S = 60.0
+LLDP_WAIT_S = 5.0
+
+
+class DrainRefusedError(ActionError):
+    """The guard refuses the drain (its capacity counted with everything else that is gone)."""
+
+
+@dataclass(frozen=True)
+class DrainPlan:
+    """A drain as planned: its steps and, unless a dry run, its record."""
+
+    steps: list[str]
+    dry_run: bool
+    drain: DrainRecord | None
+
+
+def parse_until(text: str | None) -> int | None:
+    """`--until` as unix ns: ISO 8601, UTC unless it names its zone (2026-11-28T08:00Z, 2026-11-28 08:00)."""
+    if text is None or not text.strip():
+        return None
+    try:
+        when = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
+    except ValueError:
+        raise m.MaintenanceInputError(
+            f"--until {text!r}: not a time; give it as ISO 8601 UTC, e.g. 2026-11-28T08:00Z"
+        ) from None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    return int(when.timestamp()) * NS
+
+
+def _step_text(s: m.Step) -> str:
+    return f"{s.name}: {s.text}"
+
+
+class MaintenanceRequests:
+    if TYPE_CHECKING:  # what the remediator provides
+        fabric: Fabric
+        state: StateStore
+        settings: RemediationSettings
+        limits: SafetyLimits
+        view: PortView
+        clock: Callable[[], int]
+        _lock: asyncio.Lock
+        _token: Callable[[], int | None]
+
+        def _leader_only(self) -> None: ...
+        def _known(self, disabled: list[DisabledPort] | None = None) -> GuardInput: ...
+
+    def drained_ports(self) -> frozenset[Endpoint]:
+        """The ports of every active drain: out of service as surely as a fault's (the guard counts them)."""
+        out = set()
+        for d in self.state.drains(m.ACTIVE):
+            for p in d.ports:
+                device, _, port = p.partition(":")
+                out.add(Endpoint(device, port))
+        return frozenset(out)
+
+    def _under_maintenance(self, f: Finding) -> bool:
+        """A finding on drained ports only (the drained switch, its links): the work the drain is for, not a fault
+        to ticket twice. A finding that also names ports outside the drain is judged as any other."""
+        drained = self.drained_ports()
+        if not drained:
+            return False
+        names = [p for p in f.ports if ":" in p] or ([f"{f.device}:{f.port}"] if f.port else [])
+        if names:
+            return all(Endpoint(*p.split(":", 1)) in drained for p in names)
+        return any(d.kind == "switch" and d.target == f.device for d in self.state.drains(m.ACTIVE))
+
+    def maintenance(self, limit: int = 500) -> list[DrainRecord]:
+        return self.state.drains(None, limit)
+
+    async def drain(
+        self, kind: m.TargetKind, name: str, actor: str, reason: str, *, until: str | None = None,
+        shut: bool = False, dry_run: bool = False,
+    ) -> DrainPlan:  # fmt: skip
+        """Plan a drain; unless `dry_run`, check it with the guard and record it (its guard step done).
+        MaintenanceInputError for bad input, DrainRefusedError when the guard refuses: nothing written but the
+        refusal's audit entry."""
+        t = m.target(self.fabric, kind, name)
+        until_ts = parse_until(until)
+        why = reason.strip()
+        if not why:
+            raise m.MaintenanceInputError("--reason is empty: say why (it goes in the audit log)")
+        steps = [_step_text(s) for s in m.plan(self.fabric, t, shut=shut, threshold_bps=SHIFT_THRESHOLD_BPS,
+                                                   timeout_s=SHIFT_TIMEOUT_S)]  # fmt: skip
+        if dry_run:
+            m.check_new(t, self.drained_ports(), until_ts, self.clock())
+            return DrainPlan(steps, True, None)
+        self._leader_only()
+        with fenced(self._token()):
+            async with self._lock:
+                now = self.clock()
+                m.check_new(t, self.drained_ports(), until_ts, now)
+                known = self._known()
+                v = check_drain(self.fabric, self.limits, t.ports, known, t.spared)
+                if not v.allowed:
+                    self.state.audit(now, f"drain of {kind} {name} refused", f"guard ({v.rule}): {v.reason}",
+                                     actor=actor)  # fmt: skip
+                    raise DrainRefusedError(f"drain of {kind} {name} refused by the guard ({v.rule}): {v.reason}")
+                with self.state.tx():
+                    d = self.state.add_drain(kind, name, [str(p) for p in t.ports], why, actor, shut, until_ts,
+                                             steps, 1, now)  # fmt: skip
+                    until_note = f", until {_iso(until_ts)}" if until_ts is not None else ""
+                    self.state.audit(now, f"drain {d.id} of {kind} {name} begun", f"{why}{until_note}", actor=actor)
+                return DrainPlan(steps, False, d)
+
+    async def undrain(self, name: str, actor: str) -> DrainRecord:
+        """End the active drain of `name` once its ports came back as the blueprint has them; otherwise the drain
+        stays and ActionError says what is wrong (audited)."""
+        self._leader_only()
+        with fenced(self._token()):
+            async with self._lock:
+                d = next((x for x in self.state.drains(m.ACTIVE) if x.target == name), None)
+                if d is None:
+                    raise m.MaintenanceInputError(f"{name} is not drained; see `fabricd maintenance`")
+                problems = m.undrain_problems(self.fabric, await self._readings(d), self.settings.probation_s)
+                now = self.clock()
+                if problems:
+                    why = "; ".join(problems)
+                    self.state.set_drain(d.id, now, detail=f"undrain refused: {why}")
+                    self.state.audit(now, f"undrain of drain {d.id} ({d.kind} {d.target}) refused", why, actor=actor)
+                    raise ActionError(f"{d.kind} {d.target} stays drained: {why}")
+                with self.state.tx():
+                    d = self.state.set_drain(d.id, now, state="undrained", detail=f"undrained by {actor}")
+                    self.state.audit(now, f"drain {d.id} of {d.kind} {d.target} ended", "checks passed", actor=actor)
+                return d
+
+    async def _readings(self, d: DrainRecord) -> dict[Endpoint, m.PortReading]:
+        """What the undrain checks read for each drained port, from telemetry (LLDP heard since the drain began)."""
+        down, routed = self.view.oper_down(), self.view.routed_down()
+        out = {}
+        for p in d.ports:
+            device, _, port = p.partition(":")
+            ep = Endpoint(device, port)
+            heard = await self.view.lldp_neighbour(device, port, 0, LLDP_WAIT_S)
+            if heard is None and not self.view.expects_lldp(device, port):
+                heard = self.fabric.peer(device, port)  # nothing there speaks LLDP: nothing to check it by
+            errors = self.view.evidence(device, port).get("if.in-errors/s")
+            clean_s = 0.0 if isinstance(errors, int | float) and errors > 0 else math.inf
+            bgp = None if not self.fabric.get(device) else ep not in routed
+            out[ep] = m.PortReading(ep not in down, heard, bgp, clean_s)
+        return out
+
+
+def _iso(ns: int) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ns / NS))

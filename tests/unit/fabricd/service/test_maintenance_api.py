@@ -1,0 +1,50 @@
+"""/api/v1/maintenance on the service (small pod: 2 spines per rail, so a whole spine is half of a leaf's uplinks):
+operators drain, viewers read, every refusal one line; /metrics counts drains by state."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+
+from fabricd.service.api import create_app
+from fabricd.service.config import load_config
+from fabricd.service.daemon import Service
+
+from .test_access import make, write
+
+
+def test_drain_through_the_api(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("FABRICD_TEST_PW", "pw")
+    svc = Service(load_config(write(tmp_path), {}))
+    try:
+        c = TestClient(create_app(svc))
+        op = {"Authorization": f"Bearer {make(c, 'olga', 'operator')}"}
+        viewer = {"Authorization": f"Bearer {make(c, 'vic', 'viewer')}"}
+        spine = {"kind": "switch", "target": "spine-r0-0", "reason": "NOS upgrade"}
+        r = c.post("/api/v1/maintenance", json=spine, headers=viewer)
+        assert r.status_code == 403 and "needs operator" in r.json()["error"]
+        r = c.post("/api/v1/maintenance", json=spine, headers=op)
+        assert r.status_code == 409 and r.json()["error"] == (
+            "drain of switch spine-r0-0 refused by the guard (capacity): leaf-g0-r0 would keep 800 of 1600 Gb/s "
+            "uplink capacity (50%), below the 75% limit"
+        )
+        r = c.post("/api/v1/maintenance", json={**spine, "target": "spine-9"}, headers=op)
+        assert r.status_code == 400 and r.json()["error"].startswith("switch spine-9: not a switch of the blueprint")
+        link = {"kind": "link", "target": "leaf-g0-r0:Ethernet5/1", "reason": "optic swap", "dry_run": True}
+        r = c.post("/api/v1/maintenance", json=link, headers=op)
+        assert r.status_code == 200 and r.json()["drain"] is None and r.json()["dry_run"] is True
+        assert c.get("/api/v1/maintenance", headers=viewer).json() == {"maintenance": [], "overran": []}
+        r = c.post("/api/v1/maintenance", json={**link, "dry_run": False}, headers=op)
+        assert r.status_code == 200, r.text
+        d = r.json()["drain"]
+        assert (d["state"], d["actor"], d["ports"]) == (
+            "draining", "user:olga", ["leaf-g0-r0:Ethernet5/1", "spine-r0-0:Ethernet1/1"])  # fmt: skip
+        listed = c.get("/api/v1/maintenance", headers=viewer).json()
+        assert [x["id"] for x in listed["maintenance"]] == [d["id"]] and listed["overran"] == []
+        r = c.post("/api/v1/maintenance/undrain", json={"target": "spine-r0-1"}, headers=op)
+        assert r.status_code == 400 and r.json()["error"] == "spine-r0-1 is not drained; see `fabricd maintenance`"
+        assert 'fabricd_drains{state="draining"} 1.0' in c.get("/metrics").text
+    finally:
+        svc.state.close()

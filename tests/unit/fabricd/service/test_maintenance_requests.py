@@ -1,0 +1,139 @@
+"""Drain and undrain through the remediator (the service's I/O of maintenance.py): recorded before anything else,
+audited with the user, counted by the guard from then on, refused in one line with nothing written; a fault on the
+drained switch opens no ticket, a fault elsewhere is judged with the drain counted. On the pod with 4 spines per
+rail (a spine drained leaves each of its leaves exactly 75 %)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+import pytest
+
+from fabricd.service.maintenance import MaintenanceInputError
+from fabricd.service.maintenance_requests import DrainRefusedError
+from fabricd.service.remediation import ActionError
+from topology.fabric import Fabric
+from topology.model import Endpoint
+from topology.units import NS
+
+from .harness import T0, Harness, flap, pod_variant, report, run
+
+HOUR_LATER = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(T0 / NS + 3600))
+LEAF_UP = Endpoint("leaf-g0-r0", "Ethernet5/1")  # to spine-r0-0:Ethernet1/1
+SPINE_END = Endpoint("spine-r0-0", "Ethernet1/1")
+
+
+@pytest.fixture(scope="module")
+def four(tmp_path_factory: pytest.TempPathFactory) -> Fabric:
+    return pod_variant(tmp_path_factory.mktemp("four-spines"), spines_per_rail=4)
+
+
+@pytest.fixture
+def h(make: Callable[..., Harness], four: Fabric) -> Harness:
+    return make(four)
+
+
+def drains_written(h: Harness) -> int:
+    return len(h.state.drains())
+
+
+def test_a_spine_drain_is_recorded_audited_and_counted(h: Harness) -> None:
+    p = run(h.rem.drain("switch", "spine-r0-0", "alice", "NOS upgrade", until="2030-01-01T00:00Z"))
+    d = p.drain
+    assert d is not None and not p.dry_run
+    assert (d.kind, d.target, d.state, d.done, d.actor, d.reason) == (
+        "switch", "spine-r0-0", "draining", 1, "alice", "NOS upgrade")  # fmt: skip
+    assert d.until_ts == 1_893_456_000 * NS and d.steps[0].startswith("guard: ")
+    assert len(d.ports) == 2 * len(h.fabric.links_of("spine-r0-0")) and str(SPINE_END) in d.ports
+    (audit,) = [a for a in h.state.audit_log() if a["what"].startswith("drain ")]
+    assert audit["what"] == f"drain {d.id} of switch spine-r0-0 begun" and audit["actor"] == "alice"
+    assert audit["why"] == "NOS upgrade, until 2030-01-01T00:00:00Z"
+    # the guard counts it: a leaf uplink to another spine may no longer go down (it would leave 50 %)
+    v = h.rem._guard(Endpoint("leaf-g0-r0", "Ethernet6/1"))
+    assert (v.rule, v.reason) == (
+        "capacity", "leaf-g0-r0 would keep 800 of 1600 Gb/s uplink capacity (50%), below the 75% limit")  # fmt: skip
+    # a restart (or a standby taking over) sees it from the state
+    assert SPINE_END in h.restart().drained_ports()
+
+
+def test_a_drain_that_leaves_a_leaf_under_75pct_is_refused_with_the_reason(h: Harness) -> None:
+    h.world.oper[Endpoint("leaf-g0-r0", "Ethernet6/1")] = "DOWN"  # one uplink already down
+    with pytest.raises(DrainRefusedError) as e:
+        run(h.rem.drain("switch", "spine-r0-0", "alice", "NOS upgrade"))
+    assert str(e.value) == (
+        "drain of switch spine-r0-0 refused by the guard (capacity): leaf-g0-r0 would keep 800 of 1600 Gb/s uplink "
+        "capacity (50%), below the 75% limit"
+    )
+    assert drains_written(h) == 0
+    (audit,) = [a for a in h.state.audit_log() if "refused" in a["what"]]
+    assert audit["what"] == "drain of switch spine-r0-0 refused" and audit["actor"] == "alice"
+
+
+def test_dry_run_prints_the_steps_and_changes_nothing(h: Harness) -> None:
+    p = run(h.rem.drain("switch", "spine-r0-0", "alice", "NOS upgrade", shut=True, dry_run=True))
+    assert p.dry_run and p.drain is None
+    assert [s.split(":")[0] for s in p.steps] == ["guard", "shift", "verify", "shut", "hold", "drained"]
+    assert drains_written(h) == 0 and h.state.audit_log() == [] and h.world.calls == []
+
+
+@pytest.mark.parametrize(
+    ("kind", "name", "until", "message"),
+    [
+        ("switch", "spine-r9-0", None, "switch spine-r9-0: not a switch of the blueprint; see `fabricd topology`"),
+        ("port", "leaf-g0-r0:Ethernet99/1", None,
+         "port leaf-g0-r0:Ethernet99/1: Ethernet99/1 is not a cabled port of leaf-g0-r0 in the blueprint"),
+        ("switch", "spine-r0-1", "2020-01-01T00:00Z",
+         f"--until is in the past; give a time after now (UTC), e.g. {HOUR_LATER}"),
+        ("switch", "spine-r0-1", "tomorrow", "--until 'tomorrow': not a time; give it as ISO 8601 UTC, e.g. "
+         "2026-11-28T08:00Z"),
+    ],
+)  # fmt: skip
+def test_bad_input_is_one_line_and_writes_nothing(h: Harness, kind: str, name: str, until: str | None,
+                                                  message: str) -> None:  # fmt: skip
+    with pytest.raises(MaintenanceInputError) as e:
+        run(h.rem.drain(kind, name, "alice", "work", until=until))  # type: ignore[arg-type]
+    assert str(e.value) == message and "\n" not in message
+    assert drains_written(h) == 0 and h.state.audit_log() == []
+
+
+def test_already_drained_and_not_drained(h: Harness) -> None:
+    run(h.rem.drain("link", str(LEAF_UP), "alice", "optic swap"))
+    with pytest.raises(MaintenanceInputError, match=r"^switch spine-r0-0: leaf-g0-r0:Ethernet5/1 is already drained"):
+        run(h.rem.drain("switch", "spine-r0-0", "alice", "NOS upgrade"))
+    with pytest.raises(MaintenanceInputError, match=r"^spine-r0-1 is not drained; see `fabricd maintenance`$"):
+        run(h.rem.undrain("spine-r0-1", "alice"))
+    assert drains_written(h) == 1
+
+
+def test_undrain_with_a_swapped_cable_stays_drained_and_names_the_cable(h: Harness) -> None:
+    d = run(h.rem.drain("link", str(LEAF_UP), "alice", "optic swap")).drain
+    assert d is not None
+    wrong = Endpoint("spine-r0-0", "Ethernet2/1")  # the cable went back into the spine's next port
+    h.world.lldp = {LEAF_UP: wrong, SPINE_END: Endpoint("leaf-g1-r0", "Ethernet5/1")}
+    with pytest.raises(ActionError) as e:
+        run(h.rem.undrain(str(LEAF_UP), "bob"))
+    assert str(e.value).startswith(
+        "link leaf-g0-r0:Ethernet5/1 stays drained: leaf-g0-r0:Ethernet5/1 faces spine-r0-0:Ethernet2/1 by LLDP, the "
+        "blueprint has spine-r0-0:Ethernet1/1: move the cable back to spine-r0-0:Ethernet1/1"
+    )
+    again = h.state.drain(d.id)
+    assert again is not None and again.state == "draining" and again.detail.startswith("undrain refused: ")
+    assert LEAF_UP in h.rem.drained_ports()
+    assert any(a["what"] == f"undrain of drain {d.id} (link {LEAF_UP}) refused" and a["actor"] == "bob"
+               for a in h.state.audit_log())  # fmt: skip
+    h.world.lldp = {LEAF_UP: SPINE_END, SPINE_END: LEAF_UP}  # the cable put back
+    done = run(h.rem.undrain(str(LEAF_UP), "bob"))
+    assert done.state == "undrained" and h.rem.drained_ports() == frozenset()
+
+
+def test_faults_during_a_drain(h: Harness) -> None:
+    run(h.rem.drain("switch", "spine-r0-0", "alice", "NOS upgrade"))
+    # a flap on a drained link (the work itself): recorded, no ticket, nothing done
+    (o,) = run(report(h, flap(h.fabric, LEAF_UP)))
+    assert o.ticket is None and o.action is None and h.tickets() == []
+    assert any(a["what"].endswith("during maintenance") for a in h.state.audit_log())
+    # a flap elsewhere: ticketed, and judged with the drained capacity counted (refused: it would leave 50 %)
+    (o,) = run(report(h, flap(h.fabric, Endpoint("leaf-g0-r0", "Ethernet6/1"), start_ts=T0 + 60 * NS)))
+    assert o.ticket is not None and o.verdict is not None and o.verdict.rule == "capacity"
+    assert o.action is None or o.action.status == "refused"
