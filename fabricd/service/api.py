@@ -42,7 +42,7 @@ from .api_models import (
     Tickets,
     Tokens,
 )
-from .maintenance import MaintenanceInputError, overran
+from .maintenance import MaintenanceInputError, UnknownTargetError, overran
 from .remediation import ActionError, StandbyError, UnknownIdError
 from .state import Action, DrainRecord, Ticket
 from .surface import ServiceSurface
@@ -296,8 +296,8 @@ def create_app(service: ServiceSurface) -> FastAPI:
         try:
             p = await service.remediator.drain(body.kind, body.target, who.actor, body.reason, until=body.until,
                                                shut=body.shut, dry_run=body.dry_run)  # fmt: skip
-        except MaintenanceInputError as e:
-            raise HTTPException(400, str(e)) from None
+        except MaintenanceInputError as e:  # schema-valid but not possible: 404 names nothing known, else 409
+            raise HTTPException(404 if isinstance(e, UnknownTargetError) else 409, str(e)) from None
         except ActionError as e:
             raise HTTPException(409, str(e)) from None
         return DrainPlanned(steps=p.steps, dry_run=p.dry_run, drain=p.drain)
@@ -307,8 +307,8 @@ def create_app(service: ServiceSurface) -> FastAPI:
         """End a drain once its ports came back as the blueprint has them; otherwise it stays, and says why."""
         try:
             return await service.remediator.undrain(body.target, who.actor)
-        except MaintenanceInputError as e:
-            raise HTTPException(400, str(e)) from None
+        except MaintenanceInputError as e:  # schema-valid but not possible: 404 names nothing known, else 409
+            raise HTTPException(404 if isinstance(e, UnknownTargetError) else 409, str(e)) from None
         except ActionError as e:
             raise HTTPException(409, str(e)) from None
 

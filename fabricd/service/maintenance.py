@@ -33,7 +33,12 @@ GRACEFUL_SHUTDOWN = "65535:0"  # RFC 8326 section 3 (the well-known community), 
 
 
 class MaintenanceInputError(FabricdError):
-    """A drain or undrain request that names nothing drainable, or asks for what is already so: nothing changed."""
+    """A drain or undrain request that cannot be carried out as asked (already drained, --until in the past):
+    nothing changed."""
+
+
+class UnknownTargetError(MaintenanceInputError):
+    """The request names no switch or port of the blueprint, or nothing that is drained."""
 
 
 @dataclass(frozen=True)
@@ -58,11 +63,11 @@ class Step:
 def _endpoint(fabric: Fabric, text: str, kind: str) -> Endpoint:
     device, sep, port = text.partition(":")
     if not sep or not device or not port:
-        raise MaintenanceInputError(f"{kind} {text!r}: name it as device:port, e.g. leaf-g0-r0:Ethernet5/1")
+        raise UnknownTargetError(f"{kind} {text!r}: name it as device:port, e.g. leaf-g0-r0:Ethernet5/1")
     if device not in fabric:
-        raise MaintenanceInputError(f"{kind} {text}: no device {device} in the blueprint; see `fabricd topology`")
+        raise UnknownTargetError(f"{kind} {text}: no device {device} in the blueprint; see `fabricd topology`")
     if fabric.link_of(device, port) is None:
-        raise MaintenanceInputError(f"{kind} {text}: {port} is not a cabled port of {device} in the blueprint")
+        raise UnknownTargetError(f"{kind} {text}: {port} is not a cabled port of {device} in the blueprint")
     return Endpoint(device, port)
 
 
@@ -71,7 +76,7 @@ def target(fabric: Fabric, kind: TargetKind, name: str) -> DrainTarget:
     if kind == "switch":
         dev = fabric.get(name)
         if dev is None or not dev.is_switch or dev.is_remote:
-            raise MaintenanceInputError(f"switch {name}: not a switch of the blueprint; see `fabricd topology`")
+            raise UnknownTargetError(f"switch {name}: not a switch of the blueprint; see `fabricd topology`")
         ports = {ep for lk in fabric.links_of(name) for ep in (lk.a, lk.b)}
         return DrainTarget(kind, name, tuple(sorted(ports, key=str)), (name,))
     ep = _endpoint(fabric, name, kind)

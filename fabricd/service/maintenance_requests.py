@@ -58,7 +58,10 @@ def parse_until(text: str | None) -> int | None:
         ) from None
     if when.tzinfo is None:
         when = when.replace(tzinfo=UTC)
-    return int(when.timestamp()) * NS
+    ns = int(when.timestamp()) * NS
+    if ns >= 2**63:  # unix ns in 64 bits end in 2262: the state stores them as such
+        raise m.MaintenanceInputError(f"--until {text!r}: too far ahead; give a time before 2262")
+    return ns
 
 
 def _step_text(s: m.Step) -> str:
@@ -145,7 +148,7 @@ class MaintenanceRequests:
             async with self._lock:
                 d = next((x for x in self.state.drains(m.ACTIVE) if x.target == name), None)
                 if d is None:
-                    raise m.MaintenanceInputError(f"{name} is not drained; see `fabricd maintenance`")
+                    raise m.UnknownTargetError(f"{name} is not drained; see `fabricd maintenance`")
                 problems = m.undrain_problems(self.fabric, await self._readings(d), self.settings.probation_s)
                 now = self.clock()
                 if problems:

@@ -31,7 +31,7 @@ def test_drain_through_the_api(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
             "uplink capacity (50%), below the 75% limit"
         )
         r = c.post("/api/v1/maintenance", json={**spine, "target": "spine-9"}, headers=op)
-        assert r.status_code == 400 and r.json()["error"].startswith("switch spine-9: not a switch of the blueprint")
+        assert r.status_code == 404 and r.json()["error"].startswith("switch spine-9: not a switch of the blueprint")
         link = {"kind": "link", "target": "leaf-g0-r0:Ethernet5/1", "reason": "optic swap", "dry_run": True}
         r = c.post("/api/v1/maintenance", json=link, headers=op)
         assert r.status_code == 200 and r.json()["drain"] is None and r.json()["dry_run"] is True
@@ -44,7 +44,7 @@ def test_drain_through_the_api(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
         listed = c.get("/api/v1/maintenance", headers=viewer).json()
         assert [x["id"] for x in listed["maintenance"]] == [d["id"]] and listed["overran"] == []
         r = c.post("/api/v1/maintenance/undrain", json={"target": "spine-r0-1"}, headers=op)
-        assert r.status_code == 400 and r.json()["error"] == "spine-r0-1 is not drained; see `fabricd maintenance`"
+        assert r.status_code == 404 and r.json()["error"] == "spine-r0-1 is not drained; see `fabricd maintenance`"
         assert 'fabricd_drains{state="draining"} 1.0' in c.get("/metrics").text
     finally:
         svc.state.close()

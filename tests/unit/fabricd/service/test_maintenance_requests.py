@@ -85,6 +85,7 @@ def test_dry_run_prints_the_steps_and_changes_nothing(h: Harness) -> None:
          "port leaf-g0-r0:Ethernet99/1: Ethernet99/1 is not a cabled port of leaf-g0-r0 in the blueprint"),
         ("switch", "spine-r0-1", "2020-01-01T00:00Z",
          f"--until is in the past; give a time after now (UTC), e.g. {HOUR_LATER}"),
+        ("switch", "spine-r0-1", "9999-01-01", "--until '9999-01-01': too far ahead; give a time before 2262"),
         ("switch", "spine-r0-1", "tomorrow", "--until 'tomorrow': not a time; give it as ISO 8601 UTC, e.g. "
          "2026-11-28T08:00Z"),
     ],
