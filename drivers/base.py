@@ -114,6 +114,12 @@ class Session(Protocol):
         the port's description as the switch streams it (telemetry), so it need not be read first; None: read it."""
         ...
 
+    def shift_traffic(self, away: bool, revert_in_s: int, *, key: str | None = None) -> None:
+        """Take the switch's traffic away before maintenance, or bring it back, confirmed (planned maintenance,
+        fabricd/service/maintenance.py): EOS maintenance mode (`maintenance` / `unit System` / `quiesce`, committed
+        under the revert timer and confirmed), SONiC `TSA` / `TSB` (reference/maintenance-lldp-bgp-state.md)."""
+        ...
+
     def lldp_neighbors(self) -> dict[str, list[dict[str, str]]]:
         """What LLDP hears on each port, in the shape of napalm's get_lldp_neighbors_detail() (fabricd's port
         names; remote_system_name, remote_port, remote_port_description, remote_system_description)."""

@@ -349,6 +349,12 @@ class DeviceConfig:
                         out.add(toks[1])
         return frozenset(out)
 
+    def _quiesced(self) -> bool:
+        """`maintenance` / `unit System` / `quiesce` in the running config: the switch is in maintenance."""
+        node = self.running.children.get("maintenance")
+        unit = node.children.get("unit System") if node is not None else None
+        return unit is not None and "quiesce" in unit.children
+
     def _initial_lines(self, credentials: Credentials | None) -> list[str]:
         user, password = (credentials.username, credentials.password) if credentials else ("admin", "admin")
         lines = [
@@ -394,6 +400,7 @@ class DeviceConfig:
         sw.hostname = self.hostname
         if self.twin.bgp.set_shut(self.device, self._bgp_shut()):
             self.twin.touch()
+        self.twin.set_maintenance(self.device, self._quiesced())
         for port, speed, current in zip(sw.ports, sw.speeds, sw.config, strict=True):
             wanted = derive_port_config(self.running, port, float(speed))
             if wanted != current:

@@ -318,7 +318,12 @@ GRAMMAR: dict[str, tuple[Command, ...]] = {
         Command("queue-monitor length", 2, 85),
         Command("management api http-commands", 3, 90, mode="mgmt-http"),
         Command("management api gnmi", 3, 91, mode="mgmt-gnmi"),
+        # EOS maintenance mode (reference/maintenance-lldp-bgp-state.md): `maintenance` / `unit System` / `quiesce`
+        # puts the whole switch's maintenance unit into maintenance; its BGP peers are quiesced (lab/eos_config.py)
+        Command("maintenance", 1, 93, mode="maintenance"),
     ),
+    "maintenance": (Command("unit <word>", 2, 1, mode="maint-unit"),),
+    "maint-unit": (Command("quiesce", 1, 1),),
     "if": (
         Command("description <text>", 1, 1),
         Command("shutdown", 1, 2),

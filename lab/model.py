@@ -64,6 +64,9 @@ RATES_LAG_NS = 50_000_000
 # state machine's rxInfoAge on portEnabled FALSE, 9.2.7.7), and learns the neighbour again from the first LLDPDU after
 # link up; with fast start the peer sends it within msgFastTx = 1 s (9.2.5.5). The twin hears it 1 s after link up.
 LLDP_LEARN_NS = 1_000_000_000
+# The ECMP weight of a path through a switch in maintenance: RFC 8326's receivers set LOCAL_PREF 0 on its routes, so
+# they lose to every other path and carry traffic only where no other is left (reference/maintenance-lldp-bgp-state.md).
+MAINTENANCE_WEIGHT = 1e-9
 
 
 class Recompute(enum.Enum):
@@ -259,6 +262,8 @@ class Twin:
         self.silent: dict[str, float] = {}  # switch -> rate of packets corrupted inside it
         self.egress_scale: dict[tuple[str, str], float] = {}  # a port's share of its ECMP group's load, x nominal
         self.egress_drops: dict[tuple[str, str], float] = {}  # (device, port) -> share of its egress packets dropped
+        # switches in maintenance (EOS `maintenance`/`unit System`/`quiesce`, SONiC `TSA`): their peers de-prefer them
+        self.maintenance: set[str] = set()
         self.optics_heat_c: dict[tuple[str, str], float] = {}  # (device, port) -> degrees a failing module runs hotter
         # The switches' PFC watchdogs (detection and counters only: the twin models every action as notify-only,
         # so a stuck queue keeps its pause dynamics): queue -> when it became stuck, the queues declared stormed,
@@ -332,6 +337,12 @@ class Twin:
 
     def touch(self) -> None:
         self.dirty = True
+
+    def set_maintenance(self, device: str, on: bool) -> None:
+        """The switch enters or leaves maintenance (its config says so): traffic moves off it, or back."""
+        if (device in self.maintenance) != on:
+            (self.maintenance.add if on else self.maintenance.discard)(device)
+            self.dirty = True
 
     def next_timer(self) -> int | None:
         """When the earliest scheduled change is due (twin clock, ns), or None."""
@@ -610,6 +621,7 @@ class Twin:
             tuple(sorted(nic_paused.items())),
             tuple(sorted(self.egress_scale.items())),
             tuple(sorted(self.egress_drops.items())),
+            tuple(sorted(self.maintenance)),
             tuple((sw.name, row, self._frame_error_rate(sw, row)) for sw, row in self._receiving_errors()),
         )
         if self._flowed is not None and self._flowed[0] == key:
@@ -635,6 +647,10 @@ class Twin:
         node = {name: i for i, name in enumerate(names)}
         for (device, port), scale in self.egress_scale.items():
             weight[node[device]][self.switches[device].index[port]] *= scale
+        if self.maintenance:  # RFC 8326: paths through a switch in maintenance are least preferred, used only alone
+            quiet = np.array([n in self.maintenance for n in names] + [False], dtype=bool)  # [-1]: not a switch
+            for i, t in enumerate(self.traffic.ports):
+                weight[i] = np.where(quiet[t.peer], weight[i] * MAINTENANCE_WEIGHT, weight[i])
         for (device, port), share in self.egress_drops.items():
             drops[node[device]][self.switches[device].index[port]] = share
         for sw, row in self._receiving_errors():

@@ -325,6 +325,8 @@ class SonicShell:
         builtin = _BUILTINS.get(name)
         if builtin is not None:
             return builtin(self, args, stdin if cmd.heredoc else "")
+        if name in ("TSA", "TSB", "TSC"):
+            return self._traffic_shift(name, root)
         if name == "show":
             return show_command(self.host.twin, self.dev, args)
         if name == "vtysh":
@@ -343,6 +345,18 @@ class SonicShell:
             out, status = self.run(inner, "", background=None)
             return out, "", status or 0
         return "", f"-bash: {name}: command not found\n", 127
+
+    def _traffic_shift(self, name: str, root: bool) -> Output:
+        """SONiC's traffic shift (reference/maintenance-lldp-bgp-state.md): `TSA` takes the switch out of its
+        neighbours' paths (only its loopback is announced), `TSB` brings it back, `TSC` says which: "System Mode:
+        Normal" or "System Mode: Maintenance". TSA and TSB need root, as on the switch."""
+        twin = self.host.twin
+        if name == "TSC":
+            return f"System Mode: {'Maintenance' if self.dev.device in twin.maintenance else 'Normal'}\n", "", 0
+        if not root:
+            return "", "Root privileges are required for this operation\n", 1
+        twin.set_maintenance(self.dev.device, name == "TSA")
+        return "", "", 0
 
     def _read(self, name: str) -> str | None:
         return self.host.files.get(self.host.path(name))

@@ -219,6 +219,11 @@ class EosSession:
         new = with_mark(old, mark) if mark is not None and not up else without_mark(old)
         self._commit_now(port_admin_lines(port, up, None if new == old else new), revert_in_s, key)
 
+    def shift_traffic(self, away: bool, revert_in_s: int, *, key: str | None = None) -> None:
+        # EOS maintenance mode: the System unit quiesced takes the switch out of its BGP peers' paths
+        self._commit_now(["maintenance", "unit System", "quiesce" if away else "no quiesce"], revert_in_s, key)
+        self.confirm()
+
     def _commit_now(self, lines: list[str], revert_in_s: int, key: str | None) -> None:
         """`lines` into config session `key` and its commit under the revert timer, in one eAPI request: what
         napalm's load_merge_candidate + commit_config(revert_in) do in six (a lock check, the session, the diff, two

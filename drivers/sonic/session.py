@@ -345,6 +345,10 @@ class SonicSession:
         self.load(patch_commands(patch))
         self.commit(revert_in_s, key=key)
 
+    def shift_traffic(self, away: bool, revert_in_s: int, *, key: str | None = None) -> None:
+        # TSA/TSB act at once (no checkpoint to confirm): fabricd runs TSB itself if the shift is not verified
+        self._ok("sudo TSA" if away else "sudo TSB", "traffic shift away" if away else "traffic shift back")
+
     def lldp_neighbors(self) -> dict[str, list[dict[str, str]]]:
         """`show lldp table` (sonic-utilities' lldpshow: LocalPort, RemoteDevice, RemotePortID, Capability,
         RemotePortDescr)."""

@@ -305,6 +305,8 @@ class Service:
     async def _take_over(self) -> None:
         for note in await self.remediator.reconcile(self.telemetry.stale_devices()):
             self.state.audit(self.clock(), "reconcile", note)
+        for drain_id in self.remediator.resume_drains():  # planned maintenance left between its steps
+            self.state.audit(self.clock(), "reconcile", f"drain {drain_id} resumed at its next step")
         await self._sync_tickets()
 
     async def _scan_marks(self) -> None:

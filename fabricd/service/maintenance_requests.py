@@ -9,14 +9,17 @@ leader sees it and the guard counts its ports from that moment on."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import logging
 import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar, TypeVarTuple
 
 from fabricd.detectors.finding import Finding
+from topology.errors import FabricdError
 from topology.fabric import Fabric
 from topology.model import Endpoint
 from topology.units import NS
@@ -25,9 +28,12 @@ from . import maintenance as m
 from .config import RemediationSettings, SafetyLimits
 from .guard import GuardInput, check_drain
 from .people_requests import ActionError
-from .remediation_io import PortView
+from .remediation_io import Actuator, PortView
 from .state import DisabledPort, DrainRecord, StateStore, fenced
 
+log = logging.getLogger("fabricd.maintenance")
+R = TypeVar("R")
+Ts = TypeVarTuple("Ts")
 SHIFT_THRESHOLD_BPS = 1e6  # a drained port carrying less than 1 Mb/s is quiet (LLDP, BGP keepalives remain)
 SHIFT_TIMEOUT_S = 60.0
 LLDP_WAIT_S = 5.0
@@ -79,7 +85,12 @@ class MaintenanceRequests:
         _lock: asyncio.Lock
         _token: Callable[[], int | None]
 
+        actuator: Actuator
+        _tasks: set[asyncio.Task[None]]
+
         def _leader_only(self) -> None: ...
+        def _fenced(self) -> str | None: ...
+        async def _blocking(self, fn: Callable[[*Ts], R], *args: *Ts) -> R: ...
         def _known(self, disabled: list[DisabledPort] | None = None) -> GuardInput: ...
 
     def drained_ports(self) -> frozenset[Endpoint]:
@@ -138,7 +149,90 @@ class MaintenanceRequests:
                                              steps, 1, now)  # fmt: skip
                     until_note = f", until {_iso(until_ts)}" if until_ts is not None else ""
                     self.state.audit(now, f"drain {d.id} of {kind} {name} begun", f"{why}{until_note}", actor=actor)
-                return DrainPlan(steps, False, d)
+            self.resume_drain(d.id)
+            return DrainPlan(steps, False, d)
+
+    def resume_drain(self, drain_id: int) -> None:
+        """Carry out a recorded drain's remaining steps in the background (a new drain, or one a restart or a new
+        leader finds half done: `resume_drains`); `idle()` waits for it."""
+        task: asyncio.Task[None] = asyncio.ensure_future(self._carry_out_drain(drain_id, self._token()))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    def resume_drains(self) -> list[int]:
+        """Every drain a fabricd before this one left between its steps, carried on (the leader's start)."""
+        ids = [d.id for d in self.state.drains(("draining",)) if d.done < len(d.steps)]
+        for i in ids:
+            self.resume_drain(i)
+        return ids
+
+    async def _carry_out_drain(self, drain_id: int, token: int | None) -> None:
+        try:
+            with fenced(token):
+                await self._drain_steps(drain_id)
+        except Exception:
+            log.exception("drain %d failed unexpectedly", drain_id)
+            with contextlib.suppress(Exception), fenced(token):
+                self.state.set_drain(drain_id, self.clock(), detail="internal error carrying it out; see the log")
+
+    async def _drain_steps(self, drain_id: int) -> None:
+        """Each remaining step taken, then recorded (`done`) before the next: a restart resumes at the first one not
+        recorded (a shift taken twice is harmless: maintenance mode and TSA are states, not toggles)."""
+        d = self.state.drain(drain_id)
+        if d is None or d.state != "draining":
+            return
+        t = m.target(self.fabric, d.kind, d.target)  # type: ignore[arg-type]
+        steps = m.plan(self.fabric, t, shut=d.shut, threshold_bps=SHIFT_THRESHOLD_BPS, timeout_s=SHIFT_TIMEOUT_S)
+        for i in range(d.done, len(steps)):
+            if self._fenced() is not None:
+                return  # the leader carries it on
+            step = steps[i]
+            if step.name == "shift":
+                device = t.shifted[[s.name for s in steps[: i + 1]].count("shift") - 1]
+                try:
+                    await self._blocking(self._shift, device, True, f"fabricd_m{d.id}_{i}")
+                except FabricdError as e:
+                    self._stop(d, f"step {i + 1} ({step.text}) failed: {e}")
+                    return
+            elif step.name == "verify":
+                loud = await self._wait_quiet(t.ports)
+                if loud:
+                    self._stop(d, f"traffic did not move away within {SHIFT_TIMEOUT_S:g} s: {'; '.join(loud)}")
+                    return
+            elif step.name in ("shut", "hold"):
+                # not carried out by this fabricd yet: the drain stays active (counted) and says what is left
+                left = f"step {i + 1} ({step.text}) is not carried out by this fabricd yet"
+                self.state.set_drain(
+                    d.id, self.clock(), detail=f"{left}: shut the ports by hand, or drain without --shut"
+                )
+                return
+            done = i + 1
+            state = "drained" if step.name == "drained" else None
+            d = self.state.set_drain(d.id, self.clock(), done=done, state=state, detail=f"{step.name}: done")
+
+    def _shift(self, device: str, away: bool, key: str) -> None:
+        """In a worker thread: the switch's traffic shifted away (or back), confirmed."""
+        session = self.actuator.connect(device)
+        try:
+            session.shift_traffic(away, self.settings.revert_in_s, key=key)
+        finally:
+            self.actuator.release(session)
+
+    async def _wait_quiet(self, ports: tuple[Endpoint, ...]) -> list[str]:
+        """Wait for the drained ports' rates to fall below the threshold; what still carries at the timeout."""
+        deadline = time.monotonic() + SHIFT_TIMEOUT_S
+        while True:
+            loud = m.still_carrying({p: self.view.out_rate_bps(p.device, p.port) for p in ports}, SHIFT_THRESHOLD_BPS)
+            if not loud or time.monotonic() >= deadline:
+                return loud
+            await asyncio.sleep(0.5)
+
+    def _stop(self, d: DrainRecord, why: str) -> None:
+        """A step failed: the drain stays recorded, active (its ports counted), and says why; a person decides
+        (undrain to bring the traffic back)."""
+        now = self.clock()
+        self.state.set_drain(d.id, now, detail=f"stopped: {why}")
+        self.state.audit(now, f"drain {d.id} of {d.kind} {d.target} stopped", why)
 
     async def undrain(self, name: str, actor: str) -> DrainRecord:
         """End the active drain of `name` once its ports came back as the blueprint has them; otherwise the drain
@@ -156,6 +250,15 @@ class MaintenanceRequests:
                     self.state.set_drain(d.id, now, detail=f"undrain refused: {why}")
                     self.state.audit(now, f"undrain of drain {d.id} ({d.kind} {d.target}) refused", why, actor=actor)
                     raise ActionError(f"{d.kind} {d.target} stays drained: {why}")
+                t = m.target(self.fabric, d.kind, d.target)  # type: ignore[arg-type]
+                for device in t.shifted:  # traffic back (a device never shifted: bringing it back is harmless)
+                    try:
+                        await self._blocking(self._shift, device, False, f"fabricd_m{d.id}_back")
+                    except FabricdError as e:
+                        why = f"could not bring the traffic back to {device}: {e}"
+                        self.state.set_drain(d.id, now, detail=f"undrain failed: {why}")
+                        self.state.audit(now, f"undrain of drain {d.id} failed", why, actor=actor)
+                        raise ActionError(f"{d.kind} {d.target} stays drained: {why}") from None
                 with self.state.tx():
                     d = self.state.set_drain(d.id, now, state="undrained", detail=f"undrained by {actor}")
                     self.state.audit(now, f"drain {d.id} of {d.kind} {d.target} ended", "checks passed", actor=actor)

@@ -182,6 +182,14 @@ class TelemetryPortView:
             return None
         return heard(snap, newest["lldp.system-name"][1], newest.get("lldp.port-id", (0, ""))[1])
 
+    def out_rate_bps(self, device: str, port: str) -> float | None:
+        """What the port sends now, bits/s (its out-octets counter's rate); None before a second sample."""
+        snap = self.snapshot()
+        i = snap.find(device, port, "if.out-octets")
+        if i is None or math.isnan(float(snap.rate[i])):
+            return None
+        return float(snap.rate[i]) * 8
+
     def evidence(self, device: str, port: str) -> dict[str, Any]:
         """Current values of the counters a person repairing this port wants to see, and its optics."""
         snap = self.snapshot()

@@ -7,6 +7,7 @@ import re
 
 import pytest
 
+from lab.counters import COL
 from lab.eos_cli import CliError, CliSession
 from lab.eos_config import ConfigStore
 from lab.model import PortConfig, Twin
@@ -310,3 +311,32 @@ def test_interface_descriptions_follow_the_running_config(store: ConfigStore, tw
     assert status["Ethernet1/1"]["description"] == "to spine-r0-0 Et1/1" and status["Ethernet2/1"]["description"] == ""
     cli(twin, store, "configure", "interface Ethernet1/1", "no description", "end")
     assert twin.port_config(DEVICE, "Ethernet1/1").description == ""
+
+
+def test_maintenance_mode_moves_traffic_off_the_switch_and_back(twin: Twin, store: ConfigStore, clock: Clock) -> None:
+    """EOS `maintenance` / `unit System` / `quiesce` on a spine: its peers de-prefer it (RFC 8326), so its ports
+    carry next to nothing while the leaf's other uplinks carry the leaf's traffic; `no quiesce` brings it back."""
+    spine = twin.switch("spine-r0-0")
+    leaf = twin.switch(DEVICE)
+    to_spine = [p for p in leaf.ports if twin.peers[(DEVICE, p)].device == "spine-r0-0"]
+    others = [p for p in leaf.ports if twin.peers[(DEVICE, p)].device.startswith("spine-r0-1")]
+
+    def out(sw: object, ports: list[str]) -> float:
+        return float(sum(sw.rate[sw.index[p], COL["if.out-octets"]] for p in ports))  # type: ignore[attr-defined]
+
+    clock.t += NS
+    twin.advance(clock.t)
+    before = out(leaf, to_spine)
+    assert before > 0 and out(spine, spine.ports) > 0
+    cli(twin, store, "configure", "maintenance", "unit System", "quiesce", "end", device="spine-r0-0")
+    assert "maintenance\n   unit System\n      quiesce\n" in CliSession(twin, store, "spine-r0-0", privileged=True).run(
+        "show running-config"
+    )
+    clock.t += NS
+    twin.advance(clock.t)
+    assert out(leaf, to_spine) < 1e-3 * before and out(spine, spine.ports) < 1e-3 * before
+    assert out(leaf, others) == pytest.approx(2 * before, rel=1e-6)  # the 2 cables to the other spine carry it all
+    cli(twin, store, "configure", "maintenance", "unit System", "no quiesce", "end", device="spine-r0-0")
+    clock.t += NS
+    twin.advance(clock.t)
+    assert out(leaf, to_spine) == pytest.approx(before, rel=1e-9)

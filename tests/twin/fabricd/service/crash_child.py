@@ -63,6 +63,9 @@ class SwitchView:
     def evidence(self, device: str, port: str) -> dict[str, Any]:
         return {}
 
+    def out_rate_bps(self, device: str, port: str) -> float | None:
+        return None
+
     def description(self, device: str, port: str) -> str | None:
         return None  # read by the session, in the same transaction
 

@@ -55,6 +55,7 @@ class World:
     routed_down: set[Endpoint] = field(default_factory=set)  # ports whose BGP session is down (link up)
     descriptions: dict[Endpoint, str] = field(default_factory=dict)  # what telemetry streams of ports' descriptions
     described: list[str | None] = field(default_factory=list)  # the description each set_port_admin was handed
+    rates: dict[Endpoint, float] = field(default_factory=dict)  # what ports send, bits/s (a port not named: 0)
 
     def state(self, ep: Endpoint) -> str:
         return self.oper.get(ep, "UP")
@@ -75,6 +76,9 @@ class FakeSession:
             self.world.hooks.pop(name)()
         if name in self.world.fail:
             raise self.world.fail[name]
+
+    def shift_traffic(self, away: bool, revert_in_s: int, *, key: str | None = None) -> None:
+        self._call("shift_traffic", away)
 
     def set_port_admin(
         self,
@@ -190,6 +194,9 @@ class FakeView:
 
     def description(self, device: str, port: str) -> str | None:
         return self.world.descriptions.get(Endpoint(device, port))
+
+    def out_rate_bps(self, device: str, port: str) -> float | None:
+        return self.world.rates.get(Endpoint(device, port), 0.0)
 
     def expects_lldp(self, device: str, port: str) -> bool:
         return Endpoint(device, port) in self.world.lldp or Endpoint(device, port) in self.world.lldp_silent

@@ -10,9 +10,11 @@ from collections.abc import Callable
 
 import pytest
 
+from fabricd.service import maintenance_requests
 from fabricd.service.maintenance import MaintenanceInputError
 from fabricd.service.maintenance_requests import DrainRefusedError
 from fabricd.service.remediation import ActionError
+from fabricd.service.state import DrainRecord
 from topology.fabric import Fabric
 from topology.model import Endpoint
 from topology.units import NS
@@ -138,3 +140,69 @@ def test_faults_during_a_drain(h: Harness) -> None:
     (o,) = run(report(h, flap(h.fabric, Endpoint("leaf-g0-r0", "Ethernet6/1"), start_ts=T0 + 60 * NS)))
     assert o.ticket is not None and o.verdict is not None and o.verdict.rule == "capacity"
     assert o.action is None or o.action.status == "refused"
+
+
+def drained_through(h: Harness, kind: str, name: str, **kw: object) -> DrainRecord:
+    async def go() -> DrainRecord:
+        p = await h.rem.drain(kind, name, "alice", "work", **kw)  # type: ignore[arg-type]
+        await h.rem.idle()
+        assert p.drain is not None
+        d = h.state.drain(p.drain.id)
+        assert d is not None
+        return d
+
+    return run(go())
+
+
+def test_a_spine_drain_is_carried_out_step_by_step(h: Harness) -> None:
+    d = drained_through(h, "switch", "spine-r0-0")
+    assert shifts(h) == [("shift_traffic", "spine-r0-0", True)]
+    assert (d.state, d.done, len(d.steps), d.detail) == ("drained", 4, 4, "drained: done")
+    # undrain: the traffic comes back to the spine once its ports check out
+    h.world.lldp = {ep: p for ep in map(_ep, d.ports) if (p := h.fabric.peer(ep.device, ep.port)) is not None}
+    done = run(h.rem.undrain("spine-r0-0", "bob"))
+    assert done.state == "undrained" and shifts(h)[-1] == ("shift_traffic", "spine-r0-0", False)
+
+
+def test_traffic_that_does_not_move_stops_the_drain_and_says_so(h: Harness, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(maintenance_requests, "SHIFT_TIMEOUT_S", 0.0)
+    h.world.rates[SPINE_END] = 5e9
+    d = drained_through(h, "switch", "spine-r0-0")
+    assert (d.state, d.done) == ("draining", 2)  # still counted by the guard: its traffic may have partly moved
+    assert d.detail == "stopped: traffic did not move away within 0 s: spine-r0-0:Ethernet1/1: 5e+09 b/s"
+    assert any(a["what"] == f"drain {d.id} of switch spine-r0-0 stopped" for a in h.state.audit_log())
+
+
+def test_a_link_drain_stops_before_the_shut_it_cannot_take_yet(h: Harness) -> None:
+    d = drained_through(h, "link", str(LEAF_UP))
+    assert [c[:2] for c in shifts(h)] == [("shift_traffic", "leaf-g0-r0"), ("shift_traffic", "spine-r0-0")]
+    assert (d.state, d.done) == ("draining", 4)
+    assert d.detail.startswith("step 5 (shut leaf-g0-r0:Ethernet5/1, spine-r0-0:Ethernet1/1 with fabricd's mark")
+
+
+def test_a_restart_resumes_a_drain_where_it_was_recorded(h: Harness) -> None:
+    """A fabricd that died after recording the guard step: the next one takes the remaining steps, once."""
+    steps = ["guard: x", "shift: x", "verify: x", "drained: x"]
+    ports = [str(SPINE_END)]
+    d = h.state.add_drain("switch", "spine-r0-0", ports, "upgrade", "alice", False, None, steps, 1, T0)
+    rem = h.restart()
+
+    async def go() -> list[int]:
+        ids = rem.resume_drains()
+        await rem.idle()
+        return ids
+
+    assert run(go()) == [d.id]
+    again = h.state.drain(d.id)
+    assert again is not None and (again.state, again.done) == ("drained", 4)
+    assert shifts(h) == [("shift_traffic", "spine-r0-0", True)]
+    assert run(go()) == []  # nothing left: not taken twice
+
+
+def shifts(h: Harness) -> list[tuple[object, ...]]:
+    return [c for c in h.world.touched() if c[0] == "shift_traffic"]
+
+
+def _ep(text: str) -> Endpoint:
+    device, port = text.split(":", 1)
+    return Endpoint(device, port)

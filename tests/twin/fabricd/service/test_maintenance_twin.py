@@ -1,0 +1,92 @@
+"""Planned maintenance end to end on the twin (EOS, 4 spines per rail: a spine drained leaves each leaf 75 %):
+the CLI against the running service, the service against the twin's switches over eAPI and gNMI."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+import yaml
+
+from fabricd.cli import main as cli
+from lab.control_client import inject
+from tests.conftest import EXAMPLES
+from tests.twin.lab.twin_thread import TwinThread
+from topology.spec import load_spec
+
+from .service_thread import TOKEN, ServiceThread, wait_for, write_config
+
+TO_SPINE = ("leaf-g0-r0", "Ethernet5/1")  # faces spine-r0-0:Ethernet1/1
+
+
+@pytest.fixture(scope="module")
+def spec(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    data = yaml.safe_load((EXAMPLES / "small-pod.yaml").read_text())
+    path = tmp_path_factory.mktemp("spec") / "four-spines.yaml"
+    path.write_text(yaml.safe_dump({**data, "spines_per_rail": 4}))
+    return path
+
+
+@pytest.fixture(scope="module")
+def twin(spec: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[TwinThread]:
+    t = TwinThread(load_spec(spec), tmp_path_factory.mktemp("twin")).start()
+    yield t
+    t.stop()
+
+
+def test_drain_and_undrain_a_spine(twin: TwinThread, spec: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                   capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
+    monkeypatch.setenv("FABRICD_API_TOKEN", TOKEN)
+    svc = ServiceThread(write_config(tmp_path, twin.inventory, spec=str(spec))).start()
+    try:
+        assert svc.service is not None
+        api = ["--api", svc.url]
+
+        def rate() -> float | None:
+            return svc.on_loop(lambda s: s.view.out_rate_bps(*TO_SPINE))  # type: ignore[no-any-return]
+
+        before = wait_for(lambda: (r := rate()) is not None and r > 1e9 and r, 20)
+        # --dry-run: the steps, nothing changed
+        assert cli(["drain", "switch", "spine-r0-0", "--reason", "NOS upgrade", "--dry-run", *api]) == 0
+        out = capsys.readouterr().out
+        assert "would take these steps (nothing changed)" in out and "BGP graceful shutdown (65535:0)" in out
+        assert svc.get("/api/v1/maintenance")["maintenance"] == []
+        # bad input: one line, exit 2
+        assert cli(["drain", "switch", "spine-r9-0", "--reason", "x", *api]) == 2
+        assert (
+            capsys.readouterr()
+            .err.strip()
+            .endswith("switch spine-r9-0: not a switch of the blueprint; see `fabricd topology`")
+        )
+        # a spine drained: maintenance mode on the switch, its ports' rates fall, the drain says drained
+        assert cli(["drain", "switch", "spine-r0-0", "--reason", "NOS upgrade", *api]) == 0
+        (d,) = wait_for(lambda: [x for x in svc.get("/api/v1/maintenance")["maintenance"] if x["state"] == "drained"],
+                        90)  # fmt: skip
+        assert d["done"] == len(d["steps"]) and d["actor"] == "service-token"
+        quiet = rate()
+        assert quiet is not None and quiet < 1e6 < before
+        assert cli(["maintenance", *api]) == 0
+        assert "drained" in capsys.readouterr().out
+        # a drain that would leave a leaf under 75 % (one of its uplinks down) is refused with the reason
+        inject(twin.state_dir, "link_down", {"port": "leaf-g0-r1:Ethernet6/1"})
+        wait_for(lambda: svc.on_loop(lambda s: s.view.oper("leaf-g0-r1", "Ethernet6/1")) == "DOWN", 20)
+        assert cli(["drain", "switch", "spine-r1-0", "--reason", "NOS upgrade", *api]) == 2
+        assert "leaf-g0-r1 would keep 800 of 1600 Gb/s uplink capacity (50%), below the 75% limit" in (
+            capsys.readouterr().err
+        )
+        # a cable swapped during the work: the undrain refuses and names it; the drain stays
+        inject(twin.state_dir, "miscable", {"port": "leaf-g0-r0:Ethernet5/1", "other": "leaf-g0-r0:Ethernet6/1"})
+
+        def heard() -> str:
+            return str(svc.on_loop(lambda s: s.view._lldp("spine-r0-0", "Ethernet1/1", 0)))
+
+        wait_for(lambda: heard() == "leaf-g0-r0:Ethernet6/1", 20)
+        assert cli(["undrain", "spine-r0-0", *api]) == 2
+        err = capsys.readouterr().err
+        assert "spine-r0-0 stays drained" in err and "move the cable back to leaf-g0-r0:Ethernet5/1" in err
+        assert [x["state"] for x in svc.get("/api/v1/maintenance")["maintenance"]] == ["drained"]
+        assert 'fabricd_drains{state="drained"} 1.0' in httpx.get(svc.url + "/metrics").text
+    finally:
+        svc.stop()
