@@ -13,6 +13,7 @@ from drivers.base import DriverError, PortMark, Session, UnreachableError
 from drivers.inventory import load_inventory
 from drivers.marks import Mark
 from drivers.registry import get_driver
+from drivers.sonic.session import SonicSession
 from tests.conftest import EXAMPLES
 from tests.twin.lab.twin_thread import TwinThread
 from topology.load import load_fabric
@@ -360,5 +361,27 @@ def test_the_mark_goes_beside_the_description_handed_over_without_reading_it(
         running = s.running_config()
         assert "uplink to spine" in running and "[fabricd" not in running
         assert up(s, port) is True
+    finally:
+        s.close()
+
+
+def in_maintenance(s: Session) -> bool:
+    """What the switch says: EOS's running config, SONiC's `TSC` (reference/maintenance-lldp-bgp-state.md)."""
+    if isinstance(s, SonicSession):
+        return "System Mode: Maintenance" in s._run("TSC")[1]
+    return "      quiesce" in s.running_config()
+
+
+@pytest.mark.parametrize(("platform", "device", "port"), CASES, ids=[c[0] for c in CASES])
+def test_traffic_shifted_away_and_back(twin: TwinThread, platform: str, device: str, port: str) -> None:
+    s = connect(twin, device)
+    try:
+        assert not in_maintenance(s)
+        s.shift_traffic(True, revert_in_s=60, key="fabricd_m1_1")
+        assert in_maintenance(s)
+        s.shift_traffic(True, revert_in_s=60, key="fabricd_m1_2")  # a resumed step taken twice: the same state
+        assert in_maintenance(s)
+        s.shift_traffic(False, revert_in_s=60, key="fabricd_m1_back")
+        assert not in_maintenance(s)
     finally:
         s.close()
