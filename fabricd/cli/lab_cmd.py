@@ -305,6 +305,11 @@ def chaos(
         help="Start fabricd with this command (and restart it after each kill -9); repeat for each HA instance.",
     ),
     service_pid: list[int] = typer.Option([], "--service-pid", help="A running fabricd to pause (not kill)."),
+    restart: list[str] = typer.Option(
+        [],
+        "--restart",
+        help="NAME=COMMAND: a shell command that restarts a part (the bus, PostgreSQL, a collector); repeatable.",
+    ),
     grace_s: float = typer.Option(10.0, "--grace", help="Seconds a mark and a hold may disagree (reconcile)."),
     min_uplink_fraction: float = typer.Option(0.75, "--min-uplink-fraction", help="fabricd's safety setting."),
     report: Path | None = typer.Option(None, "--report", help="Report folder (default STATE_DIR/chaos-SEED)."),
@@ -335,10 +340,16 @@ def chaos(
         seed = int.from_bytes(os.urandom(3), "big")
     possible = ["twin_restart"] + (["pause", "gc_pause"] if service_cmd or service_pid else [])
     possible += ["kill"] if service_cmd else []
+    possible += ["restart"] if restart else []
+    restarts = dict(r.split("=", 1) for r in restart if "=" in r)
+    if len(restarts) != len(restart) or not all(restarts.values()):
+        raise ChaosError("--restart: give NAME=COMMAND, e.g. bus='fabricd bus down --dir D; fabricd bus up --dir D'")
     procs = tuple(x.strip() for x in process.split(",") if x.strip()) if process else tuple(possible)
-    unable = [p for p in procs if p in ("kill", "pause", "gc_pause") and p not in possible]
+    unable = [p for p in procs if p in ("kill", "pause", "gc_pause", "restart") and p not in possible]
     if unable:
-        raise ChaosError(f"--process {', '.join(unable)}: needs --service-cmd (kill) or --service-pid (pauses)")
+        raise ChaosError(
+            f"--process {', '.join(unable)}: needs --service-cmd (kill), --service-pid (pauses) or --restart (restart)"
+        )
     opts = ChaosOptions(
         minutes=0.75 if smoke else minutes,
         kinds=tuple(k.strip() for k in kinds.split(",") if k.strip()) if kinds else FAULT_KINDS,
@@ -373,7 +384,9 @@ def chaos(
     out = report or state_dir / f"chaos-{seed}"
     out.mkdir(parents=True, exist_ok=True)
     switches = Switches(read_inventory(state_dir / "inventory.yaml"), facts)
-    target = Target(state_dir, spec, client, switches, list(service_cmd), list(service_pid), out / "fabricd.log")
+    target = Target(
+        state_dir, spec, client, switches, list(service_cmd), list(service_pid), out / "fabricd.log", restarts
+    )
     steps = len(schedule.steps)
     console().print(f"chaos on {facts.name}, seed {seed}: {steps} steps over {opts.minutes:g} min; report in {out}")
     if switches.not_read:

@@ -46,6 +46,7 @@ class Target:
     service_cmds: list[str] = field(default_factory=list)
     service_pids: list[int] = field(default_factory=list)
     log: Path | None = None
+    restarts: dict[str, str] = field(default_factory=dict)  # name -> a shell command that restarts it (the bus...)
 
 
 class Runner:
@@ -182,6 +183,9 @@ class Runner:
         if step.kind == "twin_restart":
             self._twin_restart(float(p["down_s"]))
             return
+        if step.kind == "restart":
+            self._restart_other(int(p["target"]))
+            return
         alive = [i for i, pid in enumerate(self.pids) if pid is not None and i not in self.paused]
         if not alive:
             return
@@ -221,6 +225,19 @@ class Runner:
         # a restarted fabricd is blind until its telemetry has synced again: detection is not judged meanwhile
         who = f"fabricd#{i}" if len(self.pids) > 1 else "fabricd"
         self._event("process", "restarted", who, f"pid {self.pids[i]}", time.time() + RESYNC_S)
+
+    def _restart_other(self, rank: int) -> None:
+        """Run one of the --restart commands (the bus, PostgreSQL, a collector: whatever the operator named)."""
+        if not self.t.restarts:
+            return
+        name = sorted(self.t.restarts)[rank % len(self.t.restarts)]
+        began = time.time()
+        try:
+            done = subprocess.run(self.t.restarts[name], shell=True, capture_output=True, timeout=120, check=False)
+            how = f"exit {done.returncode}"
+        except subprocess.TimeoutExpired:
+            how = "timed out after 120 s"
+        self._event("process", "restart", name, f"{how} in {time.time() - began:.1f} s", time.time() + RESYNC_S, began)
 
     def _twin_restart(self, down_s: float) -> None:
         self._poll_faults()

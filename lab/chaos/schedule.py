@@ -27,7 +27,7 @@ FAULT_KINDS = (
     "reboot",
     "gnmi_drop",
 )
-PROCESS_KINDS = ("kill", "pause", "gc_pause", "twin_restart")
+PROCESS_KINDS = ("kill", "pause", "gc_pause", "twin_restart", "restart")
 OPERATOR_KINDS = ("shut_by_hand", "enable_held", "mode")
 # Relative weights of the fault kinds: flaps and corruption are most of a fabric's repairs (docs/detectors.md).
 WEIGHT = {
@@ -43,7 +43,7 @@ WEIGHT = {
     "reboot": 1,
     "gnmi_drop": 1,
 }
-PROCESS_WEIGHT = {"kill": 3, "pause": 2, "gc_pause": 3, "twin_restart": 1}
+PROCESS_WEIGHT = {"kill": 3, "pause": 2, "gc_pause": 3, "twin_restart": 1, "restart": 2}
 
 
 class ScheduleError(ValueError):
@@ -227,6 +227,8 @@ def _process(rng: random.Random, kind: str) -> dict[str, Any]:
         return {"seconds": round(rng.uniform(2, 8), 2), "instance": rng.randrange(1 << 16)}
     if kind == "gc_pause":  # a stop-the-world collection's length (tens to hundreds of ms)
         return {"seconds": round(rng.uniform(0.02, 0.3), 3), "instance": rng.randrange(1 << 16)}
+    if kind == "restart":  # one of the run's --restart commands (the bus, PostgreSQL, a collector), picked by rank
+        return {"target": rng.randrange(1 << 16)}
     return {"down_s": round(rng.uniform(1, 4), 1)}  # twin_restart
 
 

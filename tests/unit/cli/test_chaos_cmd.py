@@ -27,8 +27,16 @@ def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
             ["--port", "leaf-g0-r0:Ethernet77/1"],
             "port leaf-g0-r0:Ethernet77/1 is not a cabled switch port of small-pod",
         ),
-        (["--process", "kill"], "--process kill: needs --service-cmd (kill) or --service-pid (pauses)"),
-        (["--process", "nap"], "unknown process fault nap: use some of kill, pause, gc_pause, twin_restart"),
+        (
+            ["--process", "kill"],
+            "--process kill: needs --service-cmd (kill), --service-pid (pauses) or --restart (restart)",
+        ),
+        (["--process", "nap"], "unknown process fault nap: use some of kill, pause, gc_pause, twin_restart, restart"),
+        (["--restart", "bus"], "--restart: give NAME=COMMAND, e.g. bus="),
+        (
+            ["--process", "restart"],
+            "--process restart: needs --service-cmd (kill), --service-pid (pauses) or --restart",
+        ),
         ([], "no twin running with state dir {state}; start one with `fabricd lab up`"),
     ],
 )
