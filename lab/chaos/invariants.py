@@ -411,8 +411,13 @@ def _footprint(f: FaultRec, facts: FabricFacts) -> tuple[set[str], set[str]]:
     return ports, devices
 
 
+# Findings about a group of ports (an ECMP group's balance) are caused by any of the group's links, named or not:
+# a DR's campus uplink going down unbalances the others, so they are placed by their switch, not their ports.
+GROUP_KINDS = ("dci_imbalance",)
+
+
 def _at(finding: FindingRec, ports: set[str], devices: set[str]) -> bool:
-    if finding.ports:
+    if finding.ports and finding.kind not in GROUP_KINDS:
         return bool(set(finding.ports) & ports)
     return bool(set(finding.devices or (finding.device,)) & devices)
 
@@ -447,11 +452,11 @@ def detection(run: Run, facts: FabricFacts) -> tuple[list[KindScore], list[Findi
         if kind not in FINDS:
             scores.append(KindScore(kind, len(faults), 0, 0))
             continue
-        deadline = DEADLINE_S[kind]
         judged = found = 0
         for f in faults:
+            deadline = _deadline(f)
             lasted = (f.cleared_s or run.settled_s or f.start_s + deadline) - f.start_s
-            if lasted < deadline or _hidden(f, run, facts, deadline):
+            if lasted < _needs(f, deadline) or _hidden(f, run, facts, deadline):
                 continue
             judged += 1
             ports, devices = _footprint(f, facts)
@@ -489,6 +494,28 @@ def detection(run: Run, facts: FabricFacts) -> tuple[list[KindScore], list[Findi
             )
     precision = [FindingScore(k, len(v), sum(v)) for k, v in sorted(by_kind.items())]
     return scores, precision, sorted(out, key=lambda v: v.t)
+
+
+def _deadline(f: FaultRec) -> float:
+    """A fault's deadline: its kind's, except a BGP flap train, which bgp_session calls flapping at its third drop
+    (two periods in; its flap_count is 3), then its documented 3 s and an interval (docs/detectors.md)."""
+    if f.kind == "bgp_flap":
+        try:
+            return max(DEADLINE_S["bgp_flap"], 2 * float(f.params["period_s"]) + 4)
+        except (KeyError, TypeError, ValueError):
+            pass
+    return DEADLINE_S[f.kind]
+
+
+def _needs(f: FaultRec, deadline: float) -> float:
+    """How long a fault must have lasted to be judged: its deadline, or a flap train's whole length when shorter
+    (a train is found while it runs; it is cleared once its flaps are over)."""
+    if f.kind in ("link_flap", "bgp_flap"):
+        try:
+            return min(deadline, float(f.params["count"]) * float(f.params["period_s"]) * 0.9)
+        except (KeyError, TypeError, ValueError):
+            return deadline
+    return deadline
 
 
 def _params(f: FaultRec) -> str:

@@ -243,3 +243,30 @@ def test_a_run_saved_and_loaded_is_the_same_run(tmp_path: Path) -> None:
     (tmp_path / "run.json").write_text(json.dumps(run_doc(r, Limits(0.5))))
     again, limits = load_run(tmp_path)
     assert again == r and limits == Limits(0.5)
+
+
+def test_an_imbalance_is_explained_by_a_fault_on_its_switch_not_only_on_its_ports() -> None:
+    reboot = FaultRec("f3", "reboot", (), ("ssp-1",), 10.0, 14.0, {"down_s": 4})
+    dr = FindingRec(4, "dci_imbalance", "ssp-0", ("ssp-0:Ethernet1/1",), ("ssp-0",), 13.0, 20.0)
+    far = FindingRec(5, "link_flap", "ssp-0", ("ssp-0:Ethernet1/1",), ("ssp-0",), 13.0, 20.0)
+    uplink = FaultRec("f4", "link_down", ("ssp-0:Ethernet2/1",), ("ssp-0",), 10.0, 14.0)
+    _, precision, _ = detection(run_with([reboot, uplink], [dr, far]), FACTS)
+    assert [(p.kind, p.findings, p.explained) for p in precision] == [("dci_imbalance", 1, 1), ("link_flap", 1, 0)]
+
+
+def test_a_short_flap_train_is_judged_once_its_flaps_are_over() -> None:
+    train = FaultRec("f5", "link_flap", (P, "gpu-g0-000:nic0"), ("leaf-g0-r0",), 10.0, 13.5,
+                     {"count": 6, "period_s": 0.5})  # fmt: skip
+    found = FindingRec(3, "link_flap", "leaf-g0-r0", (P,), ("leaf-g0-r0",), 11.8, 13.0)
+    assert [(s.judged, s.found) for s in detection(run_with([train], [found]), FACTS)[0]] == [(1, 1)]
+    cut = FaultRec("f6", "link_flap", (P,), ("leaf-g0-r0",), 10.0, 11.0, {"count": 6, "period_s": 0.5})
+    assert [(s.judged, s.found) for s in detection(run_with([cut], []), FACTS)[0]] == [(0, 0)]  # cleared mid-train
+
+
+def test_a_bgp_flap_train_is_due_two_periods_and_4_s_after_it_starts() -> None:
+    train = FaultRec("f7", "bgp_flap", ("leaf-g0-r0:Ethernet5/1",), ("leaf-g0-r0",), 10.0, 30.0,
+                     {"count": 4, "period_s": 3.9})  # fmt: skip
+    late = FindingRec(3, "bgp_session", "leaf-g0-r0", ("leaf-g0-r0:Ethernet5/1",), ("leaf-g0-r0",), 21.0, 25.0)
+    assert [(s.judged, s.found) for s in detection(run_with([train], [late]), FACTS)[0]] == [(1, 1)]  # 11 s < 11.8
+    too_late = FindingRec(3, "bgp_session", "leaf-g0-r0", ("leaf-g0-r0:Ethernet5/1",), ("leaf-g0-r0",), 22.5, 25.0)
+    assert [(s.judged, s.found) for s in detection(run_with([train], [too_late]), FACTS)[0]] == [(1, 0)]
