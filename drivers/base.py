@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, Protocol, runtime_checkable
 
 from policies.intent import DeviceIntent
 from topology.errors import FabricdError
@@ -159,6 +159,13 @@ class Session(Protocol):
         """End what this session holds as `close` does (an unconfirmed commit is rolled back now); True if the session
         may carry the next transaction to this switch (nothing of this one is left in it), False if it was closed."""
         ...
+
+
+@runtime_checkable
+class ReadsFrrBgp(Protocol):
+    """A session that reads FRR's BGP summary (SONiC: `vtysh -c 'show bgp summary json'`), FRR's JSON object."""
+
+    def bgp_summary(self) -> dict[str, Any]: ...
 
 
 class Driver(Protocol):

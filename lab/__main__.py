@@ -32,6 +32,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sonic-aliases", action="store_true", help="sonic-gnmi keys counters by port aliases")
     parser.add_argument("--daemons", choices=("model", "real"), default="model",
                         help="real: FRR and lldpd, a network namespace per switch (root; lab/daemons.py)")  # fmt: skip
+    parser.add_argument("--sonic-no-neigh-state", action="store_true",
+                        help="SONiC's STATE_DB has no NEIGH_STATE_TABLE rows (FRR unified/split mode)")  # fmt: skip
     args = parser.parse_args(argv)
     try:
         release(args.eos_version)
@@ -47,7 +49,7 @@ def main(argv: list[str] | None = None) -> int:
         spec = load_spec(args.spec)
         options = TwinOptions(
             args.state_dir, args.base_address, args.port_offset, args.probe_interval, args.eos_version,
-            args.sonic_version, args.sonic_aliases, args.daemons,
+            args.sonic_version, args.sonic_aliases, args.daemons, args.sonic_no_neigh_state,
         )  # fmt: skip
         asyncio.run(TwinProcess(spec, options).run())
     except FabricdError as e:

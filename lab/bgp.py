@@ -292,13 +292,16 @@ class BgpMon:
     """STATE_DB `NEIGH_STATE_TABLE` of each SONiC switch, as bgpmon (sonic-bgpcfgd) writes it: it clears the table
     when it starts, then every BGPMON_INTERVAL_NS reads FRR's `show bgp summary json` and writes each neighbour's
     `state` (reference/maintenance-lldp-bgp-state.md). So the table is empty for the first interval after a boot
-    and then shows FRR's states as of its last read. `read` gives FRR's states now (the model's, or real FRR's)."""
+    and then shows FRR's states as of its last read; always empty when `silent`. `read` gives FRR's states now (the
+    model's, or real FRR's)."""
 
     def __init__(self, devices: Iterable[str], read: NeighStates, schedule: Schedule, now_ns: int) -> None:
         self.read = read
         self.schedule = schedule
         self.tables: dict[str, dict[str, str]] = {}
         self.written_ns: dict[str, int] = {}  # when bgpmon last wrote a switch's table
+        # FRR in unified or split mode (`docker_routing_config_mode`): bgpmon writes no row, vtysh still answers
+        self.silent = False
         self._runs: dict[str, int] = {}  # bumped at each start: the timers of a previous run stop
         for device in devices:
             self.start(device, now_ns)
@@ -315,7 +318,7 @@ class BgpMon:
         def fire(at: int) -> None:
             if self._runs.get(device) != run:
                 return
-            self.tables[device] = dict(self.read(device))
+            self.tables[device] = {} if self.silent else dict(self.read(device))
             self.written_ns[device] = at
             self.schedule(at + BGPMON_INTERVAL_NS, self._tick(device, run))
 

@@ -64,6 +64,8 @@ class TwinOptions:
     sonic_version: str = DEFAULT_SONIC_RELEASE  # every SONiC switch's (lab/sonic_releases.py)
     sonic_aliases: bool = False  # sonic-gnmi keys COUNTERS_DB rows by the ports' aliases
     daemons: str = "model"  # "real": FRR and lldpd in a namespace per switch under the SONiC surfaces (daemons.py)
+    # the SONiC switches' STATE_DB has no NEIGH_STATE_TABLE rows (FRR in unified or split mode), vtysh still answers
+    no_neigh_state: bool = False
     converge_timeout_s: float = 60.0  # with real daemons: how long `ready` waits for every session and neighbour
 
 
@@ -132,6 +134,7 @@ class TwinProcess:
         self.credentials = Credentials(USERNAME, self.password)
         self.configs = ConfigStore(self.twin, self.credentials)
         self.twin.sonic_aliases = options.sonic_aliases
+        self.twin.bgpmon.silent = options.no_neigh_state
         self.sonic = SonicStore(self.twin)  # the SONiC switches' CONFIG_DB (their SSH logins work on it)
         self.faults = FaultInjector(self.twin, on_reboot=self.configs.reboot)
         self.probes: deque[dict[str, Any]] = deque(maxlen=50_000)

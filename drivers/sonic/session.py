@@ -365,6 +365,19 @@ class SonicSession:
             })  # fmt: skip
         return out
 
+    def bgp_summary(self) -> dict[str, Any]:
+        """FRR's `vtysh -c 'show bgp summary json'` (what bgpmon reads to write STATE_DB's NEIGH_STATE_TABLE): the
+        source of the BGP neighbours' state where that table has no rows (FRR in unified or split mode)."""
+        out = self._ok("vtysh -c 'show bgp summary json'", "vtysh -c 'show bgp summary json'")
+        text = out[out.find("{") :] if "{" in out else out
+        try:
+            got = json.loads(text)
+        except json.JSONDecodeError as e:
+            raise DriverError(self.device, f"show bgp summary json is not JSON (line {e.lineno}: {e.msg})") from None
+        if not isinstance(got, dict):
+            raise DriverError(self.device, "show bgp summary json is not a JSON object")
+        return got
+
     def port_aliases(self) -> dict[str, str]:
         """What a neighbour's LLDP names this switch's ports by: lldpmgrd advertises a port's alias, else its SONiC
         name (reference/maintenance-lldp-bgp-state.md)."""

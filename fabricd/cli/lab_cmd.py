@@ -71,6 +71,12 @@ def up(
     sonic_aliases: bool = typer.Option(
         False, "--sonic-aliases", help="sonic-gnmi keys its counters by the ports' aliases (a vendor's setting)."
     ),
+    sonic_no_neigh_state: bool = typer.Option(
+        False,
+        "--sonic-no-neigh-state",
+        help="The SONiC switches' STATE_DB has no NEIGH_STATE_TABLE rows (FRR in unified or split mode: bgpmon writes "
+        "nothing) while vtysh still answers: fabricd reads their BGP state over SSH (docs/lab.md).",
+    ),
     daemons: str = typer.Option(
         "model",
         "--daemons",
@@ -105,6 +111,8 @@ def up(
     args += ["--eos-version", eos_version, "--sonic-version", sonic_version]
     if sonic_aliases:
         args.append("--sonic-aliases")
+    if sonic_no_neigh_state:
+        args.append("--sonic-no-neigh-state")
     args += ["--daemons", daemons]
     if foreground:
         raise typer.Exit(subprocess.call(args))

@@ -64,6 +64,11 @@ class TelemetrySettings(_Strict):
     # Send each switch's SAMPLE subscription in its own slot of the interval, so switches that start their sample
     # timer with the subscription do not all burst at once (lag); false subscribes at connect.
     spread_samples: bool = True
+    # A synced SONiC switch with BGP sessions planned that streams no STATE_DB NEIGH_STATE_TABLE row this long after
+    # its sync (FRR in unified or split mode: bgpmon writes nothing) is read over SSH, `vtysh -c 'show bgp summary
+    # json'`, every bgp_ssh_interval_s (bgpmon's own 15 s: a session's change is as late as from STATE_DB)
+    bgp_ssh_after_s: float = Field(30.0, ge=0, le=3600)
+    bgp_ssh_interval_s: float = Field(15.0, ge=1, le=3600)
 
     @field_validator("workers")
     @classmethod

@@ -17,7 +17,7 @@ import time
 from collections import Counter
 from collections.abc import Awaitable, Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -30,8 +30,8 @@ from pydantic import SecretStr
 from drivers.inventory import load_inventory
 from fabricd import __version__
 from fabricd.bus import connect as connect_bus
-from fabricd.detectors import dci_ports, link_flap
-from fabricd.detectors.coverage import Coverage, coverage_json, switch_coverage
+from fabricd.detectors import bgp_session, dci_ports, link_flap
+from fabricd.detectors.coverage import Coverage, Late, coverage_json, switch_coverage
 from fabricd.detectors.finding import Finding
 from fabricd.detectors.runner import Runner
 from fabricd.jobs.annotate import annotate
@@ -55,6 +55,7 @@ from . import metrics as service_metrics
 from .access import Principal, principal_for, proxy_principal
 from .actuator import DriverActuator
 from .api import create_app
+from .bgp_ssh import BgpOverSsh
 from .config import ServiceConfig, read_secret
 from .faults import LINK_KINDS
 from .leader import Leadership, default_instance
@@ -99,7 +100,7 @@ class Service:
         # Per switch, what its platform profile subscribes on its release (the telemetry source plans the same).
         self.plans = plans(((a.name, a.platform, a.os_version) for a in accesses), profile)
         self.os_versions = {a.name: a.os_version for a in accesses}
-        self._coverage: tuple[float, frozenset[str], dict[str, Coverage]] | None = None
+        self._coverage: tuple[float, tuple[frozenset[str], frozenset[str]], dict[str, Coverage]] | None = None
         self.shards_heard: dict[int, int] = {}  # detector shard -> time of its last report (detectors.source: shards)
         self.registry = CollectorRegistry()
         self.telemetry: TelemetrySource = telemetry_source(
@@ -145,6 +146,12 @@ class Service:
             self.leadership = Leadership(ha, lambda: connect_bus(cfg.bus, cfg.source, f"fabricd {self.instance}"),
                                          self._elected, claim=self._claim, instance=ha.instance)  # fmt: skip
         self.actuator = DriverActuator(self.inventory)
+        # SONiC switches whose STATE_DB has no BGP neighbour rows are read over SSH (bgp_ssh.py), with sessions of
+        # their own (an action never waits on a read) in the I/O pool
+        self.bgp_ssh = BgpOverSsh(
+            [a.name for a in accesses if a.platform == "sonic"], self.fabric, DriverActuator(self.inventory),
+            self.pool, self.ingestor.ingest, clock, tcfg.bgp_ssh_after_s, tcfg.bgp_ssh_interval_s,
+        )  # fmt: skip
         self.remediator = Remediator(
             self.fabric,
             self.state,
@@ -228,6 +235,9 @@ class Service:
                 tasks.append(asyncio.create_task(self._shard_findings(), name="detectors"))
             else:
                 tasks.append(asyncio.create_task(self._tick_loop(tick), name="detectors"))
+            if self.bgp_ssh.candidates:
+                tasks.append(asyncio.create_task(self.bgp_ssh.run(lambda: self.telemetry.synced, self._streams_bgp),
+                                                 name="bgp-over-ssh"))  # fmt: skip
             # Again once synced and taken over: the first sync's series index, the switches' warm sessions and the
             # scheduler live as long (a full collection over them held an action 20-60 ms in bench_remediation).
             gc.freeze()
@@ -256,6 +266,7 @@ class Service:
             self.pool.shutdown(wait=True)
             self.action_pool.shutdown(wait=True)
             self.actuator.close()
+            self.bgp_ssh.close()
             self.state.close()
             log.info("fabricd stopped")
 
@@ -547,6 +558,7 @@ class Service:
                 # silent); empty when the service streams itself
                 "unheld": self.telemetry.unheld_devices() if isinstance(self.telemetry, BusTelemetry) else [],
                 "coverage": [coverage_json(name, self.os_versions.get(name), c) for name, c in self.coverage().items()],
+                "bgp_over_ssh": self.bgp_ssh.status(),
             },
             "detectors": {
                 "source": self.cfg.detectors.source,
@@ -561,15 +573,19 @@ class Service:
             "jobs": asdict(self.job_source.status) | {"configured": self.job_source.configured},
         }
 
+    def _streams_bgp(self) -> set[str]:
+        return {d for d, leaves in self.ingestor.snapshot().leaves_by_device().items() if bgp_session.STATE in leaves}
+
     def coverage(self) -> dict[str, Coverage]:
         """Synced switches whose telemetry falls short of their profile: paths left out for their release or refused
         by them, the leaves detectors read that they do not stream, and the detectors that leaves them blind or
         degraded on. Worked out at most every COVERAGE_EVERY_S (a pass over every series), for health and /metrics."""
         mono = time.monotonic()
         synced = frozenset(name for name, ok in self.telemetry.synced.items() if ok)
+        key = (synced, frozenset(self.bgp_ssh.devices))  # a switch moving to SSH reads changes its coverage at once
         cached = self._coverage
-        if cached is None or cached[1] != synced or mono - cached[0] >= COVERAGE_EVERY_S:
-            cached = self._coverage = (mono, synced, self._work_out_coverage(synced))
+        if cached is None or cached[1] != key or mono - cached[0] >= COVERAGE_EVERY_S:
+            cached = self._coverage = (mono, key, self._work_out_coverage(synced))
         return cached[2]
 
     def _work_out_coverage(self, synced: frozenset[str]) -> dict[str, Coverage]:
@@ -579,6 +595,9 @@ class Service:
             if name not in self.plans:
                 continue
             cov = switch_coverage(self.plans[name], self.telemetry.state(name).rejected, seen.get(name, ()))
+            if name in self.bgp_ssh.devices:  # its BGP state comes over SSH, late by the read interval
+                late = Late("bgp_session", bgp_session.STATE, self.bgp_ssh.late_reason)
+                cov = replace(cov, late=(*(x for x in cov.late if x.leaf != bgp_session.STATE), late))
             if not cov.complete:
                 out[name] = cov
         return out

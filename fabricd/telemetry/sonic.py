@@ -229,6 +229,22 @@ def neighbour_state(v: object) -> str | None:
 _FSM = frozenset({"IDLE", "CONNECT", "ACTIVE", "OPENSENT", "OPENCONFIRM", "ESTABLISHED"})  # RFC 4271 8.2.2
 
 
+def frr_states(summary: object) -> dict[str, str]:
+    """`vtysh -c 'show bgp summary json'` (FRR's object per address family, keyed by neighbour under `peers`) ->
+    each IPv4 unicast neighbour's state as OpenConfig's session-state, by its address (what bgpmon would write to
+    NEIGH_STATE_TABLE, decoded as that table's rows are). FRR prints `{}` where no IPv4 neighbour is configured, so
+    a summary without `ipv4Unicast` has no session; a peer whose state is not an FSM word is left out."""
+    family = summary.get("ipv4Unicast") if isinstance(summary, Mapping) else None
+    peers = family.get("peers") if isinstance(family, Mapping) else None
+    if not isinstance(peers, Mapping):
+        return {}
+    out = {}
+    for address, peer in peers.items():
+        if isinstance(peer, Mapping) and (state := neighbour_state(peer.get("state"))) is not None:
+            out[str(address)] = state
+    return out
+
+
 def _port_fields() -> dict[str, tuple[str, str | None, int]]:
     """Every SAI port field fabricd reads -> (leaf, index, scale), looked up once per field of a row."""
     out: dict[str, tuple[str, str | None, int]] = {f: (leaf, None, 1) for f, leaf in PORT_COUNTERS.items()}

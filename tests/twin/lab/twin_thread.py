@@ -39,6 +39,7 @@ class TwinThread:
         sonic_version: str = DEFAULT_SONIC_RELEASE,
         sonic_aliases: bool = False,
         daemons: str = "model",
+        no_neigh_state: bool = False,
     ):
         # A random 127.x.y.1 block per run, so tests never collide with a `fabricd lab up` on this machine.
         base = base or f"127.{random.randint(100, 250)}.{random.randint(0, 250)}.1"
@@ -54,6 +55,7 @@ class TwinThread:
                 sonic_version=sonic_version,
                 sonic_aliases=sonic_aliases,
                 daemons=daemons,
+                no_neigh_state=no_neigh_state,
             ),
         )
         self.state_dir = state_dir

@@ -83,3 +83,19 @@ def test_frr_summary_json_has_real_bgpds_keys_and_words() -> None:
     twin.advance()
     peer = json.loads(frr_summary_json(twin, LEAF))["ipv4Unicast"]["peers"][S.peer_address]
     assert (peer["state"], peer["peerState"], peer["pfxRcd"]) == ("Idle (Admin)", "Admin", 0)
+
+
+def test_a_silent_bgpmon_writes_no_row_while_vtysh_answers() -> None:
+    """`lab up --sonic-no-neigh-state`: FRR in unified or split mode, where bgpmon writes nothing; FRR's
+    `show bgp summary json` still lists every neighbour (what fabricd then reads over SSH)."""
+    clock = Clock()
+    twin = Twin(FABRIC, clock=clock)
+    twin.bgpmon.silent = True
+    for _ in range(3):
+        clock.now += BGPMON_INTERVAL_NS
+        twin.advance()
+        assert table(twin) == {}
+    peers = json.loads(frr_summary_json(twin, LEAF))["ipv4Unicast"]["peers"]
+    assert {a: p["state"] for a, p in peers.items()} == {
+        s.peer_address: "Established" for s in Underlay(FABRIC).sessions(LEAF)
+    }

@@ -104,3 +104,45 @@ def test_bgp_down_is_one_finding_and_the_guard_counts_the_session_as_lost_capaci
         call(twin.state_dir, "DELETE", f"/faults/{fault['id']}")
     finally:
         svc.stop()
+
+
+@pytest.fixture
+def unified(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TwinThread]:
+    """small-sonic whose SONiC switches' STATE_DB has no NEIGH_STATE_TABLE rows (FRR in unified mode)."""
+    spec = load_spec(EXAMPLES / "small-sonic.yaml")
+    t = TwinThread(spec, tmp_path_factory.mktemp("bgp-ssh-twin"), no_neigh_state=True)
+    yield t.start(START_S["model"])
+    t.stop()
+
+
+def test_without_neigh_state_rows_sonic_bgp_is_read_over_ssh_and_bgp_down_is_one_finding(
+    unified: TwinThread, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Where bgpmon writes nothing, fabricd reads each SONiC leaf's `vtysh -c 'show bgp summary json'` over SSH:
+    `bgp_down` on a leaf uplink is one bgp_session finding, seen from the leaf too (only SSH gives the leaf's view),
+    and `fabricd status` names the switches read over SSH and the delay."""
+    spec = EXAMPLES / "small-sonic.yaml"
+    twin = unified.process.twin
+    leaves = sorted(n for n, sw in twin.switches.items() if sw.platform == "sonic")
+    session = Underlay(load_fabric(spec, None)[1]).sessions(LEAF)[0]
+    ssh = {"bgp_ssh_after_s": 2, "bgp_ssh_interval_s": 1}
+    svc = ServiceThread(write_config(tmp_path, unified.inventory, spec=str(spec), telemetry=ssh)).start()
+    try:
+        wait_for(lambda: svc.get("/api/v1/health")["telemetry"]["synced"], 20)
+        over = wait_for(lambda: svc.get("/api/v1/health")["telemetry"]["bgp_over_ssh"]["devices"] == leaves, 20)
+        assert over
+        assert all(twin.bgpmon.tables[d] == {} for d in leaves)  # STATE_DB held no row: every state came over SSH
+        assert bgp_findings(svc) == []  # every session read Established
+        inject(unified.state_dir, "bgp_down", {"port": str(session.local)})
+        (f,) = wait_for(lambda: bgp_findings(svc), 15)
+        assert (f["device"], f["port"]) == (LEAF, session.local.port)
+        assert f["evidence"]["reason"] == "down" and f["evidence"]["peer_address"] == session.peer_address
+        wait_for(lambda: LEAF in bgp_findings(svc)[0]["evidence"]["seen_from"], 15)  # the leaf's SSH read
+        assert len(bgp_findings(svc)) == 1
+        main(["status", "--api", svc.url])
+        line = next(ln for ln in capsys.readouterr().out.splitlines() if "bgp_session late on" in ln)
+        assert LEAF in line and "read over SSH (vtysh -c 'show bgp summary json') every 1 s" in line, line
+        health = svc.get("/api/v1/health")["telemetry"]["bgp_over_ssh"]
+        assert health == {"devices": leaves, "interval_s": 1.0, "delay_s": 1.0, "errors": {}}
+    finally:
+        svc.stop()

@@ -11,7 +11,7 @@ from pygnmi.spec.v080 import gnmi_pb2
 
 from fabricd.telemetry import CounterStore, Ingestor, Stat
 from fabricd.telemetry.platforms import plan, profiles, subscription_leaves
-from fabricd.telemetry.sonic import advertised_port, decode, sonic_profile, topology_port
+from fabricd.telemetry.sonic import advertised_port, decode, frr_states, sonic_profile, topology_port
 
 T0 = 1_700_000_000 * 10**9
 
@@ -169,6 +169,39 @@ def test_the_ingestor_reads_neigh_state_rows() -> None:
     i = snap.find(dev, "10.0.0.0", "bgp.session-state")
     assert i is not None and snap.text(i) == "ACTIVE"
     assert snap.stat(dev, Stat.UNKNOWN) == 0
+
+
+def _frr(*peers: tuple[str, Any], family: str = "ipv4Unicast") -> dict[str, Any]:
+    """`show bgp summary json` as FRR 8.4's bgpd prints it (lab/sonic_bgp.py, compared in test_frr_shape), cut to
+    the keys around the peers."""
+    body = {"routerId": "10.1.0.1", "as": 65101, "vrfName": "default", "peerCount": len(peers), "failedPeers": 0,
+            "peers": {a: {"remoteAs": 65001, "state": st, "peerState": "Admin" if st == "Idle (Admin)" else "OK",
+                          "pfxRcd": 3, "hostname": "spine-0"} for a, st in peers}}  # fmt: skip
+    return {family: body}
+
+
+@pytest.mark.parametrize(
+    ("summary", "states"),
+    [
+        (_frr(("10.0.0.0", "Established"), ("10.0.0.2", "Active")), {"10.0.0.0": "ESTABLISHED", "10.0.0.2": "ACTIVE"}),
+        (_frr(("10.0.0.0", "Idle (Admin)")), {"10.0.0.0": "IDLE"}),  # `neighbor X shutdown` at this end
+        (_frr(("10.0.0.0", "Idle")), {"10.0.0.0": "IDLE"}),
+        (_frr(("10.0.0.0", "Connect"), ("10.0.0.2", "OpenSent"), ("10.0.0.4", "OpenConfirm")),
+         {"10.0.0.0": "CONNECT", "10.0.0.2": "OPENSENT", "10.0.0.4": "OPENCONFIRM"}),
+        (_frr(("10.0.0.0", "Clearing"), ("10.0.0.2", ""), ("10.0.0.4", 7)), {}),  # no FSM word: left out
+        ({}, {}),  # FRR with no IPv4 neighbour prints `{}`: no ipv4Unicast
+        (_frr(("fc00::1", "Established"), family="ipv6Unicast"), {}),  # another family is not the underlay's
+        ({"ipv4Unicast": {"peers": []}}, {}),
+        ({"ipv4Unicast": "x"}, {}),
+        (_frr(("10.0.0.0", "Established")) | {"ipv4Unicast": {"routerId": "10.1.0.1"}}, {}),  # no peers key
+        ("not an object", {}),
+        (None, {}),
+    ],
+)  # fmt: skip
+def test_frr_summary_json_gives_each_neighbour_s_openconfig_state(summary: Any, states: dict[str, str]) -> None:
+    """`vtysh -c 'show bgp summary json'` (read over SSH where STATE_DB has no NEIGH_STATE_TABLE row) gives each IPv4
+    neighbour's state as the table's rows decode: FRR's word as OpenConfig's session-state, by address."""
+    assert frr_states(summary) == states
 
 
 @pytest.mark.parametrize(
