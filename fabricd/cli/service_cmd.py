@@ -157,6 +157,11 @@ def status_command(config: Path | None = _CONFIG, api: str | None = _API, token_
                 f"{r['reason']}; retried every pass",
                 markup=False, highlight=False,
             )  # fmt: skip
+        for d in h.get("maintenance") or []:
+            late = " OVERRAN its --until" if d["overran"] else ""
+            what = f"maintenance: drain {d['id']} of {d['kind']} {d['target']}: {d['state']}{late}"
+            by = f" (step {d['step']}, by {d['actor']}: {d['reason']})" + (f": {d['detail']}" if d["detail"] else "")
+            out.print(what + by, markup=False, highlight=False)
         ha = h.get("ha") or {}
         if ha.get("enabled"):
             if ha["role"] == "leader":

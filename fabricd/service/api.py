@@ -287,7 +287,7 @@ def create_app(service: ServiceSurface) -> FastAPI:
     async def maintenance(limit: int = limit_q(500)) -> Maintenance:
         drains = service.remediator.maintenance(limit)
         now = time.time_ns()
-        late = [d.id for d in drains if overran(d.until_ts, d.state, now)]  # type: ignore[arg-type]
+        late = [d.id for d in drains if overran(d.until_ts, d.state, now)]
         return Maintenance(maintenance=drains, overran=late)
 
     @app.post("/api/v1/maintenance")

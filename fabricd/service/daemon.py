@@ -59,6 +59,7 @@ from .bgp_ssh import BgpOverSsh
 from .config import ServiceConfig, read_secret
 from .faults import LINK_KINDS
 from .leader import Leadership, default_instance
+from .maintenance import ACTIVE, overran
 from .passes import configured_detectors, guarded, run_passes, telemetry_source
 from .port_metrics import PortCollector, UnderlayCollector
 from .port_view import TelemetryPortView
@@ -529,6 +530,15 @@ class Service:
             return None
         return proxy_principal(client, headers.get(tp.user_header), tp.addresses, dict(tp.roles), tp.default_role)
 
+    def maintenance_status(self) -> list[dict[str, Any]]:
+        """The active drains (planned maintenance), as `fabricd status` shows them."""
+        now = time.time_ns()
+        return [
+            {"id": d.id, "kind": d.kind, "target": d.target, "state": d.state, "step": f"{d.done}/{len(d.steps)}",
+             "actor": d.actor, "reason": d.reason, "detail": d.detail, "overran": overran(d.until_ts, d.state, now)}
+            for d in self.state.drains(ACTIVE)
+        ]  # fmt: skip
+
     def health(self) -> dict[str, Any]:
         stale = self.telemetry.stale_devices()
         synced = sum(self.telemetry.synced.values())
@@ -569,6 +579,7 @@ class Service:
             "disabled_ports": len(self.state.disabled_ports()),
             "stale_holds": len(self.remediator.stale_holds()),
             "to_reapply": self.remediator.to_reapply(),
+            "maintenance": self.maintenance_status(),
             "ticket_backend": self.backend.name,
             "jobs": asdict(self.job_source.status) | {"configured": self.job_source.configured},
         }

@@ -164,7 +164,7 @@ def undrain_problems(fabric: Fabric, readings: Mapping[Endpoint, PortReading], p
     return out
 
 
-def overran(until_ts: int | None, state: DrainState, now: int) -> bool:
+def overran(until_ts: int | None, state: str, now: int) -> bool:
     """A drain still active past its --until: a finding ("maintenance overran"), never an automatic return."""
     return until_ts is not None and state in ACTIVE and now > until_ts
 

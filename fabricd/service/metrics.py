@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -13,6 +14,7 @@ from fabricd.detectors.dci_ports import DciPortsState
 from fabricd.jobs.report import JobReport
 
 from .guard import Budget
+from .maintenance import ACTIVE, overran
 from .port_metrics import PortCollector
 from .state import StateStore, StoredFinding
 
@@ -50,6 +52,10 @@ class StateCollector(Collector):
         for state, n in sorted(self.state.drain_counts().items()):
             drains.add_metric([state], n)
         yield drains
+        now = time.time_ns()
+        late = sum(1 for d in self.state.drains(ACTIVE) if overran(d.until_ts, d.state, now))
+        yield GaugeMetricFamily("fabricd_drains_overran", "Active drains past their --until (maintenance overran)",
+                                value=late)  # fmt: skip
         tickets = GaugeMetricFamily("fabricd_open_tickets", "Open repair tickets", labels=["kind"])
         counts: dict[str, int] = {}
         for t in self.state.tickets("open"):

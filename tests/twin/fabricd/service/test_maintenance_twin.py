@@ -69,6 +69,11 @@ def test_drain_and_undrain_a_spine(twin: TwinThread, spec: Path, tmp_path: Path,
         assert quiet is not None and quiet < 1e6 < before
         assert cli(["maintenance", *api]) == 0
         assert "drained" in capsys.readouterr().out
+        assert cli(["status", *api]) in (0, 1)
+        assert (
+            f"maintenance: drain {d['id']} of switch spine-r0-0: drained (step 4/4, by service-token: NOS upgrade)"
+            in (capsys.readouterr().out)
+        )
         # a drain that would leave a leaf under 75 % (one of its uplinks down) is refused with the reason
         inject(twin.state_dir, "link_down", {"port": "leaf-g0-r1:Ethernet6/1"})
         wait_for(lambda: svc.on_loop(lambda s: s.view.oper("leaf-g0-r1", "Ethernet6/1")) == "DOWN", 20)

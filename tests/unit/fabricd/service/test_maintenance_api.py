@@ -45,6 +45,15 @@ def test_drain_through_the_api(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
         assert [x["id"] for x in listed["maintenance"]] == [d["id"]] and listed["overran"] == []
         r = c.post("/api/v1/maintenance/undrain", json={"target": "spine-r0-1"}, headers=op)
         assert r.status_code == 404 and r.json()["error"] == "spine-r0-1 is not drained; see `fabricd maintenance`"
-        assert 'fabricd_drains{state="draining"} 1.0' in c.get("/metrics").text
+        metrics = c.get("/metrics").text
+        assert 'fabricd_drains{state="draining"} 1.0' in metrics and "fabricd_drains_overran 0.0" in metrics
+        (m,) = c.get("/api/v1/health").json()["maintenance"]
+        assert (m["target"], m["state"], m["overran"], m["actor"]) == ("leaf-g0-r0:Ethernet5/1", "draining", False,
+                                                                       "user:olga")  # fmt: skip
+        # past its --until: overran, listed as such, never ended by fabricd
+        svc.state._db.execute("UPDATE maintenance SET until_ts = 1")
+        assert c.get("/api/v1/maintenance", headers=viewer).json()["overran"] == [d["id"]]
+        assert c.get("/api/v1/health").json()["maintenance"][0]["overran"] is True
+        assert "fabricd_drains_overran 1.0" in c.get("/metrics").text
     finally:
         svc.state.close()
