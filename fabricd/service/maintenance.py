@@ -6,10 +6,10 @@ service (maintenance_requests.py) does the I/O.
 The steps of a drain:
 1. guard: the drain's capacity counted as lost with every fault, BGP-down uplink, hold and other drain
    (guard.check_drain); refused with the reason;
-2. shift: traffic moved away before anything goes down: on EOS the switch's BGP sessions carry RFC 8326's
-   GRACEFUL_SHUTDOWN community (65535:0; receivers set LOCAL_PREF 0, /work/shared/reference/
+2. shift (a switch drain): traffic moved away before anything goes down: on EOS maintenance mode, whose BGP
+   quiesce is RFC 8326's GRACEFUL_SHUTDOWN (65535:0; receivers set LOCAL_PREF 0, /work/shared/reference/
    maintenance-lldp-bgp-state.md), on SONiC `TSA` (the switch announces only its loopback);
-3. verify: the drained ports' rates fall below a threshold within a timeout, else the drain stops and says so;
+3. verify (after a shift): the drained ports' rates fall below a threshold within a timeout, else the drain stops;
 4. shut (a link or port drain, or a switch drain with --shut): the ports shut with fabricd's mark of kind
    `maintenance` under the revert timer, then held as maintenance (no fault ticket);
 5. drained.
@@ -82,12 +82,10 @@ def target(fabric: Fabric, kind: TargetKind, name: str) -> DrainTarget:
     ep = _endpoint(fabric, name, kind)
     link = fabric.link_of(ep.device, ep.port)
     assert link is not None  # _endpoint checked it
-    if kind == "port":
-        ports, shifted = {ep}, [ep.device]
-    else:
-        ports, shifted = {link.a, link.b}, [link.a.device, link.b.device]
-    switches = tuple(sorted(d for d in set(shifted) if (dev := fabric.get(d)) is not None and dev.is_switch))
-    return DrainTarget(kind, name, tuple(sorted(ports, key=str)), switches)
+    # A link or port is not shifted: maintenance mode and TSA act on the whole switch. Its traffic moves when it is
+    # shut (BGP and ECMP take it away as from any link going down). RFC 8326 on the one session is not done yet.
+    ports = {ep} if kind == "port" else {link.a, link.b}
+    return DrainTarget(kind, name, tuple(sorted(ports, key=str)), ())
 
 
 def plan(fabric: Fabric, t: DrainTarget, *, shut: bool, threshold_bps: float, timeout_s: float) -> list[Step]:
@@ -96,10 +94,15 @@ def plan(fabric: Fabric, t: DrainTarget, *, shut: bool, threshold_bps: float, ti
     steps = [Step("guard", f"check capacity with {len(t.ports)} port(s) of {t.kind} {t.name} counted lost")]
     for sw in t.shifted:
         platform = fabric.device(sw).platform or "eos"
-        how = "TSA (traffic shift away)" if platform == "sonic" else f"BGP graceful shutdown ({GRACEFUL_SHUTDOWN})"
+        how = (
+            "TSA (traffic shift away)"
+            if platform == "sonic"
+            else f"maintenance mode, BGP graceful shutdown ({GRACEFUL_SHUTDOWN})"
+        )
         steps.append(Step("shift", f"shift traffic away from {sw}: {how}"))
-    steps.append(Step("verify", f"wait up to {timeout_s:g} s for the drained ports' rates to fall below "
-                                f"{threshold_bps:g} b/s, else stop"))  # fmt: skip
+    if t.shifted:
+        steps.append(Step("verify", f"wait up to {timeout_s:g} s for the drained ports' rates to fall below "
+                                    f"{threshold_bps:g} b/s, else stop"))  # fmt: skip
     if shut or t.kind != "switch":
         steps.append(Step("shut", f"shut {', '.join(map(str, t.ports))} with fabricd's mark (kind maintenance)"))
         steps.append(Step("hold", "hold them as maintenance (no fault ticket), reconciled like every hold"))

@@ -29,11 +29,12 @@ from .config import RemediationSettings, SafetyLimits
 from .guard import GuardInput, check_drain
 from .people_requests import ActionError
 from .remediation_io import Actuator, PortView
-from .state import DisabledPort, DrainRecord, StateStore, fenced
+from .state import Action, DisabledPort, DrainRecord, StateStore, fenced
 
 log = logging.getLogger("fabricd.maintenance")
 R = TypeVar("R")
 Ts = TypeVarTuple("Ts")
+MAINTENANCE_KEY = "maintenance:"  # a drain's shut and enable actions: `maintenance:<drain>:<down|upN>:<port>`
 SHIFT_THRESHOLD_BPS = 1e6  # a drained port carrying less than 1 Mb/s is quiet (LLDP, BGP keepalives remain)
 SHIFT_TIMEOUT_S = 60.0
 LLDP_WAIT_S = 5.0
@@ -89,7 +90,9 @@ class MaintenanceRequests:
         _tasks: set[asyncio.Task[None]]
 
         def _leader_only(self) -> None: ...
+
         def _fenced(self) -> str | None: ...
+        def _spawn(self, action: Action, resumed: bool = False) -> asyncio.Event: ...
         async def _blocking(self, fn: Callable[[*Ts], R], *args: *Ts) -> R: ...
         def _known(self, disabled: list[DisabledPort] | None = None) -> GuardInput: ...
 
@@ -199,16 +202,47 @@ class MaintenanceRequests:
                 if loud:
                     self._stop(d, f"traffic did not move away within {SHIFT_TIMEOUT_S:g} s: {'; '.join(loud)}")
                     return
-            elif step.name in ("shut", "hold"):
-                # not carried out by this fabricd yet: the drain stays active (counted) and says what is left
-                left = f"step {i + 1} ({step.text}) is not carried out by this fabricd yet"
-                self.state.set_drain(
-                    d.id, self.clock(), detail=f"{left}: shut the ports by hand, or drain without --shut"
-                )
-                return
+            elif step.name == "shut":
+                failed = await self._shut(d, t.ports)
+                if failed:
+                    self._stop(d, f"step {i + 1} ({step.text}) failed: {'; '.join(failed)}")
+                    return
+            elif step.name == "hold":
+                loose = [str(p) for p in self._switch_ports(t.ports) if not self.state.is_disabled(p.device, p.port)]
+                if loose:
+                    self._stop(d, f"step {i + 1}: not held after the shut: {', '.join(loose)}")
+                    return
             done = i + 1
             state = "drained" if step.name == "drained" else None
             d = self.state.set_drain(d.id, self.clock(), done=done, state=state, detail=f"{step.name}: done")
+
+    def _switch_ports(self, ports: tuple[Endpoint, ...]) -> list[Endpoint]:
+        return [p for p in ports if (dev := self.fabric.get(p.device)) is not None and dev.is_switch]
+
+    async def _shut(self, d: DrainRecord, ports: tuple[Endpoint, ...]) -> list[str]:
+        """The drained ports shut as fabricd shuts a faulty one (the revert timer, telemetry, confirmed; the mark
+        says `maintenance`, no ticket), and held: the remediator's own disable, keyed by the drain so a resumed step
+        finds its actions instead of adding new ones. What failed, per port."""
+        actions = []
+        begun = {a.id for a in self.state.actions_in("running", op="disable")}  # a resumed step's: already going
+        for p in self._switch_ports(ports):
+            a = self.state.add_action("disable", p.device, p.port, "maintenance", "running",
+                                      f"maintenance: drain {d.id} ({d.reason})", self.clock(),
+                                      key=f"{MAINTENANCE_KEY}{d.id}:down:{p}")  # fmt: skip
+            if a.status == "running" and a.id not in begun:
+                self._spawn(a)
+            actions.append(a)
+        return await self._wait_actions(actions)
+
+    async def _wait_actions(self, actions: list[Action]) -> list[str]:
+        """Wait for the actions to end; what did not end `done`, with why."""
+        out = []
+        for a in actions:
+            while (now := self.state.action(a.id)) is not None and now.status == "running":
+                await asyncio.sleep(0.05)
+            if now is None or now.status != "done":
+                out.append(f"{a.device}:{a.port}: {now.detail if now is not None else 'lost'}")
+        return out
 
     def _shift(self, device: str, away: bool, key: str) -> None:
         """In a worker thread: the switch's traffic shifted away (or back), confirmed."""
@@ -243,6 +277,13 @@ class MaintenanceRequests:
                 d = next((x for x in self.state.drains(m.ACTIVE) if x.target == name), None)
                 if d is None:
                     raise m.UnknownTargetError(f"{name} is not drained; see `fabricd maintenance`")
+                back = await self._bring_ports_back(d)
+                if back:
+                    why = "; ".join(back)
+                    now = self.clock()
+                    self.state.set_drain(d.id, now, detail=f"undrain refused: {why}")
+                    self.state.audit(now, f"undrain of drain {d.id} ({d.kind} {d.target}) refused", why, actor=actor)
+                    raise ActionError(f"{d.kind} {d.target} stays drained: {why}")
                 problems = m.undrain_problems(self.fabric, await self._readings(d), self.settings.probation_s)
                 now = self.clock()
                 if problems:
@@ -263,6 +304,23 @@ class MaintenanceRequests:
                     d = self.state.set_drain(d.id, now, state="undrained", detail=f"undrained by {actor}")
                     self.state.audit(now, f"drain {d.id} of {d.kind} {d.target} ended", "checks passed", actor=actor)
                 return d
+
+    async def _bring_ports_back(self, d: DrainRecord) -> list[str]:
+        """The ports the drain shut and holds, enabled as fabricd re-enables a repaired port (its LLDP checked: on the
+        wrong cable it stays down, and says where); what did not come back."""
+        held = {(p["device"], p["port"]) for p in self.state.disabled_ports()}
+        actions = []
+        for p in self._switch_ports(tuple(Endpoint(*x.split(":", 1)) for x in d.ports)):
+            if (p.device, p.port) not in held:
+                continue
+            tries = self.state.count_actions(p.device, p.port, "enable", after_id=0)
+            a = self.state.add_action("enable", p.device, p.port, "maintenance", "running",
+                                      f"maintenance: undrain of drain {d.id}", self.clock(),
+                                      key=f"{MAINTENANCE_KEY}{d.id}:up{tries}:{p}")  # fmt: skip
+            self._spawn(a)
+            actions.append(a)
+        # the enable's own words are a ticket's ("resolve the ticket again"); here it is the undrain that is repeated
+        return [w.replace("resolve the ticket again", "undrain again") for w in await self._wait_actions(actions)]
 
     async def _readings(self, d: DrainRecord) -> dict[Endpoint, m.PortReading]:
         """What the undrain checks read for each drained port, from telemetry (LLDP heard since the drain began)."""

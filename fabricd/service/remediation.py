@@ -36,7 +36,7 @@ from .config import RemediationSettings, SafetyLimits
 from .decide import Decision, PortFacts, action_note, decide, escalation, new_ticket, recurrence
 from .faults import LINK_KINDS, fault_key, target_port
 from .guard import Budget, GuardInput, Verdict, budgets, check_disable
-from .maintenance_requests import MaintenanceRequests
+from .maintenance_requests import MAINTENANCE_KEY, MaintenanceRequests
 from .people_requests import ActionError as ActionError
 from .people_requests import PeopleRequests
 from .people_requests import StandbyError as StandbyError
@@ -191,9 +191,10 @@ class Remediator(ReconcileSteps, PeopleRequests, MaintenanceRequests):
 
     def _known(self, disabled: list[DisabledPort] | None = None) -> GuardInput:
         hour_ago = self.clock() - 3600 * NS
-        held = frozenset(self._held(disabled))
+        drained = self.drained_ports()  # counted as drained, not against fabricd's own budgets
+        held = frozenset(self._held(disabled)) - drained
         return GuardInput(held, self.view.oper_down(), self.state.actions_since(hour_ago), self.view.routed_down(),
-                          self.drained_ports())  # fmt: skip
+                          drained)  # fmt: skip
 
     def _guard(self, target: Endpoint) -> Verdict:
         return check_disable(self.fabric, self.limits, target, self._known())
@@ -522,7 +523,8 @@ class Remediator(ReconcileSteps, PeopleRequests, MaintenanceRequests):
     def _mark(self, action: Action) -> Mark:
         """What the switch carries on a port fabricd shuts: this action, its ticket and the fault's kind."""
         t = self.state.ticket(action.ticket_id) if action.ticket_id else None
-        return Mark(action.id, action.ticket_id, t.kind if t is not None else "fault")
+        planned = (action.key or "").startswith(MAINTENANCE_KEY)  # a drain's shut (maintenance_requests.py)
+        return Mark(action.id, action.ticket_id, t.kind if t is not None else "maintenance" if planned else "fault")
 
     def _open_and_set(
         self, ep: Endpoint, up: bool, key: str, resumed: bool, mark: Mark | None = None, clean: int | None = None,

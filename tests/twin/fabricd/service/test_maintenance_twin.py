@@ -95,3 +95,28 @@ def test_drain_and_undrain_a_spine(twin: TwinThread, spec: Path, tmp_path: Path,
         assert 'fabricd_drains{state="drained"} 1.0' in httpx.get(svc.url + "/metrics").text
     finally:
         svc.stop()
+
+
+def test_a_port_drain_shuts_it_held_as_maintenance(twin: TwinThread, spec: Path, tmp_path: Path,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    monkeypatch.setenv("FABRICD_API_TOKEN", TOKEN)
+    svc = ServiceThread(write_config(tmp_path, twin.inventory, spec=str(spec))).start()
+    port = ("leaf-g1-r0", "Ethernet7/1")  # faces spine-r0-2
+    try:
+        api = ["--api", svc.url]
+        wait_for(lambda: svc.on_loop(lambda s: s.view.oper(*port)) == "UP", 20)
+        assert cli(["drain", "port", ":".join(port), "--reason", "optic swap", *api]) == 0
+        wait_for(lambda: [x for x in svc.get("/api/v1/maintenance")["maintenance"] if x["state"] == "drained"], 60)
+        assert [(p["device"], p["port"], p["ticket_id"]) for p in svc.get("/api/v1/ports/disabled")["ports"]] == [
+            (*port, None)
+        ]
+        wait_for(lambda: svc.on_loop(lambda s: s.view.oper(*port)) == "DOWN", 10)
+        mark = wait_for(lambda: (t := svc.on_loop(lambda s: s.view.description(*port))) and "[fabricd" in t and t, 10)
+        assert mark.endswith("t- maintenance]")
+        assert svc.get("/api/v1/tickets")["tickets"] == []
+        assert cli(["undrain", ":".join(port), *api]) == 0
+        assert [x["state"] for x in svc.get("/api/v1/maintenance")["maintenance"]] == ["undrained"]
+        assert svc.get("/api/v1/ports/disabled")["ports"] == []
+        wait_for(lambda: svc.on_loop(lambda s: s.view.oper(*port)) == "UP", 10)
+    finally:
+        svc.stop()

@@ -50,7 +50,7 @@ def test_targets(fabric: Fabric) -> None:
     assert len(t.ports) == 2 * len(fabric.links_of("spine-r0-0"))
     link = target(fabric, "link", "leaf-g0-r0:Ethernet5/1")
     assert [str(p) for p in link.ports] == ["leaf-g0-r0:Ethernet5/1", "spine-r0-0:Ethernet1/1"]
-    assert link.shifted == ("leaf-g0-r0", "spine-r0-0")
+    assert link.shifted == ()  # maintenance mode is the whole switch's: a link's traffic moves as it goes down
     port = target(fabric, "port", "leaf-g0-r0:Ethernet5/1")
     assert [str(p) for p in port.ports] == ["leaf-g0-r0:Ethernet5/1"] and port.spared is None
 
@@ -149,9 +149,9 @@ def test_plan_per_platform_and_kind(fabric: Fabric) -> None:
     assert names == ["guard", "shift", "verify", "drained"]
     steps = plan(fabric, spine, shut=True, threshold_bps=1e6, timeout_s=60)
     assert [s.name for s in steps] == ["guard", "shift", "verify", "shut", "hold", "drained"]
-    assert steps[1].text == "shift traffic away from spine-r0-0: BGP graceful shutdown (65535:0)"
+    assert steps[1].text == "shift traffic away from spine-r0-0: maintenance mode, BGP graceful shutdown (65535:0)"
     link = plan(fabric, target(fabric, "link", "leaf-g0-r0:Ethernet5/1"), shut=False, threshold_bps=1e6, timeout_s=60)
-    assert [s.name for s in link] == ["guard", "shift", "shift", "verify", "shut", "hold", "drained"]
+    assert [s.name for s in link] == ["guard", "shut", "hold", "drained"]
     assert next_step(steps, 0) == steps[0] and next_step(steps, 3) == steps[3] and next_step(steps, 6) is None
 
 

@@ -173,11 +173,32 @@ def test_traffic_that_does_not_move_stops_the_drain_and_says_so(h: Harness, monk
     assert any(a["what"] == f"drain {d.id} of switch spine-r0-0 stopped" for a in h.state.audit_log())
 
 
-def test_a_link_drain_stops_before_the_shut_it_cannot_take_yet(h: Harness) -> None:
+def test_a_link_drain_shuts_and_holds_its_ports_as_maintenance(h: Harness) -> None:
     d = drained_through(h, "link", str(LEAF_UP))
-    assert [c[:2] for c in shifts(h)] == [("shift_traffic", "leaf-g0-r0"), ("shift_traffic", "spine-r0-0")]
-    assert (d.state, d.done) == ("draining", 4)
-    assert d.detail.startswith("step 5 (shut leaf-g0-r0:Ethernet5/1, spine-r0-0:Ethernet1/1 with fabricd's mark")
+    assert shifts(h) == []  # a link's traffic moves as it goes down (maintenance mode is the whole switch's)
+    assert (d.state, d.done, len(d.steps)) == ("drained", 4, 4)
+    held = {(p["device"], p["port"]): p["ticket_id"] for p in h.state.disabled_ports()}
+    assert held == {(LEAF_UP.device, LEAF_UP.port): None, (SPINE_END.device, SPINE_END.port): None}  # no ticket
+    assert {ep: mk.kind for ep, mk in h.world.marks.items()} == {LEAF_UP: "maintenance", SPINE_END: "maintenance"}
+    assert h.tickets() == [] and h.world.state(LEAF_UP) == "DOWN"
+    # a flap elsewhere on the leaf is not refused by fabricd's own budgets for the maintenance holds
+    assert h.rem._known().held_down == frozenset()
+    # undrain: the ports come back (LLDP checked), then the traffic
+    h.world.lldp = {LEAF_UP: SPINE_END, SPINE_END: LEAF_UP}
+    done = run(h.rem.undrain(str(LEAF_UP), "bob"))
+    assert done.state == "undrained" and h.state.disabled_ports() == [] and h.world.state(LEAF_UP) == "UP"
+    assert shifts(h) == []
+
+
+def test_a_shut_drain_undrained_on_a_swapped_cable_stays_down_and_drained(h: Harness) -> None:
+    d = drained_through(h, "port", str(LEAF_UP))
+    assert d.state == "drained"
+    h.world.lldp = {LEAF_UP: Endpoint("spine-r0-1", "Ethernet1/1")}
+    with pytest.raises(ActionError, match=r"^port leaf-g0-r0:Ethernet5/1 stays drained: leaf-g0-r0:Ethernet5/1: "):
+        run(h.rem.undrain(str(LEAF_UP), "bob"))
+    again = h.state.drain(d.id)
+    assert again is not None and again.state == "drained" and h.world.state(LEAF_UP) == "DOWN"
+    assert "spine-r0-1:Ethernet1/1" in again.detail, again.detail
 
 
 def test_a_restart_resumes_a_drain_where_it_was_recorded(h: Harness) -> None:
