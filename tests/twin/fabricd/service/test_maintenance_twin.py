@@ -113,7 +113,9 @@ def test_a_port_drain_shuts_it_held_as_maintenance(twin: TwinThread, spec: Path,
         wait_for(lambda: svc.on_loop(lambda s: s.view.oper(*port)) == "DOWN", 10)
         mark = wait_for(lambda: (t := svc.on_loop(lambda s: s.view.description(*port))) and "[fabricd" in t and t, 10)
         assert mark.endswith("t- maintenance]")
-        assert svc.get("/api/v1/tickets")["tickets"] == []
+        # no ticket for the port (the first test's swapped cable, still on the shared twin, has its own)
+        tickets = svc.get("/api/v1/tickets")["tickets"]
+        assert [t for t in tickets if t["device"] == port[0] or ":".join(port) in t["fault"]] == []
         assert cli(["undrain", ":".join(port), *api]) == 0
         assert [x["state"] for x in svc.get("/api/v1/maintenance")["maintenance"]] == ["undrained"]
         assert svc.get("/api/v1/ports/disabled")["ports"] == []
