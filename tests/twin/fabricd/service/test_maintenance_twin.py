@@ -74,6 +74,14 @@ def test_drain_and_undrain_a_spine(twin: TwinThread, spec: Path, tmp_path: Path,
             f"maintenance: drain {d['id']} of switch spine-r0-0: drained (step 4/4, by service-token: NOS upgrade)"
             in (capsys.readouterr().out)
         )
+        # a flap on a leaf uplink while the spine is drained: judged with the drained capacity counted (refused)
+        inject(twin.state_dir, "link_flap", {"port": "leaf-g0-r0:Ethernet7/1", "count": 8, "period_s": 0.3})
+        (refused,) = wait_for(lambda: [a for a in svc.get("/api/v1/actions")["actions"] if a["status"] == "refused"],
+                              20)  # fmt: skip
+        assert (refused["device"], refused["port"]) in (("leaf-g0-r0", "Ethernet7/1"), ("spine-r0-2", "Ethernet1/1"))
+        assert refused["reason"] == (
+            "leaf-g0-r0 would keep 800 of 1600 Gb/s uplink capacity (50%), below the 75% limit"
+        ), refused
         # a drain that would leave a leaf under 75 % (one of its uplinks down) is refused with the reason
         inject(twin.state_dir, "link_down", {"port": "leaf-g0-r1:Ethernet6/1"})
         wait_for(lambda: svc.on_loop(lambda s: s.view.oper("leaf-g0-r1", "Ethernet6/1")) == "DOWN", 20)
