@@ -31,6 +31,7 @@ def drain_command(
     ),
     shut: bool = typer.Option(False, "--shut", help="A switch drain: shut its ports too once traffic moved away."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Print the steps; change nothing."),
+    force: bool = typer.Option(False, "--force", help="Admin only: drain even though the guard refuses (audited)."),
     config: Path | None = _CONFIG,
     api: str | None = _API,
     token_env: str = _TOKEN_ENV,
@@ -38,7 +39,8 @@ def drain_command(
     """Take a switch, link or port out of service for planned work: the guard counts its capacity with every
     fault, hold and other drain, traffic is shifted away, then (a link or port, or --shut) the ports go down, held
     as maintenance. Refused, with the reason, when a switch would keep too little uplink capacity."""
-    body = {"kind": kind.value, "target": target, "reason": reason, "until": until, "shut": shut, "dry_run": dry_run}
+    body = {"kind": kind.value, "target": target, "reason": reason, "until": until, "shut": shut, "dry_run": dry_run,
+            "force": force}  # fmt: skip
     r = ApiClient(config, api, token_env).call("POST", "/api/v1/maintenance", body)
     out = console()
     d = r["drain"]

@@ -97,6 +97,7 @@ class DrainRequest(BaseModel):
     until: str | None = Field(None, max_length=64, description="ISO 8601, UTC unless zoned; past it: overran")
     shut: bool = False
     dry_run: bool = False
+    force: bool = Field(False, description="admin only: drain even though the guard refuses (audited)")
 
 
 class UndrainRequest(BaseModel):
@@ -294,8 +295,10 @@ def create_app(service: ServiceSurface) -> FastAPI:
     async def drain(body: DrainRequest, who: Principal = Depends(operator)) -> DrainPlanned:
         """Drain a switch, link or port (docs/operations.md, Maintenance); dry_run: the steps only, nothing changed."""
         try:
+            if body.force and not who.may(Role.admin):
+                raise HTTPException(403, f"{who.actor} is {who.role.name}; forcing a drain past the guard needs admin")
             p = await service.remediator.drain(body.kind, body.target, who.actor, body.reason, until=body.until,
-                                               shut=body.shut, dry_run=body.dry_run)  # fmt: skip
+                                               shut=body.shut, dry_run=body.dry_run, force=body.force)  # fmt: skip
         except MaintenanceInputError as e:  # schema-valid but not possible: 404 names nothing known, else 409
             raise HTTPException(404 if isinstance(e, UnknownTargetError) else 409, str(e)) from None
         except ActionError as e:

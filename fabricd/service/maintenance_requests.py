@@ -121,7 +121,7 @@ class MaintenanceRequests:
 
     async def drain(
         self, kind: m.TargetKind, name: str, actor: str, reason: str, *, until: str | None = None,
-        shut: bool = False, dry_run: bool = False,
+        shut: bool = False, dry_run: bool = False, force: bool = False,
     ) -> DrainPlan:  # fmt: skip
         """Plan a drain; unless `dry_run`, check it with the guard and record it (its guard step done).
         MaintenanceInputError for bad input, DrainRefusedError when the guard refuses: nothing written but the
@@ -143,10 +143,13 @@ class MaintenanceRequests:
                 m.check_new(t, self.drained_ports(), until_ts, now)
                 known = self._known()
                 v = check_drain(self.fabric, self.limits, t.ports, known, t.spared)
-                if not v.allowed:
+                if not v.allowed and not force:
                     self.state.audit(now, f"drain of {kind} {name} refused", f"guard ({v.rule}): {v.reason}",
                                      actor=actor)  # fmt: skip
                     raise DrainRefusedError(f"drain of {kind} {name} refused by the guard ({v.rule}): {v.reason}")
+                if not v.allowed:  # an admin's override (the API lets only admins force): said in the audit log
+                    over = f"guard ({v.rule}): {v.reason}; forced by {actor}: {why}"
+                    self.state.audit(now, f"drain of {kind} {name} forced past the guard", over, actor=actor)
                 with self.state.tx():
                     d = self.state.add_drain(kind, name, [str(p) for p in t.ports], why, actor, shut, until_ts,
                                              steps, 1, now)  # fmt: skip

@@ -30,6 +30,10 @@ def test_drain_through_the_api(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
             "drain of switch spine-r0-0 refused by the guard (capacity): leaf-g0-r0 would keep 800 of 1600 Gb/s "
             "uplink capacity (50%), below the 75% limit"
         )
+        r = c.post("/api/v1/maintenance", json={**spine, "force": True}, headers=op)
+        assert r.status_code == 403 and r.json()["error"] == (
+            "user:olga is operator; forcing a drain past the guard needs admin"
+        )
         r = c.post("/api/v1/maintenance", json={**spine, "target": "spine-9"}, headers=op)
         assert r.status_code == 404 and r.json()["error"].startswith("switch spine-9: not a switch of the blueprint")
         link = {"kind": "link", "target": "leaf-g0-r0:Ethernet5/1", "reason": "optic swap", "dry_run": True}

@@ -72,6 +72,18 @@ def test_a_drain_that_leaves_a_leaf_under_75pct_is_refused_with_the_reason(h: Ha
     assert audit["what"] == "drain of switch spine-r0-0 refused" and audit["actor"] == "alice"
 
 
+def test_an_admin_may_force_a_drain_the_guard_refuses_audited(h: Harness) -> None:
+    h.world.oper[Endpoint("leaf-g0-r0", "Ethernet6/1")] = "DOWN"
+    d = run(h.rem.drain("switch", "spine-r0-0", "admin-ann", "the spine is failing anyway", force=True)).drain
+    assert d is not None and d.state == "draining"
+    (audit,) = [a for a in h.state.audit_log() if "forced" in a["what"]]
+    assert audit["what"] == "drain of switch spine-r0-0 forced past the guard" and audit["actor"] == "admin-ann"
+    assert audit["why"] == (
+        "guard (capacity): leaf-g0-r0 would keep 800 of 1600 Gb/s uplink capacity (50%), below the 75% limit; "
+        "forced by admin-ann: the spine is failing anyway"
+    )
+
+
 def test_dry_run_prints_the_steps_and_changes_nothing(h: Harness) -> None:
     p = run(h.rem.drain("switch", "spine-r0-0", "alice", "NOS upgrade", shut=True, dry_run=True))
     assert p.dry_run and p.drain is None
