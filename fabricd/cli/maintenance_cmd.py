@@ -46,6 +46,8 @@ def drain_command(
     d = r["drain"]
     out.print(f"dry run: drain of {kind.value} {target} would take these steps (nothing changed):" if r["dry_run"]
               else f"drain {d['id']} of {kind.value} {target}: {d['state']}")  # fmt: skip
+    jobs = r.get("jobs") or []
+    out.print(f"jobs whose traffic it carries: {', '.join(jobs) if jobs else 'none known'}", markup=False)
     for i, step in enumerate(r["steps"], 1):
         mark = "" if r["dry_run"] else (" (done)" if d is not None and i <= d["done"] else "")
         out.print(f"  {i}. {step}{mark}", markup=False, highlight=False)

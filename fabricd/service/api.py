@@ -303,7 +303,7 @@ def create_app(service: ServiceSurface) -> FastAPI:
             raise HTTPException(404 if isinstance(e, UnknownTargetError) else 409, str(e)) from None
         except ActionError as e:
             raise HTTPException(409, str(e)) from None
-        return DrainPlanned(steps=p.steps, dry_run=p.dry_run, drain=p.drain)
+        return DrainPlanned(steps=p.steps, dry_run=p.dry_run, drain=p.drain, jobs=service.jobs_through(p.ports))
 
     @app.post("/api/v1/maintenance/undrain")
     async def undrain(body: UndrainRequest, who: Principal = Depends(operator)) -> DrainRecord:

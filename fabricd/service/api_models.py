@@ -65,3 +65,4 @@ class DrainPlanned(BaseModel):
     steps: list[str]
     dry_run: bool
     drain: DrainRecord | None
+    jobs: list[str]  # the training jobs whose traffic the drained ports carry (the job map)

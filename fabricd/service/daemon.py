@@ -620,6 +620,11 @@ class Service:
         return {"enabled": True, "role": lead.role(), "instance": lead.instance, "leader": lead.holder,
                 "token": lead.token}  # fmt: skip
 
+    def jobs_through(self, ports: list[str]) -> list[str]:
+        """The training jobs whose traffic uses these ports (the job map; none without one): what a drain touches."""
+        jobs = self.job_source.map
+        return [] if jobs is None else [j.name or j.id for j in jobs.hit(ports)]
+
     def job_reports(self) -> list[JobReport]:
         jobs = self.job_source.map
         if jobs is None:

@@ -51,6 +51,7 @@ class DrainPlan:
     steps: list[str]
     dry_run: bool
     drain: DrainRecord | None
+    ports: list[str]  # device:port, what it takes out of service
 
 
 def parse_until(text: str | None) -> int | None:
@@ -135,7 +136,7 @@ class MaintenanceRequests:
                                                    timeout_s=SHIFT_TIMEOUT_S)]  # fmt: skip
         if dry_run:
             m.check_new(t, self.drained_ports(), until_ts, self.clock())
-            return DrainPlan(steps, True, None)
+            return DrainPlan(steps, True, None, [str(p) for p in t.ports])
         self._leader_only()
         with fenced(self._token()):
             async with self._lock:
@@ -156,7 +157,7 @@ class MaintenanceRequests:
                     until_note = f", until {_iso(until_ts)}" if until_ts is not None else ""
                     self.state.audit(now, f"drain {d.id} of {kind} {name} begun", f"{why}{until_note}", actor=actor)
             self.resume_drain(d.id)
-            return DrainPlan(steps, False, d)
+            return DrainPlan(steps, False, d, d.ports)
 
     def resume_drain(self, drain_id: int) -> None:
         """Carry out a recorded drain's remaining steps in the background (a new drain, or one a restart or a new

@@ -11,14 +11,16 @@ from fastapi.testclient import TestClient
 from fabricd.service.api import create_app
 from fabricd.service.config import load_config
 from fabricd.service.daemon import Service
+from tests.conftest import EXAMPLES
 
 from .test_access import make, write
 
 
 def test_drain_through_the_api(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("FABRICD_TEST_PW", "pw")
-    svc = Service(load_config(write(tmp_path), {}))
+    svc = Service(load_config(write(tmp_path, f"jobs: {{path: {EXAMPLES / 'small-pod-jobs.yaml'}}}\n"), {}))
     try:
+        assert svc.job_source.refresh() is not None  # the job map (the service refreshes it on its own)
         c = TestClient(create_app(svc))
         op = {"Authorization": f"Bearer {make(c, 'olga', 'operator')}"}
         viewer = {"Authorization": f"Bearer {make(c, 'vic', 'viewer')}"}
@@ -39,6 +41,7 @@ def test_drain_through_the_api(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
         link = {"kind": "link", "target": "leaf-g0-r0:Ethernet5/1", "reason": "optic swap", "dry_run": True}
         r = c.post("/api/v1/maintenance", json=link, headers=op)
         assert r.status_code == 200 and r.json()["drain"] is None and r.json()["dry_run"] is True
+        assert r.json()["jobs"] == ["llama-70b-pretrain"]  # spans both groups: its traffic crosses the spines
         assert c.get("/api/v1/maintenance", headers=viewer).json() == {"maintenance": [], "overran": []}
         r = c.post("/api/v1/maintenance", json={**link, "dry_run": False}, headers=op)
         assert r.status_code == 200, r.text
