@@ -33,6 +33,7 @@ from topology.model import Endpoint
 
 from .access import ANONYMOUS, Principal, Role, token_hash
 from .fabric_view import FabricView, build
+from .maintenance import overran
 from .remediation import ActionError
 from .state import StoredFinding
 from .surface import ServiceSurface
@@ -41,7 +42,7 @@ HERE = Path(__file__).resolve().parent
 COOKIE = "fabricd_session"
 SESSION_S = 12 * 3600
 MODES: dict[str, Literal["observe", "approve", "auto"]] = {"observe": "observe", "approve": "approve", "auto": "auto"}
-LIVE = ("grid", "approvals", "findings", "actions", "tickets", "audit")
+LIVE = ("grid", "approvals", "maintenance", "findings", "actions", "tickets", "audit")
 
 
 @dataclass
@@ -165,6 +166,16 @@ def mount(app: FastAPI, service: ServiceSurface) -> None:
             service.telemetry.stale_devices(),
         )
 
+    def drains() -> list[dict[str, Any]]:
+        """Planned maintenance (maintenance.py): the active drains and the last ended ones."""
+        now = time.time_ns()
+        return [
+            {"id": d.id, "kind": d.kind, "target": d.target, "state": d.state, "step": f"{d.done}/{len(d.steps)}",
+             "actor": d.actor, "reason": d.reason, "since": _when(d.created_ts), "until": _when(d.until_ts),
+             "detail": d.detail, "overran": overran(d.until_ts, d.state, now)}
+            for d in service.state.drains(None, 20)
+        ]  # fmt: skip
+
     def context(request: Request, who: Principal, csrf: str, flash: str = "") -> dict[str, Any]:
         q = request.query_params
         filters = {k: q.get(k, "active" if k == "status" else "")[:64] for k in ("kind", "device", "status", "job")}
@@ -186,6 +197,7 @@ def mount(app: FastAPI, service: ServiceSurface) -> None:
             "jobs": jobs, "pending": pending, "diffs": {a.id: diff_lines(a.op, a.port) for a in pending},
             "can_act": who.may(Role.operator), "actions": service.state.actions(limit=50),
             "tickets": service.state.tickets(limit=50), "audit": service.state.audit_log(50), "flash": flash,
+            "drains": drains(),
         }  # fmt: skip
 
     def start(who: Principal, token: str | None = None) -> Session:

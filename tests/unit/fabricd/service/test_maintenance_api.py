@@ -14,6 +14,7 @@ from fabricd.service.daemon import Service
 from tests.conftest import EXAMPLES
 
 from .test_access import make, write
+from .test_web import login
 
 
 def test_drain_through_the_api(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -62,5 +63,10 @@ def test_drain_through_the_api(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
         assert c.get("/api/v1/maintenance", headers=viewer).json()["overran"] == [d["id"]]
         assert c.get("/api/v1/health").json()["maintenance"][0]["overran"] is True
         assert "fabricd_drains_overran 1.0" in c.get("/metrics").text
+        # the page says so too (who, why, state, OVERRAN)
+        login(c, make(c, "vera", "viewer"))
+        section = c.get("/ui/live").json()["maintenance"]
+        assert "link leaf-g0-r0:Ethernet5/1" in section and "user:olga" in section and "optic swap" in section
+        assert "<strong>OVERRAN</strong>" in section
     finally:
         svc.state.close()

@@ -85,7 +85,8 @@ def test_login_page_session_and_grid(svc: Service) -> None:
     page = c.get("/").text
     assert 'data-device="leaf-g1-r3"' in page and "user:vera (viewer)" in page and "Nothing waits for approval" in page
     live = c.get("/ui/live").json()
-    assert set(live) == {"grid", "approvals", "findings", "actions", "tickets", "audit"}
+    assert set(live) == {"grid", "approvals", "maintenance", "findings", "actions", "tickets", "audit"}
+    assert "No planned maintenance." in live["maintenance"]
     assert "logged in to the page" in live["audit"] and "user:vera" in live["audit"]
     sw = c.get("/ui/switch/spine-r0-0").text
     assert "<h1>spine-r0-0" in sw and "Ethernet1/1" in sw and "superspine" not in sw.split("<h2>Ports")[0]
