@@ -47,7 +47,7 @@ class PeopleRequests:
         def _send(self, ticket: Ticket) -> Awaitable[None]: ...
         def _fenced(self) -> str | None: ...
         def stale_holds(self, disabled: list[DisabledPort] | None = None) -> set[Endpoint]: ...
-        def _release(self, h: Hold, why: str, now: int, actor: str = "fabricd") -> None: ...
+        async def _release(self, h: Hold, why: str, now: int, actor: str = "fabricd") -> None: ...
 
     def _leader_only(self) -> None:
         if (why := self._fenced()) is not None:
@@ -159,7 +159,7 @@ class PeopleRequests:
                         f"{port} is down and held by fabricd (ticket {ticket}): resolve the ticket to bring it back"
                     )
                 why = f"released by {actor}: {reason.strip() or 'no reason given'}"
-                self._release(Hold.of(p), why, self.clock(), actor)
+                await self._release(Hold.of(p), why, self.clock(), actor)
                 return why
 
     def _refuse_if_miscabled(self, t: Ticket, now: int, actor: str) -> None:

@@ -66,6 +66,7 @@ class ReconcileSteps:
         def _send(self, ticket: Ticket) -> Awaitable[None]: ...
         def _fenced_out(self, why: str) -> None: ...
         async def remark(self, action: Action, old: Mark) -> str: ...
+        async def unmark(self, ep: Endpoint, action_id: int, ticket_id: int | None) -> str: ...
 
     async def reconcile(self, stale: Collection[str] = ()) -> list[str]:
         """On taking over (a start, a new leader): finish what was half done, read the switches' marks, then
@@ -165,7 +166,7 @@ class ReconcileSteps:
         h = d.hold
         assert h is not None
         if d.step is Step.RELEASE:
-            self._release(h, d.why, now)
+            await self._release(h, d.why, now)
             return d.why
         unknown = self._unknown_for(ep, unsure)
         if unknown:
@@ -219,8 +220,9 @@ class ReconcileSteps:
                             "rule": r.rule, "reason": r.reason})  # fmt: skip
         return out
 
-    def _release(self, h: Hold, why: str, now: int, actor: str = "fabricd") -> None:
-        """Forget a hold on a port that is up (on probation, as after a repair); audited and noted on its ticket."""
+    async def _release(self, h: Hold, why: str, now: int, actor: str = "fabricd") -> None:
+        """Forget a hold on a port that is up (on probation, as after a repair); audited and noted on its ticket;
+        its mark removed from the switch (`unmark`)."""
         ep = h.endpoint
         self._refused.pop(ep, None)
         self._waiting.pop(ep, None)
@@ -228,6 +230,7 @@ class ReconcileSteps:
         self.state.audit(now, f"released hold on {ep}", why, mode=self.settings.mode, actor=actor,
                          action_id=h.action_id, ticket_id=h.ticket_id)  # fmt: skip
         self._ticket_note(h.ticket_id, why, now)
+        await self.unmark(ep, h.action_id, h.ticket_id)
 
     def _ticket_note(self, ticket_id: int | None, why: str, now: int) -> None:
         if ticket_id:

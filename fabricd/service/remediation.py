@@ -570,10 +570,39 @@ class Remediator(ReconcileSteps, PeopleRequests, MaintenanceRequests):
         new = self._mark(action)
         if new == old:
             return ""
+        text = await self._rewrite_mark(ep, action.switch_key, False, new)
+        done = text is None
+        text = text or f"re-marked {ep}: {old.text()} -> {new.text()}"
+        if self.marks is not None and done:
+            self.marks[ep] = PortMark(new, False)
+        self.state.audit(self.clock(), f"re-mark {ep}", text, mode=action.mode, action_id=action.id,
+                         ticket_id=action.ticket_id)  # fmt: skip
+        return text
+
+    async def unmark(self, ep: Endpoint, action_id: int, ticket_id: int | None) -> str:
+        """A released hold's port is up (a person enabled it, or the switch came back without fabricd's change): its
+        mark would say fabricd holds it down, and a later hand shutdown would be adopted as fabricd's. The mark is
+        removed (`no shutdown` committed again with the description without it, under the revert timer and
+        confirmed; the port's state does not change). Not in observe mode: fabricd touches no switch then."""
+        if self.settings.mode == "observe":
+            return f"its mark stays on {ep} (mode observe: fabricd touches no switch)"
+        a = self.state.action(action_id)
+        key = f"{a.switch_key}_u" if a is not None else f"fabricd_u{self.clock() & 0xFFFFFFFF:08x}"
+        failed = await self._rewrite_mark(ep, key, True, None)
+        if failed is None and self.marks is not None:
+            self.marks.pop(ep, None)
+        text = failed or f"removed fabricd's mark from {ep}"
+        self.state.audit(self.clock(), f"unmark {ep}", text, mode=self.settings.mode, action_id=action_id,
+                         ticket_id=ticket_id)  # fmt: skip
+        return text
+
+    async def _rewrite_mark(self, ep: Endpoint, key: str, up: bool, mark: Mark | None) -> str | None:
+        """Commit the port's present admin state again with its description's mark set (`mark`) or removed (None),
+        under the revert timer, and confirm it. None when done, else why not."""
         token = FENCE.get()
 
-        def blocking() -> str:
-            session, _ = self._open_and_set(ep, False, action.switch_key, False, new, None, token, None)
+        def blocking() -> None:
+            session, _ = self._open_and_set(ep, up, key, False, mark, None, token, None)
             try:
                 settle(session, True)
             except BaseException:
@@ -581,19 +610,14 @@ class Remediator(ReconcileSteps, PeopleRequests, MaintenanceRequests):
                 session.close()
                 raise
             self.actuator.release(session)
-            return f"re-marked {ep}: {old.text()} -> {new.text()}"
 
         async with self._device_lock(ep.device):
-            await self._await_fence()
             try:
-                text = await self._blocking(blocking)
+                await self._await_fence()
+                await self._blocking(blocking)
             except (DriverError, _Fenced) as e:
-                text = f"could not re-mark {ep} ({e}); its mark still says {old.text()}"
-        if self.marks is not None and text.startswith("re-marked"):
-            self.marks[ep] = PortMark(new, False)
-        self.state.audit(self.clock(), f"re-mark {ep}", text, mode=action.mode, action_id=action.id,
-                         ticket_id=action.ticket_id)  # fmt: skip
-        return text
+                return f"could not rewrite fabricd's mark on {ep} ({e}); the switch keeps the one it has"
+        return None
 
     def _finish(self, action: Action, status: ActionStatus, text: str) -> None:
         now = self.clock()

@@ -155,8 +155,14 @@ def test_a_hold_to_reapply_goes_with_a_resolve_or_a_persons_release(make: Callab
     note = run(h.rem.release_hold(SERVER_PORT, "alice", "the optic was replaced, it is fine"))
     assert note == "released by alice: the optic was replaced, it is fine"
     assert _held(h) == [] and h.rem.to_reapply() == []
-    entry = h.state.audit_log(1)[0]
+    unmarked, entry = h.state.audit_log(2)
     assert (entry["what"], entry["actor"], entry["why"]) == (f"released hold on {SERVER_PORT}", "alice", note)
+    # chaos seed 6174: a released hold's port kept fabricd's mark while up; the mark goes with the hold
+    assert (unmarked["what"], unmarked["why"]) == (
+        f"unmark {SERVER_PORT}",
+        f"removed fabricd's mark from {SERVER_PORT}",
+    )
+    assert SERVER_PORT not in h.world.marks and h.world.admin[SERVER_PORT] is True
     h.clock.advance(60)
     assert run(h.rem.reconcile_pass(h.clock())) == []  # nothing left to re-apply
 
@@ -337,3 +343,20 @@ def test_an_open_miscabled_finding_on_a_held_port_refuses_its_resolve(make: Call
     h.state.clear_findings_not_seen_since(h.clock())
     settled(h, h.rem.resolve(t.id, "tech"))
     assert _held(h) == [] and h.world.admin[SERVER_PORT] is True
+
+
+def test_a_hold_released_in_observe_mode_leaves_the_switch_alone(make: Callable[..., Harness]) -> None:
+    h = make()
+    run(report(h, flap(h.fabric, SERVER_PORT)))
+    (_a,) = h.state.actions()
+    h.world.admin[SERVER_PORT] = True  # enabled by hand
+    h.world.oper[SERVER_PORT] = "UP"
+    run(h.rem.set_mode("observe", "alice", "incident"))
+    h.clock.advance(60)
+    calls = len(h.world.calls)
+    run(h.rem.reconcile_pass(h.clock()))
+    assert _held(h) == [] and SERVER_PORT in h.world.marks  # released; the mark stays: no switch is touched
+    assert [c for c in h.world.calls[calls:] if c[0] == "set_port_admin"] == []
+    assert (
+        h.state.audit_log(1)[0]["why"] == f"its mark stays on {SERVER_PORT} (mode observe: fabricd touches no switch)"
+    )
