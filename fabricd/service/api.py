@@ -86,7 +86,7 @@ class Rejection(BaseModel):
 
 
 class HoldRelease(BaseModel):
-    port: str = Field(min_length=3, max_length=200, pattern=r"^[^:\s]+:\S+$", description="device:port")
+    port: str = Field(min_length=1, max_length=200, description="device:port")
     reason: str = Field(min_length=1, max_length=500)
 
 
@@ -277,7 +277,7 @@ def create_app(service: ServiceSurface) -> FastAPI:
     @app.post("/api/v1/holds/release")
     async def release_hold(body: HoldRelease, who: Principal = Depends(operator)) -> HoldReleased:
         """Give up fabricd's hold on a port that is up again (fabricd stops re-applying it); audited, on its ticket."""
-        device, port = body.port.split(":", 1)
+        device, _, port = body.port.partition(":")  # not device:port: no such hold (404, like an unknown one)
         try:
             why = await service.remediator.release_hold(Endpoint(device, port), who.actor, body.reason)
         except ActionError as e:

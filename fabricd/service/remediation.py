@@ -584,14 +584,17 @@ class Remediator(ReconcileSteps, PeopleRequests, MaintenanceRequests):
         mark would say fabricd holds it down, and a later hand shutdown would be adopted as fabricd's. The mark is
         removed (`no shutdown` committed again with the description without it, under the revert timer and
         confirmed; the port's state does not change). Not in observe mode: fabricd touches no switch then."""
+        if self.marks is not None and ep not in self.marks:
+            return ""  # the switch showed no mark there (fabricd's own disables are added as they are done)
         if self.settings.mode == "observe":
-            return f"its mark stays on {ep} (mode observe: fabricd touches no switch)"
-        a = self.state.action(action_id)
-        key = f"{a.switch_key}_u" if a is not None else f"fabricd_u{self.clock() & 0xFFFFFFFF:08x}"
-        failed = await self._rewrite_mark(ep, key, True, None)
-        if failed is None and self.marks is not None:
-            self.marks.pop(ep, None)
-        text = failed or f"removed fabricd's mark from {ep}"
+            text = f"its mark stays on {ep} (mode observe: fabricd touches no switch)"
+        else:
+            a = self.state.action(action_id)
+            key = f"{a.switch_key}_u" if a is not None else f"fabricd_u{self.clock() & 0xFFFFFFFF:08x}"
+            failed = await self._rewrite_mark(ep, key, True, None)
+            if failed is None and self.marks is not None:
+                self.marks.pop(ep, None)
+            text = failed or f"removed fabricd's mark from {ep}"
         self.state.audit(self.clock(), f"unmark {ep}", text, mode=self.settings.mode, action_id=action_id,
                          ticket_id=ticket_id)  # fmt: skip
         return text
@@ -625,6 +628,8 @@ class Remediator(ReconcileSteps, PeopleRequests, MaintenanceRequests):
         action = self.state.finish_action(action.id, status, now, text, now + int(self.settings.probation_s * NS))
         if status == "done" and action.op == "enable" and self.marks is not None:
             self.marks.pop(Endpoint(action.device, action.port), None)  # the enable removed the mark
+        elif status == "done" and action.op == "disable" and self.marks is not None:
+            self.marks[Endpoint(action.device, action.port)] = PortMark(self._mark(action), False)  # it wrote one
         self.state.audit(now, f"{action.op} {action.device}:{action.port}: {status}", text, mode=action.mode,
                          finding_id=action.finding_id, action_id=action.id, ticket_id=action.ticket_id)  # fmt: skip
         (log.info if status == "done" else log.warning)("action %d: %s", action.id, text)
