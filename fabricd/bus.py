@@ -27,6 +27,8 @@ from topology.errors import FabricdError
 
 if TYPE_CHECKING:
     from nats.aio.client import Client as NATS
+    from nats.js.client import JetStreamContext
+    from nats.js.kv import KeyValue
 
     from fabricd.service.config import BusSettings
 
@@ -78,6 +80,28 @@ async def connect(settings: BusSettings, source: Path | None, name: str) -> NATS
             f"cannot reach the bus at {', '.join(settings.urls)} ({why}); start it (`fabricd bus up` in a lab) or "
             "check bus: in fabricd.yaml (urls, user/password, token, nkey_seed)"
         ) from None
+
+
+async def kv_bucket(js: JetStreamContext, name: str, ttl_s: float) -> KeyValue:
+    """The key-value bucket `name` whose entries expire `ttl_s` after their last write (a lease bucket: the leader's,
+    the collectors'), created if missing; one made earlier with another TTL (an older default, a changed setting)
+    is brought to this one, or the lease would outlive the setting. Instances started with different TTLs would
+    set it in turn: give them the same."""
+    from nats.js.errors import BucketNotFoundError
+
+    try:
+        kv = await js.key_value(name)
+    except BucketNotFoundError:
+        return await js.create_key_value(bucket=name, ttl=ttl_s, history=1)
+    info = await js.stream_info(f"KV_{name}")
+    config = info.config
+    if config.max_age is None or abs(config.max_age - ttl_s) > 1e-3:
+        config.max_age = ttl_s
+        if config.duplicate_window is not None and config.duplicate_window > ttl_s:
+            config.duplicate_window = ttl_s  # the server refuses a window longer than the age
+        await js.update_stream(config)
+        log.warning("bus: bucket %s's entries now expire after %g s (was %s)", name, ttl_s, info.config.max_age)
+    return kv
 
 
 def _private_file(path: Path, field: str) -> Path:

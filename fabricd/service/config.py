@@ -60,7 +60,10 @@ class TelemetrySettings(_Strict):
     source: Literal["direct", "bus"] = "direct"
     stream_max_age_s: float = Field(120.0, ge=5, le=86400)  # the stream keeps this much; a slower reader loses
     stream_max_bytes: int = Field(1 << 30, ge=1 << 20)  # and at most this many bytes
-    collector_lease_ttl_s: float = Field(3.0, ge=1.0, le=120.0)  # a dead collector's switches move after this
+    # A dead collector's switches move after this, plus a lease round and the new stream's first sample
+    # (bench/bench_scaleout.py, docs/benchmarks.md). Each collector renews its leases every third of it, ~1 s per 16k
+    # (bench_leases.py): one holding more than ~5k switches wants a longer TTL.
+    collector_lease_ttl_s: float = Field(1.0, ge=0.5, le=120.0)
     # Send each switch's SAMPLE subscription in its own slot of the interval, so switches that start their sample
     # timer with the subscription do not all burst at once (lag); false subscribes at connect.
     spread_samples: bool = True
@@ -372,14 +375,16 @@ class HaSettings(_Strict):
     enabled: bool = False
     instance: str | None = None  # this instance's name in the lease and the logs (default: host:pid)
     # The lease lives this long after the leader's last renewal (every third of it); a standby takes over within
-    # it plus a tenth of a second of polling. The leader stops acting a third of it before the lease can end.
-    # 2.5 s: a dead or paused leader is replaced within 2.5 s plus a poll (under 3 s; bench/bench_scaleout.py).
-    lease_ttl_s: float = Field(2.5, ge=1.0, le=60.0)
+    # it plus a twentieth of a second of polling. The leader stops acting a third of it before the lease can end.
+    # 0.6 s: a dead or paused leader is replaced within a second (bench/bench_scaleout.py). Short leases are safe
+    # only with the fencing (docs/ha.md): a leader stalled longer than the TTL (a long GC, a starved CPU) loses the
+    # lease and is fenced off; a service whose event loop stalls that long wants a longer one.
+    lease_ttl_s: float = Field(0.6, ge=0.5, le=60.0)
     bucket: str = Field("fabricd_leader", pattern=r"^[A-Za-z0-9_-]+$")
     # Before every switch call the leader's lease must still be certainly its own for this long (a call that takes
     # longer is what naming its transactions with the fencing token covers: docs/ha.md). At most a third of the TTL:
     # the lease is renewed every third and counted valid for two thirds, so at least a third is always left.
-    switch_call_margin_s: float = Field(0.5, ge=0.0, le=20.0)
+    switch_call_margin_s: float = Field(0.15, ge=0.0, le=20.0)
 
     @model_validator(mode="after")
     def _margin(self) -> HaSettings:

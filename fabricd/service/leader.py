@@ -4,7 +4,8 @@ Why a lease on the bus and not a PostgreSQL advisory lock: an advisory lock live
 session, and a leader cut off from the database by the network keeps it until the server notices the dead TCP
 connection (minutes, with default keepalives), so a standby could not take over within seconds. The lease is a key
 in a bucket whose entries expire `lease_ttl_s` after their last write: the leader rewrites it every third of that
-with a compare-and-set on its own revision; a standby polls ten times a second and creates the key once it is gone.
+with a compare-and-set on its own revision; a standby polls twenty times a second and creates the key once it is
+gone.
 The leader counts its lease as lost two thirds of a TTL after the last renewal it sent (a third before the
 bus can let anyone else have it), so two instances never both believe they lead.
 
@@ -108,13 +109,9 @@ class Leadership:
                 self._elected.cancel()
 
     async def _bucket(self, nc: NATS) -> KeyValue:
-        from nats.js.errors import BucketNotFoundError
+        from fabricd.bus import kv_bucket
 
-        js = nc.jetstream(timeout=max(1.0, self.ttl / 3))
-        try:
-            return await js.key_value(self.settings.bucket)
-        except BucketNotFoundError:
-            return await js.create_key_value(bucket=self.settings.bucket, ttl=self.ttl, history=1)
+        return await kv_bucket(nc.jetstream(timeout=max(1.0, self.ttl / 3)), self.settings.bucket, self.ttl)
 
     async def _hold(self, kv: KeyValue, stop: asyncio.Event) -> None:
         """Renew while leading, poll while standing by; returns (or raises) when the bus fails."""
@@ -144,7 +141,7 @@ class Leadership:
                         pass  # another standby was faster
                     else:
                         self._take(rev, sent)
-                pause = min(0.1, self.ttl / 6)  # a KV read: ten a second cost nothing, a takeover waits less
+                pause = min(0.05, self.ttl / 6)  # a KV read: twenty a second cost nothing, a takeover waits less
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), pause)
 

@@ -359,12 +359,9 @@ async def _bounded(calls: Sequence[Awaitable[T]], limit: int = LEASE_CALLS) -> l
 
 
 async def _bucket(js: JetStreamContext, name: str, ttl: float) -> KeyValue:
-    from nats.js.errors import BucketNotFoundError
+    from fabricd.bus import kv_bucket
 
-    try:
-        return await js.key_value(name)
-    except BucketNotFoundError:
-        return await js.create_key_value(bucket=name, ttl=ttl, history=1)
+    return await kv_bucket(js, name, ttl)
 
 
 KEYS_INACTIVE_S = 2.0  # should deleting a listing's consumer fail, the server drops it after this long

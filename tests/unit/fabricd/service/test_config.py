@@ -406,7 +406,7 @@ def test_optics_trend_settings_reach_the_detector(tmp_path: Path, monkeypatch: p
         ("state: {url: 'postgresql://fabricd@db1/fabricd'}\nha: {enabled: true}\nbus: {urls: []}\n", "bus.urls",
          "at least one NATS URL"),
         ("state: {url: 'postgresql://fabricd@db1/fabricd'}\nha: {enabled: true, lease_ttl_s: 0.2}\n",
-         "ha.lease_ttl_s", "greater than or equal to 1"),
+         "ha.lease_ttl_s", "greater than or equal to 0.5"),
     ],
 )  # fmt: skip
 def test_state_and_ha_settings_refused(tmp_path: Path, text: str, field: str, why: str) -> None:
@@ -425,7 +425,7 @@ def test_state_url_with_its_password_from_a_file(tmp_path: Path) -> None:
     )
     cfg = load_config(write(tmp_path, text), {})
     assert cfg.state.url == "postgresql://fabricd@db1:5432/fabricd"
-    assert cfg.ha.enabled and cfg.ha.instance == "ctl-1" and cfg.ha.lease_ttl_s == 2.5
+    assert cfg.ha.enabled and cfg.ha.instance == "ctl-1" and cfg.ha.lease_ttl_s == 0.6
     assert cfg.bus.urls == ["nats://n1:4222", "nats://n2:4222"]
     secret.chmod(0o644)
     assert "chmod" in str(error(write(tmp_path, text))) or "readable" in str(error(write(tmp_path, text)))
