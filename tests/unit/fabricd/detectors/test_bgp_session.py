@@ -149,6 +149,24 @@ def link_flapping(times: int) -> Callable[[Trace, int], None]:
     return step
 
 
+def link_flapping_slow_return(times: int, link_s: int = 6) -> Callable[[Trace, int], None]:
+    """The link goes down for `link_s` s every 15 s; the session drops with it and is back a second after the link
+    (BGP's reconnect): its established-transitions counter rises then, seconds after the link went down (chaos seeds
+    5150 and 8128, links down 5.5-13.1 s, called this a session flap)."""
+
+    def step(t: Trace, k: int) -> None:
+        j = (k - 2) % 15 if k >= 2 else -1
+        flap = k >= 2 and (k - 2) // 15 < times
+        for s in (S, PEER):
+            t.oper[s] = "DOWN" if flap and 0 <= j < link_s else "UP"
+            down = flap and 0 <= j < link_s + 1
+            if t.state[s] != "ESTABLISHED" and not down:
+                t.transitions[s] += 1
+            t.state[s] = ("IDLE" if t.oper[s] == "DOWN" else "ACTIVE") if down else "ESTABLISHED"
+
+    return step
+
+
 DETECTOR = [Detector("bgp_session", detect, BgpSessionState)]
 
 # trace -> (reason, start second) of the one finding, or None
@@ -185,6 +203,21 @@ def test_bgp_session(build: Callable[[Trace, int], None], want: tuple[str, int] 
     assert f.start_ts // NS == at(start) // NS
     assert f.evidence["peer_address"] == S.peer_address and f.evidence["peer_as"] == S.peer_asn
     assert f.summary.startswith(f"BGP session {S.local} -> {S.peer} ({S.peer_address}) ")
+
+
+def test_a_session_back_seconds_after_each_of_its_links_flaps_is_not_a_session_flap(tmp_path: Path) -> None:
+    # the counter's rises come a second after the link is back, 7 s after it went down: the link's drops
+    trace = Trace().run(64, link_flapping_slow_return(4)).write(tmp_path / "t.jsonl")
+    assert run_trace(trace, FABRIC, detectors=DETECTOR) == []
+
+    # the same returns with the link up all along are the session's own (flapping; each drop long enough to be
+    # down on its own as well)
+    def own(t: Trace, k: int) -> None:
+        link_flapping_slow_return(4)(t, k)
+        t.oper = {s: "UP" for s in t.oper}
+
+    trace = Trace().run(64, own).write(tmp_path / "own.jsonl")
+    assert "flapping" in {f.evidence["reason"] for f in run_trace(trace, FABRIC, detectors=DETECTOR)}
 
 
 def snapshot_of(trace: Path, fabric: Fabric) -> frozenset[Endpoint]:
