@@ -237,10 +237,12 @@ class Collector:
                 await nc.drain()
 
     def holds(self, switch: str) -> bool:
-        """This collector holds `switch` now for certain: its lease, renewed within two thirds of a TTL (a third
-        before the bus could let the key expire and another collector take it). False for a collector woken from
-        a pause until its next renewal round, which also finds the leases it lost."""
-        return switch in self.mine and time.monotonic() - self._renewed < self.ttl * 2 / 3
+        """This collector holds `switch` now for certain: its lease, renewed less than a TTL ago (the bus keeps the
+        key at least a TTL after the renewal reached it, which was after it was sent: nobody else can have taken
+        it). Not two thirds of a TTL, the margin streaming stops at: at a 1 s TTL a slow round would drop samples of
+        switches it holds. False for a collector woken from a longer pause until its next renewal round, which
+        also finds the leases it lost."""
+        return switch in self.mine and time.monotonic() - self._renewed < self.ttl
 
     async def _leases(self, switches: KeyValue, members: KeyValue, stop: asyncio.Event) -> None:
         """Renew every third of the TTL; look for free switches (a dead collector's, expired) every CLAIM_EVERY_S, so
