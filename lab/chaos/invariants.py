@@ -16,6 +16,7 @@ from .history import ActionRec, Event, FaultRec, FindingRec, Limits, Run, Sample
 INVARIANTS = (
     "capacity",
     "marks_records",
+    "hold_released",
     "foreign_enable",
     "exactly_once",
     "budgets",
@@ -86,6 +87,42 @@ def marks_records(samples: list[Sample], grace_s: float) -> list[Violation]:
                 if last - first >= grace_s:
                     out.append(Violation("marks_records", first + grace_s, where, f"{what} for {last - first:.1f} s"))
     return sorted(out, key=lambda v: v.t)
+
+
+def hold_released(samples: list[Sample], events: list[Event], grace_s: float) -> list[Violation]:
+    """No hold whose ticket is open is given up without a person or a resolve (issue 42): a port fabricd held under
+    an open ticket that is no longer held, while that ticket stays open, for longer than `grace_s` (a re-apply holds
+    it again within it), with no repair of that port (a resolve) since the hold was last seen."""
+    last: dict[str, tuple[float, int]] = {}  # port -> (when last seen held, its ticket) while that ticket was open
+    gone: dict[str, tuple[float, float, int]] = {}  # port -> (first, last sample without the hold, ticket)
+    out: list[Violation] = []
+
+    def repaired(port: str, since: float) -> bool:
+        return any(e.what == "repair" and e.where == port and e.t >= since - 1.0 for e in events)
+
+    for smp in samples:
+        if smp.held is None or smp.open_tickets is None:
+            continue
+        for port, h in smp.held.items():
+            if h.ticket_id is not None and h.ticket_id in smp.open_tickets:
+                last[port] = (smp.t, h.ticket_id)
+                gone.pop(port, None)
+        for port, (seen, ticket) in list(last.items()):
+            if port in smp.held:
+                continue
+            if ticket not in smp.open_tickets or repaired(port, seen):
+                last.pop(port)  # resolved (or being resolved): the hold goes with the repair
+                gone.pop(port, None)
+                continue
+            first, _, _ = gone.get(port, (smp.t, smp.t, ticket))
+            gone[port] = (first, smp.t, ticket)
+            if smp.t - first >= grace_s:
+                out.append(Violation("hold_released", first + grace_s, port,
+                                     f"held under open ticket {ticket}, no longer held for {smp.t - first:.1f} s "
+                                     "though the ticket is open and nobody resolved or released it"))  # fmt: skip
+                last.pop(port)
+                gone.pop(port)
+    return out
 
 
 def _down_spell_start(samples: list[Sample], port: str, before: float) -> tuple[float, bool] | None:
@@ -549,6 +586,7 @@ def check(run: Run, facts: FabricFacts, limits: Limits, grace_s: float) -> list[
     out = [
         *capacity(run.samples, facts, limits),
         *marks_records(run.samples, grace_s),
+        *hold_released(run.samples, run.events, grace_s),
         *foreign_enable(run.samples, run.actions, run.events),
         *exactly_once(run.samples, run.actions),
         *budgets(run.samples, run.actions, facts, limits),

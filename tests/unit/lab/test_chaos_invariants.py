@@ -31,6 +31,7 @@ from lab.chaos.invariants import (
     detection,
     exactly_once,
     foreign_enable,
+    hold_released,
     marks_records,
     wrong_neighbour,
 )
@@ -270,3 +271,32 @@ def test_a_bgp_flap_train_is_due_two_periods_and_4_s_after_it_starts() -> None:
     assert [(s.judged, s.found) for s in detection(run_with([train], [late]), FACTS)[0]] == [(1, 1)]  # 11 s < 11.8
     too_late = FindingRec(3, "bgp_session", "leaf-g0-r0", ("leaf-g0-r0:Ethernet5/1",), ("leaf-g0-r0",), 22.5, 25.0)
     assert [(s.judged, s.found) for s in detection(run_with([train], [too_late]), FACTS)[0]] == [(1, 0)]
+
+
+def _held_samples(held: list[bool], open_ticket: list[bool]) -> list[Sample]:
+    return [
+        Sample(float(i), {P: UP}, frozenset(), {P: Hold(1, 1, 0.0)} if h else {}, frozenset({1}) if o else frozenset())
+        for i, (h, o) in enumerate(zip(held, open_ticket, strict=True))
+    ]
+
+
+@pytest.mark.parametrize(
+    ("case", "held", "open_ticket", "events", "violations"),
+    [
+        ("a hold given up for good while its ticket is open (chaos seed 7)", [True] * 3 + [False] * 15, [True] * 18,
+         [], 1),
+        ("a re-apply: the hold is away a moment, then back", [True] * 3 + [False] * 2 + [True] * 13, [True] * 18,
+         [], 0),
+        ("resolved: the ticket closes with the release", [True] * 3 + [False] * 15, [True] * 3 + [False] * 15, [], 0),
+        ("a repair (resolve) of the port releases it", [True] * 3 + [False] * 15, [True] * 18,
+         [Event(3.0, "repair", "resolve", P, "ticket 1")], 0),
+        ("a repair of another port does not", [True] * 3 + [False] * 15, [True] * 18,
+         [Event(3.0, "repair", "resolve", "leaf-g0-r1:Ethernet1/1", "ticket 2")], 1),
+    ],
+)  # fmt: skip
+def test_hold_released(
+    case: str, held: list[bool], open_ticket: list[bool], events: list[Event], violations: int
+) -> None:
+    found = hold_released(_held_samples(held, open_ticket), events, grace_s=10.0)
+    assert len(found) == violations, case
+    assert all(v.invariant == "hold_released" and v.where == P for v in found)
