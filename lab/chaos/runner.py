@@ -319,7 +319,16 @@ class Runner:
                 self.t.switches.set_admin(port, True)
                 self._event("operator", "enable_held", port, "no shutdown by hand on a port fabricd holds")
         elif step.kind == "mode":
-            r = self.t.api.post("/api/v1/mode", {"mode": p["mode"], "reason": f"chaos seed {self.schedule.seed}"})
+            try:
+                r = self.t.api.post("/api/v1/mode", {"mode": p["mode"], "reason": f"chaos seed {self.schedule.seed}"})
+            except httpx.HTTPError:
+                # fabricd is down (killed, restarting): the operator tries again 2 s later, as many times as it takes,
+                # or the run would stay in observe or approve until its end (seed 9999 did, 3 minutes)
+                tries = int(p.get("tries", 0)) + 1
+                again = Step(step.at_s, step.what, step.kind, {**p, "tries": tries})
+                if tries <= 30:
+                    self.timers.append((time.time() + 2, lambda: self._step(again)))
+                return
             self._event("operator", "mode", p["mode"], f"HTTP {r.status_code}")
         elif step.kind == "approve":
             for a in self.t.api.get("/api/v1/actions", status="awaiting_approval")["actions"]:
