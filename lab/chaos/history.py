@@ -45,6 +45,9 @@ class Sample:
     unreachable: frozenset[str] = frozenset()  # switches that did not answer this second
     held: dict[str, Hold] | None = None  # GET /api/v1/ports/disabled; None: the API did not answer
     open_tickets: frozenset[int] | None = None
+    # holds fabricd says it will take down again once its guard allows (GET /api/v1/health `to_reapply`): up, marked
+    # and held by design (issue 42), not a disagreement of marks and records
+    to_reapply: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -126,6 +129,7 @@ def sample_doc(s: Sample) -> dict[str, Any]:
         "ports": {p: [o.admin_up, o.oper_up, o.description, o.neighbor, o.bgp_up] for p, o in s.ports.items()},
         "held": None if s.held is None else {p: [h.action_id, h.ticket_id, h.since_s] for p, h in s.held.items()},
         "open_tickets": None if s.open_tickets is None else sorted(s.open_tickets),
+        "to_reapply": sorted(s.to_reapply),
     }
 
 
@@ -137,6 +141,7 @@ def sample_of(doc: dict[str, Any]) -> Sample:
         frozenset(doc["unreachable"]),
         None if held is None else {p: Hold(*h) for p, h in held.items()},
         None if doc["open_tickets"] is None else frozenset(doc["open_tickets"]),
+        frozenset(doc.get("to_reapply", ())),
     )
 
 

@@ -61,10 +61,12 @@ def _sees(s: Sample, where: str) -> bool:
 
 def marks_records(samples: list[Sample], grace_s: float) -> list[Violation]:
     """Every port carrying fabricd's mark is shut and held, every hold is a shut port, no up port carries the mark;
-    each for longer than `grace_s` (the reconcile interval plus the verify timeout) is a violation."""
+    each for longer than `grace_s` (the reconcile interval plus the verify timeout) is a violation. A hold fabricd
+    declares to re-apply (health's `to_reapply`: up, its guard refusing to take it down again) is up and marked by
+    design (issue 42); `hold_released` watches that it is not given up."""
 
     def mark_up(s: Sample) -> Iterable[str]:
-        return (p for p, o in s.ports.items() if o.marked and o.admin_up)
+        return (p for p, o in s.ports.items() if o.marked and o.admin_up and p not in s.to_reapply)
 
     def mark_unheld(s: Sample) -> Iterable[str]:
         if s.held is None:
@@ -74,7 +76,7 @@ def marks_records(samples: list[Sample], grace_s: float) -> list[Violation]:
     def hold_up(s: Sample) -> Iterable[str]:
         if s.held is None:
             return ()
-        return (p for p in s.held if p in s.ports and s.ports[p].admin_up)
+        return (p for p in s.held if p in s.ports and s.ports[p].admin_up and p not in s.to_reapply)
 
     out = []
     for what, check in (

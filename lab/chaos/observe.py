@@ -223,6 +223,14 @@ class Api:
             return None
         return {f"{p['device']}:{p['port']}": Hold(p["action_id"], p["ticket_id"], p["since_ts"] / NS) for p in ports}
 
+    def to_reapply(self) -> frozenset[str]:
+        """The holds fabricd's health lists as to re-apply (up again, the guard refusing to take them down)."""
+        try:
+            rows = self.get("/api/v1/health").get("to_reapply") or []
+            return frozenset(str(r["port"]) for r in rows)
+        except (httpx.HTTPError, ValueError, KeyError, TypeError, AttributeError):
+            return frozenset()
+
     def open_tickets(self) -> frozenset[int] | None:
         try:
             return frozenset(t["id"] for t in self._all("/api/v1/tickets", "tickets", status="open"))
@@ -298,8 +306,9 @@ class Api:
 
 
 def sample(t: float, switches: Switches, api: Api) -> Sample:
-    with ThreadPoolExecutor(max_workers=2) as pool:
+    with ThreadPoolExecutor(max_workers=3) as pool:
         held = pool.submit(api.holds)
         tickets = pool.submit(api.open_tickets)
+        again = pool.submit(api.to_reapply)
         ports, silent = switches.sample()
-        return Sample(t, ports, silent, held.result(), tickets.result())
+        return Sample(t, ports, silent, held.result(), tickets.result(), again.result())

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -23,6 +24,7 @@ from lab.chaos.history import (
     load_run,
     run_doc,
     sample_doc,
+    sample_of,
 )
 from lab.chaos.invariants import (
     budgets,
@@ -300,3 +302,13 @@ def test_hold_released(
     found = hold_released(_held_samples(held, open_ticket), events, grace_s=10.0)
     assert len(found) == violations, case
     assert all(v.invariant == "hold_released" and v.where == P for v in found)
+
+
+def test_a_hold_fabricd_declares_to_reapply_is_up_and_marked_by_design() -> None:
+    up_marked = PortObs(True, True, MARK, None)
+    plain = [Sample(float(i), {P: up_marked}, frozenset(), {P: Hold(1, 1, 0.0)}, frozenset({1})) for i in range(15)]
+    declared = [replace(smp, to_reapply=frozenset({P})) for smp in plain]
+    assert {v.detail.split(" for ")[0] for v in marks_records(plain, grace_s=10.0)} == {
+        "a port that is up carries fabricd's down mark", "fabricd holds a port that is up"}  # fmt: skip
+    assert marks_records(declared, grace_s=10.0) == []
+    assert [sample_of(sample_doc(smp)) for smp in declared] == declared  # saved and read back
