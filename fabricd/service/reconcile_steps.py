@@ -129,6 +129,13 @@ class ReconcileSteps:
         async with self._lock:
             holds = [Hold.of(p) for p in self.state.disabled_ports()]
             in_flight = {Endpoint(a.device, a.port) for a in self.state.actions_in("running", "awaiting_approval")}
+            # A port whose action ended moments ago is not judged yet either: telemetry may still show it as it was
+            # (an enable rolled back reads up for a moment; chaos seed 6174 re-applied it, was refused by the rate,
+            # released the hold and then adopted the port, an 11th disable in the hour).
+            grace_ns = int(grace * NS)
+            in_flight |= {
+                Endpoint(a.device, a.port) for a in self.state.actions(limit=200) if now - a.updated_ts < grace_ns
+            }
             decisions = reconcile(
                 holds, observed, open_tickets=self.state.open_ticket_ids(),
                 in_flight=in_flight, mode=self.settings.mode, now=now, grace_ns=int(grace * NS),

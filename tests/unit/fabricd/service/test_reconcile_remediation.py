@@ -360,3 +360,26 @@ def test_a_hold_released_in_observe_mode_leaves_the_switch_alone(make: Callable[
     assert (
         h.state.audit_log(1)[0]["why"] == f"its mark stays on {SERVER_PORT} (mode observe: fabricd touches no switch)"
     )
+
+
+def test_a_port_whose_enable_just_rolled_back_is_not_judged_on_telemetry_from_before(
+    make: Callable[..., Harness],
+) -> None:
+    """Chaos seed 6174: the enable after a repair rolled back (wrong cable); 0.4 s later telemetry still read the port
+    up, reconcile re-applied, the rate refused, the hold was released and the port then adopted. A port whose action
+    ended within the grace is left alone, as one in flight is."""
+    h = make()
+    run(report(h, flap(h.fabric, SERVER_PORT)))
+    (t,) = h.tickets()
+    h.world.lldp[SERVER_PORT] = Endpoint("gpu-g0-000", "nic1")
+    h.clock.advance(600)  # the repair took a while: the hold is old
+    settled(h, h.rem.resolve(t.id, "tech"))
+    enable = next(a for a in h.state.actions() if a.op == "enable")
+    assert enable.status == "rolled_back" and h.world.admin[SERVER_PORT] is False
+    h.world.admin[SERVER_PORT] = True  # telemetry from before the rollback
+    h.clock.advance(1)
+    assert run(h.rem.reconcile_pass(h.clock())) == []
+    assert len(h.state.actions()) == 2 and len(_held(h)) == 1
+    h.world.admin[SERVER_PORT] = False  # the rollback streamed
+    h.clock.advance(60)
+    assert run(h.rem.reconcile_pass(h.clock())) == []  # they agree
