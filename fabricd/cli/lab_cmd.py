@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -45,6 +46,11 @@ def _pid(state_dir: Path) -> int | None:
         return None
     except PermissionError:
         pass
+    with contextlib.suppress(OSError, IndexError):
+        # A twin killed with -9 whose parent has gone stays a zombie until something reaps it (a container whose
+        # first process reaps nothing): it answers kill(0) but is dead.
+        if Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z":
+            return None
     return pid
 
 
@@ -148,9 +154,8 @@ def down(state_dir: Path = STATE_DIR, timeout: float = typer.Option(15.0, "--tim
     if _pid(state_dir) is not None:
         os.kill(pid, signal.SIGKILL)
         (state_dir / "twin.pid").unlink(missing_ok=True)
-    if os.geteuid() == 0:
-        lab_daemons.cleanup(state_dir)  # a twin that had to be killed did not stop its daemons
-    console().print("twin stopped")
+    left = lab_daemons.cleanup(state_dir) if os.geteuid() == 0 else []  # a killed twin did not stop its daemons
+    console().print("twin stopped" + (f"; removed {len(left)} namespace(s)/veth(s) it left" if left else ""))
 
 
 @app.command("status")
