@@ -10,15 +10,14 @@ from pathlib import Path
 
 import httpx
 import pytest
-from napalm import get_network_driver
 
-from drivers.inventory import load_inventory
 from lab.control_client import call, inject
 from tests.conftest import EXAMPLES
 from tests.twin.lab.twin_thread import TwinThread
 from topology.spec import load_spec
 
 from .service_thread import ServiceThread, wait_for, write_config
+from .test_reconcile_twin import port_state
 from .test_service_twin import admin_enabled
 
 PORT = "leaf-g0-r0:Ethernet1/1"  # faces gpu-g0-000:nic0
@@ -29,6 +28,17 @@ def twin(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TwinThread]:
     t = TwinThread(load_spec(EXAMPLES / "small-pod.yaml"), tmp_path_factory.mktemp("repair-twin")).start()
     yield t
     t.stop()
+
+
+def resolve_once_the_cable_is_right(svc: ServiceThread, ticket_id: int) -> None:
+    """Resolve, retried while the resolve is refused because the miscabled finding has not cleared yet."""
+
+    def resolved() -> bool:
+        r = svc.post(f"/api/v1/tickets/{ticket_id}/resolve")
+        assert r.status_code == 200 or "is miscabled" in r.json()["error"], r.text
+        return r.status_code == 200
+
+    wait_for(resolved, 20, every_s=1.0)
 
 
 def test_a_repair_on_the_wrong_cable_stays_down_and_says_which_cable_is_where(twin: TwinThread, tmp_path: Path) -> None:
@@ -61,12 +71,7 @@ def test_a_repair_on_the_wrong_cable_stays_down_and_says_which_cable_is_where(tw
 
         # the miscabled finding the failed enable raised clears once LLDP hears the right cable: until then the
         # resolve is refused, naming it
-        def resolved() -> bool:
-            r = svc.post(f"/api/v1/tickets/{t['id']}/resolve")
-            assert r.status_code == 200 or "is miscabled" in r.json()["error"], r.text
-            return r.status_code == 200
-
-        wait_for(resolved, 20, every_s=1.0)
+        resolve_once_the_cable_is_right(svc, t["id"])
         wait_for(lambda: svc.get("/api/v1/ports/disabled")["ports"] == [], 30)
         assert admin_enabled(twin, "leaf-g0-r0", "Ethernet1/1")
     finally:
@@ -103,20 +108,6 @@ def test_a_live_swap_is_one_miscabled_finding_with_validates_fix_a_ticket_and_a_
         svc.stop()
 
 
-def _description(twin: TwinThread, device: str, port: str) -> str:
-    """What eAPI says the port's description is (napalm's eos driver, as an engineer would check)."""
-    access = load_inventory(twin.inventory).access(device)
-    drv = get_network_driver("eos")(
-        access.host, access.username, access.password.get_secret_value(),
-        optional_args={"transport": access.eapi.transport, "port": access.eapi.port},
-    )  # fmt: skip
-    drv.open()
-    try:
-        return str(drv.get_interfaces()[port]["description"])
-    finally:
-        drv.close()
-
-
 def test_a_ticket_resolved_right_after_the_disable_leaves_no_mark_on_the_port(twin: TwinThread, tmp_path: Path) -> None:
     """Issue 37: resolved within ~0.3 s of its disable, the enable rebuilt the description from telemetry that did
     not carry the mark yet, and the port came back up still saying fabricd held it down."""
@@ -130,7 +121,7 @@ def test_a_ticket_resolved_right_after_the_disable_leaves_no_mark_on_the_port(tw
         (enable,) = [a for a in svc.get("/api/v1/actions")["actions"] if a["op"] == "enable"]
         assert enable["status"] == "done", enable
         assert admin_enabled(twin, "leaf-g0-r0", "Ethernet1/1")
-        assert "[fabricd" not in _description(twin, "leaf-g0-r0", "Ethernet1/1")
+        assert "[fabricd" not in port_state(twin, PORT)[1]
     finally:
         svc.stop()
 
@@ -156,12 +147,7 @@ def test_a_repair_that_put_the_wrong_cable_in_is_refused_while_the_miscabling_is
         assert not admin_enabled(twin, "leaf-g0-r0", "Ethernet1/1")
         call(twin.state_dir, "DELETE", f"/faults/{swap['id']}")
 
-        def resolved() -> bool:
-            r = svc.post(f"/api/v1/tickets/{t['id']}/resolve")
-            assert r.status_code == 200 or "is miscabled" in r.json()["error"], r.text
-            return r.status_code == 200
-
-        wait_for(resolved, 20, every_s=1.0)
+        resolve_once_the_cable_is_right(svc, t["id"])
         wait_for(lambda: svc.get("/api/v1/ports/disabled")["ports"] == [], 30)
         (enable,) = [a for a in svc.get("/api/v1/actions")["actions"] if a["op"] == "enable"]
         assert enable["status"] == "done", enable
