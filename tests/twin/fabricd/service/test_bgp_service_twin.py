@@ -16,7 +16,7 @@ import pytest
 from fabricd.cli import main
 from lab.control_client import call, inject
 from tests.conftest import EXAMPLES
-from tests.twin.lab.real_daemons import REAL, START_S
+from tests.twin.lab.real_daemons import MODES, REAL, START_S
 from tests.twin.lab.twin_thread import TwinThread
 from topology.load import load_fabric
 from topology.spec import load_spec
@@ -106,12 +106,13 @@ def test_bgp_down_is_one_finding_and_the_guard_counts_the_session_as_lost_capaci
         svc.stop()
 
 
-@pytest.fixture
-def unified(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TwinThread]:
-    """small-sonic whose SONiC switches' STATE_DB has no NEIGH_STATE_TABLE rows (FRR in unified mode)."""
+@pytest.fixture(params=MODES)
+def unified(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[TwinThread]:
+    """small-sonic whose SONiC switches' STATE_DB has no NEIGH_STATE_TABLE rows (FRR in unified mode), on the model
+    and on the real daemons (where `vtysh` is the switch's own FRR)."""
     spec = load_spec(EXAMPLES / "small-sonic.yaml")
-    t = TwinThread(spec, tmp_path_factory.mktemp("bgp-ssh-twin"), no_neigh_state=True)
-    yield t.start(START_S["model"])
+    t = TwinThread(spec, tmp_path_factory.mktemp("bgp-ssh-twin"), no_neigh_state=True, daemons=request.param)
+    yield t.start(START_S[request.param])
     t.stop()
 
 
