@@ -405,8 +405,7 @@ class Service:
         never on a stale switch."""
         if not self._synced.is_set():
             return
-        unsure = {*self.telemetry.stale_devices(now), *(d for d, ok in self.telemetry.synced.items() if not ok)}
-        for note in await self.remediator.reconcile_pass(now, unsure):
+        for note in await self.remediator.reconcile_pass(now, self._unsure(now)):
             log.warning("reconcile: %s", note)
 
     async def flap_pass(self, now: int) -> list[Finding]:
@@ -420,8 +419,13 @@ class Service:
         held = {Endpoint(p["device"], p["port"]) for p in self.state.disabled_ports()}
         usable = annotate([f for f in findings if not self._ignored(f, stale, held)], self.job_source.map)
         if self.acting():  # a standby's detectors run too (warm for a takeover); the leader records and acts
-            await self.remediator.on_findings(usable)
+            await self.remediator.on_findings(usable, self._unsure(now))
         return usable
+
+    def _unsure(self, now: int) -> set[str]:
+        """The switches with no fresh word now: stale, or not synced (restarting, resyncing): the guard does not
+        judge on what they streamed before."""
+        return {*self.telemetry.stale_devices(now), *(d for d, ok in self.telemetry.synced.items() if not ok)}
 
     def _ignored(self, f: Finding, stale: set[str], held: set[Endpoint]) -> bool:
         """Never act on stale data, and a port fabricd itself took down is not a fault."""

@@ -15,7 +15,7 @@ import logging
 import re
 import shlex
 import time
-from collections.abc import Awaitable, Callable, Container, Sequence
+from collections.abc import Awaitable, Callable, Collection, Container, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass
 from functools import partial
@@ -42,7 +42,7 @@ from .people_requests import PeopleRequests
 from .people_requests import StandbyError as StandbyError
 from .people_requests import UnknownIdError as UnknownIdError
 from .reconcile import Hold, Refusal, stale_holds
-from .reconcile_steps import ReconcileSteps
+from .reconcile_steps import FRESH_WAIT_S, ReconcileSteps
 from .remediation_io import Actuator as Actuator
 from .remediation_io import PortView as PortView
 from .state import FENCE, Action, ActionStatus, DisabledPort, StateStore, Ticket, fenced
@@ -107,17 +107,22 @@ class Remediator(ReconcileSteps, PeopleRequests, MaintenanceRequests):
         self.marks: dict[Endpoint, PortMark] | None = None
         self._refused: dict[Endpoint, Refusal] = {}  # holds to re-apply the guard refused (reconcile_steps.py)
         self._waiting: dict[Endpoint, int] = {}  # holds whose re-apply waits for fresh telemetry, since when
+        self._fresh: dict[Endpoint, int] = {}  # ports whose new incident waits for fresh telemetry, since when
 
     # --- findings in -----------------------------------------------------------------------------------------
-    async def on_findings(self, findings: list[Finding]) -> list[Outcome]:
+    async def on_findings(self, findings: list[Finding], unsure: Collection[str] = ()) -> list[Outcome]:
         """Every finding decided and its switch work started first, then the tickets to the backend: when links
-        cross together, the last one's commit does not wait for the earlier ones' paperwork."""
+        cross together, the last one's commit does not wait for the earlier ones' paperwork. `unsure`: the switches
+        with no fresh word now (stale, or resyncing after a restart); a new incident whose guard verdict rests on
+        one of them waits for it (bounded), like a re-apply does."""
         out = []
         try:
             with fenced(self._token()):  # every write conditional on this leader's token (state.FENCE)
                 async with self._lock:
                     now = self.clock()
                     for f in findings:
+                        if self._waits_for_fresh(f, now, unsure):
+                            continue
                         outcome = await self._incident(f, now)
                         if outcome is not None:
                             out.append(outcome)
@@ -127,6 +132,28 @@ class Remediator(ReconcileSteps, PeopleRequests, MaintenanceRequests):
             if o.ticket is not None:
                 await self._send(o.ticket)
         return out
+
+    def _waits_for_fresh(self, f: Finding, now: int, unsure: Collection[str]) -> bool:
+        """A new incident that could disable a port is not judged on what its switch or its neighbours streamed
+        before they went quiet: it is left unrecorded (the detector reports it again next tick) until they have
+        said something fresh, or FRESH_WAIT_S has passed (then judged, and the log says on what)."""
+        target = target_port(f, self.fabric, self.managed) if f.kind in LINK_KINDS else None
+        if target is None:
+            return False
+        unknown = self._unknown_for(target, unsure)
+        if not unknown:
+            self._fresh.pop(target, None)
+            return False
+        if self.state.has_finding(f):
+            return False  # a known incident is only refreshed: nothing is judged
+        first = self._fresh.setdefault(target, now)
+        if now - first < FRESH_WAIT_S * NS:
+            if first == now:
+                log.info("%s on %s waits for fresh telemetry from %s", f.kind, target, ", ".join(unknown))
+            return True
+        log.warning("%s on %s judged without fresh telemetry from %s after %g s", f.kind, target,
+                    ", ".join(unknown), FRESH_WAIT_S)  # fmt: skip
+        return False
 
     def _fenced_out(self, why: str) -> None:
         log.warning("%s", why)

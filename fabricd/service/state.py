@@ -403,6 +403,11 @@ class StateStore:
             )  # fmt: skip
             return _new_id(cur), True
 
+    def has_finding(self, f: Finding) -> bool:
+        """Whether this incident is recorded already (active or cleared)."""
+        with self.tx() as db:
+            return db.execute("SELECT 1 FROM findings WHERE key = ?", (json.dumps(list(f.key)),)).fetchone() is not None
+
     def clear_findings_not_seen_since(self, ts: int) -> int:
         with self.tx() as db:
             cur = db.execute(

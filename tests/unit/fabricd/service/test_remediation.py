@@ -457,3 +457,58 @@ def test_a_batch_starts_every_switch_change_before_any_ticket_goes_out(make: Cal
     # the two new tickets (then each action's note on its ticket): both ports were committed before the first went
     for commits in seen_at_publish[:2]:
         assert sorted(c[1:3] for c in commits) == sorted((ep.device, ep.port) for ep in ports)
+
+
+# --- fresh telemetry -------------------------------------------------------------------------------------------
+async def settled(h: Harness, f: Any, unsure: set[str]) -> list[Outcome]:
+    out = await h.rem.on_findings([f], unsure=unsure)
+    await h.rem.idle()
+    return out
+
+
+def test_a_new_incident_waits_for_fresh_telemetry_from_the_switches_its_verdict_rests_on(
+    make: Callable[..., Harness],
+) -> None:
+    """After a restart or a resync, what a switch streamed before does not count: an uplink flap whose far end (a
+    spine) is resyncing is not judged, nor recorded, until the spine has said something fresh; a switch that has
+    nothing to do with the port does not hold it up."""
+    h = make()
+    spine = h.fabric.peer(UPLINK.device, UPLINK.port)
+    assert spine is not None
+    f = flap(h.fabric, UPLINK)
+    assert run(h.rem.on_findings([f], unsure={spine.device})) == []
+    assert h.state.findings() == [] and h.state.actions() == [] and h.world.calls == []
+    h.clock.advance(5)
+    assert run(h.rem.on_findings([f], unsure={spine.device, "leaf-g1-r0"})) == []
+    assert h.world.calls == []
+    h.clock.advance(1)
+    (out,) = run(settled(h, f, unsure={"leaf-g1-r0"}))  # the spine is back; leaf-g1-r0 is not its concern
+    assert out.action is not None and [a.status for a in h.state.actions()] == ["done"]
+    assert h.world.state(UPLINK) == "DOWN"
+    # the incident is known now: the detector's next reports refresh it while the spine resyncs again, nothing new
+    h.clock.advance(2)
+    assert run(h.rem.on_findings([f], unsure={spine.device})) == []
+    (stored,) = h.state.findings()
+    assert stored["last_seen_ts"] == h.clock.now and len(h.state.actions()) == 1
+
+
+def test_a_switch_that_stays_quiet_holds_a_new_incident_for_the_bounded_wait_only(
+    make: Callable[..., Harness], caplog: pytest.LogCaptureFixture
+) -> None:
+    h = make()
+    spine = h.fabric.peer(UPLINK.device, UPLINK.port)
+    assert spine is not None
+    f = flap(h.fabric, UPLINK)
+    assert run(h.rem.on_findings([f], unsure={spine.device})) == []
+    h.clock.advance(29.9)
+    assert run(h.rem.on_findings([f], unsure={spine.device})) == []
+    h.clock.advance(0.1)
+    (out,) = run(report(h, f))  # report() passes no unsure switch: nothing to wait for
+    assert out.action is not None
+    h2 = make()
+    assert run(h2.rem.on_findings([f], unsure={spine.device})) == []
+    h2.clock.advance(30)
+    caplog.clear()
+    (out2,) = run(settled(h2, f, unsure={spine.device}))
+    assert out2.action is not None and h2.world.state(UPLINK) == "DOWN"
+    assert f"judged without fresh telemetry from {spine.device} after 30 s" in caplog.text
