@@ -396,6 +396,7 @@ class Service:
     async def tick(self, now: int) -> list[Finding]:
         usable = await self._act(self.runner.tick(self.ingestor.snapshot(), now), now)
         if self.acting():  # An incident not reported for 3 ticks is over.
+            self.remediator.report_overruns(now)  # planned maintenance past its --until
             self.state.clear_findings_not_seen_since(now - int(3 * self.cfg.detectors.tick_s * NS))
             await self._reconcile(now)
         return usable

@@ -21,14 +21,18 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+from fabricd.detectors.finding import Finding
 from topology.errors import FabricdError
 from topology.fabric import Fabric
 from topology.model import Endpoint
+
+from .state_records import DrainRecord
 
 TargetKind = Literal["switch", "link", "port"]
 DrainState = Literal["planned", "draining", "drained", "undraining", "undrained", "stopped"]
 # a drain in these states holds its ports out of service (the guard counts them, a second drain is refused)
 ACTIVE: tuple[DrainState, ...] = ("planned", "draining", "drained", "undraining")
+OVERRAN = "maintenance_overran"  # the finding of a drain still active past its --until
 GRACEFUL_SHUTDOWN = "65535:0"  # RFC 8326 section 3 (the well-known community), reference/maintenance-lldp-bgp-state.md
 
 
@@ -170,6 +174,39 @@ def undrain_problems(fabric: Fabric, readings: Mapping[Endpoint, PortReading], p
 def overran(until_ts: int | None, state: str, now: int) -> bool:
     """A drain still active past its --until: a finding ("maintenance overran"), never an automatic return."""
     return until_ts is not None and state in ACTIVE and now > until_ts
+
+
+def overran_finding(d: DrainRecord, now: int) -> Finding:
+    """The finding of a drain past its --until: one incident per drain (it began at the --until), reported every tick
+    while the drain stays active; it says who drained what and why, and what to do. fabricd never ends a drain."""
+    assert d.until_ts is not None
+    device, _, port = d.target.partition(":")
+    late_s = max(0, now - d.until_ts) // 1_000_000_000
+    late = f"{late_s // 3600} h {late_s % 3600 // 60} min" if late_s >= 3600 else f"{late_s // 60} min {late_s % 60} s"
+    return Finding(
+        kind=OVERRAN,
+        device=device,
+        port=port or None,
+        devices=tuple(sorted({p.partition(":")[0] for p in d.ports} | {device})),
+        ports=tuple(d.ports) if d.kind != "switch" else (),
+        start_ts=d.until_ts,
+        detected_ts=now,
+        severity="warning",
+        confidence=1.0,
+        summary=(
+            f"maintenance overran: drain {d.id} of {d.kind} {d.target} by {d.actor} ({d.reason}) was to end by "
+            f"{_iso(d.until_ts)}, still {d.state} {late} later; fabricd never ends a drain: `fabricd undrain "
+            f"{d.target}` once the work is done"
+        ),  # fmt: skip
+        evidence={
+            "drain_id": d.id,
+            "until_ts": d.until_ts,
+            "state": d.state,
+            "actor": d.actor,
+            "reason": d.reason,
+            "late_s": late_s,
+        },  # fmt: skip
+    )
 
 
 def _iso(ns: int) -> str:

@@ -30,6 +30,7 @@ from .guard import GuardInput, check_drain
 from .people_requests import ActionError
 from .remediation_io import Actuator, PortView
 from .state import Action, DisabledPort, DrainRecord, StateStore, fenced
+from .state_db import FencedError
 
 log = logging.getLogger("fabricd.maintenance")
 R = TypeVar("R")
@@ -91,6 +92,7 @@ class MaintenanceRequests:
         _tasks: set[asyncio.Task[None]]
 
         def _leader_only(self) -> None: ...
+        def _fenced_out(self, why: str) -> None: ...
 
         def _fenced(self) -> str | None: ...
         def _spawn(self, action: Action, resumed: bool = False) -> asyncio.Event: ...
@@ -116,6 +118,26 @@ class MaintenanceRequests:
         if names:
             return all(Endpoint(*p.split(":", 1)) in drained for p in names)
         return any(d.kind == "switch" and d.target == f.device for d in self.state.drains(m.ACTIVE))
+
+    def report_overruns(self, now: int) -> list[Finding]:
+        """Every active drain past its --until as a finding ("maintenance overran"), refreshed each tick while it
+        lasts (cleared like any finding once the drain ends); audited when it first overruns. Never a return."""
+        out = []
+        try:
+            with fenced(self._token()):
+                for d in self.state.drains(m.ACTIVE):
+                    if not m.overran(d.until_ts, d.state, now):
+                        continue
+                    f = m.overran_finding(d, now)
+                    with self.state.tx():
+                        fid, new = self.state.upsert_finding(f, f"{m.OVERRAN}:{d.id}", now)
+                        if new:
+                            self.state.audit(now, f"drain {d.id} of {d.kind} {d.target} overran", f.summary,
+                                             finding_id=fid)  # fmt: skip
+                    out.append(f)
+        except FencedError as e:
+            self._fenced_out(str(e))
+        return out
 
     def maintenance(self, limit: int = 500) -> list[DrainRecord]:
         return self.state.drains(None, limit)

@@ -239,3 +239,38 @@ def shifts(h: Harness) -> list[tuple[object, ...]]:
 def _ep(text: str) -> Endpoint:
     device, port = text.split(":", 1)
     return Endpoint(device, port)
+
+
+def test_a_drain_past_its_until_is_a_finding_never_a_return(h: Harness) -> None:
+    """'maintenance overran': one finding per drain from its --until on, refreshed every tick while the drain lasts
+    (audited once), naming who, why and what to do; the ports stay drained; once undrained it is no longer reported
+    (and cleared like any finding)."""
+    d = drained_through(h, "port", str(LEAF_UP), until=HOUR_LATER)
+    assert d.until_ts == T0 + 3600 * NS
+    h.clock.now = d.until_ts
+    assert h.rem.report_overruns(h.clock.now) == []  # at the --until: not yet over it
+    h.clock.advance(90)
+    (f,) = h.rem.report_overruns(h.clock.now)
+    assert (f.kind, f.device, f.port, f.ports, f.start_ts) == (
+        "maintenance_overran", LEAF_UP.device, LEAF_UP.port, (str(LEAF_UP),), d.until_ts,
+    )  # fmt: skip
+    assert f.summary == (
+        f"maintenance overran: drain {d.id} of port {LEAF_UP} by alice (work) was to end by "
+        f"{HOUR_LATER}, still drained 1 min 30 s later; fabricd never ends a drain: `fabricd undrain {LEAF_UP}` "
+        "once the work is done"
+    )
+    h.clock.advance(60)
+    (again,) = h.rem.report_overruns(h.clock.now)
+    assert again.key == f.key and again.evidence["late_s"] == 150
+    (stored,) = [x for x in h.state.findings() if x["kind"] == "maintenance_overran"]
+    assert stored["status"] == "active" and stored["last_seen_ts"] == h.clock.now
+    audit = [r["what"] for r in h.state.audit_log()]
+    assert audit.count(f"drain {d.id} of port {LEAF_UP} overran") == 1
+    drain = h.state.drain(d.id)
+    assert drain is not None and drain.state == "drained" and h.world.state(LEAF_UP) == "DOWN"  # never a return
+
+    h.world.lldp = {LEAF_UP: SPINE_END, SPINE_END: LEAF_UP}
+    run(h.rem.undrain(str(LEAF_UP), "bob"))
+    h.clock.advance(5)
+    assert h.rem.report_overruns(h.clock.now) == []
+    assert h.state.clear_findings_not_seen_since(h.clock.now - 2 * NS) == 1
