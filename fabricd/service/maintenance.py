@@ -197,7 +197,7 @@ def overran_finding(d: DrainRecord, now: int) -> Finding:
             f"maintenance overran: drain {d.id} of {d.kind} {d.target} by {d.actor} ({d.reason}) was to end by "
             f"{_iso(d.until_ts)}, still {d.state} {late} later; fabricd never ends a drain: `fabricd undrain "
             f"{d.target}` once the work is done"
-        ),  # fmt: skip
+        ),
         evidence={
             "drain_id": d.id,
             "until_ts": d.until_ts,
@@ -205,7 +205,7 @@ def overran_finding(d: DrainRecord, now: int) -> Finding:
             "actor": d.actor,
             "reason": d.reason,
             "late_s": late_s,
-        },  # fmt: skip
+        },
     )
 
 
