@@ -215,6 +215,17 @@ class SafetyLimits(_Strict):
     max_actions_per_hour: int = Field(10, ge=0)
 
 
+class MaintenanceSettings(_Strict):
+    """Planned maintenance (drain, undrain; docs/operations.md "Planned maintenance")."""
+
+    # a drained port sending less than this is quiet: LLDP and BGP keepalives remain after a shift (b/s)
+    quiet_bps: float = Field(1e6, ge=0)
+    shift_timeout_s: float = Field(60.0, gt=0, le=3600)  # the drained ports must fall quiet within this, else stop
+    lldp_wait_s: float = Field(5.0, gt=0, le=300)  # an undrain waits this long for a port's LLDP neighbour
+    # before traffic returns, the drained ports' error counters are watched this long and must not rise
+    undrain_watch_s: float = Field(10.0, ge=0, le=3600)
+
+
 class RemediationSettings(_Strict):
     mode: Literal["observe", "approve", "auto"] = "observe"
     kinds: list[Literal["link_flap", "link_corruption"]] = ["link_flap", "link_corruption"]
@@ -232,6 +243,7 @@ class RemediationSettings(_Strict):
     # with fabricd's mark and no record is adopted (fabricd/service/reconcile.py). Each pass also reconciles the
     # records with telemetry's admin states, which needs no scan.
     mark_scan_s: float = Field(300.0, ge=10)
+    maintenance: MaintenanceSettings = MaintenanceSettings()
 
     @field_validator("drain_hook")
     @classmethod

@@ -148,12 +148,13 @@ class PortReading:
     up: bool
     lldp: Endpoint | None  # who LLDP hears there in a sample newer than the undrain request (None: nobody yet)
     bgp_established: bool | None  # None: no routed session on this link
-    clean_s: float  # seconds since the port's error counters last rose (inf: never seen rising)
+    errors_rose: int  # how much its error counters (in-errors, FCS, CRC, symbol) rose while the undrain watched
 
 
-def undrain_problems(fabric: Fabric, readings: Mapping[Endpoint, PortReading], probation_s: float) -> list[str]:
+def undrain_problems(fabric: Fabric, readings: Mapping[Endpoint, PortReading], watch_s: float) -> list[str]:
     """Why the drain must stay (empty: it may end): each port up, facing its blueprint neighbour by fresh LLDP, its
-    BGP session established, its counters clean for the probation. What maintenance most often breaks."""
+    BGP session established, its error counters still while watched for `watch_s`. What maintenance most often
+    breaks (a swapped cable, a session not configured back, a dirty optic)."""
     out = []
     for ep, r in sorted(readings.items(), key=lambda kv: str(kv[0])):
         want = fabric.peer(ep.device, ep.port)
@@ -166,9 +167,20 @@ def undrain_problems(fabric: Fabric, readings: Mapping[Endpoint, PortReading], p
             out.append(f"{ep} faces {r.lldp} by LLDP, the blueprint has {want}: move the cable back to {want}")
         if r.bgp_established is False:
             out.append(f"{ep}: its BGP session is not established")
-        if r.clean_s < probation_s:
-            out.append(f"{ep}: error counters rose {r.clean_s:.0f} s ago (clean for {probation_s:g} s needed)")
+        if r.errors_rose > 0:
+            out.append(f"{ep}: error counters rose by {r.errors_rose} in {watch_s:g} s (clean the optic or "
+                       "reseat the cable, then undrain again)")  # fmt: skip
     return out
+
+
+def errors_rose(before: Mapping[str, float], after: Mapping[str, float]) -> int:
+    """How much a port's error counters rose between two readings (leaf -> value); a counter that went back (the
+    switch restarted) or appeared counts from zero."""
+    total = 0.0
+    for leaf, v in after.items():
+        was = before.get(leaf, 0.0)
+        total += v - was if v >= was else v
+    return int(total)
 
 
 def overran(until_ts: int | None, state: str, now: int) -> bool:

@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -36,9 +35,8 @@ log = logging.getLogger("fabricd.maintenance")
 R = TypeVar("R")
 Ts = TypeVarTuple("Ts")
 MAINTENANCE_KEY = "maintenance:"  # a drain's shut and enable actions: `maintenance:<drain>:<down|upN>:<port>`
-SHIFT_THRESHOLD_BPS = 1e6  # a drained port carrying less than 1 Mb/s is quiet (LLDP, BGP keepalives remain)
-SHIFT_TIMEOUT_S = 60.0
-LLDP_WAIT_S = 5.0
+# the error counters an undrain watches (port_view.EVIDENCE_LEAVES's): they must not rise before traffic returns
+ERROR_LEAVES = ("if.in-errors", "if.in-fcs-errors", "eth.in-crc-errors", "eth.in-symbol-error")
 
 
 class DrainRefusedError(ActionError):
@@ -154,8 +152,7 @@ class MaintenanceRequests:
         why = reason.strip()
         if not why:
             raise m.MaintenanceInputError("--reason is empty: say why (it goes in the audit log)")
-        steps = [_step_text(s) for s in m.plan(self.fabric, t, shut=shut, threshold_bps=SHIFT_THRESHOLD_BPS,
-                                                   timeout_s=SHIFT_TIMEOUT_S)]  # fmt: skip
+        steps = [_step_text(s) for s in self._plan(t, shut)]
         if dry_run:
             m.check_new(t, self.drained_ports(), until_ts, self.clock())
             return DrainPlan(steps, True, None, [str(p) for p in t.ports])
@@ -211,7 +208,7 @@ class MaintenanceRequests:
         if d is None or d.state != "draining":
             return
         t = m.target(self.fabric, d.kind, d.target)  # type: ignore[arg-type]
-        steps = m.plan(self.fabric, t, shut=d.shut, threshold_bps=SHIFT_THRESHOLD_BPS, timeout_s=SHIFT_TIMEOUT_S)
+        steps = self._plan(t, d.shut)
         for i in range(d.done, len(steps)):
             if self._fenced() is not None:
                 return  # the leader carries it on
@@ -226,7 +223,8 @@ class MaintenanceRequests:
             elif step.name == "verify":
                 loud = await self._wait_quiet(t.ports)
                 if loud:
-                    self._stop(d, f"traffic did not move away within {SHIFT_TIMEOUT_S:g} s: {'; '.join(loud)}")
+                    timeout = self.settings.maintenance.shift_timeout_s
+                    self._stop(d, f"traffic did not move away within {timeout:g} s: {'; '.join(loud)}")
                     return
             elif step.name == "shut":
                 failed = await self._shut(d, t.ports)
@@ -242,19 +240,25 @@ class MaintenanceRequests:
             state = "drained" if step.name == "drained" else None
             d = self.state.set_drain(d.id, self.clock(), done=done, state=state, detail=f"{step.name}: done")
 
+    def _plan(self, t: m.DrainTarget, shut: bool) -> list[m.Step]:
+        ms = self.settings.maintenance
+        return m.plan(self.fabric, t, shut=shut, threshold_bps=ms.quiet_bps, timeout_s=ms.shift_timeout_s)
+
     def _switch_ports(self, ports: tuple[Endpoint, ...]) -> list[Endpoint]:
         return [p for p in ports if (dev := self.fabric.get(p.device)) is not None and dev.is_switch]
 
-    async def _shut(self, d: DrainRecord, ports: tuple[Endpoint, ...]) -> list[str]:
+    async def _shut(self, d: DrainRecord, ports: tuple[Endpoint, ...], again: bool = False) -> list[str]:
         """The drained ports shut as fabricd shuts a faulty one (the revert timer, telemetry, confirmed; the mark
         says `maintenance`, no ticket), and held: the remediator's own disable, keyed by the drain so a resumed step
-        finds its actions instead of adding new ones. What failed, per port."""
+        finds its actions instead of adding new ones (`again`: shut anew after an undrain that failed its checks,
+        keyed by how many times the port was shut). What failed, per port."""
         actions = []
         begun = {a.id for a in self.state.actions_in("running", op="disable")}  # a resumed step's: already going
         for p in self._switch_ports(ports):
+            n = self.state.count_actions(p.device, p.port, "disable", after_id=0) if again else ""
             a = self.state.add_action("disable", p.device, p.port, "maintenance", "running",
                                       f"maintenance: drain {d.id} ({d.reason})", self.clock(),
-                                      key=f"{MAINTENANCE_KEY}{d.id}:down:{p}")  # fmt: skip
+                                      key=f"{MAINTENANCE_KEY}{d.id}:down{n}:{p}")  # fmt: skip
             if a.status == "running" and a.id not in begun:
                 self._spawn(a)
             actions.append(a)
@@ -280,9 +284,10 @@ class MaintenanceRequests:
 
     async def _wait_quiet(self, ports: tuple[Endpoint, ...]) -> list[str]:
         """Wait for the drained ports' rates to fall below the threshold; what still carries at the timeout."""
-        deadline = time.monotonic() + SHIFT_TIMEOUT_S
+        ms = self.settings.maintenance
+        deadline = time.monotonic() + ms.shift_timeout_s
         while True:
-            loud = m.still_carrying({p: self.view.out_rate_bps(p.device, p.port) for p in ports}, SHIFT_THRESHOLD_BPS)
+            loud = m.still_carrying({p: self.view.out_rate_bps(p.device, p.port) for p in ports}, ms.quiet_bps)
             if not loud or time.monotonic() >= deadline:
                 return loud
             await asyncio.sleep(0.5)
@@ -295,45 +300,58 @@ class MaintenanceRequests:
         self.state.audit(now, f"drain {d.id} of {d.kind} {d.target} stopped", why)
 
     async def undrain(self, name: str, actor: str) -> DrainRecord:
-        """End the active drain of `name` once its ports came back as the blueprint has them; otherwise the drain
-        stays and ActionError says what is wrong (audited)."""
+        """End the active drain of `name` once its ports came back as the blueprint has them and stayed clean while
+        watched; otherwise the drain stays and ActionError says what is wrong (audited). The ports' return and the
+        watch run outside the remediator's lock (a fault elsewhere is judged meanwhile); the verdict and the traffic's
+        return under it, on the drain as it is then (a second undrain of the same drain finds it ended)."""
         self._leader_only()
         with fenced(self._token()):
+            d = self._active_drain(name)
+            up, back = await self._bring_ports_back(d)
+            readings = {} if back else await self._readings(d)
+            refused = ""
             async with self._lock:
-                d = next((x for x in self.state.drains(m.ACTIVE) if x.target == name), None)
-                if d is None:
-                    raise m.UnknownTargetError(f"{name} is not drained; see `fabricd maintenance`")
-                back = await self._bring_ports_back(d)
-                if back:
-                    why = "; ".join(back)
-                    now = self.clock()
-                    self.state.set_drain(d.id, now, detail=f"undrain refused: {why}")
-                    self.state.audit(now, f"undrain of drain {d.id} ({d.kind} {d.target}) refused", why, actor=actor)
-                    raise ActionError(f"{d.kind} {d.target} stays drained: {why}")
-                problems = m.undrain_problems(self.fabric, await self._readings(d), self.settings.probation_s)
                 now = self.clock()
+                d = self._active_drain(name)
+                problems = back or m.undrain_problems(self.fabric, readings, self.settings.maintenance.undrain_watch_s)
                 if problems:
-                    why = "; ".join(problems)
-                    self.state.set_drain(d.id, now, detail=f"undrain refused: {why}")
-                    self.state.audit(now, f"undrain of drain {d.id} ({d.kind} {d.target}) refused", why, actor=actor)
-                    raise ActionError(f"{d.kind} {d.target} stays drained: {why}")
-                t = m.target(self.fabric, d.kind, d.target)  # type: ignore[arg-type]
-                for device in t.shifted:  # traffic back (a device never shifted: bringing it back is harmless)
-                    try:
-                        await self._blocking(self._shift, device, False, f"fabricd_m{d.id}_back")
-                    except FabricdError as e:
-                        why = f"could not bring the traffic back to {device}: {e}"
-                        self.state.set_drain(d.id, now, detail=f"undrain failed: {why}")
-                        self.state.audit(now, f"undrain of drain {d.id} failed", why, actor=actor)
-                        raise ActionError(f"{d.kind} {d.target} stays drained: {why}") from None
-                with self.state.tx():
-                    d = self.state.set_drain(d.id, now, state="undrained", detail=f"undrained by {actor}")
-                    self.state.audit(now, f"drain {d.id} of {d.kind} {d.target} ended", "checks passed", actor=actor)
-                return d
+                    refused = "; ".join(problems)
+                    self.state.set_drain(d.id, now, detail=f"undrain refused: {refused}")
+                    self.state.audit(now, f"undrain of drain {d.id} ({d.kind} {d.target}) refused", refused,
+                                     actor=actor)  # fmt: skip
+                if not refused:
+                    return await self._return_traffic(d, actor, now)
+            # the drain stays: the ports this undrain brought up go out of service again, as the drain had them
+            failed = await self._shut(d, tuple(up), again=True) if up else []
+            if failed:
+                refused += f"; and shutting them again failed: {'; '.join(failed)}"
+            raise ActionError(f"{d.kind} {d.target} stays drained: {refused}")
 
-    async def _bring_ports_back(self, d: DrainRecord) -> list[str]:
+    async def _return_traffic(self, d: DrainRecord, actor: str, now: int) -> DrainRecord:
+        """The checks passed: traffic back (maintenance mode off, TSB), then the drain ends. Under the lock."""
+        t = m.target(self.fabric, d.kind, d.target)  # type: ignore[arg-type]
+        for device in t.shifted:  # a device never shifted: bringing it back is harmless
+            try:
+                await self._blocking(self._shift, device, False, f"fabricd_m{d.id}_back")
+            except FabricdError as e:
+                why = f"could not bring the traffic back to {device}: {e}"
+                self.state.set_drain(d.id, now, detail=f"undrain failed: {why}")
+                self.state.audit(now, f"undrain of drain {d.id} failed", why, actor=actor)
+                raise ActionError(f"{d.kind} {d.target} stays drained: {why}") from None
+        with self.state.tx():
+            d = self.state.set_drain(d.id, now, state="undrained", detail=f"undrained by {actor}")
+            self.state.audit(now, f"drain {d.id} of {d.kind} {d.target} ended", "checks passed", actor=actor)
+        return d
+
+    def _active_drain(self, name: str) -> DrainRecord:
+        d = next((x for x in self.state.drains(m.ACTIVE) if x.target == name), None)
+        if d is None:
+            raise m.UnknownTargetError(f"{name} is not drained; see `fabricd maintenance`")
+        return d
+
+    async def _bring_ports_back(self, d: DrainRecord) -> tuple[list[Endpoint], list[str]]:
         """The ports the drain shut and holds, enabled as fabricd re-enables a repaired port (its LLDP checked: on the
-        wrong cable it stays down, and says where); what did not come back."""
+        wrong cable it stays down, and says where); the ports brought back, and what did not come back."""
         held = {(p["device"], p["port"]) for p in self.state.disabled_ports()}
         actions = []
         for p in self._switch_ports(tuple(Endpoint(*x.split(":", 1)) for x in d.ports)):
@@ -345,24 +363,38 @@ class MaintenanceRequests:
                                       key=f"{MAINTENANCE_KEY}{d.id}:up{tries}:{p}")  # fmt: skip
             self._spawn(a)
             actions.append(a)
+        failed = await self._wait_actions(actions)
+        up = [Endpoint(a.device, a.port) for a in actions if not self.state.is_disabled(a.device, a.port)]
         # the enable's own words are a ticket's ("resolve the ticket again"); here it is the undrain that is repeated
-        return [w.replace("resolve the ticket again", "undrain again") for w in await self._wait_actions(actions)]
+        return up, [w.replace("resolve the ticket again", "undrain again") for w in failed]
 
     async def _readings(self, d: DrainRecord) -> dict[Endpoint, m.PortReading]:
-        """What the undrain checks read for each drained port, from telemetry (LLDP heard since the drain began)."""
+        """What the undrain checks read for each drained port, from telemetry: its LLDP neighbour, its BGP session,
+        and how much its error counters rose while watched for `undrain_watch_s` (the LLDP waits run meanwhile)."""
+        ms = self.settings.maintenance
+        eps = [Endpoint(*p.split(":", 1)) for p in d.ports]
+        before = {ep: self._error_counters(ep) for ep in eps}
+
+        async def neighbour(ep: Endpoint) -> Endpoint | None:
+            heard = await self.view.lldp_neighbour(ep.device, ep.port, 0, ms.lldp_wait_s)
+            if heard is None and not self.view.expects_lldp(ep.device, ep.port):
+                heard = self.fabric.peer(ep.device, ep.port)  # nothing there speaks LLDP: nothing to check it by
+            return heard
+
+        heard, _ = await asyncio.gather(
+            asyncio.gather(*(neighbour(ep) for ep in eps)), asyncio.sleep(ms.undrain_watch_s)
+        )
         down, routed = self.view.oper_down(), self.view.routed_down()
         out = {}
-        for p in d.ports:
-            device, _, port = p.partition(":")
-            ep = Endpoint(device, port)
-            heard = await self.view.lldp_neighbour(device, port, 0, LLDP_WAIT_S)
-            if heard is None and not self.view.expects_lldp(device, port):
-                heard = self.fabric.peer(device, port)  # nothing there speaks LLDP: nothing to check it by
-            errors = self.view.evidence(device, port).get("if.in-errors/s")
-            clean_s = 0.0 if isinstance(errors, int | float) and errors > 0 else math.inf
-            bgp = None if not self.fabric.get(device) else ep not in routed
-            out[ep] = m.PortReading(ep not in down, heard, bgp, clean_s)
+        for ep, lldp in zip(eps, heard, strict=True):
+            rose = m.errors_rose(before[ep], self._error_counters(ep))
+            bgp = None if not self.fabric.get(ep.device) else ep not in routed
+            out[ep] = m.PortReading(ep not in down, lldp, bgp, rose)
         return out
+
+    def _error_counters(self, ep: Endpoint) -> dict[str, float]:
+        ev = self.view.evidence(ep.device, ep.port)
+        return {k: float(v) for k in ERROR_LEAVES if isinstance(v := ev.get(k), int | float)}
 
 
 def _iso(ns: int) -> str:

@@ -56,6 +56,9 @@ class World:
     descriptions: dict[Endpoint, str] = field(default_factory=dict)  # what telemetry streams of ports' descriptions
     described: list[str | None] = field(default_factory=list)  # the description each set_port_admin was handed
     rates: dict[Endpoint, float] = field(default_factory=dict)  # what ports send, bits/s (a port not named: 0)
+    # a port's in-errors counter, raised by `errors_per_read` at every read (a dirty optic while it is watched)
+    errors: dict[Endpoint, int] = field(default_factory=dict)
+    errors_per_read: dict[Endpoint, int] = field(default_factory=dict)
 
     def state(self, ep: Endpoint) -> str:
         return self.oper.get(ep, "UP")
@@ -190,7 +193,12 @@ class FakeView:
         return _AdminStates(self.world.admin)
 
     def evidence(self, device: str, port: str) -> dict[str, Any]:
-        return {"oper-status": self.world.state(Endpoint(device, port)), "if.carrier-transitions": 16}
+        ep = Endpoint(device, port)
+        out: dict[str, Any] = {"oper-status": self.world.state(ep), "if.carrier-transitions": 16}
+        if ep in self.world.errors:
+            self.world.errors[ep] += self.world.errors_per_read.get(ep, 0)
+            out["if.in-errors"] = self.world.errors[ep]
+        return out
 
     def description(self, device: str, port: str) -> str | None:
         return self.world.descriptions.get(Endpoint(device, port))
@@ -276,7 +284,10 @@ def make_remediator(
     return Remediator(
         fabric,
         state,
-        RemediationSettings(**{"mode": "auto", "verify_timeout_s": 10.0, **settings}),
+        # an undrain watches the counters only briefly here (each test that needs longer says so)
+        RemediationSettings(
+            **{"mode": "auto", "verify_timeout_s": 10.0, "maintenance": {"undrain_watch_s": 0.01}, **settings}
+        ),
         limits or SafetyLimits(),
         managed={d.name for d in fabric.switches()},
         actuator=FakeActuator(world),

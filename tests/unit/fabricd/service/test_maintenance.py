@@ -12,6 +12,7 @@ from fabricd.service.maintenance import (
     MaintenanceInputError,
     PortReading,
     check_new,
+    errors_rose,
     next_step,
     overran,
     plan,
@@ -180,24 +181,34 @@ def test_still_carrying() -> None:
 
 def test_undrain_problems(fabric: Fabric) -> None:
     a, b = ep("leaf-g0-r0:Ethernet5/1"), ep("spine-r0-0:Ethernet1/1")
-    good = {a: PortReading(True, b, True, 1e9), b: PortReading(True, a, True, 1e9)}
-    assert undrain_problems(fabric, good, 300) == []
+    good = {a: PortReading(True, b, True, 0), b: PortReading(True, a, True, 0)}
+    assert undrain_problems(fabric, good, 10) == []
     swapped = ep("leaf-g1-r0:Ethernet5/1")
     bad = {
-        a: PortReading(True, swapped, False, 12.0),
-        b: PortReading(False, None, None, 1e9),
+        a: PortReading(True, swapped, False, 12),
+        b: PortReading(False, None, None, 0),
     }
-    assert undrain_problems(fabric, bad, 300) == [
+    assert undrain_problems(fabric, bad, 10) == [
         "leaf-g0-r0:Ethernet5/1 faces leaf-g1-r0:Ethernet5/1 by LLDP, the blueprint has spine-r0-0:Ethernet1/1: "
         "move the cable back to spine-r0-0:Ethernet1/1",
         "leaf-g0-r0:Ethernet5/1: its BGP session is not established",
-        "leaf-g0-r0:Ethernet5/1: error counters rose 12 s ago (clean for 300 s needed)",
+        "leaf-g0-r0:Ethernet5/1: error counters rose by 12 in 10 s (clean the optic or reseat the cable, then undrain "
+        "again)",
         "spine-r0-0:Ethernet1/1 is down",
     ]
-    silent = {a: PortReading(True, None, None, 1e9)}
-    assert undrain_problems(fabric, silent, 300) == [
+    silent = {a: PortReading(True, None, None, 0)}
+    assert undrain_problems(fabric, silent, 10) == [
         "leaf-g0-r0:Ethernet5/1: no fresh LLDP neighbour heard yet (the blueprint has spine-r0-0:Ethernet1/1 there)"
     ]
+
+
+def test_errors_rose() -> None:
+    assert errors_rose({"if.in-errors": 5.0}, {"if.in-errors": 5.0}) == 0
+    assert (
+        errors_rose({"if.in-errors": 5.0, "if.in-fcs-errors": 1.0}, {"if.in-errors": 9.0, "if.in-fcs-errors": 3.0}) == 6
+    )
+    assert errors_rose({"if.in-errors": 500.0}, {"if.in-errors": 4.0}) == 4  # the switch restarted: from zero
+    assert errors_rose({}, {"eth.in-crc-errors": 2.0}) == 2 and errors_rose({"if.in-errors": 3.0}, {}) == 0
 
 
 def test_overran() -> None:

@@ -10,7 +10,6 @@ from collections.abc import Callable
 
 import pytest
 
-from fabricd.service import maintenance_requests
 from fabricd.service.maintenance import MaintenanceInputError
 from fabricd.service.maintenance_requests import DrainRefusedError
 from fabricd.service.remediation import ActionError
@@ -176,12 +175,12 @@ def test_a_spine_drain_is_carried_out_step_by_step(h: Harness) -> None:
     assert done.state == "undrained" and shifts(h)[-1] == ("shift_traffic", "spine-r0-0", False)
 
 
-def test_traffic_that_does_not_move_stops_the_drain_and_says_so(h: Harness, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(maintenance_requests, "SHIFT_TIMEOUT_S", 0.0)
+def test_traffic_that_does_not_move_stops_the_drain_and_says_so(make: Callable[..., Harness], four: Fabric) -> None:
+    h = make(four, maintenance={"shift_timeout_s": 0.01})  # remediation.maintenance in the config
     h.world.rates[SPINE_END] = 5e9
     d = drained_through(h, "switch", "spine-r0-0")
     assert (d.state, d.done) == ("draining", 2)  # still counted by the guard: its traffic may have partly moved
-    assert d.detail == "stopped: traffic did not move away within 0 s: spine-r0-0:Ethernet1/1: 5e+09 b/s"
+    assert d.detail == "stopped: traffic did not move away within 0.01 s: spine-r0-0:Ethernet1/1: 5e+09 b/s"
     assert any(a["what"] == f"drain {d.id} of switch spine-r0-0 stopped" for a in h.state.audit_log())
 
 
@@ -274,3 +273,33 @@ def test_a_drain_past_its_until_is_a_finding_never_a_return(h: Harness) -> None:
     h.clock.advance(5)
     assert h.rem.report_overruns(h.clock.now) == []
     assert h.state.clear_findings_not_seen_since(h.clock.now - 2 * NS) == 1
+
+
+def test_an_undrain_watches_the_counters_and_stays_drained_while_they_rise(
+    make: Callable[..., Harness], four: Fabric
+) -> None:
+    """What maintenance most often leaves behind besides a swapped cable: a dirty optic. Back up, on the blueprint's
+    cable, its error counters rising while the undrain watches: the drain stays, says so; clean, it ends."""
+    h = make(four, maintenance={"undrain_watch_s": 0.2})
+    d = drained_through(h, "link", str(LEAF_UP))
+    h.world.lldp = {LEAF_UP: SPINE_END, SPINE_END: LEAF_UP}
+    h.world.errors = {LEAF_UP: 100, SPINE_END: 7}
+    h.world.errors_per_read = {LEAF_UP: 25}  # every read of the leaf's end finds 25 more errors
+    with pytest.raises(ActionError) as e:
+        run(h.rem.undrain(str(LEAF_UP), "bob"))
+    assert str(e.value) == (
+        f"link {LEAF_UP} stays drained: {LEAF_UP}: error counters rose by 25 in 0.2 s (clean the optic or reseat "
+        "the cable, then undrain again)"
+    )
+    again = h.state.drain(d.id)
+    assert again is not None and again.state == "drained" and again.detail.startswith("undrain refused: ")
+    # out of service again as the drain had it: both ends shut anew, held as maintenance, no ticket
+    assert h.world.state(LEAF_UP) == h.world.state(SPINE_END) == "DOWN"
+    held = {(p["device"], p["port"]): p["ticket_id"] for p in h.state.disabled_ports()}
+    assert held == {(LEAF_UP.device, LEAF_UP.port): None, (SPINE_END.device, SPINE_END.port): None}
+    assert {ep: mk.kind for ep, mk in h.world.marks.items()} == {LEAF_UP: "maintenance", SPINE_END: "maintenance"}
+    downs = [a for a in h.state.actions() if a.op == "disable" and a.device == LEAF_UP.device]
+    assert [a.status for a in downs] == ["done", "done"] and downs[0].key != downs[1].key
+    h.world.errors_per_read = {}
+    done = run(h.rem.undrain(str(LEAF_UP), "bob"))
+    assert done.state == "undrained" and h.world.state(LEAF_UP) == "UP" and h.state.disabled_ports() == []
