@@ -397,7 +397,12 @@ class Service:
         usable = await self._act(self.runner.tick(self.ingestor.snapshot(), now), now)
         if self.acting():  # An incident not reported for 3 ticks is over.
             self.remediator.report_overruns(now)  # planned maintenance past its --until
-            self.state.clear_findings_not_seen_since(now - int(3 * self.cfg.detectors.tick_s * NS))
+            try:  # under the fence like every write: a woken old leader does not clear the new one's findings
+                with fenced(self.leadership.token if self.leadership is not None else None):
+                    self.state.clear_findings_not_seen_since(now - int(3 * self.cfg.detectors.tick_s * NS))
+            except FencedError as e:
+                self._fenced_out(str(e))
+                return usable
             await self._reconcile(now)
         return usable
 

@@ -107,3 +107,29 @@ def test_a_new_leader_ends_an_old_leaders_open_transaction_and_commits_under_its
     assert calls[1][0] == "set_port_admin" and len(calls) == 2
     assert other.switch_key not in world.keyed and a.switch_key not in world.keyed  # ended
     assert world.keyed[done.switch_key] == "confirmed" and done.switch_key.startswith("fabricd_t6_")
+
+
+def test_a_superseded_leader_neither_clears_findings_nor_reports_an_overrun(
+    tmp_path: Path, make: Callable[..., Harness]
+) -> None:
+    """The tick's own writes are fenced too: a woken old leader does not clear the findings the new leader keeps
+    refreshing, nor write a 'maintenance overran' finding (the daemon's tick runs both under its token)."""
+    h = make()
+    s = h.state
+    assert s.claim_leader("a", 5, T0)
+    with fenced(5):
+        s.upsert_finding(flap(h.fabric, SERVER_PORT), "f", T0)
+        d = s.add_drain("port", str(SERVER_PORT), [str(SERVER_PORT)], "optic", "alice", True, T0 + 1, ["guard: x"], 1,
+                        T0)  # fmt: skip
+    assert s.claim_leader("b", 6, T0)
+    with fenced(5), pytest.raises(FencedError):
+        s.clear_findings_not_seen_since(T0 + 10)
+    assert [f["status"] for f in s.findings()] == ["active"]
+    fenced_out: list[str] = []
+    h.rem._token = lambda: 5
+    h.rem._on_fenced = fenced_out.append
+    assert h.rem.report_overruns(T0 + 60 * 10**9) == []
+    assert [f["kind"] for f in s.findings()] == ["link_flap"] and len(fenced_out) == 1
+    h.rem._token = lambda: 6  # the new leader: its overrun is written
+    (f,) = h.rem.report_overruns(T0 + 60 * 10**9)
+    assert f.evidence["drain_id"] == d.id and {x["kind"] for x in s.findings()} == {"link_flap", "maintenance_overran"}
