@@ -29,6 +29,7 @@ def exported(tmp_path: Path) -> set[str]:
     ports = PortCollector(store.snapshot, fabric)
     ha = {"enabled": True, "role": "leader", "instance": "ctl-a"}  # with ha.enabled
     metrics.register(registry, StateStore(tmp_path / "s.db"), DciPortsState(), lambda: [], ports, lambda: [],
-                     lambda: ha, lambda: {}, lambda: {0: 1.0}, UnderlayCollector(store.snapshot, fabric))  # fmt: skip
+                     lambda: ha, lambda: {}, lambda: {0: 1.0}, UnderlayCollector(store.snapshot, fabric),
+                     fabric=fabric)  # fmt: skip
     # the families themselves, so that one with no sample yet (an empty store) still counts as exported
     return {m.name + sfx for m in registry.collect() for sfx in SUFFIXES.get(m.type, ("",))}

@@ -12,7 +12,8 @@ that every metric a panel queries is one the service exports)
 - link.json: one port (variables `device`, `port`): the same signals for that port alone, for a repair ticket.
 - telemetry-health.json: streams connected, stale and synced, updates and drops by reason, lag quantiles, worker
   processes and reconnects.
-- remediation.json: actions by op and outcome, each guard budget against its limit, ports held down, open tickets.
+- remediation.json: actions by op and outcome, each guard budget against its limit, ports held down, open tickets;
+  planned maintenance: drains active and overran, links and uplink capacity drained, capacity drained per switch.
 - job-view.json: one training job (variable `job`): GPUs, findings hitting it, outlier ports, ports with pauses,
   drops or errors, traffic per rail and the rails' imbalance; `fabricd jobs --show JOB` lists the ports.
 
@@ -253,6 +254,14 @@ def telemetry_health() -> dashboard.Dashboard:
     )
 
 
+# planned maintenance (docs/operations.md): an inter-switch link is an uplink of its lower end only, so the uplink
+# series summed count each drained link once
+DRAINS_ACTIVE = 'sum(fabricd_drains{state=~"planned|draining|drained|undraining"}) or vector(0)'
+DRAINED_LINKS = 'sum(fabricd_drained_links{direction="uplink"}) or vector(0)'
+DRAINED_GBPS = 'sum(fabricd_drained_capacity_gbps{direction="uplink"}) or vector(0)'
+DRAINED_PER_SWITCH = ("fabricd_drained_capacity_gbps", "{{device}} {{direction}}s")
+
+
 def remediation() -> dashboard.Dashboard:
     return (
         _base("fabricd: remediation", "fabricd-remediation", ["remediation"])
@@ -273,6 +282,13 @@ def remediation() -> dashboard.Dashboard:
         .with_panel(_ts("actions by op and outcome", "none", ("fabricd_actions", "{{op}} {{status}}")))
         .with_panel(_ts("open tickets by kind", "none", ("fabricd_open_tickets", "{{kind}}")))
         .with_panel(_ts("findings by kind and status", "none", ("fabricd_findings", "{{kind}} {{status}}")))
+        .with_row(dashboard.Row("planned maintenance"))
+        .with_panel(_stat("drains active", DRAINS_ACTIVE))
+        .with_panel(_stat("drains past --until", "fabricd_drains_overran"))
+        .with_panel(_stat("inter-switch links drained", DRAINED_LINKS))
+        .with_panel(_stat("uplink capacity drained", DRAINED_GBPS, "Gbits"))
+        .with_panel(_ts("capacity drained per switch", "Gbits", DRAINED_PER_SWITCH))
+        .with_panel(_ts("drains by state", "none", ("fabricd_drains", "{{state}}")))
     )
 
 

@@ -134,6 +134,7 @@ class Service:
             self.shard_ages if cfg.detectors.source == "shards" else None,
             UnderlayCollector(self.ingestor.snapshot, self.fabric),
             lambda: len(self.remediator.to_reapply()),
+            fabric=self.fabric,
         )
         self.view = TelemetryPortView(self.ingestor, time.monotonic, fabric=self.fabric)
         self.pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="fabricd-io")

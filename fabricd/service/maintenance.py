@@ -26,6 +26,7 @@ from topology.errors import FabricdError
 from topology.fabric import Fabric
 from topology.model import Endpoint
 
+from .guard import is_uplink
 from .state_records import DrainRecord
 
 TargetKind = Literal["switch", "link", "port"]
@@ -181,6 +182,35 @@ def errors_rose(before: Mapping[str, float], after: Mapping[str, float]) -> int:
         was = before.get(leaf, 0.0)
         total += v - was if v >= was else v
     return int(total)
+
+
+@dataclass(frozen=True)
+class DrainedCapacity:
+    """What active drains take out of service at one switch, on one side of it (/metrics, the Grafana panels)."""
+
+    device: str
+    direction: Literal["uplink", "downlink"]
+    links: int
+    gbps: float  # the blueprint's line rates; a link without a speed counts 0
+
+
+def drained_capacity(fabric: Fabric, drained: Iterable[Endpoint]) -> list[DrainedCapacity]:
+    """Per switch and side, the links out of service because a drain holds either end: a link is gone when either
+    end is, as the guard counts it (a spine's port drained takes the uplink away from its leaf too). Each
+    inter-switch link is an uplink of its lower end only, so the `uplink` rows summed over switches count each
+    drained link once. Servers and remote switches get no row; ports the blueprint no longer has are skipped."""
+    links = {lk for ep in drained if (lk := fabric.link_of(ep.device, ep.port)) is not None}
+    per: dict[tuple[str, Literal["uplink", "downlink"]], tuple[int, float]] = {}
+    for lk in links:
+        for end in {lk.a.device, lk.b.device}:
+            dev = fabric.get(end)
+            if dev is None or not dev.is_switch or dev.is_remote:
+                continue
+            side: Literal["uplink", "downlink"] = "uplink" if is_uplink(fabric, end, lk) else "downlink"
+            key = (end, side)
+            n, gbps = per.get(key, (0, 0.0))
+            per[key] = (n + 1, gbps + float(lk.speed_gbps or 0))
+    return [DrainedCapacity(d, side, n, gbps) for (d, side), (n, gbps) in sorted(per.items())]
 
 
 def overran(until_ts: int | None, state: str, now: int) -> bool:

@@ -12,9 +12,11 @@ from prometheus_client.registry import Collector
 from fabricd.detectors.coverage import Coverage
 from fabricd.detectors.dci_ports import DciPortsState
 from fabricd.jobs.report import JobReport
+from topology.fabric import Fabric
+from topology.model import Endpoint
 
 from .guard import Budget
-from .maintenance import ACTIVE, overran
+from .maintenance import ACTIVE, drained_capacity, overran
 from .port_metrics import PortCollector
 from .state import StateStore, StoredFinding
 
@@ -98,9 +100,11 @@ def register(
     shards: Callable[[], dict[int, float | None]] | None = None,
     underlay: Collector | None = None,
     to_reapply: Callable[[], int] | None = None,
+    fabric: Fabric | None = None,
 ) -> None:
-    """Every service metric (the telemetry client registers its own): state, DR ports, jobs, and the per-port
-    counters when `ports` is given (api.port_metrics)."""
+    """Every service metric (the telemetry client registers its own): state, DR ports, jobs, the per-port
+    counters when `ports` is given (api.port_metrics), and the capacity drains hold out of service when `fabric`
+    (the blueprint, for the links' speeds) is."""
     registry.register(StateCollector(state))
     registry.register(DciCollector(dci))
     registry.register(JobReportCollector(reports))
@@ -118,6 +122,31 @@ def register(
         registry.register(underlay)
     if to_reapply is not None:
         registry.register(ToReapplyCollector(to_reapply))
+    if fabric is not None:
+        registry.register(DrainedCollector(state, fabric))
+
+
+class DrainedCollector(Collector):
+    """The capacity active drains hold out of service, per switch and side (maintenance.drained_capacity): one
+    series per switch a drain touches, none while nothing is drained."""
+
+    def __init__(self, state: StateStore, fabric: Fabric) -> None:
+        self.state = state
+        self.fabric = fabric
+
+    def collect(self) -> Iterator[Metric]:
+        labels = ["device", "direction"]
+        links = GaugeMetricFamily("fabricd_drained_links", "Links of each switch out of service by active drains "
+                                  "(either end drained), uplinks and downlinks", labels=labels)  # fmt: skip
+        gbps = GaugeMetricFamily("fabricd_drained_capacity_gbps", "Line rate of those links, Gb/s (blueprint "
+                                 "speeds); summed over switches, direction=uplink counts each link once",
+                                 labels=labels)  # fmt: skip
+        ports = {Endpoint(*p.split(":", 1)) for d in self.state.drains(ACTIVE) for p in d.ports if ":" in p}
+        for c in drained_capacity(self.fabric, ports):
+            links.add_metric([c.device, c.direction], c.links)
+            gbps.add_metric([c.device, c.direction], c.gbps)
+        yield links
+        yield gbps
 
 
 class ToReapplyCollector(Collector):

@@ -9,9 +9,11 @@ import pytest
 from fabricd.service.config import SafetyLimits
 from fabricd.service.guard import GuardInput, check_disable, check_drain
 from fabricd.service.maintenance import (
+    DrainedCapacity,
     MaintenanceInputError,
     PortReading,
     check_new,
+    drained_capacity,
     errors_rose,
     next_step,
     overran,
@@ -209,6 +211,44 @@ def test_errors_rose() -> None:
     )
     assert errors_rose({"if.in-errors": 500.0}, {"if.in-errors": 4.0}) == 4  # the switch restarted: from zero
     assert errors_rose({}, {"eth.in-crc-errors": 2.0}) == 2 and errors_rose({"if.in-errors": 3.0}, {}) == 0
+
+
+LEAF_UP = DrainedCapacity("leaf-g0-r0", "uplink", 1, 400.0)
+SPINE_DOWN = DrainedCapacity("spine-r0-0", "downlink", 1, 400.0)
+CAPACITY_CASES = [
+    pytest.param([], [], id="nothing drained"),
+    # a port drain of either end takes the link from both switches; a link drain counts it once, not twice
+    pytest.param(["leaf-g0-r0:Ethernet5/1"], [LEAF_UP, SPINE_DOWN], id="leaf uplink port"),
+    pytest.param(["spine-r0-0:Ethernet1/1"], [LEAF_UP, SPINE_DOWN], id="spine downlink port"),
+    pytest.param(["leaf-g0-r0:Ethernet5/1", "spine-r0-0:Ethernet1/1"], [LEAF_UP, SPINE_DOWN], id="link"),
+    # a server-facing port: the leaf's downlink; servers get no row
+    pytest.param(["leaf-g0-r0:Ethernet1/1"], [DrainedCapacity("leaf-g0-r0", "downlink", 1, 400.0)], id="server port"),
+    # a whole spine: its 2 leaves lose an uplink each, its 2 superspines a downlink each, itself all 4 links
+    pytest.param(
+        "spine-r0-0",
+        [
+            DrainedCapacity("leaf-g0-r0", "uplink", 1, 400.0),
+            DrainedCapacity("leaf-g1-r0", "uplink", 1, 400.0),
+            DrainedCapacity("spine-r0-0", "downlink", 2, 800.0),
+            DrainedCapacity("spine-r0-0", "uplink", 2, 800.0),
+            DrainedCapacity("ssp-0", "downlink", 1, 400.0),
+            DrainedCapacity("ssp-1", "downlink", 1, 400.0),
+        ],
+        id="spine switch",
+    ),
+    pytest.param(["leaf-g0-r0:Ethernet99/1", "nope:Ethernet1/1"], [], id="not in the blueprint"),
+]
+
+
+@pytest.mark.parametrize(("drained", "want"), CAPACITY_CASES)
+def test_drained_capacity(fabric: Fabric, drained: str | list[str], want: list[DrainedCapacity]) -> None:
+    ports = target(fabric, "switch", drained).ports if isinstance(drained, str) else tuple(map(ep, drained))
+    got = drained_capacity(fabric, ports)
+    assert got == want
+    # each drained inter-switch link is one switch's uplink: summed, the uplink rows count it once
+    links = {lk for p in ports if (lk := fabric.link_of(p.device, p.port)) and fabric.device(lk.a.device).is_switch
+             and fabric.device(lk.b.device).is_switch}  # fmt: skip
+    assert sum(c.links for c in got if c.direction == "uplink") == len(links)
 
 
 def test_overran() -> None:

@@ -1,5 +1,6 @@
 """/api/v1/maintenance on the service (small pod: 2 spines per rail, so a whole spine is half of a leaf's uplinks):
-operators drain, viewers read, every refusal one line; /metrics counts drains by state."""
+operators drain, viewers read, every refusal one line; /metrics counts drains by state and the capacity they hold
+out of service."""
 
 from __future__ import annotations
 
@@ -55,6 +56,10 @@ def test_drain_through_the_api(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
         assert r.status_code == 404 and r.json()["error"] == "spine-r0-1 is not drained; see `fabricd maintenance`"
         metrics = c.get("/metrics").text
         assert 'fabricd_drains{state="draining"} 1.0' in metrics and "fabricd_drains_overran 0.0" in metrics
+        # the link is out of service from both switches: the leaf's uplink, the spine's downlink (Gb/s as cabled)
+        assert 'fabricd_drained_links{device="leaf-g0-r0",direction="uplink"} 1.0' in metrics
+        assert 'fabricd_drained_capacity_gbps{device="leaf-g0-r0",direction="uplink"} 400.0' in metrics
+        assert 'fabricd_drained_capacity_gbps{device="spine-r0-0",direction="downlink"} 400.0' in metrics
         (m,) = c.get("/api/v1/health").json()["maintenance"]
         assert (m["target"], m["state"], m["overran"], m["actor"]) == ("leaf-g0-r0:Ethernet5/1", "draining", False,
                                                                        "user:olga")  # fmt: skip
