@@ -120,6 +120,16 @@ class Session(Protocol):
         under the revert timer and confirmed), SONiC `TSA` / `TSB` (reference/maintenance-lldp-bgp-state.md)."""
         ...
 
+    def shift_session(
+        self, peer_address: str, asn: int, away: bool, revert_in_s: int, *, key: str | None = None
+    ) -> None:
+        """Take one BGP session's traffic away (or bring it back), confirmed: what the switch advertises to
+        `peer_address` is tagged with RFC 8326's GRACEFUL_SHUTDOWN (65535:0) and its AS path prepended 3 times
+        (`asn`: the switch's own), so the peer sends nothing over that link while it has another path; a link's
+        drain before its ports go down (fabricd/service/maintenance.py). EOS: route map `FABRICD-DRAIN` and
+        `neighbor X route-map FABRICD-DRAIN out`, under the revert timer; SONiC: the same in FRR through vtysh."""
+        ...
+
     def lldp_neighbors(self) -> dict[str, list[dict[str, str]]]:
         """What LLDP hears on each port, in the shape of napalm's get_lldp_neighbors_detail() (fabricd's port
         names; remote_system_name, remote_port, remote_port_description, remote_system_description)."""

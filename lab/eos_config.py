@@ -349,6 +349,32 @@ class DeviceConfig:
                         out.add(toks[1])
         return frozenset(out)
 
+    def _depreferred(self) -> frozenset[str]:
+        """Peer addresses whose outbound route map makes what this switch advertises to them least preferred:
+        RFC 8326's GRACEFUL_SHUTDOWN community (65535:0, or EOS's name GSHUT) or a prepended AS path (longer than
+        the other paths, out of the peer's ECMP set). The peer then sends nothing over that link where it has
+        another path (reference/maintenance-lldp-bgp-state.md)."""
+        maps: set[str] = set()
+        for node in self.running.children.values():
+            toks = node.line.split()
+            if toks[:1] != ["route-map"] or len(toks) < 3 or toks[2] != "permit":
+                continue
+            for child in node.children.values():
+                words = child.line.split()
+                if words[:3] == ["set", "as-path", "prepend"] or (
+                    words[:2] == ["set", "community"] and {"65535:0", "GSHUT", "gshut"} & set(words[2:])
+                ):
+                    maps.add(toks[1])
+        out: set[str] = set()
+        for node in self.running.children.values():
+            if node.line.startswith("router bgp "):
+                for child in node.children.values():
+                    toks = child.line.split()
+                    outbound = len(toks) == 5 and toks[0] == "neighbor" and toks[2] == "route-map" and toks[4] == "out"
+                    if outbound and toks[3] in maps:
+                        out.add(toks[1])
+        return frozenset(out)
+
     def _quiesced(self) -> bool:
         """`maintenance` / `unit System` / `quiesce` in the running config: the switch is in maintenance."""
         node = self.running.children.get("maintenance")
@@ -401,6 +427,7 @@ class DeviceConfig:
         if self.twin.bgp.set_shut(self.device, self._bgp_shut()):
             self.twin.touch()
         self.twin.set_maintenance(self.device, self._quiesced())
+        self.twin.set_depreferred(self.device, self._depreferred())
         for port, speed, current in zip(sw.ports, sw.speeds, sw.config, strict=True):
             wanted = derive_port_config(self.running, port, float(speed))
             if wanted != current:

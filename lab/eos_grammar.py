@@ -321,6 +321,13 @@ GRAMMAR: dict[str, tuple[Command, ...]] = {
         # EOS maintenance mode (reference/maintenance-lldp-bgp-state.md): `maintenance` / `unit System` / `quiesce`
         # puts the whole switch's maintenance unit into maintenance; its BGP peers are quiesced (lab/eos_config.py)
         Command("maintenance", 1, 93, mode="maintenance"),
+        # route maps: what a BGP neighbour's policy refers to (RFC 8326: `set community 65535:0 additive` tags what
+        # is advertised over a session being drained; a prepended AS path takes it out of the peers' ECMP set)
+        Command("route-map <word> {permit|deny} <int:1-65535>", 4, 94, mode="route-map"),
+    ),
+    "route-map": (
+        Command("set community <text>", 2, 1),
+        Command("set as-path prepend <text>", 3, 2),
     ),
     "maintenance": (Command("unit <word>", 2, 1, mode="maint-unit"),),
     "maint-unit": (Command("quiesce", 1, 1),),
@@ -356,6 +363,8 @@ GRAMMAR: dict[str, tuple[Command, ...]] = {
         Command("neighbor <word> description <text>", 3, 11),
         Command("neighbor <word> bfd", 3, 12),
         Command("neighbor <word> shutdown", 3, 13),
+        # EOS keeps one route map per direction; the twin keeps one per neighbour (the key is the first 3 words)
+        Command("neighbor <word> route-map <word> {in|out}", 3, 14),
         Command("network <word>", 2, 20),
     ),
     "mgmt-security": (Command("entropy source hardware", 3, 1),),

@@ -264,6 +264,8 @@ class Twin:
         self.egress_drops: dict[tuple[str, str], float] = {}  # (device, port) -> share of its egress packets dropped
         # switches in maintenance (EOS `maintenance`/`unit System`/`quiesce`, SONiC `TSA`): their peers de-prefer them
         self.maintenance: set[str] = set()
+        # per switch, the peer addresses its outbound policy de-prefers (set_depreferred): a drained link's sessions
+        self.depreferred: dict[str, frozenset[str]] = {}
         self.optics_heat_c: dict[tuple[str, str], float] = {}  # (device, port) -> degrees a failing module runs hotter
         # The switches' PFC watchdogs (detection and counters only: the twin models every action as notify-only,
         # so a stuck queue keeps its pause dynamics): queue -> when it became stuck, the queues declared stormed,
@@ -337,6 +339,25 @@ class Twin:
 
     def touch(self) -> None:
         self.dirty = True
+
+    def set_depreferred(self, device: str, addresses: frozenset[str]) -> None:
+        """The peers `device` advertises least preferred paths to (RFC 8326, a prepended AS path): each of them stops
+        sending over its link to `device` where it has another path."""
+        if self.depreferred.get(device, frozenset()) != addresses:
+            if addresses:
+                self.depreferred[device] = addresses
+            else:
+                self.depreferred.pop(device, None)
+            self.dirty = True
+
+    def _depreferred_egress(self) -> set[tuple[str, str]]:
+        """The ports whose switch de-prefers the link they are on: the far ends of the de-preferred sessions."""
+        out = set()
+        for device, addresses in self.depreferred.items():
+            for s in self.bgp.underlay.sessions(device):
+                if s.peer_address in addresses:
+                    out.add((s.peer.device, s.peer.port))
+        return out
 
     def set_maintenance(self, device: str, on: bool) -> None:
         """The switch enters or leaves maintenance (its config says so): traffic moves off it, or back."""
@@ -622,6 +643,7 @@ class Twin:
             tuple(sorted(self.egress_scale.items())),
             tuple(sorted(self.egress_drops.items())),
             tuple(sorted(self.maintenance)),
+            tuple(sorted(self.depreferred.items())),
             tuple((sw.name, row, self._frame_error_rate(sw, row)) for sw, row in self._receiving_errors()),
         )
         if self._flowed is not None and self._flowed[0] == key:
@@ -651,6 +673,8 @@ class Twin:
             quiet = np.array([n in self.maintenance for n in names] + [False], dtype=bool)  # [-1]: not a switch
             for i, t in enumerate(self.traffic.ports):
                 weight[i] = np.where(quiet[t.peer], weight[i] * MAINTENANCE_WEIGHT, weight[i])
+        for device, port in self._depreferred_egress():  # least preferred: used only where no other path is left
+            weight[node[device]][self.switches[device].index[port]] *= MAINTENANCE_WEIGHT
         for (device, port), share in self.egress_drops.items():
             drops[node[device]][self.switches[device].index[port]] = share
         for sw, row in self._receiving_errors():

@@ -206,6 +206,8 @@ def vtysh_command(twin: Twin, dev: SonicDevice, args: list[str]) -> Output:
     commands = [args[i + 1] for i, a in enumerate(args[:-1]) if a == "-c"]
     if not commands:
         return "", "vtysh: the twin's FRR takes commands with -c only\n", 1
+    if any(c.split()[:1] in (["configure"], ["conf"]) for c in commands):
+        return _vtysh_configure(twin, dev, commands)
     if twin.daemons is not None:
         return twin.daemons.vtysh(dev.device, commands)  # the switch's own bgpd and zebra
     out = ""
@@ -218,6 +220,24 @@ def vtysh_command(twin: Twin, dev: SonicDevice, args: list[str]) -> Output:
         else:
             return out, f"% Unknown command: {c}\n", 1
     return out, "", 0
+
+
+def _vtysh_configure(twin: Twin, dev: SonicDevice, commands: list[str]) -> Output:
+    """FRR configured through vtysh (a drain's route maps, lab/frr_policy.py). With the real daemons FRR itself takes
+    the commands and the model follows only what FRR accepted; the traffic model de-prefers the neighbours whose
+    outbound map says so."""
+    policy = dev.frr_policy()
+    if twin.daemons is not None:
+        out, err, rc = twin.daemons.vtysh(dev.device, commands)
+        if rc != 0:
+            return out, err, rc
+        policy.run(commands)
+    else:
+        out, err, rc = policy.run(commands)
+        if rc != 0:
+            return out, err, rc
+    twin.set_depreferred(dev.device, policy.depreferred())
+    return out, err, rc
 
 
 def show_command(twin: Twin, dev: SonicDevice, args: list[str]) -> Output:

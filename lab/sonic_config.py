@@ -18,6 +18,7 @@ from typing import Any
 from topology.model import Endpoint
 
 from .eos_identity import serial_number, system_mac
+from .frr_policy import FrrPolicy
 from .model import PortConfig, Switch, Twin
 from .sonic_yang import empty_tables, validate
 
@@ -225,7 +226,15 @@ class SonicDevice:
         self.checkpoints: dict[str, ConfigDb] = {}  # /etc/sonic/checkpoints/NAME.cp.json (survive a reboot)
         self.boot_ns = twin.switch(device).boot_ns
         self.on_reboot: list[Callable[[], None]] = []  # run when a reboot is noticed (/tmp, jobs go)
+        self.frr: FrrPolicy | None = None  # what vtysh configured in FRR since boot (lab/frr_policy.py)
         self.sync()
+
+    def frr_policy(self) -> FrrPolicy:
+        if self.frr is None:
+            underlay = self.twin.bgp.underlay
+            speaker = underlay.speakers[self.device]
+            self.frr = FrrPolicy(speaker.asn, {s.peer_address for s in underlay.sessions(self.device)})
+        return self.frr
 
     @property
     def hostname(self) -> str:
@@ -238,6 +247,9 @@ class SonicDevice:
         if boot != self.boot_ns:
             self.boot_ns = boot
             self.set_running(copy.deepcopy(self.saved))
+            if self.frr is not None:  # FRR's running config, never saved, is gone with the reboot
+                self.frr = None
+                self.twin.set_depreferred(self.device, frozenset())
             for hook in self.on_reboot:
                 hook()
 

@@ -24,6 +24,7 @@ from napalm.base.exceptions import (
 )
 
 from drivers.base import ConfigRejectedError, DriverError, PortMark, Resumed, UnreachableError
+from drivers.drain_policy import DRAIN_MAP, drain_route_map
 from drivers.eos.render import port_admin_lines
 from drivers.inventory import DeviceAccess
 from drivers.marks import Mark, parse_mark, with_mark, without_mark
@@ -222,6 +223,16 @@ class EosSession:
     def shift_traffic(self, away: bool, revert_in_s: int, *, key: str | None = None) -> None:
         # EOS maintenance mode: the System unit quiesced takes the switch out of its BGP peers' paths
         self._commit_now(["maintenance", "unit System", "quiesce" if away else "no quiesce"], revert_in_s, key)
+        self.confirm()
+
+    def shift_session(
+        self, peer_address: str, asn: int, away: bool, revert_in_s: int, *, key: str | None = None
+    ) -> None:
+        if away:
+            lines = [*drain_route_map(asn), f"router bgp {asn}", f"neighbor {peer_address} route-map {DRAIN_MAP} out"]
+        else:
+            lines = [f"router bgp {asn}", f"no neighbor {peer_address} route-map {DRAIN_MAP} out"]
+        self._commit_now(lines, revert_in_s, key)
         self.confirm()
 
     def _commit_now(self, lines: list[str], revert_in_s: int, key: str | None) -> None:

@@ -38,6 +38,7 @@ from typing import Any
 from netmiko.exceptions import NetmikoBaseException
 
 from drivers.base import ConfigRejectedError, DriverError, PortMark, Resumed
+from drivers.drain_policy import DRAIN_MAP, drain_route_map
 from drivers.inventory import DeviceAccess
 from drivers.marks import Mark, parse_mark, with_mark, without_mark
 from drivers.sonic.patch import (
@@ -348,6 +349,20 @@ class SonicSession:
     def shift_traffic(self, away: bool, revert_in_s: int, *, key: str | None = None) -> None:
         # TSA/TSB act at once (no checkpoint to confirm): fabricd runs TSB itself if the shift is not verified
         self._ok("sudo TSA" if away else "sudo TSB", "traffic shift away" if away else "traffic shift back")
+
+    def shift_session(
+        self, peer_address: str, asn: int, away: bool, revert_in_s: int, *, key: str | None = None
+    ) -> None:
+        # FRR's running config through vtysh, acting at once (SONiC's split mode does not save it: a reboot drops
+        # it, as it drops TSA's effect until the startup TSA service runs); fabricd undoes it itself if unverified
+        bgp = [f"router bgp {asn}", "address-family ipv4 unicast"]
+        if away:
+            cmds = ["configure terminal", *drain_route_map(asn), "exit", *bgp,
+                    f"neighbor {peer_address} route-map {DRAIN_MAP} out", "end"]  # fmt: skip
+        else:
+            cmds = ["configure terminal", *bgp, f"no neighbor {peer_address} route-map {DRAIN_MAP} out", "end"]
+        what = f"drain policy on BGP neighbour {peer_address}" if away else f"BGP neighbour {peer_address} back"
+        self._ok("sudo -n vtysh " + " ".join(f"-c {shlex.quote(c)}" for c in cmds), what)
 
     def lldp_neighbors(self) -> dict[str, list[dict[str, str]]]:
         """`show lldp table` (sonic-utilities' lldpshow: LocalPort, RemoteDevice, RemotePortID, Capability,

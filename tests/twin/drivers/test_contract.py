@@ -18,6 +18,7 @@ from tests.conftest import EXAMPLES
 from tests.twin.lab.twin_thread import TwinThread
 from topology.load import load_fabric
 from topology.spec import load_spec
+from topology.underlay import Underlay
 
 pytestmark = [pytest.mark.slow]
 SPEC = EXAMPLES / "small-sonic.yaml"
@@ -383,5 +384,31 @@ def test_traffic_shifted_away_and_back(twin: TwinThread, platform: str, device: 
         assert in_maintenance(s)
         s.shift_traffic(False, revert_in_s=60, key="fabricd_m1_back")
         assert not in_maintenance(s)
+    finally:
+        s.close()
+
+
+@pytest.mark.parametrize(("platform", "device", "port"), CASES, ids=[c[0] for c in CASES])
+def test_one_sessions_traffic_shifted_away_and_back(twin: TwinThread, platform: str, device: str, port: str) -> None:
+    """A link's drain: the switch de-prefers what it advertises over one BGP session (RFC 8326's community and its
+    AS prepended), so its peer stops sending over that link; again (a resumed step) is the same state; back, the
+    peer sends there again. What the switch shows: EOS's running config, FRR's through the twin's model of it."""
+    underlay = Underlay(FABRIC)
+    session = underlay.session(device, port)
+    assert session is not None
+    tw = twin.process.twin
+    s = connect(twin, device)
+    try:
+        s.shift_session(session.peer_address, session.local_asn, True, revert_in_s=60, key="fabricd_m2_1")
+        s.shift_session(session.peer_address, session.local_asn, True, revert_in_s=60, key="fabricd_m2_2")
+        assert tw.depreferred.get(device) == frozenset({session.peer_address})
+        if platform == "eos":
+            running = s.running_config()
+            assert f"neighbor {session.peer_address} route-map FABRICD-DRAIN out" in running
+            assert "set community 65535:0 additive" in running
+        s.shift_session(session.peer_address, session.local_asn, False, revert_in_s=60, key="fabricd_m2_back")
+        assert device not in tw.depreferred
+        if platform == "eos":
+            assert f"neighbor {session.peer_address} route-map" not in s.running_config()
     finally:
         s.close()

@@ -340,3 +340,53 @@ def test_maintenance_mode_moves_traffic_off_the_switch_and_back(twin: Twin, stor
     clock.t += NS
     twin.advance(clock.t)
     assert out(leaf, to_spine) == pytest.approx(before, rel=1e-9)
+
+
+def test_a_drained_sessions_route_map_moves_the_links_traffic_and_back(
+    twin: Twin, store: ConfigStore, clock: Clock
+) -> None:
+    """RFC 8326 on one session: the spine tags what it advertises to the leaf over one link with GRACEFUL_SHUTDOWN
+    and prepends its AS; the leaf stops sending on that link (its other uplinks carry it). The leaf's end does the
+    same for the spine's direction. Removing the route map from the neighbour brings the traffic back; a route map
+    that neither tags nor prepends moves nothing."""
+    leaf = twin.switch(DEVICE)
+    port = next(p for p in leaf.ports if twin.peers[(DEVICE, p)].device == "spine-r0-0")
+    far = twin.peers[(DEVICE, port)]
+    spine = twin.switch(far.device)
+    s = twin.bgp.underlay.session(DEVICE, port)
+    assert s is not None
+    asn = twin.bgp.underlay.speakers[far.device].asn
+
+    def rate(sw: object, p: str) -> float:
+        return float(sw.rate[sw.index[p], COL["if.out-octets"]])  # type: ignore[attr-defined]
+
+    def tick() -> None:
+        clock.t += NS
+        twin.advance(clock.t)
+
+    tick()
+    before_up, before_down = rate(leaf, port), rate(spine, far.port)
+    assert before_up > 0 and before_down > 0
+    cli(twin, store, "configure", "route-map KEEP permit 10", "set community 65000:1 additive", "exit",
+        f"router bgp {asn}", f"neighbor {s.local_address} route-map KEEP out", "end", device=far.device)  # fmt: skip
+    tick()
+    assert rate(leaf, port) == pytest.approx(before_up, rel=1e-9)  # not a drain: nothing moves
+    session = cli(twin, store, "configure", "route-map FABRICD-DRAIN permit 10", "set community 65535:0 additive",
+                  f"set as-path prepend {asn} {asn} {asn}", "exit", f"router bgp {asn}",
+                  f"neighbor {s.local_address} route-map FABRICD-DRAIN out", "end", device=far.device)  # fmt: skip
+    shown = session.run("show running-config")
+    assert (
+        "route-map FABRICD-DRAIN permit 10\n   set community 65535:0 additive\n"
+        f"   set as-path prepend {asn} {asn} {asn}\n" in shown
+    ), shown
+    assert f"   neighbor {s.local_address} route-map FABRICD-DRAIN out\n" in shown
+    assert "route-map KEEP out" not in shown  # one route map per neighbour in the twin (EOS: one per direction)
+    tick()
+    assert rate(leaf, port) < 1e-3 * before_up  # the leaf stops sending up this link
+    assert rate(spine, far.port) == pytest.approx(before_down, rel=1e-9)  # the spine still sends down it
+    cli(twin, store, "configure", f"router bgp {asn}", f"no neighbor {s.local_address} route-map FABRICD-DRAIN out",
+        "end", device=far.device)  # fmt: skip
+    tick()
+    assert rate(leaf, port) == pytest.approx(before_up, rel=1e-9)
+    with pytest.raises(CliError, match="Incomplete command"):  # the twin wants permit/deny and a sequence number
+        cli(twin, store, "configure", "route-map X", device=far.device)

@@ -83,6 +83,11 @@ class FakeSession:
     def shift_traffic(self, away: bool, revert_in_s: int, *, key: str | None = None) -> None:
         self._call("shift_traffic", away)
 
+    def shift_session(
+        self, peer_address: str, asn: int, away: bool, revert_in_s: int, *, key: str | None = None
+    ) -> None:
+        self._call("shift_session", peer_address, away)
+
     def set_port_admin(
         self,
         port: str,
