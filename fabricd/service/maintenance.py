@@ -21,10 +21,12 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+from drivers.drain_policy import GRACEFUL_SHUTDOWN, PREPEND
 from fabricd.detectors.finding import Finding
 from topology.errors import FabricdError
 from topology.fabric import Fabric
 from topology.model import Endpoint
+from topology.underlay import Underlay
 
 from .guard import is_uplink
 from .state_records import DrainRecord
@@ -34,7 +36,6 @@ DrainState = Literal["planned", "draining", "drained", "undraining", "undrained"
 # a drain in these states holds its ports out of service (the guard counts them, a second drain is refused)
 ACTIVE: tuple[DrainState, ...] = ("planned", "draining", "drained", "undraining")
 OVERRAN = "maintenance_overran"  # the finding of a drain still active past its --until
-GRACEFUL_SHUTDOWN = "65535:0"  # RFC 8326 section 3 (the well-known community), reference/maintenance-lldp-bgp-state.md
 
 
 class MaintenanceInputError(FabricdError):
@@ -47,11 +48,21 @@ class UnknownTargetError(MaintenanceInputError):
 
 
 @dataclass(frozen=True)
+class SessionEnd:
+    """One end of a drained link's BGP session: the switch de-prefers what it advertises to `peer_address`."""
+
+    local: Endpoint
+    peer_address: str
+    asn: int  # the switch's own (prepended)
+
+
+@dataclass(frozen=True)
 class DrainTarget:
     kind: TargetKind
     name: str  # as the person wrote it: a switch, or device:port
     ports: tuple[Endpoint, ...]  # the ports taken out of service, both ends of each link (sorted)
     shifted: tuple[str, ...]  # the switches whose traffic is shifted away (maintenance mode / TSA)
+    sessions: tuple[SessionEnd, ...] = ()  # a link's or port's BGP session, at both ends (RFC 8326 per session)
 
     @property
     def spared(self) -> str | None:
@@ -61,7 +72,7 @@ class DrainTarget:
 
 @dataclass(frozen=True)
 class Step:
-    name: Literal["guard", "shift", "verify", "shut", "hold", "drained"]
+    name: Literal["guard", "shift", "shift_session", "verify", "shut", "hold", "drained"]
     text: str
 
 
@@ -87,10 +98,17 @@ def target(fabric: Fabric, kind: TargetKind, name: str) -> DrainTarget:
     ep = _endpoint(fabric, name, kind)
     link = fabric.link_of(ep.device, ep.port)
     assert link is not None  # _endpoint checked it
-    # A link or port is not shifted: maintenance mode and TSA act on the whole switch. Its traffic moves when it is
-    # shut (BGP and ECMP take it away as from any link going down). RFC 8326 on the one session is not done yet.
+    # A link or port is not put in maintenance mode (it acts on the whole switch): its BGP session is drained at
+    # both ends before the ports go down (each end de-prefers what it advertises over it, so neither sends there).
+    # A server-facing port has no session: its traffic moves as the drain hook and the shut take it away.
     ports = {ep} if kind == "port" else {link.a, link.b}
-    return DrainTarget(kind, name, tuple(sorted(ports, key=str)), ())
+    underlay = Underlay(fabric)
+    sessions = tuple(
+        SessionEnd(end, s.peer_address, s.local_asn)
+        for end in sorted((link.a, link.b), key=str)
+        if (s := underlay.session(end.device, end.port)) is not None
+    )
+    return DrainTarget(kind, name, tuple(sorted(ports, key=str)), (), sessions)
 
 
 def plan(fabric: Fabric, t: DrainTarget, *, shut: bool, threshold_bps: float, timeout_s: float) -> list[Step]:
@@ -105,7 +123,10 @@ def plan(fabric: Fabric, t: DrainTarget, *, shut: bool, threshold_bps: float, ti
             else f"maintenance mode, BGP graceful shutdown ({GRACEFUL_SHUTDOWN})"
         )
         steps.append(Step("shift", f"shift traffic away from {sw}: {how}"))
-    if t.shifted:
+    for se in t.sessions:
+        how = f"RFC 8326 {GRACEFUL_SHUTDOWN} and AS {se.asn} prepended {PREPEND} times"
+        steps.append(Step("shift_session", f"de-prefer {se.local}'s BGP session to {se.peer_address}: {how}"))
+    if t.shifted or t.sessions:
         steps.append(Step("verify", f"wait up to {timeout_s:g} s for the drained ports' rates to fall below "
                                     f"{threshold_bps:g} b/s, else stop"))  # fmt: skip
     if shut or t.kind != "switch":

@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from functools import partial
 from typing import TYPE_CHECKING, TypeVar, TypeVarTuple
 
 from fabricd.detectors.finding import Finding
@@ -220,6 +221,13 @@ class MaintenanceRequests:
                 except FabricdError as e:
                     self._stop(d, f"step {i + 1} ({step.text}) failed: {e}")
                     return
+            elif step.name == "shift_session":
+                se = t.sessions[[s.name for s in steps[: i + 1]].count("shift_session") - 1]
+                try:
+                    await self._blocking(self._shift_session, se, True, f"fabricd_m{d.id}_{i}")
+                except FabricdError as e:
+                    self._stop(d, f"step {i + 1} ({step.text}) failed: {e}")
+                    return
             elif step.name == "verify":
                 loud = await self._wait_quiet(t.ports)
                 if loud:
@@ -282,6 +290,14 @@ class MaintenanceRequests:
         finally:
             self.actuator.release(session)
 
+    def _shift_session(self, se: m.SessionEnd, away: bool, key: str) -> None:
+        """In a worker thread: one end of a drained link's BGP session de-preferred (or back), confirmed."""
+        session = self.actuator.connect(se.local.device)
+        try:
+            session.shift_session(se.peer_address, se.asn, away, self.settings.revert_in_s, key=key)
+        finally:
+            self.actuator.release(session)
+
     async def _wait_quiet(self, ports: tuple[Endpoint, ...]) -> list[str]:
         """Wait for the drained ports' rates to fall below the threshold; what still carries at the timeout."""
         ms = self.settings.maintenance
@@ -330,11 +346,16 @@ class MaintenanceRequests:
     async def _return_traffic(self, d: DrainRecord, actor: str, now: int) -> DrainRecord:
         """The checks passed: traffic back (maintenance mode off, TSB), then the drain ends. Under the lock."""
         t = m.target(self.fabric, d.kind, d.target)  # type: ignore[arg-type]
-        for device in t.shifted:  # a device never shifted: bringing it back is harmless
+        back: list[tuple[str, Callable[[], None]]] = [
+            (device, partial(self._shift, device, False, f"fabricd_m{d.id}_back")) for device in t.shifted
+        ]
+        back += [(f"{se.local}'s BGP session", partial(self._shift_session, se, False, f"fabricd_m{d.id}_back{n}"))
+                 for n, se in enumerate(t.sessions)]  # fmt: skip
+        for what, undo in back:  # one never shifted (a drain stopped before): bringing it back is harmless
             try:
-                await self._blocking(self._shift, device, False, f"fabricd_m{d.id}_back")
+                await self._blocking(undo)
             except FabricdError as e:
-                why = f"could not bring the traffic back to {device}: {e}"
+                why = f"could not bring the traffic back to {what}: {e}"
                 self.state.set_drain(d.id, now, detail=f"undrain failed: {why}")
                 self.state.audit(now, f"undrain of drain {d.id} failed", why, actor=actor)
                 raise ActionError(f"{d.kind} {d.target} stays drained: {why}") from None

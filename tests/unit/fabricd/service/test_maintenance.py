@@ -12,6 +12,7 @@ from fabricd.service.maintenance import (
     DrainedCapacity,
     MaintenanceInputError,
     PortReading,
+    SessionEnd,
     check_new,
     drained_capacity,
     errors_rose,
@@ -24,6 +25,7 @@ from fabricd.service.maintenance import (
 )
 from topology.fabric import Fabric
 from topology.model import Endpoint
+from topology.underlay import Underlay
 
 from .harness import pod_variant
 
@@ -53,9 +55,19 @@ def test_targets(fabric: Fabric) -> None:
     assert len(t.ports) == 2 * len(fabric.links_of("spine-r0-0"))
     link = target(fabric, "link", "leaf-g0-r0:Ethernet5/1")
     assert [str(p) for p in link.ports] == ["leaf-g0-r0:Ethernet5/1", "spine-r0-0:Ethernet1/1"]
-    assert link.shifted == ()  # maintenance mode is the whole switch's: a link's traffic moves as it goes down
+    assert link.shifted == ()  # maintenance mode is the whole switch's: a link's BGP session is drained instead
+    underlay = Underlay(fabric)
+    up, down = underlay.session("leaf-g0-r0", "Ethernet5/1"), underlay.session("spine-r0-0", "Ethernet1/1")
+    assert up is not None and down is not None
+    assert link.sessions == (
+        SessionEnd(ep("leaf-g0-r0:Ethernet5/1"), up.peer_address, up.local_asn),
+        SessionEnd(ep("spine-r0-0:Ethernet1/1"), down.peer_address, down.local_asn),
+    )
     port = target(fabric, "port", "leaf-g0-r0:Ethernet5/1")
     assert [str(p) for p in port.ports] == ["leaf-g0-r0:Ethernet5/1"] and port.spared is None
+    assert port.sessions == link.sessions  # both ends: neither sends over the link
+    server = target(fabric, "port", "leaf-g0-r0:Ethernet1/1")
+    assert server.sessions == () and server.shifted == ()  # a server's NIC: the drain hook and the shut move it
 
 
 @pytest.mark.parametrize(
@@ -154,7 +166,14 @@ def test_plan_per_platform_and_kind(fabric: Fabric) -> None:
     assert [s.name for s in steps] == ["guard", "shift", "verify", "shut", "hold", "drained"]
     assert steps[1].text == "shift traffic away from spine-r0-0: maintenance mode, BGP graceful shutdown (65535:0)"
     link = plan(fabric, target(fabric, "link", "leaf-g0-r0:Ethernet5/1"), shut=False, threshold_bps=1e6, timeout_s=60)
-    assert [s.name for s in link] == ["guard", "shut", "hold", "drained"]
+    assert [s.name for s in link] == ["guard", "shift_session", "shift_session", "verify", "shut", "hold", "drained"]
+    assert link[1].text == (
+        "de-prefer leaf-g0-r0:Ethernet5/1's BGP session to 10.0.0.0: RFC 8326 65535:0 and AS 4200000000 prepended "
+        "3 times"
+    )
+    server = plan(fabric, target(fabric, "port", "leaf-g0-r0:Ethernet1/1"), shut=False, threshold_bps=1e6,
+                  timeout_s=60)  # fmt: skip
+    assert [s.name for s in server] == ["guard", "shut", "hold", "drained"]
     assert next_step(steps, 0) == steps[0] and next_step(steps, 3) == steps[3] and next_step(steps, 6) is None
 
 

@@ -186,8 +186,13 @@ def test_traffic_that_does_not_move_stops_the_drain_and_says_so(make: Callable[.
 
 def test_a_link_drain_shuts_and_holds_its_ports_as_maintenance(h: Harness) -> None:
     d = drained_through(h, "link", str(LEAF_UP))
-    assert shifts(h) == []  # a link's traffic moves as it goes down (maintenance mode is the whole switch's)
-    assert (d.state, d.done, len(d.steps)) == ("drained", 4, 4)
+    assert shifts(h) == []  # maintenance mode is the whole switch's: the link's BGP session is drained instead
+    assert (d.state, d.done, len(d.steps)) == ("drained", 7, 7)
+    # both ends de-prefer the session first (RFC 8326), then the ports go down
+    touched = [c[:4] for c in h.world.touched() if c[0] in ("shift_session", "set_port_admin")]
+    assert touched[:2] == [("shift_session", "leaf-g0-r0", "10.0.0.0", True),
+                           ("shift_session", "spine-r0-0", "10.0.0.1", True)]  # fmt: skip
+    assert {c[0] for c in touched[2:]} == {"set_port_admin"}
     held = {(p["device"], p["port"]): p["ticket_id"] for p in h.state.disabled_ports()}
     assert held == {(LEAF_UP.device, LEAF_UP.port): None, (SPINE_END.device, SPINE_END.port): None}  # no ticket
     assert {ep: mk.kind for ep, mk in h.world.marks.items()} == {LEAF_UP: "maintenance", SPINE_END: "maintenance"}
@@ -199,6 +204,10 @@ def test_a_link_drain_shuts_and_holds_its_ports_as_maintenance(h: Harness) -> No
     done = run(h.rem.undrain(str(LEAF_UP), "bob"))
     assert done.state == "undrained" and h.state.disabled_ports() == [] and h.world.state(LEAF_UP) == "UP"
     assert shifts(h) == []
+    last = [c[:4] for c in h.world.touched() if c[0] in ("shift_session", "set_port_admin")][-4:]
+    assert last[2:] == [("shift_session", "leaf-g0-r0", "10.0.0.0", False),
+                        ("shift_session", "spine-r0-0", "10.0.0.1", False)]  # fmt: skip
+    assert {c[0] for c in last[:2]} == {"set_port_admin"}  # the ports came up (and were checked) first
 
 
 def test_a_shut_drain_undrained_on_a_swapped_cable_stays_down_and_drained(h: Harness) -> None:
