@@ -214,6 +214,8 @@ def derive_port_config(db: Mapping[str, Any], name: str) -> PortConfig:
         no_drop=no_drop,
         ecn=ecn,
         watchdog=bool(no_drop) and name in db.get("PFC_WD", {}),
+        # what `show interfaces description`, APPL_DB PORT_TABLE and lldpd show: fabricd's mark lives here
+        description=str(port.get("description", "")),
     )
 
 
