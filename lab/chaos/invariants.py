@@ -413,6 +413,9 @@ DEADLINE_S = {
     "miscable": 6.0,
 }
 AFTERMATH_S = 30.0  # a finding up to this long after its cause cleared is still explained by it
+# docs/detectors.md, pfc_storm and pfc_deadlock, "No decision": not for 5 s after an oper-status change of the port
+OPER_QUIET_S = 5.0
+LINK_CHANGES = ("link_flap", "link_down", "miscable")  # faults that change a port's oper-status
 
 
 @dataclass(frozen=True)
@@ -479,6 +482,13 @@ def _hidden(f: FaultRec, run: Run, facts: FabricFacts, deadline: float) -> bool:
             return True
     if f.kind.startswith("pfc_") and any(e.kind == "twin_restart" and e.t <= f.start_s for e in run.events):
         return True  # the restarted twin lost its running config, the lossless one too: nothing pauses for long
+    if f.kind.startswith("pfc_"):  # a storm's or a cycle's port whose link went up or down: no decision for 5 s
+        ports, _ = _footprint(f, facts)
+        for g in run.faults:
+            ends = set(g.ports) | {facts.peer[p] for p in g.ports if p in facts.peer}
+            changes = g.kind in LINK_CHANGES and ends & ports
+            if changes and g.start_s <= hi and (g.cleared_s is None or g.cleared_s + OPER_QUIET_S >= lo):
+                return True
     before = [s for s in run.samples if f.start_s - 2 <= s.t <= f.start_s + 0.5]
     return any(p in s.ports and not s.ports[p].admin_up for s in before[-1:] for p in f.ports)
 

@@ -237,6 +237,25 @@ def test_storms_after_a_twin_restart_are_not_judged() -> None:
     assert [(s.judged, s.found) for s in scores] == [(0, 0)] and got == []
 
 
+@pytest.mark.parametrize(
+    ("flap", "judged"),
+    [
+        ((P, 5.0, 9.0), 0),  # the storm's port flapped until 1 s before its onset: no decision for 5 s
+        (("gpu-g0-000:nic0", 12.0, 14.0), 0),  # its far end, during the deadline
+        ((P, 1.0, 3.0), 1),  # over 7 s before: judged
+        (("leaf-g1-r1:Ethernet2/1", 9.0, 12.0), 1),  # another port
+    ],
+)
+def test_a_storm_on_a_port_whose_link_just_changed_is_not_judged(flap: tuple[str, float, float], judged: int) -> None:
+    """Seed 5150: a deadlock on a cycle one of whose links flapped until 1.7 s after its onset was found 3.2 s
+    in; the detector documents no decision for 5 s after an oper-status change (docs/detectors.md)."""
+    port, start, end = flap
+    flapped = FaultRec("f9", "link_flap", (port,), (port.split(":")[0],), start, end, {"count": 4, "period_s": 0.5})
+    scores, _, got = detection(run_with([STORM, flapped], []), FACTS)
+    assert [(s.kind, s.judged) for s in scores if s.kind == "pfc_storm"] == [("pfc_storm", judged)]
+    assert len([v for v in got if "pfc_storm" in v.detail]) == judged
+
+
 def test_a_run_saved_and_loaded_is_the_same_run(tmp_path: Path) -> None:
     r = run_with([STORM], [FindingRec(1, "pfc_storm", "leaf-g0-r0", (P,), ("leaf-g0-r0",), 10.4, 29.0)],
                  [Event(9.0, "process", "gc_pause", "fabricd", "SIGSTOP", 9.1)])  # fmt: skip
