@@ -15,6 +15,7 @@ from fabricd.cli import main as cli
 from lab.control_client import inject
 from tests.conftest import EXAMPLES
 from tests.twin.lab.twin_thread import TwinThread
+from topology.load import load_fabric
 from topology.spec import load_spec
 
 from .service_thread import TOKEN, ServiceThread, wait_for, write_config
@@ -130,6 +131,12 @@ def drain_a_port(twin: TwinThread, spec: Path, tmp_path: Path, monkeypatch: pyte
         assert [(p["device"], p["port"], p["ticket_id"]) for p in svc.get("/api/v1/ports/disabled")["ports"]] == [
             (*port, None)
         ]
+        # before the shut, both ends of the link's BGP session de-preferred it (RFC 8326, the AS prepended): the
+        # verify step saw the port fall quiet while still up; the policy stays on while drained
+        assert [x.split(":")[0] for x in d["steps"]].count("shift_session") == 2, d["steps"]
+        peer = load_fabric(spec, None)[1].peer(*port)
+        assert peer is not None
+        assert set(twin.process.twin.depreferred) == {port[0], peer.device}
         assert not enabled(twin, *port)  # the switch's own config: EOS `shutdown`, SONiC CONFIG_DB admin_status
         wait_for(lambda: svc.on_loop(lambda s: s.view.oper(*port)) == "DOWN", 10)
         mark = wait_for(lambda: (t := described(twin, svc, *port)) and "[fabricd" in t and t, 10)
@@ -142,6 +149,7 @@ def drain_a_port(twin: TwinThread, spec: Path, tmp_path: Path, monkeypatch: pyte
         assert f"maintenance: drain {d['id']} of port {':'.join(port)}: drained" in status, status
         assert cli(["undrain", ":".join(port), *api]) == 0
         assert [x["state"] for x in svc.get("/api/v1/maintenance")["maintenance"]] == ["undrained"]
+        assert twin.process.twin.depreferred == {}  # the sessions back once the checks passed
         assert svc.get("/api/v1/ports/disabled")["ports"] == []
         assert enabled(twin, *port)
         wait_for(lambda: svc.on_loop(lambda s: s.view.oper(*port)) == "UP", 10)
