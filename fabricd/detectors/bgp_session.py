@@ -230,8 +230,12 @@ def detect(snapshot: Snapshot, fabric: Fabric, state: BgpSessionState, now: int)
         if key not in state.seen:
             state.seen.add(key)
             state.links.setdefault((e.device, e.port), []).append((e.ts, e.value == "UP"))
-    state.links = {k: kept for k, v in state.links.items() if (kept := [x for x in v if x[0] >= now - window])}
-    state.seen = {k for k in state.seen if k[2] >= now - window}
+    # a drop or return still in the window is explained by a link change up to link_return_s before it: the link's
+    # history is kept that much longer, or its drops turn into the session's own as the link's change ages out
+    # (chaos seed 8128: "left ESTABLISHED 3 times" for a tick, 120 s after a link flap)
+    keep = now - window - int((cfg.link_return_s + cfg.link_cause_s) * NS)
+    state.links = {k: kept for k, v in state.links.items() if (kept := [x for x in v if x[0] >= keep])}
+    state.seen = {k for k in state.seen if k[2] >= keep}
     only = _to_judge(snapshot, state)
     state.last_now = now
     if only is not None and not len(only):
