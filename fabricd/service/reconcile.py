@@ -11,6 +11,9 @@ record, a rebooted or replaced switch or a `no shutdown` typed by hand heals on 
   *proposed* again in `approve` mode, and is otherwise *released* (audited, noted on the ticket);
 - a port that is down and carries fabricd's mark but has no record (the state was lost, or restored from an old
   backup) is *adopted*: record, finding and ticket are re-created, so nothing stays down unexplained;
+- a port that is up and still carries fabricd's mark but no hold (a hold released in `observe` mode, which touches
+  no switch, or a mark whose removal failed) is *unmarked* once the mode acts again, so the mark never says fabricd
+  holds a port it does not (a later hand shutdown would be adopted as fabricd's);
 - a hold whose port is up is *stale*: it never counts against the guard's budgets (`stale_holds`);
 - a re-apply the guard refuses is not a release: the hold stays, *to re-apply*, and is tried again every pass
   until the guard allows it, its ticket is resolved (then it is released), or a person releases it
@@ -39,6 +42,7 @@ class Step(StrEnum):
     PROPOSE = "propose"  # approve mode: a new disable awaits approval under the same ticket; the stale hold goes
     RELEASE = "release"  # forget the hold: the port is up and fabricd will not take it down again
     ADOPT = "adopt"  # a marked port down with no record: record it as fabricd's
+    UNMARK = "unmark"  # a marked port up with no hold: the mark says what is no longer so; it is removed
 
 
 @dataclass(frozen=True)
@@ -74,7 +78,7 @@ class Reconcile:
     endpoint: Endpoint
     why: str
     hold: Hold | None = None  # REAPPLY, PROPOSE, RELEASE: the record it is about
-    mark: Mark | None = None  # ADOPT: what the switch says
+    mark: Mark | None = None  # ADOPT, UNMARK: what the switch says
 
 
 @dataclass(frozen=True)
@@ -139,10 +143,14 @@ def reconcile(
     for ep, pm in sorted((observed.marks or {}).items(), key=lambda kv: str(kv[0])):
         if ep in held or ep in in_flight or ep.device in observed.stale:
             continue
+        m = pm.mark
         # Down by the scan, and not up by telemetry since (an operator may have enabled it after the scan).
         if pm.admin_up or observed.admin(ep) is True:
+            if mode != "observe":
+                why = (f"{ep} is up with fabricd's mark (action {m.action_id}, ticket {m.ticket_id or '-'}, {m.kind}) "
+                       "but fabricd holds it no longer: the mark is removed")  # fmt: skip
+                out.append(Reconcile(Step.UNMARK, ep, why, mark=m))
             continue
-        m = pm.mark
         why = (
             f"{ep} is down with fabricd's mark (action {m.action_id}, ticket {m.ticket_id or '-'}, {m.kind}) but "
             "fabricd has no record of it (state lost or restored from an older copy): adopted"

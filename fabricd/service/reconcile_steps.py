@@ -170,6 +170,11 @@ class ReconcileSteps:
         if d.step is Step.ADOPT:
             assert d.mark is not None
             return await self._adopt(ep, d.mark, d.why, now)
+        if d.step is Step.UNMARK:
+            assert d.mark is not None
+            self.state.audit(now, f"stale mark on {ep}", d.why, mode=self.settings.mode,
+                             action_id=d.mark.action_id)  # fmt: skip
+            return await self.unmark(ep, d.mark.action_id, d.mark.ticket_id)
         h = d.hold
         assert h is not None
         if d.step is Step.RELEASE:

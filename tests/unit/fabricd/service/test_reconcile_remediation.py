@@ -347,6 +347,7 @@ def test_an_open_miscabled_finding_on_a_held_port_refuses_its_resolve(make: Call
 
 def test_a_hold_released_in_observe_mode_leaves_the_switch_alone(make: Callable[..., Harness]) -> None:
     h = make()
+    run(h.rem.scan_marks())  # as at start: fabricd knows the switches' marks from here on
     run(report(h, flap(h.fabric, SERVER_PORT)))
     (_a,) = h.state.actions()
     h.world.admin[SERVER_PORT] = True  # enabled by hand
@@ -360,6 +361,18 @@ def test_a_hold_released_in_observe_mode_leaves_the_switch_alone(make: Callable[
     assert (
         h.state.audit_log(1)[0]["why"] == f"its mark stays on {SERVER_PORT} (mode observe: fabricd touches no switch)"
     )
+    # back in auto (chaos seed 8128: the mark stayed 60 s on the up port after the observe spell): the next pass
+    # removes it, the port's state unchanged
+    run(h.rem.set_mode("auto", "alice", "incident over"))
+    h.clock.advance(1)
+    run(h.rem.reconcile_pass(h.clock()))
+    assert SERVER_PORT not in h.world.marks and h.world.admin[SERVER_PORT] is True and _held(h) == []
+    audit = [(e["what"], e["why"]) for e in h.state.audit_log(2)]
+    assert audit[1][0] == f"stale mark on {SERVER_PORT}" and "fabricd holds it no longer" in audit[1][1]
+    assert audit[0] == (f"unmark {SERVER_PORT}", f"removed fabricd's mark from {SERVER_PORT}")
+    calls = len(h.world.calls)
+    run(h.rem.reconcile_pass(h.clock()))  # once: nothing left to do
+    assert h.world.calls[calls:] == []
 
 
 def test_a_port_whose_enable_just_rolled_back_is_not_judged_on_telemetry_from_before(
