@@ -4,9 +4,11 @@ test can tell what the leader sent after it was woken (SIGCONT). The service is 
 wrapped (this test helper swaps the daemon's actuator class before the service is built).
 
 Steps: `connected` (the action's session is open, nothing sent yet), `committed` (the shutdown is committed under
-its revert timer, not confirmed), `confirming` (EOS: inside the confirm, its check of the session sent, its commit
-request about to be: the pause falls after every check fabricd makes, so the request goes out once woken; its outcome
-is recorded as `late-commit:ok` or `late-commit:refused`), `confirm` (the confirm is about to be called).
+its revert timer, not confirmed), `confirming` (inside the confirm, its deciding request about to go out: on EOS the
+commit request, its check of the session sent; on SONiC the `mkdir` of the decision lock. The pause falls after every
+check fabricd makes, so the request goes out once woken; its outcome is recorded as `late-commit:ok` or
+`late-commit:refused`: on EOS whether the switch committed, on SONiC whether the confirm won the decision), `confirm`
+(the confirm is about to be called).
 
 Run: python -m tests.twin.fabricd.service.paused_child CONFIG DEVICE STEP CALLS_FILE
 """
@@ -87,8 +89,10 @@ class PausingActuator(DriverActuator):
             pause("connected")
         elif armed:
             PausingActuator.paused = True
-            if STEP == "confirming":
+            if STEP == "confirming" and hasattr(session, "_napalm"):
                 _pause_before_the_confirms_commit(session)
+            elif STEP == "confirming":
+                _pause_before_the_confirms_decision(session)
         return Recorded(session, device, armed)  # a Session by duck typing
 
 
@@ -112,6 +116,41 @@ def _pause_before_the_confirms_commit(session: Session) -> None:
         return out
 
     node.run_commands = run_commands
+
+
+def _pause_before_the_confirms_decision(session: Session) -> None:
+    """SONiC: park inside the confirm just before the SSH command that decides the pending commit (`mkdir LOCK`, the
+    atomic lock its revert timer and a new leader's rollback race for), below the driver's guard, which was asked
+    for it already; record whether the confirm won the decision once woken (`_decide`: the lock, and the commit's
+    pid file still there)."""
+    inner: Any = session  # a SonicSession: its private parts are wrapped here
+    conn = inner._conn  # netmiko's connection: below the guard
+    send, decide, confirm = conn.send_command, inner._decide, inner.confirm
+
+    def send_command(command: str, *args: Any, **kwargs: Any) -> Any:
+        if command.startswith("mkdir ") and ".decided;" in command:
+            conn.send_command = send  # once
+            pause("confirming")
+        return send(command, *args, **kwargs)
+
+    def deciding(pending: Any) -> bool:
+        try:
+            won = bool(decide(pending))
+        except BaseException:
+            record("late-commit:refused", DEVICE)  # refused on the way (its next command fenced off)
+            raise
+        record("late-commit:ok" if won else "late-commit:refused", DEVICE)
+        return won
+
+    def confirming() -> None:
+        conn.send_command, inner._decide = send_command, deciding  # only the confirm's decision, not a rollback's
+        try:
+            confirm()
+        finally:
+            conn.send_command = send
+            del inner._decide
+
+    inner.confirm = confirming
 
 
 def _scanned(device: str) -> bool:

@@ -27,6 +27,7 @@ from tests.twin.lab.twin_thread import TwinThread
 from topology.spec import load_spec
 
 from .service_thread import TOKEN, wait_for, write_config
+from .test_bgp_service_twin import enabled
 from .test_service_twin import admin_enabled
 
 pytestmark = [pytest.mark.distributed, pytest.mark.slow]
@@ -35,8 +36,10 @@ PORT = "leaf-g0-r0:Ethernet1/1"
 
 
 @pytest.fixture
-def twin(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TwinThread]:
-    t = TwinThread(load_spec(EXAMPLES / "small-pod.yaml"), tmp_path_factory.mktemp("fence-twin")).start()
+def twin(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[TwinThread]:
+    """The twin of small-pod (every switch EOS), or of the spec a test names (`indirect` parametrization)."""
+    spec = getattr(request, "param", "small-pod")
+    t = TwinThread(load_spec(EXAMPLES / f"{spec}.yaml"), tmp_path_factory.mktemp("fence-twin")).start()
     yield t
     t.stop()
 
@@ -189,17 +192,25 @@ def test_a_leader_paused_inside_a_fenced_write_neither_holds_the_takeover_nor_ta
             b.stop()
 
 
+@pytest.mark.parametrize("twin", ["small-pod", "small-sonic"], indirect=True, ids=["eos", "sonic"])
 def test_a_late_confirm_of_an_old_leader_finds_nothing_to_commit(
     twin: TwinThread, nats_bus: LocalBus, postgres_url: str, tmp_path: Path
 ) -> None:
-    """The leader is stopped inside its confirm, after every check it makes, its commit request about to go out. The
-    standby takes over: it does not resume the old leader's config session but ends it and commits the step anew
-    under its own token's name, and is held just before its own confirm. The old leader is woken: its request goes
-    out and finds nothing to commit. The new leader confirms: one action, done, one finding, the port down. (Before,
-    the new leader resumed the old session: the late request committed it, the new leader's confirm failed and
-    recorded the action failed, and the port was adopted again: two actions and two findings for one fault.)"""
-    config = write_config(tmp_path, twin.inventory, state={"url": postgres_url}, bus={"urls": [nats_bus.url]},
-                          ha={"enabled": True, "lease_ttl_s": TTL},
+    """The leader is stopped inside its confirm, after every check it makes, its deciding request about to go out
+    (EOS: the commit of its config session; SONiC: the `mkdir` of the commit's decision lock, on leaf-g0-r0, a SONiC
+    leaf of small-sonic). The standby takes over: it does not resume the old leader's transaction but ends it (EOS:
+    the config session; SONiC: rolls the checkpoint back and removes its pid file, which the lock is won only with)
+    and commits the step anew under its own token's name, and is held just before its own confirm. The old leader
+    is woken: its request goes out and decides nothing. The new leader confirms: one action, done, one finding, the
+    port down. (Before, on EOS, the new leader resumed the old session: the late request committed it, the new
+    leader's confirm failed and recorded the action failed, and the port was adopted again: two actions and two
+    findings for one fault. On SONiC the new leader's rollback has freed the lock by then, so the late `mkdir` wins
+    it; what refuses the decision is the guard asked before the next command (the old leader finds itself fenced)
+    and, behind it, the pid-file check the lock is won only with: with neither, the late confirm won the decision
+    (`late-commit:ok`) and went on to `config save` the new leader's unconfirmed change.)"""
+    spec = EXAMPLES / f"{twin.spec.name}.yaml"
+    config = write_config(tmp_path, twin.inventory, spec=str(spec), state={"url": postgres_url},
+                          bus={"urls": [nats_bus.url]}, ha={"enabled": True, "lease_ttl_s": TTL},
                           remediation={"mode": "auto", "revert_in_s": 60, "verify_timeout_s": 5})  # fmt: skip
     device, port = PORT.split(":")
     old_calls, new_calls = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
@@ -230,7 +241,7 @@ def test_a_late_confirm_of_an_old_leader_finds_nothing_to_commit(
             ("done", True)
         ], actions
         assert len(b.get("/api/v1/findings")["findings"]) == 1
-        assert not admin_enabled(twin, device, port)
+        assert not enabled(twin, device, port)
         assert a.role() == "standby"
     finally:
         a.stop()
