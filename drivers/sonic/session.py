@@ -13,13 +13,16 @@ The transaction, on SONiC's Generic Config Updater (sonic-utilities `config/main
   `config rollback NAME`. A confirm also persists (`config save -y`), as napalm's EOS confirm writes memory.
 
 SONiC has no commit timer, so the switch gets one of its own: a detached background job
-`nohup sh -c 'sleep N; mkdir LOCK 2>/dev/null && sudo -n config rollback NAME && sudo -n config
-delete-checkpoint NAME' &`. It runs on the switch, so a controller that dies or loses the network still gets
-its change reverted. `mkdir` is atomic: the confirm (or fabricd's own rollback) and the timer both try to
+`nohup sh -c 'sleep N; mkdir LOCK 2>/dev/null && cat PIDFILE >/dev/null 2>&1 && sudo -n config rollback NAME &&
+sudo -n config delete-checkpoint NAME' &`. It runs on the switch, so a controller that dies or loses the network
+still gets its change reverted. `mkdir` is atomic: the confirm (or fabricd's own rollback) and the timer both try to
 create LOCK, and only the winner acts, so a confirm racing the timer's expiry can never leave the switch half
-reverted or a confirmed change rolled back. The job can only be killed after LOCK is won, while it is still
-sleeping, so `kill PID` never hits a reused pid. Commands use `sudo -n`: a switch whose sudo asks for a
-password fails at once with "a password is required" instead of hanging the session.
+reverted or a confirmed change rolled back. The lock is won only with the commit's pid file (PIDFILE) still there,
+by the timer as by fabricd: whoever ends the commit removes it first, so a lock freed after that decides nothing (a
+late confirm of an old leader, or the timer of a commit an old leader decided and never finished). The job can
+only be killed after LOCK is won, while it is still sleeping, so `kill PID` never hits a reused pid. Commands use
+`sudo -n`: a switch whose sudo asks for a password fails at once with "a password is required" instead of hanging
+the session.
 """
 
 from __future__ import annotations
@@ -210,9 +213,12 @@ class SonicSession:
             # that name left (its lock would stop the new timer from ever firing) goes first.
             self._run(f"rmdir {lock} 2>/dev/null; rm -f {_pidfile(name)}")
         self._ok(f"sudo -n config checkpoint {name}", f"config checkpoint {name}")
+        # The timer, too, acts only while the pid file is there: a new leader that finds the lock taken by an old
+        # leader that decided and never finished (fenced off or dead) removes the pid file and frees the lock, and
+        # the timer must not then win it and roll back to this checkpoint, undoing whatever was committed since.
         timer = (
-            f"sleep {int(revert_in_s)}; mkdir {lock} 2>/dev/null && sudo -n config rollback {name}"
-            f" && sudo -n config delete-checkpoint {name}"
+            f"sleep {int(revert_in_s)}; mkdir {lock} 2>/dev/null && cat {_pidfile(name)} >/dev/null 2>&1"
+            f" && sudo -n config rollback {name} && sudo -n config delete-checkpoint {name}"
         )
         detached = f"nohup sh -c {shlex.quote(timer)} >/dev/null 2>&1 </dev/null &"
         # The timer's pid is also kept on the switch, so a fabricd that dies here can find and decide it (resume).
@@ -421,7 +427,10 @@ class SonicSession:
         if status != 0 or not out.strip().isdigit():
             return "none"
         pending = _Pending(key, int(out.strip()), f"/tmp/{key}.decided")
-        if not self._decide(pending):  # the timer won: it reverted (or is reverting) the switch by itself
+        if not self._decide(pending):
+            # Decided elsewhere: by the timer (it reverted, or is reverting, the switch by itself) or by an old leader
+            # fenced off or dead before it finished (its change stays; the caller does its step again). Without the
+            # pid file the timer, still asleep in the second case, does nothing when it ends.
             self._run(f"rm -f {_pidfile(key)}; rmdir {pending.lock}")
             return "none"
         self._pending = dataclasses.replace(pending, decided=True)

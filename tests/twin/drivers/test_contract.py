@@ -5,6 +5,7 @@ leaves under EOS spines). A new driver passes these before fabricd may act throu
 from __future__ import annotations
 
 import dataclasses
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -272,6 +273,45 @@ def test_the_guard_is_asked_before_every_request_and_a_late_confirm_finds_nothin
         assert new.resume("fabricd_t8_a3_00000003") == "none"  # never committed
         new.set_port_admin(port, True, revert_in_s=60)
         new.confirm()
+    finally:
+        old.abandon()
+        new.close()
+
+
+def test_a_sonic_decision_an_old_leader_won_but_never_carried_out_leaves_no_timer_to_undo_the_new_leaders_work(
+    twin: TwinThread,
+) -> None:
+    # SONiC only (EOS has no lock: its confirm is one request). The old leader's confirm wins the decision lock and
+    # is fenced off (or dies) before its next command: the lock stays taken and its revert timer sleeps on. The new
+    # leader cannot win that lock, so it takes the commit as decided elsewhere, frees the lock and does the step
+    # again under its own name. The old timer, when it ends, must not roll the switch back to its checkpoint (taken
+    # before either commit: that would undo the new leader's confirmed work); removing the pid file disarms it.
+    # (Before: the timer won the freed lock and rolled the port back up.)
+    _, device, port = CASES[1]
+    old, new = connect(twin, device), connect(twin, device)
+    asked = 0
+
+    def guard() -> None:
+        nonlocal asked
+        asked += 1
+        if asked > 1:  # the lock's mkdir went out; the old leader finds itself fenced before the next command
+            raise Refused
+
+    try:
+        old.set_port_admin(port, False, revert_in_s=4, key="fabricd_t8_a4_00000004")
+        timer_ends = time.monotonic() + 4
+        old.guard = guard
+        with pytest.raises(Refused):
+            old.confirm()
+        assert asked == 2
+        assert new.abort_stale(9, keep=()) == []  # not its to roll back: decided by the old leader
+        new.set_port_admin(port, False, revert_in_s=60, key="fabricd_t9_a4_00000004")
+        new.confirm()
+        time.sleep(max(0.0, timer_ends + 0.6 - time.monotonic()))  # the old timer has ended
+        assert up(new, port) is False
+        new.set_port_admin(port, True, revert_in_s=60)
+        new.confirm()
+        assert up(new, port) is True
     finally:
         old.abandon()
         new.close()
