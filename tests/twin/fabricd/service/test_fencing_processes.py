@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote
 
 import httpx
 import pytest
@@ -28,6 +29,9 @@ from topology.spec import load_spec
 
 from .service_thread import TOKEN, wait_for, write_config
 from .test_bgp_service_twin import enabled
+from .test_jira_backend import TOKEN as JIRA_TOKEN
+from .test_jira_backend import USER as JIRA_USER
+from .test_jira_backend import FakeJira
 from .test_service_twin import admin_enabled
 
 pytestmark = [pytest.mark.distributed, pytest.mark.slow]
@@ -45,9 +49,9 @@ def twin(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactor
 
 
 class Proc:
-    def __init__(self, args: list[str], name: str, log: Path) -> None:
+    def __init__(self, args: list[str], name: str, log: Path, env: dict[str, str] | None = None) -> None:
         self.port = free_port()
-        env = {**os.environ, "FABRICD_API__PORT": str(self.port), "FABRICD_HA__INSTANCE": name}
+        env = {**os.environ, "FABRICD_API__PORT": str(self.port), "FABRICD_HA__INSTANCE": name, **(env or {})}
         self.log = log
         self.proc = subprocess.Popen([sys.executable, *args], cwd=REPO, env=env, stdout=log.open("w"),
                                      stderr=subprocess.STDOUT)  # fmt: skip
@@ -322,3 +326,89 @@ def test_a_leader_paused_during_the_ticket_hand_off_sends_nothing_more_once_woke
             b.stop()
         hook.answer_first.set()
         hook.server.shutdown()
+
+
+class HeldJira(FakeJira):
+    """The fake Jira of test_jira_backend.py, holding the first search for a ticket's label (the look-up before a
+    create) until told, then answering it as things stand then. Every request is recorded with when it came and the
+    Host it was sent to (each fabricd is given the server under a name of its own, so the test tells them apart)."""
+
+    def __init__(self) -> None:
+        self.seen: list[tuple[float, str, str, str]] = []  # (time, Host, method, path)
+        self.first_search, self.answer_first = threading.Event(), threading.Event()
+        super().__init__()
+
+    def _handler(self) -> type[BaseHTTPRequestHandler]:
+        fake, base = self, super()._handler()
+
+        class Held(base):  # type: ignore[valid-type,misc]  # the fake's handler class, made at run time
+            def _serve(self) -> None:
+                fake.seen.append((time.time(), self.headers.get("Host", ""), self.command, self.path.split("?")[0]))
+                if "labels" in unquote(self.path) and not fake.first_search.is_set():
+                    fake.first_search.set()
+                    fake.answer_first.wait(60)
+                super()._serve()
+
+            do_GET = do_POST = _serve
+
+        return Held
+
+
+def test_a_leader_paused_during_the_jira_hand_off_files_no_second_issue_once_woken(
+    twin: TwinThread, nats_bus: LocalBus, postgres_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The Jira backend looks for the ticket's label before it creates an issue (a crash between the create and
+    saving the key stays one issue). The leader is stopped while Jira holds that look-up, which is then answered:
+    no issue yet. The standby takes over, finds none either and files the issue. The old leader, woken, reads its
+    answer (no issue) and would create a second one: its guard, asked before the create, refuses; it sends nothing
+    more and records nothing. One issue, one create, across the failover. (Without the guard before the create, the
+    woken leader filed a second issue for the same ticket: no look-up stood between its answer and its create.)"""
+    for var in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"):
+        monkeypatch.delenv(var, raising=False)  # the children talk to the fake on loopback
+    jira_token = tmp_path / "jira.token"
+    jira_token.write_text(JIRA_TOKEN)
+    jira_token.chmod(0o600)
+    jira = HeldJira()
+    with jira:
+        port = jira.url.rsplit(":", 1)[1]
+        config = write_config(tmp_path, twin.inventory, state={"url": postgres_url}, bus={"urls": [nats_bus.url]},
+                              ha={"enabled": True, "lease_ttl_s": TTL}, remediation={"mode": "observe"},
+                              tickets={"backend": "jira", "sync_interval_s": 1,
+                                       "jira": {"url": jira.url, "project": "FAB", "username": JIRA_USER,
+                                                "token": {"file": str(jira_token)}}})  # fmt: skip
+        old, new = f"localhost:{port}", f"127.0.0.1:{port}"  # one server, a name for each fabricd
+        a = Proc(["-m", "fabricd", "run", "--config", str(config)], "a", tmp_path / "a.log",
+                 {"FABRICD_TICKETS__JIRA__URL": f"http://{old}"})  # fmt: skip
+        b: Proc | None = None
+        try:
+            wait_for(lambda: a.role() == "leader", 60)
+            b = Proc(["-m", "fabricd", "run", "--config", str(config)], "b", tmp_path / "b.log")
+            wait_for(lambda: b is not None and b.role() == "standby", 60)
+            inject(twin.state_dir, "link_flap", {"port": PORT, "count": 8, "period_s": 0.3})
+            assert jira.first_search.wait(30)
+            assert {host for _, host, _, _ in jira.seen} == {old}  # the look-up held is the leader's
+            a.proc.send_signal(signal.SIGSTOP)  # the leader, its look-up in flight
+            wait_for(lambda: Path(f"/proc/{a.proc.pid}/stat").read_text().split()[2] == "T", 5)
+            jira.answer_first.set()  # answered now: no issue yet (it waits in the stopped leader's socket)
+            wait_for(lambda: b is not None and b.role() == "leader", 15)
+            wait_for(lambda: len(jira.issues) == 1, 30)  # the new leader filed it
+            wait_for(lambda: b is not None and [t["external_ref"] for t in b.get("/api/v1/tickets")["tickets"]
+                                                if t["synced_ts"] == t["updated_ts"]] == ["FAB-1"], 30)  # fmt: skip
+            tickets = b.get("/api/v1/tickets")["tickets"]
+
+            woke = time.time()
+            a.proc.send_signal(signal.SIGCONT)
+            time.sleep(3 * TTL)  # time for the woken one to do whatever it would
+            late = [r for r in jira.seen if r[0] >= woke and r[1] == old]
+            assert late == [], late  # not one request from the woken leader
+            creates = [(host, path) for _, host, method, path in jira.seen if method == "POST"]
+            assert creates == [(new, "/rest/api/2/issue")], creates  # one create, the new leader's; no comment
+            assert list(jira.issues) == ["FAB-1"]
+            assert b.get("/api/v1/tickets")["tickets"] == tickets  # nothing rewritten
+            assert a.role() == "standby"
+            assert "ticket hand-off stopped" in a.log.read_text()
+        finally:
+            a.stop()
+            if b is not None:
+                b.stop()
+            jira.answer_first.set()
