@@ -151,6 +151,10 @@ def status_command(config: Path | None = _CONFIG, api: str | None = _API, token_
         stale = h.get("stale_holds") or 0
         up_again = f" ({stale} up again: reconciling)" if stale else ""
         out.print(f"open tickets: {h['open_tickets']}   ports held down: {h['disabled_ports'] - stale}{up_again}")
+        for a in h.get("in_flight") or []:
+            note = f": {a['detail']}" if a.get("detail") else ""
+            out.print(f"  in flight: {a['op']} {a['port']} (action {a['action_id']}, {a['for_s']:g} s){note}",
+                      markup=False, highlight=False)  # fmt: skip
         for r in h.get("to_reapply") or []:
             out.print(
                 f"  to re-apply: {r['port']} (ticket {r['ticket_id'] or '-'}): the guard refuses ({r['rule']}): "

@@ -541,6 +541,16 @@ class Service:
             return None
         return proxy_principal(client, headers.get(tp.user_header), tp.addresses, dict(tp.roles), tp.default_role)
 
+    def in_flight(self) -> list[dict[str, Any]]:
+        """Actions under way (a port going down or coming back, one resumed after a restart waiting for telemetry or
+        LLDP): while one runs its port may read up with its hold still recorded, or down without one."""
+        now = time.time_ns()
+        return [
+            {"action_id": a.id, "op": a.op, "port": f"{a.device}:{a.port}", "mode": a.mode,
+             "for_s": round(max(0, now - a.created_ts) / NS, 1), "detail": a.detail}
+            for a in self.state.actions_in("running")
+        ]  # fmt: skip
+
     def maintenance_status(self) -> list[dict[str, Any]]:
         """The active drains (planned maintenance), as `fabricd status` shows them."""
         now = time.time_ns()
@@ -590,6 +600,7 @@ class Service:
             "disabled_ports": len(self.state.disabled_ports()),
             "stale_holds": len(self.remediator.stale_holds()),
             "to_reapply": self.remediator.to_reapply(),
+            "in_flight": self.in_flight(),
             "maintenance": self.maintenance_status(),
             "ticket_backend": self.backend.name,
             "jobs": asdict(self.job_source.status) | {"configured": self.job_source.configured},

@@ -41,3 +41,15 @@ def test_stale_holds_and_an_unwritable_state_are_told(
     assert out.startswith("failing  fabricd 0.1.0")
     assert "state: cannot be written (7 failed writes): disk I/O error; fabricd takes no action until it can" in out
     assert "ports held down: 1 (2 up again: reconciling)" in out
+
+
+def test_actions_in_flight_are_told(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    flight = [{"action_id": 9, "op": "enable", "port": "leaf-g0-r0:Ethernet1/1", "mode": "auto", "for_s": 4.2,
+               "detail": "waiting for LLDP on leaf-g0-r0:Ethernet1/1"}]  # fmt: skip
+    code, out = status(monkeypatch, capsys, stale_holds=1, in_flight=flight)
+    assert code == 0
+    assert "ports held down: 2 (1 up again: reconciling)\n" in out
+    assert (
+        "  in flight: enable leaf-g0-r0:Ethernet1/1 (action 9, 4.2 s): waiting for LLDP on leaf-g0-r0:Ethernet1/1\n"
+        in out
+    )

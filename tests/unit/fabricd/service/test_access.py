@@ -4,6 +4,7 @@ query values are 400 naming the field; TLS and the plain-HTTP rule; `fabricd tok
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,7 @@ from fabricd.service.api import create_app
 from fabricd.service.config import ConfigError, load_config
 from fabricd.service.daemon import Service
 from tests.conftest import EXAMPLES
+from topology.units import NS
 
 SERVICE_TOKEN = "svc-token-for-tests-7a1f"
 
@@ -310,3 +312,17 @@ def test_every_error_has_the_documented_shape(client: tuple[TestClient, Service]
     r = c.post("/api/v1/tokens", content=b'{"user": "\xff\xfe", "role": "viewer"}',
                headers={**h, "Content-Type": "application/json"})  # fmt: skip
     assert r.status_code == 400 and set(r.json()) == {"error"}, r.text
+
+
+def test_health_lists_the_actions_in_flight(client: tuple[TestClient, Service]) -> None:
+    """Issue 37: after a kill -9 during an enable, the resumed enable waits for LLDP with the hold still recorded on a
+    port already up, and health said only `ok`: it lists what is under way, and since when."""
+    c, svc = client
+    now = time.time_ns()
+    a = svc.state.add_action(
+        "enable", "leaf-g0-r0", "Ethernet1/1", "auto", "running", "ticket 3 resolved", now - 4 * NS
+    )
+    svc.state.add_action("disable", "leaf-g0-r0", "Ethernet2/1", "auto", "done", "flap", now)  # over: not listed
+    (got,) = c.get("/api/v1/health", headers=bearer(SERVICE_TOKEN)).json()["in_flight"]
+    assert (got["action_id"], got["op"], got["port"], got["mode"]) == (a.id, "enable", "leaf-g0-r0:Ethernet1/1", "auto")
+    assert 4 <= got["for_s"] < 10
