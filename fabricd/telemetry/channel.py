@@ -125,6 +125,16 @@ class RequestCache:
     def __init__(self, heartbeat_ns: int = 0) -> None:
         self.heartbeat_ns = heartbeat_ns
         self._serialized: dict[tuple[tuple[Subscription, ...], bool], bytes] = {}
+        self._once: dict[tuple[tuple[Subscription, ...], bool], bytes] = {}
+
+    def once(self, group: tuple[Subscription, ...], json_ietf: bool) -> bytes:
+        """A ONCE SubscribeRequest for the group's paths: the current values at once, a sync_response, the end."""
+        key = (group, json_ietf)
+        raw = self._once.get(key)
+        if raw is None:
+            req = subscribe_request(group, target=group[0].target, once=True, json_ietf=json_ietf)
+            raw = self._once[key] = req.SerializeToString()
+        return raw
 
     def get(self, group: tuple[Subscription, ...], json_ietf: bool) -> bytes:
         raw = self._serialized.get((group, json_ietf))

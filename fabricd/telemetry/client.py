@@ -25,8 +25,11 @@ devices subscribed together burst together, every interval, and the last update 
 for the whole burst to be decoded (lag p99 ~ burst / throughput: ~250 ms for 100k updates in one process).
 Each device therefore gets a phase slot in the interval (k-th of n equal slots, jittered, dealt in random order)
 and sends its SAMPLE subscription at the next instant of its slot (monotonic clock mod interval), after the
-ON_CHANGE one, which goes at once; a reconnect keeps the slot. The cost: a device's first counters arrive up to
-one interval after it connects. `spread_samples=False` subscribes at once.
+ON_CHANGE one, which goes at once; a reconnect keeps the slot. So that a device's first counters do not wait up to an
+interval for its slot (a collector taking over a dead one's switches, a restart, a reconnect), a connection whose slot
+is more than a quarter interval away first asks for the same paths once (a ONCE Subscribe call on the same channel:
+the current values and its end; its sync_response is not the stream's): the data is there at once, the phase kept.
+`spread_samples=False` subscribes at once.
 """
 
 from __future__ import annotations
@@ -460,6 +463,7 @@ class TelemetryClient:
             d.watch_since, d.watch_messages = time.monotonic(), -1
             store.set_synced(d.dev_id, False)  # this stream's sync is still to come
             readers: list[asyncio.Task[None]] = []
+            primers = self._prime(d, channel, metadata)
             try:
                 for call, request, sampled in zip(calls, d.requests, d.sampled, strict=True):
                     if sampled and d.phase_ns is not None and not await self._until_phase(d, readers):
@@ -495,13 +499,47 @@ class TelemetryClient:
             finally:
                 for call in calls:
                     call.cancel()
-                for t in readers:
+                for t in [*readers, *primers]:
                     t.cancel()
-                await asyncio.gather(*readers, return_exceptions=True)
+                await asyncio.gather(*readers, *primers, return_exceptions=True)
                 d.calls = []
                 # The stream is over: what it said stands until the next one's sync, but is no longer live (a
                 # switch restarting shows nothing of its restart here; the guard must not judge on its old word).
                 store.set_synced(d.dev_id, False)
+
+    def _prime(self, d: _Device, channel: Any, metadata: tuple[tuple[str, str], ...]) -> list[asyncio.Task[None]]:
+        """When the device's phase slot is more than a quarter interval away, a ONCE call per SAMPLE group for the
+        current values now (module docstring); none otherwise, or with spread_samples off."""
+        if d.phase_ns is None:
+            return []
+        wait_ns = (d.phase_ns - time.monotonic_ns()) % self.interval_ns
+        if wait_ns <= self.interval_ns // 4:
+            return []
+        out = []
+        for group, sampled in zip(d.groups, d.sampled, strict=True):
+            if sampled:
+                call = channel.stream_stream(SUBSCRIBE, request_serializer=None, response_deserializer=None)(
+                    metadata=metadata
+                )
+                out.append(asyncio.create_task(self._read_once(d, call, self._requests.once(group, d.json_ietf))))
+        return out
+
+    async def _read_once(self, d: _Device, call: Any, request: bytes) -> None:
+        """One ONCE call: its updates into the store as any; its sync_response and its end are not the stream's (the
+        stream syncs by its own calls). A device that refuses ONCE, or a call that fails, costs nothing but the
+        wait for the phase, as before."""
+        ingest, name, clock = self.ingestor.ingest, d.access.name, self.clock
+        try:
+            await write_unless_ended(call, request)
+            async for raw in call:
+                if raw and raw[0] == SYNC_TAG:
+                    break  # everything was sent; the server ends the call
+                ingest(raw, name, clock())
+                d.messages += 1
+        except (grpc.aio.AioRpcError, asyncio.InvalidStateError):
+            pass  # the stream's own calls meet the same failure and say it (once, with what to check)
+        finally:
+            call.cancel()
 
     async def _until_phase(self, d: _Device, readers: list[asyncio.Task[None]]) -> bool:
         """Wait for the device's next phase instant; False if the connection ended first (a call or reader done,
