@@ -413,6 +413,9 @@ DEADLINE_S = {
     "miscable": 6.0,
 }
 AFTERMATH_S = 30.0  # a finding up to this long after its cause cleared is still explained by it
+# ... longer for a detector that judges a window: link_corruption sums errors over 300 s (docs/detectors.md), so a
+# link that corrupted stays (or, seen by an instance that takes over or restarts, becomes) a finding that long after
+AFTERMATH_BY_KIND = {"link_corruption": 300.0 + AFTERMATH_S}
 # docs/detectors.md, pfc_storm and pfc_deadlock, "No decision": not for 5 s after an oper-status change of the port
 OPER_QUIET_S = 5.0
 LINK_CHANGES = ("link_flap", "link_down", "miscable")  # faults that change a port's oper-status
@@ -573,9 +576,10 @@ def _params(f: FaultRec) -> str:
 
 def _explained(g: FindingRec, run: Run, facts: FabricFacts) -> bool:
     t = g.detected_s
+    after = AFTERMATH_BY_KIND.get(g.kind, AFTERMATH_S)
     for f in run.faults:
         ports, devices = _footprint(f, facts)
-        if f.start_s - 2 <= t <= (f.cleared_s or float("inf")) + AFTERMATH_S and _at(g, ports, devices):
+        if f.start_s - 2 <= t <= (f.cleared_s or float("inf")) + after and _at(g, ports, devices):
             return True
     for e in run.events:
         if e.what == "process" and e.kind == "twin_restart" and e.t - 2 <= t <= e.t + 60:

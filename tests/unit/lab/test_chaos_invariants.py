@@ -256,6 +256,20 @@ def test_a_storm_on_a_port_whose_link_just_changed_is_not_judged(flap: tuple[str
     assert len([v for v in got if "pfc_storm" in v.detail]) == judged
 
 
+@pytest.mark.parametrize(("kind", "detected", "explained"), [
+    ("link_corruption", 200.0, True),  # 170 s after the fault cleared: still in the detector's 300 s window
+    ("link_corruption", 400.0, False),
+    ("link_flap", 200.0, False),  # other kinds: 30 s
+])  # fmt: skip
+def test_a_windowed_detector_explains_its_tail(kind: str, detected: float, explained: bool) -> None:
+    """Chaos seed 3131 (HA): a link corrupted until +146 s; after a takeover at +194 s the new leader, whose store
+    still held the errors in link_corruption's 300 s window, reported the link: the fault's, not a false finding."""
+    corrupt = FaultRec("f7", "link_corruption", (P,), ("leaf-g0-r0",), 10.0, 30.0, {"rate": 2e-6})
+    late = FindingRec(9, kind, "leaf-g0-r0", (P,), ("leaf-g0-r0",), detected, detected + 5)
+    _, precision, _ = detection(run_with([corrupt], [late]), FACTS)
+    assert [(p.kind, p.explained) for p in precision] == [(kind, int(explained))]
+
+
 def test_a_run_saved_and_loaded_is_the_same_run(tmp_path: Path) -> None:
     r = run_with([STORM], [FindingRec(1, "pfc_storm", "leaf-g0-r0", (P,), ("leaf-g0-r0",), 10.4, 29.0)],
                  [Event(9.0, "process", "gc_pause", "fabricd", "SIGSTOP", 9.1)])  # fmt: skip
