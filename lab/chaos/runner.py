@@ -232,11 +232,16 @@ class Runner:
             return
         name = sorted(self.t.restarts)[rank % len(self.t.restarts)]
         began = time.time()
-        try:
-            done = subprocess.run(self.t.restarts[name], shell=True, capture_output=True, timeout=120, check=False)
-            how = f"exit {done.returncode}"
-        except subprocess.TimeoutExpired:
-            how = "timed out after 120 s"
+        # Its output to the run's log, not to a pipe: a command that starts a daemon (`pg_ctl restart`, `bus up`)
+        # leaves it holding the pipe's write end, and reading the pipe to its end would wait for the daemon to exit
+        # (seed 3131: `pg_ctl restart` "timed out" after 120 s, twice, with PostgreSQL long up again).
+        with (self.t.log or Path(os.devnull)).open("ab") as out:
+            try:
+                done = subprocess.run(self.t.restarts[name], shell=True, stdin=subprocess.DEVNULL, stdout=out,
+                                      stderr=out, timeout=120, check=False)  # fmt: skip
+                how = f"exit {done.returncode}"
+            except subprocess.TimeoutExpired:
+                how = "timed out after 120 s"
         self._event("process", "restart", name, f"{how} in {time.time() - began:.1f} s", time.time() + RESYNC_S, began)
 
     def _twin_restart(self, down_s: float) -> None:
