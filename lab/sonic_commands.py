@@ -108,11 +108,13 @@ def config_command(dev: SonicDevice, args: list[str], read: ReadFile) -> Output:
 
 
 def _table(headers: list[str], rows: list[list[str]]) -> str:
-    """tabulate's "simple" format, right-aligned as SONiC's show commands print it."""
-    widths = [max([len(h), *(len(r[i]) for r in rows)]) for i, h in enumerate(headers)]
+    """tabulate's "simple" format with stralign='right', as intfutil prints its tables: a column is as wide as its
+    widest cell and at least its header plus tabulate's MIN_PADDING (2), so `Oper` heads a column of six dashes; a
+    row ends where its last visible character does (tabulate strips each line's right end)."""
+    widths = [max([len(h) + 2, *(len(r[i]) for r in rows)]) for i, h in enumerate(headers)]
     lines = ["  ".join(h.rjust(w) for h, w in zip(headers, widths, strict=True))]
     lines.append("  ".join("-" * w for w in widths))
-    lines += ["  ".join(c.rjust(w) for c, w in zip(r, widths, strict=True)) for r in rows]
+    lines += ["  ".join(c.rjust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
     return "\n".join(lines) + "\n"
 
 
@@ -131,6 +133,25 @@ def _interfaces_status(twin: Twin, dev: SonicDevice) -> str:
         ])  # fmt: skip
     headers = ["Interface", "Lanes", "Speed", "MTU", "FEC", "Alias", "Vlan", "Oper", "Admin", "Type", "Asym PFC"]
     return _table(headers, rows)
+
+
+def _interfaces_description(twin: Twin, dev: SonicDevice, only: str | None = None) -> str:
+    """`show interfaces description [PORT]` (intfutil's description view): Interface, Oper, Admin, Alias, Description
+    from APPL_DB's PORT_TABLE, where a field the port does not have reads "N/A" (a port without a description in
+    CONFIG_DB shows N/A, not an empty cell); ports in natural order, as natsorted prints them. A name that is no
+    port leaves the table empty (headers only), as intfutil finds no key for it."""
+    sw = twin.switch(dev.device)
+    ports = dev.running.get("PORT", {})
+    rows = []
+    for row, port in sorted(enumerate(sw.ports), key=lambda x: int(sonic_port(x[1]).removeprefix("Ethernet"))):
+        name = sonic_port(port)
+        if only is not None and name != only:
+            continue
+        entry = ports.get(name, {})
+        oper = "up" if sw.oper_up[row] else "down"
+        rows.append([name, oper, entry.get("admin_status", "down"), entry.get("alias", "N/A"),
+                     entry.get("description", "N/A")])  # fmt: skip
+    return _table(["Interface", "Oper", "Admin", "Alias", "Description"], rows)
 
 
 def _lldp_table(twin: Twin, dev: SonicDevice) -> str:
@@ -248,6 +269,8 @@ def show_command(twin: Twin, dev: SonicDevice, args: list[str]) -> Output:
         return json.dumps(shown, indent=4, sort_keys=True) + "\n", "", 0
     if words[:2] in (["interfaces", "status"], ["interface", "status"]):
         return _interfaces_status(twin, dev), "", 0
+    if words[:2] in (["interfaces", "description"], ["interface", "description"]) and len(words) <= 3:
+        return _interfaces_description(twin, dev, words[2] if len(words) == 3 else None), "", 0
     if words == ["lldp", "table"]:
         return _lldp_table(twin, dev), "", 0
     if words in (["ip", "bgp", "summary"], ["ip", "bgp", "sum"]):
