@@ -403,7 +403,8 @@ def chaos(
     steps = len(schedule.steps)
     console().print(f"chaos on {facts.name}, seed {seed}: {steps} steps over {opts.minutes:g} min; report in {out}")
     if switches.not_read:
-        err_console().print(f"warning: not read (no eAPI): {', '.join(switches.not_read)}", markup=False)
+        not_read = ", ".join(switches.not_read)
+        err_console().print(f"warning: not read (neither EOS nor SONiC in the inventory): {not_read}", markup=False)
     runner = Runner(schedule, facts, target, lambda line: console().print(line, markup=False, highlight=False))
     try:
         run = runner.execute(out / "history.jsonl")

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from topology.fabric import Fabric
 from topology.model import TIER, Link, Role
+from topology.underlay import Underlay
 
 
 @dataclass(frozen=True)
@@ -20,6 +21,9 @@ class FabricFacts:
     uplinks_of: dict[str, tuple[str, ...]]  # switch -> its ports toward a higher tier
     speed: dict[str, float]  # port -> Gb/s
     cycles: tuple[tuple[str, ...], ...]  # leaf, spine, leaf, spine: a cycle a pfc_deadlock can pause
+    # "switch peer-address" -> switch:port: where the blueprint's underlay (topology/underlay.py) puts each eBGP
+    # session, so a BGP summary that names a peer only by its address is read onto its port
+    bgp_port: dict[str, str] = field(default_factory=dict)
 
     @staticmethod
     def of(fabric: Fabric, name: str) -> FabricFacts:
@@ -46,6 +50,8 @@ class FabricFacts:
                 if TIER[fabric.device(upper.device).role] > TIER[fabric.device(lower.device).role]:
                     up_of[lower.device].append(str(lower))
         rail = {s: fabric.device(s).rail for s in switches}
+        underlay = Underlay(fabric)
+        bgp_port = {f"{s} {x.peer_address}": str(x.local) for s in switches for x in underlay.sessions(s)}
         return FabricFacts(
             name,
             tuple(switches),
@@ -57,6 +63,7 @@ class FabricFacts:
             {s: tuple(sorted(p)) for s, p in up_of.items()},
             speed,
             _cycles(fabric),
+            bgp_port,
         )
 
     def is_switch_port(self, port: str) -> bool:

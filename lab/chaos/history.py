@@ -1,6 +1,6 @@
-"""What the checker observed: one `Sample` a second of every switch port (read over eAPI) and of fabricd's holds
-and open tickets (its REST API), and at the end fabricd's actions, findings and audit ids, the twin's fault log and
-what the chaos run did itself (`Event`). Times are unix seconds. Plain data, written to history.jsonl."""
+"""What the checker observed: one `Sample` a second of every switch port (EOS read over eAPI, SONiC over SSH) and of
+fabricd's holds and open tickets (its REST API), and at the end fabricd's actions, findings and audit ids, the twin's
+fault log and what the chaos run did itself (`Event`). Times are unix seconds. Plain data, written to history.jsonl."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """fabricd's promises as pure functions over what the checker observed (lab/chaos/history.py): each returns the
 violations it finds, each naming the time, the place and what was seen. Nothing here reads fabricd's internals:
-the switches' ports (eAPI), the documented API's holds, actions, findings and audit, the twin's fault log and the
-chaos run's own events are the whole input."""
+the switches' ports (eAPI, SSH), the documented API's holds, actions, findings and audit, the twin's fault log and
+the chaos run's own events are the whole input."""
 
 from __future__ import annotations
 

@@ -1,21 +1,27 @@
-"""The checker's eyes, as an operator's: each switch over eAPI (`show interfaces description`, `show lldp
-neighbors`, `show ip bgp summary`), fabricd over its documented REST API, the twin over its control API. The only
-module of lab/chaos that reads the network (runner.py acts on it)."""
+"""The checker's eyes, as an operator's: each EOS switch over eAPI (`show interfaces description`, `show lldp
+neighbors`, `show ip bgp summary`), each SONiC switch over SSH (`show interfaces description`, `show lldp table`,
+`show ip bgp summary`, read by sonic_show.py), fabricd over its documented REST API, the twin over its control API.
+The only module of lab/chaos that reads the network (runner.py acts on it)."""
 
 from __future__ import annotations
 
 import os
 import re
+import shlex
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import httpx
+import paramiko
 import yaml
 
+from lab.sonic_config import sonic_port
 from topology.errors import FabricdError
 
+from . import sonic_show
 from .facts import FabricFacts
 from .history import ActionRec, FindingRec, Hold, Limits, PortObs, Sample
 
@@ -33,10 +39,13 @@ class SwitchAccess:
     username: str
     password: str
     platform: str
+    host: str = ""
+    ssh_port: int = 22
 
 
 def read_inventory(path: Path) -> dict[str, SwitchAccess]:
-    """The inventory fabricd reads (docs/inventory.md), for eAPI: host, eapi port and transport, user, password."""
+    """The inventory fabricd reads (docs/inventory.md): host, user, password, and eAPI's port and transport (EOS) or
+    the SSH port (SONiC)."""
     try:
         doc = yaml.safe_load(path.read_text())
     except (OSError, yaml.YAMLError) as e:
@@ -48,11 +57,13 @@ def read_inventory(path: Path) -> dict[str, SwitchAccess]:
     for name, entry in doc["devices"].items():
         d = {**defaults, **(entry or {})}
         eapi = {**(defaults.get("eapi") or {}), **((entry or {}).get("eapi") or {})}
+        ssh = {**(defaults.get("ssh") or {}), **((entry or {}).get("ssh") or {})}
         password = os.environ.get("FABRICD_LAB_PASSWORD") or _password(d, path)
         scheme = eapi.get("transport", "https")
         port = eapi.get("port", 443 if scheme == "https" else 80)
         url = f"{scheme}://{d['host']}:{port}/command-api"
-        out[name] = SwitchAccess(name, url, str(d.get("username", "admin")), password, str(d.get("platform", "eos")))
+        user, platform = str(d.get("username", "admin")), str(d.get("platform", "eos"))
+        out[name] = SwitchAccess(name, url, user, password, platform, str(d["host"]), int(ssh.get("port", 22)))
     return out
 
 
@@ -73,25 +84,92 @@ def _password(d: dict[str, Any], path: Path) -> str:
 _PEER = re.compile(r"^(\S+) (\S+)$")
 
 
+class SonicSsh:
+    """One SSH connection to a SONiC switch, kept open; every command an exec request on it, as `ssh switch 'show
+    ...'` runs one (an exit status and the output, no prompt to match). Any failure closes it; the next command
+    connects again."""
+
+    def __init__(self, access: SwitchAccess, timeout_s: float):
+        self.access = access
+        self.timeout_s = timeout_s
+        self.client: paramiko.SSHClient | None = None
+        self.lock = threading.Lock()  # the sampler and the runner's operator share the connection
+
+    def _connected(self) -> paramiko.SSHClient:
+        with self.lock:
+            transport = self.client.get_transport() if self.client is not None else None
+            if self.client is None or transport is None or not transport.is_active():
+                self.close()
+                client = paramiko.SSHClient()
+                # a lab switch's own host key (the twin makes a new one each start), as eAPI is read with verify=False
+                client.set_missing_host_key_policy(paramiko.AutoAddPolicy())
+                t = self.timeout_s
+                client.connect(
+                    self.access.host, self.access.ssh_port, self.access.username, self.access.password, timeout=t,
+                    banner_timeout=t, auth_timeout=t, look_for_keys=False, allow_agent=False,
+                )  # fmt: skip
+                self.client = client
+            return self.client
+
+    def run(self, *commands: str) -> list[tuple[int, str, str]]:
+        """(exit status, stdout, stderr) of each command; every exec is sent before any output is read, so the
+        switch runs them side by side. Raises ChaosError (and drops the connection) when SSH fails."""
+        try:
+            transport = self._connected().get_transport()
+            if transport is None:
+                raise EOFError("no transport")
+            channels = []
+            for command in commands:
+                channel = transport.open_session(timeout=self.timeout_s)
+                channel.settimeout(self.timeout_s)
+                channel.exec_command(command)
+                channels.append(channel)
+            out = []
+            for channel in channels:
+                stdout = channel.makefile("rb").read().decode(errors="replace")
+                stderr = channel.makefile_stderr("rb").read().decode(errors="replace")
+                out.append((channel.recv_exit_status(), stdout, stderr))
+                channel.close()
+            return out
+        except (paramiko.SSHException, OSError, EOFError) as e:
+            with self.lock:
+                self.close()
+            raise ChaosError(f"{self.access.name}: SSH to {self.access.host}:{self.access.ssh_port}: {e}") from None
+
+    def close(self) -> None:
+        if self.client is not None:
+            self.client.close()
+            self.client = None
+
+
 class Switches:
-    """eAPI to every EOS switch, kept-alive; one request of three show commands per switch per sample."""
+    """Every switch, as its operator reads it, once a sample: EOS over eAPI (kept-alive HTTPS, one request of three
+    show commands), SONiC over SSH (one kept-open connection, three show commands as exec requests). A switch that
+    does not answer is silent in that sample."""
 
     SHOW = ("show interfaces description", "show lldp neighbors", "show ip bgp summary")
 
     def __init__(self, access: dict[str, SwitchAccess], facts: FabricFacts, timeout_s: float = 2.0):
         self.access = {n: a for n, a in access.items() if a.platform == "eos" and n in facts.rail}
-        self.not_read = sorted(n for n in facts.switches if n not in self.access)  # SONiC: no eAPI
+        self.sonic = {n: SonicSsh(a, timeout_s) for n, a in access.items() if a.platform == "sonic" and n in facts.rail}
+        self.not_read = sorted(n for n in facts.switches if n not in self.access and n not in self.sonic)
         self.facts = facts
+        # what LLDP names a SONiC switch's ports by (its SONiC names, then its aliases as each read shows them)
+        self.names = sonic_show.blueprint_names(facts, self.sonic)
+        self.base_names = {d: dict(n) for d, n in self.names.items()}
         self.clients = {
             n: httpx.Client(verify=False, timeout=timeout_s, auth=(a.username, a.password))  # a lab's own cert
             for n, a in self.access.items()
         }
-        self.pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="chaos-eapi")
+        self.pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="chaos-read")
 
     def close(self) -> None:
         self.pool.shutdown(wait=False, cancel_futures=True)
         for c in self.clients.values():
             c.close()
+        for s in self.sonic.values():
+            with s.lock:
+                s.close()
 
     def run(self, device: str, cmds: list[str]) -> list[dict[str, Any]]:
         body = {
@@ -108,35 +186,79 @@ class Switches:
         result: list[dict[str, Any]] = doc["result"]
         return result
 
-    def read(self, device: str) -> dict[str, PortObs] | None:
+    def fetch(self, device: str) -> list[Any] | None:
+        """The switch's three answers (eAPI's JSON, or SONiC's show text), None when it does not answer. A SONiC
+        switch whose LLDP or BGP table fails (its lldp or bgp container restarting) still shows its ports: that
+        table reads as empty (no neighbour, no session known); without its ports it is silent."""
         try:
-            desc, lldp, bgp = self.run(device, list(self.SHOW))
+            if device in self.sonic:
+                got = self.sonic[device].run(*sonic_show.SHOW)
+                return None if got[0][0] != 0 else [out if status == 0 else "" for status, out, _ in got]
+            return list(self.run(device, list(self.SHOW)))
         except (httpx.HTTPError, ChaosError, ValueError, KeyError):
             return None
-        return parse_ports(device, desc, lldp, bgp, self.facts)
+
+    def read(self, device: str) -> dict[str, PortObs] | None:
+        return self.parse(device, self.fetch(device))
+
+    def parse(self, device: str, got: list[Any] | None) -> dict[str, PortObs] | None:
+        if got is None:
+            return None
+        desc, lldp, bgp = got
+        if device in self.sonic:
+            return sonic_show.parse_sonic_ports(device, desc, lldp, bgp, self.facts, self.names)
+        try:
+            return parse_ports(device, desc, lldp, bgp, self.facts, self.names)
+        except (ValueError, KeyError, TypeError, AttributeError):
+            return None
 
     def sample(self) -> tuple[dict[str, PortObs], frozenset[str]]:
+        devices = [*self.access, *self.sonic]
+        answers = dict(zip(devices, self.pool.map(self.fetch, devices), strict=True))
+        # a SONiC switch's aliases first, so every switch's LLDP names its SONiC neighbours' ports in this sample
+        for device in self.sonic:
+            got = answers[device]
+            if got is not None:
+                self.names[device] = sonic_show.with_aliases(self.base_names[device], got[0])
         ports: dict[str, PortObs] = {}
         silent = set(self.not_read)
-        for device, got in zip(self.access, self.pool.map(self.read, self.access), strict=True):
-            if got is None:
+        for device in devices:
+            obs = self.parse(device, answers[device])
+            if obs is None:
                 silent.add(device)
             else:
-                ports.update(got)
+                ports.update(obs)
         return ports, frozenset(silent)
 
     def set_admin(self, port: str, up: bool) -> None:
-        """What an operator types: `interface X` / `[no] shutdown` in a configure session over eAPI."""
+        """What an operator types: on EOS `interface X` / `[no] shutdown` in a configure session over eAPI; on SONiC
+        `sudo config interface startup|shutdown EthernetM` over SSH (raises ChaosError when the switch refuses)."""
         device, name = port.split(":", 1)
+        if device in self.sonic:
+            command = f"sudo -n config interface {'startup' if up else 'shutdown'} {shlex.quote(sonic_port(name))}"
+            ((status, out, err),) = self.sonic[device].run(command)
+            if status != 0:
+                raise ChaosError(f"{device}: {command} exited {status}: {(err or out).strip()[-300:]}")
+            return
         self.run(device, ["enable", "configure", f"interface {name}", "no shutdown" if up else "shutdown", "end"])
 
 
 def parse_ports(
-    device: str, desc: dict[str, Any], lldp: dict[str, Any], bgp: dict[str, Any], facts: FabricFacts
+    device: str,
+    desc: dict[str, Any],
+    lldp: dict[str, Any],
+    bgp: dict[str, Any],
+    facts: FabricFacts,
+    names: sonic_show.Names | None = None,
 ) -> dict[str, PortObs]:
     """One switch's ports from its three answers (EOS's JSON shapes). A BGP peer is placed on its port by the
-    blueprint: the peer's description names its device and port, whose far end is ours."""
-    neighbors = {n["port"]: f"{n['neighborDevice']}:{n['neighborPort']}" for n in lldp.get("lldpNeighbors", [])}
+    blueprint: the peer's description names its device and port, whose far end is ours. A SONiC neighbour's port,
+    which its LLDP names by alias or SONiC name, is given its blueprint name through `names`."""
+    names = names or {}
+    neighbors = {
+        n["port"]: sonic_show.far_end(n["neighborDevice"], n["neighborPort"], names)
+        for n in lldp.get("lldpNeighbors", [])
+    }
     bgp_up: dict[str, bool] = {}
     for vrf in (bgp.get("vrfs") or {}).values():
         for peer in (vrf.get("peers") or {}).values():
