@@ -575,6 +575,10 @@ class Remediator(ReconcileSteps, PeopleRequests, MaintenanceRequests):
                 ended = session.abort_stale(clean, ())
                 if ended:
                     log.warning("%s: ended an old leader's transactions %s", ep.device, ", ".join(ended))
+                    # Ending them reverted what they had committed, the old leader's mark too; telemetry may still
+                    # stream that mark, and the driver, told the port already carries the mark it is to set, would
+                    # leave the description out: the port shut unmarked. The switch's own description is read instead.
+                    described = None
             found = session.resume(key) if resumed else "none"
             if found == "none":
                 session.set_port_admin(

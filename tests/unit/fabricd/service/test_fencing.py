@@ -109,6 +109,51 @@ def test_a_new_leader_ends_an_old_leaders_open_transaction_and_commits_under_its
     assert world.keyed[done.switch_key] == "confirmed" and done.switch_key.startswith("fabricd_t6_")
 
 
+def test_a_new_leader_that_ended_an_old_leaders_shut_marks_the_port_from_the_switchs_own_description(
+    make: Callable[..., Harness],
+) -> None:
+    """The old leader's pending shut carried fabricd's mark, and telemetry streamed it; ending that transaction
+    reverted the mark on the switch. Handed the streamed text, the driver would find the mark already there and
+    write no description: the port shut unmarked (found by the drain failover test on the twin)."""
+    h = make()
+    state, world = h.state, h.world
+    assert state.claim_leader("a", 5, T0)
+    with fenced(5):
+        a = state.add_action("disable", SERVER_PORT.device, SERVER_PORT.port, "maintenance", "running", "drain", T0,
+                             key="maintenance:1:down:leaf-g0-r0:Ethernet1/1")  # fmt: skip
+    world.keyed[a.switch_key] = "pending"
+    world.descriptions[SERVER_PORT] = f"gpu-g0-000 nic0 [fabricd: down a{a.id} t- maintenance]"  # as streamed
+    assert state.claim_leader("b", 6, T0 + 1)
+    rem = Remediator(
+        h.fabric, state, RemediationSettings(mode="auto", verify_timeout_s=1.0), SafetyLimits(),
+        managed={d.name for d in h.fabric.switches()}, actuator=FakeActuator(world), view=FakeView(world),
+        clock=Clock(), executor=InlineExecutor(), fence=lambda: None, token=lambda: 6,
+    )  # fmt: skip
+    run(rem.reconcile())
+    assert state.action(a.id).status == "done"  # type: ignore[union-attr]
+    assert a.switch_key not in world.keyed  # ended
+    assert world.described == [None]  # the driver reads the description after the abort, on the switch
+
+
+def test_a_new_leader_with_nothing_to_end_keeps_the_streamed_description(make: Callable[..., Harness]) -> None:
+    """No old transaction on the switch: the streamed description stands (no extra read on the action's path)."""
+    h = make()
+    state, world = h.state, h.world
+    assert state.claim_leader("a", 5, T0)
+    with fenced(5):
+        a = state.add_action("disable", SERVER_PORT.device, SERVER_PORT.port, "maintenance", "running", "drain", T0)
+    world.descriptions[SERVER_PORT] = "gpu-g0-000 nic0"
+    assert state.claim_leader("b", 6, T0 + 1)
+    rem = Remediator(
+        h.fabric, state, RemediationSettings(mode="auto", verify_timeout_s=1.0), SafetyLimits(),
+        managed={d.name for d in h.fabric.switches()}, actuator=FakeActuator(world), view=FakeView(world),
+        clock=Clock(), executor=InlineExecutor(), fence=lambda: None, token=lambda: 6,
+    )  # fmt: skip
+    run(rem.reconcile())
+    assert state.action(a.id).status == "done"  # type: ignore[union-attr]
+    assert world.described == ["gpu-g0-000 nic0"]
+
+
 def test_a_superseded_leader_neither_clears_findings_nor_reports_an_overrun(
     tmp_path: Path, make: Callable[..., Harness]
 ) -> None:
