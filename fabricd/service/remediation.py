@@ -144,7 +144,7 @@ class Remediator(ReconcileSteps, PeopleRequests, MaintenanceRequests):
         if not unknown:
             self._fresh.pop(target, None)
             return False
-        if self.state.has_finding(f):
+        if self.state.has_finding(f, fault_key(f, self.fabric)):
             return False  # a known incident is only refreshed: nothing is judged
         first = self._fresh.setdefault(target, now)
         if now - first < FRESH_WAIT_S * NS:

@@ -139,6 +139,24 @@ def test_findings_upsert(store: StateStore) -> None:
     assert store.finding_counts() == {("link_flap", "active"): 2}
 
 
+def test_one_incident_dated_a_little_apart_is_one_finding(store: StateStore) -> None:
+    """A new leader's detectors hold their own samples and may date an incident a flap period later than the old
+    leader did (the late-confirm failover test saw two findings for one flap): an active finding of the same fault
+    and kind whose onset is within 10 s is that incident, refreshed, under the new key from then on."""
+    fid, new = store.upsert_finding(flap(), FAULT, T0 + 2 * S)
+    assert new
+    later = flap(start_ts=T0 + 3 * S // 10)
+    assert store.has_finding(later, FAULT) and not store.has_finding(flap(start_ts=T0 + 30 * S), FAULT)
+    assert store.upsert_finding(later, FAULT, T0 + 3 * S) == (fid, False)
+    assert store.upsert_finding(later, FAULT, T0 + 4 * S) == (fid, False)  # by its key now
+    assert [f["last_seen_ts"] for f in store.findings()] == [T0 + 4 * S]
+    other, new = store.upsert_finding(flap(start_ts=T0 + 30 * S), FAULT, T0 + 32 * S)  # 30 s apart: another
+    assert new and other != fid
+    store.clear_findings_not_seen_since(T0 + 40 * S)
+    again, new = store.upsert_finding(flap(start_ts=T0 + 31 * S), FAULT, T0 + 50 * S)  # cleared: not matched so
+    assert new and again not in (fid, other)
+
+
 def test_one_open_ticket_per_fault(store: StateStore) -> None:
     t = store.create_ticket(FAULT, "link_flap", "leaf-g0-r0", "Ethernet1/1", "link flap", {"n": 1}, T0)
     assert (t.status, t.body, t.escalation, t.recurrences, t.created_ts) == ("open", {"n": 1}, False, 0, T0)
@@ -307,11 +325,12 @@ def test_survives_a_restart(tmp_path: Path) -> None:
 
 
 def test_prune(store: StateStore) -> None:
+    # three incidents of one fault, each more than 10 s after the last (closer ones are one incident)
     old, _ = store.upsert_finding(flap(start_ts=T0), FAULT, T0)
-    back, _ = store.upsert_finding(flap(start_ts=T0 + S), FAULT, T0 + S)
-    recent, _ = store.upsert_finding(flap(start_ts=T0 + 2 * S), FAULT, T0 + 100 * S)
+    back, _ = store.upsert_finding(flap(start_ts=T0 + 20 * S), FAULT, T0 + 20 * S)
+    recent, _ = store.upsert_finding(flap(start_ts=T0 + 40 * S), FAULT, T0 + 100 * S)
     assert store.clear_findings_not_seen_since(T0 + 200 * S) == 3
-    store.upsert_finding(flap(start_ts=T0 + S), FAULT, T0 + 300 * S)  # seen again: active, kept however old
+    store.upsert_finding(flap(start_ts=T0 + 20 * S), FAULT, T0 + 300 * S)  # seen again: active, kept however old
     store.audit(T0, "old", "x")
     store.audit(T0 + 100 * S, "new", "x")
     store.mark_enabled("leaf-g0-r0", "Ethernet1/1", T0 + 10 * S, None)  # probation long over
