@@ -38,6 +38,9 @@ class LinkFlapConfig:
     # Events are re-read this far back each tick (devices' streams arrive slightly out of time order).
     lookback_s: float = 10.0
     timeline_max: int = 64
+    # A flap train the carrier-transitions counter shows over a time fabricd was not watching (link_flap_unwatched):
+    # a remembered value older than this is history, not an incident.
+    unwatched_max_s: float = 900.0
 
 
 @dataclass

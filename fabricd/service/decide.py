@@ -25,6 +25,7 @@ from .state import Action, ActionStatus, Ticket
 
 BUDGET_RULES = ("switch_budget", "rail_budget", "fabric_budget", "rate")
 MAX_OCCURRENCES = 20  # kept in a ticket body; older ones are counted, not listed
+UNWATCHED_NOTE = "flapped while fabricd was not watching; it is stable now: not taken down; watch it"
 
 
 @dataclass(frozen=True)
@@ -84,6 +85,11 @@ def decide(
     target = facts.target
     if target is not None and facts.held:
         return Decision("ignore", "the port is down because of fabricd: leftover noise, not a new fault")
+    if "unwatched" in f.evidence:
+        # Counted over a time fabricd was not watching (link_flap_unwatched.py): the flap is over and the link is
+        # stable now; taking it down would cut a working link for a past fault. People are told; a flap that goes
+        # on is found by link_flap as it streams, and decided as usual.
+        return Decision("ticket", UNWATCHED_NOTE)
     if f.kind not in LINK_KINDS or f.kind not in settings.kinds:
         return Decision("ticket", "no automatic action for this kind of fault; see the evidence")
     if target is None:

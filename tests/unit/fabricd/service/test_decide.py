@@ -9,7 +9,16 @@ import pytest
 
 from fabricd.detectors.finding import JobRef
 from fabricd.service.config import RemediationSettings, SafetyLimits
-from fabricd.service.decide import Decision, PortFacts, decide, disable_key, enable_key, escalation, recurrence
+from fabricd.service.decide import (
+    UNWATCHED_NOTE,
+    Decision,
+    PortFacts,
+    decide,
+    disable_key,
+    enable_key,
+    escalation,
+    recurrence,
+)
 from fabricd.service.guard import GuardInput
 from fabricd.service.state import Action, Ticket
 from topology.fabric import Fabric
@@ -38,11 +47,13 @@ class Case:
     escalate: tuple[str, ...] = ()
     note: str = ""  # a piece of the ticket's status note
     action_mode: str | None = None
+    evidence: dict[str, Any] | None = None  # the finding's (None: a flap link_flap saw as it streamed)
 
 
 HELD_ELSEWHERE = GuardInput(frozenset({Endpoint("leaf-g0-r0", "Ethernet2/1"), Endpoint("leaf-g0-r0", "Ethernet3/1")}),
                             frozenset(), 2)  # fmt: skip
 TRAINING = JobRef("j1", "llama-train", "production", 512)
+UNWATCHED = {"unwatched": {"from_ts": T0, "to_ts": T0 + 60 * 10**9, "transitions": 16}, "flaps": 8}
 
 CASES = [
     Case("held down by fabricd: leftover noise", "ignore", facts=PortFacts(SERVER_PORT, held=True),
@@ -69,12 +80,23 @@ CASES = [
          settings={"approve_for_priority": ["production"]}, note="(it carries llama-train)", action_mode="approve"),
     Case("auto, a job of another priority", "disable", "running", jobs=(replace(TRAINING, priority="batch"),),
          settings={"approve_for_priority": ["production"]}),
+    # A flap train counted over a time fabricd was not watching (link_flap_unwatched): over, the link stable now.
+    Case("auto, flapped while fabricd was not watching: ticket only", "ticket", evidence=UNWATCHED,
+         note=UNWATCHED_NOTE),
+    Case("approve, flapped while not watching: no approval asked", "ticket", mode="approve", evidence=UNWATCHED,
+         note=UNWATCHED_NOTE),
+    Case("auto, not watching, a protected job: ticket only", "ticket", evidence=UNWATCHED, jobs=(TRAINING,),
+         settings={"approve_for_priority": ["production"]}, note=UNWATCHED_NOTE),
+    Case("not watching, on a port fabricd holds down: leftover noise", "ignore", evidence=UNWATCHED,
+         facts=PortFacts(SERVER_PORT, held=True), note="down because of fabricd"),
 ]  # fmt: skip
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
 def test_decide(case: Case, small: Fabric) -> None:
     f = replace(flap(small, SERVER_PORT), kind=case.kind, jobs=case.jobs)
+    if case.evidence is not None:
+        f = replace(f, evidence=case.evidence)
     settings = RemediationSettings(**{"mode": case.mode, **case.settings})
     d = decide(f, 7, case.facts, fabric=small, limits=SafetyLimits(), settings=settings, known=case.known)
     assert isinstance(d, Decision)

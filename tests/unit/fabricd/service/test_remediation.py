@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -270,6 +271,34 @@ def test_kinds_not_enabled_are_only_ticketed(make: Callable[..., Harness]) -> No
     (out,) = run(report(h, flap(h.fabric, SERVER_PORT)))
     assert out.action is None and h.world.calls == []
     assert h.tickets()[0].body["status_note"] == "no automatic action for this kind of fault; see the evidence"
+
+
+def test_a_flap_fabricd_did_not_watch_is_ticketed_with_its_evidence_and_not_acted_on(
+    make: Callable[..., Harness],
+) -> None:
+    # A flap train counted after a restart (link_flap_unwatched): over, the link up and stable now. In auto mode a
+    # streamed flap takes the port down; this one only opens the repair ticket, saying why nothing was done.
+    h = make()
+    unwatched = {"from_ts": T0 - 120 * NS, "to_ts": T0 - 5 * NS, "transitions": 16}
+    f = replace(
+        flap(h.fabric, SERVER_PORT),
+        evidence={"unwatched": unwatched, "flaps": 8},
+        summary="link gpu-g0-000:nic0--leaf-g0-r0:Ethernet1/1 went down 8 times while fabricd was not watching",
+    )
+    (out,) = run(report(h, f))
+    assert out.action is None and h.world.calls == [] and h.state.actions() == []
+    assert h.state.disabled_ports() == []
+    (t,) = h.tickets()
+    assert (t.fault, t.status) == (FAULT, "open")
+    assert t.body["status_note"] == "flapped while fabricd was not watching; it is stable now: not taken down; watch it"
+    assert t.body["evidence"]["detector"]["unwatched"] == unwatched
+    assert t.body["finding"]["summary"] == f.summary
+    assert h.published == [t]
+    # A flap that goes on, found by link_flap as it streams: the same fault's ticket, and acted on as usual.
+    h.clock.advance(30)
+    (again,) = run(report(h, flap(h.fabric, SERVER_PORT, start_ts=T0 + 30 * NS)))
+    assert again.ticket is not None and again.ticket.id == t.id
+    assert [(a.op, a.status) for a in h.state.actions()] == [("disable", "done")]
 
 
 def test_unmanaged_switch_is_not_touched(make: Callable[..., Harness], small: Fabric) -> None:
