@@ -41,6 +41,7 @@ from fabricd.jobs.source import JobSource, SlurmRest
 from fabricd.telemetry import (
     CounterStore,
     Ingestor,
+    Snapshot,
     TelemetrySource,
     TraceWriter,
 )
@@ -56,6 +57,7 @@ from .access import Principal, principal_for, proxy_principal
 from .actuator import DriverActuator
 from .api import create_app
 from .bgp_ssh import BgpOverSsh
+from .carrier_watch import CarrierWatch
 from .config import ServiceConfig, read_secret
 from .faults import LINK_KINDS
 from .leader import Leadership, default_instance
@@ -109,6 +111,7 @@ class Service:
         )
         self.runner = Runner(self.fabric, configured_detectors(cfg), keep=False)
         self._flap_state: link_flap.LinkFlapState = self.runner.state_of("link_flap")
+        self.carrier = CarrierWatch(self.state, self.fabric, self._flap_state.config)
         jc = cfg.jobs
         rest = None
         if jc.slurmrestd is not None:
@@ -395,7 +398,13 @@ class Service:
         return [k for k, age in self.shard_ages(now).items() if age is None or age > limit]
 
     async def tick(self, now: int) -> list[Finding]:
-        usable = await self._act(self.runner.tick(self.ingestor.snapshot(), now), now)
+        snap = self.ingestor.snapshot()
+        found = self.runner.tick(snap, now)
+        if self.acting():  # flaps that ended while fabricd was not watching (carrier_watch.py)
+            found += self.carrier.check(snap, now, self._unsure(now), self._flap_tracked)
+        else:
+            self.carrier.disarm()  # what it remembers when it leads again is what the leader wrote
+        usable = await self._act(found, now)
         if self.acting():  # An incident not reported for 3 ticks is over.
             self.remediator.report_overruns(now)  # planned maintenance past its --until
             try:  # under the fence like every write: a woken old leader does not clear the new one's findings
@@ -405,7 +414,27 @@ class Service:
                 self._fenced_out(str(e))
                 return usable
             await self._reconcile(now)
+            self._save_carrier(snap, now)
         return usable
+
+    def _flap_tracked(self, ends: tuple[str, ...]) -> bool:
+        """link_flap is tracking this link as it streams (over its threshold): it reports the link itself."""
+        link = self._flap_state.links.get(ends)
+        return link is not None and link.suppressed
+
+    def _save_carrier(self, snap: Snapshot, now: int) -> None:
+        """The leader writes the carrier-transitions values that changed, every SAVE_EVERY_S (carrier_watch.py)."""
+        due = self.carrier.to_save(snap, now, self._unsure(now))
+        if due is None:
+            return
+        rows, unsure = due
+        try:
+            with fenced(self.leadership.token if self.leadership is not None else None):
+                self.state.save_carrier_seen(rows, now, unsure)
+        except FencedError as e:
+            self._fenced_out(str(e))
+            return
+        self.carrier.saved(snap, rows, now)
 
     async def _reconcile(self, now: int) -> None:
         """Every pass: fabricd's records against what the fabric shows (reconcile.py); never before the first sync,

@@ -76,8 +76,9 @@ log = logging.getLogger("fabricd.state")
 R = TypeVar("R")
 
 # 2: actions.key (idempotency); 3: actions.token (the fencing token of the leader that began it); 4: maintenance
-# (planned drains, maintenance.py: a new table, which the schema's CREATE TABLE IF NOT EXISTS adds to an older file)
-SCHEMA_VERSION = 4
+# (planned drains, maintenance.py: a new table, which the schema's CREATE TABLE IF NOT EXISTS adds to an older file);
+# 5: carrier_seen (each port's last carrier-transitions value, carrier_watch.py: a new table, added the same way)
+SCHEMA_VERSION = 5
 
 
 # Two reports of one fault whose onsets are this close are one incident (upsert_finding): chaos seed 3131 and the
@@ -720,6 +721,38 @@ class StateStore:
 
     def drain_counts(self) -> dict[str, int]:
         return {str(r[0]): int(r[1]) for r in self._all("SELECT state, COUNT(*) FROM maintenance GROUP BY state")}
+
+    # --- carrier-transitions as last seen (carrier_watch.py) ------------------------------------------------------
+    def carrier_seen(self) -> tuple[dict[tuple[str, str], tuple[int, int]], tuple[int, frozenset[str]] | None]:
+        """Each port's last carrier-transitions value written, (device, port) -> (value, ts of its sample), and the
+        last save round (its time and the switches not heard fresh then), or None before the first."""
+        rows = self._records("carrier_seen", dec.carrier_seen, "SELECT * FROM carrier_seen")
+        row = self._one("SELECT value FROM meta WHERE key = 'carrier_watch'")
+        saved = None
+        if row is not None:
+            try:
+                doc = json.loads(dec.text(row, "value"))
+                saved = (int(doc["ts"]), frozenset(str(d) for d in doc["unsure"]))
+            except (RowError, ValueError, TypeError, KeyError) as e:
+                self.quarantine.note("meta", "carrier_watch", f"not {{ts, unsure}}: {e}")  # rows' own times hold
+            else:
+                self.quarantine.decoded("meta", "carrier_watch")
+        return {(d, p): (v, t) for d, p, v, t in rows}, saved
+
+    def save_carrier_seen(self, rows: list[tuple[str, str, int, int]], now: int, unsure: list[str]) -> None:
+        """Write the ports' values that changed (device, port, value, sample ts) and the round: as of `now`, every
+        port's row holds, except on the switches in `unsure` (not heard fresh). One transaction, rows in batches."""
+        with self.tx() as db:
+            for i in range(0, len(rows), 200):
+                batch = rows[i : i + 200]
+                db.execute(
+                    "INSERT INTO carrier_seen (device, port, value, ts) VALUES "
+                    + ", ".join("(?, ?, ?, ?)" for _ in batch)
+                    + " ON CONFLICT (device, port) DO UPDATE SET value = excluded.value, ts = excluded.ts",
+                    [x for r in batch for x in r],
+                )
+            db.execute("INSERT INTO meta (key, value) VALUES ('carrier_watch', ?) ON CONFLICT (key) DO UPDATE SET"
+                       " value = excluded.value", (json.dumps({"ts": now, "unsure": sorted(unsure)}),))  # fmt: skip
 
     def prune(self, before_ts: int) -> int:
         with self.tx() as db:

@@ -140,6 +140,8 @@ CREATE TABLE IF NOT EXISTS maintenance (
     actor TEXT NOT NULL, shut {big} NOT NULL DEFAULT 0, until_ts {big}, state TEXT NOT NULL, steps TEXT NOT NULL,
     done {big} NOT NULL DEFAULT 0, detail TEXT NOT NULL DEFAULT '', created_ts {big} NOT NULL,
     updated_ts {big} NOT NULL);
+CREATE TABLE IF NOT EXISTS carrier_seen (
+    device TEXT NOT NULL, port TEXT NOT NULL, value {big} NOT NULL, ts {big} NOT NULL, PRIMARY KEY (device, port));
 CREATE TABLE IF NOT EXISTS leader (
     id {big} PRIMARY KEY CHECK (id = 1), holder TEXT NOT NULL, token {big} NOT NULL, since_ts {big} NOT NULL);
 """

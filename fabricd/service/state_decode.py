@@ -181,6 +181,10 @@ def drain(row: Row) -> DrainRecord:
     )  # fmt: skip
 
 
+def carrier_seen(row: Row) -> tuple[str, str, int, int]:
+    return text(row, "device"), text(row, "port"), integer(row, "value"), integer(row, "ts")
+
+
 def audit_entry(row: Row) -> AuditEntry:
     return AuditEntry(
         id=integer(row, "id"), ts=integer(row, "ts"), what=text(row, "what"), why=text(row, "why"),
@@ -218,6 +222,7 @@ CODECS = (
     Codec("disabled_ports", "action_id", disabled_port, "SELECT * FROM disabled_ports"),
     Codec("tokens", "id", api_token, 'SELECT id, "user", role, created_ts, created_by, revoked_ts FROM tokens'),
     Codec("audit", "id", audit_entry, "SELECT * FROM audit"),
+    Codec("carrier_seen", "port", carrier_seen, "SELECT * FROM carrier_seen"),
 )
 BY_TABLE = {c.table: c for c in CODECS}
 

@@ -55,10 +55,10 @@ def store(tmp_path: Path) -> Iterator[StateStore]:
 
 def test_wal_journal_and_schema(store: StateStore) -> None:
     if store.dialect != "sqlite":
-        assert scalar(store, "SELECT value FROM meta WHERE key = 'schema'") == "4"
+        assert scalar(store, "SELECT value FROM meta WHERE key = 'schema'") == "5"
         return
     assert scalar(store, "PRAGMA journal_mode") == "wal"
-    assert scalar(store, "SELECT value FROM meta WHERE key = 'schema'") == "4"
+    assert scalar(store, "SELECT value FROM meta WHERE key = 'schema'") == "5"
     assert store.path is not None and (store.path.parent / "state.db-wal").exists()
 
 
@@ -88,12 +88,40 @@ def test_a_schema_1_file_is_migrated_and_keeps_its_actions(tmp_path: Path) -> No
     db.close()
     s = StateStore(path)
     try:
-        assert scalar(s, "SELECT value FROM meta WHERE key = 'schema'") == "4"
+        assert scalar(s, "SELECT value FROM meta WHERE key = 'schema'") == "5"
         old = s.action(7)
         assert old is not None and old.status == "done" and old.key is None
         a = s.add_action("disable", "leaf-1", "Ethernet2/1", "auto", "running", "flap", T0, key="k1")
         assert s.add_action("disable", "leaf-1", "Ethernet2/1", "auto", "running", "again", T0, key="k1") == a
         assert [x.id for x in s.actions()] == [a.id, 7]
+    finally:
+        s.close()
+
+
+def test_carrier_seen_is_written_in_batches_and_read_back(store: StateStore) -> None:
+    # what CarrierWatch remembers: one row per port, updated in place, and the last round's time
+    assert store.carrier_seen() == ({}, None)
+    rows = [("leaf-1", f"Ethernet{i}/1", i, T0 + i) for i in range(450)]  # more than one batch
+    store.save_carrier_seen(rows, T0 + S, ["spine-1"])
+    store.save_carrier_seen([("leaf-1", "Ethernet3/1", 2**40, T0 + 2 * S)], T0 + 2 * S, [])
+    seen, saved = store.carrier_seen()
+    assert len(seen) == 450 and seen[("leaf-1", "Ethernet0/1")] == (0, T0)
+    assert seen[("leaf-1", "Ethernet3/1")] == (2**40, T0 + 2 * S)
+    assert saved == (T0 + 2 * S, frozenset())
+
+
+def test_a_schema_4_file_gains_the_carrier_table(tmp_path: Path) -> None:
+    path = tmp_path / "state.db"
+    StateStore(path).close()
+    db = sqlite3.connect(path)
+    db.executescript("DROP TABLE carrier_seen; UPDATE meta SET value = '4' WHERE key = 'schema';")
+    db.commit()
+    db.close()
+    s = StateStore(path)
+    try:
+        assert scalar(s, "SELECT value FROM meta WHERE key = 'schema'") == "5"
+        s.save_carrier_seen([("leaf-1", "Ethernet1/1", 7, T0)], T0, [])
+        assert s.carrier_seen()[0] == {("leaf-1", "Ethernet1/1"): (7, T0)}
     finally:
         s.close()
 
