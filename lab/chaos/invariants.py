@@ -492,6 +492,10 @@ def _hidden(f: FaultRec, run: Run, facts: FabricFacts, deadline: float) -> bool:
             changes = g.kind in LINK_CHANGES and ends & ports
             if changes and g.start_s <= hi and (g.cleared_s is None or g.cleared_s + OPER_QUIET_S >= lo):
                 return True
+    ports, _ = _footprint(f, facts)
+    for e in run.events:  # an operator shut its port while the detector had it to find: nothing left to see
+        if e.what == "operator" and e.kind == "shut_by_hand" and e.where in ports and lo <= e.t <= hi:
+            return True
     before = [s for s in run.samples if f.start_s - 2 <= s.t <= f.start_s + 0.5]
     return any(p in s.ports and not s.ports[p].admin_up for s in before[-1:] for p in f.ports)
 

@@ -193,6 +193,9 @@ STORM = FaultRec("f1", "pfc_storm", ("gpu-g0-000:nic0",), ("gpu-g0-000",), 10.0,
         ([FindingRec(1, "link_flap", "leaf-g0-r0", (P,), ("leaf-g0-r0",), 10.4, 29.0)], [], 1, 0, ["not found"]),
         ([], [Event(9.0, "process", "pause", "fabricd", "", 13.0)], 0, 0, []),  # fabricd stopped: not judged
         ([], [Event(9.0, "process", "gc_pause", "fabricd", "", 9.1)], 1, 0, ["not found"]),  # too short to hide it
+        # small-sonic seed 7: an operator shut the port 0.3 s after the fault began: nothing left to find there
+        ([], [Event(10.3, "operator", "shut_by_hand", P, "")], 0, 0, []),
+        ([], [Event(25.0, "operator", "shut_by_hand", P, "")], 1, 0, ["not found"]),  # after the deadline
         (
             [FindingRec(1, "pfc_storm", "leaf-g0-r0", (P,), ("leaf-g0-r0",), 10.4, 29.0),
              FindingRec(2, "link_flap", "spine-r3-1", ("spine-r3-1:Ethernet1/1",), ("spine-r3-1",), 50.0, 51.0)],
