@@ -146,6 +146,22 @@ def test_capacity_when_fabricd_shuts_an_uplink(already_down: list[str], expected
     assert [v.detail.split(": ", 1)[1] for v in got] == expected
 
 
+def test_capacity_judges_what_fabricd_could_know() -> None:
+    """Seed 2718: an uplink's BGP flap began 20 ms after fabricd's disable of another; the sample after both showed
+    50 %. A loss that was not there in the sample before the shut is not fabricd's decision; nor is a hold coming
+    back (an enable rolled back restores what fabricd held: seed 2718, +88 s, with an operator's shut meanwhile)."""
+    base = {u: PortObs(True, True, bgp_up=True) for u in UPLINKS}
+    after = base | {UPLINKS[0]: SHUT, UPLINKS[3]: PortObs(True, True, bgp_up=False)}
+    assert capacity([Sample(0.0, base), Sample(1.0, after)], FACTS, Limits()) == []
+    lost_before = base | {UPLINKS[3]: PortObs(True, True, bgp_up=False)}
+    assert len(capacity([Sample(0.0, lost_before), Sample(1.0, after)], FACTS, Limits())) == 1
+    held = {UPLINKS[0]: Hold(7, 3, 0.0)}
+    up_under_test = base | {UPLINKS[3]: PortObs(True, False)}  # an operator shut another uplink meanwhile
+    back = [Sample(0.0, up_under_test, frozenset(), held, frozenset({3})),
+            Sample(1.0, up_under_test | {UPLINKS[0]: SHUT}, frozenset(), held, frozenset({3}))]  # fmt: skip
+    assert capacity(back, FACTS, Limits()) == []
+
+
 def test_capacity_counts_a_bgp_down_uplink_lost() -> None:
     base = {u: PortObs(True, True, bgp_up=True) for u in UPLINKS} | {UPLINKS[3]: PortObs(True, True, bgp_up=False)}
     got = capacity([Sample(0.0, base), Sample(1.0, base | {UPLINKS[0]: SHUT})], FACTS, Limits())
@@ -154,6 +170,15 @@ def test_capacity_counts_a_bgp_down_uplink_lost() -> None:
 
 WRONG = PortObs(True, True, "", "gpu-g0-000:nic1")
 RIGHT = PortObs(True, True, "", "gpu-g0-000:nic0")
+
+
+def test_an_enable_fabricd_rolled_back_brought_nothing_back() -> None:
+    """Seed 2718: fabricd was killed during an enable's check of the cable; the port stayed up on the wrong cable until
+    the resumed enable rolled it back (10 s). Up only under test, never in service: not a violation."""
+    rolled = ActionRec(9, "enable", P, "rolled_back", None, 6, 2.0, 12.0)
+    assert wrong_neighbour(samples([SHUT, SHUT, *[WRONG] * 10, SHUT]), FACTS, [], actions=[rolled]) == []
+    done = ActionRec(9, "enable", P, "done", None, 6, 2.0, 3.0)
+    assert len(wrong_neighbour(samples([SHUT, SHUT, *[WRONG] * 10]), FACTS, [], actions=[done])) == 1
 
 
 @pytest.mark.parametrize(
