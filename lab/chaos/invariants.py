@@ -505,6 +505,13 @@ def _hidden(f: FaultRec, run: Run, facts: FabricFacts, deadline: float) -> bool:
             return True
     if f.kind.startswith("pfc_") and any(e.kind == "twin_restart" and e.t <= f.start_s for e in run.events):
         return True  # the restarted twin lost its running config, the lossless one too: nothing pauses for long
+    # link_corruption (docs/detectors.md): a down port is not counted, nor 10 s after an oper-status change
+    if f.kind in ("link_corruption", "optics"):
+        ports, _ = _footprint(f, facts)
+        for g in run.faults:
+            ends = set(g.ports) | {facts.peer[p] for p in g.ports if p in facts.peer}
+            if g.kind in LINK_CHANGES and ends & ports and g.start_s <= hi and (g.cleared_s or hi) + 10 >= lo:
+                return True
     if f.kind.startswith("pfc_"):  # a storm's or a cycle's port whose link went up or down: no decision for 5 s
         ports, _ = _footprint(f, facts)
         for g in run.faults:

@@ -107,6 +107,10 @@ class Runner:
         try:
             self.start_services()
             self.run.start_s = t0 = time.time()
+            for i, pid in enumerate(self.pids):  # just started: blind until synced, as after a restart
+                if self.t.service_cmds and pid is not None:
+                    who = f"fabricd#{i}" if len(self.pids) > 1 else "fabricd"
+                    self._event("process", "started", who, f"pid {pid}", t0 + RESYNC_S, t0)
             self.run.schedule_end_s = t0 + self.schedule.duration_s
             steps = list(self.schedule.steps)
             next_sample = next_holds = t0

@@ -298,6 +298,18 @@ def test_a_windowed_detector_explains_its_tail(kind: str, detected: float, expla
     assert [(p.kind, p.explained) for p in precision] == [(kind, int(explained))]
 
 
+def test_corruption_on_a_port_that_goes_down_is_not_judged() -> None:
+    """Seed 3132 (HA): corruption on a port that went down 0.6 s later for 21 s: no frames, nothing to find
+    (docs/detectors.md: a down port is not counted, nor 10 s after an oper-status change)."""
+    corrupt = FaultRec("f24", "link_corruption", (P,), ("leaf-g0-r0",), 10.0, 31.0, {"rate": 2.4e-5})
+    down = FaultRec("f25", "link_down", (P,), ("leaf-g0-r0",), 10.6, 32.0)
+    scores, _, got = detection(run_with([corrupt, down], []), FACTS)
+    assert [(s.kind, s.judged) for s in scores] == [("link_corruption", 0), ("link_down", 0)] and got == []
+    later = FaultRec("f25", "link_down", (P,), ("leaf-g0-r0",), 60.0, 70.0)  # long after its deadline: judged
+    scores, _, got = detection(run_with([corrupt, later], []), FACTS)
+    assert scores[0].kind == "link_corruption" and scores[0].judged == 1 and len(got) == 1
+
+
 def test_a_run_saved_and_loaded_is_the_same_run(tmp_path: Path) -> None:
     r = run_with([STORM], [FindingRec(1, "pfc_storm", "leaf-g0-r0", (P,), ("leaf-g0-r0",), 10.4, 29.0)],
                  [Event(9.0, "process", "gc_pause", "fabricd", "SIGSTOP", 9.1)])  # fmt: skip
