@@ -214,17 +214,14 @@ class MaintenanceRequests:
             if self._fenced() is not None:
                 return  # the leader carries it on
             step = steps[i]
-            if step.name == "shift":
-                device = t.shifted[[s.name for s in steps[: i + 1]].count("shift") - 1]
+            if step.name in ("shift", "shift_session"):  # the n-th shift step shifts the n-th switch or session
+                nth, key = [s.name for s in steps[: i + 1]].count(step.name) - 1, f"fabricd_m{d.id}_{i}"
+                if step.name == "shift":
+                    shift = partial(self._shift, t.shifted[nth], True, key)
+                else:
+                    shift = partial(self._shift_session, t.sessions[nth], True, key)
                 try:
-                    await self._blocking(self._shift, device, True, f"fabricd_m{d.id}_{i}")
-                except FabricdError as e:
-                    self._stop(d, f"step {i + 1} ({step.text}) failed: {e}")
-                    return
-            elif step.name == "shift_session":
-                se = t.sessions[[s.name for s in steps[: i + 1]].count("shift_session") - 1]
-                try:
-                    await self._blocking(self._shift_session, se, True, f"fabricd_m{d.id}_{i}")
+                    await self._blocking(shift)
                 except FabricdError as e:
                     self._stop(d, f"step {i + 1} ({step.text}) failed: {e}")
                     return
