@@ -5,9 +5,10 @@ decided by leases in the JetStream key-value bucket `fabricd_switches` (gnmic's 
 switch, created by the collector that takes it and rewritten (compare-and-set) every third of
 `telemetry.collector_lease_ttl_s`. Each collector also keeps a key of its own in `fabricd_collectors`, so every one
 knows how many are alive and takes its fair share, ceil(switches / collectors), and gives back what it holds
-beyond that, so a collector that joins gets work. A collector that dies or is cut off stops renewing; its keys
-expire after one TTL and the others take its switches at their next round: within one TTL plus a third, then one
-sample interval until the first data.
+beyond that, so a collector that joins gets work. Every collector watches both buckets (`lease_view.py`): a
+collector that dies or is cut off stops renewing, and a TTL after its last renewal was seen the others take its
+switches over with a compare-and-set on that revision (or create them, should the bus have expired them first),
+within a claim round (CLAIM_EVERY_S), then the first values (a ONCE call on connect).
 
 The gNMI side is the service's own `TelemetryClient` (same subscriptions, reconnects, sample phases). Instead of
 decoding, `BusPublisher` hands each switch's raw SubscribeResponses to the bus every few milliseconds, on the
@@ -22,7 +23,7 @@ import logging
 import math
 import time
 import zlib
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
@@ -33,6 +34,7 @@ from . import bus_wire
 from .channel import notification_ts
 from .client import TelemetryClient
 from .ingest import Ingestor
+from .lease_view import LeaseView, Op, op_of
 from .metrics import TelemetryMetrics
 from .paths import Subscription
 from .store import CounterStore
@@ -44,7 +46,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("fabricd.collector")
 SWITCHES, MEMBERS = "fabricd_switches", "fabricd_collectors"
-CLAIM_EVERY_S = 0.25  # how often a collector looks for free switches (two listings of the buckets: cheap)
+CLAIM_EVERY_S = 0.1  # how often a collector looks for free switches: in its watched views, no call on the bus
 LEASE_CALLS = 256  # KV calls in flight at once in a lease round: one round trip each, so 4k leases take ~16 of them
 PUBLISH_EVERY_S = 0.005  # batching window: a flap's oper-status event waits at most this long on the collector
 
@@ -245,38 +247,58 @@ class Collector:
         return switch in self.mine and time.monotonic() - self._renewed < self.ttl
 
     async def _leases(self, switches: KeyValue, members: KeyValue, stop: asyncio.Event) -> None:
-        """Renew every third of the TTL; look for free switches (a dead collector's, expired) every CLAIM_EVERY_S, so
-        its switches stream again within a TTL and a fraction of a second, not a TTL and a third."""
+        """Renew every third of the TTL; every CLAIM_EVERY_S, take what is free or abandoned. Both buckets are
+        watched (`lease_view.py`), so finding free switches costs nothing on the bus, and a switch whose holder
+        stopped renewing is taken over a TTL after its last renewal was seen, by a compare-and-set on that
+        revision, without waiting for the bus to expire the key."""
         js = self._js
         assert js is not None
         me = self.instance.encode()
         member_key = _key(self.instance)
         renewed = -1e18
-        while not stop.is_set():
-            started = time.monotonic()
-            try:
-                if started - renewed >= self.ttl / 3:
-                    await members.put(member_key, me)
-                    await self._renew(switches)
-                    renewed = started
-                alive = len(await _keys(js, members))
-                taken = {self._by_key[k] for k in await _keys(js, switches) if k in self._by_key}
-                claim, give = plan_claims(self.instance, self.switches, taken, set(self.mine), alive)
-                await _bounded([self._claim(switches, s, me) for s in claim])
-                await _bounded([self._give_back(switches, s) for s in give])
-            except Exception as e:  # noqa: BLE001 - the bus went away: keep streaming what we hold until it ends
-                log.warning("collector %s: lease round failed (%s: %s)", self.instance, type(e).__name__, e)
-                if self._rounds_failed_c is not None:
-                    self._rounds_failed_c.inc()
-                if time.monotonic() - self._renewed > self.ttl * 2 / 3:
-                    self.mine.clear()  # our leases may be gone: stop streaming before someone else starts
-            assert self.client is not None
-            self.client.set_owned(list(self.mine))
-            if self._held_g is not None:
-                self._held_g.set(len(self.mine))
-            wait = max(0.05, min(self.ttl / 3, CLAIM_EVERY_S) - (time.monotonic() - started))
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), wait)
+        held, alive = LeaseView(self.ttl), LeaseView(self.ttl)
+        watches = _Watches(js, (switches, held), (members, alive))
+        try:
+            while not stop.is_set():
+                started = time.monotonic()
+                try:
+                    if started - renewed >= self.ttl / 3:
+                        await members.put(member_key, me)
+                        await self._renew(switches)
+                        renewed = started
+                    watches.keep(started, self.ttl, bool(self.mine))
+                    if watches.ready():
+                        await self._take(switches, held, alive, me)
+                except Exception as e:  # noqa: BLE001 - the bus went away: keep streaming what we hold until it ends
+                    log.warning("collector %s: lease round failed (%s: %s)", self.instance, type(e).__name__, e)
+                    if self._rounds_failed_c is not None:
+                        self._rounds_failed_c.inc()
+                    if time.monotonic() - self._renewed > self.ttl * 2 / 3:
+                        self.mine.clear()  # our leases may be gone: stop streaming before someone else starts
+                assert self.client is not None
+                self.client.set_owned(list(self.mine))
+                if self._held_g is not None:
+                    self._held_g.set(len(self.mine))
+                wait = max(0.02, min(self.ttl / 3, CLAIM_EVERY_S) - (time.monotonic() - started))
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(stop.wait(), wait)
+        finally:
+            await watches.close()
+
+    async def _take(self, kv: KeyValue, held: LeaseView, alive: LeaseView, me: bytes) -> None:
+        """One claim round on the watched views: free switches created, abandoned ones taken over (only while the
+        member watch shows our own renewals: a stalled watch would make every lease look abandoned), extras
+        given back."""
+        now = time.monotonic()
+        members = max(1, len(alive.live(now) | {_key(self.instance)}))
+        taken = {self._by_key[k] for k in held.live(now) if k in self._by_key}
+        claim, give = plan_claims(self.instance, self.switches, taken, set(self.mine), members)
+        abandoned = held.abandoned(now) if alive.fresh(now, self.ttl * 2 / 3) else {}
+        await _bounded([self._claim(kv, s, me, abandoned.get(_key(s))) for s in claim])
+        await _bounded([self._give_back(kv, s) for s in give])
+        for s in claim:
+            if s in self.mine:
+                held.saw(_key(s), self.mine[s], Op.PUT, now)
 
     async def _renew(self, kv: KeyValue) -> None:
         """Every lease renewed with a compare-and-set on its revision, LEASE_CALLS at a time (one by one, 16k leases
@@ -300,9 +322,19 @@ class Collector:
                 self.mine[s] = rev
         self._renewed = sent
 
-    async def _claim(self, kv: KeyValue, switch: str, me: bytes) -> None:
+    async def _claim(self, kv: KeyValue, switch: str, me: bytes, abandoned_rev: int | None = None) -> None:
+        """Create the switch's key, or take it over from a holder that stopped renewing (`abandoned_rev`: the
+        revision it left, seen a TTL ago); either fails if another collector got there first."""
         from nats.js.errors import KeyWrongLastSequenceError
 
+        if abandoned_rev is not None:
+            try:
+                self.mine[switch] = await kv.update(_key(switch), me, last=abandoned_rev)
+            except KeyWrongLastSequenceError:
+                pass  # renewed after all, taken by another, or expired by the bus (then created below)
+            else:
+                log.info("collector %s: took over %s (its holder stopped renewing)", self.instance, switch)
+                return
         try:
             self.mine[switch] = await kv.create(_key(switch), me)
         except KeyWrongLastSequenceError:
@@ -369,19 +401,17 @@ async def _bucket(js: JetStreamContext, name: str, ttl: float) -> KeyValue:
 KEYS_INACTIVE_S = 2.0  # should deleting a listing's consumer fail, the server drops it after this long
 
 
-async def _keys(js: JetStreamContext, kv: KeyValue) -> list[str]:
-    """The bucket's live keys. nats-py's kv.keys() leaves the ephemeral consumer it lists with on the server for 5
-    minutes: two per lease round, ~0.6/s per collector, up to nats-server's 1,000-consumer limit, after which every
-    lease round fails (`maximum consumers limit reached`). This one deletes its consumer as soon as it has listed,
-    and asks the server to drop it after KEYS_INACTIVE_S should the delete not arrive."""
-    watcher = await kv.watchall(ignore_deletes=True, meta_only=True, inactive_threshold=KEYS_INACTIVE_S)
+@contextlib.asynccontextmanager
+async def _watching(js: JetStreamContext, kv: KeyValue, **kwargs: Any) -> AsyncIterator[Any]:
+    """A watch on the bucket whose consumer is gone when it ends. nats-py's watchers leave their ephemeral consumer
+    on the server for 5 minutes: a listing per lease round, ~0.6/s per collector, reached nats-server's
+    1,000-consumer limit, after which every lease round failed (`maximum consumers limit reached`). This deletes
+    the consumer as the watch ends, and asks the server to drop it after KEYS_INACTIVE_S should the delete not
+    arrive (a collector killed -9)."""
+    watcher = await kv.watchall(inactive_threshold=KEYS_INACTIVE_S, **kwargs)
     sub: Any = watcher._sub  # the ordered consumer's subscription: nats-py exposes no other handle on it
-    keys: list[str] = []
     try:
-        async for entry in watcher:
-            if entry is None:  # the end of what the bucket holds now
-                break
-            keys.append(entry.key)
+        yield watcher
     finally:
         name = stream = None
         with contextlib.suppress(Exception):
@@ -391,4 +421,65 @@ async def _keys(js: JetStreamContext, kv: KeyValue) -> list[str]:
         if name and stream:
             with contextlib.suppress(Exception):  # gone already (inactive), or the bus went away
                 await js.delete_consumer(stream, name)
+
+
+async def _keys(js: JetStreamContext, kv: KeyValue) -> list[str]:
+    """The bucket's live keys, listed once."""
+    keys: list[str] = []
+    async with _watching(js, kv, ignore_deletes=True, meta_only=True) as watcher:
+        async for entry in watcher:
+            if entry is None:  # the end of what the bucket holds now
+                break
+            keys.append(entry.key)
     return keys
+
+
+async def _feed(js: JetStreamContext, kv: KeyValue, view: LeaseView, ready: asyncio.Event) -> None:
+    """Keep `view` up to date from a watch on `kv` until cancelled; `ready` once the bucket's current keys are in."""
+    async with _watching(js, kv, meta_only=True) as watcher:
+        async for entry in watcher:
+            if entry is None:
+                ready.set()
+            else:
+                view.saw(entry.key, entry.revision, op_of(entry.operation), time.monotonic())
+
+
+class _Watches:
+    """A collector's two watches (its switch leases' bucket, the members' bucket), restarted when one ends (the
+    bus went away) or goes quiet: the member bucket gets our own renewal every third of a TTL, the switch bucket
+    too while we hold any, so a watch silent for a TTL is broken whatever the others do."""
+
+    def __init__(self, js: JetStreamContext, held: tuple[KeyValue, LeaseView], alive: tuple[KeyValue, LeaseView]):
+        self.js, self.held, self.alive = js, held, alive
+        self.tasks: list[asyncio.Task[None]] = []
+        self.readies: list[asyncio.Event] = []
+        self.started = float("-inf")
+
+    def keep(self, now: float, ttl: float, holding: bool) -> None:
+        if self.tasks and now - self.started < ttl / 3:
+            return  # just (re)started: give it a round trip
+        broken = not self.tasks or any(t.done() for t in self.tasks)
+        quiet = now - self.started > ttl and (
+            not self.alive[1].fresh(now, ttl) or (holding and not self.held[1].fresh(now, ttl))
+        )
+        if not (broken or quiet):
+            return
+        for t in self.tasks:
+            t.cancel()
+        self.readies = [asyncio.Event(), asyncio.Event()]
+        self.tasks = [
+            asyncio.create_task(_feed(self.js, kv, view, ready), name=f"watch {view_name}")
+            for (kv, view), ready, view_name in zip(
+                (self.held, self.alive), self.readies, ("leases", "members"), strict=True
+            )
+        ]
+        self.started = now
+
+    def ready(self) -> bool:
+        """Both watches have delivered what their bucket held when they started."""
+        return bool(self.readies) and all(r.is_set() for r in self.readies)
+
+    async def close(self) -> None:
+        for t in self.tasks:
+            t.cancel()
+        await asyncio.gather(*self.tasks, return_exceptions=True)
