@@ -206,12 +206,16 @@ class SonicSession:
         if not self._loaded:
             raise DriverError(self.device, "nothing loaded to commit")
         self._commits += 1
-        name = key or f"{self._tag}-{self._commits}"
-        lock = f"/tmp/{name}.decided"
+        # A key is committed again only after resume() found nothing pending under it, but a decided commit's timer
+        # may still sleep (its decider died before stopping it): a new attempt never reuses a name the switch still
+        # holds a trace of, or that timer would wake to find the new attempt's pid file and roll it back.
+        name = f"{self._tag}-{self._commits}"
         if key is not None:
-            # A key is reused only after resume() found nothing pending under it: what a decided transaction of
-            # that name left (its lock would stop the new timer from ever firing) goes first.
-            self._run(f"rmdir {lock} 2>/dev/null; rm -f {_pidfile(name)}")
+            traces = self._attempts(key)
+            if any(traces.values()):
+                raise DriverError(self.device, f"a commit under {key} is still pending; resume it first")
+            name = _next_attempt(key, traces)
+        lock = f"/tmp/{name}.decided"
         self._ok(f"sudo -n config checkpoint {name}", f"config checkpoint {name}")
         # The timer, too, acts only while the pid file is there: a new leader that finds the lock taken by an old
         # leader that decided and never finished (fenced off or dead) removes the pid file and frees the lock, and
@@ -419,30 +423,48 @@ class SonicSession:
         return out
 
     def resume(self, key: str) -> Resumed:
-        """A pending commit leaves its timer's pid in /tmp/KEY.pid until it is decided. SONiC keeps no record of a
-        confirmed one (the checkpoint is deleted), so that is "none": applying the same patch again is a no-op."""
+        """A pending commit leaves its timer's pid in /tmp/NAME.pid until it is decided (NAME: the key, or the key
+        and the attempt, `_next_attempt`). SONiC keeps no record of a confirmed one (the checkpoint is deleted), so
+        that is "none": applying the same patch again is a no-op."""
         if self._pending is not None:
             raise DriverError(self.device, "a commit is still pending in this session; confirm or roll it back first")
-        status, out = self._run(f"cat {_pidfile(key)}")
+        names = [n for n, has_pid in self._attempts(key).items() if has_pid]
+        if not names:
+            return "none"
+        name = names[-1]  # one attempt at a time: an attempt starts only once resume found the one before decided
+        status, out = self._run(f"cat {_pidfile(name)}")
         if status != 0 or not out.strip().isdigit():
             return "none"
-        pending = _Pending(key, int(out.strip()), f"/tmp/{key}.decided")
+        pending = _Pending(name, int(out.strip()), f"/tmp/{name}.decided")
         if not self._decide(pending):
             # Decided elsewhere: by the timer (it reverted, or is reverting, the switch by itself) or by an old leader
             # fenced off or dead before it finished (its change stays; the caller does its step again). Without the
-            # pid file the timer, still asleep in the second case, does nothing when it ends.
-            self._run(f"rm -f {_pidfile(key)}; rmdir {pending.lock}")
+            # pid file the timer, still asleep in the second case, does nothing when it ends; the lock stays, so
+            # the name is not used again while that timer may still sleep.
+            self._run(f"rm -f {_pidfile(name)}")
             return "none"
         self._pending = dataclasses.replace(pending, decided=True)
         return "pending"
+
+    def _attempts(self, key: str) -> dict[str, bool]:
+        """The names the switch holds a trace of (a pid file or a lock) for commits under `key`, oldest first:
+        name -> whether its pid file is there (the commit may still be pending)."""
+        status, out = self._run("ls /tmp/ 2>/dev/null")
+        if status != 0:
+            raise DriverError(self.device, f"could not list /tmp: {self._clean(_summary(out))}")
+        found: dict[str, bool] = {}
+        for m in re.finditer(rf"(?<![\w-]){re.escape(key)}(_r\d+)?\.(pid|decided)\b", out):
+            name = key + (m.group(1) or "")
+            found[name] = found.get(name, False) or m.group(2) == "pid"
+        return dict(sorted(found.items(), key=lambda kv: _attempt_number(kv[0])))
 
     def abort_stale(self, below: int, keep: Collection[str]) -> list[str]:
         """An old leader's commits still pending under their timers (their pid files, /tmp/fabricd_t<token>_*.pid)
         are rolled back now, as `resume` + `rollback` would for our own."""
         status, out = self._run("ls /tmp/ 2>/dev/null")
-        names = sorted({m.group(0)[: -len(".pid")] for m in _STALE_PID.finditer(out)}) if status == 0 else []
+        names = {m.group(0)[: -len(".pid")] for m in _STALE_PID.finditer(out)} if status == 0 else set()
         ended = []
-        for name in names:
+        for name in sorted({_ATTEMPT.sub("", n) for n in names}):  # a key's attempts: resume finds the last one
             token = int(name.split("_", 2)[1][1:])
             if token >= below or name in keep:
                 continue
@@ -479,6 +501,22 @@ _STALE_PID = re.compile(r"\bfabricd_t\d+_[A-Za-z0-9_]+\.pid\b")
 
 def _pidfile(name: str) -> str:
     return f"/tmp/{name}.pid"
+
+
+_ATTEMPT = re.compile(r"_r(\d+)$")
+
+
+def _attempt_number(name: str) -> int:
+    m = _ATTEMPT.search(name)
+    return int(m.group(1)) if m else 1
+
+
+def _next_attempt(key: str, traces: Collection[str]) -> str:
+    """The name of the next commit under `key`: the key itself if the switch holds no trace of it, else the key
+    with the attempt number after the last one (`KEY_r2`, `KEY_r3`...)."""
+    if not traces:
+        return key
+    return f"{key}_r{max(_attempt_number(n) for n in traces) + 1}"
 
 
 def _summary(out: str) -> str:

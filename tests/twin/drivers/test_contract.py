@@ -452,3 +452,51 @@ def test_one_sessions_traffic_shifted_away_and_back(twin: TwinThread, platform: 
             assert f"neighbor {session.peer_address} route-map" not in s.running_config()
     finally:
         s.close()
+
+
+def test_a_key_committed_again_is_not_rolled_back_by_the_timer_of_its_decided_first_attempt(
+    twin: TwinThread,
+) -> None:
+    # SONiC only. One instance (no leader token: the key repeats across its restarts) takes the confirm's decision
+    # lock for its commit and dies before stopping the timer. Restarted, it finds that commit decided elsewhere and
+    # commits the step again under the same key. The first timer, waking before the second commit is confirmed,
+    # must not win a lock and roll back to a checkpoint: the second attempt is under a name of its own.
+    # (Before: resume freed the lock, the new commit reused the names, and the old timer, finding the new pid
+    # file, rolled the new commit back: its confirm failed "too late to confirm".)
+    _, device, port = CASES[1]
+    key = "fabricd_a7_00000007"
+    old, new = connect(twin, device), connect(twin, device)
+    asked = 0
+
+    def guard() -> None:
+        nonlocal asked
+        asked += 1
+        if asked > 1:  # the lock's mkdir went out; the process dies before its next command
+            raise Refused
+
+    try:
+        old.set_port_admin(port, False, revert_in_s=3, key=key)
+        timer_ends = time.monotonic() + 3
+        old.guard = guard
+        with pytest.raises(Refused):
+            old.confirm()
+        assert new.resume(key) == "none"  # decided by the dead one
+        new.set_port_admin(port, False, revert_in_s=60, key=key)
+        time.sleep(max(0.0, timer_ends + 0.6 - time.monotonic()))  # the first timer has ended, unconfirmed second
+        assert up(new, port) is False
+        new.confirm()
+        assert up(new, port) is False
+        assert new.resume(key) == "none"
+        # a key still pending on the switch is not committed again beside it (its timer would undo both)
+        new.set_port_admin(port, True, revert_in_s=60, key="fabricd_a9_00000009")
+        other = connect(twin, device)
+        try:
+            with pytest.raises(DriverError, match="still pending; resume it first"):
+                other.set_port_admin(port, True, revert_in_s=60, key="fabricd_a9_00000009")
+        finally:
+            other.close()
+        new.confirm()
+        assert up(new, port) is True
+    finally:
+        old.abandon()
+        new.close()
