@@ -144,6 +144,7 @@ class Service:
         # Port actions get their own threads: a slow ticket backend or drift check must not queue them.
         self.action_pool = ThreadPoolExecutor(max_workers=ACTION_THREADS, thread_name_prefix="fabricd-action")
         self.backend: TicketBackend = make_backend(cfg.tickets, cfg.source)
+        self._handing: dict[int, tuple[asyncio.Lock, list[int]]] = {}  # ticket id -> its hand-off lock, callers
         # Hot standby: every instance watches; the one holding the lease acts (leader.py).
         self.leadership: Leadership | None = None
         if cfg.ha.enabled:
@@ -479,7 +480,23 @@ class Service:
     async def publish(self, ticket: Ticket) -> None:
         """Hand the ticket's current version to the backend; on failure the sync job retries it. As a leader, under
         its fence: asked before every request the backend sends (tickets/base.py), and the hand-off recorded only
-        while the state still names this leader's token; a woken old leader sends and records nothing more."""
+        while the state still names this leader's token; a woken old leader sends and records nothing more.
+        One hand-off of a ticket at a time: a second caller (a takeover's sync beside the scheduled one, both
+        having read the ticket unsynced) waits and sends nothing if the first one delivered that version."""
+        held = self._handing.setdefault(ticket.id, (asyncio.Lock(), [0]))
+        held[1][0] += 1
+        try:
+            async with held[0]:
+                done = self.state.ticket(ticket.id)
+                if done is not None and done.synced_ts is not None and done.synced_ts >= ticket.updated_ts:
+                    return
+                await self._hand_off(ticket)
+        finally:
+            held[1][0] -= 1
+            if held[1][0] == 0:
+                del self._handing[ticket.id]
+
+    async def _hand_off(self, ticket: Ticket) -> None:
         token = self.leadership.token if self.leadership is not None else None
         try:
             if self.backend.name != "sqlite":
