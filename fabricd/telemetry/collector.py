@@ -179,7 +179,8 @@ class Collector:
         connected, reconnects, lag, updates, staleness) for the switches it streams."""
         self.accesses = list(accesses)
         self.registry = registry
-        self._held_g = self._rounds_failed_c = self._publish_errors_c = self._dropped_c = None
+        self._held_g = self._rounds_failed_c = self._publish_errors_c = self._dropped_c = self._lost_c = None
+        self.lost = 0  # leases lost to another collector (renewed too late: a pause, a saturated CPU, a short TTL)
         self._metrics = TelemetryMetrics(registry) if registry is not None else None  # one set, each client binds it
         if registry is not None:
             self._held_g = Gauge("fabricd_collector_switches", "Switches this collector holds a lease on and streams",
@@ -188,6 +189,9 @@ class Collector:
                                             "bus refused or went away)", registry=registry)  # fmt: skip
             self._publish_errors_c = Counter("fabricd_collector_publish_errors", "Telemetry batches the bus refused",
                                              registry=registry)  # fmt: skip
+            self._lost_c = Counter("fabricd_collector_leases_lost", "Switch leases another collector took over "
+                                   "because this one renewed too late (often: a TTL too short for the load)",
+                                   registry=registry)  # fmt: skip
             self._dropped_c = Counter("fabricd_collector_dropped_unheld", "Telemetry responses dropped: of a switch "
                                       "this collector did not hold (certainly) when they came or went out",
                                       registry=registry)  # fmt: skip
@@ -318,6 +322,9 @@ class Collector:
             if rev is None:
                 log.warning("collector %s: lost %s to another collector", self.instance, s)
                 self.mine.pop(s, None)
+                self.lost += 1
+                if self._lost_c is not None:
+                    self._lost_c.inc()
             else:
                 self.mine[s] = rev
         self._renewed = sent
