@@ -12,6 +12,7 @@ import difflib
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from topology.underlay import Underlay
@@ -22,6 +23,7 @@ from .endpoints import Credentials
 from .eos_features import SwitchLog
 from .eos_grammar import CliError, parse_line
 from .model import PortConfig, Twin
+from .saved_config import write_private
 
 # Bytes per buffer segment for ECN thresholds in `segments` (an approximation: cells differ by chip).
 SEGMENT_BYTES = 208
@@ -305,7 +307,9 @@ class Session:
 
 
 class DeviceConfig:
-    def __init__(self, twin: Twin, device: str, credentials: Credentials | None):
+    def __init__(self, twin: Twin, device: str, credentials: Credentials | None, saved_dir: Path | None = None):
+        """`saved_dir`: where the startup-config is kept across restarts of the twin (a power cycle of every switch:
+        each boots from what `write memory` saved, as a real one does); None: in memory only."""
         self.twin = twin
         self.device = device
         sw = twin.switch(device)
@@ -315,6 +319,10 @@ class DeviceConfig:
         self.flash: dict[str, Node] = {}
         self.sessions: dict[str, Session] = {}
         self.log = SwitchLog()  # its syslog buffer and command accounting (lab/eos_features.py)
+        self.saved_file = saved_dir / f"{device}.startup-config" if saved_dir is not None else None
+        if self.saved_file is not None and self.saved_file.exists():
+            self.startup = self.parse(self.saved_file.read_text().splitlines())
+            self.set_running(self.startup.copy())  # booted from its startup-config
 
     # -- building and reading configs --
     def clean(self) -> Node:
@@ -454,6 +462,8 @@ class DeviceConfig:
         tree = self.source(src)
         if dst == "startup-config":
             self.startup = tree
+            if self.saved_file is not None:
+                write_private(self.saved_file, "\n".join(render_body(tree)) + "\n")
         elif dst == "running-config":
             self.set_running(tree)
         elif dst.startswith("flash:") and len(dst) > 6:
@@ -552,10 +562,12 @@ _STATE_WORDS = {"pendingCommitTimer": "pending a commit timer", "completed": "co
 class ConfigStore:
     """The configuration of every EOS switch of a twin."""
 
-    def __init__(self, twin: Twin, credentials: Credentials | None = None):
+    def __init__(self, twin: Twin, credentials: Credentials | None = None, saved_dir: Path | None = None):
         self.twin = twin
         self.devices = {
-            name: DeviceConfig(twin, name, credentials) for name, sw in twin.switches.items() if sw.platform == "eos"
+            name: DeviceConfig(twin, name, credentials, saved_dir)
+            for name, sw in twin.switches.items()
+            if sw.platform == "eos"
         }
 
     def reboot(self, device: str, now_ns: int) -> None:

@@ -38,6 +38,7 @@ from .faults import FaultInjector
 from .gnmi_server import start_gnmi_servers
 from .model import Twin
 from .probes import ProbeGenerator
+from .saved_config import SAVED_DIR
 from .sonic_config import SonicStore
 from .sonic_releases import DEFAULT_RELEASE as DEFAULT_SONIC_RELEASE
 from .sonic_releases import release_of
@@ -132,10 +133,11 @@ class TwinProcess:
                          sonic_version=options.sonic_version)  # fmt: skip
         self.password = lab_password(options.state_dir)
         self.credentials = Credentials(USERNAME, self.password)
-        self.configs = ConfigStore(self.twin, self.credentials)
+        saved = options.state_dir / SAVED_DIR  # what the switches saved before this start (a power cycle)
+        self.configs = ConfigStore(self.twin, self.credentials, saved)
         self.twin.sonic_aliases = options.sonic_aliases
         self.twin.bgpmon.silent = options.no_neigh_state
-        self.sonic = SonicStore(self.twin)  # the SONiC switches' CONFIG_DB (their SSH logins work on it)
+        self.sonic = SonicStore(self.twin, saved)  # the SONiC switches' CONFIG_DB (their SSH logins work on it)
         self.faults = FaultInjector(self.twin, on_reboot=self.configs.reboot)
         self.probes: deque[dict[str, Any]] = deque(maxlen=50_000)
         self.prober = ProbeGenerator(self.twin)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import copy
 import json
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any
 
 from topology.model import Endpoint
@@ -20,6 +21,7 @@ from topology.model import Endpoint
 from .eos_identity import serial_number, system_mac
 from .frr_policy import FrrPolicy
 from .model import PortConfig, Switch, Twin
+from .saved_config import write_private
 from .sonic_yang import empty_tables, validate
 
 ConfigDb = dict[str, Any]
@@ -220,10 +222,15 @@ def derive_port_config(db: Mapping[str, Any], name: str) -> PortConfig:
 
 
 class SonicDevice:
-    def __init__(self, twin: Twin, device: str):
+    def __init__(self, twin: Twin, device: str, saved_dir: Path | None = None):
+        """`saved_dir`: where /etc/sonic/config_db.json is kept across restarts of the twin (a power cycle: the
+        switch boots from what `config save` wrote); None: in memory only."""
         self.twin = twin
         self.device = device
+        self.saved_file = saved_dir / f"{device}.config_db.json" if saved_dir is not None else None
         self.running: ConfigDb = _default_config(twin, device)
+        if self.saved_file is not None and self.saved_file.exists():
+            self.running = json.loads(self.saved_file.read_text())
         self.saved: ConfigDb = copy.deepcopy(self.running)
         self.checkpoints: dict[str, ConfigDb] = {}  # /etc/sonic/checkpoints/NAME.cp.json (survive a reboot)
         self.boot_ns = twin.switch(device).boot_ns
@@ -329,6 +336,8 @@ class SonicDevice:
 
     def save(self) -> None:
         self.saved = copy.deepcopy(self.running)
+        if self.saved_file is not None:
+            write_private(self.saved_file, json.dumps(self.saved, indent=1, sort_keys=True) + "\n")
 
     def set_admin(self, name: str, up: bool) -> None:
         """`config interface startup|shutdown PORT`."""
@@ -343,8 +352,10 @@ class SonicDevice:
 class SonicStore:
     """The CONFIG_DB of every SONiC switch of a twin."""
 
-    def __init__(self, twin: Twin):
-        self.devices = {name: SonicDevice(twin, name) for name, sw in twin.switches.items() if sw.platform == "sonic"}
+    def __init__(self, twin: Twin, saved_dir: Path | None = None):
+        self.devices = {
+            name: SonicDevice(twin, name, saved_dir) for name, sw in twin.switches.items() if sw.platform == "sonic"
+        }
 
     def device(self, name: str) -> SonicDevice:
         try:

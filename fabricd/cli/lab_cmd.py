@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -23,6 +24,7 @@ from lab import daemons as lab_daemons
 from lab.chaos.facts import FabricFacts
 from lab.chaos.history import Limits, Run, load_run, run_doc
 from lab.eos_releases import DEFAULT_EOS_VERSION, VersionError, release
+from lab.saved_config import SAVED_DIR
 from lab.sonic_releases import DEFAULT_RELEASE as DEFAULT_SONIC_RELEASE
 from lab.sonic_releases import SonicReleaseError, release_of
 from topology.spec import load_spec
@@ -112,6 +114,7 @@ def up(
             " keys and logs there; use a folder of its own (the default is .fabricd-lab)"
         )
     state_dir.mkdir(parents=True, exist_ok=True)
+    shutil.rmtree(state_dir / SAVED_DIR, ignore_errors=True)  # a new lab: no switch has saved anything yet
     args = [sys.executable, "-m", "lab", "--spec", str(spec), "--state-dir", str(state_dir)]
     args += ["--base-address", base_address, "--port-offset", str(port_offset), "--probe-interval", str(probe_interval)]
     args += ["--eos-version", eos_version, "--sonic-version", sonic_version]

@@ -503,8 +503,6 @@ def _hidden(f: FaultRec, run: Run, facts: FabricFacts, deadline: float) -> bool:
             and (g.cleared_s is None or g.cleared_s + 5 >= lo)
         ):
             return True
-    if f.kind.startswith("pfc_") and any(e.kind == "twin_restart" and e.t <= f.start_s for e in run.events):
-        return True  # the restarted twin lost its running config, the lossless one too: nothing pauses for long
     # link_corruption (docs/detectors.md): a down port is not counted, nor 10 s after an oper-status change
     if f.kind in ("link_corruption", "optics"):
         ports, _ = _footprint(f, facts)
