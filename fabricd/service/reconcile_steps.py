@@ -31,6 +31,7 @@ log = logging.getLogger("fabricd.remediation")
 # How long a held port's re-apply waits for fresh telemetry from the switches its guard verdict rests on (after a
 # restart or a resync); then it is judged on what is known, and says what was not.
 FRESH_WAIT_S = 30.0
+RESCAN_S = 5.0  # how often the marks of switches a scan skipped or could not read are tried again
 
 
 class ToReapply(TypedDict):
@@ -54,6 +55,8 @@ class ReconcileSteps:
         clock: Callable[[], int]
         executor: Executor | None
         marks: dict[Endpoint, PortMark] | None
+        unscanned: set[str]
+        scanned_ts: int
         _refused: dict[Endpoint, Refusal]  # holds to re-apply: the guard's last refusal
         _waiting: dict[Endpoint, int]  # holds whose re-apply waits for fresh telemetry: since when
         _lock: asyncio.Lock
@@ -86,10 +89,18 @@ class ReconcileSteps:
             log.warning("%s", n)
         return notes
 
-    async def scan_marks(self, skip: Collection[str] = ()) -> dict[Endpoint, PortMark]:
-        """Read fabricd's marks from every managed switch (skipping `skip`); a switch that cannot be read keeps what
-        the last scan saw of it (and is logged)."""
-        devices = [d.name for d in self.fabric.switches() if d.name in self.managed and d.name not in skip]
+    async def scan_marks(
+        self, skip: Collection[str] = (), only: Collection[str] | None = None
+    ) -> dict[Endpoint, PortMark]:
+        """Read fabricd's marks from every managed switch (or those in `only`), skipping `skip`; a switch that cannot
+        be read keeps what the last scan saw of it (and is logged), and is read again at the next pass it is not
+        stale (`unscanned`): a leader that took over while a switch was stale would otherwise not see that switch's
+        marks until the next full scan (`remediation.mark_scan_s`), and a hold it released in observe mode kept its
+        mark on an up port that long (chaos seed 3133: 77 s)."""
+        managed = [d.name for d in self.fabric.switches() if d.name in self.managed]
+        devices = [d for d in managed if d not in skip and (only is None or d in only)]
+        self.unscanned |= {d for d in managed if d in skip and (only is None or d in only)}
+        self.scanned_ts = self.clock()
         loop = asyncio.get_running_loop()
         results = await asyncio.gather(
             *(loop.run_in_executor(self.executor, self._read_marks, d) for d in devices), return_exceptions=True
@@ -98,7 +109,9 @@ class ReconcileSteps:
         for device, got in zip(devices, results, strict=True):
             if isinstance(got, BaseException):
                 log.warning("could not read fabricd's marks from %s: %s", device, got)
+                self.unscanned.add(device)
                 continue
+            self.unscanned.discard(device)
             marks = {ep: m for ep, m in marks.items() if ep.device != device}
             marks.update({Endpoint(device, port): m for port, m in got.items()})
         self.marks = marks
@@ -117,6 +130,10 @@ class ReconcileSteps:
     async def reconcile_pass(self, now: int, stale: Collection[str] = ()) -> list[str]:
         """One pass of reconcile.py: decide on fabricd's records and what the fabric shows, then carry it out
         (audited, noted on tickets). Returns a line per step taken. Switches in `stale` are not judged."""
+        again = self.unscanned.difference(stale)
+        # not every pass: a switch whose eAPI or SSH hangs costs a connect timeout
+        if again and self.marks is not None and now - self.scanned_ts >= RESCAN_S * NS:
+            await self.scan_marks(only=again)
         observed = Observed(self.view.admin_up(), self.marks, frozenset(stale))
         try:
             with fenced(self._token()):

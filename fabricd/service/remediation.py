@@ -105,6 +105,8 @@ class Remediator(ReconcileSteps, PeopleRequests, MaintenanceRequests):
         self._commits = CommitsFirst()  # confirms wait while ports are being taken down
         # fabricd's marks as the switches showed them at the last scan (None: not scanned yet); see reconcile.py
         self.marks: dict[Endpoint, PortMark] | None = None
+        self.unscanned: set[str] = set()  # switches the last scans skipped (stale) or could not read: read again soon
+        self.scanned_ts = 0  # when marks were last read (those too)
         self._refused: dict[Endpoint, Refusal] = {}  # holds to re-apply the guard refused (reconcile_steps.py)
         self._waiting: dict[Endpoint, int] = {}  # holds whose re-apply waits for fresh telemetry, since when
         self._fresh: dict[Endpoint, int] = {}  # ports whose new incident waits for fresh telemetry, since when

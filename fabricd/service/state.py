@@ -393,10 +393,12 @@ class StateStore:
             row = db.execute("SELECT id, detected_ts FROM findings WHERE key = ?", (key,)).fetchone()
             if row is None:
                 # The same incident dated a little differently: a standby's detectors, now the leader's, hold their
-                # own samples and may date it later (a flap period, a sync) than the instance that recorded it.
+                # own samples and may date it later (a flap period, a sync) than the instance that recorded it. Cleared
+                # too: an instance restarted without the incident's history cleared it, and the standby that takes
+                # over after it still sees it (chaos seed 3133: a BGP flap recorded twice, 67 s apart).
                 row = db.execute(
-                    "SELECT id, detected_ts FROM findings WHERE status = 'active' AND fault = ? AND kind = ?"
-                    " AND start_ts BETWEEN ? AND ? ORDER BY id DESC LIMIT 1",
+                    "SELECT id, detected_ts FROM findings WHERE fault = ? AND kind = ?"
+                    " AND start_ts BETWEEN ? AND ? ORDER BY status = 'active' DESC, id DESC LIMIT 1",
                     (fault, f.kind, f.start_ts - SAME_INCIDENT_NS, f.start_ts + SAME_INCIDENT_NS),
                 ).fetchone()
                 if row is not None:
@@ -420,15 +422,14 @@ class StateStore:
             return _new_id(cur), True
 
     def has_finding(self, f: Finding, fault: str) -> bool:
-        """Whether this incident is recorded already (active or cleared; or active and dated a little apart, as
+        """Whether this incident is recorded already (active or cleared, dated the same or a little apart, as
         upsert_finding matches it)."""
         with self.tx() as db:
             if db.execute("SELECT 1 FROM findings WHERE key = ?", (json.dumps(list(f.key)),)).fetchone() is not None:
                 return True
             return (
                 db.execute(
-                    "SELECT 1 FROM findings WHERE status = 'active' AND fault = ? AND kind = ?"
-                    " AND start_ts BETWEEN ? AND ?",
+                    "SELECT 1 FROM findings WHERE fault = ? AND kind = ? AND start_ts BETWEEN ? AND ?",
                     (fault, f.kind, f.start_ts - SAME_INCIDENT_NS, f.start_ts + SAME_INCIDENT_NS),
                 ).fetchone()
                 is not None

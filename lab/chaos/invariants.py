@@ -59,13 +59,34 @@ def _sees(s: Sample, where: str) -> bool:
     return where in s.ports and (not where.startswith("hold:") or s.held is not None)
 
 
-def marks_records(samples: list[Sample], grace_s: float) -> list[Violation]:
+def observe_spans(events: Sequence[Event]) -> list[tuple[float, float]]:
+    """When the remediation mode was `observe` (an operator's `POST /api/v1/mode`), as (from, until) spans."""
+    spans: list[tuple[float, float]] = []
+    since: float | None = None
+    for e in sorted((e for e in events if e.what == "operator" and e.kind == "mode"), key=lambda e: e.t):
+        if e.where == "observe" and since is None:
+            since = e.t
+        elif e.where != "observe" and since is not None:
+            spans.append((since, e.t))
+            since = None
+    if since is not None:
+        spans.append((since, float("inf")))
+    return spans
+
+
+def marks_records(samples: list[Sample], grace_s: float, events: Sequence[Event] = ()) -> list[Violation]:
     """Every port carrying fabricd's mark is shut and held, every hold is a shut port, no up port carries the mark;
     each for longer than `grace_s` (the reconcile interval plus the verify timeout) is a violation. A hold fabricd
     declares to re-apply (health's `to_reapply`: up, its guard refusing to take it down again) is up and marked by
-    design (issue 42); `hold_released` watches that it is not given up."""
+    design (issue 42); `hold_released` watches that it is not given up. While the mode is `observe` fabricd touches no
+    switch (docs/operations.md), so a mark it would remove from an up port (a hold released then) stays until the
+    mode acts again: an up port's mark counts from then on (seed 3133: an operator's `no shutdown` on a held port,
+    the mode switched to observe for 15 s)."""
+    observing = observe_spans(events)
 
     def mark_up(s: Sample) -> Iterable[str]:
+        if any(a <= s.t < b for a, b in observing):
+            return ()
         return (p for p, o in s.ports.items() if o.marked and o.admin_up and p not in s.to_reapply)
 
     def mark_unheld(s: Sample) -> Iterable[str]:
@@ -630,7 +651,7 @@ def check(run: Run, facts: FabricFacts, limits: Limits, grace_s: float) -> list[
     """Every invariant over one run, in time order."""
     out = [
         *capacity(run.samples, facts, limits),
-        *marks_records(run.samples, grace_s),
+        *marks_records(run.samples, grace_s, run.events),
         *hold_released(run.samples, run.events, grace_s),
         *foreign_enable(run.samples, run.actions, run.events),
         *exactly_once(run.samples, run.actions),

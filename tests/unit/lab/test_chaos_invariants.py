@@ -79,6 +79,26 @@ def test_marks_and_records_agree(states: list[PortObs | None], held: list[bool |
     assert all(v.where == P and v.t == 10.0 for v in got)
 
 
+@pytest.mark.parametrize(
+    ("modes", "expected"),
+    [
+        ([], 10.0),  # up with the mark for 30 s, never in observe: a violation once past the grace
+        ([(0.0, "observe"), (15.0, "auto")], 25.0),  # observe touches no switch: counted from 15 s, past 25 s
+        ([(0.0, "observe"), (25.0, "auto")], None),  # 5 s left after observe: the unmark's grace
+        ([(0.0, "observe")], None),  # observe to the end
+        ([(0.0, "approve"), (5.0, "observe"), (8.0, "auto")], 18.0),  # approve acts: counted until 5 s and from 8 s
+    ],
+)
+def test_an_up_ports_mark_is_not_counted_while_the_mode_is_observe(
+    modes: list[tuple[float, str]], expected: float | None
+) -> None:
+    # seed 3133: a held port enabled by hand, the mode observe for 15 s: the hold released (observe leaves it
+    # up), the mark removed once the mode was auto again (fabricd touches no switch in observe)
+    events = [Event(t, "operator", "mode", mode, "HTTP 200") for t, mode in modes]
+    got = marks_records(samples([PortObs(True, True, MARK)] * 30, [False] * 30), grace_s=10, events=events)
+    assert [v.t for v in got] == ([] if expected is None else [expected])
+
+
 def enable(at: float, port: str = P, status: str = "done") -> ActionRec:
     return ActionRec(9, "enable", port, status, None, 1, at, at + 1)
 

@@ -396,3 +396,33 @@ def test_a_port_whose_enable_just_rolled_back_is_not_judged_on_telemetry_from_be
     h.world.admin[SERVER_PORT] = False  # the rollback streamed
     h.clock.advance(60)
     assert run(h.rem.reconcile_pass(h.clock())) == []  # they agree
+
+
+@pytest.mark.parametrize("why", ["stale", "unreadable"])
+def test_a_switch_not_read_at_takeover_is_read_again_at_a_later_pass(make: Callable[..., Harness], why: str) -> None:
+    # chaos seed 3133: a new leader took over in observe mode while a leaf's telemetry was stale; the old leader had
+    # released a hold there (observe) and left its mark on the up port. The takeover's scan skipped that switch, and
+    # the mark stayed 77 s after the mode was auto again: until the next full scan (mark_scan_s). A switch a scan
+    # skipped or could not read is read again at the next pass it is fresh, RESCAN_S at most apart.
+    from fabricd.service.reconcile_steps import RESCAN_S
+
+    h = make()
+    h.world.marks[SERVER_PORT] = Mark(3, 2, "link_flap")  # up (admin not named): a hold released in observe
+    stale = {SERVER_PORT.device} if why == "stale" else set()
+    if why == "unreadable":
+        h.world.unreadable.add(SERVER_PORT.device)
+    run(h.rem.reconcile(stale))
+    assert SERVER_PORT in h.world.marks and h.rem.unscanned == {SERVER_PORT.device}
+    h.world.unreadable.clear()
+    scans = len(h.world.scans)
+    run(h.rem.reconcile_pass(h.clock()))  # within RESCAN_S of the takeover's try: not yet
+    assert SERVER_PORT in h.world.marks and len(h.world.scans) == scans
+    h.clock.advance(RESCAN_S)
+    settled(h, h.rem.reconcile_pass(h.clock(), stale if why == "stale" else ()))
+    if why == "stale":  # still stale: neither read nor judged
+        assert SERVER_PORT in h.world.marks and len(h.world.scans) == scans
+        h.clock.advance(RESCAN_S)
+        settled(h, h.rem.reconcile_pass(h.clock()))
+    assert h.world.scans[scans:] == [SERVER_PORT.device]  # that switch only, not a full scan
+    assert SERVER_PORT not in h.world.marks and h.rem.unscanned == set()
+    assert h.world.admin.get(SERVER_PORT, True) is True
