@@ -60,10 +60,11 @@ class TelemetrySettings(_Strict):
     source: Literal["direct", "bus"] = "direct"
     stream_max_age_s: float = Field(120.0, ge=5, le=86400)  # the stream keeps this much; a slower reader loses
     stream_max_bytes: int = Field(1 << 30, ge=1 << 20)  # and at most this many bytes
-    # A dead collector's switches move after this, plus a lease round and the new stream's first sample
-    # (bench/bench_scaleout.py, docs/benchmarks.md). Each collector renews its leases every third of it, ~1 s per 16k
-    # (bench_leases.py): one holding more than ~5k switches wants a longer TTL.
-    collector_lease_ttl_s: float = Field(1.0, ge=0.5, le=120.0)
+    # A dead collector's switches move this long after its last renewal was seen, then the new stream's first sample:
+    # a gap of p99 1.94-1.97 s at 0.6 s and a 0.97 s sample interval, 2.25 s at 1 s (bench/bench_scaleout.py,
+    # docs/benchmarks.md). Each collector renews its leases every third of it, ~1 s per 16k (bench_leases.py): one
+    # holding more than ~3k switches wants a longer TTL.
+    collector_lease_ttl_s: float = Field(0.6, ge=0.5, le=120.0)
     # Send each switch's SAMPLE subscription in its own slot of the interval, so switches that start their sample
     # timer with the subscription do not all burst at once (lag); false subscribes at connect.
     spread_samples: bool = True
