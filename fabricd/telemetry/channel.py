@@ -86,6 +86,10 @@ async def write_unless_ended(call: Any, request: bytes) -> None:
         if not write.done():
             write.cancel()
             await asyncio.gather(write, return_exceptions=True)
+        elif not write.cancelled():
+            # Retrieved here: should this wait itself be cancelled as the write fails (the stream reconnecting, the
+            # client stopping), its error would otherwise be logged as never retrieved, with a traceback.
+            write.exception()
         ended.cancel()
     if write.done() and not write.cancelled():
         write.result()  # its error, if any
