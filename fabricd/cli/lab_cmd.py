@@ -321,6 +321,12 @@ def chaos(
         help="Start fabricd with this command (and restart it after each kill -9); repeat for each HA instance.",
     ),
     service_pid: list[int] = typer.Option([], "--service-pid", help="A running fabricd to pause (not kill)."),
+    collector_cmd: list[str] = typer.Option(
+        [],
+        "--collector-cmd",
+        help="Start a `fabricd collector` with this command; killed, paused and restarted like the services; "
+        "repeatable (telemetry.source: bus).",
+    ),
     restart: list[str] = typer.Option(
         [],
         "--restart",
@@ -354,8 +360,8 @@ def chaos(
         return
     if seed is None:
         seed = int.from_bytes(os.urandom(3), "big")
-    possible = ["twin_restart"] + (["pause", "gc_pause"] if service_cmd or service_pid else [])
-    possible += ["kill"] if service_cmd else []
+    possible = ["twin_restart"] + (["pause", "gc_pause"] if service_cmd or service_pid or collector_cmd else [])
+    possible += ["kill"] if service_cmd or collector_cmd else []
     possible += ["restart"] if restart else []
     restarts = dict(r.split("=", 1) for r in restart if "=" in r)
     if len(restarts) != len(restart) or not all(restarts.values()):
@@ -401,8 +407,9 @@ def chaos(
     out.mkdir(parents=True, exist_ok=True)
     switches = Switches(read_inventory(state_dir / "inventory.yaml"), facts)
     target = Target(
-        state_dir, spec, client, switches, list(service_cmd), list(service_pid), out / "fabricd.log", restarts
-    )
+        state_dir, spec, client, switches, list(service_cmd), list(service_pid), out / "fabricd.log", restarts,
+        list(collector_cmd),
+    )  # fmt: skip
     steps = len(schedule.steps)
     console().print(f"chaos on {facts.name}, seed {seed}: {steps} steps over {opts.minutes:g} min; report in {out}")
     if switches.not_read:

@@ -47,6 +47,8 @@ class Target:
     service_pids: list[int] = field(default_factory=list)
     log: Path | None = None
     restarts: dict[str, str] = field(default_factory=dict)  # name -> a shell command that restarts it (the bus...)
+    # `fabricd collector` commands: processes the run starts and kills, pauses and restarts as it does the services
+    collector_cmds: list[str] = field(default_factory=list)
 
 
 class Runner:
@@ -55,8 +57,9 @@ class Runner:
         self.say = say
         self.run = Run(schedule.seed, time.time(), 0.0)
         self.procs: dict[int, subprocess.Popen[bytes]] = {}
-        n = max(len(target.service_cmds), len(target.service_pids))
-        self.pids: list[int | None] = [*target.service_pids, *([None] * n)][:n]
+        n = self.services = max(len(target.service_cmds), len(target.service_pids))
+        # the services' processes first (instance i answers at the API's i-th URL), then the collectors'
+        self.pids: list[int | None] = [*target.service_pids, *([None] * n)][:n] + [None] * len(target.collector_cmds)
         self.timers: list[tuple[float, Callable[[], None]]] = []
         self.fault_ids: dict[int, str] = {}  # schedule ref -> the twin's fault id
         self.incarnation = 0
@@ -70,17 +73,35 @@ class Runner:
         self.history: TextIO | None = None
 
     # --- the service processes ------------------------------------------------------------------------------
+    def _cmd(self, i: int) -> str | None:
+        """The command that starts process i (None: a service the run did not start)."""
+        if i >= self.services:
+            return self.t.collector_cmds[i - self.services]
+        return self.t.service_cmds[i] if i < len(self.t.service_cmds) else None
+
+    def _name(self, i: int) -> str:
+        if i >= self.services:
+            return f"collector#{i - self.services}"
+        return f"fabricd#{i}" if self.services > 1 else "fabricd"
+
     def start_services(self) -> None:
-        for i in range(len(self.t.service_cmds)):
-            self.start_service(i)
+        for i in range(len(self.pids)):
+            if self._cmd(i) is not None:
+                self.start_service(i)
 
     def start_service(self, i: int) -> None:
-        cmd = self.t.service_cmds[i]
+        cmd = self._cmd(i)
+        assert cmd is not None
         log = (self.t.log or Path(os.devnull)).open("ab")
         proc = subprocess.Popen(
             shlex.split(cmd), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True
         )
         self.procs[i], self.pids[i] = proc, proc.pid
+        if i >= self.services:  # a collector serves no API: running a moment after its start is all it shows
+            time.sleep(0.5)
+            if proc.poll() is not None:
+                raise ChaosError(f"the collector command exited {proc.returncode}: {cmd} (log {self.t.log})")
+            return
         deadline = time.monotonic() + 60
         while not self.t.api.reachable(i):
             if proc.poll() is not None:
@@ -108,9 +129,8 @@ class Runner:
             self.start_services()
             self.run.start_s = t0 = time.time()
             for i, pid in enumerate(self.pids):  # just started: blind until synced, as after a restart
-                if self.t.service_cmds and pid is not None:
-                    who = f"fabricd#{i}" if len(self.pids) > 1 else "fabricd"
-                    self._event("process", "started", who, f"pid {pid}", t0 + RESYNC_S, t0)
+                if self._cmd(i) is not None and pid is not None:
+                    self._event("process", "started", self._name(i), f"pid {pid}", t0 + RESYNC_S, t0)
             self.run.schedule_end_s = t0 + self.schedule.duration_s
             steps = list(self.schedule.steps)
             next_sample = next_holds = t0
@@ -196,7 +216,7 @@ class Runner:
         i = alive[int(p.get("instance", 0)) % len(alive)]
         pid = self.pids[i]
         assert pid is not None
-        who = f"fabricd#{i}" if len(self.pids) > 1 else "fabricd"
+        who = self._name(i)
         if step.kind == "kill":
             proc = self.procs.get(i)
             if proc is None:
@@ -226,9 +246,8 @@ class Runner:
 
     def _restart(self, i: int) -> None:
         self.start_service(i)
-        # a restarted fabricd is blind until its telemetry has synced again: detection is not judged meanwhile
-        who = f"fabricd#{i}" if len(self.pids) > 1 else "fabricd"
-        self._event("process", "restarted", who, f"pid {self.pids[i]}", time.time() + RESYNC_S)
+        # a restarted fabricd (or collector) is blind until its telemetry has synced again: detection is not judged
+        self._event("process", "restarted", self._name(i), f"pid {self.pids[i]}", time.time() + RESYNC_S)
 
     def _restart_other(self, rank: int) -> None:
         """Run one of the --restart commands (the bus, PostgreSQL, a collector: whatever the operator named)."""
@@ -419,7 +438,7 @@ class Runner:
                 self.t.switches.set_admin(port, True)
         self.hand_shut.clear()
         for i, pid in enumerate(self.pids):
-            if pid is None and i < len(self.t.service_cmds):
+            if pid is None and self._cmd(i) is not None:
                 self.start_service(i)
         with contextlib.suppress(httpx.HTTPError):
             self.t.api.post("/api/v1/mode", {"mode": "auto", "reason": "chaos: settle"})

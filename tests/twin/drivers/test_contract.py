@@ -237,6 +237,18 @@ class Refused(Exception):
     """What a fenced-off leader's guard raises."""
 
 
+class FencedAfter:
+    """A session guard that lets `n` requests through and refuses the rest (the process fenced off, or dead)."""
+
+    def __init__(self, n: int) -> None:
+        self.n, self.asked = n, 0
+
+    def __call__(self) -> None:
+        self.asked += 1
+        if self.asked > self.n:
+            raise Refused
+
+
 @pytest.mark.parametrize(("platform", "device", "port"), CASES, ids=[c[0] for c in CASES])
 def test_the_guard_is_asked_before_every_request_and_a_late_confirm_finds_nothing_to_commit(
     twin: TwinThread, platform: str, device: str, port: str
@@ -289,21 +301,14 @@ def test_a_sonic_decision_an_old_leader_won_but_never_carried_out_leaves_no_time
     # (Before: the timer won the freed lock and rolled the port back up.)
     _, device, port = CASES[1]
     old, new = connect(twin, device), connect(twin, device)
-    asked = 0
-
-    def guard() -> None:
-        nonlocal asked
-        asked += 1
-        if asked > 1:  # the lock's mkdir went out; the old leader finds itself fenced before the next command
-            raise Refused
-
+    guard = FencedAfter(1)  # the lock's mkdir goes out; the old leader finds itself fenced before the next command
     try:
         old.set_port_admin(port, False, revert_in_s=4, key="fabricd_t8_a4_00000004")
         timer_ends = time.monotonic() + 4
         old.guard = guard
         with pytest.raises(Refused):
             old.confirm()
-        assert asked == 2
+        assert guard.asked == 2
         assert new.abort_stale(9, keep=()) == []  # not its to roll back: decided by the old leader
         new.set_port_admin(port, False, revert_in_s=60, key="fabricd_t9_a4_00000004")
         new.confirm()
@@ -466,14 +471,7 @@ def test_a_key_committed_again_is_not_rolled_back_by_the_timer_of_its_decided_fi
     _, device, port = CASES[1]
     key = "fabricd_a7_00000007"
     old, new = connect(twin, device), connect(twin, device)
-    asked = 0
-
-    def guard() -> None:
-        nonlocal asked
-        asked += 1
-        if asked > 1:  # the lock's mkdir went out; the process dies before its next command
-            raise Refused
-
+    guard = FencedAfter(1)  # the lock's mkdir goes out; the process dies before its next command
     try:
         old.set_port_admin(port, False, revert_in_s=3, key=key)
         timer_ends = time.monotonic() + 3

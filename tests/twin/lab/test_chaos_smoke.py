@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from fabricd.bus import LocalBus
 from lab.chaos.invariants import INVARIANTS
 from tests.conftest import EXAMPLES, REPO
 from tests.twin.fabricd.service.service_thread import write_config
@@ -21,6 +22,7 @@ from tests.twin.lab.twin_child import TwinChild
 
 pytestmark = [pytest.mark.slow]
 SEED = 20261128
+COLLECTOR_SEED = 20261129
 
 
 @pytest.fixture
@@ -77,6 +79,28 @@ def test_smoke_runs_checks_and_reports(twin: TwinChild, tmp_path: Path) -> None:
     rechecked = chaos(twin, tmp_path, "--recheck", str(report))
     assert rechecked.returncode == r.returncode
     assert (report / "report.md").read_text() == text
+
+
+@pytest.mark.distributed
+def test_smoke_kills_and_pauses_a_collector_too(twin: TwinChild, nats_bus: LocalBus, tmp_path: Path) -> None:
+    """Issue 37 names collectors among the process faults: with `--collector-cmd` the run starts a `fabricd
+    collector` (the service reads the bus), kills, pauses and restarts it as it does the service, and says so."""
+    from tests.conftest import free_port
+
+    port = free_port()
+    cfg = write_config(tmp_path, twin.inventory, api={"port": port}, bus={"urls": [nats_bus.url]},
+                       telemetry={"source": "bus", "interval_s": 0.5})  # fmt: skip
+    collector = f"{sys.executable} -m fabricd collector --config {cfg} --instance c1 --metrics-port 0"
+    service = f"{sys.executable} -m fabricd run --config {cfg}"
+    r = chaos(twin, tmp_path, "--smoke", "--seed", str(COLLECTOR_SEED), "--api", f"http://127.0.0.1:{port}",
+              "--process", "kill,pause,gc_pause", "--report", str(tmp_path / "report"),
+              "--service-cmd", service, "--collector-cmd", collector)  # fmt: skip
+    assert r.returncode in (0, 1), r.stdout[-3000:] + r.stderr[-3000:]
+    process = [line for line in r.stdout.splitlines() if " process " in line]
+    assert any("collector#0" in line and ("kill -9" in line or "SIGSTOP" in line) for line in process), process
+    assert any("restarted collector#0" in line for line in process) or not any("kill collector#0" in x for x in process)
+    samples = [json.loads(line) for line in (tmp_path / "report" / "history.jsonl").read_text().splitlines()]
+    assert len(samples) >= 40
 
 
 def test_no_service_is_one_line(twin: TwinChild, tmp_path: Path) -> None:
