@@ -5,12 +5,14 @@ from __future__ import annotations
 import asyncio
 import os
 import random
+import shutil
 import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 from lab.eos_releases import DEFAULT_EOS_VERSION
+from lab.saved_config import SAVED_DIR
 from lab.service import TwinOptions, TwinProcess
 from lab.sonic_releases import DEFAULT_RELEASE as DEFAULT_SONIC_RELEASE
 from topology.spec import FabricSpec
@@ -91,9 +93,11 @@ class TwinThread:
 
     def restarted(self) -> TwinThread:
         """Every switch off and on again with a clean config (as `fabricd lab down` then `lab up` on the same spec,
-        or switches replaced): the same addresses and password, nothing of what was configured on them."""
+        or switches replaced): the same addresses and password, nothing of what was configured on them, not even
+        what they saved (the twin would boot them from it, lab/saved_config.py)."""
         self.stop()
         (self.state_dir / "ready").unlink(missing_ok=True)
+        shutil.rmtree(self.state_dir / SAVED_DIR, ignore_errors=True)
         return TwinThread(
             self.spec, self.state_dir, self.eos_version, base=self.base, sonic_version=self.sonic_version
         ).start()
