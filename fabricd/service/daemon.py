@@ -525,6 +525,8 @@ class Service:
     async def _sync_tickets(self) -> None:
         for t in self.state.unsynced():
             await self.publish(t)
+        if self.fence() is not None:
+            return  # a leader woken from a pause asks the backend nothing more (not even what was resolved)
         loop = asyncio.get_running_loop()
         try:
             done = await loop.run_in_executor(self.pool, self.backend.resolved, self.state.tickets("open"))

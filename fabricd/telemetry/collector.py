@@ -270,6 +270,10 @@ class Collector:
                         await members.put(member_key, me)
                         await self._renew(switches)
                         renewed = started
+                        assert self.client is not None
+                        # A switch lost in this renewal (taken over while we were paused) has its stream ended now:
+                        # taken back in the claims below, it streams afresh, not the backlog of the pause.
+                        self.client.set_owned(list(self.mine))
                     watches.keep(started, self.ttl, bool(self.mine))
                     if watches.ready():
                         await self._take(switches, held, alive, me)
