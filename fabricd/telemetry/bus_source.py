@@ -66,6 +66,7 @@ class BusTelemetry:
         for d in devices:
             self.store.device_id(d)
         self._stop = asyncio.Event()
+        self._stream_renewed = asyncio.Event()  # the bus lost the stream and it was made anew: subscribe again
         self._last_seq = 0
         self.messages = 0
         self.lost = 0
@@ -178,17 +179,21 @@ class BusTelemetry:
     async def _consume(self) -> None:
         from nats.js.api import DeliverPolicy
 
-        from .collector import ensure_stream
+        from .collector import ensure_stream, stream_created
 
         nc = await self._connect()
         try:
             js = nc.jetstream()
             await ensure_stream(js, self.max_age_s, self.max_bytes)
+            created = await stream_created(js, self.max_age_s, self.max_bytes)
+            self._last_seq = 0  # sequence numbers are the stream's: a stream made anew starts again at 1
+            self._stream_renewed.clear()
             sub = await js.subscribe(bus_wire.SUBJECTS, stream=bus_wire.STREAM, ordered_consumer=True,
                                      deliver_policy=DeliverPolicy.ALL, cb=self._async_cb)  # fmt: skip
             leases = asyncio.create_task(self._watch_leases(js), name="bus-leases")
+            stream = asyncio.create_task(self._watch_stream(js, created), name="bus-stream")
             try:
-                while not self._stop.is_set():
+                while not self._stop.is_set() and not self._stream_renewed.is_set():
                     with contextlib.suppress(TimeoutError):
                         await asyncio.wait_for(self._stop.wait(), 0.05)
                     self.ingestor.flush()  # the detectors' snapshot sees what arrived
@@ -199,6 +204,7 @@ class BusTelemetry:
                         raise ConnectionError("the bus connection closed")
             finally:
                 leases.cancel()
+                stream.cancel()
                 with contextlib.suppress(Exception):
                     await sub.unsubscribe()
         finally:
@@ -242,6 +248,26 @@ class BusTelemetry:
                     self._held_g.labels(d).set(1 if lease_key(d) in self._held else 0)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._stop.wait(), HELD_EVERY_S)
+
+    async def _watch_stream(self, js: Any, created: object) -> None:
+        """Every STREAM_CHECK_S: the stream this reader subscribed to is still the bus's. One made anew (the bus
+        restarted and lost it) sets `_stream_renewed`: the consumer is left and the new stream read from its start;
+        the ordered consumer alone would resume at the old stream's next sequence number, not yet reached."""
+        from .collector import STREAM_CHECK_S, stream_created
+
+        while not self._stop.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._stop.wait(), STREAM_CHECK_S)
+            try:
+                now = await stream_created(js, self.max_age_s, self.max_bytes)
+            except Exception as e:  # noqa: BLE001 - the bus is away: the client reconnects; check again then
+                log.debug("checking the telemetry stream: %s", e)
+                continue
+            if now != created:
+                log.warning("telemetry from the bus: the stream was made anew (the bus restarted); reading it "
+                            "from its start")  # fmt: skip
+                self._stream_renewed.set()
+                return
 
     async def _async_cb(self, msg: Any) -> None:
         self._on_message(msg)

@@ -49,6 +49,7 @@ SWITCHES, MEMBERS = "fabricd_switches", "fabricd_collectors"
 CLAIM_EVERY_S = 0.1  # how often a collector looks for free switches: in its watched views, no call on the bus
 LEASE_CALLS = 256  # KV calls in flight at once in a lease round: one round trip each, so 4k leases take ~16 of them
 PUBLISH_EVERY_S = 0.005  # batching window: a flap's oper-status event waits at most this long on the collector
+STREAM_CHECK_S = 1.0  # how often collectors and bus readers make sure the telemetry stream still exists
 
 
 async def ensure_stream(js: JetStreamContext, max_age_s: float, max_bytes: int) -> None:
@@ -63,6 +64,33 @@ async def ensure_stream(js: JetStreamContext, max_age_s: float, max_bytes: int) 
         await js.add_stream(config)
     except Exception:  # noqa: BLE001 - it exists with other limits: update it
         await js.update_stream(config)
+
+
+async def stream_created(js: JetStreamContext, max_age_s: float, max_bytes: int) -> object:
+    """When the telemetry stream was created, making it again should the bus have lost it. The stream is kept in
+    memory, which nats-server does not keep across a restart: without this, collectors would publish into nothing
+    (core publishes, no error) and a reader's ordered consumer would wait for sequence numbers the new stream
+    reaches only much later, blind, until some process started afresh. A reader that sees the time change reads the
+    new stream from its start."""
+    from nats.js.errors import NotFoundError
+
+    try:
+        return (await js.stream_info(bus_wire.STREAM)).created
+    except NotFoundError:
+        await ensure_stream(js, max_age_s, max_bytes)
+        log.warning("bus: the telemetry stream was gone (the bus restarted?); made it again")
+        return (await js.stream_info(bus_wire.STREAM)).created
+
+
+async def keep_stream(js: JetStreamContext, max_age_s: float, max_bytes: int, stop: asyncio.Event) -> None:
+    """A collector's watch on the stream: made again within STREAM_CHECK_S of the bus losing it."""
+    while not stop.is_set():
+        try:
+            await stream_created(js, max_age_s, max_bytes)
+        except Exception as e:  # noqa: BLE001 - the bus is away: the lease round says so; try again next time
+            log.debug("bus: checking the telemetry stream: %s", e)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), STREAM_CHECK_S)
 
 
 class BusPublisher(Ingestor):
@@ -225,6 +253,7 @@ class Collector:
                 asyncio.create_task(self.client.run(), name="gnmi"),
                 asyncio.create_task(self.publisher.drain(stop), name="publish"),
                 asyncio.create_task(self._leases(switches, members, stop), name="leases"),
+                asyncio.create_task(keep_stream(js, self.max_age_s, self.max_bytes, stop), name="stream"),
             ]
             stopping = asyncio.create_task(stop.wait())
             try:
