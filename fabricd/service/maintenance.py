@@ -29,9 +29,9 @@ from topology.model import Endpoint
 from topology.underlay import Underlay
 
 from .guard import is_uplink
-from .state_records import DrainRecord
+from .state_records import DrainKind, DrainRecord
 
-TargetKind = Literal["switch", "link", "port"]
+TargetKind = DrainKind
 DrainState = Literal["planned", "draining", "drained", "undraining", "undrained", "stopped"]
 # a drain in these states holds its ports out of service (the guard counts them, a second drain is refused)
 ACTIVE: tuple[DrainState, ...] = ("planned", "draining", "drained", "undraining")

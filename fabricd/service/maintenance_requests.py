@@ -208,7 +208,7 @@ class MaintenanceRequests:
         d = self.state.drain(drain_id)
         if d is None or d.state != "draining":
             return
-        t = m.target(self.fabric, d.kind, d.target)  # type: ignore[arg-type]
+        t = m.target(self.fabric, d.kind, d.target)
         steps = self._plan(t, d.shut)
         for i in range(d.done, len(steps)):
             if self._fenced() is not None:
@@ -342,7 +342,7 @@ class MaintenanceRequests:
 
     async def _return_traffic(self, d: DrainRecord, actor: str, now: int) -> DrainRecord:
         """The checks passed: traffic back (maintenance mode off, TSB), then the drain ends. Under the lock."""
-        t = m.target(self.fabric, d.kind, d.target)  # type: ignore[arg-type]
+        t = m.target(self.fabric, d.kind, d.target)
         back: list[tuple[str, Callable[[], None]]] = [
             (device, partial(self._shift, device, False, f"fabricd_m{d.id}_back")) for device in t.shifted
         ]

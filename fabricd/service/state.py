@@ -44,6 +44,7 @@ from .state_records import (
     ApiToken,
     AuditEntry,
     DisabledPort,
+    DrainKind,
     DrainRecord,
     JobRefDoc,
     StoredFinding,
@@ -61,6 +62,7 @@ __all__ = [
     "ApiToken",
     "AuditEntry",
     "DisabledPort",
+    "DrainKind",
     "DrainRecord",
     "JobRefDoc",
     "Quarantined",
@@ -681,8 +683,8 @@ class StateStore:
 
     # --- planned maintenance (maintenance.py) -------------------------------------------------------------------
     def add_drain(
-        self, kind: str, target: str, ports: list[str], reason: str, actor: str, shut: bool, until_ts: int | None,
-        steps: list[str], done: int, now: int,
+        self, kind: DrainKind, target: str, ports: list[str], reason: str, actor: str, shut: bool,
+        until_ts: int | None, steps: list[str], done: int, now: int,
     ) -> DrainRecord:  # fmt: skip
         with self.tx() as db:
             cur = db.execute(

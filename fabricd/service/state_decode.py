@@ -20,6 +20,7 @@ from .state_records import (
     ApiToken,
     AuditEntry,
     DisabledPort,
+    DrainKind,
     DrainRecord,
     StoredFinding,
     Ticket,
@@ -127,6 +128,7 @@ def _show(v: Any) -> str:
 
 # --- records ---------------------------------------------------------------------------------------------------
 _STATUSES = frozenset(get_args(ActionStatus))
+_DRAIN_KINDS = frozenset(get_args(DrainKind))
 
 
 def ticket(row: Row) -> Ticket:
@@ -172,8 +174,11 @@ def disabled_port(row: Row) -> DisabledPort:
 
 def drain(row: Row) -> DrainRecord:
     ports, steps = json_list(row, "ports"), json_list(row, "steps")
+    kind = text(row, "kind")
+    if kind not in _DRAIN_KINDS:
+        raise RowError(f"column kind: {_show(kind)} is none of switch, link, port")
     return DrainRecord(
-        id=integer(row, "id"), kind=text(row, "kind"), target=text(row, "target"), ports=[str(p) for p in ports],
+        id=integer(row, "id"), kind=cast(DrainKind, kind), target=text(row, "target"), ports=[str(p) for p in ports],
         reason=text(row, "reason"), actor=text(row, "actor"), shut=bool(integer(row, "shut")),
         until_ts=integer_or_none(row, "until_ts"), state=text(row, "state"), steps=[str(x) for x in steps],
         done=integer(row, "done"), detail=text(row, "detail"), created_ts=integer(row, "created_ts"),
@@ -223,6 +228,7 @@ CODECS = (
     Codec("tokens", "id", api_token, 'SELECT id, "user", role, created_ts, created_by, revoked_ts FROM tokens'),
     Codec("audit", "id", audit_entry, "SELECT * FROM audit"),
     Codec("carrier_seen", "port", carrier_seen, "SELECT * FROM carrier_seen"),
+    Codec("maintenance", "id", drain, "SELECT * FROM maintenance"),
 )
 BY_TABLE = {c.table: c for c in CODECS}
 

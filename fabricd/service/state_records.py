@@ -38,6 +38,7 @@ def fenced(token: int | None) -> Iterator[None]:
 # An action's life: proposed (observe) | awaiting_approval -> running -> done | failed | rolled_back; refused.
 # What an action goes through: proposed (awaiting_approval in approve mode, observed in observe mode, refused by the
 # guard), running (on the switch now; approval moves it here), then done, failed, rolled_back or cancelled.
+DrainKind = Literal["switch", "link", "port"]  # what a drain takes out of service (maintenance.py)
 ActionStatus = Literal[
     "awaiting_approval", "running", "done", "failed", "rolled_back", "refused", "observed", "cancelled"
 ]
@@ -172,7 +173,7 @@ class DrainRecord:
     next is taken: a restart or a new leader resumes at `done`), and who asked, why and until when."""
 
     id: int
-    kind: str  # switch | link | port
+    kind: DrainKind
     target: str
     ports: list[str]  # device:port, the ports out of service
     reason: str

@@ -32,6 +32,8 @@ def filled(path: Path) -> None:
     s.add_token("alice", "viewer", "hash-a", T0, "test")
     s.add_token("bob", "viewer", "hash-b", T0, "test")
     s.set_mode("approve", "alice", "test", T0)
+    for port in ("Ethernet3/1", "Ethernet4/1"):
+        s.add_drain("port", f"leaf-g0-r0:{port}", [f"leaf-g0-r0:{port}"], "optics", "alice", True, None, [], 0, T0)
     s.close()
 
 
@@ -109,6 +111,14 @@ CASES = [
         "column what: b'\\xff' is not text",
         lambda s: len(s.audit_log()) == len(s._all("SELECT id FROM audit")) - 1,
         True,
+    ),
+    (
+        "UPDATE maintenance SET kind = 'rack' WHERE id = 1",
+        "maintenance",
+        "1",
+        "column kind: 'rack' is none of switch, link, port",
+        lambda s: ([d.id for d in s.drains()], s.drain(1)),
+        ([2], None),
     ),
     (
         "UPDATE meta SET value = 'approve' WHERE key = 'mode'",
