@@ -57,7 +57,6 @@ class ReconcileSteps:
         marks: dict[Endpoint, PortMark] | None
         unscanned: set[str]
         scanned_ts: int
-        _refused: dict[Endpoint, Refusal]  # holds to re-apply: the guard's last refusal
         _waiting: dict[Endpoint, int]  # holds whose re-apply waits for fresh telemetry: since when
         _lock: asyncio.Lock
         _token: Callable[[], int | None]
@@ -158,9 +157,8 @@ class ReconcileSteps:
                 in_flight=in_flight, mode=self.settings.mode, now=now, grace_ns=int(grace * NS),
             )  # fmt: skip
             held = {h.endpoint for h in holds}
-            for gone in [ep for ep in (*self._refused, *self._waiting) if ep not in held]:
-                self._refused.pop(gone, None)  # resolved, released or re-applied since: no longer to re-apply
-                self._waiting.pop(gone, None)
+            for gone in [ep for ep in self._waiting if ep not in held]:
+                self._waiting.pop(gone, None)  # resolved, released or re-applied since: no longer waits
             out = []
             for d in decisions:
                 line = await self._carry_out_step(d, now, observed.stale)
@@ -211,7 +209,6 @@ class ReconcileSteps:
         self._waiting.pop(ep, None)
         if not v.allowed:
             return self._refused_reapply(h, Refusal(v.rule, v.reason), now)
-        self._refused.pop(ep, None)
         with self.state.tx():
             self.state.drop_hold(ep.device, ep.port)  # the port is up: the action below holds it anew
             status: ActionStatus = "running" if d.step is Step.REAPPLY else "awaiting_approval"
@@ -228,32 +225,36 @@ class ReconcileSteps:
 
     def _refused_reapply(self, h: Hold, refusal: Refusal, now: int) -> str:
         """The guard refused the re-apply: the hold stays, to re-apply; a change of reason is audited and noted."""
-        why, news = refused_reapply(h, refusal, self._refused.get(h.endpoint))
+        ep = h.endpoint
+        before = next((Refusal(r["rule"], r["reason"]) for r in self.state.refused_reapplies()
+                       if (r["device"], r["port"]) == (ep.device, ep.port)), None)  # fmt: skip
+        why, news = refused_reapply(h, refusal, before)
         if not news:
             return ""
-        self._refused[h.endpoint] = refusal
-        self.state.audit(now, f"re-apply of {h.endpoint} refused", why, mode=self.settings.mode,
-                         action_id=h.action_id, ticket_id=h.ticket_id)  # fmt: skip
+        with self.state.tx():  # in the shared state: every instance lists it, a new leader does not say it again
+            self.state.refuse_reapply(ep.device, ep.port, h.action_id, refusal.rule, refusal.reason, now)
+            self.state.audit(now, f"re-apply of {ep} refused", why, mode=self.settings.mode,
+                             action_id=h.action_id, ticket_id=h.ticket_id)  # fmt: skip
         self._ticket_note(h.ticket_id, why, now)
         return why
 
     def to_reapply(self) -> list[ToReapply]:
         """Holds whose port is up again and whose re-apply the guard refused (`fabricd status`, the page,
-        /metrics): retried every pass."""
-        holds = {Endpoint(p["device"], p["port"]): p for p in self.state.disabled_ports()}
+        /metrics): retried every pass. From the shared state, so a standby answers as the leader would (chaos
+        seed 3135: the checker, reading a standby, saw a held port up for 47 s that the leader had declared)."""
+        holds = {(p["device"], p["port"]): p for p in self.state.disabled_ports()}
         out: list[ToReapply] = []
-        for ep, r in sorted(self._refused.items(), key=lambda kv: str(kv[0])):
-            p = holds.get(ep)
-            if p is not None:
-                out.append({"port": str(ep), "ticket_id": p["ticket_id"], "action_id": p["action_id"],
-                            "rule": r.rule, "reason": r.reason})  # fmt: skip
+        for r in self.state.refused_reapplies():
+            p = holds.get((r["device"], r["port"]))
+            if p is not None and p["action_id"] == r["action_id"]:
+                out.append({"port": f"{r['device']}:{r['port']}", "ticket_id": p["ticket_id"],
+                            "action_id": p["action_id"], "rule": r["rule"], "reason": r["reason"]})  # fmt: skip
         return out
 
     async def _release(self, h: Hold, why: str, now: int, actor: str = "fabricd") -> None:
         """Forget a hold on a port that is up (on probation, as after a repair); audited and noted on its ticket;
         its mark removed from the switch (`unmark`)."""
         ep = h.endpoint
-        self._refused.pop(ep, None)
         self._waiting.pop(ep, None)
         self.state.mark_enabled(ep.device, ep.port, now + int(self.settings.probation_s * NS), h.ticket_id)
         self.state.audit(now, f"released hold on {ep}", why, mode=self.settings.mode, actor=actor,

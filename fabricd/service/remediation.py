@@ -41,7 +41,7 @@ from .people_requests import ActionError as ActionError
 from .people_requests import PeopleRequests
 from .people_requests import StandbyError as StandbyError
 from .people_requests import UnknownIdError as UnknownIdError
-from .reconcile import Hold, Refusal, stale_holds
+from .reconcile import Hold, stale_holds
 from .reconcile_steps import FRESH_WAIT_S, ReconcileSteps
 from .remediation_io import Actuator as Actuator
 from .remediation_io import PortView as PortView
@@ -107,7 +107,6 @@ class Remediator(ReconcileSteps, PeopleRequests, MaintenanceRequests):
         self.marks: dict[Endpoint, PortMark] | None = None
         self.unscanned: set[str] = set()  # switches the last scans skipped (stale) or could not read: read again soon
         self.scanned_ts = 0  # when marks were last read (those too)
-        self._refused: dict[Endpoint, Refusal] = {}  # holds to re-apply the guard refused (reconcile_steps.py)
         self._waiting: dict[Endpoint, int] = {}  # holds whose re-apply waits for fresh telemetry, since when
         self._fresh: dict[Endpoint, int] = {}  # ports whose new incident waits for fresh telemetry, since when
 

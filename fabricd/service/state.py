@@ -47,6 +47,7 @@ from .state_records import (
     DrainKind,
     DrainRecord,
     JobRefDoc,
+    RefusedReapply,
     StoredFinding,
     Ticket,
     WriteHealth,
@@ -66,6 +67,7 @@ __all__ = [
     "DrainRecord",
     "JobRefDoc",
     "Quarantined",
+    "RefusedReapply",
     "StateStore",
     "StoredFinding",
     "Ticket",
@@ -80,7 +82,7 @@ R = TypeVar("R")
 # 2: actions.key (idempotency); 3: actions.token (the fencing token of the leader that began it); 4: maintenance
 # (planned drains, maintenance.py: a new table, which the schema's CREATE TABLE IF NOT EXISTS adds to an older file);
 # 5: carrier_seen (each port's last carrier-transitions value, carrier_watch.py: a new table, added the same way)
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 
 
 # Two reports of one fault whose onsets are this close are one incident (upsert_finding): chaos seed 3131 and the
@@ -667,6 +669,29 @@ class StateStore:
         """The port is no longer held down by fabricd (reconcile found it up); no probation starts."""
         with self.tx() as db:
             db.execute("DELETE FROM disabled_ports WHERE device = ? AND port = ?", (device, port))
+            db.execute("DELETE FROM reapply_refused WHERE device = ? AND port = ?", (device, port))
+
+    def refused_reapplies(self) -> list[RefusedReapply]:
+        """The holds to re-apply (up again, the guard refusing): only of holds that are still the same hold."""
+        return self._records(
+            "reapply_refused", dec.refused_reapply,
+            "SELECT r.* FROM reapply_refused r JOIN disabled_ports d ON d.device = r.device AND d.port = r.port"
+            " AND d.action_id = r.action_id ORDER BY r.device, r.port",
+        )  # fmt: skip
+
+    def refuse_reapply(self, device: str, port: str, action_id: int, rule: str, reason: str, now: int) -> None:
+        """Record (or update) the guard's refusal to re-apply the hold `action_id` on the port."""
+        with self.tx() as db:
+            db.execute(
+                "INSERT INTO reapply_refused VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (device, port) DO UPDATE SET"
+                " action_id = excluded.action_id, rule = excluded.rule, reason = excluded.reason,"
+                " since_ts = excluded.since_ts",
+                (device, port, action_id, rule, reason, now),
+            )
+
+    def forget_refused_reapply(self, device: str, port: str) -> None:
+        with self.tx() as db:
+            db.execute("DELETE FROM reapply_refused WHERE device = ? AND port = ?", (device, port))
 
     def disabled_ports(self) -> list[DisabledPort]:
         return self._records("disabled_ports", dec.disabled_port, "SELECT * FROM disabled_ports ORDER BY since_ts")
@@ -828,6 +853,7 @@ def _hold(db: Db, device: str, port: str, action_id: int, ticket_id: int | None,
 def _release(db: Db, device: str, port: str, probation_until: int, ticket_id: int | None) -> None:
     """Inside a transaction: the port is back up, on probation until `probation_until`."""
     db.execute("DELETE FROM disabled_ports WHERE device = ? AND port = ?", (device, port))
+    db.execute("DELETE FROM reapply_refused WHERE device = ? AND port = ?", (device, port))
     db.execute(
         "INSERT INTO probation VALUES (?, ?, ?, ?) ON CONFLICT (device, port) DO UPDATE SET"
         " until_ts = excluded.until_ts, ticket_id = excluded.ticket_id",

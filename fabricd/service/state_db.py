@@ -123,6 +123,9 @@ CREATE TABLE IF NOT EXISTS actions (
 CREATE TABLE IF NOT EXISTS disabled_ports (
     device TEXT NOT NULL, port TEXT NOT NULL, action_id {big} NOT NULL, ticket_id {big},
     since_ts {big} NOT NULL, PRIMARY KEY (device, port));
+CREATE TABLE IF NOT EXISTS reapply_refused (
+    device TEXT NOT NULL, port TEXT NOT NULL, action_id {big} NOT NULL, rule TEXT NOT NULL, reason TEXT NOT NULL,
+    since_ts {big} NOT NULL, PRIMARY KEY (device, port));
 CREATE TABLE IF NOT EXISTS probation (
     device TEXT NOT NULL, port TEXT NOT NULL, until_ts {big} NOT NULL, ticket_id {big},
     PRIMARY KEY (device, port));

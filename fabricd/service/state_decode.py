@@ -22,6 +22,7 @@ from .state_records import (
     DisabledPort,
     DrainKind,
     DrainRecord,
+    RefusedReapply,
     StoredFinding,
     Ticket,
 )
@@ -172,6 +173,13 @@ def disabled_port(row: Row) -> DisabledPort:
     )  # fmt: skip
 
 
+def refused_reapply(row: Row) -> RefusedReapply:
+    return RefusedReapply(
+        device=text(row, "device"), port=text(row, "port"), action_id=integer(row, "action_id"),
+        rule=text(row, "rule"), reason=text(row, "reason"), since_ts=integer(row, "since_ts"),
+    )  # fmt: skip
+
+
 def drain(row: Row) -> DrainRecord:
     ports, steps = json_list(row, "ports"), json_list(row, "steps")
     kind = text(row, "kind")
@@ -229,6 +237,7 @@ CODECS = (
     Codec("audit", "id", audit_entry, "SELECT * FROM audit"),
     Codec("carrier_seen", "port", carrier_seen, "SELECT * FROM carrier_seen"),
     Codec("maintenance", "id", drain, "SELECT * FROM maintenance"),
+    Codec("reapply_refused", "port", refused_reapply, "SELECT * FROM reapply_refused"),
 )
 BY_TABLE = {c.table: c for c in CODECS}
 

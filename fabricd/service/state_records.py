@@ -83,6 +83,18 @@ class DisabledPort(TypedDict):
     since_ts: int
 
 
+class RefusedReapply(TypedDict):
+    """A hold whose port is up again, whose re-apply the guard refused (reconcile_steps.py): shared, so every
+    instance's health lists it and a new leader does not audit and note the same refusal again."""
+
+    device: str
+    port: str
+    action_id: int  # the hold's action: a hold replaced since leaves this refusal behind
+    rule: str
+    reason: str
+    since_ts: int
+
+
 class AuditEntry(TypedDict):
     id: int
     ts: int

@@ -141,6 +141,36 @@ def test_a_reapply_the_guard_refuses_keeps_the_hold_to_reapply_until_it_can(make
     assert h.rem.to_reapply() == []
 
 
+def test_a_refused_reapply_is_shared_a_standby_lists_it_and_a_new_leader_says_nothing_new(
+    make: Callable[..., Harness],
+) -> None:
+    """Chaos seed 3135: the leader kept its refusals in memory, so a standby's health listed no hold to re-apply and
+    a new leader audited and noted the same refusal again. They are in the shared state now."""
+    from .harness import make_remediator
+
+    h = make(limits=SafetyLimits(max_actions_per_hour=1))
+    run(report(h, flap(h.fabric, SERVER_PORT)))
+    (t,) = h.tickets()
+    h.world.admin[SERVER_PORT] = True
+    h.world.oper[SERVER_PORT] = "UP"
+    h.clock.advance(60)
+    (note,) = run(h.rem.reconcile_pass(h.clock()))
+    audited = len(h.state.audit_log())
+    noted = (h.state.ticket(t.id) or t).body.get("notes")
+    other = make_remediator(
+        h.fabric, h.state, h.world, h.clock, h.published, limits=SafetyLimits(max_actions_per_hour=1)
+    )
+    assert other.to_reapply() == h.rem.to_reapply() != []  # the standby answers as the leader
+    (r,) = other.to_reapply()
+    assert (r["port"], r["ticket_id"], r["rule"]) == (str(SERVER_PORT), t.id, "rate")
+    h.clock.advance(60)
+    assert run(other.reconcile_pass(h.clock())) == []  # the new leader: the same refusal, nothing new to say
+    assert len(h.state.audit_log()) == audited
+    assert (h.state.ticket(t.id) or t).body.get("notes") == noted and note in str(h.state.ticket(t.id))
+    run(other.release_hold(SERVER_PORT, "alice", "checked"))
+    assert h.rem.to_reapply() == [] and h.state.refused_reapplies() == []
+
+
 def test_a_hold_to_reapply_goes_with_a_resolve_or_a_persons_release(make: Callable[..., Harness]) -> None:
     h = make(limits=SafetyLimits(max_actions_per_hour=1))
     run(report(h, flap(h.fabric, SERVER_PORT)))

@@ -55,10 +55,10 @@ def store(tmp_path: Path) -> Iterator[StateStore]:
 
 def test_wal_journal_and_schema(store: StateStore) -> None:
     if store.dialect != "sqlite":
-        assert scalar(store, "SELECT value FROM meta WHERE key = 'schema'") == "5"
+        assert scalar(store, "SELECT value FROM meta WHERE key = 'schema'") == "6"
         return
     assert scalar(store, "PRAGMA journal_mode") == "wal"
-    assert scalar(store, "SELECT value FROM meta WHERE key = 'schema'") == "5"
+    assert scalar(store, "SELECT value FROM meta WHERE key = 'schema'") == "6"
     assert store.path is not None and (store.path.parent / "state.db-wal").exists()
 
 
@@ -88,7 +88,7 @@ def test_a_schema_1_file_is_migrated_and_keeps_its_actions(tmp_path: Path) -> No
     db.close()
     s = StateStore(path)
     try:
-        assert scalar(s, "SELECT value FROM meta WHERE key = 'schema'") == "5"
+        assert scalar(s, "SELECT value FROM meta WHERE key = 'schema'") == "6"
         old = s.action(7)
         assert old is not None and old.status == "done" and old.key is None
         a = s.add_action("disable", "leaf-1", "Ethernet2/1", "auto", "running", "flap", T0, key="k1")
@@ -119,7 +119,7 @@ def test_a_schema_4_file_gains_the_carrier_table(tmp_path: Path) -> None:
     db.close()
     s = StateStore(path)
     try:
-        assert scalar(s, "SELECT value FROM meta WHERE key = 'schema'") == "5"
+        assert scalar(s, "SELECT value FROM meta WHERE key = 'schema'") == "6"
         s.save_carrier_seen([("leaf-1", "Ethernet1/1", 7, T0)], T0, [])
         assert s.carrier_seen()[0] == {("leaf-1", "Ethernet1/1"): (7, T0)}
     finally:
