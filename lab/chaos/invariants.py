@@ -81,8 +81,11 @@ def marks_records(samples: list[Sample], grace_s: float, events: Sequence[Event]
     design (issue 42); `hold_released` watches that it is not given up. While the mode is `observe` fabricd touches no
     switch (docs/operations.md), so a mark it would remove from an up port (a hold released then) stays until the
     mode acts again: an up port's mark counts from then on (seed 3133: an operator's `no shutdown` on a held port,
-    the mode switched to observe for 15 s)."""
+    the mode switched to observe for 15 s). Time while fabricd could not act (`outage_spans`: a restart of the bus,
+    the state or the twin, a kill or pause of an instance or a collector, and the resync after) does not count
+    towards the grace (seed 3135: an enable verifying across a bus restart held its port up for 11 s)."""
     observing = observe_spans(events)
+    outages = outage_spans(events)
 
     def mark_up(s: Sample) -> Iterable[str]:
         if any(a <= s.t < b for a, b in observing):
@@ -107,9 +110,44 @@ def marks_records(samples: list[Sample], grace_s: float, events: Sequence[Event]
     ):
         for where, spans in _episodes(samples, check).items():
             for first, last in spans:
-                if last - first >= grace_s:
-                    out.append(Violation("marks_records", first + grace_s, where, f"{what} for {last - first:.1f} s"))
+                due = _due(first, last, grace_s, outages)
+                if due is not None:
+                    out.append(Violation("marks_records", due, where, f"{what} for {last - first:.1f} s"))
     return sorted(out, key=lambda v: v.t)
+
+
+FAILOVER_S = 2.0  # after a kill or pause ends: a lease TTL (0.6 s by default) and a takeover pass
+
+
+def outage_spans(events: Sequence[Event]) -> list[tuple[float, float]]:
+    """When fabricd could not act on what it saw, merged: each process fault (a kill, a pause, a restart of the bus,
+    the state or the twin; not a GC-length pause) from its start until its end (a restart's end includes the
+    resync, RESYNC_S) plus FAILOVER_S."""
+    spans = sorted(
+        (e.t, (e.end_s if e.end_s is not None else e.t) + FAILOVER_S)
+        for e in events
+        if e.what == "process" and e.kind in ("kill", "pause", "restart", "twin_restart")
+    )
+    merged: list[tuple[float, float]] = []
+    for lo, hi in spans:
+        if merged and lo <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], hi))
+        else:
+            merged.append((lo, hi))
+    return merged
+
+
+def _due(first: float, last: float, grace_s: float, outages: Sequence[tuple[float, float]]) -> float | None:
+    """When a spell from `first` to `last` has lasted `grace_s` outside the outages (sorted, merged), or None."""
+    t, left = first, grace_s
+    for lo, hi in outages:
+        if hi <= t:
+            continue
+        if lo >= last or lo - t >= left:
+            break
+        left -= max(0.0, lo - t)
+        t = hi
+    return t + left if t + left <= last else None
 
 
 def hold_released(samples: list[Sample], events: list[Event], grace_s: float) -> list[Violation]:

@@ -407,3 +407,30 @@ def test_a_hold_fabricd_declares_to_reapply_is_up_and_marked_by_design() -> None
         "a port that is up carries fabricd's down mark", "fabricd holds a port that is up"}  # fmt: skip
     assert marks_records(declared, grace_s=10.0) == []
     assert [sample_of(sample_doc(smp)) for smp in declared] == declared  # saved and read back
+
+
+@pytest.mark.parametrize(
+    ("process", "expected"),
+    [
+        ([], [10.0]),  # held while up for 15 s: past the grace at 10 s
+        ([Event(3.0, "process", "restart", "bus", "exit 0 in 4.0 s", 8.0)], None),  # 3..10 s excused
+        ([Event(3.0, "process", "gc_pause", "fabricd#0", "SIGSTOP for 0.2 s", 3.2)], [10.0]),  # too short to count
+        ([Event(8.0, "process", "kill", "fabricd#1", "kill -9", 9.0)], [13.0]),  # 8..11 s excused: due at 13 s
+        ([Event(20.0, "process", "pause", "collector#0", "SIGSTOP for 3 s", 23.0)], [10.0]),  # after the spell
+        (
+            [
+                Event(1.0, "process", "pause", "collector#0", "SIGSTOP", 1.0),
+                Event(2.0, "process", "pause", "fabricd#0", "SIGSTOP", 2.0),
+            ],
+            [13.0],  # overlapping: 1..4 s excused once
+        ),
+    ],
+)
+def test_time_fabricd_could_not_act_does_not_count_towards_the_grace(
+    process: list[Event], expected: list[float] | None
+) -> None:
+    # seed 3135: an enable verifying its port across a bus restart (no leader for 4 s, then a resumed verify)
+    # held the port up for 11 s
+    got = marks_records(samples([UP] * 15, [True] * 15), grace_s=10, events=process)
+    assert [v.t for v in got] == (expected or [])
+    assert all(v.detail == "fabricd holds a port that is up for 14.0 s" for v in got)
