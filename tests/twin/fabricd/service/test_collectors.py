@@ -62,6 +62,18 @@ def collector(name: str, config: Path, log: Path, *args: str) -> subprocess.Pope
     )  # fmt: skip
 
 
+def stop(*procs: subprocess.Popen[bytes]) -> None:
+    """SIGTERM (after a SIGCONT: one may be paused) and wait; killed if it does not end within 10 s."""
+    for p in procs:
+        if p.poll() is None:
+            p.send_signal(signal.SIGCONT)
+            p.send_signal(signal.SIGTERM)
+            try:
+                p.wait(10)
+            except subprocess.TimeoutExpired:
+                p.kill()
+
+
 def test_collectors_share_the_switches_and_a_dead_ones_move(
     twin: TwinThread, nats_bus: LocalBus, tmp_path: Path
 ) -> None:
@@ -103,13 +115,7 @@ def test_collectors_share_the_switches_and_a_dead_ones_move(
         finally:
             svc.stop()
     finally:
-        for p in procs.values():
-            if p.poll() is None:
-                p.send_signal(signal.SIGTERM)
-                try:
-                    p.wait(10)
-                except subprocess.TimeoutExpired:
-                    p.kill()
+        stop(*procs.values())
 
 
 def test_three_collectors_two_services_any_one_killed(
@@ -157,13 +163,7 @@ def test_three_collectors_two_services_any_one_killed(
         for inst in (a, b):
             if inst is not None:
                 inst.kill()
-        for p in procs.values():
-            if p.poll() is None:
-                p.send_signal(signal.SIGTERM)
-                try:
-                    p.wait(10)
-                except subprocess.TimeoutExpired:
-                    p.kill()
+        stop(*procs.values())
 
 
 def kv_consumers(bus: LocalBus) -> int:
@@ -208,13 +208,7 @@ def test_collectors_leave_no_consumers_behind_and_need_no_api_token(
         assert max(seen) <= 3 * 2 * 2, seen  # at most two listings in flight per collector, and one leftover each
         assert all(p.poll() is None for p in procs.values()), [(tmp_path / f"{n}.log").read_text() for n in procs]
     finally:
-        for p in procs.values():
-            if p.poll() is None:
-                p.send_signal(signal.SIGTERM)
-                try:
-                    p.wait(10)
-                except subprocess.TimeoutExpired:
-                    p.kill()
+        stop(*procs.values())
 
 
 def scraped(text: str, name: str, **labels: str) -> float:
@@ -267,13 +261,7 @@ def test_bus_mode_reports_its_own_health_and_a_late_service_knows_the_sync_state
         finally:
             svc.stop()
     finally:
-        for p in procs.values():
-            if p.poll() is None:
-                p.send_signal(signal.SIGTERM)
-                try:
-                    p.wait(10)
-                except subprocess.TimeoutExpired:
-                    p.kill()
+        stop(*procs.values())
 
 
 def _out_of_order(text: str) -> float:
@@ -348,14 +336,7 @@ def test_a_woken_collector_drops_its_backlog_and_health_tells_unheld_from_silent
         finally:
             svc.stop()
     finally:
-        for p in procs.values():
-            if p.poll() is None:
-                p.send_signal(signal.SIGCONT)
-                p.send_signal(signal.SIGTERM)
-                try:
-                    p.wait(10)
-                except subprocess.TimeoutExpired:
-                    p.kill()
+        stop(*procs.values())
 
 
 def test_a_restarted_bus_loses_the_stream_and_telemetry_comes_back(
@@ -386,8 +367,4 @@ def test_a_restarted_bus_loses_the_stream_and_telemetry_comes_back(
         finally:
             svc.stop()
     finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        stop(proc)
