@@ -59,7 +59,7 @@ from .api import create_app
 from .bgp_ssh import BgpOverSsh
 from .carrier_watch import CarrierWatch
 from .config import ServiceConfig, read_secret
-from .faults import LINK_KINDS
+from .decide import ignored
 from .leader import Leadership, default_instance
 from .maintenance import ACTIVE, overran
 from .passes import configured_detectors, guarded, run_passes, telemetry_source
@@ -453,8 +453,11 @@ class Service:
 
     async def _act(self, findings: list[Finding], now: int) -> list[Finding]:
         stale = set(self.telemetry.stale_devices(now))
-        held = {Endpoint(p["device"], p["port"]) for p in self.state.disabled_ports()}
-        usable = annotate([f for f in findings if not self._ignored(f, stale, held)], self.job_source.map)
+        rows = self.state.disabled_ports()
+        held = {Endpoint(p["device"], p["port"]) for p in rows}
+        up_again = self.remediator.stale_holds(rows)
+        usable = annotate([f for f in findings if not ignored(f, self.fabric, stale, held, up_again)],
+                          self.job_source.map)  # fmt: skip
         if self.acting():  # a standby's detectors run too (warm for a takeover); the leader records and acts
             await self.remediator.on_findings(usable, self._unsure(now))
         return usable
@@ -463,18 +466,6 @@ class Service:
         """The switches with no fresh word now: stale, or not synced (restarting, resyncing): the guard does not
         judge on what they streamed before."""
         return {*self.telemetry.stale_devices(now), *(d for d, ok in self.telemetry.synced.items() if not ok)}
-
-    def _ignored(self, f: Finding, stale: set[str], held: set[Endpoint]) -> bool:
-        """Never act on stale data, and a port fabricd itself took down is not a fault."""
-        if f.device in stale:
-            return True
-        if f.kind in LINK_KINDS and f.port is not None:
-            ends = {Endpoint(f.device, f.port)}
-            peer = self.fabric.peer(f.device, f.port)
-            if peer is not None:
-                ends.add(peer)
-            return bool(ends & held)
-        return False
 
     # --- tickets ---------------------------------------------------------------------------------------------
     async def publish(self, ticket: Ticket) -> None:

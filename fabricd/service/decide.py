@@ -9,7 +9,7 @@ writes the result in one state transaction (`remediation.py`); nothing here touc
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -34,6 +34,7 @@ class PortFacts:
 
     target: Endpoint | None  # the port fabricd would shut (None: not a link fault, or neither end is managed)
     held: bool = False  # fabricd holds it down already
+    up_again: bool = False  # held, but up again (a reboot, a hand-typed `no shutdown`): its hold is to re-apply
     pending: Action | None = None  # an action on it still awaiting approval or running
     # Ports of the target's switch fabricd wanted down in the last hour (acted, proposed, refused) or holds down.
     faulty_on_switch: tuple[str, ...] = ()
@@ -63,6 +64,23 @@ class Decision:
     escalate: tuple[str, ...] = ()  # the switch's faulty ports, when a budget refused and too many are faulty
 
 
+def ignored(
+    f: Finding, fabric: Fabric, stale: Collection[str], held: Collection[Endpoint], up_again: Collection[Endpoint]
+) -> bool:
+    """A finding not even recorded: on stale data, or a link fault at a port fabricd holds down (the echo of its own
+    shutdown). A held port that is up again (a reboot, a hand-typed `no shutdown`; its hold is to re-apply) is not
+    down: its flaps are real (chaos seed 3136: such a port flapped, and no finding came until the hold went)."""
+    if f.device in stale:
+        return True
+    if f.kind in LINK_KINDS and f.port is not None:
+        ends = {Endpoint(f.device, f.port)}
+        peer = fabric.peer(f.device, f.port)
+        if peer is not None:
+            ends.add(peer)
+        return any(e in held and e not in up_again for e in ends)
+    return False
+
+
 def disable_key(target: Endpoint, finding_id: int) -> str:
     return f"disable:{target}:finding{finding_id}"
 
@@ -83,6 +101,11 @@ def decide(
     known: GuardInput,
 ) -> Decision:
     target = facts.target
+    if target is not None and facts.held and facts.up_again:
+        # Its flaps are real (the port is up), not the echo of our shutdown: noted on the hold's open ticket. The
+        # hold itself is re-applied by reconcile as soon as the guard allows: no second disable from here.
+        return Decision("ticket", f"{target} is held under its open ticket but up again: this fault is noted; fabricd "
+                                  "takes it down again as soon as the guard allows")  # fmt: skip
     if target is not None and facts.held:
         return Decision("ignore", "the port is down because of fabricd: leftover noise, not a new fault")
     if "unwatched" in f.evidence:

@@ -200,9 +200,11 @@ class Remediator(ReconcileSteps, PeopleRequests, MaintenanceRequests):
     def _facts(self, target: Endpoint | None, now: int, disabled: list[DisabledPort]) -> PortFacts:
         if target is None:
             return PortFacts(None)
+        held = any(p["device"] == target.device and p["port"] == target.port for p in disabled)
         return PortFacts(
             target,
-            held=any(p["device"] == target.device and p["port"] == target.port for p in disabled),
+            held=held,
+            up_again=held and target in self.stale_holds(disabled),
             pending=self.state.open_action(target.device, target.port),
             faulty_on_switch=tuple(self._faulty_ports(target.device, now, disabled)),
         )

@@ -569,6 +569,13 @@ def _hidden(f: FaultRec, run: Run, facts: FabricFacts, deadline: float) -> bool:
             ends = set(g.ports) | {facts.peer[p] for p in g.ports if p in facts.peer}
             if g.kind in LINK_CHANGES and ends & ports and g.start_s <= hi and (g.cleared_s or hi) + 10 >= lo:
                 return True
+    if f.kind.startswith("bgp_"):  # the session of a link going up or down: bgp_session lays it to the link
+        ports, _ = _footprint(f, facts)  # (seed 3136: a BGP flap train begun while its link was down)
+        for g in run.faults:
+            ends = set(g.ports) | {facts.peer[p] for p in g.ports if p in facts.peer}
+            changes = g.kind in LINK_CHANGES and ends & ports
+            if changes and g.start_s <= hi and (g.cleared_s is None or g.cleared_s + OPER_QUIET_S >= lo):
+                return True
     if f.kind.startswith("pfc_"):  # a storm's or a cycle's port whose link went up or down: no decision for 5 s
         ports, _ = _footprint(f, facts)
         for g in run.faults:

@@ -434,3 +434,23 @@ def test_time_fabricd_could_not_act_does_not_count_towards_the_grace(
     got = marks_records(samples([UP] * 15, [True] * 15), grace_s=10, events=process)
     assert [v.t for v in got] == (expected or [])
     assert all(v.detail == "fabricd holds a port that is up for 14.0 s" for v in got)
+
+
+@pytest.mark.parametrize(
+    ("link", "judged"),
+    [
+        (("link_down", "leaf-g0-r0:Ethernet5/1", 4.0, 16.0), 0),  # seed 3136: the train began while its link was down
+        (("link_flap", "spine-r0-0:Ethernet1/1", 12.0, 15.0), 0),  # the far end flapping during the deadline
+        (("link_down", "leaf-g0-r0:Ethernet5/1", 1.0, 3.0), 1),  # over 5 s before: judged
+        (("link_down", "leaf-g0-r0:Ethernet6/1", 9.0, 20.0), 1),  # another link
+    ],
+)
+def test_a_bgp_fault_on_a_link_going_up_or_down_is_not_judged(link: tuple[str, str, float, float], judged: int) -> None:
+    kind, port, start, end = link
+    assert FACTS.peer["leaf-g0-r0:Ethernet5/1"] == "spine-r0-0:Ethernet1/1"
+    train = FaultRec("f7", "bgp_flap", ("leaf-g0-r0:Ethernet5/1",), ("leaf-g0-r0",), 10.0, 30.0,
+                     {"count": 4, "period_s": 2.6})  # fmt: skip
+    changed = FaultRec("f8", kind, (port,), (port.split(":")[0],), start, end, {})
+    scores, _, got = detection(run_with([train, changed], []), FACTS)
+    assert [(s.kind, s.judged) for s in scores if s.kind == "bgp_flap"] == [("bgp_flap", judged)]
+    assert len([v for v in got if "bgp_flap" in v.detail]) == judged

@@ -17,6 +17,7 @@ from fabricd.service.decide import (
     disable_key,
     enable_key,
     escalation,
+    ignored,
     recurrence,
 )
 from fabricd.service.guard import GuardInput
@@ -58,6 +59,8 @@ UNWATCHED = {"unwatched": {"from_ts": T0, "to_ts": T0 + 60 * 10**9, "transitions
 CASES = [
     Case("held down by fabricd: leftover noise", "ignore", facts=PortFacts(SERVER_PORT, held=True),
          note="down because of fabricd"),
+    Case("held, but up again (to re-apply): a real fault, noted", "ticket",
+         facts=PortFacts(SERVER_PORT, held=True, up_again=True), note="held under its open ticket but up again"),
     Case("a kind without port action", "ticket", kind="pfc_storm", note="no automatic action for this kind"),
     Case("a link kind switched off in the settings", "ticket", settings={"kinds": ["link_corruption"]},
          note="no automatic action"),
@@ -150,3 +153,26 @@ def test_escalation_names_the_line_card(small: Fabric) -> None:
                              flap(small, SERVER_PORT), "budget")  # fmt: skip
     assert title == "3 faulty ports on leaf-1: likely line card 3 of leaf-1 (all 3 ports are on module 3)"
     assert body["fault"] == "escalation:leaf-1" and body["held_down_by_fabricd"] == ["Ethernet3/1/1"]
+
+
+@pytest.mark.parametrize(
+    ("stale", "held", "up_again", "kind", "expected"),
+    [
+        ((), (), (), "link_flap", False),  # a fault
+        (("leaf-g0-r0",), (), (), "link_flap", True),  # stale data: never acted on
+        ((), ("near",), (), "link_flap", True),  # fabricd holds it down: the echo of its own shutdown
+        ((), ("peer",), (), "link_flap", True),  # the far end held down: the same link
+        ((), ("near",), ("near",), "link_flap", False),  # held but up again (seed 3136): its flaps are real
+        ((), ("near", "peer"), ("near",), "link_flap", True),  # the far end still held down
+        ((), ("near",), (), "pfc_storm", False),  # not a link kind: a storm is not our shutdown's echo
+    ],
+)
+def test_which_findings_are_not_even_recorded(
+    small: Fabric, stale: tuple[str, ...], held: tuple[str, ...], up_again: tuple[str, ...], kind: str, expected: bool
+) -> None:
+    peer = small.peer(SERVER_PORT.device, SERVER_PORT.port)
+    assert peer is not None
+    ends = {"near": SERVER_PORT, "peer": peer}
+    f = replace(flap(small, SERVER_PORT), kind=kind)
+    got = ignored(f, small, set(stale), {ends[e] for e in held}, {ends[e] for e in up_again})
+    assert got is expected

@@ -171,6 +171,29 @@ def test_a_refused_reapply_is_shared_a_standby_lists_it_and_a_new_leader_says_no
     assert h.rem.to_reapply() == [] and h.state.refused_reapplies() == []
 
 
+def test_a_flap_on_a_held_port_up_again_is_a_finding_noted_on_its_ticket_not_a_second_disable(
+    make: Callable[..., Harness],
+) -> None:
+    """Chaos seed 3136: a held port enabled by hand (its re-apply refused by the rate) flapped; the flap was dropped
+    as the echo of fabricd's own shutdown until the hold went, 90 s later. The port is up: the flap is real."""
+    h = make(limits=SafetyLimits(max_actions_per_hour=1))
+    run(report(h, flap(h.fabric, SERVER_PORT)))
+    (t,) = h.tickets()
+    (first,) = h.state.actions()
+    h.world.admin[SERVER_PORT] = True
+    h.world.oper[SERVER_PORT] = "UP"
+    h.clock.advance(60)
+    run(h.rem.reconcile_pass(h.clock()))
+    assert h.rem.to_reapply() != []
+    h.clock.advance(5)
+    (out,) = run(report(h, flap(h.fabric, SERVER_PORT, start_ts=h.clock() - 5 * NS)))
+    assert out.action is None and out.ticket is not None and out.ticket.id == t.id
+    assert (out.ticket.recurrences, out.ticket.status) == (1, "open")
+    assert "held under its open ticket but up again" in str(out.ticket.body.get("status_note"))
+    assert h.state.actions() == [first]  # reconcile re-applies the hold when the guard allows: one disable
+    assert len(h.state.findings()) == 2
+
+
 def test_a_hold_to_reapply_goes_with_a_resolve_or_a_persons_release(make: Callable[..., Harness]) -> None:
     h = make(limits=SafetyLimits(max_actions_per_hour=1))
     run(report(h, flap(h.fabric, SERVER_PORT)))
