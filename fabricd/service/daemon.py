@@ -455,7 +455,7 @@ class Service:
         stale = set(self.telemetry.stale_devices(now))
         rows = self.state.disabled_ports()
         held = {Endpoint(p["device"], p["port"]) for p in rows}
-        up_again = self.remediator.stale_holds(rows)
+        up_again = self.remediator.up_again(rows)
         usable = annotate([f for f in findings if not ignored(f, self.fabric, stale, held, up_again)],
                           self.job_source.map)  # fmt: skip
         if self.acting():  # a standby's detectors run too (warm for a takeover); the leader records and acts

@@ -204,7 +204,7 @@ class Remediator(ReconcileSteps, PeopleRequests, MaintenanceRequests):
         return PortFacts(
             target,
             held=held,
-            up_again=held and target in self.stale_holds(disabled),
+            up_again=held and target in self.up_again(disabled),
             pending=self.state.open_action(target.device, target.port),
             faulty_on_switch=tuple(self._faulty_ports(target.device, now, disabled)),
         )
@@ -246,6 +246,13 @@ class Remediator(ReconcileSteps, PeopleRequests, MaintenanceRequests):
         rows = self.state.disabled_ports() if disabled is None else disabled
         grace = int(self.settings.verify_timeout_s * NS)
         return stale_holds((Hold.of(p) for p in rows), self.view.admin_up(), now=self.clock(), grace_ns=grace)
+
+    def up_again(self, disabled: list[DisabledPort] | None = None) -> set[Endpoint]:
+        """Holds whose port is up again without fabricd (a reboot, a hand-typed `no shutdown`): stale holds, less
+        those fabricd is enabling itself (a repair's enable verifying the port: its flaps decide that enable, and
+        the port's next incident, once the hold is gone)."""
+        enabling = {Endpoint(a.device, a.port) for a in self.state.actions_in("running", op="enable")}
+        return self.stale_holds(disabled) - enabling
 
     def _faulty_ports(self, device: str, now: int, disabled: list[DisabledPort]) -> list[str]:
         """Ports of `device` fabricd wanted down in the last hour (acted, proposed or refused), plus those it holds

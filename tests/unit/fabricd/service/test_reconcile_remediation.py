@@ -12,7 +12,7 @@ import pytest
 from drivers.marks import Mark
 from fabricd.detectors.finding import Finding
 from fabricd.service.config import SafetyLimits
-from fabricd.service.remediation import ActionError
+from fabricd.service.remediation import ActionError, Outcome
 from topology.model import Endpoint
 from topology.units import NS
 
@@ -192,6 +192,23 @@ def test_a_flap_on_a_held_port_up_again_is_a_finding_noted_on_its_ticket_not_a_s
     assert "held under its open ticket but up again" in str(out.ticket.body.get("status_note"))
     assert h.state.actions() == [first]  # reconcile re-applies the hold when the guard allows: one disable
     assert len(h.state.findings()) == 2
+
+
+def test_a_flap_on_a_held_port_fabricd_is_enabling_is_left_to_that_enable(make: Callable[..., Harness]) -> None:
+    """A repair's enable verifying the port: the port is up with its hold still recorded, and its flaps decide that
+    enable (and make the next incident once the hold is gone), not a finding noted on the ticket."""
+    h = make()
+    run(report(h, flap(h.fabric, SERVER_PORT)))
+    (t,) = h.tickets()
+    h.world.admin[SERVER_PORT] = True
+    h.clock.advance(60)
+    h.state.add_action("enable", SERVER_PORT.device, SERVER_PORT.port, "auto", "running", "repaired", h.clock(),
+                       ticket_id=t.id)  # fmt: skip
+    assert h.rem.stale_holds() == {SERVER_PORT} and h.rem.up_again() == set()
+    (out,) = run(report(h, flap(h.fabric, SERVER_PORT, start_ts=h.clock() - 5 * NS)))
+    assert out == Outcome(None, None, None)
+    ticket = h.state.ticket(t.id)
+    assert ticket is not None and ticket.recurrences == 0
 
 
 def test_a_hold_to_reapply_goes_with_a_resolve_or_a_persons_release(make: Callable[..., Harness]) -> None:
