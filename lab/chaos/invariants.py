@@ -569,26 +569,36 @@ def _hidden(f: FaultRec, run: Run, facts: FabricFacts, deadline: float) -> bool:
             ends = set(g.ports) | {facts.peer[p] for p in g.ports if p in facts.peer}
             if g.kind in LINK_CHANGES and ends & ports and g.start_s <= hi and (g.cleared_s or hi) + 10 >= lo:
                 return True
-    if f.kind.startswith("bgp_"):  # the session of a link going up or down: bgp_session lays it to the link
-        ports, _ = _footprint(f, facts)  # (seed 3136: a BGP flap train begun while its link was down)
-        for g in run.faults:
-            ends = set(g.ports) | {facts.peer[p] for p in g.ports if p in facts.peer}
-            changes = g.kind in LINK_CHANGES and ends & ports
-            if changes and g.start_s <= hi and (g.cleared_s is None or g.cleared_s + OPER_QUIET_S >= lo):
-                return True
-    if f.kind.startswith("pfc_"):  # a storm's or a cycle's port whose link went up or down: no decision for 5 s
-        ports, _ = _footprint(f, facts)
-        for g in run.faults:
-            ends = set(g.ports) | {facts.peer[p] for p in g.ports if p in facts.peer}
-            changes = g.kind in LINK_CHANGES and ends & ports
-            if changes and g.start_s <= hi and (g.cleared_s is None or g.cleared_s + OPER_QUIET_S >= lo):
-                return True
+    if f.kind.startswith(("bgp_", "pfc_")) and _link_changed(f, run, facts, lo, hi):
+        return True
     ports, _ = _footprint(f, facts)
     for e in run.events:  # an operator shut its port while the detector had it to find: nothing left to see
         if e.what == "operator" and e.kind == "shut_by_hand" and e.where in ports and lo <= e.t <= hi:
             return True
     before = [s for s in run.samples if f.start_s - 2 <= s.t <= f.start_s + 0.5]
     return any(p in s.ports and not s.ports[p].admin_up for s in before[-1:] for p in f.ports)
+
+
+HAND_CHANGES = ("shut_by_hand", "no_shut_by_hand", "enable_held")  # an operator's shut or no shut of a port
+
+
+def _link_changed(f: FaultRec, run: Run, facts: FabricFacts, lo: float, hi: float) -> bool:
+    """A link of the fault's went up or down between `lo` - OPER_QUIET_S and `hi`: a fault that does it, or an
+    operator's shut or no shut. pfc_storm and pfc_deadlock decide nothing for OPER_QUIET_S after a port's
+    oper-status changes, and bgp_session lays a session's drops to its link going up or down (docs/detectors.md;
+    seed 3136: a BGP flap train begun while its link was down; seed 2719: a storm 1.2 s after its port was
+    enabled by hand)."""
+    ports, _ = _footprint(f, facts)
+    for g in run.faults:
+        ends = set(g.ports) | {facts.peer[p] for p in g.ports if p in facts.peer}
+        changes = g.kind in LINK_CHANGES and ends & ports
+        if changes and g.start_s <= hi and (g.cleared_s is None or g.cleared_s + OPER_QUIET_S >= lo):
+            return True
+    for e in run.events:
+        ends = {e.where} | ({facts.peer[e.where]} if e.where in facts.peer else set())
+        if e.what == "operator" and e.kind in HAND_CHANGES and ends & ports and lo - OPER_QUIET_S <= e.t <= hi:
+            return True
+    return False
 
 
 def detection(run: Run, facts: FabricFacts) -> tuple[list[KindScore], list[FindingScore], list[Violation]]:

@@ -454,3 +454,21 @@ def test_a_bgp_fault_on_a_link_going_up_or_down_is_not_judged(link: tuple[str, s
     scores, _, got = detection(run_with([train, changed], []), FACTS)
     assert [(s.kind, s.judged) for s in scores if s.kind == "bgp_flap"] == [("bgp_flap", judged)]
     assert len([v for v in got if "bgp_flap" in v.detail]) == judged
+
+
+@pytest.mark.parametrize(
+    ("kind", "port", "at", "judged"),
+    [
+        ("no_shut_by_hand", P, 8.8, 0),  # seed 2719: the storm 1.2 s after its port was enabled by hand
+        ("shut_by_hand", P, 11.0, 0),  # shut while the detector had it to find
+        ("enable_held", "gpu-g0-000:nic0", 9.0, 0),  # the far end named
+        ("no_shut_by_hand", P, 3.0, 1),  # 7 s before: judged
+        ("no_shut_by_hand", "leaf-g0-r0:Ethernet2/1", 9.0, 1),  # another port
+    ],
+)
+def test_a_storm_just_after_an_operators_shut_or_no_shut_of_its_port_is_not_judged(
+    kind: str, port: str, at: float, judged: int
+) -> None:
+    scores, _, got = detection(run_with([STORM], [], [Event(at, "operator", kind, port)]), FACTS)
+    assert [(s.kind, s.judged) for s in scores if s.kind == "pfc_storm"] == [("pfc_storm", judged)]
+    assert len(got) == judged
