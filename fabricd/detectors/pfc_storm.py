@@ -7,7 +7,8 @@ queues is stuck, so the walk continues there. Where the pause comes from an endp
 one finding per origin, with every stuck port that leads to it. A walk that only comes back to where it started is
 a cycle: a deadlock, never reported as a storm.
 
-A switch is an origin only on evidence that it pauses with no stuck egress of its own: it is fresh, it has been
+A switch is an origin only on evidence that it pauses with no stuck egress of its own: it is fresh, none of its
+other ports went up or down within the grace period (their queues are not judged then), it has been
 sampled since the queue waiting on it was last judged stuck (its egress queue counters: an on-change event from it,
 such as a flap on another of its ports, is no sample of them), and none of its egress queues that queue could wait on
 was stuck at any time since that queue's onset. Switches sample at different moments, so without this a queue still
@@ -70,6 +71,7 @@ class _Walk:
         # (switch, priority, toward) -> its last whole sample of those egress queues (looked up only if a switch
         # may be an origin)
         self._sampled: dict[tuple[str, int, str], int] = {}
+        self._changed: set[tuple[str, str]] | None = None  # ports with an oper-status change in the grace period
 
     def stale(self, device: str) -> bool:
         s = self._stale.get(device)
@@ -90,6 +92,24 @@ class _Walk:
                 out |= self.origins(s, path | {q})
         return out
 
+    def _just_changed(self, device: str, toward: str) -> bool:
+        """A port of `device` (not toward `toward`) changed oper-status within the grace period: its egress queues
+        are not judged then (`stuck_queues`), so a stuck one there would not show. Chaos seed 8 (small-sonic): a
+        storm from a NIC whose port an operator had just enabled; the leaf, pausing the spines for it, was called
+        the origin 4.5 s before the NIC's queue could be judged."""
+        changed = self._changed
+        if changed is None:
+            since = self.now - int(self.tracker.config.grace_s * NS)
+            changed = self._changed = {
+                (e.device, e.port) for e in self.snapshot.events_since(since, leaf="oper-status", changes_only=True)
+            }
+        for dev, port in changed:
+            if dev == device:
+                peer = self.fabric.peer(dev, port)
+                if peer is None or peer.device != toward:
+                    return True
+        return False
+
     def _starts_at_peer(self, q: Queue) -> bool:
         """Whether q's peer, which has no stuck egress q waits on now, is where the pause starts."""
         peer = self.fabric.peer(q[0], q[1])
@@ -98,6 +118,8 @@ class _Walk:
             return True  # an endpoint (a NIC), or something the cabling does not know
         if self.stale(peer.device):
             return False
+        if self._just_changed(peer.device, q[0]):
+            return False  # one of its own egress ports went up or down: not judged yet, so nothing says it is not
         i = self.tracker.index[q]
         key = (peer.device, q[2], q[0])
         sampled = self._sampled.get(key)

@@ -575,8 +575,9 @@ def _hidden(f: FaultRec, run: Run, facts: FabricFacts, deadline: float) -> bool:
     for e in run.events:  # an operator shut its port while the detector had it to find: nothing left to see
         if e.what == "operator" and e.kind == "shut_by_hand" and e.where in ports and lo <= e.t <= hi:
             return True
+    # its port (or the switch's end of a NIC's link: a storm's NIC is no switch port) shut when it began
     before = [s for s in run.samples if f.start_s - 2 <= s.t <= f.start_s + 0.5]
-    return any(p in s.ports and not s.ports[p].admin_up for s in before[-1:] for p in f.ports)
+    return any(p in s.ports and not s.ports[p].admin_up for s in before[-1:] for p in ports)
 
 
 HAND_CHANGES = ("shut_by_hand", "no_shut_by_hand", "enable_held")  # an operator's shut or no shut of a port

@@ -472,3 +472,14 @@ def test_a_storm_just_after_an_operators_shut_or_no_shut_of_its_port_is_not_judg
     scores, _, got = detection(run_with([STORM], [], [Event(at, "operator", kind, port)]), FACTS)
     assert [(s.kind, s.judged) for s in scores if s.kind == "pfc_storm"] == [("pfc_storm", judged)]
     assert len(got) == judged
+
+
+@pytest.mark.parametrize(("shut_from", "judged"), [(5.0, 0), (20.0, 1)])
+def test_a_storm_whose_nics_switch_port_is_shut_is_not_judged(shut_from: float, judged: int) -> None:
+    # small-sonic seed 8: two storms from NICs whose leaf ports were shut (by fabricd, and by hand) when they began:
+    # the NIC is no switch port, so the check must look at the switch's end of its link
+    r = run_with([STORM], [])
+    r.samples = [Sample(float(t), {P: SHUT if t >= shut_from else UP}) for t in range(100)]
+    scores, _, got = detection(r, FACTS)
+    assert [(s.kind, s.judged) for s in scores] == [("pfc_storm", judged)]
+    assert len(got) == judged

@@ -457,3 +457,21 @@ def test_a_declarations_storm_ends_with_the_next_sample_and_does_not_come_back(
     _on_change(g, NIC_PORT, [1.25])
     pauses({5: {NIC_PORT: (0.3, 300)}}, 8)(g)
     assert _storm_passes(small_fabric, g.write(tmp_path / "t.jsonl")) == [1.25 + SETTLE / NS, 2.0]
+
+
+def test_a_switch_one_of_whose_ports_just_came_up_is_not_the_origin_yet(small_fabric: Fabric, tmp_path: Path) -> None:
+    """Chaos seed 8 (small-sonic): an operator enabled a NIC's port and the NIC stormed at once; the leaf paused its
+    spines for it, and was called the origin before the NIC port's queue could be judged (no decision within 5 s of
+    an oper-status change). A switch whose other port went up or down within the grace period is not an origin
+    until it is over; the same pause with no such change is decided at 3.3 s (as above)."""
+    phases = {"leaf-g0-r0": 0.3, "spine-r0-0": 0.1, "spine-r0-1": 0.1}
+    g = TraceGen(small_fabric, set(phases), watchdog=True)
+    g.oper(at(1.0), NIC_PORT, False)
+    g.oper(at(1.5), NIC_PORT, True)  # the operator's `no shutdown`
+    g.run_phased(9, phases, [(SPINE_PORTS, 2.0, 20)])
+    found = run_trace(g.write(tmp_path / "t.jsonl"), small_fabric)
+    assert {(f.kind, f.device, f.evidence["peer_role"]) for f in found} == {
+        ("pfc_storm", "spine-r0-0", "leaf"),
+        ("pfc_storm", "spine-r0-1", "leaf"),
+    }
+    assert min(f.detected_ts for f in found) >= at(1.5 + 5.0)
