@@ -81,7 +81,8 @@ R = TypeVar("R")
 
 # 2: actions.key (idempotency); 3: actions.token (the fencing token of the leader that began it); 4: maintenance
 # (planned drains, maintenance.py: a new table, which the schema's CREATE TABLE IF NOT EXISTS adds to an older file);
-# 5: carrier_seen (each port's last carrier-transitions value, carrier_watch.py: a new table, added the same way)
+# 5: carrier_seen (each port's last carrier-transitions value, carrier_watch.py: a new table, added the same way);
+# 6: reapply_refused (the guard's refusals to re-apply a hold, reconcile_steps.py: shared by every instance)
 SCHEMA_VERSION = 6
 
 
@@ -688,10 +689,6 @@ class StateStore:
                 " since_ts = excluded.since_ts",
                 (device, port, action_id, rule, reason, now),
             )
-
-    def forget_refused_reapply(self, device: str, port: str) -> None:
-        with self.tx() as db:
-            db.execute("DELETE FROM reapply_refused WHERE device = ? AND port = ?", (device, port))
 
     def disabled_ports(self) -> list[DisabledPort]:
         return self._records("disabled_ports", dec.disabled_port, "SELECT * FROM disabled_ports ORDER BY since_ts")

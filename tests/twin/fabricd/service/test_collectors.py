@@ -62,6 +62,12 @@ def collector(name: str, config: Path, log: Path, *args: str) -> subprocess.Pope
     )  # fmt: skip
 
 
+def bus_config(tmp_path: Path, twin: TwinThread, bus: LocalBus, max_age_s: int, **sections: object) -> Path:
+    """fabricd.yaml for a service reading the bus (telemetry.source: bus) its collectors publish to."""
+    telemetry = {"interval_s": 0.5, "source": "bus", "collector_lease_ttl_s": LEASE_S, "stream_max_age_s": max_age_s}
+    return write_config(tmp_path, twin.inventory, bus={"urls": [bus.url]}, telemetry=telemetry, **sections)
+
+
 def stop(*procs: subprocess.Popen[bytes]) -> None:
     """SIGTERM (after a SIGCONT: one may be paused) and wait; killed if it does not end within 10 s."""
     for p in procs:
@@ -77,10 +83,7 @@ def stop(*procs: subprocess.Popen[bytes]) -> None:
 def test_collectors_share_the_switches_and_a_dead_ones_move(
     twin: TwinThread, nats_bus: LocalBus, tmp_path: Path
 ) -> None:
-    config = write_config(
-        tmp_path, twin.inventory, bus={"urls": [nats_bus.url]},
-        telemetry={"interval_s": 0.5, "source": "bus", "collector_lease_ttl_s": LEASE_S, "stream_max_age_s": 20},
-    )  # fmt: skip
+    config = bus_config(tmp_path, twin, nats_bus, 20)
     procs = {n: collector(n, config, tmp_path / f"{n}.log") for n in ("c1", "c2")}
     try:
         switches = len(load_inventory(twin.inventory).names)  # small-pod: 18
@@ -125,11 +128,9 @@ def test_three_collectors_two_services_any_one_killed(
     sharing PostgreSQL. Kill -9 a collector, then the leader: every fault is acted on once, one ticket each."""
     from .test_ha import Instance, done_on
 
-    config = write_config(
-        tmp_path, twin.inventory, bus={"urls": [nats_bus.url]}, state={"url": postgres_url},
-        ha={"enabled": True, "lease_ttl_s": 2.0},
-        telemetry={"interval_s": 0.5, "source": "bus", "collector_lease_ttl_s": LEASE_S, "stream_max_age_s": 20},
-    )  # fmt: skip
+    config = bus_config(
+        tmp_path, twin, nats_bus, 20, state={"url": postgres_url}, ha={"enabled": True, "lease_ttl_s": 2.0}
+    )
     procs = {n: collector(n, config, tmp_path / f"{n}.log") for n in ("c1", "c2", "c3")}
     a = b = None
     try:
@@ -190,11 +191,7 @@ def test_collectors_leave_no_consumers_behind_and_need_no_api_token(
     # listing's consumer on the server for 5 minutes (here ~100 after 12 s, and nats-server's 1,000 limit within
     # minutes at six collectors); the count must stay at what the collectors are listing right now. Their config
     # names an API token in an unset variable: a collector serves no API and must not need it.
-    config = write_config(
-        tmp_path, twin.inventory, bus={"urls": [nats_bus.url]},
-        telemetry={"interval_s": 0.5, "source": "bus", "collector_lease_ttl_s": LEASE_S, "stream_max_age_s": 20},
-        api={"token": {"env": "FABRICD_TEST_UNSET_TOKEN"}},
-    )  # fmt: skip
+    config = bus_config(tmp_path, twin, nats_bus, 20, api={"token": {"env": "FABRICD_TEST_UNSET_TOKEN"}})
     os.environ.pop("FABRICD_TEST_UNSET_TOKEN", None)
     procs = {n: collector(n, config, tmp_path / f"{n}.log") for n in ("c1", "c2", "c3")}
     try:
@@ -226,10 +223,7 @@ def test_bus_mode_reports_its_own_health_and_a_late_service_knows_the_sync_state
     # the stream keeps 5 s: a service that starts 7 s after the collectors finds no sync message any more, yet must
     # know within an interval that every switch is streaming; it exports the telemetry metrics a service streaming
     # itself does (FabricdTelemetryStale reads them), and each collector serves its own on a port of its own
-    config = write_config(
-        tmp_path, twin.inventory, bus={"urls": [nats_bus.url]},
-        telemetry={"interval_s": 0.5, "source": "bus", "collector_lease_ttl_s": LEASE_S, "stream_max_age_s": 5},
-    )  # fmt: skip
+    config = bus_config(tmp_path, twin, nats_bus, 5)
     ports = {"c1": free_port(), "c2": free_port()}
     procs = {n: collector(n, config, tmp_path / f"{n}.log", "--metrics-port", str(port), "--metrics-host",
                           "127.0.0.1") for n, port in ports.items()}  # fmt: skip
@@ -292,10 +286,7 @@ def test_a_woken_collector_drops_its_backlog_and_health_tells_unheld_from_silent
     # of what its gRPC streams buffered meanwhile (it counts it dropped): the service sees no sample out of order.
     # With every collector gone, health and status say no collector holds the switches (not just `stale`), and a
     # collector's metrics listen on loopback unless told otherwise.
-    config = write_config(
-        tmp_path, twin.inventory, bus={"urls": [nats_bus.url]},
-        telemetry={"interval_s": 0.5, "source": "bus", "collector_lease_ttl_s": LEASE_S, "stream_max_age_s": 20},
-    )  # fmt: skip
+    config = bus_config(tmp_path, twin, nats_bus, 20)
     ports = {"c1": free_port(), "c2": free_port()}
     procs = {n: collector(n, config, tmp_path / f"{n}.log", "--metrics-port", str(port)) for n, port in ports.items()}
     names = load_inventory(twin.inventory).names
@@ -347,10 +338,7 @@ def test_a_restarted_bus_loses_the_stream_and_telemetry_comes_back(
     # collectors publishing into nothing): the stream is made again and read from its start, within seconds
     from fabricd.bus import start_local, stop_local
 
-    config = write_config(
-        tmp_path, twin.inventory, bus={"urls": [nats_bus.url]},
-        telemetry={"interval_s": 0.5, "source": "bus", "collector_lease_ttl_s": LEASE_S, "stream_max_age_s": 20},
-    )  # fmt: skip
+    config = bus_config(tmp_path, twin, nats_bus, 20)
     proc = collector("c1", config, tmp_path / "c1.log")
     try:
         svc = ServiceThread(config).start(60)

@@ -36,6 +36,13 @@ def _held(h: Harness) -> list[tuple[str, str, int, int | None]]:
     return [(p["device"], p["port"], p["action_id"], p["ticket_id"]) for p in h.state.disabled_ports()]
 
 
+def _up_by_hand(h: Harness) -> None:
+    """The held port is up again without fabricd (a hand-typed `no shutdown`, a reboot), a minute on."""
+    h.world.admin[SERVER_PORT] = True
+    h.world.oper[SERVER_PORT] = "UP"
+    h.clock.advance(60)
+
+
 def test_the_shutdown_carries_the_mark_and_the_enable_removes_it(make: Callable[..., Harness]) -> None:
     h = make()
     run(report(h, flap(h.fabric, SERVER_PORT)))
@@ -151,9 +158,7 @@ def test_a_refused_reapply_is_shared_a_standby_lists_it_and_a_new_leader_says_no
     h = make(limits=SafetyLimits(max_actions_per_hour=1))
     run(report(h, flap(h.fabric, SERVER_PORT)))
     (t,) = h.tickets()
-    h.world.admin[SERVER_PORT] = True
-    h.world.oper[SERVER_PORT] = "UP"
-    h.clock.advance(60)
+    _up_by_hand(h)
     (note,) = run(h.rem.reconcile_pass(h.clock()))
     audited = len(h.state.audit_log())
     noted = (h.state.ticket(t.id) or t).body.get("notes")
@@ -180,9 +185,7 @@ def test_a_flap_on_a_held_port_up_again_is_a_finding_noted_on_its_ticket_not_a_s
     run(report(h, flap(h.fabric, SERVER_PORT)))
     (t,) = h.tickets()
     (first,) = h.state.actions()
-    h.world.admin[SERVER_PORT] = True
-    h.world.oper[SERVER_PORT] = "UP"
-    h.clock.advance(60)
+    _up_by_hand(h)
     run(h.rem.reconcile_pass(h.clock()))
     assert h.rem.to_reapply() != []
     h.clock.advance(5)
@@ -215,9 +218,7 @@ def test_a_hold_to_reapply_goes_with_a_resolve_or_a_persons_release(make: Callab
     h = make(limits=SafetyLimits(max_actions_per_hour=1))
     run(report(h, flap(h.fabric, SERVER_PORT)))
     (_t,) = h.tickets()
-    h.world.admin[SERVER_PORT] = True
-    h.world.oper[SERVER_PORT] = "UP"
-    h.clock.advance(60)
+    _up_by_hand(h)
     run(h.rem.reconcile_pass(h.clock()))
     assert h.rem.to_reapply() != []
     with pytest.raises(ActionError, match="fabricd holds no hold on leaf-g0-r0:Ethernet2/1"):
