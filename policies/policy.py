@@ -6,9 +6,9 @@ Every default cites where its number comes from (shared/reference/domain.md and 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PrivateAttr, model_validator
 
 from topology.errors import InputError
 from topology.sourcefile import load_document, load_model
@@ -87,6 +87,86 @@ class Settings(_Strict):
     dlb: DlbPolicy = DlbPolicy()
 
 
+def _low_high(r: tuple[float, float]) -> tuple[float, float]:
+    if r[0] <= 0 or r[0] > r[1]:
+        raise ValueError(f"[{r[0]:g}, {r[1]:g}] is not a range: give [low, high] with 0 < low <= high")
+    return r
+
+
+Span = Annotated[tuple[float, float], AfterValidator(_low_high)]
+# SONiC ARS_NEXTHOP_GROUP flowlet_idle_time accepts 2..2047 us (congestion-tuning.md §4 [sonic-ars]).
+FLOWLET_PLATFORM_US = (2, 2047)
+
+
+class TuningClass(_Strict):
+    """What closed-loop tuning (fabricd/tuning) may set on one port class: each a [low, high] range. Thresholds are
+    time at line rate (bytes = us x speed / 8), like `settings.ecn`; physics bounds (fabricd/tuning/bounds.py) may
+    narrow them further, never widen them."""
+
+    kmin_us: Span
+    kmax_us: Span
+    pmax_percent: Span = (1, 100)  # DCQCN paper Pmax 1 %; an Arista AI customer marks at 100 % (domain.md)
+    flowlet_us: Span = (64, 1024)  # a quarter to 4x Juniper's 256 us default; Meta ran 256-512 us (§4 [meta24])
+    # The queue depths between which a DR generates CNPs itself (long-haul ports only; draft-tian-ccwg-long-haul-cnp,
+    # domain.md): its senders are a campus loop away, so campus-like times.
+    dr_cnp_us: Span = (1, 480)
+
+    @model_validator(mode="after")
+    def _platform(self) -> TuningClass:
+        lo, hi = FLOWLET_PLATFORM_US
+        if not lo <= self.flowlet_us[0] <= self.flowlet_us[1] <= hi:
+            raise ValueError(f"flowlet_us must lie within {lo}..{hi} us (SONiC flowlet_idle_time)")
+        if self.pmax_percent[1] > 100:
+            raise ValueError("pmax_percent is a percentage: at most 100")
+        return self
+
+
+# Campus ports: Kmin from the DCQCN paper's 5 KB at 40G (1 us) to NVIDIA's TC3 150 KB-1.5 MB at 100G (12-120 us);
+# Kmax up to the 480 us of queue an Arista AI customer runs (domain.md "ECN / DCQCN").
+_CAMPUS = {"kmin_us": (1, 120), "kmax_us": (10, 480)}
+# Long haul with end-to-end CNP: HPE's Kmin 0.75 x RTT and Kmax 1.5 x RTT up to 500 km (RTT 5.2 ms) ->
+# 3.9 ms and 7.8 ms (congestion-tuning.md §1.4 [hpe]); with DR-generated CNP the campus lows apply.
+_DCI = {"kmin_us": (1, 4000), "kmax_us": (10, 8000), "flowlet_us": (64, 2047)}
+
+
+class TuningClasses(_Strict):
+    server: TuningClass = TuningClass.model_validate(_CAMPUS)
+    leaf_spine: TuningClass = TuningClass.model_validate(_CAMPUS)
+    spine_superspine: TuningClass = TuningClass.model_validate(_CAMPUS)
+    dci: TuningClass = TuningClass.model_validate(_DCI)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _over_defaults(cls, data: Any) -> Any:
+        """A class given in part keeps its own defaults for the rest (dci's are not the campus ones)."""
+        if not isinstance(data, dict):
+            return data
+        out = dict(data)
+        for name, given in data.items():
+            field = cls.model_fields.get(name)
+            if field is not None and isinstance(given, dict) and isinstance(field.default, TuningClass):
+                out[name] = {**field.default.model_dump(), **given}
+        return out
+
+
+class TuningPolicy(_Strict):
+    """Closed-loop tuning (fabricd/tuning, docs/tuning.md): bounds per port class, step, verify margin, budget."""
+
+    classes: TuningClasses = TuningClasses()
+    # The feedback delay of a campus loop (mark -> receiver -> CNP -> sender): the DCQCN fluid model's tau* = 85 us
+    # (congestion-tuning.md §1.3 [fluid-py]); long-haul ports add their RTT when CNPs come from the far end.
+    campus_feedback_us: float = Field(85.0, gt=0, le=10000)
+    # At most this factor per round on a threshold, Pmax or the flowlet gap (fabricd's choice, docs/tuning.md).
+    max_step: float = Field(2.0, ge=1.1, le=10)
+    # A change is kept only if its target KPI improved by this fraction (fabricd's choice, docs/tuning.md)...
+    verify_margin: float = Field(0.10, gt=0, lt=1)
+    # ...and no guard KPI got worse by more than this (issue 51: never worse by more than 2 % on any KPI).
+    guard_tolerance: float = Field(0.02, ge=0, lt=1)
+    changes_per_hour: int = Field(12, ge=0, le=3600)
+    changes_per_hour_per_class: int = Field(6, ge=0, le=3600)
+    holdoff_minutes: float = Field(60.0, ge=0, le=10080)
+
+
 class OverrideMatch(_Strict):
     role: Literal["leaf", "spine", "superspine", "dr"] | None = None
     device: str | None = None
@@ -122,6 +202,7 @@ class Policy(_Strict):
         default_factory=lambda: {"eos": PlatformCaps(), "sonic": PlatformCaps(dr_generated_cnp=False)}
     )
     overrides: list[Override] = Field(default_factory=list)
+    tuning: TuningPolicy = TuningPolicy()
     _source: str = PrivateAttr("the policy")  # the file it came from, for errors found against a fabric
 
     def check_devices(self, switches: set[str]) -> None:
