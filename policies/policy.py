@@ -108,7 +108,7 @@ class TuningClass(_Strict):
     pmax_percent: Span = (1, 100)  # DCQCN paper Pmax 1 %; an Arista AI customer marks at 100 % (domain.md)
     flowlet_us: Span = (64, 1024)  # a quarter to 4x Juniper's 256 us default; Meta ran 256-512 us (§4 [meta24])
     # The queue depths between which a DR generates CNPs itself (long-haul ports only; draft-tian-ccwg-long-haul-cnp,
-    # domain.md): its senders are a campus loop away, so campus-like times.
+    # domain.md); the dci class sets its own range.
     dr_cnp_us: Span = (1, 480)
 
     @model_validator(mode="after")
@@ -126,7 +126,10 @@ class TuningClass(_Strict):
 _CAMPUS = {"kmin_us": (1, 120), "kmax_us": (10, 480)}
 # Long haul with end-to-end CNP: HPE's Kmin 0.75 x RTT and Kmax 1.5 x RTT up to 500 km (RTT 5.2 ms) ->
 # 3.9 ms and 7.8 ms (congestion-tuning.md §1.4 [hpe]); with DR-generated CNP the campus lows apply.
-_DCI = {"kmin_us": (1, 4000), "kmax_us": (10, 8000), "flowlet_us": (64, 2047)}
+# A DR's own CNP thresholds start where the intent puts them: the ECN thresholds from the BDP
+# (`settings.ecn.dci_*_bdp_fraction`, draft-tian-ccwg-long-haul-cnp), up to 1 x BDP at 500 km; its senders are a campus
+# loop away, so tuning may take them as low as campus thresholds.
+_DCI = {"kmin_us": (1, 4000), "kmax_us": (10, 8000), "flowlet_us": (64, 2047), "dr_cnp_us": (1, 8000)}
 
 
 class TuningClasses(_Strict):

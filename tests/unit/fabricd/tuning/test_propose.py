@@ -45,7 +45,7 @@ def test_bounds_from_physics_and_policy() -> None:
     on = DrCnp(capable=True, enabled=True, min_bytes=500_000, max_bytes=2_000_000)
     with_dr = port_bounds(dci(dr=on), POLICY)
     assert with_dr.feedback_s == pytest.approx(85e-6) and with_dr.kmax.hi == us_bytes(8000, 400)
-    assert with_dr.dr_cnp_max is not None and with_dr.dr_cnp_max.hi == us_bytes(480, 400)
+    assert with_dr.dr_cnp_max is not None and with_dr.dr_cnp_max.hi == us_bytes(8000, 400)
 
 
 def test_bounds_refuse_a_port_whose_headroom_is_below_physics() -> None:
