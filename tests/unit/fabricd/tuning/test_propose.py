@@ -4,6 +4,7 @@ exact ConnectX names, and a property test that no proposal ever leaves its bound
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -232,7 +233,8 @@ def windows(draw: st.DrawFn) -> PortWindow:
         for name in ("ecn_marked_pkts", "pfc_rx_pkts", "pfc_tx_pkts", "pfc_tx_pause_us", "queue_watermark_bytes",
                      "tx_bytes", "drops", "fan_in")
     }  # fmt: skip
-    samples = tuple(Sample(t_s=float(i), **{k: v[i] for k, v in cols.items() if v is not None}) for i in range(n))
+    fields: list[dict[str, Any]] = [{k: v[i] for k, v in cols.items() if v is not None} for i in range(n)]
+    samples = tuple(Sample(t_s=float(i), **f) for i, f in enumerate(fields))
     size = st.integers(0, 300_000_000)
     dr = None
     if cls is PortClass.DCI and draw(st.booleans()):

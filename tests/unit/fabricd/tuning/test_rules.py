@@ -3,7 +3,7 @@ did not judge; counter resets and wraps never read as rates; a missing counter i
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import pytest
 
@@ -108,7 +108,7 @@ MARKS_UNDERUSED = [
 ]  # fmt: skip
 
 
-def _fan(fan: list[int | None], wm: list[int | None], kmax: int = 6_000_000) -> PortWindow:
+def _fan(fan: Sequence[int | None], wm: Sequence[int | None], kmax: int = 6_000_000) -> PortWindow:
     return port(hist(fan_in=fan, queue_watermark_bytes=wm), kmax=kmax)
 
 

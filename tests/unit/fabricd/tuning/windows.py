@@ -99,7 +99,7 @@ def group(
         samples.append(
             GroupSample(
                 t_s=float(i),
-                member_tx_bytes={m: v[i] for m, v in members.items() if v[i] is not None},
+                member_tx_bytes={m: x for m, v in members.items() if (x := v[i]) is not None},
                 reassignments=moves[i] if moves else None,
                 drops=drops[i] if drops else None,
                 out_of_sequence=oos[i] if oos else None,
