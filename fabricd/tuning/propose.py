@@ -164,6 +164,16 @@ def _correction(w: PortWindow, b: PortBounds) -> Proposal | None:
     return Proposal(w.subject, w.port_class, None, changes, f"brought into bounds: {named}", None, BOUNDS_SOURCE)
 
 
+def _pmax_or_ramp(e: _Ecn, pmax_want: int, step: float, move: str, so: str) -> str:
+    """Move Pmax toward `pmax_want`; at its bound widen the ramp instead (Kmax up): both change the marking slope."""
+    before = e.pmax
+    e.pmax = _toward(before, pmax_want, e.b.pmax, step)
+    if e.pmax != before:
+        return f"{move}: {so}"
+    e.kmax = _toward(e.kmax, e.b.kmax.hi, e.b.kmax, step)
+    return f"widen the ramp (Kmax up): {so}"
+
+
 def _port_rule(w: PortWindow, v: Verdict, b: PortBounds, step: float) -> tuple[tuple[Change, ...], str, Kpi]:
     """The change one fired port rule asks for (empty when every knob it may move is at its bound)."""
     s = w.settings
@@ -186,18 +196,10 @@ def _port_rule(w: PortWindow, v: Verdict, b: PortBounds, step: float) -> tuple[t
         e.ordered()
         return _changes(w, e), "Kmin toward 0.75 x RTT and Kmax toward 1.5 x RTT of line rate (HPE's profile)", target
     if v.rule is Rule.OSCILLATION:
-        e.pmax = _toward(s.pmax_percent, b.pmax.lo, b.pmax, step)
-        why = "lower Pmax: a gentler marking slope, a calmer loop"
-        if e.pmax == s.pmax_percent:
-            e.kmax = _toward(s.kmax_bytes, b.kmax.hi, b.kmax, step)
-            why = "widen the ramp (Kmax up): a gentler marking slope, a calmer loop"
+        why = _pmax_or_ramp(e, b.pmax.lo, step, "lower Pmax", "a gentler marking slope, a calmer loop")
         return _changes(w, e), why, Kpi.THROUGHPUT_CV
     if v.rule is Rule.QUEUE_GROWS_WITH_FAN_IN:
-        e.pmax = _toward(s.pmax_percent, b.pmax.hi, b.pmax, step)
-        why = "raise Pmax so the marking many senders need stays inside the ramp"
-        if e.pmax == s.pmax_percent:
-            e.kmax = _toward(s.kmax_bytes, b.kmax.hi, b.kmax, step)
-            why = "widen the ramp (Kmax up) so the marking many senders need stays inside it"
+        why = _pmax_or_ramp(e, b.pmax.hi, step, "raise Pmax", "the marking many senders need stays inside the ramp")
         return _changes(w, e), why, Kpi.QUEUE_DELAY
     if v.rule is Rule.MARKS_UNDERUSED:
         e.kmin = _toward(s.kmin_bytes, b.kmin.hi, b.kmin, step)

@@ -4,6 +4,7 @@ did not judge; counter resets and wraps never read as rates; a missing counter i
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import pytest
 
@@ -191,15 +192,7 @@ IMBALANCE = [
 ]  # fmt: skip
 
 
-def _check(v: Verdict, outcome: Outcome, why: str, evidence: dict[str, float]) -> None:
-    assert v.outcome is outcome, v
-    assert why in v.why, v.why
-    for k, want in evidence.items():
-        assert v.evidence[k] == pytest.approx(want, rel=0.01), (k, v.evidence)
-    assert v.source == SOURCE[v.rule] and "congestion-tuning.md §7." in v.source
-
-
-@pytest.mark.parametrize(("rule", "table"), [
+TABLES: list[tuple[Callable[[Any], Verdict], list[Any]]] = [
     (pfc_before_ecn, PFC_BEFORE_ECN),
     (marking_but_pausing, MARKING_BUT_PAUSING),
     (cnp_not_acted_on, CNP_NOT_ACTED_ON),
@@ -207,56 +200,29 @@ def _check(v: Verdict, outcome: Outcome, why: str, evidence: dict[str, float]) -
     (queue_grows_with_fan_in, QUEUE_GROWS),
     (oscillation, OSCILLATION),
     (long_haul_slow_loop, LONG_HAUL),
-])  # fmt: skip
-def test_port_rule_tables_are_complete(rule: Callable[[PortWindow], Verdict], table: list[object]) -> None:
-    """Every port rule's table has a fired, a clear and a not-judged row."""
-    outcomes = {p.values[1] for p in table}  # type: ignore[attr-defined]
-    assert outcomes == {FIRED, CLEAR, NOT}, rule.__name__
+    (reorders_short_gap, REORDERS),
+    (ecmp_imbalance, IMBALANCE),
+]
+ROWS = [pytest.param(rule, *row.values, id=f"{rule.__name__}: {row.id}") for rule, table in TABLES for row in table]
 
 
-@pytest.mark.parametrize(("w", "outcome", "why", "evidence"), PFC_BEFORE_ECN)
-def test_pfc_before_ecn(w: PortWindow, outcome: Outcome, why: str, evidence: dict[str, float]) -> None:
-    _check(pfc_before_ecn(w), outcome, why, evidence)
+@pytest.mark.parametrize(("rule", "table"), TABLES, ids=[r.__name__ for r, _ in TABLES])
+def test_rule_tables_are_complete(rule: Callable[[Any], Verdict], table: list[Any]) -> None:
+    """Every rule's table has a fired, a clear and a not-judged row, and the tables cover every rule."""
+    assert {r.__name__ for r, _ in TABLES} == set(Rule)
+    assert {row.values[1] for row in table} == {FIRED, CLEAR, NOT}, rule.__name__
 
 
-@pytest.mark.parametrize(("w", "outcome", "why", "evidence"), MARKING_BUT_PAUSING)
-def test_marking_but_pausing(w: PortWindow, outcome: Outcome, why: str, evidence: dict[str, float]) -> None:
-    _check(marking_but_pausing(w), outcome, why, evidence)
-
-
-@pytest.mark.parametrize(("w", "outcome", "why", "evidence"), CNP_NOT_ACTED_ON)
-def test_cnp_not_acted_on(w: PortWindow, outcome: Outcome, why: str, evidence: dict[str, float]) -> None:
-    _check(cnp_not_acted_on(w), outcome, why, evidence)
-
-
-@pytest.mark.parametrize(("w", "outcome", "why", "evidence"), MARKS_UNDERUSED)
-def test_marks_underused(w: PortWindow, outcome: Outcome, why: str, evidence: dict[str, float]) -> None:
-    _check(marks_underused(w), outcome, why, evidence)
-
-
-@pytest.mark.parametrize(("w", "outcome", "why", "evidence"), QUEUE_GROWS)
-def test_queue_grows_with_fan_in(w: PortWindow, outcome: Outcome, why: str, evidence: dict[str, float]) -> None:
-    _check(queue_grows_with_fan_in(w), outcome, why, evidence)
-
-
-@pytest.mark.parametrize(("w", "outcome", "why", "evidence"), OSCILLATION)
-def test_oscillation(w: PortWindow, outcome: Outcome, why: str, evidence: dict[str, float]) -> None:
-    _check(oscillation(w), outcome, why, evidence)
-
-
-@pytest.mark.parametrize(("w", "outcome", "why", "evidence"), LONG_HAUL)
-def test_long_haul_slow_loop(w: PortWindow, outcome: Outcome, why: str, evidence: dict[str, float]) -> None:
-    _check(long_haul_slow_loop(w), outcome, why, evidence)
-
-
-@pytest.mark.parametrize(("g", "outcome", "why", "evidence"), REORDERS)
-def test_reorders_short_gap(g: object, outcome: Outcome, why: str, evidence: dict[str, float]) -> None:
-    _check(reorders_short_gap(g), outcome, why, evidence)  # type: ignore[arg-type]
-
-
-@pytest.mark.parametrize(("g", "outcome", "why", "evidence"), IMBALANCE)
-def test_ecmp_imbalance(g: object, outcome: Outcome, why: str, evidence: dict[str, float]) -> None:
-    _check(ecmp_imbalance(g), outcome, why, evidence)  # type: ignore[arg-type]
+@pytest.mark.parametrize(("rule", "window", "outcome", "why", "evidence"), ROWS)
+def test_rule(
+    rule: Callable[[Any], Verdict], window: Any, outcome: Outcome, why: str, evidence: dict[str, float]
+) -> None:
+    v = rule(window)
+    assert v.outcome is outcome, v
+    assert why in v.why, v.why
+    for k, want in evidence.items():
+        assert v.evidence[k] == pytest.approx(want, rel=0.01), (k, v.evidence)
+    assert v.source == SOURCE[v.rule] and "congestion-tuning.md §7." in v.source
 
 
 def test_judge_runs_every_rule_once_and_names_the_subject() -> None:
