@@ -6,10 +6,10 @@ switch cannot set (the NICs' DCQCN parameters, NCCL).
 - Otherwise the first fired rule, in order of risk (pauses, a long-haul loop, oscillation, queueing, under-use),
   that can still move a knob proposes; the others wait for the next round. One change at a time, so verify can tell
   what it did (congestion-tuning.md §7 rule 12 [evolve]).
-- Step: a knob moves by at most `tuning.max_step` (x2 by default) per round: the queue at DCQCN's fixed point moves
-  linearly with the thresholds (§1.3), so one bad step costs at most one verify window at twice the delay, and ten
-  rounds span 2^10, more than the widest class range (1-480 us), which the issue's "within 10 rounds" needs. Kmin
-  follows Kmax down when needed to stay below it.
+- Step: a knob moves by at most `tuning.max_step` (x2 by default) per round, or by one unit where that rounds to
+  none: the queue at DCQCN's fixed point moves linearly with the thresholds (§1.3), so one bad step costs at most one
+  verify window at twice the delay, and ten rounds span 2^10, more than the widest class range (1-480 us), which the
+  issue's "within 10 rounds" needs. Kmin follows Kmax down when needed to stay below it.
 - Never a no-op: a knob already at the value (or the bound) it would move to is not in the proposal; a rule that
   cannot move anything leaves a note saying so.
 """
