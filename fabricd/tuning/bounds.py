@@ -60,6 +60,16 @@ def _class(policy: Policy, cls: PortClass) -> TuningClass:
     return c
 
 
+def dynamic_xoff_trigger(
+    buffer_bytes: float, ports: int, headroom_bytes: float, in_use_bytes: float, beta: float, priorities: int = 8
+) -> int:
+    """The ingress fill at which a dynamic-threshold switch sends XOFF (Trident's beta; congestion-tuning.md §1.4
+    [dcqcn15]): beta x (buffer - every port's headroom for every priority - the shared buffer in use) / priorities.
+    For an adapter whose switch reports a dynamic threshold rather than a static XOFF trigger."""
+    free = buffer_bytes - priorities * ports * headroom_bytes - in_use_bytes
+    return max(0, math.floor(beta * free / priorities))
+
+
 def feedback_s(w: PortWindow, policy: Policy) -> float:
     """Mark -> CNP -> sender: a campus loop, plus the long-haul RTT when the far end's receiver sends the CNP."""
     campus = policy.tuning.campus_feedback_us * 1e-6

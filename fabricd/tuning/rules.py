@@ -178,6 +178,10 @@ def pfc_before_ecn(w: PortWindow) -> Verdict:
     ev = {"pause_frames": p.total, "ecn_marks": m.total, "kmin_bytes": s.kmin_bytes, "kmax_bytes": s.kmax_bytes}
     if s.pfc_enabled:
         ev["xoff_trigger_bytes"] = s.xoff_trigger_bytes
+    if isinstance(pg := _g(w, "PG watermark", lambda x: x.pg_watermark_bytes), Series):
+        ev["pg_peak_bytes"] = max(pg.delta)  # how close the ingress came to XOFF
+    if isinstance(q := queue_watermark(w), Series):
+        ev["queue_peak_bytes"] = max(q.delta)  # below Kmin: the queue never reached the marking ramp
     if p.total == 0:
         return j.clear("no PFC pause frames in the window", **ev)
     if m.total > 0:
@@ -352,6 +356,8 @@ def long_haul_slow_loop(w: PortWindow) -> Verdict:
         ev["drops"] = d.total
         if d.total > 0:
             why.append(f"{d.total:.0f} drops")
+    if isinstance(cnps := _c(w, "DR CNPs", lambda s: s.dr_cnp_sent), Series):
+        ev["dr_cnps_sent"] = cnps.total  # none while the queue peaks: the DR's CNP thresholds are too high
     if not why:
         return j.clear("the long-haul queue stays within 1.5 RTT, no drops", **ev)
     return j.fired(f"{' and '.join(why)} over {w.physics.length_m / 1000:g} km (RTT {ev['rtt_ms']:.2f} ms)", **ev)

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fabricd.tuning.bounds import flowlet_bounds, port_bounds, skew_floor_us, us_bytes
+from fabricd.tuning.bounds import dynamic_xoff_trigger, flowlet_bounds, port_bounds, skew_floor_us, us_bytes
 from fabricd.tuning.inputs import DrCnp, GroupWindow, PortClass, PortWindow, Sample
 from fabricd.tuning.kpis import Kpi
 from fabricd.tuning.propose import Advice, Knob, propose_group, propose_port
@@ -47,6 +47,19 @@ def test_bounds_from_physics_and_policy() -> None:
     with_dr = port_bounds(dci(dr=on), POLICY)
     assert with_dr.feedback_s == pytest.approx(85e-6) and with_dr.kmax.hi == us_bytes(8000, 400)
     assert with_dr.dr_cnp_max is not None and with_dr.dr_cnp_max.hi == us_bytes(8000, 400)
+
+
+def test_dynamic_xoff_trigger_gives_the_dcqcn_papers_ecn_ceiling() -> None:
+    """§1.4 [dcqcn15]: Trident II, 12 MB, 32 ports, 22.4 KB headroom, beta 8: ECN must fire below 21.75 KB per queue.
+    At that threshold, with every queue of every priority holding it (s = 8 n t_ECN), one ingress fed by all 32
+    egress backlogs reaches XOFF exactly: n x t_ECN = the trigger."""
+    n, t_flight, buffer = 32, 22_400, 12_000_000
+    t_ecn = 8 * (buffer - 8 * n * t_flight) / (8 * n * 9)
+    assert t_ecn == pytest.approx(21_750, rel=1e-3)
+    trigger = dynamic_xoff_trigger(buffer, n, t_flight, in_use_bytes=8 * n * t_ecn, beta=8)
+    assert n * t_ecn == pytest.approx(trigger, rel=1e-3)
+    assert dynamic_xoff_trigger(buffer, n, t_flight, 0, beta=8) == 6_265_600  # an empty buffer: beta x free / 8
+    assert dynamic_xoff_trigger(buffer, n, t_flight, buffer, beta=8) == 0  # full: XOFF at once
 
 
 def test_bounds_refuse_a_port_whose_headroom_is_below_physics() -> None:
