@@ -18,6 +18,7 @@ from .series import Series, counter, percentile
 class Kpi(StrEnum):
     PAUSE = "pause_us_per_s"  # PFC pause duration rx + tx per second
     THROUGHPUT = "throughput_bytes_per_s"
+    UNDERUSE = "underuse"  # 1 - throughput / line rate: the shortfall a rule that raises throughput is judged by
     DROPS = "drops_per_s"
     REORDERS = "reorders_per_s"  # NIC out_of_sequence per second
     QUEUE_DELAY = "queue_delay_p99_us"  # p99 of the interval watermarks, as time at line rate
@@ -38,6 +39,7 @@ def port_kpis(w: PortWindow) -> dict[Kpi, float]:
         out[Kpi.PAUSE] = p.rate
     if isinstance(tx := tx_bytes(w), Series):
         out[Kpi.THROUGHPUT] = tx.rate
+        out[Kpi.UNDERUSE] = max(0.0, 1 - tx.rate / w.physics.bytes_per_s)
         mean = statistics.fmean(tx.rates())
         out[Kpi.THROUGHPUT_CV] = statistics.pstdev(tx.rates()) / mean if mean else 0.0
     if isinstance(d := drops(w), Series):

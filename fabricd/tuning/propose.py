@@ -17,7 +17,7 @@ switch cannot set (the NICs' DCQCN parameters, NCCL).
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 
@@ -101,8 +101,7 @@ class Advice:
     notes: tuple[str, ...] = field(default_factory=tuple)
 
 
-def _toward(cur: int, want: int, lim: Limit, step: float) -> int:
-    """One step from cur toward want: at most x step (or / step), at least 1, inside the limit."""
+def _one_step(cur: int, want: int, lim: Limit, step: float) -> int:
     if want > cur:
         v = max(cur + 1, min(want, math.floor(cur * step)))
     elif want < cur:
@@ -110,6 +109,22 @@ def _toward(cur: int, want: int, lim: Limit, step: float) -> int:
     else:
         v = cur
     return lim.clamp(v)
+
+
+def _toward(cur: int, want: int, lim: Limit, step: float, tried: frozenset[int] = frozenset()) -> int:
+    """One step from cur toward want: at most x step (or / step), at least 1, inside the limit. A value already tried
+    without effect (`tried`) is stepped past: the next step starts from it, a value shown harmless, so a plateau in
+    the response (a threshold not yet crossed) does not stall the search (verify.no_effect_values)."""
+    v = _one_step(cur, want, lim, step)
+    while v in tried:
+        nxt = _one_step(v, want, lim, step)
+        if nxt == v:
+            break  # at the bound: the proposal stays on a tried value and admission holds it off
+        v = nxt
+    return v
+
+
+Tried = Mapping[Knob, frozenset[int]]  # per knob, values rolled back within the hold-off for want of an effect
 
 
 @dataclass
@@ -120,6 +135,10 @@ class _Ecn:
     kmin: int
     kmax: int
     pmax: int
+    tried: Tried = field(default_factory=dict)
+
+    def move(self, knob: Knob, cur: int, want: int, lim: Limit, step: float) -> int:
+        return _toward(cur, want, lim, step, self.tried.get(knob, frozenset()))
 
     def ordered(self) -> None:
         self.kmin = min(self.kmin, self.kmax - 1)  # Kmax's bound keeps kmax - 1 >= Kmin's low (bounds.py)
@@ -167,19 +186,21 @@ def _correction(w: PortWindow, b: PortBounds) -> Proposal | None:
 def _pmax_or_ramp(e: _Ecn, pmax_want: int, step: float, move: str, so: str) -> str:
     """Move Pmax toward `pmax_want`; at its bound widen the ramp instead (Kmax up): both change the marking slope."""
     before = e.pmax
-    e.pmax = _toward(before, pmax_want, e.b.pmax, step)
+    e.pmax = e.move(Knob.PMAX, before, pmax_want, e.b.pmax, step)
     if e.pmax != before:
         return f"{move}: {so}"
-    e.kmax = _toward(e.kmax, e.b.kmax.hi, e.b.kmax, step)
+    e.kmax = e.move(Knob.KMAX, e.kmax, e.b.kmax.hi, e.b.kmax, step)
     return f"widen the ramp (Kmax up): {so}"
 
 
-def _port_rule(w: PortWindow, v: Verdict, b: PortBounds, step: float) -> tuple[tuple[Change, ...], str, Kpi]:
+def _port_rule(
+    w: PortWindow, v: Verdict, b: PortBounds, step: float, tried: Tried
+) -> tuple[tuple[Change, ...], str, Kpi]:
     """The change one fired port rule asks for (empty when every knob it may move is at its bound)."""
     s = w.settings
-    e = _Ecn(b, s.kmin_bytes, s.kmax_bytes, s.pmax_percent)
+    e = _Ecn(b, s.kmin_bytes, s.kmax_bytes, s.pmax_percent, tried)
     if v.rule is Rule.PFC_BEFORE_ECN:
-        e.kmin = _toward(s.kmin_bytes, b.kmin.lo, b.kmin, step)
+        e.kmin = e.move(Knob.KMIN, s.kmin_bytes, b.kmin.lo, b.kmin, step)
         return _changes(w, e), "lower Kmin so ECN marks before the ingress reaches XOFF", Kpi.PAUSE
     if v.rule is Rule.LONG_HAUL_SLOW_LOOP:
         dr = s.dr_cnp
@@ -187,12 +208,12 @@ def _port_rule(w: PortWindow, v: Verdict, b: PortBounds, step: float) -> tuple[t
         if dr is not None and dr.capable and not dr.enabled:
             return _changes(w, e, (1, dr.min_bytes, dr.max_bytes)), "turn on the DR's own CNPs", target
         if dr is not None and dr.enabled and b.dr_cnp_min is not None and b.dr_cnp_max is not None:
-            hi = _toward(dr.max_bytes, b.dr_cnp_max.lo, b.dr_cnp_max, step)
-            lo = min(_toward(dr.min_bytes, b.dr_cnp_min.lo, b.dr_cnp_min, step), hi - 1)
+            hi = e.move(Knob.DR_CNP_MAX, dr.max_bytes, b.dr_cnp_max.lo, b.dr_cnp_max, step)
+            lo = min(e.move(Knob.DR_CNP_MIN, dr.min_bytes, b.dr_cnp_min.lo, b.dr_cnp_min, step), hi - 1)
             return _changes(w, e, (1, lo, hi)), "lower the DR's CNP thresholds so senders cut earlier", target
         bdp = w.physics.bytes_per_s * w.physics.rtt_s
-        e.kmax = _toward(s.kmax_bytes, round(DCI_KMAX_RTTS * bdp), b.kmax, step)
-        e.kmin = _toward(s.kmin_bytes, round(DCI_KMIN_RTTS * bdp), b.kmin, step)
+        e.kmax = e.move(Knob.KMAX, s.kmax_bytes, round(DCI_KMAX_RTTS * bdp), b.kmax, step)
+        e.kmin = e.move(Knob.KMIN, s.kmin_bytes, round(DCI_KMIN_RTTS * bdp), b.kmin, step)
         e.ordered()
         return _changes(w, e), "Kmin toward 0.75 x RTT and Kmax toward 1.5 x RTT of line rate (HPE's profile)", target
     if v.rule is Rule.OSCILLATION:
@@ -202,9 +223,9 @@ def _port_rule(w: PortWindow, v: Verdict, b: PortBounds, step: float) -> tuple[t
         why = _pmax_or_ramp(e, b.pmax.hi, step, "raise Pmax", "the marking many senders need stays inside the ramp")
         return _changes(w, e), why, Kpi.QUEUE_DELAY
     if v.rule is Rule.MARKS_UNDERUSED:
-        e.kmin = _toward(s.kmin_bytes, b.kmin.hi, b.kmin, step)
+        e.kmin = e.move(Knob.KMIN, s.kmin_bytes, b.kmin.hi, b.kmin, step)
         e.ordered()
-        return _changes(w, e), "raise Kmin so senders stop backing off below line rate", Kpi.THROUGHPUT
+        return _changes(w, e), "raise Kmin so senders stop backing off below line rate", Kpi.UNDERUSE
     return (), "", Kpi.THROUGHPUT
 
 
@@ -218,8 +239,15 @@ PORT_ORDER = (
 )
 
 
-def propose_port(w: PortWindow, verdicts: Sequence[Verdict], policy: Policy, pfc: PfcPolicy | None = None) -> Advice:
-    """At most one switch-side proposal for the port, NIC advice for every fired rule that has some."""
+def propose_port(
+    w: PortWindow,
+    verdicts: Sequence[Verdict],
+    policy: Policy,
+    pfc: PfcPolicy | None = None,
+    tried: Tried | None = None,
+) -> Advice:
+    """At most one switch-side proposal for the port, NIC advice for every fired rule that has some. `tried`: values
+    rolled back for want of an effect within the hold-off (verify.no_effect_values), stepped past."""
     fired = {v.rule: v for v in verdicts if v.fired}
     recs = tuple(r for v in verdicts if v.fired for r in recommendations(v, w, policy))
     b = port_bounds(w, policy, pfc)
@@ -237,7 +265,7 @@ def propose_port(w: PortWindow, verdicts: Sequence[Verdict], policy: Policy, pfc
         if chosen is not None:
             notes.append(f"{w.subject}: {rule} deferred: one change per round ({chosen.rule} goes first)")
             continue
-        changes, why, kpi = _port_rule(w, v, b, policy.tuning.max_step)
+        changes, why, kpi = _port_rule(w, v, b, policy.tuning.max_step, tried or {})
         if changes:
             chosen = Proposal(w.subject, w.port_class, rule, changes, f"{v.why}: {why}", kpi, SOURCE[rule])
         else:
@@ -245,7 +273,13 @@ def propose_port(w: PortWindow, verdicts: Sequence[Verdict], policy: Policy, pfc
     return Advice(chosen, recs, tuple(notes))
 
 
-def propose_group(g: GroupWindow, verdicts: Sequence[Verdict], policy: Policy, dlb: DlbPolicy | None = None) -> Advice:
+def propose_group(
+    g: GroupWindow,
+    verdicts: Sequence[Verdict],
+    policy: Policy,
+    dlb: DlbPolicy | None = None,
+    tried: Tried | None = None,
+) -> Advice:
     """The flowlet gap of an ECMP group: longer for reorders (first), shorter for imbalance, never below the skew."""
     fired = {v.rule: v for v in verdicts if v.fired}
     recs = tuple(r for v in verdicts if v.fired for r in recommendations(v, None, policy))
@@ -272,7 +306,7 @@ def propose_group(g: GroupWindow, verdicts: Sequence[Verdict], policy: Policy, d
         v = fired.get(rule)
         if v is None:
             continue
-        after = _toward(g.flowlet_us, want, lim, step)
+        after = _toward(g.flowlet_us, want, lim, step, (tried or {}).get(Knob.FLOWLET, frozenset()))
         if after != g.flowlet_us:
             if rule is Rule.ECMP_IMBALANCE and Rule.REORDERS_SHORT_GAP in fired:
                 break  # never shorten a gap that reorders

@@ -21,13 +21,14 @@ from policies.policy import TuningPolicy
 
 from .inputs import PortClass
 from .kpis import GUARDS, HIGHER_IS_BETTER, Kpi, Kpis
-from .propose import Change, Proposal
+from .propose import Change, Knob, Proposal, Tried
 
 # Below these absolute changes a KPI has not moved (fabricd's noise floors): 1 ms of pause per second (0.1 % of the
 # time), one reorder per second (Meta's bar, congestion-tuning.md §4 [meta24]), 1 us of p99 queueing, 0.01 of the
 # coefficient of variation or the imbalance. Drops and throughput have none: one more drop is a regression.
 NOISE: dict[Kpi, float] = {
     Kpi.PAUSE: 1000.0,
+    Kpi.UNDERUSE: 0.001,  # 0.1 % of line rate
     Kpi.REORDERS: 1.0,
     Kpi.QUEUE_DELAY: 1.0,
     Kpi.THROUGHPUT_CV: 0.01,
@@ -47,6 +48,9 @@ class Check:
     why: str
     target_change: float | None  # relative change of the target KPI (-0.3: 30 % lower); None without a target
     regressions: tuple[Kpi, ...]
+    # Rolled back only because the target did not move by the margin either way, nothing regressed: the value is
+    # harmless, and the next proposal may step past it (propose's `tried`; a threshold not yet crossed).
+    no_effect: bool = False
 
 
 def _worse(kpi: Kpi, before: float, after: float) -> float:
@@ -78,7 +82,8 @@ def verify(before: Kpis, after: Kpis, target: Kpi | None, tuning: TuningPolicy) 
             why = f"target {target} {b:.6g} -> {a:.6g}: not better by {tuning.verify_margin:.0%}"
             if regressions:
                 why += f"; regressed: {', '.join(lines)}"
-            return Check(Decision.ROLL_BACK, why, change, tuple(regressions))
+            worse = -gain > tuning.guard_tolerance * abs(b) + NOISE.get(target, 0.0)
+            return Check(Decision.ROLL_BACK, why, change, tuple(regressions), not regressions and not worse)
     if regressions:
         return Check(Decision.ROLL_BACK, f"regressed: {', '.join(lines)}", change, tuple(regressions))
     what = f"target {target} {before[target]:.6g} -> {after[target]:.6g}" if target is not None else "a correction"
@@ -101,12 +106,30 @@ class LedgerEntry:
     changes: tuple[Change, ...]
     result: Result
     corrective: bool = False
+    no_effect: bool = False  # rolled back for want of an effect, harmless (Check.no_effect)
 
 
 @dataclass(frozen=True)
 class Admission:
     allowed: bool
     why: str
+
+
+def no_effect_values(ledger: Sequence[LedgerEntry], subject: str, now_s: float, tuning: TuningPolicy) -> Tried:
+    """Per knob, the values tried on `subject` within the hold-off that did nothing either way: propose steps past
+    them rather than stalling on a plateau (admission still never returns to them within the hold-off)."""
+    holdoff = tuning.holdoff_minutes * 60
+    out: dict[Knob, set[int]] = {}
+    for e in ledger:
+        if (
+            e.subject == subject
+            and e.no_effect
+            and e.result is Result.ROLLED_BACK
+            and now_s - holdoff < e.at_s <= now_s
+        ):
+            for c in e.changes:
+                out.setdefault(c.knob, set()).add(c.after)
+    return {k: frozenset(v) for k, v in out.items()}
 
 
 def _sign(c: Change) -> int:

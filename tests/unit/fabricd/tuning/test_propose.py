@@ -101,11 +101,11 @@ PORT = [
     pytest.param(port(headroom=1000), [fire(Rule.PFC_BEFORE_ECN)], {}, None, None, "not tuned: PFC headroom 1000 B",
                  id="headroom below physics: never tuned on top"),
     pytest.param(port(), [fire(Rule.MARKS_UNDERUSED)], {Knob.KMIN: (KMIN, 1_200_000)}, Rule.MARKS_UNDERUSED,
-                 Kpi.THROUGHPUT, "", id="under-used: Kmin doubles"),
+                 Kpi.UNDERUSE, "", id="under-used: Kmin doubles"),
     pytest.param(port(kmin=6_000_000, kmax=7_000_000), [fire(Rule.MARKS_UNDERUSED)], {}, None, None, "at their bounds",
                  id="under-used with Kmin at its class max"),
     pytest.param(port(kmin=5_000_000, kmax=5_500_000), [fire(Rule.MARKS_UNDERUSED)],
-                 {Knob.KMIN: (5_000_000, 5_499_999)}, Rule.MARKS_UNDERUSED, Kpi.THROUGHPUT, "",
+                 {Knob.KMIN: (5_000_000, 5_499_999)}, Rule.MARKS_UNDERUSED, Kpi.UNDERUSE, "",
                  id="Kmin stops below Kmax"),
     pytest.param(port(), [fire(Rule.QUEUE_GROWS_WITH_FAN_IN)], {Knob.PMAX: (5, 10)}, Rule.QUEUE_GROWS_WITH_FAN_IN,
                  Kpi.QUEUE_DELAY, "", id="fan-in: Pmax doubles"),
@@ -157,6 +157,21 @@ def test_a_proposal_reads_as_a_plan() -> None:
         "    why: 30 pause frames: lower Kmin so ECN marks before the ingress reaches XOFF [pfc_before_ecn; "
         "congestion-tuning.md §7.1, §1.4 [dcqcn15][huawei-aiecn]]",
     ]
+
+
+@pytest.mark.parametrize(
+    ("kmin", "tried", "after"),
+    [
+        pytest.param(KMIN, {}, 300_000, id="nothing tried: one step"),
+        pytest.param(KMIN, {Knob.KMIN: frozenset({300_000})}, 150_000, id="a harmless value is stepped past"),
+        pytest.param(KMIN, {Knob.KMIN: frozenset({300_000, 150_000})}, 75_000, id="and the next"),
+        pytest.param(KMIN, {Knob.KMAX: frozenset({300_000})}, 300_000, id="another knob's tries do not count"),
+        pytest.param(100_000, {Knob.KMIN: frozenset({50_000})}, 50_000, id="at the bound it stays on the tried value"),
+    ],
+)
+def test_a_plateau_does_not_stall_the_search(kmin: int, tried: dict[Knob, frozenset[int]], after: int) -> None:
+    a = propose_port(port(kmin=kmin), [fire(Rule.PFC_BEFORE_ECN)], POLICY, tried=tried)
+    assert changes(a) == {Knob.KMIN: (kmin, after)}
 
 
 def _how(a: Advice) -> dict[str, tuple[str, tuple[str, ...]]]:
@@ -280,13 +295,21 @@ def windows(draw: st.DrawFn) -> PortWindow:
     )
 
 
+TRIED = st.dictionaries(st.sampled_from(list(Knob)), st.frozensets(st.integers(0, 300_000_000), max_size=4))
+
+
 @settings(max_examples=400, deadline=None)
 @given(w=windows(), extra=st.lists(st.sampled_from(list(Rule)), max_size=4), drops=st.integers(0, 3),
-       step=st.floats(1.1, 4.0))  # fmt: skip
-def test_a_port_proposal_never_leaves_its_bounds(w: PortWindow, extra: list[Rule], drops: int, step: float) -> None:
+       step=st.floats(1.1, 4.0), tried=TRIED)  # fmt: skip
+def test_a_port_proposal_never_leaves_its_bounds(
+    w: PortWindow, extra: list[Rule], drops: int, step: float, tried: dict[Knob, frozenset[int]]
+) -> None:
     policy = Policy.model_validate({"tuning": {"max_step": step}})
     verdicts = [*judge_port(w), *(fire(r, w.subject, drops=drops) for r in extra)]
-    a = propose_port(w, verdicts, policy)
+    # values "tried without effect": half the time near the settings, so the search steps past them
+    near = {k: frozenset(v for x in vals for v in (x, w.settings.kmin_bytes // 2, w.settings.kmin_bytes * 2))
+            for k, vals in tried.items()}  # fmt: skip
+    a = propose_port(w, verdicts, policy, tried=near)
     if a.proposal is None:
         return
     s, cls = w.settings, getattr(policy.tuning.classes, w.port_class.value)
@@ -312,8 +335,14 @@ def test_a_port_proposal_never_leaves_its_bounds(w: PortWindow, extra: list[Rule
         for c in a.proposal.changes:
             if c.knob is Knob.DR_CNP or (c.knob in (Knob.KMIN, Knob.DR_CNP_MIN) and c.after < c.before):
                 continue  # DR CNPs on is 0 -> 1; a low threshold may follow its high one down to stay below it
-            ratio = max(c.after, 1) / max(c.before, 1)
-            assert 1 / step - 1e-9 <= ratio <= step + 1e-9 or abs(c.after - c.before) == 1, c  # one unit at least
+            # at most one step (or one unit) from the running value, or from a value tried without effect on the way
+            starts = [
+                c.before,
+                *(v for v in near.get(c.knob, ()) if min(c.before, c.after) <= v <= max(c.before, c.after)),
+            ]
+            assert any(
+                1 / step - 1e-9 <= max(c.after, 1) / max(x, 1) <= step + 1e-9 or abs(c.after - x) == 1 for x in starts
+            ), c
 
 
 @settings(max_examples=300, deadline=None)

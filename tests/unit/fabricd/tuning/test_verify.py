@@ -3,13 +3,15 @@ measured from counter histories."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from fabricd.tuning.inputs import PortClass
 from fabricd.tuning.kpis import Kpi, group_kpis, port_kpis
 from fabricd.tuning.propose import Change, Knob, Proposal
 from fabricd.tuning.rules import Rule
-from fabricd.tuning.verify import Admission, Decision, LedgerEntry, Result, admit, verify
+from fabricd.tuning.verify import Admission, Decision, LedgerEntry, Result, admit, no_effect_values, verify
 from policies.policy import TuningPolicy
 
 from .windows import LINE, cum, group, hist, lin, port
@@ -50,6 +52,28 @@ VERIFY = [
 ]  # fmt: skip
 
 
+NO_EFFECT = [
+    pytest.param(BASE, BASE | {P: 98_000.0}, P, True, id="target flat, nothing worse: harmless"),
+    pytest.param(BASE, BASE | {P: 140_000.0}, P, False, id="target worse: harmful"),
+    pytest.param(BASE, BASE | {P: 98_000.0, D: 2.0}, P, False, id="target flat, a guard worse: harmful"),
+    pytest.param(BASE, BASE | {P: 20_000.0}, P, False, id="confirmed: not a no-effect"),
+    pytest.param(BASE | {Kpi.UNDERUSE: 0.03}, BASE | {Kpi.UNDERUSE: 0.029}, Kpi.UNDERUSE, True,
+                 id="under-use 3 % -> 2.9 %: flat"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("before", "after", "target", "no_effect"), NO_EFFECT)
+def test_no_effect(before: dict[Kpi, float], after: dict[Kpi, float], target: Kpi, no_effect: bool) -> None:
+    assert verify(before, after, target, T).no_effect is no_effect
+
+
+def test_underuse_is_judged_on_the_shortfall() -> None:
+    """97 % -> 99 % of line rate is a 2 % throughput gain but a two-thirds cut of the shortfall: confirmed."""
+    before, after = BASE | {Kpi.UNDERUSE: 0.03, TH: 0.97 * LINE}, BASE | {Kpi.UNDERUSE: 0.01, TH: 0.99 * LINE}
+    assert verify(before, after, Kpi.UNDERUSE, T).decision is Decision.CONFIRM
+    assert verify(before, after, Kpi.THROUGHPUT, T).decision is Decision.ROLL_BACK  # as a plain KPI it would not be
+
+
 @pytest.mark.parametrize(("before", "after", "target", "decision", "why"), VERIFY)
 def test_verify(
     before: dict[Kpi, float], after: dict[Kpi, float], target: Kpi | None, decision: Decision, why: str
@@ -76,14 +100,15 @@ def test_kpis_from_counters() -> None:
                   drops=[0, 0, 5, 2, 4], queue_watermark_bytes=[0, 1_000_000, 2_000_000, 500_000, 50_000_000],
                   nic_out_of_sequence=lin(4, 3)))  # fmt: skip
     k = port_kpis(w)
-    assert k[Kpi.THROUGHPUT] == pytest.approx(0.5 * LINE)
+    assert k[Kpi.THROUGHPUT] == pytest.approx(0.5 * LINE) and k[Kpi.UNDERUSE] == pytest.approx(0.5)
     assert k[Kpi.PAUSE] == pytest.approx(1500)
     assert k[Kpi.DROPS] == pytest.approx(7 / 3)  # the reset interval (5 -> 2) is not counted
     assert k[Kpi.REORDERS] == pytest.approx(3)
     assert k[Kpi.QUEUE_DELAY] == pytest.approx(1000)  # p99 of 4 watermarks is the largest: 50 MB at 50 GB/s
     assert k[Kpi.THROUGHPUT_CV] == pytest.approx(0)
     assert Kpi.IMBALANCE not in k  # a port has none
-    assert port_kpis(port(hist(tx_bytes=lin(4, 1)))).keys() == {Kpi.THROUGHPUT, Kpi.THROUGHPUT_CV}  # absent, never 0
+    only_tx = {Kpi.THROUGHPUT, Kpi.UNDERUSE, Kpi.THROUGHPUT_CV}
+    assert port_kpis(port(hist(tx_bytes=lin(4, 1)))).keys() == only_tx  # the others absent, never 0
     g = group_kpis(group(members={"a": lin(4, 0.4 * 50e9), "b": lin(4, 0.2 * 50e9)}, oos=cum([2, 2, 2, 2])))
     assert g[Kpi.IMBALANCE] == pytest.approx(2 / 3) and g[Kpi.REORDERS] == pytest.approx(2)
     assert g[Kpi.THROUGHPUT] == pytest.approx(0.6 * 50e9)
@@ -148,6 +173,17 @@ ADMIT = [
 def test_admit(p: Proposal, ledger: list[LedgerEntry], allowed: bool, why: str) -> None:
     a = admit(p, ledger, NOW, T)
     assert a == Admission(allowed, a.why) and why in a.why
+
+
+def test_no_effect_values() -> None:
+    ledger = [
+        replace(entry(10, 600_000, 300_000, Result.ROLLED_BACK), no_effect=True),
+        replace(entry(20, 600_000, 450_000, Result.ROLLED_BACK), no_effect=False),  # harmful: not stepped past
+        replace(entry(70, 600_000, 150_000, Result.ROLLED_BACK), no_effect=True),  # past the hold-off
+        replace(entry(5, 5, 3, Result.ROLLED_BACK, knob=Knob.PMAX), no_effect=True),
+        replace(entry(5, 1, 2, Result.ROLLED_BACK, subject="leaf-2:Ethernet1/1"), no_effect=True),
+    ]
+    assert no_effect_values(ledger, SUBJ, NOW, T) == {Knob.KMIN: frozenset({300_000}), Knob.PMAX: frozenset({3})}
 
 
 def test_budget_zero_turns_changes_off() -> None:
