@@ -53,17 +53,22 @@ def missing() -> str | None:
     return None
 
 
+def need_slurm() -> None:
+    """Skip the test, in one line, where Slurm cannot run; fail it instead in CI (FABRICD_REQUIRE_SLURM=1)."""
+    why = missing()
+    if why is not None:
+        if REQUIRED:
+            pytest.fail(f"FABRICD_REQUIRE_SLURM=1 but {why}")
+        pytest.skip(why)
+
+
 @contextmanager
 def started(
     nodes: Sequence[str], topology: str, running: str | None = None, rest: bool = False
 ) -> Iterator[SlurmCluster]:
     """A running cluster for a `with` block (a module-scoped fixture wraps it), stopped after it. Where Slurm is
     missing or will not start the test skips with one line, except in CI (FABRICD_REQUIRE_SLURM=1): there it fails."""
-    why = missing()
-    if why is not None:
-        if REQUIRED:
-            pytest.fail(f"FABRICD_REQUIRE_SLURM=1 but {why}")
-        pytest.skip(why)
+    need_slurm()
     cluster = SlurmCluster(nodes, topology, running, rest)
     try:
         cluster.start()

@@ -25,6 +25,8 @@ from topology.spec import load_spec
 
 from .conftest import RUNNING
 
+pytestmark = pytest.mark.slurm
+
 NAME = "llama-70b pretrain"  # a space: scontrol's text form must keep the name whole
 FACING = ["leaf-g0-r0:Ethernet1/1", "leaf-g0-r1:Ethernet1/1", "leaf-g0-r2:Ethernet1/1", "leaf-g0-r3:Ethernet1/1"]
 FABRIC = Fabric(complete_labels(generate_blueprint(load_spec(EXAMPLES / "small-pod.yaml"))))
@@ -73,8 +75,9 @@ def test_the_job_is_in_the_map_through_all_three_sources(small_slurm: SlurmClust
         small_slurm.run("scancel", waiting)
 
 
-@pytest.mark.skipif(not V22, reason="checks what Slurm 22.05 answers")
 def test_scontrol_json_and_slurmrestd_errors_on_22_05(small_slurm: SlurmCluster, job: str, slurm_env: None) -> None:
+    if not V22:
+        pytest.skip(f"checks what Slurm 22.05 answers; this is {slurm_version()}")
     src = JobSource(FABRIC, None, ["scontrol", "show", "job", "--json"], None, 20)
     assert src.refresh() is None and "unrecognized option '--json'" in str(src.status.error)
     # the newest API version fabricd knows is not there: the error names the one slurmrestd serves

@@ -12,7 +12,7 @@ import pytest
 
 from fabricd.cli import main
 from tests.conftest import EXAMPLES
-from tests.twin.slurm_cluster import SlurmCluster, started
+from tests.twin.slurm_cluster import SlurmCluster, need_slurm, started
 from topology.blueprint import generate_blueprint
 from topology.errors import FabricdError
 from topology.exports.hostlist import compress_hostlist, expand_hostlist
@@ -21,6 +21,8 @@ from topology.fabric import Fabric
 from topology.labels import complete_labels
 from topology.model import Role
 from topology.spec import load_spec
+
+pytestmark = pytest.mark.slurm
 
 
 def servers_by_group(spec: Path) -> dict[int, list[str]]:
@@ -50,6 +52,7 @@ def slurm_names(slurm: SlurmCluster, hostlist: str | None) -> list[str]:
 
 @pytest.mark.parametrize("spec", ["small-pod.yaml", "dci-120km.yaml", "pod-16k.yaml"])
 def test_slurmctld_takes_fabricds_topology(spec: str, tmp_path: Path) -> None:
+    need_slurm()  # before the export of the 16,384-GPU pod, which takes seconds
     conf = tmp_path / "topology.conf"
     assert main(["topology", "export", "--spec", str(EXAMPLES / spec), "--format", "slurm", "-o", str(conf)]) == 0
     groups = servers_by_group(EXAMPLES / spec)
