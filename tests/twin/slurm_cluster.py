@@ -1,8 +1,9 @@
 """A real one-host Slurm for the tests (Debian's packages: slurmctld, slurmd, slurmrestd, munge, slurm-client,
-slurm-wlm-jwt-plugin): munged, slurmctld with fabricd's topology.conf, at most one slurmd run under a fabric server's
-name (`slurmd -N`), slurmrestd taking JWTs (`scontrol token`). Everything lives in one temp folder with its own
-slurm.conf on free loopback ports; `stop()` cancels the jobs and kills every process it started, job steps included
-(each carries a marker in its environment, so nothing of another Slurm is touched).
+slurm-wlm-jwt-plugin): munged, slurmctld with fabricd's topology.conf, a slurmd for each of a few fabric servers, run
+under its name (`slurmd -N`, each on its own port: Debian's build runs several on one host), slurmrestd taking JWTs
+(`scontrol token`). Everything lives in one temp folder with its own slurm.conf on free loopback ports; `stop()`
+cancels the jobs and kills every process it started, job steps included (each carries a marker in its environment,
+so nothing of another Slurm is touched).
 
 Where Slurm is not installed, or not as root, `missing()` says why in one line and the tests skip; in CI
 (FABRICD_REQUIRE_SLURM=1, set by .ci/run, which installs the packages) they fail instead.
@@ -11,6 +12,7 @@ Where Slurm is not installed, or not as root, `missing()` says why in one line a
 from __future__ import annotations
 
 import contextlib
+import functools
 import glob
 import os
 import shutil
@@ -19,7 +21,7 @@ import socket
 import subprocess
 import tempfile
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -64,7 +66,7 @@ def need_slurm() -> None:
 
 @contextmanager
 def started(
-    nodes: Sequence[str], topology: str, running: str | None = None, rest: bool = False
+    nodes: Sequence[str], topology: str, running: Sequence[str] = (), rest: bool = False
 ) -> Iterator[SlurmCluster]:
     """A running cluster for a `with` block (a module-scoped fixture wraps it), stopped after it. Where Slurm is
     missing or will not start the test skips with one line, except in CI (FABRICD_REQUIRE_SLURM=1): there it fails."""
@@ -91,12 +93,13 @@ def slurm_version() -> str:
 
 
 class SlurmCluster:
-    """One slurmctld (and optionally one slurmd and slurmrestd) for `nodes`, with `topology` as topology.conf."""
+    """One slurmctld (a slurmd per `running` node, slurmrestd if asked) for `nodes`, `topology` its topology.conf."""
 
-    def __init__(self, nodes: Sequence[str], topology: str, running: str | None = None, rest: bool = False) -> None:
-        if running is not None and running not in nodes:
-            raise ValueError(f"{running} is not one of the nodes")
-        self.nodes, self.running, self.rest = list(nodes), running, rest
+    def __init__(self, nodes: Sequence[str], topology: str, running: Sequence[str] = (), rest: bool = False) -> None:
+        if set(running) - set(nodes):
+            raise ValueError(f"{sorted(set(running) - set(nodes))} not among the nodes")
+        self.nodes, self.running, self.rest = list(nodes), list(running), rest
+        self.slurmd_ports = {n: free_port() for n in running}  # one slurmd per node on this host, each its port
         # not pytest's tmp_path: slurmrestd drops to nobody, who must read slurm.conf and reach munge's socket
         self.root = Path(tempfile.mkdtemp(prefix="fabricd-slurm-"))
         self.root.chmod(0o755)
@@ -115,10 +118,11 @@ class SlurmCluster:
             self._munged()
             self._spawn("slurmctld", ["slurmctld", "-D", "-c"])
             self._wait("slurmctld", lambda: self.run("scontrol", "ping", check=False).stdout.count("UP") > 0)
-            if self.running is not None:
-                (self.root / "spool" / self.running).mkdir(parents=True)
-                self._spawn("slurmd", ["slurmd", "-D", "-N", self.running])
-                self._wait("slurmd", lambda: self.node_state(self.running or "") == "idle")
+            for node in self.running:
+                (self.root / "spool" / node).mkdir(parents=True)
+                self._spawn(f"slurmd-{node}", ["slurmd", "-D", "-N", node])
+            for node in self.running:
+                self._wait(f"slurmd-{node}", functools.partial(self.is_idle, node))
             if self.rest:
                 # SLURM_JWT=daemon: slurmrestd passes each request's token on to slurmctld; only the v0.0.38 plugin,
                 # as the dbv0.0.38 one needs a slurmdbd
@@ -157,6 +161,9 @@ class SlurmCluster:
     def node_state(self, node: str) -> str:
         return self.run("sinfo", "-h", "-n", node, "-o", "%t", check=False).stdout.strip()
 
+    def is_idle(self, node: str) -> bool:
+        return self.node_state(node) == "idle"
+
     def token(self, user: str = "root", lifespan_s: int = 600) -> str:
         out = self.run("scontrol", "token", f"username={user}", f"lifespan={lifespan_s}").stdout.strip()
         return out.partition("SLURM_JWT=")[2]
@@ -184,12 +191,13 @@ class SlurmCluster:
         jwt.chmod(0o600)
         r = self.root
         host = socket.gethostname().split(".")[0]
-        idle = [n for n in self.nodes if n != self.running]
+        idle = [n for n in self.nodes if n not in self.running]
         # State=FUTURE: defined (so topology.conf may name them) but not expected to answer; one CPU each, as the
-        # config says (config_overrides), so the one slurmd is never drained for holding fewer than it reports
+        # config says (config_overrides), so a slurmd is never drained for holding fewer than it reports
         node_lines = []
-        if self.running is not None:
-            node_lines.append(f"NodeName={self.running} NodeAddr=127.0.0.1 NodeHostname={host} CPUs=1 State=UNKNOWN")
+        for n in self.running:
+            node_lines.append(f"NodeName={n} NodeAddr=127.0.0.1 NodeHostname={host} Port={self.slurmd_ports[n]} "
+                              "CPUs=1 State=UNKNOWN")  # fmt: skip
         if idle:
             node_lines.append(f"NodeName={compress_hostlist(idle)} NodeAddr=127.0.0.1 CPUs=1 State=FUTURE")
         self.conf.write_text(
@@ -210,7 +218,7 @@ SlurmdSpoolDir={r}/spool/%n
 SlurmctldPidFile={r}/slurmctld.pid
 SlurmdPidFile={r}/slurmd-%n.pid
 SlurmctldLogFile={r}/log/slurmctld.log
-SlurmdLogFile={r}/log/slurmd.log
+SlurmdLogFile={r}/log/slurmd-%n.log
 ProctrackType=proctrack/linuxproc
 TaskPlugin=task/none
 SelectType=select/linear
@@ -244,8 +252,7 @@ PartitionName=gpu Nodes=ALL Default=YES MaxTime=INFINITE State=UP
             start_new_session=True, cwd=self.root,
         )  # fmt: skip
 
-    def _wait(self, name: str, ready: object) -> None:
-        assert callable(ready)
+    def _wait(self, name: str, ready: Callable[[], bool]) -> None:
         deadline = time.monotonic() + START_S
         while not ready():
             proc = self.procs[name]

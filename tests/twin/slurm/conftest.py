@@ -1,4 +1,5 @@
-"""The small pod's Slurm, once per test module: every server a node, gpu-g0-000's slurmd running, slurmrestd up."""
+"""The small pod's Slurm, once per test module: every server a node, three of them (two groups) with their slurmd
+running, slurmrestd up."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from tests.conftest import EXAMPLES
 from tests.twin.slurm_cluster import SlurmCluster, started
 from topology.exports.hostlist import expand_hostlist
 
-RUNNING = "gpu-g0-000"  # the one server whose slurmd runs (slurmd -N gpu-g0-000)
+RUNNING = ("gpu-g0-000", "gpu-g0-001", "gpu-g1-000")  # the servers whose slurmd runs (slurmd -N NAME)
 SMALL_POD_NODES = expand_hostlist("gpu-g0-[000-003],gpu-g1-[000-003]")
 
 

@@ -1,10 +1,13 @@
-"""A job sbatch'ed onto gpu-g0-000 of the small pod's real Slurm: in fabricd's job map through squeue --json,
-scontrol and slurmrestd with a JWT, with its footprint (the server's four NICs and the leaf ports facing them); in the
-service (jobs read with squeue against the twin), a flap on the server's leaf port names the job in its finding and
-ticket, `fabricd drain` of that port lists it, and its end (scancel) takes it out of the map at the next refresh."""
+"""A job sbatch'ed onto three servers of the small pod's real Slurm (gpu-g0-000, gpu-g0-001, gpu-g1-000: two
+aggregation groups, so Slurm writes its nodes as `gpu-g0-[000-001],gpu-g1-000`): in fabricd's job map through squeue
+--json, scontrol and slurmrestd with a JWT, with its footprint (12 NICs, the leaf ports facing them, both groups, the
+spines of its rails); in the service (jobs read with squeue, against the twin), a flap on gpu-g0-000's leaf port names
+the job in its finding and ticket, `fabricd drain` of that port lists it, and its end (scancel) takes it out of the
+map at the next refresh."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -28,14 +31,16 @@ from .conftest import RUNNING
 pytestmark = pytest.mark.slurm
 
 NAME = "llama-70b pretrain"  # a space: scontrol's text form must keep the name whole
-FACING = ["leaf-g0-r0:Ethernet1/1", "leaf-g0-r1:Ethernet1/1", "leaf-g0-r2:Ethernet1/1", "leaf-g0-r3:Ethernet1/1"]
+# the leaf ports facing the job's NICs, server by server in NIC order: server s of a group is on Ethernet{s+1}/1
+FACING = [f"leaf-g{g}-r{r}:Ethernet{s + 1}/1" for g, s in ((0, 0), (0, 1), (1, 0)) for r in range(4)]
+SPINES = tuple(f"spine-r{r}-{i}" for r in range(4) for i in range(2))
 FABRIC = Fabric(complete_labels(generate_blueprint(load_spec(EXAMPLES / "small-pod.yaml"))))
 V22 = slurm_version().startswith("22.")  # 22.05: scontrol has no --json; slurmrestd serves v0.0.38 at most
 
 
 @pytest.fixture(scope="module")
 def job(small_slurm: SlurmCluster) -> str:
-    job_id = small_slurm.submit(NAME)
+    job_id = small_slurm.submit(NAME, "-N3")
     wait_for(lambda: small_slurm.job_state(job_id) == "RUNNING", 20)
     return job_id
 
@@ -52,7 +57,7 @@ def rest(slurm: SlurmCluster, token: str | None = None, api_version: str = "v0.0
 
 
 def test_the_job_is_in_the_map_through_all_three_sources(small_slurm: SlurmCluster, job: str, slurm_env: None) -> None:
-    waiting = small_slurm.submit("waiting")  # the one node is taken (select/linear): it stays pending
+    waiting = small_slurm.submit("waiting", "-N3")  # the nodes are taken (select/linear): it stays pending
     assert small_slurm.job_state(waiting) == "PENDING"
     # 22.05's scontrol has no --json (`unrecognized option`): its one-line text form is read instead
     scontrol = ["scontrol", "-o", "show", "job"] if V22 else ["scontrol", "show", "job", "--json"]
@@ -61,15 +66,18 @@ def test_the_job_is_in_the_map_through_all_three_sources(small_slurm: SlurmClust
         "scontrol": JobSource(FABRIC, None, scontrol, None, 20),
         "slurmrestd": JobSource(FABRIC, None, None, None, 20, rest(small_slurm)),
     }
+    # Slurm's own hostlist for the three: fabricd expands it
+    rows = json.loads(small_slurm.run("squeue", "--json").stdout)["jobs"]
+    assert [r["nodes"] for r in rows if str(r["job_id"]) == job] == ["gpu-g0-[000-001],gpu-g1-000"]
     try:
         for name, src in sources.items():
             jobs = src.refresh()
             assert src.status.error is None and jobs is not None, name
             assert list(jobs.footprints) == [job], name  # the pending one holds no node
             fp = jobs.footprints[job]
-            assert (fp.job.name, fp.job.nodes, fp.job.source, fp.unknown) == (NAME, (RUNNING,), "slurm", ()), name
+            assert (fp.job.name, fp.job.nodes, fp.job.source, fp.unknown) == (NAME, RUNNING, "slurm", ()), name
             assert (fp.gpus, list(fp.leaf_ports), fp.groups, fp.rails, fp.spines) == (
-                4, FACING, (0,), (0, 1, 2, 3), ()), name  # fmt: skip
+                12, FACING, (0, 1), (0, 1, 2, 3), SPINES), name  # fmt: skip
             assert fp.job.priority is None, name  # no accounting, so no QoS: squeue says "", scontrol "(null)"
     finally:
         small_slurm.run("scancel", waiting)
@@ -116,13 +124,13 @@ def test_a_flap_and_a_drain_name_the_job_and_its_end_clears_it(
     port = FACING[0]  # faces gpu-g0-000:nic0
     try:
         assert svc.get("/api/v1/health")["jobs"]["jobs"] == 1
-        assert [(j["id"], j["name"], j["gpus"]) for j in svc.get("/api/v1/jobs")["jobs"]] == [(job, NAME, 4)]
+        assert [(j["id"], j["name"], j["gpus"]) for j in svc.get("/api/v1/jobs")["jobs"]] == [(job, NAME, 12)]
         inject(twin.state_dir, "link_flap", {"port": port, "count": 8, "period_s": 0.3})
         (f,) = wait_for(lambda: svc.get("/api/v1/findings")["findings"], 15)
         assert (f["kind"], [j["id"] for j in f["jobs"]]) == ("link_flap", [job])
         (t,) = wait_for(lambda: svc.get("/api/v1/tickets")["tickets"], 10)
         assert t["title"].endswith(f"(jobs: {NAME})")
-        assert [(j["id"], j["gpus"]) for j in svc.get(f"/api/v1/tickets/{t['id']}")["body"]["jobs"]] == [(job, 4)]
+        assert [(j["id"], j["gpus"]) for j in svc.get(f"/api/v1/tickets/{t['id']}")["body"]["jobs"]] == [(job, 12)]
         capsys.readouterr()
         assert cli(["drain", "port", port, "--reason", "optic swap", "--dry-run", "--api", svc.url]) == 0
         assert f"jobs whose traffic it carries: {NAME}\n" in capsys.readouterr().out

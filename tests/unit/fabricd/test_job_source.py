@@ -26,12 +26,12 @@ def test_a_command_printing_squeue_json(tmp_path: Path) -> None:
 
 
 def test_a_command_printing_scontrol_text() -> None:
-    """`scontrol -o show job`, as Slurm 22.05 (no --json) printed it for a job on gpu-g0-000 and a pending one."""
+    """`scontrol -o show job`, as Slurm 22.05 (no --json) printed it for a job on three servers and a pending one."""
     text = DATA / "slurm-22.05" / "scontrol-o-show-job.txt"
     src = JobSource(FABRIC, None, [sys.executable, "-c", f"print(open({str(text)!r}).read())"], None, 10)
     jobs = src.refresh()
     assert src.status.error is None and jobs is not None and list(jobs.footprints) == ["1"]
-    assert jobs.footprints["1"].job.name == "llama-70b pretrain" and jobs.footprints["1"].gpus == 4
+    assert jobs.footprints["1"].job.name == "llama-70b pretrain" and jobs.footprints["1"].gpus == 12
 
 
 def test_a_bad_read_keeps_the_previous_map(tmp_path: Path) -> None:

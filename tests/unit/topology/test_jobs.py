@@ -72,7 +72,7 @@ def test_slurm_squeue_json(tmp_path: Path) -> None:
     assert jobs[0].nodes == ("gpu-g0-000", "gpu-g0-001", "gpu-g0-002", "gpu-g0-003")
 
 
-# What a real Slurm 22.05.8 printed (tests/twin/slurm): one job running on gpu-g0-000, one pending, no accounting
+# What a real Slurm 22.05.8 printed (tests/twin/slurm): a job running on three servers, one pending, no accounting
 SLURM_22 = DATA / "slurm-22.05"
 
 
@@ -81,7 +81,7 @@ def test_what_slurm_22_05_prints(name: str) -> None:
     (job,) = load_jobs(SLURM_22 / name)  # the pending one holds no node
     # the name keeps its space; no accounting, no QoS: "" in JSON, "(null)" in scontrol's text
     assert (job.id, job.name, job.nodes, job.priority, job.source) == (
-        "1", "llama-70b pretrain", ("gpu-g0-000",), None, "slurm")  # fmt: skip
+        "1", "llama-70b pretrain", ("gpu-g0-000", "gpu-g0-001", "gpu-g1-000"), None, "slurm")  # fmt: skip
 
 
 @pytest.mark.parametrize(
