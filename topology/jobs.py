@@ -1,14 +1,16 @@
 """Training jobs and where they sit on the fabric: servers -> NICs -> leaf ports -> rails -> spines.
 
-Jobs come from a plain YAML/JSON file, from Slurm (`squeue --json` or `scontrol show job --json` output) or from
-Kubernetes (`kubectl get pods -o json`: running pods' node names grouped by a job label); `load_jobs` tells the three
-apart by their shape. A job's footprint is what its traffic can use: the leaf ports facing its NICs always (rail k
+Jobs come from a plain YAML/JSON file, from Slurm (`squeue --json` or `scontrol show job --json` output, or the
+`scontrol -o show job` text of a Slurm whose scontrol has no --json, as 22.05's has not) or from Kubernetes
+(`kubectl get pods -o json`: running pods' node names grouped by a job label); `load_jobs` tells them apart by their
+shape. A job's footprint is what its traffic can use: the leaf ports facing its NICs always (rail k
 of a server talks through the rail-k leaf of its group), and when it spans aggregation groups also those leaves'
 uplinks and the spines of its rails (collectives between groups cross the spine tier).
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -59,6 +61,12 @@ class _FileJobs(BaseModel):
 
 def load_jobs(path: Path, job_label: str | None = None) -> list[Job]:
     """Jobs from a file; errors name the file, the line (YAML) and the field, and say what to fix."""
+    try:
+        text = path.read_text(errors="replace")
+    except OSError:
+        text = ""  # load_document names the error
+    if is_scontrol_text(text):
+        return parse_scontrol_jobs(text, str(path))
     data = load_document(path, JobError)
     return parse_jobs(data, path, job_label)
 
@@ -128,6 +136,42 @@ def _slurm(rows: list[Any], path: Path) -> list[Job]:
             )
         )
     _unique(out, path)
+    return out
+
+
+# `scontrol -o show job`: one job a line of Key=Value fields. A value may hold spaces (JobName, Command), so a field
+# runs to the next ` Key=`; a job name that itself holds ` x=` would be cut there (NodeList and JobState never are).
+_SCONTROL_KEY = re.compile(r"(?:^|\s)([A-Za-z][\w:/]*)=")
+_SCONTROL_NONE = "No jobs in the system"  # what scontrol prints, exit 0, when there is no job
+
+
+def is_scontrol_text(text: str) -> bool:
+    head = text.lstrip()
+    return head.startswith("JobId=") or head.rstrip() == _SCONTROL_NONE
+
+
+def parse_scontrol_jobs(text: str, where: str) -> list[Job]:
+    """`scontrol -o show job` (Slurm 22.05's scontrol has no --json; checked against 22.05.8): each RUNNING job's
+    JobId, JobName, NodeList and QOS (`(null)` without accounting)."""
+    out = []
+    for lineno, line in enumerate(text.splitlines(), start=1):
+        if not line.strip() or line.strip() == _SCONTROL_NONE:
+            continue
+        keys = list(_SCONTROL_KEY.finditer(line))
+        fields = {m.group(1): line[m.end() : nxt.start() if nxt else len(line)].strip()
+                  for m, nxt in zip(keys, [*keys[1:], None], strict=True)}  # fmt: skip
+        if "JobId" not in fields:
+            raise JobError(where, "a line without JobId=; pass `scontrol -o show job` output unchanged", line=lineno)
+        if fields.get("JobState") != "RUNNING":
+            continue  # pending, completing and finished jobs hold no nodes we care about
+        nodes = fields.get("NodeList", "")
+        if not nodes or nodes == "(null)":
+            raise JobError(where, "a running job needs its NodeList (a hostlist)", line=lineno, field="NodeList")
+        qos = fields.get("QOS")
+        job_id = fields["JobId"]
+        out.append(Job(job_id, _nodes(nodes, Path(where), "NodeList", lineno), fields.get("JobName") or job_id,
+                       qos if qos and qos != "(null)" else None, "slurm"))  # fmt: skip
+    _unique(out, Path(where))
     return out
 
 

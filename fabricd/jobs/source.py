@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import subprocess
 import time
 from dataclasses import dataclass
@@ -16,9 +17,11 @@ from pydantic import SecretStr
 
 from topology.errors import FabricdError
 from topology.fabric import Fabric
-from topology.jobs import Job, JobError, JobMap, load_jobs, parse_jobs
+from topology.jobs import Job, JobError, JobMap, is_scontrol_text, load_jobs, parse_jobs, parse_scontrol_jobs
 
 log = logging.getLogger("fabricd.jobs")
+_JOBS_PATH = re.compile(r"^/slurm/(v\d+\.\d+\.\d+)/jobs/?$")
+TOKEN_HINT = "; slurmctld refused the request: is jobs.slurmrestd.token valid for jobs.slurmrestd.user? renew it"
 
 
 @dataclass
@@ -92,11 +95,24 @@ class JobSource:
         if done.returncode:
             tail = done.stderr.decode(errors="replace").strip()[-200:]
             raise JobError(where, f"exited {done.returncode}: {tail}")
+        text = done.stdout.decode(errors="replace")
+        if is_scontrol_text(text):  # `scontrol -o show job`: Slurm 22.05's scontrol has no --json
+            return parse_scontrol_jobs(text, where)
         try:
-            data = json.loads(done.stdout)
+            data = json.loads(text)
         except ValueError as e:
-            raise JobError(where, f"did not print JSON ({e}); it must print squeue --json or kubectl -o json") from None
+            raise JobError(where, f"did not print JSON ({e}); it must print squeue --json, kubectl -o json or "
+                           "scontrol -o show job") from None  # fmt: skip
         return parse_jobs(data, Path(where), self.job_label)
+
+    def _served_versions(self, rest: SlurmRest, headers: dict[str, str]) -> list[str]:
+        """The API versions of the jobs endpoints slurmrestd's OpenAPI description lists ([] when it will not say)."""
+        try:
+            with httpx.Client(timeout=self.timeout_s, verify=rest.verify) as client:
+                paths = client.get(f"{rest.url.rstrip('/')}/openapi/v3", headers=headers).json().get("paths") or {}
+        except (httpx.HTTPError, ValueError, AttributeError):
+            return []
+        return sorted({m.group(1) for p in paths if (m := _JOBS_PATH.match(str(p)))})
 
     def _ask(self, rest: SlurmRest) -> list[Job]:
         where = rest.jobs_url
@@ -110,8 +126,9 @@ class JobSource:
             raise JobError(where, f"slurmrestd refused the token ({r.status_code}); renew jobs.slurmrestd.token "
                            "(scontrol token username=USER lifespan=...) and check jobs.slurmrestd.user")  # fmt: skip
         if r.status_code == 404:
-            raise JobError(where, f"no such endpoint (404); is {rest.api_version} the data parser slurmrestd loads? "
-                           "set jobs.slurmrestd.api_version")  # fmt: skip
+            served = self._served_versions(rest, headers)
+            hint = f"it serves {', '.join(served)}" if served else f"is {rest.api_version} a data parser it loads?"
+            raise JobError(where, f"no such endpoint (404); {hint}: set jobs.slurmrestd.api_version")
         try:
             data = r.json()
         except ValueError:
@@ -120,7 +137,10 @@ class JobSource:
         if r.status_code >= 400 or errors:
             first = errors[0] if isinstance(errors, list) and errors and isinstance(errors[0], dict) else {}
             text = first.get("description") or first.get("error") or f"HTTP {r.status_code}"
-            raise JobError(where, f"slurmrestd answered an error: {str(text)[:200]}")
+            # Slurm 22.05 checks no token itself: slurmctld refuses a wrong or expired one and slurmrestd answers 500
+            # "Failed while looking for jobs" from slurm_load_jobs (seen on 22.05.8; later releases not checked)
+            why = TOKEN_HINT if first.get("source") == "slurm_load_jobs" and r.status_code == 500 else ""
+            raise JobError(where, f"slurmrestd answered an error: {str(text)[:200]}{why}")
         try:
             return parse_jobs(data, Path("slurmrestd"), self.job_label)
         except JobError as e:  # named by the URL (a Path would fold its '//')

@@ -1,8 +1,11 @@
 """Slurm hostlist expressions: compress names to `gpu-g0-[000-031]` and expand them back.
 
-Expansion follows Slurm's parser: a range `lo-hi` is zero-padded to the width of `lo`
-(`[000-031]` gives 000..031, `[9-10]` gives 9, 10), a bracket may hold a comma list of numbers
-and ranges, text may follow a bracket (`rack[1-2]-a`), and commas outside brackets separate names.
+Expansion follows Slurm's parser (checked against `scontrol show hostnames` of Slurm 22.05.8,
+tests/twin/slurm): a range `lo-hi` is zero-padded to the width of `lo` (`[000-031]` gives 000..031,
+`[9-10]` gives 9, 10), a bracket may hold a comma list of numbers and ranges, text may sit between
+brackets (`x[1-2]y[0-1]`) but not after the last one (Slurm rejects `rack[1-2]-a`), and commas outside
+brackets separate names. A space inside a bracket is refused: Slurm counts it into the zero-padding
+(`n[ 1-2]` gives n01, n02).
 """
 
 from __future__ import annotations
@@ -101,10 +104,12 @@ def _expand_item(item: str, expr: str) -> list[str]:
         return [item]
     close_at = item.index("]", open_at)
     prefix, body, rest = item[:open_at], item[open_at + 1 : close_at], item[close_at + 1 :]
+    if rest and "[" not in rest:
+        raise FabricdError(f"hostlist '{expr}': '{rest}' after the last ']'; Slurm rejects it, so list those names")
     tails = _expand_item(rest, expr)
     out: list[str] = []
     for part in body.split(","):
-        lo, sep, hi = part.strip().partition("-")
+        lo, sep, hi = part.partition("-")
         if not lo.isdigit() or (sep and not hi.isdigit()):
             raise FabricdError(f"hostlist '{expr}': '{part}' is not a number or a range lo-hi")
         first, last = int(lo), int(hi) if sep else int(lo)

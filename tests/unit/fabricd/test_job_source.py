@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from fabricd.jobs.source import JobSource
-from tests.conftest import EXAMPLES
+from tests.conftest import DATA, EXAMPLES
 from topology.load import load_fabric
 
 FABRIC = load_fabric(EXAMPLES / "small-pod.yaml", None)[1]
@@ -23,6 +23,15 @@ def test_a_command_printing_squeue_json(tmp_path: Path) -> None:
     jobs = src.refresh()
     assert jobs is not None and list(jobs.footprints) == ["7"] and jobs.footprints["7"].gpus == 8
     assert src.status.error is None and src.status.jobs == 1
+
+
+def test_a_command_printing_scontrol_text() -> None:
+    """`scontrol -o show job`, as Slurm 22.05 (no --json) printed it for a job on three servers and a pending one."""
+    text = DATA / "slurm-22.05" / "scontrol-o-show-job.txt"
+    src = JobSource(FABRIC, None, [sys.executable, "-c", f"print(open({str(text)!r}).read())"], None, 10)
+    jobs = src.refresh()
+    assert src.status.error is None and jobs is not None and list(jobs.footprints) == ["1"]
+    assert jobs.footprints["1"].job.name == "llama-70b pretrain" and jobs.footprints["1"].gpus == 12
 
 
 def test_a_bad_read_keeps_the_previous_map(tmp_path: Path) -> None:

@@ -71,7 +71,7 @@ def _with_odd_servers(spec: FabricSpec) -> Fabric:
     [
         ("gpu-g0-[000-002,010]", ["gpu-g0-000", "gpu-g0-001", "gpu-g0-002", "gpu-g0-010"]),
         ("ag-g[9-11]", ["ag-g9", "ag-g10", "ag-g11"]),
-        ("r[1-2]-a,b,c[07]", ["r1-a", "r2-a", "b", "c07"]),
+        ("r-[1-2],b, c[07]", ["r-1", "r-2", "b", "c07"]),
         ("x[1-2]y[0-1]", ["x1y0", "x1y1", "x2y0", "x2y1"]),
         ("", []),
     ],
@@ -80,7 +80,8 @@ def test_expand_hostlist(expr: str, names: list[str]) -> None:
     assert expand_hostlist(expr) == names
 
 
-@pytest.mark.parametrize("bad", ["a[1-2", "a]1[", "a[2-1]", "a[x-3]", "a[-3]"])
+# Slurm 22.05.8 answers `Invalid hostlist` to text after the last bracket, and pads `n[ 1-2]` to n01, n02
+@pytest.mark.parametrize("bad", ["a[1-2", "a]1[", "a[2-1]", "a[x-3]", "a[-3]", "r[1-2]-a", "x[1-2]y", "n[ 1-2]"])
 def test_expand_hostlist_rejects_malformed(bad: str) -> None:
     with pytest.raises(FabricdError):
         expand_hostlist(bad)

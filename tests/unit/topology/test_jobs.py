@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import EXAMPLES
+from tests.conftest import DATA, EXAMPLES
 from topology.fabric import Fabric
-from topology.jobs import Job, JobError, JobMap, footprint, load_jobs
+from topology.jobs import Job, JobError, JobMap, footprint, load_jobs, parse_scontrol_jobs
 
 JOBS = EXAMPLES / "small-pod-jobs.yaml"
 
@@ -70,6 +70,46 @@ def test_slurm_squeue_json(tmp_path: Path) -> None:
         ("4103", "eval", None, "slurm"),
     ]
     assert jobs[0].nodes == ("gpu-g0-000", "gpu-g0-001", "gpu-g0-002", "gpu-g0-003")
+
+
+# What a real Slurm 22.05.8 printed (tests/twin/slurm): a job running on three servers, one pending, no accounting
+SLURM_22 = DATA / "slurm-22.05"
+
+
+@pytest.mark.parametrize("name", ["squeue.json", "slurmrestd-v0.0.38-jobs.json", "scontrol-o-show-job.txt"])
+def test_what_slurm_22_05_prints(name: str) -> None:
+    (job,) = load_jobs(SLURM_22 / name)  # the pending one holds no node
+    # the name keeps its space; no accounting, no QoS: "" in JSON, "(null)" in scontrol's text
+    assert (job.id, job.name, job.nodes, job.priority, job.source) == (
+        "1", "llama-70b pretrain", ("gpu-g0-000", "gpu-g0-001", "gpu-g1-000"), None, "slurm")  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("text", "jobs"),
+    [
+        ("No jobs in the system\n", []),
+        ("JobId=5 JobName=a b=c QOS=high JobState=RUNNING NodeList=gpu-g0-[000-001] NumNodes=2\n",
+         [("5", "a", "high", ("gpu-g0-000", "gpu-g0-001"))]),  # a name holding ' x=' is cut there
+        ("JobId=6 JobName=x JobState=COMPLETING NodeList=gpu-g0-000\n\nJobId=7 JobState=RUNNING NodeList=n1\n",
+         [("7", "7", None, ("n1",))]),
+    ],
+)  # fmt: skip
+def test_scontrol_text(text: str, jobs: list[tuple[str, str, str | None, tuple[str, ...]]]) -> None:
+    assert [(j.id, j.name, j.priority, j.nodes) for j in parse_scontrol_jobs(text, "scontrol")] == jobs
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("JobId=1 JobState=RUNNING NodeList=(null)\n", "scontrol:1: field 'NodeList': a running job needs its"),
+        ("JobId=1 JobState=RUNNING NodeList=n[1-2]x\n", "scontrol:1: field 'NodeList': hostlist 'n[1-2]x'"),
+        ("JobId=1 JobState=RUNNING NodeList=n1\nJobName=x\n", "scontrol:2: a line without JobId="),
+    ],
+)
+def test_scontrol_text_errors_name_the_line(text: str, message: str) -> None:
+    with pytest.raises(JobError) as e:
+        parse_scontrol_jobs(text, "scontrol")
+    assert str(e.value).startswith(message)
 
 
 def _pod(name: str, node: str, job: str | None, phase: str = "Running") -> dict[str, object]:
