@@ -61,11 +61,11 @@ from .carrier_watch import CarrierWatch
 from .config import ServiceConfig, read_secret
 from .decide import ignored
 from .leader import Leadership, default_instance
-from .maintenance import ACTIVE, overran
+from .maintenance.plan import ACTIVE, overran
 from .passes import configured_detectors, guarded, run_passes, telemetry_source
 from .port_metrics import PortCollector, UnderlayCollector
 from .port_view import TelemetryPortView
-from .remediation import Remediator
+from .remediation.wiring import build_remediation
 from .shard import SUBJECT as SHARD_SUBJECT
 from .shard import read_findings_message
 from .state import Ticket, fenced, open_state
@@ -131,12 +131,12 @@ class Service:
             self.dci_state,
             self.job_reports,
             ports,
-            lambda: self.remediator.budgets(),
+            lambda: self.remediation.holds.budgets(),
             self.ha_status if cfg.ha.enabled else None,
             self.coverage,
             self.shard_ages if cfg.detectors.source == "shards" else None,
             UnderlayCollector(self.ingestor.snapshot, self.fabric),
-            lambda: len(self.remediator.to_reapply()),
+            lambda: len(self.remediation.reconciler.to_reapply()),
             fabric=self.fabric,
         )
         self.view = TelemetryPortView(self.ingestor, time.monotonic, fabric=self.fabric)
@@ -158,7 +158,7 @@ class Service:
             [a.name for a in accesses if a.platform == "sonic"], self.fabric, DriverActuator(self.inventory),
             self.pool, self.ingestor.ingest, clock, tcfg.bgp_ssh_after_s, tcfg.bgp_ssh_interval_s,
         )  # fmt: skip
-        self.remediator = Remediator(
+        self.remediation = build_remediation(
             self.fabric,
             self.state,
             cfg.remediation,
@@ -179,7 +179,7 @@ class Service:
             log.warning("remediation mode %s (set by %s at %s) overrides fabricd.yaml's %s; change it with "
                         "`fabricd mode`", mode, actor, time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(ts / 1e9)),
                         cfg.remediation.mode)  # fmt: skip
-            self.remediator.settings = cfg.remediation.model_copy(update={"mode": mode})
+            self.remediation.ctx.settings = cfg.remediation.model_copy(update={"mode": mode})
         self.api_port: int | None = None
         self._synced = asyncio.Event()
         self.ready = asyncio.Event()
@@ -218,7 +218,8 @@ class Service:
             await self._api_started()
             log.info(
                 "fabricd %s: %d switches, mode %s, API on http://%s:%s",
-                __version__, len(self.inventory.names), self.remediator.mode, self.cfg.api.host, self.api_port,
+                __version__, len(self.inventory.names), self.remediation.requests.mode, self.cfg.api.host,
+                self.api_port,
             )  # fmt: skip
             # Reconcile only on fresh data: wait for the first full sync (bounded, a dead switch must not block us).
             await self.telemetry.wait_synced(3 * self.cfg.telemetry.interval_s + 2)
@@ -257,7 +258,7 @@ class Service:
         finally:
             if scheduler.running:
                 scheduler.shutdown(wait=False)
-            await self.remediator.idle()
+            await self.remediation.idle()
             await self.telemetry.stop()
             if self._server is not None:
                 self._server.should_exit = True
@@ -320,16 +321,16 @@ class Service:
         await self._take_over()
 
     async def _take_over(self) -> None:
-        for note in await self.remediator.reconcile(self.telemetry.stale_devices()):
+        for note in await self.remediation.reconciler.reconcile(self.telemetry.stale_devices()):
             self.state.audit(self.clock(), "reconcile", note)
-        for drain_id in self.remediator.resume_drains():  # planned maintenance left between its steps
+        for drain_id in self.remediation.maintenance.resume_drains():  # planned maintenance left between its steps
             self.state.audit(self.clock(), "reconcile", f"drain {drain_id} resumed at its next step")
         await self._sync_tickets()
 
     async def _scan_marks(self) -> None:
         """Read fabricd's marks from the switches again; the next pass adopts a marked port fabricd has no record
         of."""
-        await self.remediator.scan_marks(self.telemetry.stale_devices())
+        await self.remediation.marks.scan(self.telemetry.stale_devices())
 
     def _leader_job(self, job: Callable[[], Awaitable[None]]) -> Callable[[], Awaitable[None]]:
         async def run() -> None:
@@ -407,7 +408,7 @@ class Service:
             self.carrier.disarm()  # what it remembers when it leads again is what the leader wrote
         usable = await self._act(found, now)
         if self.acting():  # An incident not reported for 3 ticks is over.
-            self.remediator.report_overruns(now)  # planned maintenance past its --until
+            self.remediation.maintenance.report_overruns(now)  # planned maintenance past its --until
             try:  # under the fence like every write: a woken old leader does not clear the new one's findings
                 with fenced(self.leadership.token if self.leadership is not None else None):
                     self.state.clear_findings_not_seen_since(now - int(3 * self.cfg.detectors.tick_s * NS))
@@ -442,7 +443,7 @@ class Service:
         never on a stale switch."""
         if not self._synced.is_set():
             return
-        for note in await self.remediator.reconcile_pass(now, self._unsure(now)):
+        for note in await self.remediation.reconciler.reconcile_pass(now, self._unsure(now)):
             log.warning("reconcile: %s", note)
 
     async def flap_pass(self, now: int) -> list[Finding]:
@@ -455,11 +456,11 @@ class Service:
         stale = set(self.telemetry.stale_devices(now))
         rows = self.state.disabled_ports()
         held = {Endpoint(p["device"], p["port"]) for p in rows}
-        up_again = self.remediator.up_again(rows)
+        up_again = self.remediation.holds.up_again(rows)
         usable = annotate([f for f in findings if not ignored(f, self.fabric, stale, held, up_again)],
                           self.job_source.map)  # fmt: skip
         if self.acting():  # a standby's detectors run too (warm for a takeover); the leader records and acts
-            await self.remediator.on_findings(usable, self._unsure(now))
+            await self.remediation.incidents.on_findings(usable, self._unsure(now))
         return usable
 
     def _unsure(self, now: int) -> set[str]:
@@ -525,7 +526,7 @@ class Service:
             log.warning("%s", e)
             return
         for tid in done:
-            t = await self.remediator.resolve(tid, self.backend.name)
+            t = await self.remediation.requests.resolve(tid, self.backend.name)
             await self.publish(t)
 
     async def _retry_enables(self) -> None:
@@ -533,7 +534,7 @@ class Service:
         for p in self.state.disabled_ports():
             t = self.state.ticket(p["ticket_id"]) if p["ticket_id"] else None
             if t is not None and t.status == "resolved" and self.state.open_action(p["device"], p["port"]) is None:
-                await self.remediator.resolve(t.id, "fabricd (retry)")
+                await self.remediation.requests.resolve(t.id, "fabricd (retry)")
 
     async def _drift(self) -> None:
         """Config drift: plan every switch against its running config; drift is logged and counted, not pushed."""
@@ -617,7 +618,7 @@ class Service:
                 "quarantined": [asdict(q) for q in quarantined],
             },
             "version": __version__,
-            "mode": self.remediator.mode,
+            "mode": self.remediation.requests.mode,
             "ha": self.ha_status(),
             "uptime_s": round(time.monotonic() - self.started, 1),
             "telemetry": {
@@ -637,8 +638,8 @@ class Service:
             },
             "open_tickets": len(self.state.tickets("open")),
             "disabled_ports": len(self.state.disabled_ports()),
-            "stale_holds": len(self.remediator.stale_holds()),
-            "to_reapply": self.remediator.to_reapply(),
+            "stale_holds": len(self.remediation.holds.stale_holds()),
+            "to_reapply": self.remediation.reconciler.to_reapply(),
             "in_flight": self.in_flight(),
             "maintenance": self.maintenance_status(),
             "ticket_backend": self.backend.name,

@@ -16,7 +16,7 @@ from topology.fabric import Fabric
 from topology.model import Endpoint
 
 from .guard import Budget
-from .maintenance import ACTIVE, drained_capacity, overran
+from .maintenance.plan import ACTIVE, drained_capacity, overran
 from .port_metrics import PortCollector
 from .state import StateStore, StoredFinding
 

@@ -20,7 +20,7 @@ from topology.fabric import Fabric
 from .access import Principal
 from .config import ServiceConfig
 from .port_view import TelemetryPortView
-from .remediation import Remediator
+from .remediation.wiring import Remediation
 from .state import StateStore, Ticket
 
 
@@ -28,7 +28,7 @@ class ServiceSurface(Protocol):
     cfg: ServiceConfig
     fabric: Fabric
     state: StateStore
-    remediator: Remediator
+    remediation: Remediation
     ingestor: Ingestor
     telemetry: TelemetrySource
     view: TelemetryPortView

@@ -137,7 +137,7 @@ def test_admins_switch_the_mode_from_the_page(svc: Service) -> None:
     assert "set mode" in a.get("/").text
     assert a.post("/ui/mode", data={"csrf": csrf, "mode": "auto", "reason": ""}).status_code == 400
     r = a.post("/ui/mode", data={"csrf": csrf, "mode": "approve", "reason": "night shift"}, follow_redirects=False)
-    assert r.status_code == 303 and svc.remediator.mode == "approve"
+    assert r.status_code == 303 and svc.remediation.requests.mode == "approve"
     assert any(x["actor"] == "user:ada" and x["why"] == "night shift" for x in svc.state.audit_log())
 
 
