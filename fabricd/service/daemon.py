@@ -52,10 +52,7 @@ from topology.load import load_fabric
 from topology.model import Endpoint
 from topology.units import NS
 
-from . import metrics as service_metrics
-from .access import Principal, principal_for, proxy_principal
 from .actuator import DriverActuator
-from .api import create_app
 from .bgp_ssh import BgpOverSsh
 from .carrier_watch import CarrierWatch
 from .config import ServiceConfig, read_secret
@@ -63,13 +60,16 @@ from .decide import ignored
 from .leader import Leadership, default_instance
 from .maintenance.plan import ACTIVE, overran
 from .passes import configured_detectors, guarded, run_passes, telemetry_source
-from .port_metrics import PortCollector, UnderlayCollector
 from .port_view import TelemetryPortView
 from .remediation.wiring import build_remediation
 from .shard import SUBJECT as SHARD_SUBJECT
 from .shard import read_findings_message
 from .state import Ticket, fenced, open_state
 from .state_db import FencedError
+from .surface import metrics as service_metrics
+from .surface.access import Principal, principal_for, proxy_principal
+from .surface.api import create_app
+from .surface.port_metrics import PortCollector, UnderlayCollector
 from .tickets import TicketBackend, TicketError, make_backend
 
 log = logging.getLogger("fabricd.service")

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
-from fabricd.service.api import create_app
 from fabricd.service.config import load_config
 from fabricd.service.daemon import Service
+from fabricd.service.surface.api import create_app
 
 from .test_access import SERVICE_TOKEN, make, write
 

@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
-from fabricd.service.api import create_app
 from fabricd.service.config import load_config
 from fabricd.service.daemon import Service
-from fabricd.service.fabric_view import build
+from fabricd.service.surface.api import create_app
+from fabricd.service.surface.fabric_view import build
 from tests.conftest import EXAMPLES
 from topology.load import load_fabric
 from topology.model import Endpoint

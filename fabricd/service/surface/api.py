@@ -1,8 +1,8 @@
 """The REST API (FastAPI, OpenAPI at /docs and /openapi.json) and /metrics for Prometheus.
 
 Every call but /metrics and /api/v1/health needs `Authorization: Bearer <token>` with a role that allows it
-(fabricd/service/access.py: viewer reads, operator approves and resolves, admin manages tokens); the actor in the
-audit log is the token's user. `api.anonymous_read: true` opens the reads (a lab). docs/access.md.
+(fabricd/service/surface/access.py: viewer reads, operator approves and resolves, admin manages tokens); the actor in
+the audit log is the token's user. `api.anonymous_read: true` opens the reads (a lab). docs/access.md.
 """
 
 from __future__ import annotations
@@ -26,6 +26,9 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from fabricd import __version__
 from topology.model import Endpoint
 
+from ..maintenance.plan import MaintenanceInputError, UnknownTargetError, overran
+from ..remediation.errors import ActionError, StandbyError, UnknownIdError
+from ..state import Action, DrainRecord, Ticket
 from . import web
 from .access import ANONYMOUS, USER_PATTERN, Principal, Role, new_token, token_hash, valid_user
 from .api_models import (
@@ -42,9 +45,6 @@ from .api_models import (
     Tickets,
     Tokens,
 )
-from .maintenance.plan import MaintenanceInputError, UnknownTargetError, overran
-from .remediation.errors import ActionError, StandbyError, UnknownIdError
-from .state import Action, DrainRecord, Ticket
 from .surface import ServiceSurface
 
 MAX_BODY = 64 * 1024  # the API takes small JSON bodies only

@@ -31,11 +31,11 @@ from fabricd.detectors import bgp_session, miscabled
 from fabricd.telemetry import NEVER, Snapshot
 from topology.model import Endpoint
 
+from ..maintenance.plan import overran
+from ..remediation.errors import ActionError
+from ..state import StoredFinding
 from .access import ANONYMOUS, Principal, Role, token_hash
 from .fabric_view import FabricView, build
-from .maintenance.plan import overran
-from .remediation.errors import ActionError
-from .state import StoredFinding
 from .surface import ServiceSurface
 
 HERE = Path(__file__).resolve().parent
