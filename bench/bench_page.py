@@ -25,9 +25,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from fastapi.testclient import TestClient
 
 from fabricd.detectors.finding import Finding
-from fabricd.service.api import create_app
 from fabricd.service.config import load_config
 from fabricd.service.daemon import Service
+from fabricd.service.surface.api import create_app
 
 REPO = Path(__file__).resolve().parent.parent
 TOKEN = "bench-service-token-0001"

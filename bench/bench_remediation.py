@@ -219,8 +219,8 @@ def main() -> int:
         }))  # fmt: skip
         svc = BackgroundService(cfg).start(60)
         assert svc.service is not None
-        timed = TimedActuator(svc.service.remediator.actuator)
-        svc.service.remediator.actuator = timed
+        timed = TimedActuator(svc.service.remediation.switch.actuator)
+        svc.service.remediation.switch.actuator = timed
 
         waves = [targets[i : i + args.wave] for i in range(0, len(targets), args.wave)]
         t_run = time.perf_counter()

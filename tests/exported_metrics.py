@@ -7,9 +7,9 @@ from pathlib import Path
 from prometheus_client import CollectorRegistry
 
 from fabricd.detectors.dci_ports import DciPortsState
-from fabricd.service import metrics
-from fabricd.service.port_metrics import PortCollector, UnderlayCollector
 from fabricd.service.state import StateStore
+from fabricd.service.surface import metrics
+from fabricd.service.surface.port_metrics import PortCollector, UnderlayCollector
 from fabricd.telemetry import CounterStore, TelemetryMetrics
 from tests.conftest import EXAMPLES
 from topology.load import load_fabric

@@ -13,9 +13,9 @@ import typer
 from rich.table import Table
 
 from fabricd.cli.output import Format, console, emit_json
-from fabricd.service.access import Role, new_token, token_hash, valid_user
 from fabricd.service.config import load_config
 from fabricd.service.state import StateStore, open_state
+from fabricd.service.surface.access import Role, new_token, token_hash, valid_user
 from topology.errors import FabricdError
 
 app = typer.Typer(help="Per-user API tokens (viewer, operator, admin): docs/access.md.", no_args_is_help=True)

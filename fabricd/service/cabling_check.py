@@ -1,5 +1,5 @@
 """Is the cable on a port the blueprint's, before and after a repair brings it back? Pure rules over what LLDP and the
-miscabled detector say; remediation (the enable's check) and people_requests (resolve) ask them.
+miscabled detector say; remediation (the enable's check) and remediation/requests.py (resolve) ask them.
 
 A port held down hears no LLDP (IEEE 802.1AB deletes a neighbour when its port stops being operational), so the
 cable a technician put in is known only once the port is up again and the peer's first LLDPDU arrived. Before that,

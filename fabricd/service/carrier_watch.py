@@ -5,7 +5,7 @@ The leader remembers, and writes, cheaply: every SAVE_EVERY_S at most, only the 
 last write, in one transaction, with the round's time (as of it, every other row still holds: an unchanged port is
 never rewritten). A restart loses at most that interval's changes. When fabricd starts, or takes over as leader, it
 reads what was remembered; each port's first sample from a switch it hears fresh is compared with it once. What that
-finds goes the way of every finding (Service._act, Remediator.on_findings), reported for REPORT_S (a new incident
+finds goes the way of every finding (DetectorPasses.act, Incidents.on_findings), reported for REPORT_S (a new incident
 may wait up to FRESH_WAIT_S for fresh telemetry before it is judged): a ticket, no action (decide.py).
 """
 
@@ -23,7 +23,7 @@ from fabricd.telemetry import NEVER, Snapshot
 from topology.fabric import Fabric
 from topology.units import NS
 
-from .reconcile_steps import FRESH_WAIT_S
+from .remediation.holds import FRESH_WAIT_S
 from .state import StateStore
 
 LEAF = "if.carrier-transitions"

@@ -3,8 +3,9 @@
 `decide()` takes the finding, what the state says of the port fabricd would act on (`PortFacts`), the guard's input
 and the settings, and returns a `Decision`: no action, refuse (with the guard's rule), observe, wait for approval or
 disable now, and whether the switch has so many faulty ports that people get one escalation instead. The ticket
-bodies are pure too (`new_ticket`, `recurrence`, `escalation`). `Remediator` gathers the facts, calls these and
-writes the result in one state transaction (`remediation.py`); nothing here touches a socket, a file or a clock.
+bodies are pure too (`new_ticket`, `recurrence`, `escalation`). `Incidents` gathers the facts, calls these
+and writes the result in one state transaction (`remediation/incidents.py`); nothing here touches a socket, a file or
+a clock.
 """
 
 from __future__ import annotations

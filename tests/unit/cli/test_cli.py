@@ -171,7 +171,7 @@ def test_intent_table_groups_ports_that_share_settings_and_reasons(capsys: pytes
 
 def test_every_error_class_exits_2_through_the_one_root() -> None:
     # the CLI's exit code comes from the error hierarchy's root: whatever fails on purpose is "could not do the job"
-    import fabricd.service.remediation as remediation
+    import fabricd.service.remediation.errors as remediation
     from drivers.base import DriverError
     from fabricd.bus import BusError
     from fabricd.cli.output import EXIT_TROUBLE

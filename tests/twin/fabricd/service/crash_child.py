@@ -25,7 +25,8 @@ from drivers.marks import Mark
 from fabricd.detectors.finding import Finding
 from fabricd.service.actuator import DriverActuator
 from fabricd.service.config import RemediationSettings, SafetyLimits
-from fabricd.service.remediation import Actuator, Remediator
+from fabricd.service.remediation.wiring import Remediation, build_remediation
+from fabricd.service.remediation_io import Actuator
 from fabricd.service.state import StateStore, Ticket
 from tests.conftest import EXAMPLES
 from topology.fabric import Fabric
@@ -87,10 +88,10 @@ class SwitchView:
 
 
 def remediator(state: StateStore, inventory: Path, actuator: Actuator | None = None,
-               publish: Any = None) -> Remediator:  # fmt: skip
+               publish: Any = None) -> Remediation:  # fmt: skip
     fabric = load_fabric(SPEC, None)[1]
     real = actuator or DriverActuator(load_inventory(inventory), timeout_s=15)
-    return Remediator(
+    return build_remediation(
         fabric,
         state,
         RemediationSettings(mode="auto", verify_timeout_s=10.0, revert_in_s=REVERT_S),
@@ -168,7 +169,7 @@ def main(state_path: str, inventory: str, device: str, port: str, step: str) -> 
     rem = remediator(state, Path(inventory), DyingActuator(real, step), publish)
 
     async def run() -> None:
-        await rem.on_findings([finding(rem.fabric, Endpoint(device, port))])
+        await rem.incidents.on_findings([finding(rem.ctx.fabric, Endpoint(device, port))])
         await rem.idle()
 
     asyncio.run(run())

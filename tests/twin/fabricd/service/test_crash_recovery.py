@@ -84,7 +84,7 @@ def test_killed_at_each_step_the_next_fabricd_completes_the_disable(
         (before,) = state.actions()
         assert before.status == ("done" if step == "recorded" else "running")
         rem = remediator(state, twin.inventory)
-        notes = asyncio.run(rem.reconcile())
+        notes = asyncio.run(rem.reconciler.reconcile())
         assert bool(notes) == (step != "recorded")
 
         (action,) = state.actions()  # one action, never a second

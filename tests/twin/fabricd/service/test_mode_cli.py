@@ -24,7 +24,7 @@ def test_mode_and_reject_from_the_cli(tmp_path: Path, monkeypatch: pytest.Monkey
         api = ["--api", f"http://127.0.0.1:{svc.service.api_port}"]
         assert cli(["mode", "observe", "--reason", "maintenance window", *api]) == 0
         assert "remediation mode: observe (by service-token)" in capsys.readouterr().out
-        assert svc.service.remediator.mode == "observe"
+        assert svc.service.remediation.requests.mode == "observe"
         assert cli(["mode", "auto", *api]) == 2  # --reason is required
         # a proposed action, as the remediator records one in approve mode, then rejected
         a = svc.service.state.add_action("disable", "leaf-g0-r0", "Ethernet1/1", "approve", "awaiting_approval",

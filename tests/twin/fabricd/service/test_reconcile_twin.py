@@ -113,7 +113,10 @@ def test_holds_are_reapplied_after_the_switches_restart(twin: Twin, tmp_path: Pa
         health = svc.get("/api/v1/health")
         assert health["status"] == "ok" and health["disabled_ports"] == 3
         # the budgets count what is really down, once
-        assert svc.on_loop(lambda s: next(b.used for b in s.remediator.budgets() if b.limit == "fabric_budget")) == 3
+        assert (
+            svc.on_loop(lambda s: next(b.used for b in s.remediation.holds.budgets() if b.limit == "fabric_budget"))
+            == 3
+        )
     finally:
         svc.stop()
 

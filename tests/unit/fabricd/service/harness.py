@@ -17,7 +17,8 @@ from drivers.base import DriverError, PortMark
 from drivers.marks import Mark
 from fabricd.detectors.finding import Finding
 from fabricd.service.config import RemediationSettings, SafetyLimits
-from fabricd.service.remediation import Outcome, Remediator
+from fabricd.service.remediation.incidents import Outcome
+from fabricd.service.remediation.wiring import Remediation, build_remediation
 from fabricd.service.state import Action, StateStore, Ticket
 from tests.conftest import EXAMPLES
 from topology.fabric import Fabric
@@ -267,13 +268,13 @@ class Harness:
     state: StateStore
     world: World
     clock: Clock
-    rem: Remediator
+    rem: Remediation
     published: list[Ticket]
 
     def tickets(self, kind: str | None = None) -> list[Ticket]:
         return [t for t in self.state.tickets() if kind is None or t.kind == kind]
 
-    def restart(self, **settings: Any) -> Remediator:
+    def restart(self, **settings: Any) -> Remediation:
         """A new remediator on the same state (the service restarted)."""
         self.rem = make_remediator(self.fabric, self.state, self.world, self.clock, self.published, **settings)
         return self.rem
@@ -282,11 +283,11 @@ class Harness:
 def make_remediator(
     fabric: Fabric, state: StateStore, world: World, clock: Clock, published: list[Ticket],
     limits: SafetyLimits | None = None, **settings: Any,
-) -> Remediator:  # fmt: skip
+) -> Remediation:  # fmt: skip
     async def publish(t: Ticket) -> None:
         published.append(t)
 
-    return Remediator(
+    return build_remediation(
         fabric,
         state,
         # an undrain watches the counters only briefly here (each test that needs longer says so)
@@ -336,7 +337,7 @@ def flap(fabric: Fabric, ep: Endpoint, start_ts: int = T0, flaps: int = 8) -> Fi
 
 async def report(h: Harness, *findings: Finding) -> list[Outcome]:
     """One detector tick: hand the findings over and let every action it starts finish."""
-    out = await h.rem.on_findings(list(findings))
+    out = await h.rem.incidents.on_findings(list(findings))
     await h.rem.idle()
     return out
 

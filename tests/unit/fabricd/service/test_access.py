@@ -14,10 +14,10 @@ from fastapi.testclient import TestClient
 
 from fabricd.cli import main as cli
 from fabricd.detectors.finding import Finding
-from fabricd.service.access import Role, token_hash
-from fabricd.service.api import create_app
 from fabricd.service.config import ConfigError, load_config
 from fabricd.service.daemon import Service
+from fabricd.service.surface.access import Role, token_hash
+from fabricd.service.surface.api import create_app
 from tests.conftest import EXAMPLES
 from topology.units import NS
 
@@ -253,7 +253,7 @@ def test_token_cli_creates_lists_and_revokes(tmp_path: Path, monkeypatch: pytest
      ("operator", "admin", False), ("admin", "viewer", True), ("admin", "admin", True)],
 )  # fmt: skip
 def test_role_table(role: str, needed: str, may: bool) -> None:
-    from fabricd.service.access import Principal
+    from fabricd.service.surface.access import Principal
 
     assert Principal("user:x", Role.parse(role)).may(Role.parse(needed)) is may
 

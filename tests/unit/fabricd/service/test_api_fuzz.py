@@ -14,9 +14,9 @@ from fastapi.testclient import TestClient
 from hypothesis import HealthCheck, given, settings
 from schemathesis.core.result import Err, Ok
 
-from fabricd.service.api import create_app
 from fabricd.service.config import load_config
 from fabricd.service.daemon import Service
+from fabricd.service.surface.api import create_app
 
 from .test_access import SERVICE_TOKEN, write
 

@@ -92,7 +92,7 @@ def test_a_gate_used_from_a_new_event_loop_starts_clean() -> None:
 def test_the_first_actions_confirm_waits_for_the_second_ports_commit(make: Callable[..., Harness]) -> None:
     h = make()
     pool = ThreadPoolExecutor(4)
-    h.rem.executor = pool
+    h.rem.switch.executor = pool
     first, second = Endpoint("leaf-g0-r0", "Ethernet1/1"), Endpoint("leaf-g0-r1", "Ethernet1/1")
     in_commit, release = threading.Event(), threading.Event()
 

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from fabricd.service import remediation
 from fabricd.service.config import RemediationSettings, SafetyLimits
-from fabricd.service.remediation import Remediator
+from fabricd.service.remediation import context
+from fabricd.service.remediation.wiring import build_remediation
 from fabricd.service.state import StateStore, fenced
 from fabricd.service.state_db import FencedError
 
@@ -39,7 +39,7 @@ def test_a_write_under_a_superseded_token_writes_nothing(tmp_path: Path) -> None
 def test_a_leader_fenced_off_mid_action_touches_neither_switch_nor_state(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, make: Callable[..., Harness]
 ) -> None:
-    monkeypatch.setattr(remediation, "FENCE_WAIT_S", 0.05)
+    monkeypatch.setattr(context, "FENCE_WAIT_S", 0.05)
     h = make()
     state, world = h.state, World()
     assert state.claim_leader("a", 5, T0)
@@ -50,7 +50,7 @@ def test_a_leader_fenced_off_mid_action_touches_neither_switch_nor_state(
         held = state.leader()
         return None if held is not None and held[1] == token[0] else f"fenced: the state names {held}"
 
-    rem = Remediator(
+    rem = build_remediation(
         h.fabric, state, RemediationSettings(mode="auto", verify_timeout_s=1.0), SafetyLimits(),
         managed={d.name for d in h.fabric.switches()}, actuator=FakeActuator(world), view=FakeView(world),
         clock=Clock(), executor=InlineExecutor(), fence=fence, token=lambda: token[0], on_fenced=fenced_out.append,
@@ -63,7 +63,7 @@ def test_a_leader_fenced_off_mid_action_touches_neither_switch_nor_state(
     world.hooks["set_port_admin"] = new_leader
 
     async def go() -> None:
-        await rem.on_findings([flap(h.fabric, SERVER_PORT)])
+        await rem.incidents.on_findings([flap(h.fabric, SERVER_PORT)])
         await rem.idle()
 
     run(go())
@@ -92,12 +92,12 @@ def test_a_new_leader_ends_an_old_leaders_open_transaction_and_commits_under_its
     world.keyed[other.switch_key] = "pending"  # an old leader's commit nobody will resume: ended
     world.keyed[a.switch_key] = "pending"  # the old leader committed this one and was paused before its confirm
     assert state.claim_leader("b", 6, T0 + 1)
-    rem = Remediator(
+    rem = build_remediation(
         h.fabric, state, RemediationSettings(mode="auto", verify_timeout_s=1.0), SafetyLimits(),
         managed={d.name for d in h.fabric.switches()}, actuator=FakeActuator(world), view=FakeView(world),
         clock=Clock(), executor=InlineExecutor(), fence=lambda: None, token=lambda: 6,
     )  # fmt: skip
-    run(rem.reconcile())
+    run(rem.reconciler.reconcile())
     done = state.action(a.id)
     assert done is not None and done.status == "done" and done.token == 6
     calls = [c for c in world.touched() if c[0] in ("abort_stale", "resume", "set_port_admin")]
@@ -124,12 +124,12 @@ def test_a_new_leader_that_ended_an_old_leaders_shut_marks_the_port_from_the_swi
     world.keyed[a.switch_key] = "pending"
     world.descriptions[SERVER_PORT] = f"gpu-g0-000 nic0 [fabricd: down a{a.id} t- maintenance]"  # as streamed
     assert state.claim_leader("b", 6, T0 + 1)
-    rem = Remediator(
+    rem = build_remediation(
         h.fabric, state, RemediationSettings(mode="auto", verify_timeout_s=1.0), SafetyLimits(),
         managed={d.name for d in h.fabric.switches()}, actuator=FakeActuator(world), view=FakeView(world),
         clock=Clock(), executor=InlineExecutor(), fence=lambda: None, token=lambda: 6,
     )  # fmt: skip
-    run(rem.reconcile())
+    run(rem.reconciler.reconcile())
     assert state.action(a.id).status == "done"  # type: ignore[union-attr]
     assert a.switch_key not in world.keyed  # ended
     assert world.described == [None]  # the driver reads the description after the abort, on the switch
@@ -144,12 +144,12 @@ def test_a_new_leader_with_nothing_to_end_keeps_the_streamed_description(make: C
         a = state.add_action("disable", SERVER_PORT.device, SERVER_PORT.port, "maintenance", "running", "drain", T0)
     world.descriptions[SERVER_PORT] = "gpu-g0-000 nic0"
     assert state.claim_leader("b", 6, T0 + 1)
-    rem = Remediator(
+    rem = build_remediation(
         h.fabric, state, RemediationSettings(mode="auto", verify_timeout_s=1.0), SafetyLimits(),
         managed={d.name for d in h.fabric.switches()}, actuator=FakeActuator(world), view=FakeView(world),
         clock=Clock(), executor=InlineExecutor(), fence=lambda: None, token=lambda: 6,
     )  # fmt: skip
-    run(rem.reconcile())
+    run(rem.reconciler.reconcile())
     assert state.action(a.id).status == "done"  # type: ignore[union-attr]
     assert world.described == ["gpu-g0-000 nic0"]
 
@@ -171,10 +171,10 @@ def test_a_superseded_leader_neither_clears_findings_nor_reports_an_overrun(
         s.clear_findings_not_seen_since(T0 + 10)
     assert [f["status"] for f in s.findings()] == ["active"]
     fenced_out: list[str] = []
-    h.rem._token = lambda: 5
-    h.rem._on_fenced = fenced_out.append
-    assert h.rem.report_overruns(T0 + 60 * 10**9) == []
+    h.rem.ctx.fence.token = lambda: 5
+    h.rem.ctx.fence.on_fenced = fenced_out.append
+    assert h.rem.maintenance.report_overruns(T0 + 60 * 10**9) == []
     assert [f["kind"] for f in s.findings()] == ["link_flap"] and len(fenced_out) == 1
-    h.rem._token = lambda: 6  # the new leader: its overrun is written
-    (f,) = h.rem.report_overruns(T0 + 60 * 10**9)
+    h.rem.ctx.fence.token = lambda: 6  # the new leader: its overrun is written
+    (f,) = h.rem.maintenance.report_overruns(T0 + 60 * 10**9)
     assert f.evidence["drain_id"] == d.id and {x["kind"] for x in s.findings()} == {"link_flap", "maintenance_overran"}

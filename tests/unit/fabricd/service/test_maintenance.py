@@ -8,7 +8,7 @@ import pytest
 
 from fabricd.service.config import SafetyLimits
 from fabricd.service.guard import GuardInput, check_disable, check_drain
-from fabricd.service.maintenance import (
+from fabricd.service.maintenance.plan import (
     DrainedCapacity,
     MaintenanceInputError,
     PortReading,

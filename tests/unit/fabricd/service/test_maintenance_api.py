@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
-from fabricd.service.api import create_app
 from fabricd.service.config import load_config
 from fabricd.service.daemon import Service
+from fabricd.service.surface.api import create_app
 from tests.conftest import EXAMPLES
 
 from .test_access import make, write

@@ -10,9 +10,9 @@ from collections.abc import Callable
 
 import pytest
 
-from fabricd.service.maintenance import MaintenanceInputError
-from fabricd.service.maintenance_requests import DrainRefusedError
-from fabricd.service.remediation import ActionError
+from fabricd.service.maintenance.drains import DrainRefusedError
+from fabricd.service.maintenance.plan import MaintenanceInputError
+from fabricd.service.remediation.errors import ActionError
 from fabricd.service.state import DrainRecord
 from topology.fabric import Fabric
 from topology.model import Endpoint
@@ -40,7 +40,7 @@ def drains_written(h: Harness) -> int:
 
 
 def test_a_spine_drain_is_recorded_audited_and_counted(h: Harness) -> None:
-    p = run(h.rem.drain("switch", "spine-r0-0", "alice", "NOS upgrade", until="2030-01-01T00:00Z"))
+    p = run(h.rem.maintenance.drain("switch", "spine-r0-0", "alice", "NOS upgrade", until="2030-01-01T00:00Z"))
     d = p.drain
     assert d is not None and not p.dry_run
     assert (d.kind, d.target, d.state, d.done, d.actor, d.reason) == (
@@ -51,17 +51,17 @@ def test_a_spine_drain_is_recorded_audited_and_counted(h: Harness) -> None:
     assert audit["what"] == f"drain {d.id} of switch spine-r0-0 begun" and audit["actor"] == "alice"
     assert audit["why"] == "NOS upgrade, until 2030-01-01T00:00:00Z"
     # the guard counts it: a leaf uplink to another spine may no longer go down (it would leave 50 %)
-    v = h.rem._guard(Endpoint("leaf-g0-r0", "Ethernet6/1"))
+    v = h.rem.holds.guard(Endpoint("leaf-g0-r0", "Ethernet6/1"))
     assert (v.rule, v.reason) == (
         "capacity", "leaf-g0-r0 would keep 800 of 1600 Gb/s uplink capacity (50%), below the 75% limit")  # fmt: skip
     # a restart (or a standby taking over) sees it from the state
-    assert SPINE_END in h.restart().drained_ports()
+    assert SPINE_END in h.restart().holds.drained_ports()
 
 
 def test_a_drain_that_leaves_a_leaf_under_75pct_is_refused_with_the_reason(h: Harness) -> None:
     h.world.oper[Endpoint("leaf-g0-r0", "Ethernet6/1")] = "DOWN"  # one uplink already down
     with pytest.raises(DrainRefusedError) as e:
-        run(h.rem.drain("switch", "spine-r0-0", "alice", "NOS upgrade"))
+        run(h.rem.maintenance.drain("switch", "spine-r0-0", "alice", "NOS upgrade"))
     assert str(e.value) == (
         "drain of switch spine-r0-0 refused by the guard (capacity): leaf-g0-r0 would keep 800 of 1600 Gb/s uplink "
         "capacity (50%), below the 75% limit"
@@ -73,7 +73,9 @@ def test_a_drain_that_leaves_a_leaf_under_75pct_is_refused_with_the_reason(h: Ha
 
 def test_an_admin_may_force_a_drain_the_guard_refuses_audited(h: Harness) -> None:
     h.world.oper[Endpoint("leaf-g0-r0", "Ethernet6/1")] = "DOWN"
-    d = run(h.rem.drain("switch", "spine-r0-0", "admin-ann", "the spine is failing anyway", force=True)).drain
+    d = run(
+        h.rem.maintenance.drain("switch", "spine-r0-0", "admin-ann", "the spine is failing anyway", force=True)
+    ).drain
     assert d is not None and d.state == "draining"
     (audit,) = [a for a in h.state.audit_log() if "forced" in a["what"]]
     assert audit["what"] == "drain of switch spine-r0-0 forced past the guard" and audit["actor"] == "admin-ann"
@@ -84,7 +86,7 @@ def test_an_admin_may_force_a_drain_the_guard_refuses_audited(h: Harness) -> Non
 
 
 def test_dry_run_prints_the_steps_and_changes_nothing(h: Harness) -> None:
-    p = run(h.rem.drain("switch", "spine-r0-0", "alice", "NOS upgrade", shut=True, dry_run=True))
+    p = run(h.rem.maintenance.drain("switch", "spine-r0-0", "alice", "NOS upgrade", shut=True, dry_run=True))
     assert p.dry_run and p.drain is None
     assert [s.split(":")[0] for s in p.steps] == ["guard", "shift", "verify", "shut", "hold", "drained"]
     assert drains_written(h) == 0 and h.state.audit_log() == [] and h.world.calls == []
@@ -106,43 +108,43 @@ def test_dry_run_prints_the_steps_and_changes_nothing(h: Harness) -> None:
 def test_bad_input_is_one_line_and_writes_nothing(h: Harness, kind: str, name: str, until: str | None,
                                                   message: str) -> None:  # fmt: skip
     with pytest.raises(MaintenanceInputError) as e:
-        run(h.rem.drain(kind, name, "alice", "work", until=until))  # type: ignore[arg-type]
+        run(h.rem.maintenance.drain(kind, name, "alice", "work", until=until))  # type: ignore[arg-type]
     assert str(e.value) == message and "\n" not in message
     assert drains_written(h) == 0 and h.state.audit_log() == []
 
 
 def test_already_drained_and_not_drained(h: Harness) -> None:
-    run(h.rem.drain("link", str(LEAF_UP), "alice", "optic swap"))
+    run(h.rem.maintenance.drain("link", str(LEAF_UP), "alice", "optic swap"))
     with pytest.raises(MaintenanceInputError, match=r"^switch spine-r0-0: leaf-g0-r0:Ethernet5/1 is already drained"):
-        run(h.rem.drain("switch", "spine-r0-0", "alice", "NOS upgrade"))
+        run(h.rem.maintenance.drain("switch", "spine-r0-0", "alice", "NOS upgrade"))
     with pytest.raises(MaintenanceInputError, match=r"^spine-r0-1 is not drained; see `fabricd maintenance`$"):
-        run(h.rem.undrain("spine-r0-1", "alice"))
+        run(h.rem.maintenance.undrain("spine-r0-1", "alice"))
     assert drains_written(h) == 1
 
 
 def test_undrain_with_a_swapped_cable_stays_drained_and_names_the_cable(h: Harness) -> None:
-    d = run(h.rem.drain("link", str(LEAF_UP), "alice", "optic swap")).drain
+    d = run(h.rem.maintenance.drain("link", str(LEAF_UP), "alice", "optic swap")).drain
     assert d is not None
     wrong = Endpoint("spine-r0-0", "Ethernet2/1")  # the cable went back into the spine's next port
     h.world.lldp = {LEAF_UP: wrong, SPINE_END: Endpoint("leaf-g1-r0", "Ethernet5/1")}
     with pytest.raises(ActionError) as e:
-        run(h.rem.undrain(str(LEAF_UP), "bob"))
+        run(h.rem.maintenance.undrain(str(LEAF_UP), "bob"))
     assert str(e.value).startswith(
         "link leaf-g0-r0:Ethernet5/1 stays drained: leaf-g0-r0:Ethernet5/1 faces spine-r0-0:Ethernet2/1 by LLDP, the "
         "blueprint has spine-r0-0:Ethernet1/1: move the cable back to spine-r0-0:Ethernet1/1"
     )
     again = h.state.drain(d.id)
     assert again is not None and again.state == "draining" and again.detail.startswith("undrain refused: ")
-    assert LEAF_UP in h.rem.drained_ports()
+    assert LEAF_UP in h.rem.holds.drained_ports()
     assert any(a["what"] == f"undrain of drain {d.id} (link {LEAF_UP}) refused" and a["actor"] == "bob"
                for a in h.state.audit_log())  # fmt: skip
     h.world.lldp = {LEAF_UP: SPINE_END, SPINE_END: LEAF_UP}  # the cable put back
-    done = run(h.rem.undrain(str(LEAF_UP), "bob"))
-    assert done.state == "undrained" and h.rem.drained_ports() == frozenset()
+    done = run(h.rem.maintenance.undrain(str(LEAF_UP), "bob"))
+    assert done.state == "undrained" and h.rem.holds.drained_ports() == frozenset()
 
 
 def test_faults_during_a_drain(h: Harness) -> None:
-    run(h.rem.drain("switch", "spine-r0-0", "alice", "NOS upgrade"))
+    run(h.rem.maintenance.drain("switch", "spine-r0-0", "alice", "NOS upgrade"))
     # a flap on a drained link (the work itself): recorded, no ticket, nothing done
     (o,) = run(report(h, flap(h.fabric, LEAF_UP)))
     assert o.ticket is None and o.action is None and h.tickets() == []
@@ -155,7 +157,7 @@ def test_faults_during_a_drain(h: Harness) -> None:
 
 def drained_through(h: Harness, kind: str, name: str, **kw: object) -> DrainRecord:
     async def go() -> DrainRecord:
-        p = await h.rem.drain(kind, name, "alice", "work", **kw)  # type: ignore[arg-type]
+        p = await h.rem.maintenance.drain(kind, name, "alice", "work", **kw)  # type: ignore[arg-type]
         await h.rem.idle()
         assert p.drain is not None
         d = h.state.drain(p.drain.id)
@@ -171,7 +173,7 @@ def test_a_spine_drain_is_carried_out_step_by_step(h: Harness) -> None:
     assert (d.state, d.done, len(d.steps), d.detail) == ("drained", 4, 4, "drained: done")
     # undrain: the traffic comes back to the spine once its ports check out
     h.world.lldp = {ep: p for ep in map(_ep, d.ports) if (p := h.fabric.peer(ep.device, ep.port)) is not None}
-    done = run(h.rem.undrain("spine-r0-0", "bob"))
+    done = run(h.rem.maintenance.undrain("spine-r0-0", "bob"))
     assert done.state == "undrained" and shifts(h)[-1] == ("shift_traffic", "spine-r0-0", False)
 
 
@@ -198,10 +200,10 @@ def test_a_link_drain_shuts_and_holds_its_ports_as_maintenance(h: Harness) -> No
     assert {ep: mk.kind for ep, mk in h.world.marks.items()} == {LEAF_UP: "maintenance", SPINE_END: "maintenance"}
     assert h.tickets() == [] and h.world.state(LEAF_UP) == "DOWN"
     # a flap elsewhere on the leaf is not refused by fabricd's own budgets for the maintenance holds
-    assert h.rem._known().held_down == frozenset()
+    assert h.rem.holds.known().held_down == frozenset()
     # undrain: the ports come back (LLDP checked), then the traffic
     h.world.lldp = {LEAF_UP: SPINE_END, SPINE_END: LEAF_UP}
-    done = run(h.rem.undrain(str(LEAF_UP), "bob"))
+    done = run(h.rem.maintenance.undrain(str(LEAF_UP), "bob"))
     assert done.state == "undrained" and h.state.disabled_ports() == [] and h.world.state(LEAF_UP) == "UP"
     assert shifts(h) == []
     last = [c[:4] for c in h.world.touched() if c[0] in ("shift_session", "set_port_admin")][-4:]
@@ -215,7 +217,7 @@ def test_a_shut_drain_undrained_on_a_swapped_cable_stays_down_and_drained(h: Har
     assert d.state == "drained"
     h.world.lldp = {LEAF_UP: Endpoint("spine-r0-1", "Ethernet1/1")}
     with pytest.raises(ActionError, match=r"^port leaf-g0-r0:Ethernet5/1 stays drained: leaf-g0-r0:Ethernet5/1: "):
-        run(h.rem.undrain(str(LEAF_UP), "bob"))
+        run(h.rem.maintenance.undrain(str(LEAF_UP), "bob"))
     again = h.state.drain(d.id)
     assert again is not None and again.state == "drained" and h.world.state(LEAF_UP) == "DOWN"
     assert "spine-r0-1:Ethernet1/1" in again.detail, again.detail
@@ -229,7 +231,7 @@ def test_a_restart_resumes_a_drain_where_it_was_recorded(h: Harness) -> None:
     rem = h.restart()
 
     async def go() -> list[int]:
-        ids = rem.resume_drains()
+        ids = rem.maintenance.resume_drains()
         await rem.idle()
         return ids
 
@@ -256,9 +258,9 @@ def test_a_drain_past_its_until_is_a_finding_never_a_return(h: Harness) -> None:
     d = drained_through(h, "port", str(LEAF_UP), until=HOUR_LATER)
     assert d.until_ts == T0 + 3600 * NS
     h.clock.now = d.until_ts
-    assert h.rem.report_overruns(h.clock.now) == []  # at the --until: not yet over it
+    assert h.rem.maintenance.report_overruns(h.clock.now) == []  # at the --until: not yet over it
     h.clock.advance(90)
-    (f,) = h.rem.report_overruns(h.clock.now)
+    (f,) = h.rem.maintenance.report_overruns(h.clock.now)
     assert (f.kind, f.device, f.port, f.ports, f.start_ts) == (
         "maintenance_overran", LEAF_UP.device, LEAF_UP.port, (str(LEAF_UP),), d.until_ts,
     )  # fmt: skip
@@ -268,7 +270,7 @@ def test_a_drain_past_its_until_is_a_finding_never_a_return(h: Harness) -> None:
         "once the work is done"
     )
     h.clock.advance(60)
-    (again,) = h.rem.report_overruns(h.clock.now)
+    (again,) = h.rem.maintenance.report_overruns(h.clock.now)
     assert again.key == f.key and again.evidence["late_s"] == 150
     (stored,) = [x for x in h.state.findings() if x["kind"] == "maintenance_overran"]
     assert stored["status"] == "active" and stored["last_seen_ts"] == h.clock.now
@@ -278,9 +280,9 @@ def test_a_drain_past_its_until_is_a_finding_never_a_return(h: Harness) -> None:
     assert drain is not None and drain.state == "drained" and h.world.state(LEAF_UP) == "DOWN"  # never a return
 
     h.world.lldp = {LEAF_UP: SPINE_END, SPINE_END: LEAF_UP}
-    run(h.rem.undrain(str(LEAF_UP), "bob"))
+    run(h.rem.maintenance.undrain(str(LEAF_UP), "bob"))
     h.clock.advance(5)
-    assert h.rem.report_overruns(h.clock.now) == []
+    assert h.rem.maintenance.report_overruns(h.clock.now) == []
     assert h.state.clear_findings_not_seen_since(h.clock.now - 2 * NS) == 1
 
 
@@ -295,7 +297,7 @@ def test_an_undrain_watches_the_counters_and_stays_drained_while_they_rise(
     h.world.errors = {LEAF_UP: 100, SPINE_END: 7}
     h.world.errors_per_read = {LEAF_UP: 25}  # every read of the leaf's end finds 25 more errors
     with pytest.raises(ActionError) as e:
-        run(h.rem.undrain(str(LEAF_UP), "bob"))
+        run(h.rem.maintenance.undrain(str(LEAF_UP), "bob"))
     assert str(e.value) == (
         f"link {LEAF_UP} stays drained: {LEAF_UP}: error counters rose by 25 in 0.2 s (clean the optic or reseat "
         "the cable, then undrain again)"
@@ -310,5 +312,5 @@ def test_an_undrain_watches_the_counters_and_stays_drained_while_they_rise(
     downs = [a for a in h.state.actions() if a.op == "disable" and a.device == LEAF_UP.device]
     assert [a.status for a in downs] == ["done", "done"] and downs[0].key != downs[1].key
     h.world.errors_per_read = {}
-    done = run(h.rem.undrain(str(LEAF_UP), "bob"))
+    done = run(h.rem.maintenance.undrain(str(LEAF_UP), "bob"))
     assert done.state == "undrained" and h.world.state(LEAF_UP) == "UP" and h.state.disabled_ports() == []

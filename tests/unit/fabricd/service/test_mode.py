@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
-from fabricd.service.api import create_app
 from fabricd.service.config import load_config
 from fabricd.service.daemon import Service
+from fabricd.service.surface.api import create_app
 
 from .test_access import SERVICE_TOKEN, make, write
 
@@ -33,14 +33,14 @@ def test_mode_switch_is_admin_only_audited_and_survives_a_restart(
         assert c.post("/api/v1/mode", json={"mode": "yolo", "reason": "x"}, headers=ADMIN).status_code == 400
         r = c.post("/api/v1/mode", json={"mode": "observe", "reason": "incident 4711"}, headers=ADMIN)
         assert r.json() == {"mode": "observe", "by": "service-token"}
-        assert svc.remediator.mode == "observe" and c.get("/api/v1/health").json()["mode"] == "observe"
+        assert svc.remediation.requests.mode == "observe" and c.get("/api/v1/health").json()["mode"] == "observe"
         (row,) = [a for a in svc.state.audit_log() if a["what"] == "remediation mode set to observe"]
         assert row["why"] == "incident 4711" and row["actor"] == "service-token"
     finally:
         svc.state.close()
     again = Service(cfg)  # fabricd.yaml still says auto: the state's observe holds, and the log says why
     try:
-        assert again.remediator.mode == "observe"
+        assert again.remediation.requests.mode == "observe"
         assert (
             "remediation mode observe (set by service-token" in caplog.text
             and "overrides fabricd.yaml's auto" in caplog.text

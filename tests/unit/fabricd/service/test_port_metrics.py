@@ -11,7 +11,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from fabricd.detectors import Detector, Finding, run_trace
-from fabricd.service.port_metrics import PORT_SERIES, PortCollector, families
+from fabricd.service.surface.port_metrics import PORT_SERIES, PortCollector, families
 from fabricd.telemetry import Snapshot, render
 from tests.conftest import EXAMPLES
 from topology.fabric import Fabric
@@ -92,9 +92,9 @@ def test_an_empty_store_still_names_every_family(tmp_path: Path) -> None:
 def test_api_port_metrics_false_leaves_them_out(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from fastapi.testclient import TestClient
 
-    from fabricd.service.api import create_app
     from fabricd.service.config import load_config
     from fabricd.service.daemon import Service
+    from fabricd.service.surface.api import create_app
 
     from .test_access import write
 

@@ -12,7 +12,8 @@ import pytest
 from drivers.marks import Mark
 from fabricd.detectors.finding import Finding
 from fabricd.service.config import SafetyLimits
-from fabricd.service.remediation import ActionError, Outcome
+from fabricd.service.remediation.errors import ActionError
+from fabricd.service.remediation.incidents import Outcome
 from topology.model import Endpoint
 from topology.units import NS
 
@@ -49,7 +50,7 @@ def test_the_shutdown_carries_the_mark_and_the_enable_removes_it(make: Callable[
     (t,) = h.tickets()
     (a,) = h.state.actions()
     assert h.world.marks == {SERVER_PORT: Mark(a.id, t.id, "link_flap")}
-    settled(h, h.rem.resolve(t.id, "tech"))
+    settled(h, h.rem.requests.resolve(t.id, "tech"))
     assert h.world.marks == {}
     assert h.world.admin[SERVER_PORT] is True
 
@@ -63,7 +64,7 @@ def test_the_session_gets_the_description_telemetry_streams_so_it_reads_none(mak
     h.world.descriptions[SERVER_PORT] = "to gpu-g0-000 nic0"  # streamed before the disable: no mark in it
     run(report(h, flap(h.fabric, SERVER_PORT)))
     (t,) = h.tickets()
-    settled(h, h.rem.resolve(t.id, "tech"))
+    settled(h, h.rem.requests.resolve(t.id, "tech"))
     assert h.world.described == ["to gpu-g0-000 nic0", None]  # the disable, then the enable
     h2 = make()
     run(report(h2, flap(h2.fabric, SERVER_PORT)))
@@ -80,7 +81,7 @@ def test_a_hold_whose_port_came_back_up_is_reapplied_in_auto_mode(make: Callable
     h.world.oper[SERVER_PORT] = "UP"
     h.world.marks.clear()
     h.clock.advance(60)
-    notes = settled(h, h.rem.reconcile_pass(h.clock()))
+    notes = settled(h, h.rem.reconciler.reconcile_pass(h.clock()))
     assert notes == [
         f"{SERVER_PORT} is up again although its ticket {t.id} is open (a reboot, a replaced switch or a hand-typed "
         "`no shutdown`): taking it down again"
@@ -95,18 +96,18 @@ def test_a_hold_whose_port_came_back_up_is_reapplied_in_auto_mode(make: Callable
     assert any(r["what"] == f"re-apply {SERVER_PORT}" for r in h.state.audit_log())
     # the next pass finds records and switch in agreement: nothing more
     h.clock.advance(60)
-    assert run(h.rem.reconcile_pass(h.clock())) == []
+    assert run(h.rem.reconciler.reconcile_pass(h.clock())) == []
 
 
 def test_a_hold_up_again_is_released_in_observe_mode_and_noted_on_its_ticket(make: Callable[..., Harness]) -> None:
     h = make()
     run(report(h, flap(h.fabric, SERVER_PORT)))
     (t,) = h.tickets()
-    h.rem.settings = h.rem.settings.model_copy(update={"mode": "observe"})
+    h.rem.ctx.settings = h.rem.ctx.settings.model_copy(update={"mode": "observe"})
     h.world.admin[SERVER_PORT] = True
     h.clock.advance(60)
     h.world.calls.clear()
-    (note,) = run(h.rem.reconcile_pass(h.clock()))
+    (note,) = run(h.rem.reconciler.reconcile_pass(h.clock()))
     assert note.endswith("mode observe: fabricd leaves it up")
     assert _held(h) == []
     assert h.world.calls == []  # observe never touches a switch
@@ -124,28 +125,28 @@ def test_a_reapply_the_guard_refuses_keeps_the_hold_to_reapply_until_it_can(make
     h.world.admin[SERVER_PORT] = True  # a reboot brought it back without fabricd's change
     h.world.oper[SERVER_PORT] = "UP"
     h.clock.advance(60)  # still within the hour: the one action allowed is spent
-    (note,) = run(h.rem.reconcile_pass(h.clock()))
+    (note,) = run(h.rem.reconciler.reconcile_pass(h.clock()))
     assert note.startswith(f"{SERVER_PORT} is up again and its ticket {t.id} is open, but the guard refuses taking it "
                            "down again (rate): ")  # fmt: skip
     assert note.endswith(f"the hold stays, to re-apply as soon as the guard allows it (or resolve ticket {t.id}, or "
                          f"release the hold: fabricd release {SERVER_PORT} --reason ...)")  # fmt: skip
     assert _held(h) == [(SERVER_PORT.device, SERVER_PORT.port, first.id, t.id)]  # kept
-    assert [r["port"] for r in h.rem.to_reapply()] == [str(SERVER_PORT)]
+    assert [r["port"] for r in h.rem.reconciler.to_reapply()] == [str(SERVER_PORT)]
     ticket = h.state.ticket(t.id)
     assert ticket is not None and ticket.status == "open" and ticket.body["status_note"] == note
     assert [e["what"] for e in h.state.audit_log(1)] == [f"re-apply of {SERVER_PORT} refused"]
     h.clock.advance(60)
-    assert run(h.rem.reconcile_pass(h.clock())) == []  # the same refusal: nothing new to say
+    assert run(h.rem.reconciler.reconcile_pass(h.clock())) == []  # the same refusal: nothing new to say
     notes_before = len(ticket.body.get("notes", []))
     after = h.state.ticket(t.id)
     assert after is not None and len(after.body.get("notes", [])) == notes_before
     h.clock.advance(3600)  # the hour is over: the guard allows it now
-    (again,) = settled(h, h.rem.reconcile_pass(h.clock()))
+    (again,) = settled(h, h.rem.reconciler.reconcile_pass(h.clock()))
     assert "taking it down again" in again
     (second,) = [a for a in h.state.actions() if a.id != first.id]
     assert (second.op, second.status) == ("disable", "done") and h.world.admin[SERVER_PORT] is False
     assert _held(h) == [(SERVER_PORT.device, SERVER_PORT.port, second.id, t.id)]
-    assert h.rem.to_reapply() == []
+    assert h.rem.reconciler.to_reapply() == []
 
 
 def test_a_refused_reapply_is_shared_a_standby_lists_it_and_a_new_leader_says_nothing_new(
@@ -159,21 +160,21 @@ def test_a_refused_reapply_is_shared_a_standby_lists_it_and_a_new_leader_says_no
     run(report(h, flap(h.fabric, SERVER_PORT)))
     (t,) = h.tickets()
     _up_by_hand(h)
-    (note,) = run(h.rem.reconcile_pass(h.clock()))
+    (note,) = run(h.rem.reconciler.reconcile_pass(h.clock()))
     audited = len(h.state.audit_log())
     noted = (h.state.ticket(t.id) or t).body.get("notes")
     other = make_remediator(
         h.fabric, h.state, h.world, h.clock, h.published, limits=SafetyLimits(max_actions_per_hour=1)
     )
-    assert other.to_reapply() == h.rem.to_reapply() != []  # the standby answers as the leader
-    (r,) = other.to_reapply()
+    assert other.reconciler.to_reapply() == h.rem.reconciler.to_reapply() != []  # the standby answers as the leader
+    (r,) = other.reconciler.to_reapply()
     assert (r["port"], r["ticket_id"], r["rule"]) == (str(SERVER_PORT), t.id, "rate")
     h.clock.advance(60)
-    assert run(other.reconcile_pass(h.clock())) == []  # the new leader: the same refusal, nothing new to say
+    assert run(other.reconciler.reconcile_pass(h.clock())) == []  # the new leader: the same refusal, nothing new to say
     assert len(h.state.audit_log()) == audited
     assert (h.state.ticket(t.id) or t).body.get("notes") == noted and note in str(h.state.ticket(t.id))
-    run(other.release_hold(SERVER_PORT, "alice", "checked"))
-    assert h.rem.to_reapply() == [] and h.state.refused_reapplies() == []
+    run(other.requests.release_hold(SERVER_PORT, "alice", "checked"))
+    assert h.rem.reconciler.to_reapply() == [] and h.state.refused_reapplies() == []
 
 
 def test_a_flap_on_a_held_port_up_again_is_a_finding_noted_on_its_ticket_not_a_second_disable(
@@ -186,8 +187,8 @@ def test_a_flap_on_a_held_port_up_again_is_a_finding_noted_on_its_ticket_not_a_s
     (t,) = h.tickets()
     (first,) = h.state.actions()
     _up_by_hand(h)
-    run(h.rem.reconcile_pass(h.clock()))
-    assert h.rem.to_reapply() != []
+    run(h.rem.reconciler.reconcile_pass(h.clock()))
+    assert h.rem.reconciler.to_reapply() != []
     h.clock.advance(5)
     (out,) = run(report(h, flap(h.fabric, SERVER_PORT, start_ts=h.clock() - 5 * NS)))
     assert out.action is None and out.ticket is not None and out.ticket.id == t.id
@@ -207,7 +208,7 @@ def test_a_flap_on_a_held_port_fabricd_is_enabling_is_left_to_that_enable(make: 
     h.clock.advance(60)
     h.state.add_action("enable", SERVER_PORT.device, SERVER_PORT.port, "auto", "running", "repaired", h.clock(),
                        ticket_id=t.id)  # fmt: skip
-    assert h.rem.stale_holds() == {SERVER_PORT} and h.rem.up_again() == set()
+    assert h.rem.holds.stale_holds() == {SERVER_PORT} and h.rem.holds.up_again() == set()
     (out,) = run(report(h, flap(h.fabric, SERVER_PORT, start_ts=h.clock() - 5 * NS)))
     assert out == Outcome(None, None, None)
     ticket = h.state.ticket(t.id)
@@ -219,13 +220,13 @@ def test_a_hold_to_reapply_goes_with_a_resolve_or_a_persons_release(make: Callab
     run(report(h, flap(h.fabric, SERVER_PORT)))
     (_t,) = h.tickets()
     _up_by_hand(h)
-    run(h.rem.reconcile_pass(h.clock()))
-    assert h.rem.to_reapply() != []
+    run(h.rem.reconciler.reconcile_pass(h.clock()))
+    assert h.rem.reconciler.to_reapply() != []
     with pytest.raises(ActionError, match="fabricd holds no hold on leaf-g0-r0:Ethernet2/1"):
-        run(h.rem.release_hold(Endpoint("leaf-g0-r0", "Ethernet2/1"), "alice", "cable checked"))
-    note = run(h.rem.release_hold(SERVER_PORT, "alice", "the optic was replaced, it is fine"))
+        run(h.rem.requests.release_hold(Endpoint("leaf-g0-r0", "Ethernet2/1"), "alice", "cable checked"))
+    note = run(h.rem.requests.release_hold(SERVER_PORT, "alice", "the optic was replaced, it is fine"))
     assert note == "released by alice: the optic was replaced, it is fine"
-    assert _held(h) == [] and h.rem.to_reapply() == []
+    assert _held(h) == [] and h.rem.reconciler.to_reapply() == []
     unmarked, entry = h.state.audit_log(2)
     assert (entry["what"], entry["actor"], entry["why"]) == (f"released hold on {SERVER_PORT}", "alice", note)
     # chaos seed 6174: a released hold's port kept fabricd's mark while up; the mark goes with the hold
@@ -235,7 +236,7 @@ def test_a_hold_to_reapply_goes_with_a_resolve_or_a_persons_release(make: Callab
     )
     assert SERVER_PORT not in h.world.marks and h.world.admin[SERVER_PORT] is True
     h.clock.advance(60)
-    assert run(h.rem.reconcile_pass(h.clock())) == []  # nothing left to re-apply
+    assert run(h.rem.reconciler.reconcile_pass(h.clock())) == []  # nothing left to re-apply
 
 
 def test_a_held_port_still_down_is_not_released_by_a_person(make: Callable[..., Harness]) -> None:
@@ -244,7 +245,7 @@ def test_a_held_port_still_down_is_not_released_by_a_person(make: Callable[..., 
     (t,) = h.tickets()
     h.clock.advance(60)
     with pytest.raises(ActionError, match=f"is down and held by fabricd \\(ticket {t.id}\\): resolve the ticket"):
-        run(h.rem.release_hold(SERVER_PORT, "alice", "why not"))
+        run(h.rem.requests.release_hold(SERVER_PORT, "alice", "why not"))
     assert len(_held(h)) == 1
 
 
@@ -262,13 +263,13 @@ def test_a_reapply_waits_for_fresh_telemetry_from_the_switches_its_verdict_rests
     h.clock.advance(60)
     spine = h.fabric.peer(UPLINK.device, UPLINK.port)
     assert spine is not None
-    (waits,) = run(h.rem.reconcile_pass(h.clock(), [spine.device]))
+    (waits,) = run(h.rem.reconciler.reconcile_pass(h.clock(), [spine.device]))
     assert waits == f"{UPLINK}: re-applying its hold waits for fresh telemetry from {spine.device}"
     h.clock.advance(5)
-    assert run(h.rem.reconcile_pass(h.clock(), [spine.device])) == []  # still waiting, nothing new
+    assert run(h.rem.reconciler.reconcile_pass(h.clock(), [spine.device])) == []  # still waiting, nothing new
     assert len(h.state.actions()) == 1 and _held(h)[0][2] == first.id
     h.clock.advance(1)
-    (done,) = settled(h, h.rem.reconcile_pass(h.clock()))  # fresh now: judged
+    (done,) = settled(h, h.rem.reconciler.reconcile_pass(h.clock()))  # fresh now: judged
     assert "taking it down again" in done and h.world.admin[UPLINK] is False
 
 
@@ -278,7 +279,7 @@ def test_a_marked_port_with_no_record_is_adopted(make: Callable[..., Harness]) -
     h.world.marks[UPLINK] = Mark(11, 4, "link_corruption")
     h.world.admin[UPLINK] = False
     h.world.oper[UPLINK] = "DOWN"
-    notes = run(h.rem.reconcile())
+    notes = run(h.rem.reconciler.reconcile())
     (t,) = h.tickets()
     (a,) = h.state.actions()
     assert notes == [
@@ -297,8 +298,8 @@ def test_a_marked_port_with_no_record_is_adopted(make: Callable[..., Harness]) -
     assert sent == ["set_port_admin", "confirm"]
     assert len(h.world.scans) == len(h.fabric.switches())
     # adopted once: the next pass has nothing to do, and the repair brings it back and removes the mark
-    assert run(h.rem.reconcile_pass(h.clock() + 60 * NS)) == []
-    settled(h, h.rem.resolve(t.id, "tech"))
+    assert run(h.rem.reconciler.reconcile_pass(h.clock() + 60 * NS)) == []
+    settled(h, h.rem.requests.resolve(t.id, "tech"))
     assert h.world.marks == {} and _held(h) == []
 
 
@@ -309,7 +310,7 @@ def test_a_switch_that_cannot_be_read_keeps_the_rest_adopting(make: Callable[...
         h.world.marks[ep] = Mark(1, None, "link_flap")
         h.world.admin[ep] = False
     h.world.unreadable.add(UPLINK.device)
-    run(h.rem.reconcile())
+    run(h.rem.reconciler.reconcile())
     assert _held(h)[0][:2] == (other.device, other.port)
     assert len(_held(h)) == 1
 
@@ -317,14 +318,14 @@ def test_a_switch_that_cannot_be_read_keeps_the_rest_adopting(make: Callable[...
 def test_stale_holds_never_count_against_the_budgets(make: Callable[..., Harness]) -> None:
     h = make(limits=SafetyLimits(max_down_fabric=1))
     run(report(h, flap(h.fabric, SERVER_PORT)))
-    assert SERVER_PORT in h.rem._held()
-    fabric = next(b for b in h.rem.budgets() if b.limit == "fabric_budget")
+    assert SERVER_PORT in h.rem.holds.held()
+    fabric = next(b for b in h.rem.holds.budgets() if b.limit == "fabric_budget")
     assert fabric.used == 1
     h.world.admin[SERVER_PORT] = True  # up again: the hold is stale until the next pass settles it
-    assert SERVER_PORT in h.rem._held()  # ... once telemetry has had the time to show its shutdown
+    assert SERVER_PORT in h.rem.holds.held()  # ... once telemetry has had the time to show its shutdown
     h.clock.advance(60)
-    assert SERVER_PORT not in h.rem._held()
-    fabric = next(b for b in h.rem.budgets() if b.limit == "fabric_budget")
+    assert SERVER_PORT not in h.rem.holds.held()
+    fabric = next(b for b in h.rem.holds.budgets() if b.limit == "fabric_budget")
     assert fabric.used == 0
 
 
@@ -336,7 +337,7 @@ def test_a_repaired_port_on_the_wrong_cable_goes_down_again_and_its_ticket_reope
     (t,) = h.tickets()
     # the repair put the cable of gpu-g0-000:nic1 (cabled to leaf-g0-r1:Ethernet1/1) on this port
     h.world.lldp[SERVER_PORT] = Endpoint("gpu-g0-000", "nic1")
-    settled(h, h.rem.resolve(t.id, "tech"))
+    settled(h, h.rem.requests.resolve(t.id, "tech"))
     enable = next(a for a in h.state.actions() if a.op == "enable")
     assert enable.status == "rolled_back"
     assert enable.detail.startswith(
@@ -349,7 +350,7 @@ def test_a_repaired_port_on_the_wrong_cable_goes_down_again_and_its_ticket_reope
     assert ticket.body["status_note"] == enable.detail
     # the cable moved back to its place: resolved again, the port comes back
     h.world.lldp[SERVER_PORT] = Endpoint("gpu-g0-000", "nic0")
-    settled(h, h.rem.resolve(t.id, "tech"))
+    settled(h, h.rem.requests.resolve(t.id, "tech"))
     assert _held(h) == [] and h.world.admin[SERVER_PORT] is True
 
 
@@ -358,7 +359,7 @@ def test_a_host_that_sends_its_mac_as_port_id_or_no_lldp_is_trusted(make: Callab
     run(report(h, flap(h.fabric, SERVER_PORT)))
     (t,) = h.tickets()
     h.world.lldp[SERVER_PORT] = Endpoint("gpu-g0-000.example.net", "0c:42:a1:00:00:01")
-    settled(h, h.rem.resolve(t.id, "tech"))
+    settled(h, h.rem.requests.resolve(t.id, "tech"))
     assert _held(h) == []
 
 
@@ -370,7 +371,7 @@ def test_a_repair_lldp_does_not_confirm_keeps_the_port_down(make: Callable[..., 
     run(report(h, flap(h.fabric, SERVER_PORT)))
     (t,) = h.tickets()
     h.world.lldp_silent.add(SERVER_PORT)
-    settled(h, h.rem.resolve(t.id, "tech"))
+    settled(h, h.rem.requests.resolve(t.id, "tech"))
     enable = next(a for a in h.state.actions() if a.op == "enable")
     assert enable.status == "rolled_back"
     assert enable.detail.startswith(
@@ -382,7 +383,7 @@ def test_a_repair_lldp_does_not_confirm_keeps_the_port_down(make: Callable[..., 
     ticket = h.state.ticket(t.id)
     assert ticket is not None and ticket.status == "open"
     h.world.lldp_silent.clear()  # nothing expected (no LLDP streamed there): trusted
-    settled(h, h.rem.resolve(t.id, "tech"))
+    settled(h, h.rem.requests.resolve(t.id, "tech"))
     assert _held(h) == [] and h.world.admin[SERVER_PORT] is True
 
 
@@ -402,7 +403,7 @@ def test_an_open_miscabled_finding_on_a_held_port_refuses_its_resolve(make: Call
     fid, _ = h.state.upsert_finding(f, "miscabled:x", h.clock())
     before = (h.state.actions(), h.state.ticket(t.id))
     with pytest.raises(ActionError) as err:
-        settled(h, h.rem.resolve(t.id, "tech"))
+        settled(h, h.rem.requests.resolve(t.id, "tech"))
     assert str(err.value) == (
         f"ticket {t.id} stays open: {SERVER_PORT} is miscabled (finding {fid}: {f.summary}); move the cable on "
         "leaf-g0-r1:Ethernet1/1 to leaf-g0-r0:Ethernet1/1, then resolve again (the finding clears seconds after LLDP "
@@ -412,21 +413,21 @@ def test_an_open_miscabled_finding_on_a_held_port_refuses_its_resolve(make: Call
     assert h.state.audit_log(1)[0]["what"] == f"refused resolving ticket {t.id}"
     h.clock.advance(60)
     h.state.clear_findings_not_seen_since(h.clock())
-    settled(h, h.rem.resolve(t.id, "tech"))
+    settled(h, h.rem.requests.resolve(t.id, "tech"))
     assert _held(h) == [] and h.world.admin[SERVER_PORT] is True
 
 
 def test_a_hold_released_in_observe_mode_leaves_the_switch_alone(make: Callable[..., Harness]) -> None:
     h = make()
-    run(h.rem.scan_marks())  # as at start: fabricd knows the switches' marks from here on
+    run(h.rem.marks.scan())  # as at start: fabricd knows the switches' marks from here on
     run(report(h, flap(h.fabric, SERVER_PORT)))
     (_a,) = h.state.actions()
     h.world.admin[SERVER_PORT] = True  # enabled by hand
     h.world.oper[SERVER_PORT] = "UP"
-    run(h.rem.set_mode("observe", "alice", "incident"))
+    run(h.rem.requests.set_mode("observe", "alice", "incident"))
     h.clock.advance(60)
     calls = len(h.world.calls)
-    run(h.rem.reconcile_pass(h.clock()))
+    run(h.rem.reconciler.reconcile_pass(h.clock()))
     assert _held(h) == [] and SERVER_PORT in h.world.marks  # released; the mark stays: no switch is touched
     assert [c for c in h.world.calls[calls:] if c[0] == "set_port_admin"] == []
     assert (
@@ -434,15 +435,15 @@ def test_a_hold_released_in_observe_mode_leaves_the_switch_alone(make: Callable[
     )
     # back in auto (chaos seed 8128: the mark stayed 60 s on the up port after the observe spell): the next pass
     # removes it, the port's state unchanged
-    run(h.rem.set_mode("auto", "alice", "incident over"))
+    run(h.rem.requests.set_mode("auto", "alice", "incident over"))
     h.clock.advance(1)
-    run(h.rem.reconcile_pass(h.clock()))
+    run(h.rem.reconciler.reconcile_pass(h.clock()))
     assert SERVER_PORT not in h.world.marks and h.world.admin[SERVER_PORT] is True and _held(h) == []
     audit = [(e["what"], e["why"]) for e in h.state.audit_log(2)]
     assert audit[1][0] == f"stale mark on {SERVER_PORT}" and "fabricd holds it no longer" in audit[1][1]
     assert audit[0] == (f"unmark {SERVER_PORT}", f"removed fabricd's mark from {SERVER_PORT}")
     calls = len(h.world.calls)
-    run(h.rem.reconcile_pass(h.clock()))  # once: nothing left to do
+    run(h.rem.reconciler.reconcile_pass(h.clock()))  # once: nothing left to do
     assert h.world.calls[calls:] == []
 
 
@@ -457,16 +458,16 @@ def test_a_port_whose_enable_just_rolled_back_is_not_judged_on_telemetry_from_be
     (t,) = h.tickets()
     h.world.lldp[SERVER_PORT] = Endpoint("gpu-g0-000", "nic1")
     h.clock.advance(600)  # the repair took a while: the hold is old
-    settled(h, h.rem.resolve(t.id, "tech"))
+    settled(h, h.rem.requests.resolve(t.id, "tech"))
     enable = next(a for a in h.state.actions() if a.op == "enable")
     assert enable.status == "rolled_back" and h.world.admin[SERVER_PORT] is False
     h.world.admin[SERVER_PORT] = True  # telemetry from before the rollback
     h.clock.advance(1)
-    assert run(h.rem.reconcile_pass(h.clock())) == []
+    assert run(h.rem.reconciler.reconcile_pass(h.clock())) == []
     assert len(h.state.actions()) == 2 and len(_held(h)) == 1
     h.world.admin[SERVER_PORT] = False  # the rollback streamed
     h.clock.advance(60)
-    assert run(h.rem.reconcile_pass(h.clock())) == []  # they agree
+    assert run(h.rem.reconciler.reconcile_pass(h.clock())) == []  # they agree
 
 
 @pytest.mark.parametrize("why", ["stale", "unreadable"])
@@ -475,25 +476,25 @@ def test_a_switch_not_read_at_takeover_is_read_again_at_a_later_pass(make: Calla
     # released a hold there (observe) and left its mark on the up port. The takeover's scan skipped that switch, and
     # the mark stayed 77 s after the mode was auto again: until the next full scan (mark_scan_s). A switch a scan
     # skipped or could not read is read again at the next pass it is fresh, RESCAN_S at most apart.
-    from fabricd.service.reconcile_steps import RESCAN_S
+    from fabricd.service.remediation.reconciler import RESCAN_S
 
     h = make()
     h.world.marks[SERVER_PORT] = Mark(3, 2, "link_flap")  # up (admin not named): a hold released in observe
     stale = {SERVER_PORT.device} if why == "stale" else set()
     if why == "unreadable":
         h.world.unreadable.add(SERVER_PORT.device)
-    run(h.rem.reconcile(stale))
-    assert SERVER_PORT in h.world.marks and h.rem.unscanned == {SERVER_PORT.device}
+    run(h.rem.reconciler.reconcile(stale))
+    assert SERVER_PORT in h.world.marks and h.rem.marks.unscanned == {SERVER_PORT.device}
     h.world.unreadable.clear()
     scans = len(h.world.scans)
-    run(h.rem.reconcile_pass(h.clock()))  # within RESCAN_S of the takeover's try: not yet
+    run(h.rem.reconciler.reconcile_pass(h.clock()))  # within RESCAN_S of the takeover's try: not yet
     assert SERVER_PORT in h.world.marks and len(h.world.scans) == scans
     h.clock.advance(RESCAN_S)
-    settled(h, h.rem.reconcile_pass(h.clock(), stale if why == "stale" else ()))
+    settled(h, h.rem.reconciler.reconcile_pass(h.clock(), stale if why == "stale" else ()))
     if why == "stale":  # still stale: neither read nor judged
         assert SERVER_PORT in h.world.marks and len(h.world.scans) == scans
         h.clock.advance(RESCAN_S)
-        settled(h, h.rem.reconcile_pass(h.clock()))
+        settled(h, h.rem.reconciler.reconcile_pass(h.clock()))
     assert h.world.scans[scans:] == [SERVER_PORT.device]  # that switch only, not a full scan
-    assert SERVER_PORT not in h.world.marks and h.rem.unscanned == set()
+    assert SERVER_PORT not in h.world.marks and h.rem.marks.unscanned == set()
     assert h.world.admin.get(SERVER_PORT, True) is True

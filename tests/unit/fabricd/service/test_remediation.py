@@ -12,7 +12,8 @@ import pytest
 from drivers.base import DriverError, UnreachableError
 from fabricd.service.config import SafetyLimits
 from fabricd.service.faults import common_cause
-from fabricd.service.remediation import ActionError, Outcome
+from fabricd.service.remediation.errors import ActionError
+from fabricd.service.remediation.incidents import Outcome
 from fabricd.service.state import Ticket
 from topology.fabric import Fabric
 from topology.model import Endpoint
@@ -150,7 +151,7 @@ def test_approve_mode_waits_for_a_person(make: Callable[..., Harness]) -> None:
     assert h.world.calls == []
 
     async def approve() -> None:
-        a = await h.rem.approve(aid, "alice")
+        a = await h.rem.requests.approve(aid, "alice")
         assert a.status == "running" and a.detail == "approved by alice"
         await h.rem.idle()
 
@@ -162,9 +163,9 @@ def test_approve_mode_waits_for_a_person(make: Callable[..., Harness]) -> None:
     assert h.tickets()[0].body["status_note"] == "disabled leaf-g0-r0:Ethernet1/1"
 
     with pytest.raises(ActionError, match=f"action {aid} is done, not awaiting approval"):
-        run(h.rem.approve(aid, "alice"))
+        run(h.rem.requests.approve(aid, "alice"))
     with pytest.raises(ActionError, match="no action 999"):
-        run(h.rem.approve(999, "alice"))
+        run(h.rem.requests.approve(999, "alice"))
     assert h.world.calls == SESSION_DISABLE  # nothing more
 
 
@@ -173,7 +174,7 @@ def test_approval_rechecks_the_guard(make: Callable[..., Harness]) -> None:
     (out,) = run(report(h, flap(h.fabric, UPLINK)))
     assert out.action is not None and out.action.status == "awaiting_approval"
     h.world.oper[Endpoint("leaf-g0-r0", "Ethernet7/1")] = "DOWN"  # meanwhile another uplink died
-    a = run(h.rem.approve(out.action.id, "alice"))
+    a = run(h.rem.requests.approve(out.action.id, "alice"))
     assert a.status == "refused"
     assert a.detail == (
         "guard (capacity) at approval: leaf-g0-r0 would keep 800 of 1600 Gb/s uplink capacity (50%), below the 75%"
@@ -187,14 +188,14 @@ def test_resolving_cancels_a_pending_approval(make: Callable[..., Harness]) -> N
     h = make(mode="approve")
     (out,) = run(report(h, flap(h.fabric, SERVER_PORT)))
     assert out.ticket is not None and out.action is not None
-    t = run(h.rem.resolve(out.ticket.id, "bob"))
+    t = run(h.rem.requests.resolve(out.ticket.id, "bob"))
     assert (t.status, t.resolved_by) == ("resolved", "bob")
     assert action_of(h, out.action.id).status == "cancelled"
     with pytest.raises(ActionError, match="is cancelled, not awaiting approval"):
-        run(h.rem.approve(out.action.id, "alice"))
+        run(h.rem.requests.approve(out.action.id, "alice"))
     assert h.world.calls == []
     with pytest.raises(ActionError, match="no ticket 999"):
-        run(h.rem.resolve(999, "bob"))
+        run(h.rem.requests.resolve(999, "bob"))
 
 
 # --- when acting goes wrong ------------------------------------------------------------------------------------
@@ -303,7 +304,7 @@ def test_a_flap_fabricd_did_not_watch_is_ticketed_with_its_evidence_and_not_acte
 
 def test_unmanaged_switch_is_not_touched(make: Callable[..., Harness], small: Fabric) -> None:
     h = make()
-    h.rem.managed = {"spine-r0-0"}  # only part of the fabric is in the inventory
+    h.rem.ctx.managed = {"spine-r0-0"}  # only part of the fabric is in the inventory
     (out,) = run(report(h, flap(small, SERVER_PORT)))
     assert out.action is None and h.world.calls == []
     assert h.tickets()[0].body["status_note"].startswith("no action: neither end of the link is a switch fabricd")
@@ -362,7 +363,7 @@ def test_resolving_the_escalation_brings_back_the_ports_it_names(make: Callable[
     h.world.calls.clear()
 
     async def resolve() -> Ticket:
-        t = await h.rem.resolve(esc.id, "alice")
+        t = await h.rem.requests.resolve(esc.id, "alice")
         await h.rem.idle()
         return t
 
@@ -403,7 +404,7 @@ def test_a_finding_while_a_finished_disable_closes_its_session_still_counts_that
         loop = asyncio.get_running_loop()
 
         async def second_flap() -> None:
-            late.extend(await h.rem.on_findings([flap(h.fabric, second)]))
+            late.extend(await h.rem.incidents.on_findings([flap(h.fabric, second)]))
 
         def on_close() -> None:  # the fake session's close runs on the loop's thread: schedule the next flap
             late_task.append(loop.create_task(second_flap()))
@@ -440,7 +441,7 @@ def test_the_switch_first_then_the_ticket_even_with_a_real_driver_thread(make: C
     h = make()
     release = threading.Event()
     seen: list[tuple[str, int, int]] = []  # (driver step handed to the thread, tickets recorded, tickets published)
-    connect = h.rem.actuator.connect
+    connect = h.rem.switch.actuator.connect
 
     def slow_connect(device: str) -> object:
         release.wait(10)  # the switch is slow to answer
@@ -452,13 +453,13 @@ def test_the_switch_first_then_the_ticket_even_with_a_real_driver_thread(make: C
             seen.append((name, len(h.state.tickets()), len(h.published)))
             return super().submit(fn, *args, **kwargs)
 
-    h.rem.actuator.connect = slow_connect  # type: ignore[method-assign,assignment]
-    h.rem.executor = Recording(max_workers=4)
+    h.rem.switch.actuator.connect = slow_connect  # type: ignore[method-assign,assignment]
+    h.rem.switch.executor = Recording(max_workers=4)
 
     async def scenario() -> tuple[int, int]:
-        first = await h.rem.on_findings([flap(h.fabric, SERVER_PORT)])
+        first = await h.rem.incidents.on_findings([flap(h.fabric, SERVER_PORT)])
         published_while_first_blocks = len(h.published)
-        second = await h.rem.on_findings([flap(h.fabric, Endpoint("leaf-g0-r0", "Ethernet2/1"))])
+        second = await h.rem.incidents.on_findings([flap(h.fabric, Endpoint("leaf-g0-r0", "Ethernet2/1"))])
         published_while_queued = len(h.published)
         assert len(first) == 1 and len(second) == 1
         release.set()
@@ -480,7 +481,7 @@ def test_a_batch_starts_every_switch_change_before_any_ticket_goes_out(make: Cal
     async def publish(t: Ticket) -> None:
         seen_at_publish.append([c for c in h.world.calls if c[0] == "set_port_admin"])
 
-    h.rem._publish = publish
+    h.rem.paper.publish = publish
     outcomes = run(report(h, *(flap(h.fabric, ep) for ep in ports)))
     assert [o.action.status for o in outcomes if o.action is not None] == ["running", "running"]
     # the two new tickets (then each action's note on its ticket): both ports were committed before the first went
@@ -490,7 +491,7 @@ def test_a_batch_starts_every_switch_change_before_any_ticket_goes_out(make: Cal
 
 # --- fresh telemetry -------------------------------------------------------------------------------------------
 async def settled(h: Harness, f: Any, unsure: set[str]) -> list[Outcome]:
-    out = await h.rem.on_findings([f], unsure=unsure)
+    out = await h.rem.incidents.on_findings([f], unsure=unsure)
     await h.rem.idle()
     return out
 
@@ -505,10 +506,10 @@ def test_a_new_incident_waits_for_fresh_telemetry_from_the_switches_its_verdict_
     spine = h.fabric.peer(UPLINK.device, UPLINK.port)
     assert spine is not None
     f = flap(h.fabric, UPLINK)
-    assert run(h.rem.on_findings([f], unsure={spine.device})) == []
+    assert run(h.rem.incidents.on_findings([f], unsure={spine.device})) == []
     assert h.state.findings() == [] and h.state.actions() == [] and h.world.calls == []
     h.clock.advance(5)
-    assert run(h.rem.on_findings([f], unsure={spine.device, "leaf-g1-r0"})) == []
+    assert run(h.rem.incidents.on_findings([f], unsure={spine.device, "leaf-g1-r0"})) == []
     assert h.world.calls == []
     h.clock.advance(1)
     (out,) = run(settled(h, f, unsure={"leaf-g1-r0"}))  # the spine is back; leaf-g1-r0 is not its concern
@@ -516,7 +517,7 @@ def test_a_new_incident_waits_for_fresh_telemetry_from_the_switches_its_verdict_
     assert h.world.state(UPLINK) == "DOWN"
     # the incident is known now: the detector's next reports refresh it while the spine resyncs again, nothing new
     h.clock.advance(2)
-    assert run(h.rem.on_findings([f], unsure={spine.device})) == []
+    assert run(h.rem.incidents.on_findings([f], unsure={spine.device})) == []
     (stored,) = h.state.findings()
     assert stored["last_seen_ts"] == h.clock.now and len(h.state.actions()) == 1
 
@@ -528,14 +529,14 @@ def test_a_switch_that_stays_quiet_holds_a_new_incident_for_the_bounded_wait_onl
     spine = h.fabric.peer(UPLINK.device, UPLINK.port)
     assert spine is not None
     f = flap(h.fabric, UPLINK)
-    assert run(h.rem.on_findings([f], unsure={spine.device})) == []
+    assert run(h.rem.incidents.on_findings([f], unsure={spine.device})) == []
     h.clock.advance(29.9)
-    assert run(h.rem.on_findings([f], unsure={spine.device})) == []
+    assert run(h.rem.incidents.on_findings([f], unsure={spine.device})) == []
     h.clock.advance(0.1)
     (out,) = run(report(h, f))  # report() passes no unsure switch: nothing to wait for
     assert out.action is not None
     h2 = make()
-    assert run(h2.rem.on_findings([f], unsure={spine.device})) == []
+    assert run(h2.rem.incidents.on_findings([f], unsure={spine.device})) == []
     h2.clock.advance(30)
     caplog.clear()
     (out2,) = run(settled(h2, f, unsure={spine.device}))

@@ -39,8 +39,8 @@ def test_a_second_resolve_while_the_enable_runs_starts_no_second_enable(make: Ca
     h.world.calls.clear()
 
     async def resolve_twice() -> None:
-        await h.rem.resolve(t.id, "alice")
-        await h.rem.resolve(t.id, "bob")  # alice's enable is still running
+        await h.rem.requests.resolve(t.id, "alice")
+        await h.rem.requests.resolve(t.id, "bob")  # alice's enable is still running
         await h.rem.idle()
 
     run(resolve_twice())
@@ -60,7 +60,7 @@ def test_resolve_brings_the_port_back_on_probation_and_a_new_flap_reopens(make: 
     h.clock.advance(1800)  # the optic was replaced
 
     async def resolve() -> Ticket:
-        t = await h.rem.resolve(t_id, "alice")
+        t = await h.rem.requests.resolve(t_id, "alice")
         await h.rem.idle()
         return t
 
@@ -111,7 +111,7 @@ def test_enable_that_does_not_come_up_is_still_confirmed(make: Callable[..., Har
     h.world.stuck.add(SERVER_PORT)  # stays DOWN
 
     async def resolve() -> None:
-        await h.rem.resolve(t.id, "alice")
+        await h.rem.requests.resolve(t.id, "alice")
         await h.rem.idle()
 
     run(resolve())
@@ -190,7 +190,7 @@ def test_reconcile_completes_an_interrupted_action(make: Callable[..., Harness])
     h.state.mark_disabled("leaf-g0-r1", "Ethernet2/1", 99, None, T0 - 60 * NS)
 
     rem = h.restart()
-    notes = run(rem.reconcile())
+    notes = run(rem.reconciler.reconcile())
     assert notes == [
         f"completing disable of leaf-g0-r0:Ethernet1/1 (action {a.id}) interrupted by a restart",
         "leaf-g0-r1:Ethernet2/1 is up again and it has no ticket: the hold is released",
@@ -206,7 +206,7 @@ def test_reconcile_completes_an_interrupted_action(make: Callable[..., Harness])
     ]
     assert ticket_of(h, t.id).body["status_note"] == "disabled leaf-g0-r0:Ethernet1/1"
     # A second reconcile has nothing to do.
-    assert run(rem.reconcile()) == []
+    assert run(rem.reconciler.reconcile()) == []
     assert h.world.calls == resumed
 
 
@@ -229,7 +229,7 @@ def test_reconcile_takes_over_what_the_dead_fabricd_left_on_the_switch(
     h.world.oper[SERVER_PORT] = "DOWN"
     h.world.admin[SERVER_PORT] = False  # the dead fabricd's commit shut it
     h.world.keyed[a.switch_key] = left_on_switch
-    run(h.restart().reconcile())
+    run(h.restart().reconciler.reconcile())
     assert [c[0] for c in h.world.calls] == calls
     assert h.world.keyed == {a.switch_key: "confirmed"}
     assert action_of(h, a.id).status == "done"
@@ -243,7 +243,7 @@ def test_reconcile_completes_an_interrupted_enable(make: Callable[..., Harness])
     t = h.state.create_ticket(FAULT, "link_flap", "leaf-g0-r0", "Ethernet1/1", "t", {}, T0)
     h.state.mark_disabled("leaf-g0-r0", "Ethernet1/1", 1, t.id, T0)
     a = h.state.add_action("enable", "leaf-g0-r0", "Ethernet1/1", "auto", "running", "resolved", T0, ticket_id=t.id)
-    notes = run(h.restart().reconcile())
+    notes = run(h.restart().reconciler.reconcile())
     assert notes == [f"completing enable of leaf-g0-r0:Ethernet1/1 (action {a.id}) interrupted by a restart"]
     assert action_of(h, a.id).status == "done"
     assert h.state.disabled_ports() == []

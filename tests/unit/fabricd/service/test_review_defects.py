@@ -31,7 +31,7 @@ def test_the_escalation_window_sees_every_action_of_the_hour_not_the_last_500(ma
     h.state.add_action("disable", UPLINK.device, UPLINK.port, "auto", "refused", "budget", T0 - 60 * NS)
     for i in range(600):
         h.state.add_action("disable", "leaf-g1-r1", f"Ethernet{i}/1", "observe", "observed", "x", T0 - 30 * NS)
-    assert UPLINK.port in h.rem._faulty_ports(UPLINK.device, T0, h.state.disabled_ports())
+    assert UPLINK.port in h.rem.incidents._faulty_ports(UPLINK.device, T0, h.state.disabled_ports())
 
 
 def test_a_port_in_flight_counts_as_held_past_500_actions(make: Callable[..., Harness]) -> None:
@@ -40,7 +40,7 @@ def test_a_port_in_flight_counts_as_held_past_500_actions(make: Callable[..., Ha
     for i in range(600):
         h.state.add_action("disable", "leaf-g1-r1", f"Ethernet{i}/1", "auto", "running", "x", T0)
     assert action_of(h, first.id).status == "running"
-    assert UPLINK in h.rem._held()
+    assert UPLINK in h.rem.holds.held()
 
 
 def test_a_port_found_up_after_a_restart_goes_on_probation(make: Callable[..., Harness]) -> None:
@@ -48,7 +48,7 @@ def test_a_port_found_up_after_a_restart_goes_on_probation(make: Callable[..., H
     t = h.state.create_ticket(FAULT, "link_flap", SERVER_PORT.device, SERVER_PORT.port, "t", {}, T0)
     h.state.mark_disabled(SERVER_PORT.device, SERVER_PORT.port, 1, t.id, T0 - 60 * NS)  # held, but the port is up
     h.state.resolve_ticket(t.id, T0, "tech")  # repaired, and its enable not recorded (fabricd died)
-    run(h.restart(probation_s=3600).reconcile())
+    run(h.restart(probation_s=3600).reconciler.reconcile())
     assert h.state.disabled_ports() == []
     # someone enabled it (a repair done by hand): a new flap within the probation reopens its ticket
     assert h.state.probation(SERVER_PORT.device, SERVER_PORT.port, h.clock() + NS) == t.id

@@ -56,7 +56,7 @@ def write(h: Harness, op: tuple[Any, ...], fabric: Fabric) -> None:
         run(report(h, flap(fabric, op[1], h.clock())))
     elif kind == "resolve":
         if (t := h.state.ticket(op[1])) is not None and t.status == "open":
-            run(h.rem.resolve(t.id, "alice"))
+            run(h.rem.requests.resolve(t.id, "alice"))
     elif kind == "token":
         h.state.add_token(op[1], "viewer", f"hash-{op[1]}-{next(_tokens)}", h.clock(), "test")
     elif kind == "mode":
@@ -80,9 +80,9 @@ def serve(store: StateStore, fabric: Fabric) -> None:
     h = harness(store, fabric)
     h.clock.advance(3600)
     for work in (
-        lambda: run(h.rem.reconcile()),
+        lambda: run(h.rem.reconciler.reconcile()),
         lambda: run(report(h, flap(fabric, PORTS[0], h.clock()))),
-        lambda: run(h.rem.reconcile_pass(h.clock(), ())),
+        lambda: run(h.rem.reconciler.reconcile_pass(h.clock(), ())),
     ):
         try:
             work()

@@ -44,7 +44,7 @@ def test_two_hand_offs_of_one_version_at_once_send_it_once(tmp_path: Path, monke
     monkeypatch.setenv("FABRICD_TEST_PW", "pw")
     svc = Service(load_config(write(tmp_path), {}))
     try:
-        backend = svc.backend = SlowBackend()
+        backend = svc.tickets.backend = SlowBackend()
         t = svc.state.create_ticket("f1", "link_flap", "leaf-g0-r0", "Ethernet1/1", "flap", {}, T0)
         other = svc.state.create_ticket("f2", "link_flap", "leaf-g0-r0", "Ethernet2/1", "flap", {}, T0)
 
@@ -54,7 +54,7 @@ def test_two_hand_offs_of_one_version_at_once_send_it_once(tmp_path: Path, monke
         asyncio.run(both())
         assert sorted(backend.sent) == [(t.id, T0), (other.id, T0)]
         assert [x.id for x in svc.state.unsynced()] == []
-        assert svc._handing == {}  # nothing kept per ticket once handed off
+        assert svc.tickets._handing == {}  # nothing kept per ticket once handed off
 
         t = svc.state.update_ticket(t.id, T0 + 5, body={"more": 1})  # a new version is handed off again
         asyncio.run(both())

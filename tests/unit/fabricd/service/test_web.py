@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
-from fabricd.service.api import create_app
 from fabricd.service.config import load_config
 from fabricd.service.daemon import Service
-from fabricd.service.fabric_view import build
+from fabricd.service.surface.api import create_app
+from fabricd.service.surface.fabric_view import build
 from tests.conftest import EXAMPLES
 from topology.load import load_fabric
 from topology.model import Endpoint
@@ -137,7 +137,7 @@ def test_admins_switch_the_mode_from_the_page(svc: Service) -> None:
     assert "set mode" in a.get("/").text
     assert a.post("/ui/mode", data={"csrf": csrf, "mode": "auto", "reason": ""}).status_code == 400
     r = a.post("/ui/mode", data={"csrf": csrf, "mode": "approve", "reason": "night shift"}, follow_redirects=False)
-    assert r.status_code == 303 and svc.remediator.mode == "approve"
+    assert r.status_code == 303 and svc.remediation.requests.mode == "approve"
     assert any(x["actor"] == "user:ada" and x["why"] == "night shift" for x in svc.state.audit_log())
 
 

@@ -17,18 +17,18 @@ from fabricd.telemetry import Ingestor
 from fabricd.telemetry.workers import TelemetrySource
 from topology.fabric import Fabric
 
+from ..config import ServiceConfig
+from ..port_view import TelemetryPortView
+from ..remediation.wiring import Remediation
+from ..state import StateStore, Ticket
 from .access import Principal
-from .config import ServiceConfig
-from .port_view import TelemetryPortView
-from .remediation import Remediator
-from .state import StateStore, Ticket
 
 
 class ServiceSurface(Protocol):
     cfg: ServiceConfig
     fabric: Fabric
     state: StateStore
-    remediator: Remediator
+    remediation: Remediation
     ingestor: Ingestor
     telemetry: TelemetrySource
     view: TelemetryPortView

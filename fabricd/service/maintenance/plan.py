@@ -1,7 +1,7 @@
 """Planned maintenance as data: a drain of a switch, a link or a port is a plan of steps, each recorded before the
 next is taken (so a standby that takes over finishes it once), and an undrain is allowed only once the ports came
 back as the blueprint has them. Pure: the fabric, records and readings in, plans, verdicts and problems out; the
-service (maintenance_requests.py) does the I/O.
+service (drains.py) does the I/O.
 
 The steps of a drain:
 1. guard: the drain's capacity counted as lost with every fault, BGP-down uplink, hold and other drain
@@ -28,8 +28,8 @@ from topology.fabric import Fabric
 from topology.model import Endpoint
 from topology.underlay import Underlay
 
-from .guard import is_uplink
-from .state_records import DrainKind, DrainRecord
+from ..guard import is_uplink
+from ..state_records import DrainKind, DrainRecord
 
 TargetKind = DrainKind
 DrainState = Literal["planned", "draining", "drained", "undraining", "undrained", "stopped"]

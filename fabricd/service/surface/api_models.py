@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from pydantic import BaseModel
 
-from .state import Action, ApiToken, AuditEntry, DisabledPort, DrainRecord, StoredFinding, Ticket
+from ..state import Action, ApiToken, AuditEntry, DisabledPort, DrainRecord, StoredFinding, Ticket
 
 
 class Findings(BaseModel):

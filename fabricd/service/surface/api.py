@@ -1,8 +1,8 @@
 """The REST API (FastAPI, OpenAPI at /docs and /openapi.json) and /metrics for Prometheus.
 
 Every call but /metrics and /api/v1/health needs `Authorization: Bearer <token>` with a role that allows it
-(fabricd/service/access.py: viewer reads, operator approves and resolves, admin manages tokens); the actor in the
-audit log is the token's user. `api.anonymous_read: true` opens the reads (a lab). docs/access.md.
+(fabricd/service/surface/access.py: viewer reads, operator approves and resolves, admin manages tokens); the actor in
+the audit log is the token's user. `api.anonymous_read: true` opens the reads (a lab). docs/access.md.
 """
 
 from __future__ import annotations
@@ -26,6 +26,9 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from fabricd import __version__
 from topology.model import Endpoint
 
+from ..maintenance.plan import MaintenanceInputError, UnknownTargetError, overran
+from ..remediation.errors import ActionError, StandbyError, UnknownIdError
+from ..state import Action, DrainRecord, Ticket
 from . import web
 from .access import ANONYMOUS, USER_PATTERN, Principal, Role, new_token, token_hash, valid_user
 from .api_models import (
@@ -42,9 +45,6 @@ from .api_models import (
     Tickets,
     Tokens,
 )
-from .maintenance import MaintenanceInputError, UnknownTargetError, overran
-from .remediation import ActionError, StandbyError, UnknownIdError
-from .state import Action, DrainRecord, Ticket
 from .surface import ServiceSurface
 
 MAX_BODY = 64 * 1024  # the API takes small JSON bodies only
@@ -268,7 +268,7 @@ def create_app(service: ServiceSurface) -> FastAPI:
     @app.post("/api/v1/tickets/{ticket_id}/resolve")
     async def resolve(ticket_id: int = _id(), who: Principal = Depends(operator)) -> Ticket:
         try:
-            t = await service.remediator.resolve(ticket_id, who.actor)
+            t = await service.remediation.requests.resolve(ticket_id, who.actor)
         except ActionError as e:
             raise HTTPException(404 if isinstance(e, UnknownIdError) else 409, str(e)) from None
         await service.publish(t)
@@ -279,14 +279,14 @@ def create_app(service: ServiceSurface) -> FastAPI:
         """Give up fabricd's hold on a port that is up again (fabricd stops re-applying it); audited, on its ticket."""
         device, _, port = body.port.partition(":")  # not device:port: no such hold (404, like an unknown one)
         try:
-            why = await service.remediator.release_hold(Endpoint(device, port), who.actor, body.reason)
+            why = await service.remediation.requests.release_hold(Endpoint(device, port), who.actor, body.reason)
         except ActionError as e:
             raise HTTPException(404 if isinstance(e, UnknownIdError) else 409, str(e)) from None
         return HoldReleased(port=body.port, note=why)
 
     @app.get("/api/v1/maintenance", dependencies=[Depends(viewer)])
     async def maintenance(limit: int = limit_q(500)) -> Maintenance:
-        drains = service.remediator.maintenance(limit)
+        drains = service.remediation.maintenance.maintenance(limit)
         now = time.time_ns()
         late = [d.id for d in drains if overran(d.until_ts, d.state, now)]
         return Maintenance(maintenance=drains, overran=late)
@@ -297,8 +297,10 @@ def create_app(service: ServiceSurface) -> FastAPI:
         try:
             if body.force and not who.may(Role.admin):
                 raise HTTPException(403, f"{who.actor} is {who.role.name}; forcing a drain past the guard needs admin")
-            p = await service.remediator.drain(body.kind, body.target, who.actor, body.reason, until=body.until,
-                                               shut=body.shut, dry_run=body.dry_run, force=body.force)  # fmt: skip
+            p = await service.remediation.maintenance.drain(
+                body.kind, body.target, who.actor, body.reason, until=body.until, shut=body.shut,
+                dry_run=body.dry_run, force=body.force,
+            )  # fmt: skip
         except MaintenanceInputError as e:  # schema-valid but not possible: 404 names nothing known, else 409
             raise HTTPException(404 if isinstance(e, UnknownTargetError) else 409, str(e)) from None
         except ActionError as e:
@@ -309,7 +311,7 @@ def create_app(service: ServiceSurface) -> FastAPI:
     async def undrain(body: UndrainRequest, who: Principal = Depends(operator)) -> DrainRecord:
         """End a drain once its ports came back as the blueprint has them; otherwise it stays, and says why."""
         try:
-            return await service.remediator.undrain(body.target, who.actor)
+            return await service.remediation.maintenance.undrain(body.target, who.actor)
         except MaintenanceInputError as e:  # schema-valid but not possible: 404 names nothing known, else 409
             raise HTTPException(404 if isinstance(e, UnknownTargetError) else 409, str(e)) from None
         except ActionError as e:
@@ -318,7 +320,7 @@ def create_app(service: ServiceSurface) -> FastAPI:
     @app.post("/api/v1/actions/{action_id}/approve")
     async def approve(action_id: int = _id(), who: Principal = Depends(operator)) -> Action:
         try:
-            a = await service.remediator.approve(action_id, who.actor)
+            a = await service.remediation.requests.approve(action_id, who.actor)
         except ActionError as e:
             raise HTTPException(404 if isinstance(e, UnknownIdError) else 409, str(e)) from None
         return a
@@ -327,7 +329,7 @@ def create_app(service: ServiceSurface) -> FastAPI:
     async def reject(body: Rejection, action_id: int = _id(), who: Principal = Depends(operator)) -> Action:
         """Say no to a proposed action (it never runs); the reason goes on its ticket and in the audit log."""
         try:
-            a = await service.remediator.reject(action_id, who.actor, body.reason)
+            a = await service.remediation.requests.reject(action_id, who.actor, body.reason)
         except ActionError as e:
             raise HTTPException(404 if isinstance(e, UnknownIdError) else 409, str(e)) from None
         return a
@@ -335,7 +337,7 @@ def create_app(service: ServiceSurface) -> FastAPI:
     @app.post("/api/v1/mode")
     async def set_mode(body: ModeChange, who: Principal = Depends(admin)) -> ModeSet:
         """Switch remediation mode now (observe: never touch a switch); kept across restarts, audited."""
-        mode = await service.remediator.set_mode(body.mode, who.actor, body.reason)
+        mode = await service.remediation.requests.set_mode(body.mode, who.actor, body.reason)
         return ModeSet(mode=mode, by=who.actor)
 
     @app.get("/api/v1/tokens")

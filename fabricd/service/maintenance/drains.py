@@ -1,7 +1,8 @@
-"""What people ask of planned maintenance: drain a switch, link or port, undrain it, list the drains. A part of
-`Remediator` (remediation.py), mixed in like people_requests.py: every request is refused on a standby, runs under
-the remediator's lock with the leader's fencing token (a superseded leader writes nothing), and is audited with its
-user. The decisions are maintenance.py's and the guard's; this is their I/O.
+"""What people ask of planned maintenance: drain a switch, link or port, undrain it, list the drains; and the drain's
+steps, carried out by the leader. Every request is refused on a standby, runs under the decision lock with the
+leader's fencing token (a superseded leader writes nothing), and is audited with its user. The decisions are
+plan.py's and the guard's; the ports are shut and brought back by remediation's own port actions
+(remediation/port_actions.py), the traffic shifted through remediation/switch.py.
 
 A drain is written (state `draining`, its guard step done) before anything else happens, so a restart or a new
 leader sees it and the guard counts its ports from that moment on."""
@@ -16,28 +17,25 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import partial
-from typing import TYPE_CHECKING, TypeVar, TypeVarTuple
 
 from fabricd.detectors.finding import Finding
 from topology.errors import FabricdError
-from topology.fabric import Fabric
 from topology.model import Endpoint
 from topology.units import NS
 
-from . import maintenance as m
-from .config import RemediationSettings, SafetyLimits
-from .guard import GuardInput, check_drain
-from .people_requests import ActionError
-from .remediation_io import Actuator, PortView
-from .state import Action, DisabledPort, DrainRecord, StateStore, fenced
-from .state_db import FencedError
+from ..guard import check_drain
+from ..remediation.context import Context
+from ..remediation.errors import ActionError
+from ..remediation.holds import Holds
+from ..remediation.marks import MAINTENANCE_KEY
+from ..remediation.port_actions import PortActions
+from ..remediation.switch import Switch
+from ..state import Action, DrainRecord, fenced
+from ..state_db import FencedError
+from . import plan as m
+from .watch import DrainWatch
 
 log = logging.getLogger("fabricd.maintenance")
-R = TypeVar("R")
-Ts = TypeVarTuple("Ts")
-MAINTENANCE_KEY = "maintenance:"  # a drain's shut and enable actions: `maintenance:<drain>:<down|upN>:<port>`
-# the error counters an undrain watches (port_view.EVIDENCE_LEAVES's): they must not rise before traffic returns
-ERROR_LEAVES = ("if.in-errors", "if.in-fcs-errors", "eth.in-crc-errors", "eth.in-symbol-error")
 
 
 class DrainRefusedError(ActionError):
@@ -76,54 +74,17 @@ def _step_text(s: m.Step) -> str:
     return f"{s.name}: {s.text}"
 
 
-class MaintenanceRequests:
-    if TYPE_CHECKING:  # what the remediator provides
-        fabric: Fabric
-        state: StateStore
-        settings: RemediationSettings
-        limits: SafetyLimits
-        view: PortView
-        clock: Callable[[], int]
-        _lock: asyncio.Lock
-        _token: Callable[[], int | None]
-
-        actuator: Actuator
-        _tasks: set[asyncio.Task[None]]
-
-        def _leader_only(self) -> None: ...
-        def _fenced_out(self, why: str) -> None: ...
-
-        def _fenced(self) -> str | None: ...
-        def _spawn(self, action: Action, resumed: bool = False) -> asyncio.Event: ...
-        async def _blocking(self, fn: Callable[[*Ts], R], *args: *Ts) -> R: ...
-        def _known(self, disabled: list[DisabledPort] | None = None) -> GuardInput: ...
-
-    def drained_ports(self) -> frozenset[Endpoint]:
-        """The ports of every active drain: out of service as surely as a fault's (the guard counts them)."""
-        out = set()
-        for d in self.state.drains(m.ACTIVE):
-            for p in d.ports:
-                device, _, port = p.partition(":")
-                out.add(Endpoint(device, port))
-        return frozenset(out)
-
-    def _under_maintenance(self, f: Finding) -> bool:
-        """A finding on drained ports only (the drained switch, its links): the work the drain is for, not a fault
-        to ticket twice. A finding that also names ports outside the drain is judged as any other."""
-        drained = self.drained_ports()
-        if not drained:
-            return False
-        names = [p for p in f.ports if ":" in p] or ([f"{f.device}:{f.port}"] if f.port else [])
-        if names:
-            return all(Endpoint(*p.split(":", 1)) in drained for p in names)
-        return any(d.kind == "switch" and d.target == f.device for d in self.state.drains(m.ACTIVE))
+class Maintenance:
+    def __init__(self, ctx: Context, holds: Holds, actions: PortActions, switch: Switch, watch: DrainWatch) -> None:
+        self.ctx, self.holds, self.actions, self.switch, self.watch = ctx, holds, actions, switch, watch
+        self.state = ctx.state
 
     def report_overruns(self, now: int) -> list[Finding]:
         """Every active drain past its --until as a finding ("maintenance overran"), refreshed each tick while it
         lasts (cleared like any finding once the drain ends); audited when it first overruns. Never a return."""
         out = []
         try:
-            with fenced(self._token()):
+            with fenced(self.ctx.fence.token()):
                 for d in self.state.drains(m.ACTIVE):
                     if not m.overran(d.until_ts, d.state, now):
                         continue
@@ -135,7 +96,7 @@ class MaintenanceRequests:
                                              finding_id=fid)  # fmt: skip
                     out.append(f)
         except FencedError as e:
-            self._fenced_out(str(e))
+            self.ctx.fence.fenced_out(str(e))
         return out
 
     def maintenance(self, limit: int = 500) -> list[DrainRecord]:
@@ -148,22 +109,23 @@ class MaintenanceRequests:
         """Plan a drain; unless `dry_run`, check it with the guard and record it (its guard step done).
         MaintenanceInputError for bad input, DrainRefusedError when the guard refuses: nothing written but the
         refusal's audit entry."""
-        t = m.target(self.fabric, kind, name)
+        ctx = self.ctx
+        t = m.target(ctx.fabric, kind, name)
         until_ts = parse_until(until)
         why = reason.strip()
         if not why:
             raise m.MaintenanceInputError("--reason is empty: say why (it goes in the audit log)")
         steps = [_step_text(s) for s in self._plan(t, shut)]
         if dry_run:
-            m.check_new(t, self.drained_ports(), until_ts, self.clock())
+            m.check_new(t, self.holds.drained_ports(), until_ts, ctx.clock())
             return DrainPlan(steps, True, None, [str(p) for p in t.ports])
-        self._leader_only()
-        with fenced(self._token()):
-            async with self._lock:
-                now = self.clock()
-                m.check_new(t, self.drained_ports(), until_ts, now)
-                known = self._known()
-                v = check_drain(self.fabric, self.limits, t.ports, known, t.spared)
+        ctx.fence.leader_only()
+        with fenced(ctx.fence.token()):
+            async with ctx.lock:
+                now = ctx.clock()
+                m.check_new(t, self.holds.drained_ports(), until_ts, now)
+                known = self.holds.known()
+                v = check_drain(ctx.fabric, ctx.limits, t.ports, known, t.spared)
                 if not v.allowed and not force:
                     self.state.audit(now, f"drain of {kind} {name} refused", f"guard ({v.rule}): {v.reason}",
                                      actor=actor)  # fmt: skip
@@ -181,10 +143,8 @@ class MaintenanceRequests:
 
     def resume_drain(self, drain_id: int) -> None:
         """Carry out a recorded drain's remaining steps in the background (a new drain, or one a restart or a new
-        leader finds half done: `resume_drains`); `idle()` waits for it."""
-        task: asyncio.Task[None] = asyncio.ensure_future(self._carry_out_drain(drain_id, self._token()))
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        leader finds half done: `resume_drains`); `Tasks.idle()` waits for it."""
+        self.ctx.tasks.start(self._carry_out_drain(drain_id, self.ctx.fence.token()))
 
     def resume_drains(self) -> list[int]:
         """Every drain a fabricd before this one left between its steps, carried on (the leader's start)."""
@@ -200,7 +160,7 @@ class MaintenanceRequests:
         except Exception:
             log.exception("drain %d failed unexpectedly", drain_id)
             with contextlib.suppress(Exception), fenced(token):
-                self.state.set_drain(drain_id, self.clock(), detail="internal error carrying it out; see the log")
+                self.state.set_drain(drain_id, self.ctx.clock(), detail="internal error carrying it out; see the log")
 
     async def _drain_steps(self, drain_id: int) -> None:
         """Each remaining step taken, then recorded (`done`) before the next: a restart resumes at the first one not
@@ -208,27 +168,28 @@ class MaintenanceRequests:
         d = self.state.drain(drain_id)
         if d is None or d.state != "draining":
             return
-        t = m.target(self.fabric, d.kind, d.target)
+        t = m.target(self.ctx.fabric, d.kind, d.target)
         steps = self._plan(t, d.shut)
         for i in range(d.done, len(steps)):
-            if self._fenced() is not None:
+            if self.ctx.fence.why() is not None:
                 return  # the leader carries it on
             step = steps[i]
             if step.name in ("shift", "shift_session"):  # the n-th shift step shifts the n-th switch or session
                 nth, key = [s.name for s in steps[: i + 1]].count(step.name) - 1, f"fabricd_m{d.id}_{i}"
+                shift: Callable[[], None]
                 if step.name == "shift":
-                    shift = partial(self._shift, t.shifted[nth], True, key)
+                    shift = partial(self.switch.shift, t.shifted[nth], True, key)
                 else:
-                    shift = partial(self._shift_session, t.sessions[nth], True, key)
+                    shift = self._shift_session(t.sessions[nth], True, key)
                 try:
-                    await self._blocking(shift)
+                    await self.switch.blocking(shift)
                 except FabricdError as e:
                     self._stop(d, f"step {i + 1} ({step.text}) failed: {e}")
                     return
             elif step.name == "verify":
-                loud = await self._wait_quiet(t.ports)
+                loud = await self.watch.wait_quiet(t.ports)
                 if loud:
-                    timeout = self.settings.maintenance.shift_timeout_s
+                    timeout = self.ctx.settings.maintenance.shift_timeout_s
                     self._stop(d, f"traffic did not move away within {timeout:g} s: {'; '.join(loud)}")
                     return
             elif step.name == "shut":
@@ -243,18 +204,22 @@ class MaintenanceRequests:
                     return
             done = i + 1
             state = "drained" if step.name == "drained" else None
-            d = self.state.set_drain(d.id, self.clock(), done=done, state=state, detail=f"{step.name}: done")
+            d = self.state.set_drain(d.id, self.ctx.clock(), done=done, state=state, detail=f"{step.name}: done")
+
+    def _shift_session(self, se: m.SessionEnd, away: bool, key: str) -> Callable[[], None]:
+        """One end of a drained link's BGP session de-preferred (or back), for a worker thread."""
+        return partial(self.switch.shift_session, se.local.device, se.peer_address, se.asn, away, key)
 
     def _plan(self, t: m.DrainTarget, shut: bool) -> list[m.Step]:
-        ms = self.settings.maintenance
-        return m.plan(self.fabric, t, shut=shut, threshold_bps=ms.quiet_bps, timeout_s=ms.shift_timeout_s)
+        ms = self.ctx.settings.maintenance
+        return m.plan(self.ctx.fabric, t, shut=shut, threshold_bps=ms.quiet_bps, timeout_s=ms.shift_timeout_s)
 
     def _switch_ports(self, ports: tuple[Endpoint, ...]) -> list[Endpoint]:
-        return [p for p in ports if (dev := self.fabric.get(p.device)) is not None and dev.is_switch]
+        return [p for p in ports if (dev := self.ctx.fabric.get(p.device)) is not None and dev.is_switch]
 
     async def _shut(self, d: DrainRecord, ports: tuple[Endpoint, ...], again: bool = False) -> list[str]:
         """The drained ports shut as fabricd shuts a faulty one (the revert timer, telemetry, confirmed; the mark
-        says `maintenance`, no ticket), and held: the remediator's own disable, keyed by the drain so a resumed step
+        says `maintenance`, no ticket), and held: remediation's own disable, keyed by the drain so a resumed step
         finds its actions instead of adding new ones (`again`: shut anew after an undrain that failed its checks,
         keyed by how many times the port was shut). What failed, per port."""
         actions = []
@@ -262,10 +227,10 @@ class MaintenanceRequests:
         for p in self._switch_ports(ports):
             n = self.state.count_actions(p.device, p.port, "disable", after_id=0) if again else ""
             a = self.state.add_action("disable", p.device, p.port, "maintenance", "running",
-                                      f"maintenance: drain {d.id} ({d.reason})", self.clock(),
+                                      f"maintenance: drain {d.id} ({d.reason})", self.ctx.clock(),
                                       key=f"{MAINTENANCE_KEY}{d.id}:down{n}:{p}")  # fmt: skip
             if a.status == "running" and a.id not in begun:
-                self._spawn(a)
+                self.actions.spawn(a)
             actions.append(a)
         return await self._wait_actions(actions)
 
@@ -279,54 +244,29 @@ class MaintenanceRequests:
                 out.append(f"{a.device}:{a.port}: {now.detail if now is not None else 'lost'}")
         return out
 
-    def _shift(self, device: str, away: bool, key: str) -> None:
-        """In a worker thread: the switch's traffic shifted away (or back), confirmed."""
-        session = self.actuator.connect(device)
-        try:
-            session.shift_traffic(away, self.settings.revert_in_s, key=key)
-        finally:
-            self.actuator.release(session)
-
-    def _shift_session(self, se: m.SessionEnd, away: bool, key: str) -> None:
-        """In a worker thread: one end of a drained link's BGP session de-preferred (or back), confirmed."""
-        session = self.actuator.connect(se.local.device)
-        try:
-            session.shift_session(se.peer_address, se.asn, away, self.settings.revert_in_s, key=key)
-        finally:
-            self.actuator.release(session)
-
-    async def _wait_quiet(self, ports: tuple[Endpoint, ...]) -> list[str]:
-        """Wait for the drained ports' rates to fall below the threshold; what still carries at the timeout."""
-        ms = self.settings.maintenance
-        deadline = time.monotonic() + ms.shift_timeout_s
-        while True:
-            loud = m.still_carrying({p: self.view.out_rate_bps(p.device, p.port) for p in ports}, ms.quiet_bps)
-            if not loud or time.monotonic() >= deadline:
-                return loud
-            await asyncio.sleep(0.5)
-
     def _stop(self, d: DrainRecord, why: str) -> None:
         """A step failed: the drain stays recorded, active (its ports counted), and says why; a person decides
         (undrain to bring the traffic back)."""
-        now = self.clock()
+        now = self.ctx.clock()
         self.state.set_drain(d.id, now, detail=f"stopped: {why}")
         self.state.audit(now, f"drain {d.id} of {d.kind} {d.target} stopped", why)
 
     async def undrain(self, name: str, actor: str) -> DrainRecord:
         """End the active drain of `name` once its ports came back as the blueprint has them and stayed clean while
         watched; otherwise the drain stays and ActionError says what is wrong (audited). The ports' return and the
-        watch run outside the remediator's lock (a fault elsewhere is judged meanwhile); the verdict and the traffic's
+        watch run outside the decision lock (a fault elsewhere is judged meanwhile); the verdict and the traffic's
         return under it, on the drain as it is then (a second undrain of the same drain finds it ended)."""
-        self._leader_only()
-        with fenced(self._token()):
+        ctx = self.ctx
+        ctx.fence.leader_only()
+        with fenced(ctx.fence.token()):
             d = self._active_drain(name)
             up, back = await self._bring_ports_back(d)
-            readings = {} if back else await self._readings(d)
+            readings = {} if back else await self.watch.readings(d)
             refused = ""
-            async with self._lock:
-                now = self.clock()
+            async with ctx.lock:
+                now = ctx.clock()
                 d = self._active_drain(name)
-                problems = back or m.undrain_problems(self.fabric, readings, self.settings.maintenance.undrain_watch_s)
+                problems = back or m.undrain_problems(ctx.fabric, readings, ctx.settings.maintenance.undrain_watch_s)
                 if problems:
                     refused = "; ".join(problems)
                     self.state.set_drain(d.id, now, detail=f"undrain refused: {refused}")
@@ -342,15 +282,15 @@ class MaintenanceRequests:
 
     async def _return_traffic(self, d: DrainRecord, actor: str, now: int) -> DrainRecord:
         """The checks passed: traffic back (maintenance mode off, TSB), then the drain ends. Under the lock."""
-        t = m.target(self.fabric, d.kind, d.target)
+        t = m.target(self.ctx.fabric, d.kind, d.target)
         back: list[tuple[str, Callable[[], None]]] = [
-            (device, partial(self._shift, device, False, f"fabricd_m{d.id}_back")) for device in t.shifted
+            (device, partial(self.switch.shift, device, False, f"fabricd_m{d.id}_back")) for device in t.shifted
         ]
-        back += [(f"{se.local}'s BGP session", partial(self._shift_session, se, False, f"fabricd_m{d.id}_back{n}"))
+        back += [(f"{se.local}'s BGP session", self._shift_session(se, False, f"fabricd_m{d.id}_back{n}"))
                  for n, se in enumerate(t.sessions)]  # fmt: skip
         for what, undo in back:  # one never shifted (a drain stopped before): bringing it back is harmless
             try:
-                await self._blocking(undo)
+                await self.switch.blocking(undo)
             except FabricdError as e:
                 why = f"could not bring the traffic back to {what}: {e}"
                 self.state.set_drain(d.id, now, detail=f"undrain failed: {why}")
@@ -377,42 +317,14 @@ class MaintenanceRequests:
                 continue
             tries = self.state.count_actions(p.device, p.port, "enable", after_id=0)
             a = self.state.add_action("enable", p.device, p.port, "maintenance", "running",
-                                      f"maintenance: undrain of drain {d.id}", self.clock(),
+                                      f"maintenance: undrain of drain {d.id}", self.ctx.clock(),
                                       key=f"{MAINTENANCE_KEY}{d.id}:up{tries}:{p}")  # fmt: skip
-            self._spawn(a)
+            self.actions.spawn(a)
             actions.append(a)
         failed = await self._wait_actions(actions)
         up = [Endpoint(a.device, a.port) for a in actions if not self.state.is_disabled(a.device, a.port)]
         # the enable's own words are a ticket's ("resolve the ticket again"); here it is the undrain that is repeated
         return up, [w.replace("resolve the ticket again", "undrain again") for w in failed]
-
-    async def _readings(self, d: DrainRecord) -> dict[Endpoint, m.PortReading]:
-        """What the undrain checks read for each drained port, from telemetry: its LLDP neighbour, its BGP session,
-        and how much its error counters rose while watched for `undrain_watch_s` (the LLDP waits run meanwhile)."""
-        ms = self.settings.maintenance
-        eps = [Endpoint(*p.split(":", 1)) for p in d.ports]
-        before = {ep: self._error_counters(ep) for ep in eps}
-
-        async def neighbour(ep: Endpoint) -> Endpoint | None:
-            heard = await self.view.lldp_neighbour(ep.device, ep.port, 0, ms.lldp_wait_s)
-            if heard is None and not self.view.expects_lldp(ep.device, ep.port):
-                heard = self.fabric.peer(ep.device, ep.port)  # nothing there speaks LLDP: nothing to check it by
-            return heard
-
-        heard, _ = await asyncio.gather(
-            asyncio.gather(*(neighbour(ep) for ep in eps)), asyncio.sleep(ms.undrain_watch_s)
-        )
-        down, routed = self.view.oper_down(), self.view.routed_down()
-        out = {}
-        for ep, lldp in zip(eps, heard, strict=True):
-            rose = m.errors_rose(before[ep], self._error_counters(ep))
-            bgp = None if not self.fabric.get(ep.device) else ep not in routed
-            out[ep] = m.PortReading(ep not in down, lldp, bgp, rose)
-        return out
-
-    def _error_counters(self, ep: Endpoint) -> dict[str, float]:
-        ev = self.view.evidence(ep.device, ep.port)
-        return {k: float(v) for k in ERROR_LEAVES if isinstance(v := ev.get(k), int | float)}
 
 
 def _iso(ns: int) -> str:

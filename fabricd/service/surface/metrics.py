@@ -15,10 +15,10 @@ from fabricd.jobs.report import JobReport
 from topology.fabric import Fabric
 from topology.model import Endpoint
 
-from .guard import Budget
-from .maintenance import ACTIVE, drained_capacity, overran
+from ..guard import Budget
+from ..maintenance.plan import ACTIVE, drained_capacity, overran
+from ..state import StateStore, StoredFinding
 from .port_metrics import PortCollector
-from .state import StateStore, StoredFinding
 
 
 class StateCollector(Collector):

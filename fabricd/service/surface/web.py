@@ -31,11 +31,11 @@ from fabricd.detectors import bgp_session, miscabled
 from fabricd.telemetry import NEVER, Snapshot
 from topology.model import Endpoint
 
+from ..maintenance.plan import overran
+from ..remediation.errors import ActionError
+from ..state import StoredFinding
 from .access import ANONYMOUS, Principal, Role, token_hash
 from .fabric_view import FabricView, build
-from .maintenance import overran
-from .remediation import ActionError
-from .state import StoredFinding
 from .surface import ServiceSurface
 
 HERE = Path(__file__).resolve().parent
@@ -82,7 +82,7 @@ def port_rows(snap: Snapshot, service: ServiceSurface, device: str) -> list[dict
         return worst(vals) if vals else None
 
     held = {p["port"] for p in service.state.disabled_ports() if p["device"] == device}
-    to_reapply = {r["port"]: r for r in service.remediator.to_reapply()}
+    to_reapply = {r["port"]: r for r in service.remediation.reconciler.to_reapply()}
     lossless = str(service.lossless)
     bgp = {o.port: o.state for o in bgp_session.observe(snap, fabric=service.fabric)
            if o.device == device and o.port is not None}  # fmt: skip
@@ -155,7 +155,7 @@ def mount(app: FastAPI, service: ServiceSurface) -> None:
         return None
 
     def render(name: str, **ctx: Any) -> str:
-        return env.get_template(name).render(mode=service.remediator.mode, **ctx)
+        return env.get_template(name).render(mode=service.remediation.requests.mode, **ctx)
 
     def view(active: list[StoredFinding] | None = None) -> FabricView:
         return build(
@@ -282,10 +282,10 @@ def mount(app: FastAPI, service: ServiceSurface) -> None:
         s = checked(request, csrf, Role.operator)
         try:
             if reason is None:
-                a = await service.remediator.approve(action_id, s.who.actor)
+                a = await service.remediation.requests.approve(action_id, s.who.actor)
                 flash = f"action {a.id}: {a.status}"
             else:
-                a = await service.remediator.reject(action_id, s.who.actor, reason)
+                a = await service.remediation.requests.reject(action_id, s.who.actor, reason)
                 flash = f"action {a.id}: rejected"
         except ActionError as e:
             flash = str(e)
@@ -300,7 +300,7 @@ def mount(app: FastAPI, service: ServiceSurface) -> None:
         chosen = MODES.get(mode)
         if chosen is None or not reason.strip():
             raise HTTPException(400, "mode: observe, approve or auto, with a reason")
-        await service.remediator.set_mode(chosen, s.who.actor, reason)
+        await service.remediation.requests.set_mode(chosen, s.who.actor, reason)
         return RedirectResponse("/", status_code=303)
 
     @app.post("/ui/actions/{action_id}/approve", include_in_schema=False)
