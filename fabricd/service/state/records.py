@@ -1,39 +1,13 @@
-"""What the state store holds and how it guards its writes: the record types (findings, tickets, actions, tokens,
-held ports, audit entries) as the store returns them and the API documents them, the fencing token a leader's
-writes are conditional on (`fenced`), and whether the store can be written (`WriteHealth`). The store is state.py."""
+"""What the state holds: the record types (findings, tickets, actions, tokens, held ports, audit entries, drains) as
+the repositories return them and the API documents them."""
 
 from __future__ import annotations
 
-import logging
-import time
-from collections.abc import Iterator
-from contextlib import contextmanager
-from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from pydantic import JsonValue
 from typing_extensions import TypedDict  # pydantic reads these for the API (api_models): before 3.12, this one
-
-log = logging.getLogger("fabricd.state")
-
-
-# The fencing token the current task writes under (HA): every transaction first checks that the state still names
-# this token as the leader's, so an old leader that wakes from a pause writes nothing (FencedError). Set by
-# remediation for the work it does as leader (`fenced`); None (the default) writes unchecked: a single instance,
-# a standby's page login, `fabricd token`.
-FENCE: ContextVar[int | None] = ContextVar("fabricd_fence", default=None)
-
-
-@contextmanager
-def fenced(token: int | None) -> Iterator[None]:
-    """Every state write inside is conditional on `token` still being the leader's (None: unconditional)."""
-    reset = FENCE.set(token)
-    try:
-        yield
-    finally:
-        FENCE.reset(reset)
-
 
 # An action's life: proposed (observe) | awaiting_approval -> running -> done | failed | rolled_back; refused.
 # What an action goes through: proposed (awaiting_approval in approve mode, observed in observe mode, refused by the
@@ -201,37 +175,3 @@ class DrainRecord:
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
-
-
-class WriteHealth:
-    """Whether the state can be written: a write that fails makes the service `failing` (health, the
-    fabricd_state_writable metric and its alert) and observe-only, since fabricd acts only with its state written;
-    the failure is logged once a minute, not once per write."""
-
-    LOG_EVERY_S = 60.0
-
-    def __init__(self) -> None:
-        self.failures = 0
-        self.failing_since: float | None = None
-        self.last_error = ""
-        self._logged = -1e18
-
-    @property
-    def failing(self) -> bool:
-        return self.failing_since is not None
-
-    def failed(self, e: BaseException) -> None:
-        self.failures += 1
-        self.last_error = str(e)
-        mono = time.monotonic()
-        if self.failing_since is None:
-            self.failing_since = mono
-        if mono - self._logged >= self.LOG_EVERY_S:
-            self._logged = mono
-            log.error("state cannot be written (%d failed writes so far): %s; fabricd takes no action until it can",
-                      self.failures, e)  # fmt: skip
-
-    def ok(self) -> None:
-        if self.failing_since is not None:
-            log.warning("state can be written again after %d failed writes", self.failures)
-        self.failing_since = None
