@@ -71,7 +71,7 @@ def measure(spec: str | None, rounds: int, screenshot: Path | None = None) -> di
             where = (f"{leaf}:Ethernet1/1",)
             f = Finding(kind="link_flap", device=leaf, port="Ethernet1/1", devices=(leaf,), ports=where, start_ts=i,
                         detected_ts=i, severity="warning", confidence=1.0, summary=f"flap on {leaf}")  # fmt: skip
-            svc.state.upsert_finding(f, f"bench:{leaf}", i)
+            svc.state.findings.record(f, f"bench:{leaf}", i)
         c = TestClient(create_app(svc))
         c.post("/login", data={"token": TOKEN})
         out: dict[str, float] = {"switches": float(len(svc.fabric.switches())), "service_build_s": build_s}

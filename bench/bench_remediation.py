@@ -230,7 +230,7 @@ def main() -> int:
             want = set(wave)
             deadline = time.monotonic() + 60
             while True:
-                acts = svc.service.state.actions(limit=100_000)
+                acts = svc.service.state.actions.all(limit=100_000)
                 final = {(a.device, a.port) for a in acts if a.status != "running"}
                 if want <= final:
                     break
@@ -240,7 +240,7 @@ def main() -> int:
                 time.sleep(0.1)
         run_s = time.perf_counter() - t_run
 
-        actions = [a.to_dict() for a in svc.service.state.actions(limit=100_000) if a.op == "disable"]
+        actions = [a.to_dict() for a in svc.service.state.actions.all(limit=100_000) if a.op == "disable"]
         # The API's findings carry the data of the latest tick that re-raised them (detected_ts moves on while
         # the link stays suppressed); the first tick's detected_ts is the findings table's own column.
         with sqlite3.connect(f"file:{tmp / 'state.db'}?mode=ro", uri=True) as db:
@@ -248,7 +248,7 @@ def main() -> int:
             # The threshold crossing: the flap event (switch timestamp) that took the penalty over suppress.
             crossed = {i: json.loads(d)["evidence"]["suppressed_ts"]
                        for i, d in db.execute("SELECT id, data FROM findings WHERE kind = 'link_flap'")}  # fmt: skip
-        api_ts = {f["id"]: f["detected_ts"] for f in svc.service.state.findings(limit=100_000)}
+        api_ts = {f["id"]: f["detected_ts"] for f in svc.service.state.findings.all(limit=100_000)}
         statuses: dict[str, int] = {}
         for a in actions:
             statuses[a["status"]] = statuses.get(a["status"], 0) + 1

@@ -48,7 +48,7 @@ def create_command(
     token = new_token()
     state = _state(config)
     try:
-        row = state.add_token(user, r.name, token_hash(token), time.time_ns(), _actor())
+        row = state.access.add_token(user, r.name, token_hash(token), time.time_ns(), _actor())
     finally:
         state.close()
     if fmt == Format.json:
@@ -63,7 +63,7 @@ def list_command(config: Path = _CONFIG, fmt: Format = typer.Option(Format.table
     """Every token: id, user, role, created, revoked (never the token)."""
     state = _state(config)
     try:
-        rows = state.api_tokens()
+        rows = state.access.tokens()
     finally:
         state.close()
     if fmt == Format.json:
@@ -83,7 +83,7 @@ def revoke_command(token_id: int = typer.Argument(..., help="The token's id (fab
     """Revoke a token: the service refuses it from its next request on."""
     state = _state(config)
     try:
-        done = state.revoke_token(token_id, time.time_ns(), _actor())
+        done = state.access.revoke_token(token_id, time.time_ns(), _actor())
     finally:
         state.close()
     if not done:

@@ -16,7 +16,7 @@ from fabricd.detectors.miscabled import KIND as MISCABLED
 from topology.fabric import Fabric
 from topology.model import Endpoint
 
-from .state_records import StoredFinding
+from .state.records import StoredFinding
 
 
 def expects_lldp(fabric: Fabric, ep: Endpoint, heard_ports: Collection[str]) -> bool:

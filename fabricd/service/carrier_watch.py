@@ -53,7 +53,7 @@ class CarrierWatch:
         self.remembered = None
 
     def _arm(self, now: int) -> None:
-        rows, saved = self.state.carrier_seen()
+        rows, saved = self.state.carrier.seen()
         out = {}
         for (device, port), (value, ts) in rows.items():
             if saved is not None and device not in saved[1]:

@@ -167,7 +167,7 @@ class Service:
     def _mode_override(self) -> None:
         """The mode `fabricd mode` last set (kept in the state) wins over fabricd.yaml's, and the log says so."""
         configured = self.cfg.remediation
-        override = self.state.mode_override()
+        override = self.state.mode.override()
         if override is not None and override[0] != configured.mode:
             mode, actor, ts = override
             log.warning("remediation mode %s (set by %s at %s) overrides fabricd.yaml's %s; change it with "
@@ -277,7 +277,7 @@ class Service:
         service_token = None if self.api_token is None else self.api_token.get_secret_value()
 
         def lookup(h: str) -> tuple[str, str] | None:
-            row = self.state.token_by_hash(h)
+            row = self.state.access.token_by_hash(h)
             return None if row is None else (row.user, row.role)
 
         return principal_for(token, service_token, lookup)

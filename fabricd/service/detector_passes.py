@@ -27,7 +27,7 @@ from .ha import HaRole
 from .passes import run_passes
 from .remediation.wiring import Remediation
 from .state import StateStore, fenced
-from .state_db import FencedError
+from .state.db import FencedError
 
 log = logging.getLogger("fabricd.service")
 
@@ -62,7 +62,7 @@ class DetectorPasses:
             self.remediation.maintenance.report_overruns(now)  # planned maintenance past its --until
             try:  # under the fence like every write: a woken old leader does not clear the new one's findings
                 with fenced(self.ha.token()):
-                    self.state.clear_findings_not_seen_since(now - int(3 * self.cfg.detectors.tick_s * NS))
+                    self.state.findings.clear_not_seen_since(now - int(3 * self.cfg.detectors.tick_s * NS))
             except FencedError as e:
                 self.ha.fenced_out(str(e))
                 return usable
@@ -83,7 +83,7 @@ class DetectorPasses:
         rows, unsure = due
         try:
             with fenced(self.ha.token()):
-                self.state.save_carrier_seen(rows, now, unsure)
+                self.state.carrier.save(rows, now, unsure)
         except FencedError as e:
             self.ha.fenced_out(str(e))
             return
@@ -107,7 +107,7 @@ class DetectorPasses:
         """The findings remediation should see (not on a stale switch, not a held port's own), annotated with the jobs
         they hit, handed to its incidents by the leader; returns them."""
         stale = set(self.telemetry.stale_devices(now))
-        rows = self.state.disabled_ports()
+        rows = self.state.holds.all()
         held = {Endpoint(p["device"], p["port"]) for p in rows}
         up_again = self.remediation.holds.up_again(rows)
         usable = annotate([f for f in findings if not ignored(f, self.fabric, stale, held, up_again)],

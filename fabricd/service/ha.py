@@ -46,7 +46,7 @@ class HaRole:
         margin = self.cfg.ha.switch_call_margin_s
         if lead.valid_for() < margin:  # a call must end while the lease is certainly ours
             return f"the leader lease of {lead.instance} ends in {lead.valid_for():.2f} s (< {margin:g} s for a call)"
-        held = self.state.leader()
+        held = self.state.leadership.current()
         if held is None or held[1] != lead.token:
             who = "nobody" if held is None else f"{held[0]} (token {held[1]})"
             return f"fenced: the state names {who} as leader, not this instance (token {lead.token})"
@@ -59,8 +59,8 @@ class HaRole:
 
     async def _claim(self, token: int) -> bool:
         """This instance took the lease: record its fencing token, off the event loop (it keeps renewing the lease
-        and answering the API meanwhile; the claim ends an old leader's stuck write, StateStore.claim_leader)."""
-        return await asyncio.to_thread(self.state.claim_leader, self.instance, token, self.clock())
+        and answering the API meanwhile; the claim ends an old leader's stuck write, Leadership.claim)."""
+        return await asyncio.to_thread(self.state.leadership.claim, self.instance, token, self.clock())
 
     def status(self) -> dict[str, Any]:
         lead = self.leadership

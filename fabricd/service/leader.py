@@ -10,7 +10,7 @@ The leader counts its lease as lost two thirds of a TTL after the last renewal i
 bus can let anyone else have it), so two instances never both believe they lead.
 
 Fencing: the revision at which an instance created the key grows with every new leader. The new leader writes it
-to the shared state (`StateStore.claim_leader`), and before every switch commit remediation checks that the
+to the shared state (`Leadership.claim`), and before every switch commit remediation checks that the
 state still names its token (`fence()`): an old leader that was only paused (a long GC, a frozen VM) and wakes up
 believing it leads is refused there, before it touches a switch.
 """

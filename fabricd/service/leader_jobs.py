@@ -62,9 +62,9 @@ class LeaderJobs:
     async def take_over(self) -> None:
         """This instance leads now (a start alone, or the lease won): finish what the old leader left."""
         for note in await self.remediation.reconciler.reconcile(self.telemetry.stale_devices()):
-            self.state.audit(self.clock(), "reconcile", note)
+            self.state.audit.record(self.clock(), "reconcile", note)
         for drain_id in self.remediation.maintenance.resume_drains():  # planned maintenance left between its steps
-            self.state.audit(self.clock(), "reconcile", f"drain {drain_id} resumed at its next step")
+            self.state.audit.record(self.clock(), "reconcile", f"drain {drain_id} resumed at its next step")
         await self.sync_tickets()
 
     async def _scan_marks(self) -> None:
@@ -73,14 +73,14 @@ class LeaderJobs:
         await self.remediation.marks.scan(self.telemetry.stale_devices())
 
     async def sync_tickets(self) -> None:
-        for t in self.state.unsynced():
+        for t in self.state.tickets.unsynced():
             await self.hand_off.publish(t)
         if self.ha.fence() is not None:
             return  # a leader woken from a pause asks the backend nothing more (not even what was resolved)
         backend = self.hand_off.backend
         loop = asyncio.get_running_loop()
         try:
-            done = await loop.run_in_executor(self.pool, backend.resolved, self.state.tickets("open"))
+            done = await loop.run_in_executor(self.pool, backend.resolved, self.state.tickets.all("open"))
         except TicketError as e:
             log.warning("%s", e)
             return
@@ -90,9 +90,9 @@ class LeaderJobs:
 
     async def _retry_enables(self) -> None:
         """A port whose ticket is resolved but that is still held down (its enable failed): try again."""
-        for p in self.state.disabled_ports():
-            t = self.state.ticket(p["ticket_id"]) if p["ticket_id"] else None
-            if t is not None and t.status == "resolved" and self.state.open_action(p["device"], p["port"]) is None:
+        for p in self.state.holds.all():
+            t = self.state.tickets.get(p["ticket_id"]) if p["ticket_id"] else None
+            if t is not None and t.status == "resolved" and self.state.actions.open_on(p["device"], p["port"]) is None:
                 await self.remediation.requests.resolve(t.id, "fabricd (retry)")
 
     async def _drift(self) -> None:
@@ -113,7 +113,9 @@ class LeaderJobs:
             log.warning("config drift check failed: %s", e)
             return
         if drifted:
-            self.state.audit(self.clock(), "config drift", f"{len(drifted)} switches differ: {', '.join(drifted[:20])}")
+            self.state.audit.record(
+                self.clock(), "config drift", f"{len(drifted)} switches differ: {', '.join(drifted[:20])}"
+            )
             log.warning("config drift on %d switches: %s (run fabricd plan)", len(drifted), ", ".join(drifted[:20]))
 
     async def _refresh_jobs(self) -> None:

@@ -24,7 +24,7 @@ from topology.spec import load_spec
 from topology.units import NS
 
 from .config import ServiceConfig
-from .state_db import ConflictError, StateError
+from .state.db import ConflictError, StateError
 
 log = logging.getLogger("fabricd.service")
 EVENT_POLL_S = SETTLE_S  # how often new data is looked for between ticks (`fabricd detect` mirrors it)

@@ -3,8 +3,8 @@
 Level-triggered, like a Kubernetes controller: the decision is a pure function of fabricd's records (the ports it
 holds down, the actions under way, the open tickets), what telemetry shows now (each port's admin state, only for
 switches whose telemetry is fresh), what the switches' own marks say (drivers/marks.py, from the last scan) and the
-remediation mode. It returns steps; remediation.py carries them out and records what it did. A lost event, a lost
-record, a rebooted or replaced switch or a `no shutdown` typed by hand heals on the next pass:
+remediation mode. It returns steps; remediation/reconciler.py carries them out and records what it did. A lost event, a
+lost record, a rebooted or replaced switch or a `no shutdown` typed by hand heals on the next pass:
 
 - a hold whose port is administratively up again (the switch came back without fabricd's change, or someone enabled
   it) is *re-applied* through the guard when its ticket is still open and the mode acts on its own (`auto`), is

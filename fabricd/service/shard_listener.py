@@ -54,7 +54,7 @@ class ShardListener:
                 # An incident no shard reported for 3 ticks is over; while a shard is silent its part of the fabric
                 # is unwatched, and its incidents are not over (health says which shard).
                 if self.acting() and not self.silent_shards(ts):
-                    self.state.clear_findings_not_seen_since(ts - int(3 * self.cfg.detectors.tick_s * NS))
+                    self.state.findings.clear_not_seen_since(ts - int(3 * self.cfg.detectors.tick_s * NS))
         finally:
             await sub.unsubscribe()
             await nc.close()

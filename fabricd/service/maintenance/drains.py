@@ -31,7 +31,7 @@ from ..remediation.marks import MAINTENANCE_KEY
 from ..remediation.port_actions import PortActions
 from ..remediation.switch import Switch
 from ..state import Action, DrainRecord, fenced
-from ..state_db import FencedError
+from ..state.db import FencedError
 from . import plan as m
 from .watch import DrainWatch
 
@@ -85,22 +85,22 @@ class Maintenance:
         out = []
         try:
             with fenced(self.ctx.fence.token()):
-                for d in self.state.drains(m.ACTIVE):
+                for d in self.state.drains.all(m.ACTIVE):
                     if not m.overran(d.until_ts, d.state, now):
                         continue
                     f = m.overran_finding(d, now)
-                    with self.state.tx():
-                        fid, new = self.state.upsert_finding(f, f"{m.OVERRAN}:{d.id}", now)
+                    with self.state.transaction():
+                        fid, new = self.state.findings.record(f, f"{m.OVERRAN}:{d.id}", now)
                         if new:
-                            self.state.audit(now, f"drain {d.id} of {d.kind} {d.target} overran", f.summary,
-                                             finding_id=fid)  # fmt: skip
+                            self.state.audit.record(now, f"drain {d.id} of {d.kind} {d.target} overran", f.summary,
+                                                    finding_id=fid)  # fmt: skip
                     out.append(f)
         except FencedError as e:
             self.ctx.fence.fenced_out(str(e))
         return out
 
     def maintenance(self, limit: int = 500) -> list[DrainRecord]:
-        return self.state.drains(None, limit)
+        return self.state.drains.all(None, limit)
 
     async def drain(
         self, kind: m.TargetKind, name: str, actor: str, reason: str, *, until: str | None = None,
@@ -127,17 +127,19 @@ class Maintenance:
                 known = self.holds.known()
                 v = check_drain(ctx.fabric, ctx.limits, t.ports, known, t.spared)
                 if not v.allowed and not force:
-                    self.state.audit(now, f"drain of {kind} {name} refused", f"guard ({v.rule}): {v.reason}",
-                                     actor=actor)  # fmt: skip
+                    self.state.audit.record(now, f"drain of {kind} {name} refused", f"guard ({v.rule}): {v.reason}",
+                                            actor=actor)  # fmt: skip
                     raise DrainRefusedError(f"drain of {kind} {name} refused by the guard ({v.rule}): {v.reason}")
                 if not v.allowed:  # an admin's override (the API lets only admins force): said in the audit log
                     over = f"guard ({v.rule}): {v.reason}; forced by {actor}: {why}"
-                    self.state.audit(now, f"drain of {kind} {name} forced past the guard", over, actor=actor)
-                with self.state.tx():
-                    d = self.state.add_drain(kind, name, [str(p) for p in t.ports], why, actor, shut, until_ts,
-                                             steps, 1, now)  # fmt: skip
+                    self.state.audit.record(now, f"drain of {kind} {name} forced past the guard", over, actor=actor)
+                with self.state.transaction():
+                    d = self.state.drains.add(kind, name, [str(p) for p in t.ports], why, actor, shut, until_ts,
+                                              steps, 1, now)  # fmt: skip
                     until_note = f", until {_iso(until_ts)}" if until_ts is not None else ""
-                    self.state.audit(now, f"drain {d.id} of {kind} {name} begun", f"{why}{until_note}", actor=actor)
+                    self.state.audit.record(
+                        now, f"drain {d.id} of {kind} {name} begun", f"{why}{until_note}", actor=actor
+                    )
             self.resume_drain(d.id)
             return DrainPlan(steps, False, d, d.ports)
 
@@ -148,7 +150,7 @@ class Maintenance:
 
     def resume_drains(self) -> list[int]:
         """Every drain a fabricd before this one left between its steps, carried on (the leader's start)."""
-        ids = [d.id for d in self.state.drains(("draining",)) if d.done < len(d.steps)]
+        ids = [d.id for d in self.state.drains.all(("draining",)) if d.done < len(d.steps)]
         for i in ids:
             self.resume_drain(i)
         return ids
@@ -160,12 +162,14 @@ class Maintenance:
         except Exception:
             log.exception("drain %d failed unexpectedly", drain_id)
             with contextlib.suppress(Exception), fenced(token):
-                self.state.set_drain(drain_id, self.ctx.clock(), detail="internal error carrying it out; see the log")
+                self.state.drains.update(
+                    drain_id, self.ctx.clock(), detail="internal error carrying it out; see the log"
+                )
 
     async def _drain_steps(self, drain_id: int) -> None:
         """Each remaining step taken, then recorded (`done`) before the next: a restart resumes at the first one not
         recorded (a shift taken twice is harmless: maintenance mode and TSA are states, not toggles)."""
-        d = self.state.drain(drain_id)
+        d = self.state.drains.get(drain_id)
         if d is None or d.state != "draining":
             return
         t = m.target(self.ctx.fabric, d.kind, d.target)
@@ -198,13 +202,13 @@ class Maintenance:
                     self._stop(d, f"step {i + 1} ({step.text}) failed: {'; '.join(failed)}")
                     return
             elif step.name == "hold":
-                loose = [str(p) for p in self._switch_ports(t.ports) if not self.state.is_disabled(p.device, p.port)]
+                loose = [str(p) for p in self._switch_ports(t.ports) if not self.state.holds.is_held(p.device, p.port)]
                 if loose:
                     self._stop(d, f"step {i + 1}: not held after the shut: {', '.join(loose)}")
                     return
             done = i + 1
             state = "drained" if step.name == "drained" else None
-            d = self.state.set_drain(d.id, self.ctx.clock(), done=done, state=state, detail=f"{step.name}: done")
+            d = self.state.drains.update(d.id, self.ctx.clock(), done=done, state=state, detail=f"{step.name}: done")
 
     def _shift_session(self, se: m.SessionEnd, away: bool, key: str) -> Callable[[], None]:
         """One end of a drained link's BGP session de-preferred (or back), for a worker thread."""
@@ -223,12 +227,14 @@ class Maintenance:
         finds its actions instead of adding new ones (`again`: shut anew after an undrain that failed its checks,
         keyed by how many times the port was shut). What failed, per port."""
         actions = []
-        begun = {a.id for a in self.state.actions_in("running", op="disable")}  # a resumed step's: already going
+        begun = {
+            a.id for a in self.state.actions.with_status("running", op="disable")
+        }  # a resumed step's: already going
         for p in self._switch_ports(ports):
-            n = self.state.count_actions(p.device, p.port, "disable", after_id=0) if again else ""
-            a = self.state.add_action("disable", p.device, p.port, "maintenance", "running",
-                                      f"maintenance: drain {d.id} ({d.reason})", self.ctx.clock(),
-                                      key=f"{MAINTENANCE_KEY}{d.id}:down{n}:{p}")  # fmt: skip
+            n = self.state.actions.count(p.device, p.port, "disable", after_id=0) if again else ""
+            a = self.state.actions.add("disable", p.device, p.port, "maintenance", "running",
+                                       f"maintenance: drain {d.id} ({d.reason})", self.ctx.clock(),
+                                       key=f"{MAINTENANCE_KEY}{d.id}:down{n}:{p}")  # fmt: skip
             if a.status == "running" and a.id not in begun:
                 self.actions.spawn(a)
             actions.append(a)
@@ -238,7 +244,7 @@ class Maintenance:
         """Wait for the actions to end; what did not end `done`, with why."""
         out = []
         for a in actions:
-            while (now := self.state.action(a.id)) is not None and now.status == "running":
+            while (now := self.state.actions.get(a.id)) is not None and now.status == "running":
                 await asyncio.sleep(0.05)
             if now is None or now.status != "done":
                 out.append(f"{a.device}:{a.port}: {now.detail if now is not None else 'lost'}")
@@ -248,8 +254,8 @@ class Maintenance:
         """A step failed: the drain stays recorded, active (its ports counted), and says why; a person decides
         (undrain to bring the traffic back)."""
         now = self.ctx.clock()
-        self.state.set_drain(d.id, now, detail=f"stopped: {why}")
-        self.state.audit(now, f"drain {d.id} of {d.kind} {d.target} stopped", why)
+        self.state.drains.update(d.id, now, detail=f"stopped: {why}")
+        self.state.audit.record(now, f"drain {d.id} of {d.kind} {d.target} stopped", why)
 
     async def undrain(self, name: str, actor: str) -> DrainRecord:
         """End the active drain of `name` once its ports came back as the blueprint has them and stayed clean while
@@ -269,9 +275,9 @@ class Maintenance:
                 problems = back or m.undrain_problems(ctx.fabric, readings, ctx.settings.maintenance.undrain_watch_s)
                 if problems:
                     refused = "; ".join(problems)
-                    self.state.set_drain(d.id, now, detail=f"undrain refused: {refused}")
-                    self.state.audit(now, f"undrain of drain {d.id} ({d.kind} {d.target}) refused", refused,
-                                     actor=actor)  # fmt: skip
+                    self.state.drains.update(d.id, now, detail=f"undrain refused: {refused}")
+                    self.state.audit.record(now, f"undrain of drain {d.id} ({d.kind} {d.target}) refused", refused,
+                                            actor=actor)  # fmt: skip
                 if not refused:
                     return await self._return_traffic(d, actor, now)
             # the drain stays: the ports this undrain brought up go out of service again, as the drain had them
@@ -293,16 +299,16 @@ class Maintenance:
                 await self.switch.blocking(undo)
             except FabricdError as e:
                 why = f"could not bring the traffic back to {what}: {e}"
-                self.state.set_drain(d.id, now, detail=f"undrain failed: {why}")
-                self.state.audit(now, f"undrain of drain {d.id} failed", why, actor=actor)
+                self.state.drains.update(d.id, now, detail=f"undrain failed: {why}")
+                self.state.audit.record(now, f"undrain of drain {d.id} failed", why, actor=actor)
                 raise ActionError(f"{d.kind} {d.target} stays drained: {why}") from None
-        with self.state.tx():
-            d = self.state.set_drain(d.id, now, state="undrained", detail=f"undrained by {actor}")
-            self.state.audit(now, f"drain {d.id} of {d.kind} {d.target} ended", "checks passed", actor=actor)
+        with self.state.transaction():
+            d = self.state.drains.update(d.id, now, state="undrained", detail=f"undrained by {actor}")
+            self.state.audit.record(now, f"drain {d.id} of {d.kind} {d.target} ended", "checks passed", actor=actor)
         return d
 
     def _active_drain(self, name: str) -> DrainRecord:
-        d = next((x for x in self.state.drains(m.ACTIVE) if x.target == name), None)
+        d = next((x for x in self.state.drains.all(m.ACTIVE) if x.target == name), None)
         if d is None:
             raise m.UnknownTargetError(f"{name} is not drained; see `fabricd maintenance`")
         return d
@@ -310,19 +316,19 @@ class Maintenance:
     async def _bring_ports_back(self, d: DrainRecord) -> tuple[list[Endpoint], list[str]]:
         """The ports the drain shut and holds, enabled as fabricd re-enables a repaired port (its LLDP checked: on the
         wrong cable it stays down, and says where); the ports brought back, and what did not come back."""
-        held = {(p["device"], p["port"]) for p in self.state.disabled_ports()}
+        held = {(p["device"], p["port"]) for p in self.state.holds.all()}
         actions = []
         for p in self._switch_ports(tuple(Endpoint(*x.split(":", 1)) for x in d.ports)):
             if (p.device, p.port) not in held:
                 continue
-            tries = self.state.count_actions(p.device, p.port, "enable", after_id=0)
-            a = self.state.add_action("enable", p.device, p.port, "maintenance", "running",
-                                      f"maintenance: undrain of drain {d.id}", self.ctx.clock(),
-                                      key=f"{MAINTENANCE_KEY}{d.id}:up{tries}:{p}")  # fmt: skip
+            tries = self.state.actions.count(p.device, p.port, "enable", after_id=0)
+            a = self.state.actions.add("enable", p.device, p.port, "maintenance", "running",
+                                       f"maintenance: undrain of drain {d.id}", self.ctx.clock(),
+                                       key=f"{MAINTENANCE_KEY}{d.id}:up{tries}:{p}")  # fmt: skip
             self.actions.spawn(a)
             actions.append(a)
         failed = await self._wait_actions(actions)
-        up = [Endpoint(a.device, a.port) for a in actions if not self.state.is_disabled(a.device, a.port)]
+        up = [Endpoint(a.device, a.port) for a in actions if not self.state.holds.is_held(a.device, a.port)]
         # the enable's own words are a ticket's ("resolve the ticket again"); here it is the undrain that is repeated
         return up, [w.replace("resolve the ticket again", "undrain again") for w in failed]
 

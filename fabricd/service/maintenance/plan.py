@@ -29,7 +29,7 @@ from topology.model import Endpoint
 from topology.underlay import Underlay
 
 from ..guard import is_uplink
-from ..state_records import DrainKind, DrainRecord
+from ..state.records import DrainKind, DrainRecord
 
 TargetKind = DrainKind
 DrainState = Literal["planned", "draining", "drained", "undraining", "undrained", "stopped"]

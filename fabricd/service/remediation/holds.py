@@ -29,7 +29,7 @@ class Holds:
         hour_ago = ctx.clock() - 3600 * NS
         drained = self.drained_ports()  # counted as drained, not against fabricd's own budgets
         held = frozenset(self.held(disabled)) - drained
-        return GuardInput(held, ctx.view.oper_down(), self.state.actions_since(hour_ago), ctx.view.routed_down(),
+        return GuardInput(held, ctx.view.oper_down(), self.state.actions.count_since(hour_ago), ctx.view.routed_down(),
                           drained)  # fmt: skip
 
     def guard(self, target: Endpoint) -> Verdict:
@@ -41,16 +41,16 @@ class Holds:
 
     def held(self, disabled: list[DisabledPort] | None = None) -> set[Endpoint]:
         """Ports fabricd holds down, or is taking down now (a disable in flight already counts against budgets)."""
-        rows = self.state.disabled_ports() if disabled is None else disabled
+        rows = self.state.holds.all() if disabled is None else disabled
         held = {Endpoint(p["device"], p["port"]) for p in rows} - self.stale_holds(rows)  # up again: nothing down
-        held |= {Endpoint(a.device, a.port) for a in self.state.actions_in("running", op="disable")}
+        held |= {Endpoint(a.device, a.port) for a in self.state.actions.with_status("running", op="disable")}
         return held
 
     def stale_holds(self, disabled: list[DisabledPort] | None = None) -> set[Endpoint]:
         """Holds whose port telemetry shows up again (the next pass re-applies or releases them), once telemetry
         had the time to show their shutdown."""
         ctx = self.ctx
-        rows = self.state.disabled_ports() if disabled is None else disabled
+        rows = self.state.holds.all() if disabled is None else disabled
         grace = int(ctx.settings.verify_timeout_s * NS)
         return stale_holds((Hold.of(p) for p in rows), ctx.view.admin_up(), now=ctx.clock(), grace_ns=grace)
 
@@ -58,13 +58,13 @@ class Holds:
         """Holds whose port is up again without fabricd (a reboot, a hand-typed `no shutdown`): stale holds, less
         those fabricd is enabling itself (a repair's enable verifying the port: its flaps decide that enable, and
         the port's next incident, once the hold is gone)."""
-        enabling = {Endpoint(a.device, a.port) for a in self.state.actions_in("running", op="enable")}
+        enabling = {Endpoint(a.device, a.port) for a in self.state.actions.with_status("running", op="enable")}
         return self.stale_holds(disabled) - enabling
 
     def drained_ports(self) -> frozenset[Endpoint]:
         """The ports of every active drain: out of service as surely as a fault's (the guard counts them)."""
         out = set()
-        for d in self.state.drains(ACTIVE):
+        for d in self.state.drains.all(ACTIVE):
             for p in d.ports:
                 device, _, port = p.partition(":")
                 out.add(Endpoint(device, port))

@@ -20,7 +20,7 @@ from ..faults import LINK_KINDS, fault_key, target_port
 from ..guard import Verdict
 from ..maintenance.plan import ACTIVE
 from ..state import Action, DisabledPort, Ticket, fenced
-from ..state_db import FencedError
+from ..state.db import FencedError
 from .context import Context
 from .holds import FRESH_WAIT_S, Holds
 from .paperwork import Paperwork
@@ -77,7 +77,7 @@ class Incidents:
         if not unknown:
             self._fresh.pop(target, None)
             return False
-        if self.state.has_finding(f, fault_key(f, ctx.fabric)):
+        if self.state.findings.has(f, fault_key(f, ctx.fabric)):
             return False  # a known incident is only refreshed: nothing is judged
         first = self._fresh.setdefault(target, now)
         if now - first < FRESH_WAIT_S * NS:
@@ -97,14 +97,14 @@ class Incidents:
         ctx = self.ctx
         fault = fault_key(f, ctx.fabric)
         target = target_port(f, ctx.fabric, ctx.managed) if f.kind in LINK_KINDS else None
-        with self.state.tx():
-            fid, new = self.state.upsert_finding(f, fault, now)
+        with self.state.transaction():
+            fid, new = self.state.findings.record(f, fault, now)
             if not new:
                 return None
             if self._under_maintenance(f):  # planned work, not a fault: recorded, no ticket, no action
-                self.state.audit(now, f"finding {fid} during maintenance", f.summary, finding_id=fid)
+                self.state.audit.record(now, f"finding {fid} during maintenance", f.summary, finding_id=fid)
                 return Outcome(None, None, None)
-            disabled = self.state.disabled_ports()  # read once for the port's facts and the guard
+            disabled = self.state.holds.all()  # read once for the port's facts and the guard
             facts = self._facts(target, now, disabled)
             d = decide(f, fid, facts, fabric=ctx.fabric, limits=ctx.limits, settings=ctx.settings,
                        known=self.holds.known(disabled))  # fmt: skip
@@ -117,8 +117,8 @@ class Incidents:
                 evidence = self._evidence(f)  # as the fault left the ports, before our action changes them
                 ticket = self._ticket_for(f, fid, fault, target, d, action, evidence, now)
             if action is not None and d.action is not None:
-                self.state.link_action_ticket(action.id, ticket.id)
-                action = self.state.action(action.id) or action
+                self.state.actions.link_ticket(action.id, ticket.id)
+                action = self.state.actions.get(action.id) or action
         if action is not None and d.action is not None and action.status == "running":
             # The switch first, the paperwork outside after: wait until the action has handed its first step to a
             # thread or process (the drain hook, or connect-and-commit in the driver thread), or is queued behind
@@ -135,7 +135,7 @@ class Incidents:
         names = [p for p in f.ports if ":" in p] or ([f"{f.device}:{f.port}"] if f.port else [])
         if names:
             return all(Endpoint(*p.split(":", 1)) in drained for p in names)
-        return any(d.kind == "switch" and d.target == f.device for d in self.state.drains(ACTIVE))
+        return any(d.kind == "switch" and d.target == f.device for d in self.state.drains.all(ACTIVE))
 
     def _facts(self, target: Endpoint | None, now: int, disabled: list[DisabledPort]) -> PortFacts:
         if target is None:
@@ -145,7 +145,7 @@ class Incidents:
             target,
             held=held,
             up_again=held and target in self.holds.up_again(disabled),
-            pending=self.state.open_action(target.device, target.port),
+            pending=self.state.actions.open_on(target.device, target.port),
             faulty_on_switch=tuple(self._faulty_ports(target.device, now, disabled)),
         )
 
@@ -154,9 +154,9 @@ class Incidents:
         if d.action is None or target is None:
             return None
         n = d.action
-        a = self.state.add_action("disable", target.device, target.port, n.mode, n.status, n.reason, now,
+        a = self.state.actions.add("disable", target.device, target.port, n.mode, n.status, n.reason, now,
                              finding_id=fid, key=n.key)  # fmt: skip
-        self.state.audit(now, n.audit_what, n.audit_why, mode=n.mode, finding_id=fid, action_id=a.id)
+        self.state.audit.record(now, n.audit_what, n.audit_why, mode=n.mode, finding_id=fid, action_id=a.id)
         return a
 
     def _faulty_ports(self, device: str, now: int, disabled: list[DisabledPort]) -> list[str]:
@@ -164,7 +164,7 @@ class Incidents:
         down. Re-enables after a repair are not faults."""
         ports = {p["port"] for p in disabled if p["device"] == device}
         since = now - 3600 * NS
-        ports |= {a.port for a in self.state.actions_on(device, since, op="disable")}
+        ports |= {a.port for a in self.state.actions.on(device, since, op="disable")}
         return sorted(ports)
 
     # --- tickets ---------------------------------------------------------------------------------------------
@@ -181,35 +181,41 @@ class Incidents:
     ) -> Ticket:
         mode = self.ctx.settings.mode
         note = d.note.replace("{action_id}", str(action.id) if action is not None else "?")
-        t = self.state.open_ticket(fault)
+        t = self.state.tickets.open_for(fault)
         reopened = False
         if t is None and target is not None:
-            tid = self.state.probation(target.device, target.port, now)
+            tid = self.state.holds.probation(target.device, target.port, now)
             if tid:
-                t = self.state.ticket(tid)
+                t = self.state.tickets.get(tid)
                 reopened = t is not None
         if t is None:
             title, body = new_ticket(f, fid, fault, note, action, evidence)
-            t = self.state.create_ticket(fault, f.kind, f.device, f.port, title, body, now)
-            self.state.audit(now, f"opened ticket {t.id}", f.summary, mode=mode, finding_id=fid, ticket_id=t.id)
+            t = self.state.tickets.create(fault, f.kind, f.device, f.port, title, body, now)
+            self.state.audit.record(now, f"opened ticket {t.id}", f.summary, mode=mode, finding_id=fid, ticket_id=t.id)
             return t
         body = recurrence(t, f, fid, note, action, evidence, reopened)
-        t = self.state.update_ticket(t.id, now, body=body, recurrence=True, reopen=reopened)
+        t = self.state.tickets.update(t.id, now, body=body, recurrence=True, reopen=reopened)
         what = "reopened" if reopened else "updated"
-        self.state.audit(now, f"{what} ticket {t.id}", f.summary, mode=mode, finding_id=fid, ticket_id=t.id)
+        self.state.audit.record(now, f"{what} ticket {t.id}", f.summary, mode=mode, finding_id=fid, ticket_id=t.id)
         return t
 
     def _escalate(self, device: str, ports: Sequence[str], f: Finding, fid: int, note: str, now: int) -> Ticket:
         held = [ep.port for ep in self.holds.held() if ep.device == device]
         title, body = escalation(device, ports, held, f, note)
         fault = f"escalation:{device}"
-        t = self.state.open_ticket(fault)
+        t = self.state.tickets.open_for(fault)
         if t is None:
-            t = self.state.create_ticket(fault, "escalation", device, None, title, body, now, escalation=True)
-            self.state.audit(now, f"escalated {device}", str(body["likely_common_cause"]), mode=self.ctx.settings.mode,
-                        finding_id=fid, ticket_id=t.id)  # fmt: skip
+            t = self.state.tickets.create(fault, "escalation", device, None, title, body, now, escalation=True)
+            self.state.audit.record(
+                now,
+                f"escalated {device}",
+                str(body["likely_common_cause"]),
+                mode=self.ctx.settings.mode,
+                finding_id=fid,
+                ticket_id=t.id,
+            )
         else:
-            t = self.state.update_ticket(t.id, now, body=body, title=title, recurrence=True)
+            t = self.state.tickets.update(t.id, now, body=body, title=title, recurrence=True)
         return t
 
     def _evidence(self, f: Finding) -> JsonDict:

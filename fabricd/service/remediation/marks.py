@@ -31,7 +31,7 @@ class Marks:
 
     def mark_for(self, action: Action) -> Mark:
         """What the switch carries on a port fabricd shuts: this action, its ticket and the fault's kind."""
-        t = self.state.ticket(action.ticket_id) if action.ticket_id else None
+        t = self.state.tickets.get(action.ticket_id) if action.ticket_id else None
         planned = (action.key or "").startswith(MAINTENANCE_KEY)  # a drain's shut (maintenance/drains.py)
         return Mark(action.id, action.ticket_id, t.kind if t is not None else "maintenance" if planned else "fault")
 
@@ -82,7 +82,7 @@ class Marks:
         text = text or f"re-marked {ep}: {old.text()} -> {new.text()}"
         if self.marks is not None and done:
             self.marks[ep] = PortMark(new, False)
-        self.state.audit(self.ctx.clock(), f"re-mark {ep}", text, mode=action.mode, action_id=action.id,
+        self.state.audit.record(self.ctx.clock(), f"re-mark {ep}", text, mode=action.mode, action_id=action.id,
                              ticket_id=action.ticket_id)  # fmt: skip
         return text
 
@@ -97,13 +97,13 @@ class Marks:
         if ctx.settings.mode == "observe":
             text = f"its mark stays on {ep} (mode observe: fabricd touches no switch)"
         else:
-            a = self.state.action(action_id)
+            a = self.state.actions.get(action_id)
             key = f"{a.switch_key}_u" if a is not None else f"fabricd_u{ctx.clock() & 0xFFFFFFFF:08x}"
             failed = await self._rewrite(ep, key, True, None)
             if failed is None and self.marks is not None:
                 self.marks.pop(ep, None)
             text = failed or f"removed fabricd's mark from {ep}"
-        self.state.audit(ctx.clock(), f"unmark {ep}", text, mode=ctx.settings.mode, action_id=action_id,
+        self.state.audit.record(ctx.clock(), f"unmark {ep}", text, mode=ctx.settings.mode, action_id=action_id,
                         ticket_id=ticket_id)  # fmt: skip
         return text
 

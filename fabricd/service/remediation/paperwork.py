@@ -28,29 +28,29 @@ class Paperwork:
         """The action's step on its ticket (its list of actions, and the status note)."""
         if not ticket_id:
             return None
-        t = self.state.ticket(ticket_id)
+        t = self.state.tickets.get(ticket_id)
         if t is None:
             return None
         body = dict(t.body)
         body["actions"] = [*body.get("actions", []), action_note(action, text)]
         body["status_note"] = text
-        return self.state.update_ticket(t.id, self.ctx.clock(), body=body)
+        return self.state.tickets.update(t.id, self.ctx.clock(), body=body)
 
     def note(self, ticket_id: int | None, why: str, now: int) -> None:
         """A reason on the ticket (a hold released, a re-apply refused), not handed to the backend here."""
         if ticket_id:
-            t = self.state.ticket(ticket_id)
+            t = self.state.tickets.get(ticket_id)
             if t is not None:
                 body = {**t.body, "status_note": why, "notes": [*t.body.get("notes", []), why]}
-                self.state.update_ticket(t.id, now, body=body)
+                self.state.tickets.update(t.id, now, body=body)
 
     def reopen(self, action: Action, text: str) -> None:
         """The repair left the port on the wrong cable: its ticket is open again (no retry re-enables it)."""
         if not action.ticket_id:
             return
         now = self.ctx.clock
-        t = self.state.ticket(action.ticket_id)
+        t = self.state.tickets.get(action.ticket_id)
         if t is not None and t.status != "open":
-            self.state.update_ticket(t.id, now(), reopen=True)
-            self.state.audit(now(), f"reopened ticket {t.id}", text, mode=action.mode, action_id=action.id,
+            self.state.tickets.update(t.id, now(), reopen=True)
+            self.state.audit.record(now(), f"reopened ticket {t.id}", text, mode=action.mode, action_id=action.id,
                         ticket_id=t.id)  # fmt: skip

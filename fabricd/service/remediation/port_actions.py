@@ -17,7 +17,7 @@ from topology.units import NS
 
 from ..commits_first import CommitsFirst
 from ..state import FENCE, Action, ActionStatus, fenced
-from ..state_db import FencedError
+from ..state.db import FencedError
 from .context import Context, FencedOff
 from .drain_hook import run_drain_hook
 from .marks import Marks
@@ -70,7 +70,7 @@ class PortActions:
                 self.ctx.fence.on_fenced(str(e))
         except Exception as e:
             log.exception("action %d (%s %s:%s) failed unexpectedly", action.id, action.op, action.device, action.port)
-            current = self.state.action(action.id) or action
+            current = self.state.actions.get(action.id) or action
             if current.status != "running":
                 return  # it ended before the error (the error came from the paperwork after it)
             ep = f"{action.device}:{action.port}"
@@ -80,7 +80,7 @@ class PortActions:
             )
             self.finish(current, "failed", text)
             await self.paper.send_if(
-                self.paper.note_action(current.ticket_id, self.state.action(action.id) or current, text)
+                self.paper.note_action(current.ticket_id, self.state.actions.get(action.id) or current, text)
             )
 
     async def _disable(self, action: Action, resumed: bool) -> None:
@@ -89,14 +89,14 @@ class PortActions:
         drained = await run_drain_hook(self.ctx.settings, self.ctx.fabric, ep, action.reason,
                                        lambda: self._mark_underway(action.id))  # fmt: skip
         text = await self._set_admin(action, up=False, resumed=resumed)
-        done = self.state.action(action.id) or action
+        done = self.state.actions.get(action.id) or action
         if drained:
             text = f"{drained}; {text}"
         await self.paper.send_if(self.paper.note_action(done.ticket_id, done, text))
 
     async def _enable(self, action: Action, resumed: bool) -> None:
         text = await self._set_admin(action, up=True, resumed=resumed)
-        done = self.state.action(action.id)
+        done = self.state.actions.get(action.id)
         await self.paper.send_if(self.paper.note_action(action.ticket_id, done or action, text))
 
     async def _set_admin(self, action: Action, up: bool, resumed: bool) -> str:
@@ -124,7 +124,7 @@ class PortActions:
                     # An old leader began it. Its transaction is never taken over (its late confirm would still find
                     # it and commit it, and ours would then fail): it is ended with every other of an older token on
                     # the switch, and the step is done again under this leader's own token-named transaction.
-                    action = self.state.retoken(action.id, token)
+                    action = self.state.actions.retoken(action.id, token)
                     resumed, clean = False, token
                 elif (token, ep.device) not in self._cleaned:  # once per switch per leadership term
                     clean = token
@@ -204,8 +204,8 @@ class PortActions:
         ctx = self.ctx
         now = ctx.clock()
         # The port's new state (held down, or back up on probation) is recorded with the status, atomically.
-        action = self.state.finish_action(action.id, status, now, text, now + int(ctx.settings.probation_s * NS))
+        action = self.state.actions.finish(action.id, status, now, text, now + int(ctx.settings.probation_s * NS))
         self.marks.finished(action, status)
-        self.state.audit(now, f"{action.op} {action.device}:{action.port}: {status}", text, mode=action.mode,
+        self.state.audit.record(now, f"{action.op} {action.device}:{action.port}: {status}", text, mode=action.mode,
                         finding_id=action.finding_id, action_id=action.id, ticket_id=action.ticket_id)  # fmt: skip
         (log.info if status == "done" else log.warning)("action %d: %s", action.id, text)

@@ -18,7 +18,7 @@ from topology.units import NS
 from ..faults import fault_key
 from ..reconcile import Hold, Observed, Reconcile, Refusal, Step, reconcile, refused_reapply
 from ..state import ActionStatus, fenced
-from ..state_db import FencedError
+from ..state.db import FencedError
 from .context import Context
 from .holds import FRESH_WAIT_S, Holds
 from .marks import Marks
@@ -50,10 +50,10 @@ class Reconciler:
         reconcile the records with what the fabric shows, as every pass does after."""
         ctx = self.ctx
         notes = []
-        for a in self.state.actions_in("running"):
+        for a in self.state.actions.with_status("running"):
             notes.append(f"completing {a.op} of {a.device}:{a.port} (action {a.id}) interrupted by a restart")
-            self.state.audit(ctx.clock(), f"resume action {a.id}", "interrupted by a restart", mode=a.mode,
-                             action_id=a.id)  # fmt: skip
+            self.state.audit.record(ctx.clock(), f"resume action {a.id}", "interrupted by a restart", mode=a.mode,
+                                    action_id=a.id)  # fmt: skip
             self.actions.spawn(a, resumed=True)
         await ctx.tasks.idle()
         await self.marks.scan(stale)
@@ -82,17 +82,19 @@ class Reconciler:
 
     async def _reconcile_pass(self, observed: Observed, now: int, grace: float) -> list[str]:
         async with self.ctx.lock:
-            holds = [Hold.of(p) for p in self.state.disabled_ports()]
-            in_flight = {Endpoint(a.device, a.port) for a in self.state.actions_in("running", "awaiting_approval")}
+            holds = [Hold.of(p) for p in self.state.holds.all()]
+            in_flight = {
+                Endpoint(a.device, a.port) for a in self.state.actions.with_status("running", "awaiting_approval")
+            }
             # A port whose action ended moments ago is not judged yet either: telemetry may still show it as it was
             # (an enable rolled back reads up for a moment; chaos seed 6174 re-applied it, was refused by the rate,
             # released the hold and then adopted the port, an 11th disable in the hour).
             grace_ns = int(grace * NS)
             in_flight |= {
-                Endpoint(a.device, a.port) for a in self.state.actions(limit=200) if now - a.updated_ts < grace_ns
+                Endpoint(a.device, a.port) for a in self.state.actions.all(limit=200) if now - a.updated_ts < grace_ns
             }
             decisions = reconcile(
-                holds, observed, open_tickets=self.state.open_ticket_ids(),
+                holds, observed, open_tickets=self.state.tickets.open_ids(),
                 in_flight=in_flight, mode=self.ctx.settings.mode, now=now, grace_ns=int(grace * NS),
             )  # fmt: skip
             held = {h.endpoint for h in holds}
@@ -114,7 +116,7 @@ class Reconciler:
             return await self._adopt(ep, d.mark, d.why, now)
         if d.step is Step.UNMARK:
             assert d.mark is not None
-            self.state.audit(now, f"stale mark on {ep}", d.why, mode=mode, action_id=d.mark.action_id)
+            self.state.audit.record(now, f"stale mark on {ep}", d.why, mode=mode, action_id=d.mark.action_id)
             return await self.marks.unmark(ep, d.mark.action_id, d.mark.ticket_id)
         h = d.hold
         assert h is not None
@@ -135,13 +137,19 @@ class Reconciler:
         self._waiting.pop(ep, None)
         if not v.allowed:
             return self._refused_reapply(h, Refusal(v.rule, v.reason), now)
-        with self.state.tx():
-            self.state.drop_hold(ep.device, ep.port)  # the port is up: the action below holds it anew
+        with self.state.transaction():
+            self.state.holds.drop(ep.device, ep.port)  # the port is up: the action below holds it anew
             status: ActionStatus = "running" if d.step is Step.REAPPLY else "awaiting_approval"
-            a = self.state.add_action("disable", ep.device, ep.port, mode, status, d.why, now,
-                                      ticket_id=h.ticket_id, key=f"reapply:{ep}:after{h.action_id}")  # fmt: skip
-            self.state.audit(now, f"re-apply {ep}" if status == "running" else f"proposed re-applying {ep}", d.why,
-                             mode=mode, action_id=a.id, ticket_id=h.ticket_id)  # fmt: skip
+            a = self.state.actions.add("disable", ep.device, ep.port, mode, status, d.why, now,
+                                       ticket_id=h.ticket_id, key=f"reapply:{ep}:after{h.action_id}")  # fmt: skip
+            self.state.audit.record(
+                now,
+                f"re-apply {ep}" if status == "running" else f"proposed re-applying {ep}",
+                d.why,
+                mode=mode,
+                action_id=a.id,
+                ticket_id=h.ticket_id,
+            )
         t = self.paper.note_action(h.ticket_id, a, d.why)
         if status == "running" and a.status == "running":
             await self.actions.spawn(a).wait()
@@ -151,15 +159,17 @@ class Reconciler:
     def _refused_reapply(self, h: Hold, refusal: Refusal, now: int) -> str:
         """The guard refused the re-apply: the hold stays, to re-apply; a change of reason is audited and noted."""
         ep = h.endpoint
-        before = next((Refusal(r["rule"], r["reason"]) for r in self.state.refused_reapplies()
+        before = next((Refusal(r["rule"], r["reason"]) for r in self.state.holds.refused_reapplies()
                        if (r["device"], r["port"]) == (ep.device, ep.port)), None)  # fmt: skip
         why, news = refused_reapply(h, refusal, before)
         if not news:
             return ""
-        with self.state.tx():  # in the shared state: every instance lists it, a new leader does not say it again
-            self.state.refuse_reapply(ep.device, ep.port, h.action_id, refusal.rule, refusal.reason, now)
-            self.state.audit(now, f"re-apply of {ep} refused", why, mode=self.ctx.settings.mode,
-                             action_id=h.action_id, ticket_id=h.ticket_id)  # fmt: skip
+        with (
+            self.state.transaction()
+        ):  # in the shared state: every instance lists it, a new leader does not say it again
+            self.state.holds.refuse_reapply(ep.device, ep.port, h.action_id, refusal.rule, refusal.reason, now)
+            self.state.audit.record(now, f"re-apply of {ep} refused", why, mode=self.ctx.settings.mode,
+                                    action_id=h.action_id, ticket_id=h.ticket_id)  # fmt: skip
         self.paper.note(h.ticket_id, why, now)
         return why
 
@@ -167,9 +177,9 @@ class Reconciler:
         """Holds whose port is up again and whose re-apply the guard refused (`fabricd status`, the page,
         /metrics): retried every pass. From the shared state, so a standby answers as the leader would (chaos
         seed 3135: the checker, reading a standby, saw a held port up for 47 s that the leader had declared)."""
-        holds = {(p["device"], p["port"]): p for p in self.state.disabled_ports()}
+        holds = {(p["device"], p["port"]): p for p in self.state.holds.all()}
         out: list[ToReapply] = []
-        for r in self.state.refused_reapplies():
+        for r in self.state.holds.refused_reapplies():
             p = holds.get((r["device"], r["port"]))
             if p is not None and p["action_id"] == r["action_id"]:
                 out.append({"port": f"{r['device']}:{r['port']}", "ticket_id": p["ticket_id"],
@@ -181,9 +191,9 @@ class Reconciler:
         its mark removed from the switch (`Marks.unmark`)."""
         ep, settings = h.endpoint, self.ctx.settings
         self._waiting.pop(ep, None)
-        self.state.mark_enabled(ep.device, ep.port, now + int(settings.probation_s * NS), h.ticket_id)
-        self.state.audit(now, f"released hold on {ep}", why, mode=settings.mode, actor=actor,
-                         action_id=h.action_id, ticket_id=h.ticket_id)  # fmt: skip
+        self.state.holds.release(ep.device, ep.port, now + int(settings.probation_s * NS), h.ticket_id)
+        self.state.audit.record(now, f"released hold on {ep}", why, mode=settings.mode, actor=actor,
+                                action_id=h.action_id, ticket_id=h.ticket_id)  # fmt: skip
         self.paper.note(h.ticket_id, why, now)
         await self.marks.unmark(ep, h.action_id, h.ticket_id)
 
@@ -203,19 +213,21 @@ class Reconciler:
                     detected_ts=now, severity="warning", confidence=1.0, summary=summary,
                     evidence=evidence)  # fmt: skip
         fault = fault_key(f, fabric)
-        with self.state.tx():
-            fid, _ = self.state.upsert_finding(f, fault, now)
-            t = self.state.open_ticket(fault)
+        with self.state.transaction():
+            fid, _ = self.state.findings.record(f, fault, now)
+            t = self.state.tickets.open_for(fault)
             if t is None:
                 title = f"{mark.kind} on {ep}: held down by fabricd (adopted from the switch)"
                 body: JsonDict = {"summary": summary, "why": why, "evidence": {"detector": evidence},
                                   "actions": [], "status_note": why}  # fmt: skip
-                t = self.state.create_ticket(fault, mark.kind, ep.device, ep.port, title, body, now)
-                self.state.audit(now, f"opened ticket {t.id}", why, mode=mode, finding_id=fid, ticket_id=t.id)
-            a = self.state.add_action("disable", ep.device, ep.port, mode, "done", why, now, finding_id=fid,
-                                      ticket_id=t.id)  # fmt: skip
-            self.state.mark_disabled(ep.device, ep.port, a.id, t.id, now)
-            self.state.audit(now, f"adopted {ep}", why, mode=mode, finding_id=fid, action_id=a.id, ticket_id=t.id)
+                t = self.state.tickets.create(fault, mark.kind, ep.device, ep.port, title, body, now)
+                self.state.audit.record(now, f"opened ticket {t.id}", why, mode=mode, finding_id=fid, ticket_id=t.id)
+            a = self.state.actions.add("disable", ep.device, ep.port, mode, "done", why, now, finding_id=fid,
+                                       ticket_id=t.id)  # fmt: skip
+            self.state.holds.hold(ep.device, ep.port, a.id, t.id, now)
+            self.state.audit.record(
+                now, f"adopted {ep}", why, mode=mode, finding_id=fid, action_id=a.id, ticket_id=t.id
+            )
         t = self.paper.note_action(t.id, a, why) or t
         await self.paper.send(t)
         remarked = await self.marks.remark(a, mark)

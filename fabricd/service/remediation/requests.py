@@ -37,7 +37,7 @@ class Requests:
 
     def _proposed(self, action_id: int) -> Action:
         """The action a person approves or rejects: it exists and still awaits approval."""
-        a = self.state.action(action_id)
+        a = self.state.actions.get(action_id)
         if a is None:
             raise UnknownIdError(f"no action {action_id}; list them with `fabricd actions`")
         if a.status != "awaiting_approval":
@@ -50,14 +50,16 @@ class Requests:
             v = self.holds.guard(Endpoint(a.device, a.port))  # the fabric may have changed since it was proposed
             now = self.ctx.clock()
             if not v.allowed:
-                a = self.state.set_action(a.id, "refused", now, detail=f"guard ({v.rule}) at approval: {v.reason}")
-                self.state.audit(now, f"approval of action {a.id} refused", v.reason, mode=a.mode, actor=actor,
-                                 action_id=a.id)  # fmt: skip
+                a = self.state.actions.set_status(
+                    a.id, "refused", now, detail=f"guard ({v.rule}) at approval: {v.reason}"
+                )
+                self.state.audit.record(now, f"approval of action {a.id} refused", v.reason, mode=a.mode, actor=actor,
+                                        action_id=a.id)  # fmt: skip
                 t = self.paper.note_action(a.ticket_id, a, f"approved by {actor} but the guard refused: {v.reason}")
                 await self.paper.send_if(t)
                 return a
-            a = self.state.set_action(a.id, "running", now, detail=f"approved by {actor}")
-            self.state.audit(now, f"approved action {a.id}", a.reason, mode=a.mode, actor=actor, action_id=a.id)
+            a = self.state.actions.set_status(a.id, "running", now, detail=f"approved by {actor}")
+            self.state.audit.record(now, f"approved action {a.id}", a.reason, mode=a.mode, actor=actor, action_id=a.id)
             self.actions.spawn(a)
             return a
 
@@ -72,7 +74,7 @@ class Requests:
         with fenced(self.ctx.fence.token()):
             async with self.ctx.lock:
                 self.ctx.settings = self.ctx.settings.model_copy(update={"mode": mode})
-                self.state.set_mode(mode, actor, why.strip() or "no reason given", self.ctx.clock())
+                self.state.mode.set(mode, actor, why.strip() or "no reason given", self.ctx.clock())
                 return mode
 
     async def reject(self, action_id: int, actor: str, reason: str) -> Action:
@@ -83,8 +85,8 @@ class Requests:
                 a = self._proposed(action_id)
                 now = self.ctx.clock()
                 why = reason.strip() or "no reason given"
-                a = self.state.set_action(a.id, "cancelled", now, detail=f"rejected by {actor}: {why}")
-                self.state.audit(now, f"rejected action {a.id}", why, mode=a.mode, actor=actor, action_id=a.id)
+                a = self.state.actions.set_status(a.id, "cancelled", now, detail=f"rejected by {actor}: {why}")
+                self.state.audit.record(now, f"rejected action {a.id}", why, mode=a.mode, actor=actor, action_id=a.id)
                 await self.paper.send_if(self.paper.note_action(a.ticket_id, a, f"rejected by {actor}: {why}"))
                 return a
 
@@ -96,14 +98,14 @@ class Requests:
 
     async def _resolve(self, ticket_id: int, actor: str) -> Ticket:
         async with self.ctx.lock:
-            t = self.state.ticket(ticket_id)
+            t = self.state.tickets.get(ticket_id)
             if t is None:
                 raise UnknownIdError(f"no ticket {ticket_id}; list them with `fabricd tickets`")
             now = self.ctx.clock()
             self._refuse_if_miscabled(t, now, actor)
             if t.status == "open":
-                t = self.state.resolve_ticket(ticket_id, now, actor) or t
-                self.state.audit(now, f"resolved ticket {t.id}", f"by {actor}", actor=actor, ticket_id=t.id)
+                t = self.state.tickets.resolve(ticket_id, now, actor) or t
+                self.state.audit.record(now, f"resolved ticket {t.id}", f"by {actor}", actor=actor, ticket_id=t.id)
             for port_ticket in self._covered(t, now, actor):
                 self._bring_back(port_ticket.id, now, f"{actor} (escalation {t.id})")
                 await self.paper.send(port_ticket)
@@ -117,7 +119,7 @@ class Requests:
         self.ctx.fence.leader_only()
         with fenced(self.ctx.fence.token()):
             async with self.ctx.lock:
-                held = {Endpoint(p["device"], p["port"]): p for p in self.state.disabled_ports()}
+                held = {Endpoint(p["device"], p["port"]): p for p in self.state.holds.all()}
                 p = held.get(port)
                 if p is None:
                     raise UnknownIdError(f"fabricd holds no hold on {port}; list them with `fabricd status`")
@@ -137,12 +139,12 @@ class Requests:
         named = {*t.body.get("faulty_ports", []), *t.body.get("held_down_by_fabricd", [])} if t.escalation else set()
         back = [
             Endpoint(p["device"], p["port"])
-            for p in self.state.disabled_ports()
+            for p in self.state.holds.all()
             if p["ticket_id"] == t.id or (p["device"] == t.device and p["port"] in named)
         ]
         if not back:
             return
-        findings = [f for f in self.state.findings("active", limit=100_000) if f.get("kind") == "miscabled"]
+        findings = [f for f in self.state.findings.all("active", limit=100_000) if f.get("kind") == "miscabled"]
         for ep in back:
             f = miscabled_on(self.ctx.fabric, ep, findings)
             if f is None:
@@ -152,7 +154,7 @@ class Requests:
                 f"ticket {t.id} stays open: {ep} is miscabled (finding {f.get('id')}: {f.get('summary')}); {fix}, "
                 "then resolve again (the finding clears seconds after LLDP hears the right cable)"
             )
-            self.state.audit(now, f"refused resolving ticket {t.id}", why, actor=actor, ticket_id=t.id)
+            self.state.audit.record(now, f"refused resolving ticket {t.id}", why, actor=actor, ticket_id=t.id)
             raise ActionError(why)
 
     def _covered(self, esc: Ticket, now: int, actor: str) -> list[Ticket]:
@@ -162,34 +164,35 @@ class Requests:
             return []
         named = {*esc.body.get("faulty_ports", []), *esc.body.get("held_down_by_fabricd", [])}
         out = []
-        for p in self.state.disabled_ports():
+        for p in self.state.holds.all():
             if p["device"] != esc.device or p["port"] not in named or not p["ticket_id"]:
                 continue
-            pt = self.state.ticket(p["ticket_id"])
+            pt = self.state.tickets.get(p["ticket_id"])
             if pt is None or pt.status != "open" or pt.id == esc.id:
                 continue
             by = f"{actor} (escalation {esc.id})"
-            pt = self.state.resolve_ticket(pt.id, now, by) or pt
-            self.state.audit(now, f"resolved ticket {pt.id}", f"with escalation {esc.id}, by {actor}", actor=actor,
-                             ticket_id=pt.id)  # fmt: skip
+            pt = self.state.tickets.resolve(pt.id, now, by) or pt
+            self.state.audit.record(
+                now, f"resolved ticket {pt.id}", f"with escalation {esc.id}, by {actor}", actor=actor, ticket_id=pt.id
+            )
             out.append(pt)
         return out
 
     def _bring_back(self, ticket_id: int, now: int, actor: str) -> None:
         """Cancel what still waits for approval under the ticket and re-enable the ports it holds down."""
-        for a in self.state.actions_in("awaiting_approval"):
+        for a in self.state.actions.with_status("awaiting_approval"):
             if a.ticket_id == ticket_id:
-                self.state.set_action(a.id, "cancelled", now, detail=f"ticket resolved by {actor}")
-        for p in self.state.disabled_ports():
+                self.state.actions.set_status(a.id, "cancelled", now, detail=f"ticket resolved by {actor}")
+        for p in self.state.holds.all():
             if p["ticket_id"] != ticket_id:
                 continue
             mode = self.ctx.settings.mode
-            with self.state.tx():
-                if self.state.open_action(p["device"], p["port"]) is not None:
+            with self.state.transaction():
+                if self.state.actions.open_on(p["device"], p["port"]) is not None:
                     continue  # its enable is already under way (a second resolve, a retry)
-                tries = self.state.count_actions(p["device"], p["port"], "enable", after_id=p["action_id"])
+                tries = self.state.actions.count(p["device"], p["port"], "enable", after_id=p["action_id"])
                 why = f"ticket {ticket_id} resolved by {actor}"
-                a = self.state.add_action("enable", p["device"], p["port"], mode, "running", why, now,
-                                          ticket_id=ticket_id, key=enable_key(p["device"], p["port"], p["action_id"],
+                a = self.state.actions.add("enable", p["device"], p["port"], mode, "running", why, now,
+                                           ticket_id=ticket_id, key=enable_key(p["device"], p["port"], p["action_id"],
                                                                               tries + 1))  # fmt: skip
             self.actions.spawn(a)

@@ -1,5 +1,5 @@
 """Holds: the ports fabricd holds down (`disabled_ports`), the ports back up on probation, and the guard's refusals
-to re-apply a hold (reconcile_steps.py: shared by every instance)."""
+to re-apply a hold (remediation/reconciler.py: shared by every instance)."""
 
 from __future__ import annotations
 

@@ -58,7 +58,7 @@ class DisabledPort(TypedDict):
 
 
 class RefusedReapply(TypedDict):
-    """A hold whose port is up again, whose re-apply the guard refused (reconcile_steps.py): shared, so every
+    """A hold whose port is up again, whose re-apply the guard refused (remediation/reconciler.py): shared, so every
     instance's health lists it and a new leader does not audit and note the same refusal again."""
 
     device: str

@@ -39,7 +39,7 @@ log = logging.getLogger("fabricd.state")
 # 2: actions.key (idempotency); 3: actions.token (the fencing token of the leader that began it); 4: maintenance
 # (planned drains, maintenance.py: a new table, which the schema's CREATE TABLE IF NOT EXISTS adds to an older file);
 # 5: carrier_seen (each port's last carrier-transitions value, carrier_watch.py: a new table, added the same way);
-# 6: reapply_refused (the guard's refusals to re-apply a hold, reconcile_steps.py: shared by every instance)
+# 6: reapply_refused (the guard's refusals to re-apply a hold, remediation/reconciler.py: shared by every instance)
 SCHEMA_VERSION = 6
 
 # Every table's rows, decoded once at the start (scan): each repository's own codec.
@@ -60,7 +60,7 @@ class StateStore:
         instance, as PostgreSQL's sessions show it."""
         self.path = path
         self._db: Db = connect(path, url, password, owner=owner, new_state=new_state, force=force, name=name)
-        self.started_empty = self._db.started_empty  # adoption notes say so (reconcile_steps)
+        self.started_empty = self._db.started_empty  # adoption notes say so (remediation/reconciler.py)
         self.database = Database(self._db)
         self.writes = self.database.writes
         self.quarantine = self.database.quarantine  # rows that cannot be decoded (rows.py)

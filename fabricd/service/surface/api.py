@@ -211,7 +211,7 @@ def create_app(service: ServiceSurface) -> FastAPI:
         limit: int = limit_q(500),
         offset: int = Query(0, ge=0, le=MAX_OFFSET),
     ) -> Findings:
-        return Findings(findings=service.state.findings(status, limit, offset))
+        return Findings(findings=service.state.findings.all(status, limit, offset))
 
     @app.get("/api/v1/actions", dependencies=[Depends(viewer)])
     async def actions(
@@ -219,7 +219,7 @@ def create_app(service: ServiceSurface) -> FastAPI:
         limit: int = limit_q(500),
         offset: int = Query(0, ge=0, le=MAX_OFFSET),
     ) -> Actions:
-        return Actions(actions=service.state.actions(status, limit, offset))
+        return Actions(actions=service.state.actions.all(status, limit, offset))
 
     @app.get("/api/v1/tickets", dependencies=[Depends(viewer)])
     async def tickets(
@@ -227,18 +227,18 @@ def create_app(service: ServiceSurface) -> FastAPI:
         limit: int = limit_q(500),
         offset: int = Query(0, ge=0, le=MAX_OFFSET),
     ) -> Tickets:
-        return Tickets(tickets=service.state.tickets(status, limit, offset))
+        return Tickets(tickets=service.state.tickets.all(status, limit, offset))
 
     @app.get("/api/v1/tickets/{ticket_id}", dependencies=[Depends(viewer)])
     async def ticket(ticket_id: int = _id()) -> Ticket:
-        t = service.state.ticket(ticket_id)
+        t = service.state.tickets.get(ticket_id)
         if t is None:
             raise HTTPException(404, f"no ticket {ticket_id}")
         return t
 
     @app.get("/api/v1/ports/disabled", dependencies=[Depends(viewer)])
     async def disabled() -> DisabledPorts:
-        return DisabledPorts(ports=service.state.disabled_ports())
+        return DisabledPorts(ports=service.state.holds.all())
 
     @app.get("/api/v1/topology/summary", dependencies=[Depends(viewer)])
     async def topology() -> Any:
@@ -263,7 +263,7 @@ def create_app(service: ServiceSurface) -> FastAPI:
 
     @app.get("/api/v1/audit", dependencies=[Depends(viewer)])
     async def audit(limit: int = limit_q(200), offset: int = Query(0, ge=0, le=MAX_OFFSET)) -> Audit:
-        return Audit(audit=service.state.audit_log(limit, offset))
+        return Audit(audit=service.state.audit.entries(limit, offset))
 
     @app.post("/api/v1/tickets/{ticket_id}/resolve")
     async def resolve(ticket_id: int = _id(), who: Principal = Depends(operator)) -> Ticket:
@@ -343,7 +343,7 @@ def create_app(service: ServiceSurface) -> FastAPI:
     @app.get("/api/v1/tokens")
     async def tokens(_: Principal = Depends(admin)) -> Tokens:
         """Every user token (never the token or its hash), revoked ones with when."""
-        return Tokens(tokens=service.state.api_tokens())
+        return Tokens(tokens=service.state.access.tokens())
 
     @app.post("/api/v1/tokens", status_code=201)
     async def create_token(body: NewToken, who: Principal = Depends(admin)) -> CreatedToken:
@@ -351,12 +351,12 @@ def create_app(service: ServiceSurface) -> FastAPI:
         if not valid_user(body.user):
             raise HTTPException(400, "user: letters, digits and . _ @ - only (a login or an e-mail)")
         token = new_token()
-        row = service.state.add_token(body.user, body.role, token_hash(token), time.time_ns(), who.actor)
+        row = service.state.access.add_token(body.user, body.role, token_hash(token), time.time_ns(), who.actor)
         return CreatedToken(**row.to_dict(), token=token)
 
     @app.delete("/api/v1/tokens/{token_id}")
     async def revoke_token(token_id: int = _id(), who: Principal = Depends(admin)) -> Revoked:
-        if not service.state.revoke_token(token_id, time.time_ns(), who.actor):
+        if not service.state.access.revoke_token(token_id, time.time_ns(), who.actor):
             raise HTTPException(404, f"no live token {token_id}")
         return Revoked(revoked=token_id)
 

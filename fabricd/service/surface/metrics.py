@@ -28,7 +28,7 @@ class StateCollector(Collector):
     def collect(self) -> Iterator[Metric]:
         yield from self._writes()  # first: they must be scraped even when the reads below fail
         findings = GaugeMetricFamily("fabricd_findings", "Findings in the state store", labels=["kind", "status"])
-        for (kind, status), n in sorted(self.state.finding_counts().items()):
+        for (kind, status), n in sorted(self.state.findings.counts().items()):
             findings.add_metric([kind, status], n)
         yield findings
         # Where: active findings per kind and device (bounded by switches x kinds), so an alert can name the switch
@@ -38,7 +38,7 @@ class StateCollector(Collector):
             labels=["kind", "device", "severity"],
         )
         per: dict[tuple[str, str, str], int] = {}
-        active = self.state.findings("active", limit=100_000)  # read once: the job counts below come from it too
+        active = self.state.findings.all("active", limit=100_000)  # read once: the job counts below come from it too
         for f in active:
             key = (str(f["kind"]), str(f.get("device") or ""), str(f.get("severity") or ""))
             per[key] = per.get(key, 0) + 1
@@ -47,27 +47,25 @@ class StateCollector(Collector):
         yield where
         yield _job_findings(active)
         actions = GaugeMetricFamily("fabricd_actions", "Remediation actions by outcome", labels=["op", "status"])
-        for (op, status), n in sorted(self.state.action_counts().items()):
+        for (op, status), n in sorted(self.state.actions.counts().items()):
             actions.add_metric([op, status], n)
         yield actions
         drains = GaugeMetricFamily("fabricd_drains", "Planned maintenance drains by state", labels=["state"])
-        for state, n in sorted(self.state.drain_counts().items()):
+        for state, n in sorted(self.state.drains.counts().items()):
             drains.add_metric([state], n)
         yield drains
         now = time.time_ns()
-        late = sum(1 for d in self.state.drains(ACTIVE) if overran(d.until_ts, d.state, now))
+        late = sum(1 for d in self.state.drains.all(ACTIVE) if overran(d.until_ts, d.state, now))
         yield GaugeMetricFamily("fabricd_drains_overran", "Active drains past their --until (maintenance overran)",
                                 value=late)  # fmt: skip
         tickets = GaugeMetricFamily("fabricd_open_tickets", "Open repair tickets", labels=["kind"])
         counts: dict[str, int] = {}
-        for t in self.state.tickets("open"):
+        for t in self.state.tickets.all("open"):
             counts[t.kind] = counts.get(t.kind, 0) + 1
         for kind, n in sorted(counts.items()):
             tickets.add_metric([kind], n)
         yield tickets
-        yield GaugeMetricFamily(
-            "fabricd_disabled_ports", "Ports fabricd holds down", value=len(self.state.disabled_ports())
-        )
+        yield GaugeMetricFamily("fabricd_disabled_ports", "Ports fabricd holds down", value=len(self.state.holds.all()))
 
     def _writes(self) -> Iterator[Metric]:
         w = self.state.writes
@@ -141,7 +139,7 @@ class DrainedCollector(Collector):
         gbps = GaugeMetricFamily("fabricd_drained_capacity_gbps", "Line rate of those links, Gb/s (blueprint "
                                  "speeds); summed over switches, direction=uplink counts each link once",
                                  labels=labels)  # fmt: skip
-        ports = {Endpoint(*p.split(":", 1)) for d in self.state.drains(ACTIVE) for p in d.ports if ":" in p}
+        ports = {Endpoint(*p.split(":", 1)) for d in self.state.drains.all(ACTIVE) for p in d.ports if ":" in p}
         for c in drained_capacity(self.fabric, ports):
             links.add_metric([c.device, c.direction], c.links)
             gbps.add_metric([c.device, c.direction], c.gbps)

@@ -56,7 +56,7 @@ class ServiceStatus:
         return [
             {"action_id": a.id, "op": a.op, "port": f"{a.device}:{a.port}", "mode": a.mode,
              "for_s": round(max(0, now - a.created_ts) / NS, 1), "detail": a.detail}
-            for a in self.state.actions_in("running")
+            for a in self.state.actions.with_status("running")
         ]  # fmt: skip
 
     def maintenance_status(self) -> list[dict[str, Any]]:
@@ -65,7 +65,7 @@ class ServiceStatus:
         return [
             {"id": d.id, "kind": d.kind, "target": d.target, "state": d.state, "step": f"{d.done}/{len(d.steps)}",
              "actor": d.actor, "reason": d.reason, "detail": d.detail, "overran": overran(d.until_ts, d.state, now)}
-            for d in self.state.drains(ACTIVE)
+            for d in self.state.drains.all(ACTIVE)
         ]  # fmt: skip
 
     def health(self) -> dict[str, Any]:
@@ -104,8 +104,8 @@ class ServiceStatus:
                 "shards": self.cfg.detectors.shards,
                 "silent_shards": silent,
             },
-            "open_tickets": len(self.state.tickets("open")),
-            "disabled_ports": len(self.state.disabled_ports()),
+            "open_tickets": len(self.state.tickets.all("open")),
+            "disabled_ports": len(self.state.holds.all()),
             "stale_holds": len(self.remediation.holds.stale_holds()),
             "to_reapply": self.remediation.reconciler.to_reapply(),
             "in_flight": self.in_flight(),

@@ -81,7 +81,7 @@ def port_rows(snap: Snapshot, service: ServiceSurface, device: str) -> list[dict
                 if snap.ts[i] != NEVER]  # fmt: skip
         return worst(vals) if vals else None
 
-    held = {p["port"] for p in service.state.disabled_ports() if p["device"] == device}
+    held = {p["port"] for p in service.state.holds.all() if p["device"] == device}
     to_reapply = {r["port"]: r for r in service.remediation.reconciler.to_reapply()}
     lossless = str(service.lossless)
     bgp = {o.port: o.state for o in bgp_session.observe(snap, fabric=service.fabric)
@@ -133,7 +133,7 @@ def mount(app: FastAPI, service: ServiceSurface) -> None:
         sid = request.cookies.get(COOKIE)
         if not sid or len(sid) > 128:
             return None
-        found = service.state.page_session(token_hash(sid), time.time_ns())
+        found = service.state.access.session(token_hash(sid), time.time_ns())
         if found is None:
             return None
         actor, role, csrf = found
@@ -160,8 +160,8 @@ def mount(app: FastAPI, service: ServiceSurface) -> None:
     def view(active: list[StoredFinding] | None = None) -> FabricView:
         return build(
             service.fabric,
-            service.state.findings("active", limit=100_000) if active is None else active,
-            {Endpoint(p["device"], p["port"]) for p in service.state.disabled_ports()},
+            service.state.findings.all("active", limit=100_000) if active is None else active,
+            {Endpoint(p["device"], p["port"]) for p in service.state.holds.all()},
             service.view.oper_down(),
             service.telemetry.stale_devices(),
         )
@@ -173,15 +173,17 @@ def mount(app: FastAPI, service: ServiceSurface) -> None:
             {"id": d.id, "kind": d.kind, "target": d.target, "state": d.state, "step": f"{d.done}/{len(d.steps)}",
              "actor": d.actor, "reason": d.reason, "since": _when(d.created_ts), "until": _when(d.until_ts),
              "detail": d.detail, "overran": overran(d.until_ts, d.state, now)}
-            for d in service.state.drains(None, 20)
+            for d in service.state.drains.all(None, 20)
         ]  # fmt: skip
 
     def context(request: Request, who: Principal, csrf: str, flash: str = "") -> dict[str, Any]:
         q = request.query_params
         filters = {k: q.get(k, "active" if k == "status" else "")[:64] for k in ("kind", "device", "status", "job")}
-        active = service.state.findings("active", limit=100_000)  # the grid's and, by default, the list's
+        active = service.state.findings.all("active", limit=100_000)  # the grid's and, by default, the list's
         found = (
-            active[:500] if filters["status"] == "active" else service.state.findings(filters["status"] or None, 500)
+            active[:500]
+            if filters["status"] == "active"
+            else service.state.findings.all(filters["status"] or None, 500)
         )
         kinds = sorted({str(f["kind"]) for f in found})
         jobs = sorted({str(j["id"]) for f in found for j in f.get("jobs") or []})
@@ -191,12 +193,12 @@ def mount(app: FastAPI, service: ServiceSurface) -> None:
             found = [f for f in found if filters["device"] in (f.get("devices") or [f.get("device") or ""])]
         if filters["job"]:
             found = [f for f in found if filters["job"] in {str(j["id"]) for j in f.get("jobs") or []}]
-        pending = service.state.actions_in("awaiting_approval")
+        pending = service.state.actions.with_status("awaiting_approval")
         return {
             "who": who, "csrf": csrf, "view": view(active), "findings": found, "filters": filters, "kinds": kinds,
             "jobs": jobs, "pending": pending, "diffs": {a.id: diff_lines(a.op, a.port) for a in pending},
-            "can_act": who.may(Role.operator), "actions": service.state.actions(limit=50),
-            "tickets": service.state.tickets(limit=50), "audit": service.state.audit_log(50), "flash": flash,
+            "can_act": who.may(Role.operator), "actions": service.state.actions.all(limit=50),
+            "tickets": service.state.tickets.all(limit=50), "audit": service.state.audit.entries(50), "flash": flash,
             "drains": drains(),
         }  # fmt: skip
 
@@ -204,9 +206,9 @@ def mount(app: FastAPI, service: ServiceSurface) -> None:
         """A page session for `who`; opened with a user token (`token`), it ends when that token is revoked."""
         new = Session(who, secrets.token_urlsafe(32), secrets.token_urlsafe(32))
         now = time.time_ns()
-        held = token_hash(token) if token and service.state.token_by_hash(token_hash(token)) else None
-        service.state.add_page_session(token_hash(new.sid), who.actor, who.role.name, new.csrf,
-                                       now + SESSION_S * 10**9, held, now)  # fmt: skip
+        held = token_hash(token) if token and service.state.access.token_by_hash(token_hash(token)) else None
+        service.state.access.add_session(token_hash(new.sid), who.actor, who.role.name, new.csrf,
+                                         now + SESSION_S * 10**9, held, now)  # fmt: skip
         return new
 
     def with_cookie(r: Response, s: Session) -> Response:
@@ -256,7 +258,7 @@ def mount(app: FastAPI, service: ServiceSurface) -> None:
             html = render("login.html", who=None, csrf="", error="unknown or revoked token")
             return HTMLResponse(html, status_code=401)
         new = start(who, token.strip())
-        service.state.audit(time.time_ns(), "logged in to the page", "token login", actor=who.actor)
+        service.state.audit.record(time.time_ns(), "logged in to the page", "token login", actor=who.actor)
         return with_cookie(RedirectResponse("/", status_code=303), new)
 
     def checked(request: Request, csrf: str, needed: Role) -> Session:
@@ -272,8 +274,8 @@ def mount(app: FastAPI, service: ServiceSurface) -> None:
     @app.post("/logout", include_in_schema=False)
     async def logout(request: Request, csrf: str = Form("")) -> Response:
         s = checked(request, csrf, Role.viewer)
-        service.state.drop_page_session(token_hash(s.sid))
-        service.state.audit(time.time_ns(), "logged out of the page", "logout", actor=s.who.actor)
+        service.state.access.drop_session(token_hash(s.sid))
+        service.state.audit.record(time.time_ns(), "logged out of the page", "logout", actor=s.who.actor)
         r = RedirectResponse("/", status_code=303)
         r.delete_cookie(COOKIE, path="/")
         return r

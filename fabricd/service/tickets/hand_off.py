@@ -10,7 +10,7 @@ from functools import partial
 
 from ..ha import HaRole
 from ..state import StateStore, Ticket, fenced
-from ..state_db import FencedError
+from ..state.db import FencedError
 from .base import TicketBackend, TicketError
 
 log = logging.getLogger("fabricd.service")
@@ -31,7 +31,7 @@ class TicketHandOff:
         held[1][0] += 1
         try:
             async with held[0]:
-                done = self.state.ticket(ticket.id)
+                done = self.state.tickets.get(ticket.id)
                 if done is not None and done.synced_ts is not None and done.synced_ts >= ticket.updated_ts:
                     return
                 await self._hand_off(ticket)
@@ -52,7 +52,7 @@ class TicketHandOff:
             else:
                 ref = None
             with fenced(token):
-                self.state.mark_synced(ticket.id, ticket.updated_ts, ref)
+                self.state.tickets.mark_synced(ticket.id, ticket.updated_ts, ref)
         except TicketError as e:
             log.warning("%s", e)
         except FencedError as e:

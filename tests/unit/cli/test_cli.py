@@ -175,7 +175,7 @@ def test_every_error_class_exits_2_through_the_one_root() -> None:
     from drivers.base import DriverError
     from fabricd.bus import BusError
     from fabricd.cli.output import EXIT_TROUBLE
-    from fabricd.service.state_db import StateError
+    from fabricd.service.state.db import StateError
     from topology.errors import FabricdError, InputError
 
     for cls in (InputError, DriverError, BusError, StateError, remediation.StandbyError, remediation.ActionError):

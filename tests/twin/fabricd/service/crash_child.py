@@ -162,7 +162,7 @@ def main(state_path: str, inventory: str, device: str, port: str, step: str) -> 
     real = DriverActuator(load_inventory(Path(inventory)), timeout_s=15)
 
     async def publish(t: Ticket) -> None:
-        actions = state.actions()
+        actions = state.actions.all()
         if step == "recorded" and actions and actions[0].status == "done":
             os._exit(KILLED)
 

@@ -28,31 +28,31 @@ def main(path: Path, seed: int) -> None:
         now += rng.randrange(1, 10**9)
         device, port = rng.choice(PORTS)
         fault = f"link_flap:{device}:{port}"
-        with s.tx():
+        with s.transaction():
             for _ in range(rng.randrange(1, 4)):
                 what = rng.randrange(6)
                 if what == 0:
                     f = Finding(kind="link_flap", device=device, port=port, devices=(device,),
                                 ports=(f"{device}:{port}",), start_ts=now, detected_ts=now, severity="warning",
                                 confidence=1.0, summary="flaps", evidence={"flaps": rng.randrange(100)})  # fmt: skip
-                    s.upsert_finding(f, fault, now)
+                    s.findings.record(f, fault, now)
                 elif what == 1:
-                    t = s.open_ticket(fault)
+                    t = s.tickets.open_for(fault)
                     if t is None:
-                        s.create_ticket(fault, "link_flap", device, port, f"flaps on {device}:{port}", {"n": 1}, now)
+                        s.tickets.create(fault, "link_flap", device, port, f"flaps on {device}:{port}", {"n": 1}, now)
                     else:
-                        s.update_ticket(t.id, now, body={**t.body, "n": int(t.body.get("n", 0)) + 1}, recurrence=True)
+                        s.tickets.update(t.id, now, body={**t.body, "n": int(t.body.get("n", 0)) + 1}, recurrence=True)
                 elif what == 2:
-                    a = s.add_action("disable", device, port, "auto", "running", "flaps", now)
-                    s.finish_action(a.id, rng.choice(["done", "failed"]), now, "down", now)
+                    a = s.actions.add("disable", device, port, "auto", "running", "flaps", now)
+                    s.actions.finish(a.id, rng.choice(["done", "failed"]), now, "down", now)
                 elif what == 3:
-                    s.add_token(
+                    s.access.add_token(
                         f"user{rng.randrange(5)}", "viewer", f"hash-{os.getpid()}-{next(tokens)}", now, "writer"
                     )
                 elif what == 4:
-                    s.set_mode(rng.choice(["observe", "approve", "auto"]), "writer", "test", now)
+                    s.mode.set(rng.choice(["observe", "approve", "auto"]), "writer", "test", now)
                 else:
-                    s.audit(now, "writer", "x" * rng.randrange(2000))
+                    s.audit.record(now, "writer", "x" * rng.randrange(2000))
 
 
 if __name__ == "__main__":

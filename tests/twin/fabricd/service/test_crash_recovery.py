@@ -81,15 +81,15 @@ def test_killed_at_each_step_the_next_fabricd_completes_the_disable(
 
     state = StateStore(state_path)
     try:
-        (before,) = state.actions()
+        (before,) = state.actions.all()
         assert before.status == ("done" if step == "recorded" else "running")
         rem = remediator(state, twin.inventory)
         notes = asyncio.run(rem.reconciler.reconcile())
         assert bool(notes) == (step != "recorded")
 
-        (action,) = state.actions()  # one action, never a second
+        (action,) = state.actions.all()  # one action, never a second
         assert (action.id, action.op, action.status) == (before.id, "disable", "done"), action.detail
-        assert [(p["device"], p["port"]) for p in state.disabled_ports()] == [(device, port)]
+        assert [(p["device"], p["port"]) for p in state.holds.all()] == [(device, port)]
         assert port_up(twin, device, port) is False
         # nothing left pending on the switch that its timer would revert later
         assert left_on_switch(twin, device, action.switch_key) in ("confirmed", "none")
@@ -98,11 +98,11 @@ def test_killed_at_each_step_the_next_fabricd_completes_the_disable(
             # (before resume, SONiC's orphaned timer rolled the new, confirmed commit back)
             time.sleep(max(0.0, died + REVERT_S + 2 - time.monotonic()))
             assert port_up(twin, device, port) is False
-            assert state.disabled_ports() != []
-        (ticket,) = state.tickets()
+            assert state.holds.all() != []
+        (ticket,) = state.tickets.all()
         assert ticket.body["status_note"].startswith(f"disabled {device}:{port}")
-        assert ticket.id in {t.id for t in state.unsynced()}  # the backend gets the latest note
-        audit = [e["what"] for e in state.audit_log()]
+        assert ticket.id in {t.id for t in state.tickets.unsynced()}  # the backend gets the latest note
+        audit = [e["what"] for e in state.audit.entries()]
         assert (f"resume action {action.id}" in audit) == (step != "recorded")
     finally:
         state.close()

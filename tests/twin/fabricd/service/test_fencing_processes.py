@@ -132,7 +132,7 @@ def test_a_paused_leader_woken_after_a_takeover_touches_nothing(
 
 
 def _leader_row_holders(db: Any) -> set[int]:
-    """PostgreSQL sessions holding the leader row: inside a fenced write (state._check_fence; only a leader makes
+    """PostgreSQL sessions holding the leader row: inside a fenced write (state/fence.py's check; only a leader makes
     those, a standby's writes are not fenced)."""
     rows = db.execute(
         "SELECT pid FROM pg_locks WHERE locktype = 'relation' AND relation = 'leader'::regclass AND granted"

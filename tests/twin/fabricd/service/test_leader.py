@@ -169,12 +169,12 @@ def test_when_the_bus_itself_goes_away_nobody_acts_until_it_is_back(nats_bus: Lo
 def test_the_fencing_token_only_moves_forward(postgres_url: str, tmp_path: Path) -> None:
     for store in (StateStore(url=postgres_url), StateStore(tmp_path / "state.db")):
         try:
-            assert store.leader() is None
-            assert store.claim_leader("a", 5, 1)
-            assert not store.claim_leader("b", 4, 2)  # a stale lease never takes the state back
-            assert store.leader() == ("a", 5)
-            assert store.claim_leader("b", 9, 3)
-            assert store.leader() == ("b", 9)
-            assert [e["what"] for e in store.audit_log()] == ["b leads", "a leads"]
+            assert store.leadership.current() is None
+            assert store.leadership.claim("a", 5, 1)
+            assert not store.leadership.claim("b", 4, 2)  # a stale lease never takes the state back
+            assert store.leadership.current() == ("a", 5)
+            assert store.leadership.claim("b", 9, 3)
+            assert store.leadership.current() == ("b", 9)
+            assert [e["what"] for e in store.audit.entries()] == ["b leads", "a leads"]
         finally:
             store.close()

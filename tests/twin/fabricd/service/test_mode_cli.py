@@ -27,8 +27,8 @@ def test_mode_and_reject_from_the_cli(tmp_path: Path, monkeypatch: pytest.Monkey
         assert svc.service.remediation.requests.mode == "observe"
         assert cli(["mode", "auto", *api]) == 2  # --reason is required
         # a proposed action, as the remediator records one in approve mode, then rejected
-        a = svc.service.state.add_action("disable", "leaf-g0-r0", "Ethernet1/1", "approve", "awaiting_approval",
-                                         "link_flap on leaf-g0-r0:Ethernet1/1", 1)  # fmt: skip
+        a = svc.service.state.actions.add("disable", "leaf-g0-r0", "Ethernet1/1", "approve", "awaiting_approval",
+                                          "link_flap on leaf-g0-r0:Ethernet1/1", 1)  # fmt: skip
         assert cli(["reject", str(a.id), "--reason", "the NIC is being swapped", *api]) == 0
         assert (
             f"action {a.id}: cancelled (rejected by service-token: the NIC is being swapped)" in capsys.readouterr().out

@@ -59,8 +59,8 @@ def test_killed_and_restarted_loses_nothing_and_duplicates_nothing(twin: TwinThr
 def test_half_done_action_is_completed_at_start(twin: TwinThread, tmp_path: Path) -> None:
     cfg = write_config(tmp_path, twin.inventory)
     state = StateStore(tmp_path / "state.db")
-    t = state.create_ticket("link_flap:x", "link_flap", "leaf-g0-r3", "Ethernet4/1", "flap", {}, 1)
-    a = state.add_action("disable", "leaf-g0-r3", "Ethernet4/1", "auto", "running", "flap", 1, ticket_id=t.id)
+    t = state.tickets.create("link_flap:x", "link_flap", "leaf-g0-r3", "Ethernet4/1", "flap", {}, 1)
+    a = state.actions.add("disable", "leaf-g0-r3", "Ethernet4/1", "auto", "running", "flap", 1, ticket_id=t.id)
     state.close()  # as a crash between "running" and the switch call leaves it
     port = free_port()
     write_config(tmp_path, twin.inventory, api={"port": port})

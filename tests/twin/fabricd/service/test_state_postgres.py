@@ -40,18 +40,18 @@ def _terminate(url: str, name: str) -> int:
 
 
 def test_a_session_the_server_ended_is_opened_again_but_never_inside_a_transaction(postgres_url: str) -> None:
-    from fabricd.service.state_db import StateError
+    from fabricd.service.state.db import StateError
 
     s = StateStore(url=postgres_url, name="fabricd ended")
     try:
         assert _terminate(postgres_url, "fabricd ended") == 1
-        s.audit(1, "after", "the session was ended between two writes")  # a new session, nothing lost
-        with pytest.raises(StateError, match="terminating connection"), s.tx():
-            s.audit(2, "first", "in a transaction")
+        s.audit.record(1, "after", "the session was ended between two writes")  # a new session, nothing lost
+        with pytest.raises(StateError, match="terminating connection"), s.transaction():
+            s.audit.record(2, "first", "in a transaction")
             _terminate(postgres_url, "fabricd ended")
-            s.audit(3, "second", "never in a new session without the first")
-        s.audit(4, "later", "the next transaction runs")
-        assert [e["what"] for e in s.audit_log()] == ["later", "after"]
+            s.audit.record(3, "second", "never in a new session without the first")
+        s.audit.record(4, "later", "the next transaction runs")
+        assert [e["what"] for e in s.audit.entries()] == ["later", "after"]
     finally:
         s.close()
 
@@ -62,24 +62,24 @@ def test_a_claim_ends_an_old_leaders_write_stuck_holding_the_leader_row(postgres
     import time
 
     from fabricd.service.state import fenced
-    from fabricd.service.state_db import StateError
+    from fabricd.service.state.db import StateError
 
     old, new = StateStore(url=postgres_url, name="fabricd old"), StateStore(url=postgres_url, name="fabricd new")
     try:
-        assert old.claim_leader("old", 5, 1)
+        assert old.leadership.claim("old", 5, 1)
         stuck = fenced(5)
         stuck.__enter__()
-        tx = old.tx()
+        tx = old.transaction()
         tx.__enter__()  # the fence check: the leader row is share-locked until the commit
-        old.audit(2, "stuck", "never committed")
+        old.audit.record(2, "stuck", "never committed")
         began = time.monotonic()
-        assert new.claim_leader("new", 6, 3)
+        assert new.leadership.claim("new", 6, 3)
         assert time.monotonic() - began < 2.0  # not the 5 s of the server's idle-in-transaction limit
-        assert new.leader() == ("new", 6)
+        assert new.leadership.current() == ("new", 6)
         with pytest.raises(StateError, match="terminating connection"):  # the session is gone: the commit fails
             tx.__exit__(None, None, None)
         stuck.__exit__(None, None, None)
-        assert "stuck" not in [e["what"] for e in new.audit_log()]
+        assert "stuck" not in [e["what"] for e in new.audit.entries()]
     finally:
         old.close()
         new.close()

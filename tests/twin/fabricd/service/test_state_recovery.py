@@ -140,8 +140,8 @@ def test_rows_that_cannot_be_decoded_are_quarantined_and_the_service_serves(twin
     finally:
         assert d.stop() == 0
     state = StateStore(tmp_path / "state.db")
-    (hold,) = [h for h in state.disabled_ports() if f"{h['device']}:{h['port']}" == ep]
-    other = state.create_ticket("link_flap:x", "link_flap", "leaf-g0-r0", "Ethernet8/1", "t", {"n": 1}, 1)
+    (hold,) = [h for h in state.holds.all() if f"{h['device']}:{h['port']}" == ep]
+    other = state.tickets.create("link_flap:x", "link_flap", "leaf-g0-r0", "Ethernet8/1", "t", {"n": 1}, 1)
     state.close()
     db = sqlite3.connect(tmp_path / "state.db")  # damage quick_check and integrity_check both pass
     db.execute("UPDATE tickets SET body = CAST(X'7B2261223A22FF227D' AS TEXT) WHERE id = ?", (hold["ticket_id"],))

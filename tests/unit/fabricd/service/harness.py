@@ -272,7 +272,7 @@ class Harness:
     published: list[Ticket]
 
     def tickets(self, kind: str | None = None) -> list[Ticket]:
-        return [t for t in self.state.tickets() if kind is None or t.kind == kind]
+        return [t for t in self.state.tickets.all() if kind is None or t.kind == kind]
 
     def restart(self, **settings: Any) -> Remediation:
         """A new remediator on the same state (the service restarted)."""
@@ -351,12 +351,12 @@ SESSION_DISABLE = [
 
 
 def action_of(h: Harness, action_id: int) -> Action:
-    a = h.state.action(action_id)
+    a = h.state.actions.get(action_id)
     assert a is not None, f"no action {action_id}"
     return a
 
 
 def ticket_of(h: Harness, ticket_id: int) -> Ticket:
-    t = h.state.ticket(ticket_id)
+    t = h.state.tickets.get(ticket_id)
     assert t is not None, f"no ticket {ticket_id}"
     return t

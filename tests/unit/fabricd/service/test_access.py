@@ -98,7 +98,7 @@ def test_the_actor_is_the_token_never_a_header(client: tuple[TestClient, Service
     r = c.post("/api/v1/tokens", json={"user": "bob", "role": "operator"},
                headers={**bearer(admin), "X-Fabricd-Actor": "mallory"})  # fmt: skip
     assert r.status_code == 201 and r.json()["created_by"] == "user:alice@example.com"
-    audit = svc.state.audit_log()
+    audit = svc.state.audit.entries()
     assert audit[0]["actor"] == "user:alice@example.com" and "mallory" not in json.dumps(audit)
     assert audit[1]["actor"] == "service-token"  # alice's token was made with the service token
 
@@ -107,7 +107,7 @@ def test_revoked_tokens_stop_at_once_and_only_hashes_are_stored(client: tuple[Te
     c, svc = client
     token = make(c, "carol", "viewer")
     assert c.get("/api/v1/findings", headers=bearer(token)).status_code == 200
-    (row,) = [t for t in svc.state.api_tokens() if t.user == "carol"]
+    (row,) = [t for t in svc.state.access.tokens() if t.user == "carol"]
     assert c.delete(f"/api/v1/tokens/{row.id}", headers=bearer(SERVICE_TOKEN)).json() == {"revoked": row.id}
     assert c.get("/api/v1/findings", headers=bearer(token)).status_code == 401
     assert c.delete(f"/api/v1/tokens/{row.id}", headers=bearer(SERVICE_TOKEN)).status_code == 404  # never twice
@@ -156,7 +156,7 @@ def test_a_chunked_body_is_counted_as_it_streams_and_refused_before_the_token_ch
 def test_pagination(client: tuple[TestClient, Service]) -> None:
     c, svc = client
     for i in range(5):
-        svc.state.audit(i, f"event {i}", "test", actor="t")
+        svc.state.audit.record(i, f"event {i}", "test", actor="t")
     h = bearer(SERVICE_TOKEN)
     first = [a["what"] for a in c.get("/api/v1/audit", params={"limit": 2}, headers=h).json()["audit"]]
     second = [a["what"] for a in c.get("/api/v1/audit", params={"limit": 2, "offset": 2}, headers=h).json()["audit"]]
@@ -289,8 +289,8 @@ def test_every_answer_has_a_documented_shape_and_nothing_else(client: tuple[Test
     # a field the stored finding has and the API does not document stays out of the answer
     f = Finding("link_flap", "leaf-g0-r0", "Ethernet1/1", ("leaf-g0-r0",), ("leaf-g0-r0:Ethernet1/1",), 1, 2,
                 "warning", 0.9, "8 flaps")  # fmt: skip
-    svc.state.upsert_finding(f, "k1", 3)
-    with svc.state.tx() as db:
+    svc.state.findings.record(f, "k1", 3)
+    with svc.state.transaction() as db:
         db.execute("UPDATE findings SET data = ? WHERE fault = 'k1'", (json.dumps({**f.to_dict(), "secret": "x"}),))
     body = c.get("/api/v1/findings", headers=bearer(SERVICE_TOKEN)).json()["findings"]
     assert [x["fault"] for x in body] == ["k1"] and "secret" not in body[0] and body[0]["summary"] == "8 flaps"
@@ -319,10 +319,10 @@ def test_health_lists_the_actions_in_flight(client: tuple[TestClient, Service]) 
     port already up, and health said only `ok`: it lists what is under way, and since when."""
     c, svc = client
     now = time.time_ns()
-    a = svc.state.add_action(
+    a = svc.state.actions.add(
         "enable", "leaf-g0-r0", "Ethernet1/1", "auto", "running", "ticket 3 resolved", now - 4 * NS
     )
-    svc.state.add_action("disable", "leaf-g0-r0", "Ethernet2/1", "auto", "done", "flap", now)  # over: not listed
+    svc.state.actions.add("disable", "leaf-g0-r0", "Ethernet2/1", "auto", "done", "flap", now)  # over: not listed
     (got,) = c.get("/api/v1/health", headers=bearer(SERVICE_TOKEN)).json()["in_flight"]
     assert (got["action_id"], got["op"], got["port"], got["mode"]) == (a.id, "enable", "leaf-g0-r0:Ethernet1/1", "auto")
     assert 4 <= got["for_s"] < 10

@@ -8,7 +8,7 @@ from typing import Any, cast
 import pytest
 
 from fabricd.service.cabling_check import expects_lldp, miscabled_on
-from fabricd.service.state_records import StoredFinding
+from fabricd.service.state.records import StoredFinding
 from topology.fabric import Fabric
 from topology.model import Endpoint, Role
 

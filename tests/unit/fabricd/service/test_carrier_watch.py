@@ -46,7 +46,7 @@ def run_round(w: CarrierWatch, store: CounterStore, at_s: float, state: StateSto
     found = w.check(snap, now, set(unsure), never_tracked)
     due = w.to_save(snap, now, set(unsure))
     if due is not None:
-        state.save_carrier_seen(due[0], now, due[1])
+        state.carrier.save(due[0], now, due[1])
         w.saved(snap, due[0], now)
     return [f.summary for f in found], None if due is None else due[0]
 
@@ -64,7 +64,7 @@ def test_a_restart_finds_the_train_the_counter_shows_and_writes_only_changes(
     for t in range(10, 3610, 10):
         put(store, SERVER, 40, t)
         assert run_round(first, store, t + 0.5, state)[1] == []
-    rows, saved = state.carrier_seen()
+    rows, saved = state.carrier.seen()
     assert rows == {SERVER: (40, T0), UPLINK: (3, T0)} and saved == (T0 + 3600 * NS + NS // 2, frozenset())
 
     # kill -9 an hour after the last change; 8 flaps on the server link while down; back 60 s later.
@@ -94,7 +94,7 @@ def test_a_switch_not_heard_fresh_waits_and_keeps_its_own_time(state: StateStore
     store = CounterStore()
     put(store, SERVER, 56, 20)
     assert run_round(later, store, 20, state, unsure=("leaf-g0-r0",)) == ([], [])
-    assert state.carrier_seen()[1] == (T0 + 20 * NS, frozenset({"leaf-g0-r0"}))  # the round does not vouch for it
+    assert state.carrier.seen()[1] == (T0 + 20 * NS, frozenset({"leaf-g0-r0"}))  # the round does not vouch for it
     put(store, SERVER, 56, 21)
     assert len(run_round(later, store, 21, state)[0]) == 1  # heard fresh: compared
     # A third start: the second one's round said nothing of the leaf, so its row's own time holds.
@@ -119,10 +119,10 @@ def test_a_standby_that_leads_again_reads_what_the_leader_wrote(state: StateStor
     put(store, SERVER, 40, 0)
     run_round(w, store, 0, state)
     w.disarm()  # a standby now; the other leader writes
-    state.save_carrier_seen([(*SERVER, 60, T0 + 100 * NS)], T0 + 100 * NS, [])
+    state.carrier.save([(*SERVER, 60, T0 + 100 * NS)], T0 + 100 * NS, [])
     put(store, SERVER, 61, 120)
     assert run_round(w, store, 120, state)[0] == []  # 60 -> 61: no train (40 -> 61 would have been)
-    assert state.carrier_seen()[0][SERVER] == (61, T0 + 120 * NS)
+    assert state.carrier.seen()[0][SERVER] == (61, T0 + 120 * NS)
 
 
 def test_a_port_not_heard_within_the_window_is_history(state: StateStore, small_fabric: Fabric) -> None:
@@ -133,7 +133,7 @@ def test_a_port_not_heard_within_the_window_is_history(state: StateStore, small_
     w, store = CarrierWatch(state, small_fabric, LinkFlapConfig(unwatched_max_s=60.0)), CounterStore()
     put(store, SERVER, 40, 10)  # the uplink's leaf streams no counters yet
     run_round(w, store, 10, state)
-    assert state.carrier_seen()[1] == (T0 + 10 * NS, frozenset({"leaf-g0-r1"}))  # still waited for
+    assert state.carrier.seen()[1] == (T0 + 10 * NS, frozenset({"leaf-g0-r1"}))  # still waited for
     put(store, UPLINK, 30, 80)  # heard after the window: not compared (what it shows is history), written as it is
     assert run_round(w, store, 80, state) == ([], [(*UPLINK, 30, T0 + 80 * NS)])
-    assert state.carrier_seen()[1] == (T0 + 80 * NS, frozenset())
+    assert state.carrier.seen()[1] == (T0 + 80 * NS, frozenset())

@@ -124,4 +124,4 @@ def test_the_first_actions_confirm_waits_for_the_second_ports_commit(make: Calla
     assert touched.index(("set_port_admin", second.device, second.port, False, 120)) < touched.index(
         ("confirm", first.device)
     )
-    assert [a.status for a in h.state.actions()] == ["done", "done"]
+    assert [a.status for a in h.state.actions.all()] == ["done", "done"]

@@ -13,26 +13,26 @@ from fabricd.service.config import RemediationSettings, SafetyLimits
 from fabricd.service.remediation import context
 from fabricd.service.remediation.wiring import build_remediation
 from fabricd.service.state import StateStore, fenced
-from fabricd.service.state_db import FencedError
+from fabricd.service.state.db import FencedError
 
 from .harness import SERVER_PORT, T0, Clock, FakeActuator, FakeView, Harness, InlineExecutor, World, flap, run
 
 
 def test_a_write_under_a_superseded_token_writes_nothing(tmp_path: Path) -> None:
     s = StateStore(tmp_path / "state.db")
-    assert s.claim_leader("a", 5, T0)
+    assert s.leadership.claim("a", 5, T0)
     with fenced(5):
-        t = s.create_ticket("f", "link_flap", "d", "p", "t", {}, T0)  # still the leader's
-        a = s.add_action("disable", "d", "p", "auto", "running", "flap", T0)
+        t = s.tickets.create("f", "link_flap", "d", "p", "t", {}, T0)  # still the leader's
+        a = s.actions.add("disable", "d", "p", "auto", "running", "flap", T0)
     assert a.token == 5 and a.switch_key.startswith(f"fabricd_t5_a{a.id}_")
-    assert s.claim_leader("b", 6, T0)  # a new leader
+    assert s.leadership.claim("b", 6, T0)  # a new leader
     with fenced(5), pytest.raises(FencedError, match=r"names b \(token 6\) as leader, not this instance's token 5"):
-        s.update_ticket(t.id, T0 + 1, body={"x": 1})
-    assert s.ticket(t.id).body == {}  # type: ignore[union-attr]
+        s.tickets.update(t.id, T0 + 1, body={"x": 1})
+    assert s.tickets.get(t.id).body == {}  # type: ignore[union-attr]
     assert not s.writes.failing  # being fenced is not a broken state store
     with fenced(6):
-        s.update_ticket(t.id, T0 + 1, body={"x": 1})  # the new leader's write goes through
-    s.update_ticket(t.id, T0 + 2, body={"y": 1})  # unfenced (a single instance, a tool): unconditional
+        s.tickets.update(t.id, T0 + 1, body={"x": 1})  # the new leader's write goes through
+    s.tickets.update(t.id, T0 + 2, body={"y": 1})  # unfenced (a single instance, a tool): unconditional
     s.close()
 
 
@@ -42,12 +42,12 @@ def test_a_leader_fenced_off_mid_action_touches_neither_switch_nor_state(
     monkeypatch.setattr(context, "FENCE_WAIT_S", 0.05)
     h = make()
     state, world = h.state, World()
-    assert state.claim_leader("a", 5, T0)
+    assert state.leadership.claim("a", 5, T0)
     token = [5]
     fenced_out: list[str] = []
 
     def fence() -> str | None:
-        held = state.leader()
+        held = state.leadership.current()
         return None if held is not None and held[1] == token[0] else f"fenced: the state names {held}"
 
     rem = build_remediation(
@@ -58,7 +58,7 @@ def test_a_leader_fenced_off_mid_action_touches_neither_switch_nor_state(
 
     # the leader commits the shutdown, then is paused; meanwhile a new leader takes over (token 6)
     def new_leader() -> None:
-        assert state.claim_leader("b", 6, T0 + 1)
+        assert state.leadership.claim("b", 6, T0 + 1)
 
     world.hooks["set_port_admin"] = new_leader
 
@@ -68,11 +68,11 @@ def test_a_leader_fenced_off_mid_action_touches_neither_switch_nor_state(
 
     run(go())
     assert [c[0] for c in world.touched()] == ["abort_stale", "set_port_admin", "abandon"]  # no confirm, no rollback
-    (a,) = state.actions()
+    (a,) = state.actions.all()
     assert a.status == "running" and a.token == 5  # left for the new leader to resume, as it was
-    assert state.disabled_ports() == []
+    assert state.holds.all() == []
     # what the leader wrote before it was fenced off, and the new leader's claim: nothing after
-    assert sorted(r["what"] for r in state.audit_log()) == sorted(
+    assert sorted(r["what"] for r in state.audit.entries()) == sorted(
         ["a leads", "opened ticket 1", "disable leaf-g0-r0:Ethernet1/1: running", "b leads"]
     )
     assert fenced_out == []  # refused by the switch-call check first: nothing tried to write
@@ -83,22 +83,22 @@ def test_a_new_leader_ends_an_old_leaders_open_transaction_and_commits_under_its
 ) -> None:
     h = make()
     state, world = h.state, h.world
-    assert state.claim_leader("a", 5, T0)
+    assert state.leadership.claim("a", 5, T0)
     with fenced(5):
-        t = state.create_ticket("f", "link_flap", SERVER_PORT.device, SERVER_PORT.port, "t", {"actions": []}, T0)
-        a = state.add_action("disable", SERVER_PORT.device, SERVER_PORT.port, "auto", "running", "flap", T0,
-                             ticket_id=t.id)  # fmt: skip
-        other = state.add_action("disable", SERVER_PORT.device, "Ethernet9/1", "auto", "done", "x", T0)
+        t = state.tickets.create("f", "link_flap", SERVER_PORT.device, SERVER_PORT.port, "t", {"actions": []}, T0)
+        a = state.actions.add("disable", SERVER_PORT.device, SERVER_PORT.port, "auto", "running", "flap", T0,
+                              ticket_id=t.id)  # fmt: skip
+        other = state.actions.add("disable", SERVER_PORT.device, "Ethernet9/1", "auto", "done", "x", T0)
     world.keyed[other.switch_key] = "pending"  # an old leader's commit nobody will resume: ended
     world.keyed[a.switch_key] = "pending"  # the old leader committed this one and was paused before its confirm
-    assert state.claim_leader("b", 6, T0 + 1)
+    assert state.leadership.claim("b", 6, T0 + 1)
     rem = build_remediation(
         h.fabric, state, RemediationSettings(mode="auto", verify_timeout_s=1.0), SafetyLimits(),
         managed={d.name for d in h.fabric.switches()}, actuator=FakeActuator(world), view=FakeView(world),
         clock=Clock(), executor=InlineExecutor(), fence=lambda: None, token=lambda: 6,
     )  # fmt: skip
     run(rem.reconciler.reconcile())
-    done = state.action(a.id)
+    done = state.actions.get(a.id)
     assert done is not None and done.status == "done" and done.token == 6
     calls = [c for c in world.touched() if c[0] in ("abort_stale", "resume", "set_port_admin")]
     # Not resumed (a late confirm of the old leader would still find it): ended with the rest of token 5's, and the
@@ -117,20 +117,20 @@ def test_a_new_leader_that_ended_an_old_leaders_shut_marks_the_port_from_the_swi
     write no description: the port shut unmarked (found by the drain failover test on the twin)."""
     h = make()
     state, world = h.state, h.world
-    assert state.claim_leader("a", 5, T0)
+    assert state.leadership.claim("a", 5, T0)
     with fenced(5):
-        a = state.add_action("disable", SERVER_PORT.device, SERVER_PORT.port, "maintenance", "running", "drain", T0,
-                             key="maintenance:1:down:leaf-g0-r0:Ethernet1/1")  # fmt: skip
+        a = state.actions.add("disable", SERVER_PORT.device, SERVER_PORT.port, "maintenance", "running", "drain", T0,
+                              key="maintenance:1:down:leaf-g0-r0:Ethernet1/1")  # fmt: skip
     world.keyed[a.switch_key] = "pending"
     world.descriptions[SERVER_PORT] = f"gpu-g0-000 nic0 [fabricd: down a{a.id} t- maintenance]"  # as streamed
-    assert state.claim_leader("b", 6, T0 + 1)
+    assert state.leadership.claim("b", 6, T0 + 1)
     rem = build_remediation(
         h.fabric, state, RemediationSettings(mode="auto", verify_timeout_s=1.0), SafetyLimits(),
         managed={d.name for d in h.fabric.switches()}, actuator=FakeActuator(world), view=FakeView(world),
         clock=Clock(), executor=InlineExecutor(), fence=lambda: None, token=lambda: 6,
     )  # fmt: skip
     run(rem.reconciler.reconcile())
-    assert state.action(a.id).status == "done"  # type: ignore[union-attr]
+    assert state.actions.get(a.id).status == "done"  # type: ignore[union-attr]
     assert a.switch_key not in world.keyed  # ended
     assert world.described == [None]  # the driver reads the description after the abort, on the switch
 
@@ -139,18 +139,18 @@ def test_a_new_leader_with_nothing_to_end_keeps_the_streamed_description(make: C
     """No old transaction on the switch: the streamed description stands (no extra read on the action's path)."""
     h = make()
     state, world = h.state, h.world
-    assert state.claim_leader("a", 5, T0)
+    assert state.leadership.claim("a", 5, T0)
     with fenced(5):
-        a = state.add_action("disable", SERVER_PORT.device, SERVER_PORT.port, "maintenance", "running", "drain", T0)
+        a = state.actions.add("disable", SERVER_PORT.device, SERVER_PORT.port, "maintenance", "running", "drain", T0)
     world.descriptions[SERVER_PORT] = "gpu-g0-000 nic0"
-    assert state.claim_leader("b", 6, T0 + 1)
+    assert state.leadership.claim("b", 6, T0 + 1)
     rem = build_remediation(
         h.fabric, state, RemediationSettings(mode="auto", verify_timeout_s=1.0), SafetyLimits(),
         managed={d.name for d in h.fabric.switches()}, actuator=FakeActuator(world), view=FakeView(world),
         clock=Clock(), executor=InlineExecutor(), fence=lambda: None, token=lambda: 6,
     )  # fmt: skip
     run(rem.reconciler.reconcile())
-    assert state.action(a.id).status == "done"  # type: ignore[union-attr]
+    assert state.actions.get(a.id).status == "done"  # type: ignore[union-attr]
     assert world.described == ["gpu-g0-000 nic0"]
 
 
@@ -161,20 +161,23 @@ def test_a_superseded_leader_neither_clears_findings_nor_reports_an_overrun(
     refreshing, nor write a 'maintenance overran' finding (the daemon's tick runs both under its token)."""
     h = make()
     s = h.state
-    assert s.claim_leader("a", 5, T0)
+    assert s.leadership.claim("a", 5, T0)
     with fenced(5):
-        s.upsert_finding(flap(h.fabric, SERVER_PORT), "f", T0)
-        d = s.add_drain("port", str(SERVER_PORT), [str(SERVER_PORT)], "optic", "alice", True, T0 + 1, ["guard: x"], 1,
-                        T0)  # fmt: skip
-    assert s.claim_leader("b", 6, T0)
+        s.findings.record(flap(h.fabric, SERVER_PORT), "f", T0)
+        d = s.drains.add("port", str(SERVER_PORT), [str(SERVER_PORT)], "optic", "alice", True, T0 + 1, ["guard: x"], 1,
+                         T0)  # fmt: skip
+    assert s.leadership.claim("b", 6, T0)
     with fenced(5), pytest.raises(FencedError):
-        s.clear_findings_not_seen_since(T0 + 10)
-    assert [f["status"] for f in s.findings()] == ["active"]
+        s.findings.clear_not_seen_since(T0 + 10)
+    assert [f["status"] for f in s.findings.all()] == ["active"]
     fenced_out: list[str] = []
     h.rem.ctx.fence.token = lambda: 5
     h.rem.ctx.fence.on_fenced = fenced_out.append
     assert h.rem.maintenance.report_overruns(T0 + 60 * 10**9) == []
-    assert [f["kind"] for f in s.findings()] == ["link_flap"] and len(fenced_out) == 1
+    assert [f["kind"] for f in s.findings.all()] == ["link_flap"] and len(fenced_out) == 1
     h.rem.ctx.fence.token = lambda: 6  # the new leader: its overrun is written
     (f,) = h.rem.maintenance.report_overruns(T0 + 60 * 10**9)
-    assert f.evidence["drain_id"] == d.id and {x["kind"] for x in s.findings()} == {"link_flap", "maintenance_overran"}
+    assert f.evidence["drain_id"] == d.id and {x["kind"] for x in s.findings.all()} == {
+        "link_flap",
+        "maintenance_overran",
+    }

@@ -36,7 +36,7 @@ def h(make: Callable[..., Harness], four: Fabric) -> Harness:
 
 
 def drains_written(h: Harness) -> int:
-    return len(h.state.drains())
+    return len(h.state.drains.all())
 
 
 def test_a_spine_drain_is_recorded_audited_and_counted(h: Harness) -> None:
@@ -47,7 +47,7 @@ def test_a_spine_drain_is_recorded_audited_and_counted(h: Harness) -> None:
         "switch", "spine-r0-0", "draining", 1, "alice", "NOS upgrade")  # fmt: skip
     assert d.until_ts == 1_893_456_000 * NS and d.steps[0].startswith("guard: ")
     assert len(d.ports) == 2 * len(h.fabric.links_of("spine-r0-0")) and str(SPINE_END) in d.ports
-    (audit,) = [a for a in h.state.audit_log() if a["what"].startswith("drain ")]
+    (audit,) = [a for a in h.state.audit.entries() if a["what"].startswith("drain ")]
     assert audit["what"] == f"drain {d.id} of switch spine-r0-0 begun" and audit["actor"] == "alice"
     assert audit["why"] == "NOS upgrade, until 2030-01-01T00:00:00Z"
     # the guard counts it: a leaf uplink to another spine may no longer go down (it would leave 50 %)
@@ -67,7 +67,7 @@ def test_a_drain_that_leaves_a_leaf_under_75pct_is_refused_with_the_reason(h: Ha
         "capacity (50%), below the 75% limit"
     )
     assert drains_written(h) == 0
-    (audit,) = [a for a in h.state.audit_log() if "refused" in a["what"]]
+    (audit,) = [a for a in h.state.audit.entries() if "refused" in a["what"]]
     assert audit["what"] == "drain of switch spine-r0-0 refused" and audit["actor"] == "alice"
 
 
@@ -77,7 +77,7 @@ def test_an_admin_may_force_a_drain_the_guard_refuses_audited(h: Harness) -> Non
         h.rem.maintenance.drain("switch", "spine-r0-0", "admin-ann", "the spine is failing anyway", force=True)
     ).drain
     assert d is not None and d.state == "draining"
-    (audit,) = [a for a in h.state.audit_log() if "forced" in a["what"]]
+    (audit,) = [a for a in h.state.audit.entries() if "forced" in a["what"]]
     assert audit["what"] == "drain of switch spine-r0-0 forced past the guard" and audit["actor"] == "admin-ann"
     assert audit["why"] == (
         "guard (capacity): leaf-g0-r0 would keep 800 of 1600 Gb/s uplink capacity (50%), below the 75% limit; "
@@ -89,7 +89,7 @@ def test_dry_run_prints_the_steps_and_changes_nothing(h: Harness) -> None:
     p = run(h.rem.maintenance.drain("switch", "spine-r0-0", "alice", "NOS upgrade", shut=True, dry_run=True))
     assert p.dry_run and p.drain is None
     assert [s.split(":")[0] for s in p.steps] == ["guard", "shift", "verify", "shut", "hold", "drained"]
-    assert drains_written(h) == 0 and h.state.audit_log() == [] and h.world.calls == []
+    assert drains_written(h) == 0 and h.state.audit.entries() == [] and h.world.calls == []
 
 
 @pytest.mark.parametrize(
@@ -110,7 +110,7 @@ def test_bad_input_is_one_line_and_writes_nothing(h: Harness, kind: str, name: s
     with pytest.raises(MaintenanceInputError) as e:
         run(h.rem.maintenance.drain(kind, name, "alice", "work", until=until))  # type: ignore[arg-type]
     assert str(e.value) == message and "\n" not in message
-    assert drains_written(h) == 0 and h.state.audit_log() == []
+    assert drains_written(h) == 0 and h.state.audit.entries() == []
 
 
 def test_already_drained_and_not_drained(h: Harness) -> None:
@@ -133,11 +133,11 @@ def test_undrain_with_a_swapped_cable_stays_drained_and_names_the_cable(h: Harne
         "link leaf-g0-r0:Ethernet5/1 stays drained: leaf-g0-r0:Ethernet5/1 faces spine-r0-0:Ethernet2/1 by LLDP, the "
         "blueprint has spine-r0-0:Ethernet1/1: move the cable back to spine-r0-0:Ethernet1/1"
     )
-    again = h.state.drain(d.id)
+    again = h.state.drains.get(d.id)
     assert again is not None and again.state == "draining" and again.detail.startswith("undrain refused: ")
     assert LEAF_UP in h.rem.holds.drained_ports()
     assert any(a["what"] == f"undrain of drain {d.id} (link {LEAF_UP}) refused" and a["actor"] == "bob"
-               for a in h.state.audit_log())  # fmt: skip
+               for a in h.state.audit.entries())  # fmt: skip
     h.world.lldp = {LEAF_UP: SPINE_END, SPINE_END: LEAF_UP}  # the cable put back
     done = run(h.rem.maintenance.undrain(str(LEAF_UP), "bob"))
     assert done.state == "undrained" and h.rem.holds.drained_ports() == frozenset()
@@ -148,7 +148,7 @@ def test_faults_during_a_drain(h: Harness) -> None:
     # a flap on a drained link (the work itself): recorded, no ticket, nothing done
     (o,) = run(report(h, flap(h.fabric, LEAF_UP)))
     assert o.ticket is None and o.action is None and h.tickets() == []
-    assert any(a["what"].endswith("during maintenance") for a in h.state.audit_log())
+    assert any(a["what"].endswith("during maintenance") for a in h.state.audit.entries())
     # a flap elsewhere: ticketed, and judged with the drained capacity counted (refused: it would leave 50 %)
     (o,) = run(report(h, flap(h.fabric, Endpoint("leaf-g0-r0", "Ethernet6/1"), start_ts=T0 + 60 * NS)))
     assert o.ticket is not None and o.verdict is not None and o.verdict.rule == "capacity"
@@ -160,7 +160,7 @@ def drained_through(h: Harness, kind: str, name: str, **kw: object) -> DrainReco
         p = await h.rem.maintenance.drain(kind, name, "alice", "work", **kw)  # type: ignore[arg-type]
         await h.rem.idle()
         assert p.drain is not None
-        d = h.state.drain(p.drain.id)
+        d = h.state.drains.get(p.drain.id)
         assert d is not None
         return d
 
@@ -183,7 +183,7 @@ def test_traffic_that_does_not_move_stops_the_drain_and_says_so(make: Callable[.
     d = drained_through(h, "switch", "spine-r0-0")
     assert (d.state, d.done) == ("draining", 2)  # still counted by the guard: its traffic may have partly moved
     assert d.detail == "stopped: traffic did not move away within 0.01 s: spine-r0-0:Ethernet1/1: 5e+09 b/s"
-    assert any(a["what"] == f"drain {d.id} of switch spine-r0-0 stopped" for a in h.state.audit_log())
+    assert any(a["what"] == f"drain {d.id} of switch spine-r0-0 stopped" for a in h.state.audit.entries())
 
 
 def test_a_link_drain_shuts_and_holds_its_ports_as_maintenance(h: Harness) -> None:
@@ -195,7 +195,7 @@ def test_a_link_drain_shuts_and_holds_its_ports_as_maintenance(h: Harness) -> No
     assert touched[:2] == [("shift_session", "leaf-g0-r0", "10.0.0.0", True),
                            ("shift_session", "spine-r0-0", "10.0.0.1", True)]  # fmt: skip
     assert {c[0] for c in touched[2:]} == {"set_port_admin"}
-    held = {(p["device"], p["port"]): p["ticket_id"] for p in h.state.disabled_ports()}
+    held = {(p["device"], p["port"]): p["ticket_id"] for p in h.state.holds.all()}
     assert held == {(LEAF_UP.device, LEAF_UP.port): None, (SPINE_END.device, SPINE_END.port): None}  # no ticket
     assert {ep: mk.kind for ep, mk in h.world.marks.items()} == {LEAF_UP: "maintenance", SPINE_END: "maintenance"}
     assert h.tickets() == [] and h.world.state(LEAF_UP) == "DOWN"
@@ -204,7 +204,7 @@ def test_a_link_drain_shuts_and_holds_its_ports_as_maintenance(h: Harness) -> No
     # undrain: the ports come back (LLDP checked), then the traffic
     h.world.lldp = {LEAF_UP: SPINE_END, SPINE_END: LEAF_UP}
     done = run(h.rem.maintenance.undrain(str(LEAF_UP), "bob"))
-    assert done.state == "undrained" and h.state.disabled_ports() == [] and h.world.state(LEAF_UP) == "UP"
+    assert done.state == "undrained" and h.state.holds.all() == [] and h.world.state(LEAF_UP) == "UP"
     assert shifts(h) == []
     last = [c[:4] for c in h.world.touched() if c[0] in ("shift_session", "set_port_admin")][-4:]
     assert last[2:] == [("shift_session", "leaf-g0-r0", "10.0.0.0", False),
@@ -218,7 +218,7 @@ def test_a_shut_drain_undrained_on_a_swapped_cable_stays_down_and_drained(h: Har
     h.world.lldp = {LEAF_UP: Endpoint("spine-r0-1", "Ethernet1/1")}
     with pytest.raises(ActionError, match=r"^port leaf-g0-r0:Ethernet5/1 stays drained: leaf-g0-r0:Ethernet5/1: "):
         run(h.rem.maintenance.undrain(str(LEAF_UP), "bob"))
-    again = h.state.drain(d.id)
+    again = h.state.drains.get(d.id)
     assert again is not None and again.state == "drained" and h.world.state(LEAF_UP) == "DOWN"
     assert "spine-r0-1:Ethernet1/1" in again.detail, again.detail
 
@@ -227,7 +227,7 @@ def test_a_restart_resumes_a_drain_where_it_was_recorded(h: Harness) -> None:
     """A fabricd that died after recording the guard step: the next one takes the remaining steps, once."""
     steps = ["guard: x", "shift: x", "verify: x", "drained: x"]
     ports = [str(SPINE_END)]
-    d = h.state.add_drain("switch", "spine-r0-0", ports, "upgrade", "alice", False, None, steps, 1, T0)
+    d = h.state.drains.add("switch", "spine-r0-0", ports, "upgrade", "alice", False, None, steps, 1, T0)
     rem = h.restart()
 
     async def go() -> list[int]:
@@ -236,7 +236,7 @@ def test_a_restart_resumes_a_drain_where_it_was_recorded(h: Harness) -> None:
         return ids
 
     assert run(go()) == [d.id]
-    again = h.state.drain(d.id)
+    again = h.state.drains.get(d.id)
     assert again is not None and (again.state, again.done) == ("drained", 4)
     assert shifts(h) == [("shift_traffic", "spine-r0-0", True)]
     assert run(go()) == []  # nothing left: not taken twice
@@ -272,18 +272,18 @@ def test_a_drain_past_its_until_is_a_finding_never_a_return(h: Harness) -> None:
     h.clock.advance(60)
     (again,) = h.rem.maintenance.report_overruns(h.clock.now)
     assert again.key == f.key and again.evidence["late_s"] == 150
-    (stored,) = [x for x in h.state.findings() if x["kind"] == "maintenance_overran"]
+    (stored,) = [x for x in h.state.findings.all() if x["kind"] == "maintenance_overran"]
     assert stored["status"] == "active" and stored["last_seen_ts"] == h.clock.now
-    audit = [r["what"] for r in h.state.audit_log()]
+    audit = [r["what"] for r in h.state.audit.entries()]
     assert audit.count(f"drain {d.id} of port {LEAF_UP} overran") == 1
-    drain = h.state.drain(d.id)
+    drain = h.state.drains.get(d.id)
     assert drain is not None and drain.state == "drained" and h.world.state(LEAF_UP) == "DOWN"  # never a return
 
     h.world.lldp = {LEAF_UP: SPINE_END, SPINE_END: LEAF_UP}
     run(h.rem.maintenance.undrain(str(LEAF_UP), "bob"))
     h.clock.advance(5)
     assert h.rem.maintenance.report_overruns(h.clock.now) == []
-    assert h.state.clear_findings_not_seen_since(h.clock.now - 2 * NS) == 1
+    assert h.state.findings.clear_not_seen_since(h.clock.now - 2 * NS) == 1
 
 
 def test_an_undrain_watches_the_counters_and_stays_drained_while_they_rise(
@@ -302,15 +302,15 @@ def test_an_undrain_watches_the_counters_and_stays_drained_while_they_rise(
         f"link {LEAF_UP} stays drained: {LEAF_UP}: error counters rose by 25 in 0.2 s (clean the optic or reseat "
         "the cable, then undrain again)"
     )
-    again = h.state.drain(d.id)
+    again = h.state.drains.get(d.id)
     assert again is not None and again.state == "drained" and again.detail.startswith("undrain refused: ")
     # out of service again as the drain had it: both ends shut anew, held as maintenance, no ticket
     assert h.world.state(LEAF_UP) == h.world.state(SPINE_END) == "DOWN"
-    held = {(p["device"], p["port"]): p["ticket_id"] for p in h.state.disabled_ports()}
+    held = {(p["device"], p["port"]): p["ticket_id"] for p in h.state.holds.all()}
     assert held == {(LEAF_UP.device, LEAF_UP.port): None, (SPINE_END.device, SPINE_END.port): None}
     assert {ep: mk.kind for ep, mk in h.world.marks.items()} == {LEAF_UP: "maintenance", SPINE_END: "maintenance"}
-    downs = [a for a in h.state.actions() if a.op == "disable" and a.device == LEAF_UP.device]
+    downs = [a for a in h.state.actions.all() if a.op == "disable" and a.device == LEAF_UP.device]
     assert [a.status for a in downs] == ["done", "done"] and downs[0].key != downs[1].key
     h.world.errors_per_read = {}
     done = run(h.rem.maintenance.undrain(str(LEAF_UP), "bob"))
-    assert done.state == "undrained" and h.world.state(LEAF_UP) == "UP" and h.state.disabled_ports() == []
+    assert done.state == "undrained" and h.world.state(LEAF_UP) == "UP" and h.state.holds.all() == []

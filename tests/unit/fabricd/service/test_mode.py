@@ -34,7 +34,7 @@ def test_mode_switch_is_admin_only_audited_and_survives_a_restart(
         r = c.post("/api/v1/mode", json={"mode": "observe", "reason": "incident 4711"}, headers=ADMIN)
         assert r.json() == {"mode": "observe", "by": "service-token"}
         assert svc.remediation.requests.mode == "observe" and c.get("/api/v1/health").json()["mode"] == "observe"
-        (row,) = [a for a in svc.state.audit_log() if a["what"] == "remediation mode set to observe"]
+        (row,) = [a for a in svc.state.audit.entries() if a["what"] == "remediation mode set to observe"]
         assert row["why"] == "incident 4711" and row["actor"] == "service-token"
     finally:
         svc.state.close()

@@ -34,7 +34,7 @@ def settled(h: Harness, coro: Coroutine[Any, Any, R]) -> R:
 
 
 def _held(h: Harness) -> list[tuple[str, str, int, int | None]]:
-    return [(p["device"], p["port"], p["action_id"], p["ticket_id"]) for p in h.state.disabled_ports()]
+    return [(p["device"], p["port"], p["action_id"], p["ticket_id"]) for p in h.state.holds.all()]
 
 
 def _up_by_hand(h: Harness) -> None:
@@ -48,7 +48,7 @@ def test_the_shutdown_carries_the_mark_and_the_enable_removes_it(make: Callable[
     h = make()
     run(report(h, flap(h.fabric, SERVER_PORT)))
     (t,) = h.tickets()
-    (a,) = h.state.actions()
+    (a,) = h.state.actions.all()
     assert h.world.marks == {SERVER_PORT: Mark(a.id, t.id, "link_flap")}
     settled(h, h.rem.requests.resolve(t.id, "tech"))
     assert h.world.marks == {}
@@ -75,7 +75,7 @@ def test_a_hold_whose_port_came_back_up_is_reapplied_in_auto_mode(make: Callable
     h = make()
     run(report(h, flap(h.fabric, SERVER_PORT)))
     (t,) = h.tickets()
-    (first,) = h.state.actions()
+    (first,) = h.state.actions.all()
     # the switch was replaced (or rebooted without its config): the port is up, the mark is gone
     h.world.admin[SERVER_PORT] = True
     h.world.oper[SERVER_PORT] = "UP"
@@ -86,14 +86,14 @@ def test_a_hold_whose_port_came_back_up_is_reapplied_in_auto_mode(make: Callable
         f"{SERVER_PORT} is up again although its ticket {t.id} is open (a reboot, a replaced switch or a hand-typed "
         "`no shutdown`): taking it down again"
     ]
-    second = [a for a in h.state.actions() if a.id != first.id]
+    second = [a for a in h.state.actions.all() if a.id != first.id]
     assert [(a.op, a.status, a.key, a.ticket_id) for a in second] == [
         ("disable", "done", f"reapply:{SERVER_PORT}:after{first.id}", t.id)
     ]
     assert _held(h) == [(SERVER_PORT.device, SERVER_PORT.port, second[0].id, t.id)]
     assert h.world.admin[SERVER_PORT] is False
     assert h.world.marks == {SERVER_PORT: Mark(second[0].id, t.id, "link_flap")}
-    assert any(r["what"] == f"re-apply {SERVER_PORT}" for r in h.state.audit_log())
+    assert any(r["what"] == f"re-apply {SERVER_PORT}" for r in h.state.audit.entries())
     # the next pass finds records and switch in agreement: nothing more
     h.clock.advance(60)
     assert run(h.rem.reconciler.reconcile_pass(h.clock())) == []
@@ -111,8 +111,8 @@ def test_a_hold_up_again_is_released_in_observe_mode_and_noted_on_its_ticket(mak
     assert note.endswith("mode observe: fabricd leaves it up")
     assert _held(h) == []
     assert h.world.calls == []  # observe never touches a switch
-    assert h.state.ticket(t.id).body["status_note"] == note  # type: ignore[union-attr]
-    assert any(r["what"] == f"released hold on {SERVER_PORT}" for r in h.state.audit_log())
+    assert h.state.tickets.get(t.id).body["status_note"] == note  # type: ignore[union-attr]
+    assert any(r["what"] == f"released hold on {SERVER_PORT}" for r in h.state.audit.entries())
 
 
 def test_a_reapply_the_guard_refuses_keeps_the_hold_to_reapply_until_it_can(make: Callable[..., Harness]) -> None:
@@ -121,7 +121,7 @@ def test_a_reapply_the_guard_refuses_keeps_the_hold_to_reapply_until_it_can(make
     h = make(limits=SafetyLimits(max_actions_per_hour=1))
     run(report(h, flap(h.fabric, SERVER_PORT)))
     (t,) = h.tickets()
-    (first,) = h.state.actions()
+    (first,) = h.state.actions.all()
     h.world.admin[SERVER_PORT] = True  # a reboot brought it back without fabricd's change
     h.world.oper[SERVER_PORT] = "UP"
     h.clock.advance(60)  # still within the hour: the one action allowed is spent
@@ -132,18 +132,18 @@ def test_a_reapply_the_guard_refuses_keeps_the_hold_to_reapply_until_it_can(make
                          f"release the hold: fabricd release {SERVER_PORT} --reason ...)")  # fmt: skip
     assert _held(h) == [(SERVER_PORT.device, SERVER_PORT.port, first.id, t.id)]  # kept
     assert [r["port"] for r in h.rem.reconciler.to_reapply()] == [str(SERVER_PORT)]
-    ticket = h.state.ticket(t.id)
+    ticket = h.state.tickets.get(t.id)
     assert ticket is not None and ticket.status == "open" and ticket.body["status_note"] == note
-    assert [e["what"] for e in h.state.audit_log(1)] == [f"re-apply of {SERVER_PORT} refused"]
+    assert [e["what"] for e in h.state.audit.entries(1)] == [f"re-apply of {SERVER_PORT} refused"]
     h.clock.advance(60)
     assert run(h.rem.reconciler.reconcile_pass(h.clock())) == []  # the same refusal: nothing new to say
     notes_before = len(ticket.body.get("notes", []))
-    after = h.state.ticket(t.id)
+    after = h.state.tickets.get(t.id)
     assert after is not None and len(after.body.get("notes", [])) == notes_before
     h.clock.advance(3600)  # the hour is over: the guard allows it now
     (again,) = settled(h, h.rem.reconciler.reconcile_pass(h.clock()))
     assert "taking it down again" in again
-    (second,) = [a for a in h.state.actions() if a.id != first.id]
+    (second,) = [a for a in h.state.actions.all() if a.id != first.id]
     assert (second.op, second.status) == ("disable", "done") and h.world.admin[SERVER_PORT] is False
     assert _held(h) == [(SERVER_PORT.device, SERVER_PORT.port, second.id, t.id)]
     assert h.rem.reconciler.to_reapply() == []
@@ -161,8 +161,8 @@ def test_a_refused_reapply_is_shared_a_standby_lists_it_and_a_new_leader_says_no
     (t,) = h.tickets()
     _up_by_hand(h)
     (note,) = run(h.rem.reconciler.reconcile_pass(h.clock()))
-    audited = len(h.state.audit_log())
-    noted = (h.state.ticket(t.id) or t).body.get("notes")
+    audited = len(h.state.audit.entries())
+    noted = (h.state.tickets.get(t.id) or t).body.get("notes")
     other = make_remediator(
         h.fabric, h.state, h.world, h.clock, h.published, limits=SafetyLimits(max_actions_per_hour=1)
     )
@@ -171,10 +171,10 @@ def test_a_refused_reapply_is_shared_a_standby_lists_it_and_a_new_leader_says_no
     assert (r["port"], r["ticket_id"], r["rule"]) == (str(SERVER_PORT), t.id, "rate")
     h.clock.advance(60)
     assert run(other.reconciler.reconcile_pass(h.clock())) == []  # the new leader: the same refusal, nothing new to say
-    assert len(h.state.audit_log()) == audited
-    assert (h.state.ticket(t.id) or t).body.get("notes") == noted and note in str(h.state.ticket(t.id))
+    assert len(h.state.audit.entries()) == audited
+    assert (h.state.tickets.get(t.id) or t).body.get("notes") == noted and note in str(h.state.tickets.get(t.id))
     run(other.requests.release_hold(SERVER_PORT, "alice", "checked"))
-    assert h.rem.reconciler.to_reapply() == [] and h.state.refused_reapplies() == []
+    assert h.rem.reconciler.to_reapply() == [] and h.state.holds.refused_reapplies() == []
 
 
 def test_a_flap_on_a_held_port_up_again_is_a_finding_noted_on_its_ticket_not_a_second_disable(
@@ -185,7 +185,7 @@ def test_a_flap_on_a_held_port_up_again_is_a_finding_noted_on_its_ticket_not_a_s
     h = make(limits=SafetyLimits(max_actions_per_hour=1))
     run(report(h, flap(h.fabric, SERVER_PORT)))
     (t,) = h.tickets()
-    (first,) = h.state.actions()
+    (first,) = h.state.actions.all()
     _up_by_hand(h)
     run(h.rem.reconciler.reconcile_pass(h.clock()))
     assert h.rem.reconciler.to_reapply() != []
@@ -194,8 +194,8 @@ def test_a_flap_on_a_held_port_up_again_is_a_finding_noted_on_its_ticket_not_a_s
     assert out.action is None and out.ticket is not None and out.ticket.id == t.id
     assert (out.ticket.recurrences, out.ticket.status) == (1, "open")
     assert "held under its open ticket but up again" in str(out.ticket.body.get("status_note"))
-    assert h.state.actions() == [first]  # reconcile re-applies the hold when the guard allows: one disable
-    assert len(h.state.findings()) == 2
+    assert h.state.actions.all() == [first]  # reconcile re-applies the hold when the guard allows: one disable
+    assert len(h.state.findings.all()) == 2
 
 
 def test_a_flap_on_a_held_port_fabricd_is_enabling_is_left_to_that_enable(make: Callable[..., Harness]) -> None:
@@ -206,12 +206,12 @@ def test_a_flap_on_a_held_port_fabricd_is_enabling_is_left_to_that_enable(make: 
     (t,) = h.tickets()
     h.world.admin[SERVER_PORT] = True
     h.clock.advance(60)
-    h.state.add_action("enable", SERVER_PORT.device, SERVER_PORT.port, "auto", "running", "repaired", h.clock(),
-                       ticket_id=t.id)  # fmt: skip
+    h.state.actions.add("enable", SERVER_PORT.device, SERVER_PORT.port, "auto", "running", "repaired", h.clock(),
+                        ticket_id=t.id)  # fmt: skip
     assert h.rem.holds.stale_holds() == {SERVER_PORT} and h.rem.holds.up_again() == set()
     (out,) = run(report(h, flap(h.fabric, SERVER_PORT, start_ts=h.clock() - 5 * NS)))
     assert out == Outcome(None, None, None)
-    ticket = h.state.ticket(t.id)
+    ticket = h.state.tickets.get(t.id)
     assert ticket is not None and ticket.recurrences == 0
 
 
@@ -227,7 +227,7 @@ def test_a_hold_to_reapply_goes_with_a_resolve_or_a_persons_release(make: Callab
     note = run(h.rem.requests.release_hold(SERVER_PORT, "alice", "the optic was replaced, it is fine"))
     assert note == "released by alice: the optic was replaced, it is fine"
     assert _held(h) == [] and h.rem.reconciler.to_reapply() == []
-    unmarked, entry = h.state.audit_log(2)
+    unmarked, entry = h.state.audit.entries(2)
     assert (entry["what"], entry["actor"], entry["why"]) == (f"released hold on {SERVER_PORT}", "alice", note)
     # chaos seed 6174: a released hold's port kept fabricd's mark while up; the mark goes with the hold
     assert (unmarked["what"], unmarked["why"]) == (
@@ -257,7 +257,7 @@ def test_a_reapply_waits_for_fresh_telemetry_from_the_switches_its_verdict_rests
     h = make()
     run(report(h, flap(h.fabric, UPLINK)))
     (_t,) = h.tickets()
-    (first,) = h.state.actions()
+    (first,) = h.state.actions.all()
     h.world.admin[UPLINK] = True
     h.world.oper[UPLINK] = "UP"
     h.clock.advance(60)
@@ -267,7 +267,7 @@ def test_a_reapply_waits_for_fresh_telemetry_from_the_switches_its_verdict_rests
     assert waits == f"{UPLINK}: re-applying its hold waits for fresh telemetry from {spine.device}"
     h.clock.advance(5)
     assert run(h.rem.reconciler.reconcile_pass(h.clock(), [spine.device])) == []  # still waiting, nothing new
-    assert len(h.state.actions()) == 1 and _held(h)[0][2] == first.id
+    assert len(h.state.actions.all()) == 1 and _held(h)[0][2] == first.id
     h.clock.advance(1)
     (done,) = settled(h, h.rem.reconciler.reconcile_pass(h.clock()))  # fresh now: judged
     assert "taking it down again" in done and h.world.admin[UPLINK] is False
@@ -281,7 +281,7 @@ def test_a_marked_port_with_no_record_is_adopted(make: Callable[..., Harness]) -
     h.world.oper[UPLINK] = "DOWN"
     notes = run(h.rem.reconciler.reconcile())
     (t,) = h.tickets()
-    (a,) = h.state.actions()
+    (a,) = h.state.actions.all()
     assert notes == [
         f"{UPLINK} is down with fabricd's mark (action 11, ticket 4, link_corruption) but fabricd has no record of "
         f"it (state lost or restored from an older copy): adopted; re-marked {UPLINK}: "
@@ -290,7 +290,7 @@ def test_a_marked_port_with_no_record_is_adopted(make: Callable[..., Harness]) -
     assert (t.kind, t.device, t.port, t.status) == ("link_corruption", UPLINK.device, UPLINK.port, "open")
     assert (a.op, a.status, a.ticket_id) == ("disable", "done", t.id)
     assert _held(h) == [(UPLINK.device, UPLINK.port, a.id, t.id)]
-    (f,) = h.state.findings()
+    (f,) = h.state.findings.all()
     assert f["kind"] == "link_corruption" and f["evidence"]["adopted"] is True
     # issue 37: the mark names the new records (the shutdown committed again with it, confirmed): they agree again
     assert h.world.marks[UPLINK] == Mark(a.id, t.id, "link_corruption") and h.world.admin[UPLINK] is False
@@ -338,14 +338,14 @@ def test_a_repaired_port_on_the_wrong_cable_goes_down_again_and_its_ticket_reope
     # the repair put the cable of gpu-g0-000:nic1 (cabled to leaf-g0-r1:Ethernet1/1) on this port
     h.world.lldp[SERVER_PORT] = Endpoint("gpu-g0-000", "nic1")
     settled(h, h.rem.requests.resolve(t.id, "tech"))
-    enable = next(a for a in h.state.actions() if a.op == "enable")
+    enable = next(a for a in h.state.actions.all() if a.op == "enable")
     assert enable.status == "rolled_back"
     assert enable.detail.startswith(
         "leaf-g0-r0:Ethernet1/1 came up facing gpu-g0-000:nic1, not gpu-g0-000:nic0 as cabled in the blueprint; "
         "gpu-g0-000:nic1 belongs on leaf-g0-r1:Ethernet1/1; "
     )
     assert _held(h)[0][:2] == (SERVER_PORT.device, SERVER_PORT.port)  # still held down
-    ticket = h.state.ticket(t.id)
+    ticket = h.state.tickets.get(t.id)
     assert ticket is not None and ticket.status == "open"  # no retry re-enables it: a person moves the cable
     assert ticket.body["status_note"] == enable.detail
     # the cable moved back to its place: resolved again, the port comes back
@@ -372,7 +372,7 @@ def test_a_repair_lldp_does_not_confirm_keeps_the_port_down(make: Callable[..., 
     (t,) = h.tickets()
     h.world.lldp_silent.add(SERVER_PORT)
     settled(h, h.rem.requests.resolve(t.id, "tech"))
-    enable = next(a for a in h.state.actions() if a.op == "enable")
+    enable = next(a for a in h.state.actions.all() if a.op == "enable")
     assert enable.status == "rolled_back"
     assert enable.detail.startswith(
         "no LLDP neighbour heard on leaf-g0-r0:Ethernet1/1 within 5 s of it coming up (expected gpu-g0-000:nic0); "
@@ -380,7 +380,7 @@ def test_a_repair_lldp_does_not_confirm_keeps_the_port_down(make: Callable[..., 
     assert enable.detail.endswith("stays down until LLDP can confirm the cable (check the far end's LLDP and the "
                                   "cable) (then resolve the ticket again)")  # fmt: skip
     assert _held(h)[0][:2] == (SERVER_PORT.device, SERVER_PORT.port) and h.world.admin[SERVER_PORT] is False
-    ticket = h.state.ticket(t.id)
+    ticket = h.state.tickets.get(t.id)
     assert ticket is not None and ticket.status == "open"
     h.world.lldp_silent.clear()  # nothing expected (no LLDP streamed there): trusted
     settled(h, h.rem.requests.resolve(t.id, "tech"))
@@ -400,8 +400,8 @@ def test_an_open_miscabled_finding_on_a_held_port_refuses_its_resolve(make: Call
                 summary=f"{other} faces gpu-g0-000:nic0, not gpu-g0-000:nic1",
                 evidence={"code": "RAIL_MISMATCH", "fix": "move the cable on leaf-g0-r1:Ethernet1/1 to leaf-g0-r0:"
                           "Ethernet1/1", "lldp": {str(other): "gpu-g0-000:nic0"}})  # fmt: skip
-    fid, _ = h.state.upsert_finding(f, "miscabled:x", h.clock())
-    before = (h.state.actions(), h.state.ticket(t.id))
+    fid, _ = h.state.findings.record(f, "miscabled:x", h.clock())
+    before = (h.state.actions.all(), h.state.tickets.get(t.id))
     with pytest.raises(ActionError) as err:
         settled(h, h.rem.requests.resolve(t.id, "tech"))
     assert str(err.value) == (
@@ -409,10 +409,10 @@ def test_an_open_miscabled_finding_on_a_held_port_refuses_its_resolve(make: Call
         "leaf-g0-r1:Ethernet1/1 to leaf-g0-r0:Ethernet1/1, then resolve again (the finding clears seconds after LLDP "
         "hears the right cable)"
     )
-    assert (h.state.actions(), h.state.ticket(t.id)) == before and h.world.admin[SERVER_PORT] is False
-    assert h.state.audit_log(1)[0]["what"] == f"refused resolving ticket {t.id}"
+    assert (h.state.actions.all(), h.state.tickets.get(t.id)) == before and h.world.admin[SERVER_PORT] is False
+    assert h.state.audit.entries(1)[0]["what"] == f"refused resolving ticket {t.id}"
     h.clock.advance(60)
-    h.state.clear_findings_not_seen_since(h.clock())
+    h.state.findings.clear_not_seen_since(h.clock())
     settled(h, h.rem.requests.resolve(t.id, "tech"))
     assert _held(h) == [] and h.world.admin[SERVER_PORT] is True
 
@@ -421,7 +421,7 @@ def test_a_hold_released_in_observe_mode_leaves_the_switch_alone(make: Callable[
     h = make()
     run(h.rem.marks.scan())  # as at start: fabricd knows the switches' marks from here on
     run(report(h, flap(h.fabric, SERVER_PORT)))
-    (_a,) = h.state.actions()
+    (_a,) = h.state.actions.all()
     h.world.admin[SERVER_PORT] = True  # enabled by hand
     h.world.oper[SERVER_PORT] = "UP"
     run(h.rem.requests.set_mode("observe", "alice", "incident"))
@@ -431,7 +431,8 @@ def test_a_hold_released_in_observe_mode_leaves_the_switch_alone(make: Callable[
     assert _held(h) == [] and SERVER_PORT in h.world.marks  # released; the mark stays: no switch is touched
     assert [c for c in h.world.calls[calls:] if c[0] == "set_port_admin"] == []
     assert (
-        h.state.audit_log(1)[0]["why"] == f"its mark stays on {SERVER_PORT} (mode observe: fabricd touches no switch)"
+        h.state.audit.entries(1)[0]["why"]
+        == f"its mark stays on {SERVER_PORT} (mode observe: fabricd touches no switch)"
     )
     # back in auto (chaos seed 8128: the mark stayed 60 s on the up port after the observe spell): the next pass
     # removes it, the port's state unchanged
@@ -439,7 +440,7 @@ def test_a_hold_released_in_observe_mode_leaves_the_switch_alone(make: Callable[
     h.clock.advance(1)
     run(h.rem.reconciler.reconcile_pass(h.clock()))
     assert SERVER_PORT not in h.world.marks and h.world.admin[SERVER_PORT] is True and _held(h) == []
-    audit = [(e["what"], e["why"]) for e in h.state.audit_log(2)]
+    audit = [(e["what"], e["why"]) for e in h.state.audit.entries(2)]
     assert audit[1][0] == f"stale mark on {SERVER_PORT}" and "fabricd holds it no longer" in audit[1][1]
     assert audit[0] == (f"unmark {SERVER_PORT}", f"removed fabricd's mark from {SERVER_PORT}")
     calls = len(h.world.calls)
@@ -459,12 +460,12 @@ def test_a_port_whose_enable_just_rolled_back_is_not_judged_on_telemetry_from_be
     h.world.lldp[SERVER_PORT] = Endpoint("gpu-g0-000", "nic1")
     h.clock.advance(600)  # the repair took a while: the hold is old
     settled(h, h.rem.requests.resolve(t.id, "tech"))
-    enable = next(a for a in h.state.actions() if a.op == "enable")
+    enable = next(a for a in h.state.actions.all() if a.op == "enable")
     assert enable.status == "rolled_back" and h.world.admin[SERVER_PORT] is False
     h.world.admin[SERVER_PORT] = True  # telemetry from before the rollback
     h.clock.advance(1)
     assert run(h.rem.reconciler.reconcile_pass(h.clock())) == []
-    assert len(h.state.actions()) == 2 and len(_held(h)) == 1
+    assert len(h.state.actions.all()) == 2 and len(_held(h)) == 1
     h.world.admin[SERVER_PORT] = False  # the rollback streamed
     h.clock.advance(60)
     assert run(h.rem.reconciler.reconcile_pass(h.clock())) == []  # they agree

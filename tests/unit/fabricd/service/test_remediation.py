@@ -43,13 +43,13 @@ def test_auto_disables_the_port_and_files_one_ticket(make: Callable[..., Harness
 
     assert h.world.calls == SESSION_DISABLE
     assert h.world.waits == [("leaf-g0-r0", "Ethernet1/1", False, 10.0)]
-    (action,) = h.state.actions()
+    (action,) = h.state.actions.all()
     assert (action.op, action.mode, action.status) == ("disable", "auto", "done")
     assert action.detail == "disabled leaf-g0-r0:Ethernet1/1"
     assert action.reason == f"link_flap on leaf-g0-r0:Ethernet1/1: {f.summary}"
     (t,) = h.tickets()
     assert out.ticket is not None and out.ticket.id == t.id == action.ticket_id
-    assert h.state.disabled_ports() == [
+    assert h.state.holds.all() == [
         {"device": "leaf-g0-r0", "port": "Ethernet1/1", "action_id": action.id, "ticket_id": t.id, "since_ts": T0}
     ]
     assert (t.fault, t.kind, t.status, t.escalation, t.recurrences) == (FAULT, "link_flap", "open", False, 0)
@@ -71,7 +71,7 @@ def test_auto_disables_the_port_and_files_one_ticket(make: Callable[..., Harness
     assert [p.id for p in h.published] == [t.id, t.id]
     assert h.published[-1] == t
     assert h.published[-1].updated_ts > h.published[0].updated_ts  # two versions, two idempotency keys
-    assert [(e["what"], e["action_id"], e["ticket_id"]) for e in reversed(h.state.audit_log())] == [
+    assert [(e["what"], e["action_id"], e["ticket_id"]) for e in reversed(h.state.audit.entries())] == [
         ("disable leaf-g0-r0:Ethernet1/1: running", action.id, None),  # decided before the ticket exists
         (f"opened ticket {t.id}", None, t.id),
         ("disable leaf-g0-r0:Ethernet1/1: done", action.id, t.id),
@@ -80,7 +80,7 @@ def test_auto_disables_the_port_and_files_one_ticket(make: Callable[..., Harness
     # The detector reports the same incident on its next ticks: nothing new.
     assert run(report(h, f, f)) == []
     assert h.world.calls == SESSION_DISABLE
-    assert len(h.state.actions()) == 1 and h.tickets() == [t]
+    assert len(h.state.actions.all()) == 1 and h.tickets() == [t]
 
 
 def test_flap_reported_on_a_port_fabricd_holds_down_is_ignored(make: Callable[..., Harness]) -> None:
@@ -90,7 +90,7 @@ def test_flap_reported_on_a_port_fabricd_holds_down_is_ignored(make: Callable[..
     h.clock.advance(60)
     (out,) = run(report(h, flap(h.fabric, SERVER_PORT, start_ts=T0 + 60 * NS)))  # our own shutdown's echo
     assert out == Outcome(None, None, None)
-    assert h.tickets() == [t] and len(h.state.actions()) == 1
+    assert h.tickets() == [t] and len(h.state.actions.all()) == 1
 
 
 def test_a_new_incident_on_the_same_link_updates_its_ticket(make: Callable[..., Harness]) -> None:
@@ -108,9 +108,11 @@ def test_a_new_incident_on_the_same_link_updates_its_ticket(make: Callable[..., 
     assert [o["summary"] for o in t.body["occurrences"]] == [first.summary, again.summary]
     assert t.body["finding"] == again.to_dict()
     # The action is still on the switch end of the link.
-    assert [(a.device, a.port, a.status) for a in h.state.actions()] == [("leaf-g0-r0", "Ethernet1/1", "observed")] * 2
+    assert [(a.device, a.port, a.status) for a in h.state.actions.all()] == [
+        ("leaf-g0-r0", "Ethernet1/1", "observed")
+    ] * 2
     assert len(t.body["actions"]) == 2
-    assert len(h.state.findings()) == 2
+    assert len(h.state.findings.all()) == 2
 
 
 # --- observe and approve ---------------------------------------------------------------------------------------
@@ -118,17 +120,17 @@ def test_observe_mode_never_touches_a_switch(make: Callable[..., Harness]) -> No
     h = make(mode="observe")
     (out,) = run(report(h, flap(h.fabric, SERVER_PORT)))
     assert h.world.calls == [] and h.world.waits == []
-    (a,) = h.state.actions()
+    (a,) = h.state.actions.all()
     assert (a.status, a.mode) == ("observed", "observe")
     assert out.action == a  # as stored: linked to its ticket
-    assert not h.state.is_disabled("leaf-g0-r0", "Ethernet1/1")
+    assert not h.state.holds.is_held("leaf-g0-r0", "Ethernet1/1")
     (t,) = h.tickets()
     assert t.body["status_note"] == (
         "observe mode: fabricd would disable leaf-g0-r0:Ethernet1/1 (guard allows: capacity and budgets allow it);"
         " nothing was changed"
     )
     assert t.body["actions"][0]["status"] == "observed"
-    assert h.state.audit_log()[-1]["what"] == "would disable leaf-g0-r0:Ethernet1/1"
+    assert h.state.audit.entries()[-1]["what"] == "would disable leaf-g0-r0:Ethernet1/1"
 
 
 def test_approve_mode_waits_for_a_person(make: Callable[..., Harness]) -> None:
@@ -145,7 +147,7 @@ def test_approve_mode_waits_for_a_person(make: Callable[..., Harness]) -> None:
     # The same port flaps again while the action waits: the ticket notes the pending action, no second one.
     h.clock.advance(30)
     run(report(h, flap(h.fabric, SERVER_PORT, start_ts=T0 + 30 * NS)))
-    assert [a.id for a in h.state.actions()] == [aid]
+    assert [a.id for a in h.state.actions.all()] == [aid]
     t = h.tickets()[0]
     assert t.body["status_note"] == f"action {aid} on leaf-g0-r0:Ethernet1/1 is already awaiting_approval"
     assert h.world.calls == []
@@ -158,8 +160,8 @@ def test_approve_mode_waits_for_a_person(make: Callable[..., Harness]) -> None:
     run(approve())
     assert h.world.calls == SESSION_DISABLE
     assert action_of(h, aid).status == "done"
-    assert h.state.disabled_ports()[0]["ticket_id"] == t.id
-    assert any(e["actor"] == "alice" and e["what"] == f"approved action {aid}" for e in h.state.audit_log())
+    assert h.state.holds.all()[0]["ticket_id"] == t.id
+    assert any(e["actor"] == "alice" and e["what"] == f"approved action {aid}" for e in h.state.audit.entries())
     assert h.tickets()[0].body["status_note"] == "disabled leaf-g0-r0:Ethernet1/1"
 
     with pytest.raises(ActionError, match=f"action {aid} is done, not awaiting approval"):
@@ -209,10 +211,10 @@ def test_port_never_seen_down_is_rolled_back(make: Callable[..., Harness]) -> No
         ("rollback", "leaf-g0-r0"),
         ("close", "leaf-g0-r0"),
     ]
-    (a,) = h.state.actions()
+    (a,) = h.state.actions.all()
     text = "telemetry did not show leaf-g0-r0:Ethernet1/1 down within 10 s; rolled back"
     assert (a.status, a.detail) == ("rolled_back", text)
-    assert h.state.disabled_ports() == []
+    assert h.state.holds.all() == []
     (t,) = h.tickets()
     assert t.body["status_note"] == text
     assert t.body["actions"][-1]["status"] == "rolled_back"
@@ -223,10 +225,10 @@ def test_driver_error_fails_the_action_and_rolls_back(make: Callable[..., Harnes
     h.world.fail["set_port_admin"] = DriverError("leaf-g0-r0", "commit refused (session locked); retry later")
     run(report(h, flap(h.fabric, SERVER_PORT)))
     assert [c[0] for c in h.world.calls] == ["connect", "set_port_admin", "rollback", "close"]
-    (a,) = h.state.actions()
+    (a,) = h.state.actions.all()
     text = "could not disable leaf-g0-r0:Ethernet1/1: leaf-g0-r0: commit refused (session locked); retry later"
     assert (a.status, a.detail) == ("failed", text)
-    assert h.state.disabled_ports() == []
+    assert h.state.holds.all() == []
     assert h.tickets()[0].body["status_note"] == text
 
 
@@ -236,9 +238,9 @@ def test_driver_error_in_rollback_too(make: Callable[..., Harness]) -> None:
     h.world.fail["rollback"] = DriverError("leaf-g0-r0", "connection lost")
     run(report(h, flap(h.fabric, SERVER_PORT)))
     assert [c[0] for c in h.world.calls] == ["connect", "set_port_admin", "confirm", "rollback", "close"]
-    (a,) = h.state.actions()
+    (a,) = h.state.actions.all()
     assert (a.status, a.detail) == ("failed", "could not disable leaf-g0-r0:Ethernet1/1: leaf-g0-r0: connection lost")
-    assert h.state.disabled_ports() == []
+    assert h.state.holds.all() == []
 
 
 def test_unreachable_switch(make: Callable[..., Harness]) -> None:
@@ -246,7 +248,7 @@ def test_unreachable_switch(make: Callable[..., Harness]) -> None:
     h.world.fail["connect"] = UnreachableError("leaf-g0-r0", "connection refused on port 443; check the inventory")
     run(report(h, flap(h.fabric, SERVER_PORT)))
     assert h.world.calls == [("connect", "leaf-g0-r0")]  # nothing to roll back or close
-    (a,) = h.state.actions()
+    (a,) = h.state.actions.all()
     assert a.status == "failed" and "connection refused on port 443" in a.detail
 
 
@@ -256,7 +258,7 @@ def test_guard_refusal_is_explained_in_the_ticket(make: Callable[..., Harness]) 
     (out,) = run(report(h, flap(h.fabric, UPLINK)))
     assert out.verdict is not None and (out.verdict.allowed, out.verdict.rule) == (False, "capacity")
     assert h.world.calls == []
-    (a,) = h.state.actions()
+    (a,) = h.state.actions.all()
     why = "leaf-g0-r0 would keep 800 of 1600 Gb/s uplink capacity (50%), below the 75% limit"
     assert (a.status, a.reason, a.port) == ("refused", why, "Ethernet5/1")
     (t,) = h.tickets()
@@ -264,7 +266,7 @@ def test_guard_refusal_is_explained_in_the_ticket(make: Callable[..., Harness]) 
     assert t.body["status_note"] == (
         f"no action: the safety guard refused to disable leaf-g0-r0:Ethernet5/1: {why}; escalated to people"
     )
-    assert any(e["why"] == f"guard (capacity): {why}" for e in h.state.audit_log())
+    assert any(e["why"] == f"guard (capacity): {why}" for e in h.state.audit.entries())
 
 
 def test_kinds_not_enabled_are_only_ticketed(make: Callable[..., Harness]) -> None:
@@ -287,8 +289,8 @@ def test_a_flap_fabricd_did_not_watch_is_ticketed_with_its_evidence_and_not_acte
         summary="link gpu-g0-000:nic0--leaf-g0-r0:Ethernet1/1 went down 8 times while fabricd was not watching",
     )
     (out,) = run(report(h, f))
-    assert out.action is None and h.world.calls == [] and h.state.actions() == []
-    assert h.state.disabled_ports() == []
+    assert out.action is None and h.world.calls == [] and h.state.actions.all() == []
+    assert h.state.holds.all() == []
     (t,) = h.tickets()
     assert (t.fault, t.status) == (FAULT, "open")
     assert t.body["status_note"] == "flapped while fabricd was not watching; it is stable now: not taken down; watch it"
@@ -299,7 +301,7 @@ def test_a_flap_fabricd_did_not_watch_is_ticketed_with_its_evidence_and_not_acte
     h.clock.advance(30)
     (again,) = run(report(h, flap(h.fabric, SERVER_PORT, start_ts=T0 + 30 * NS)))
     assert again.ticket is not None and again.ticket.id == t.id
-    assert [(a.op, a.status) for a in h.state.actions()] == [("disable", "done")]
+    assert [(a.op, a.status) for a in h.state.actions.all()] == [("disable", "done")]
 
 
 def test_unmanaged_switch_is_not_touched(make: Callable[..., Harness], small: Fabric) -> None:
@@ -322,13 +324,13 @@ def test_many_flaps_on_one_leaf_stop_at_the_budget_and_escalate_once(
     outs += run(report(h, *(flap(wide, p, start_ts=T0 + 10 * NS) for p in ports[5:])))
     assert len(outs) == 8
 
-    disabled = [(p["device"], p["port"]) for p in h.state.disabled_ports()]
+    disabled = [(p["device"], p["port"]) for p in h.state.holds.all()]
     assert disabled == [("leaf-g0-r0", "Ethernet1/1"), ("leaf-g0-r0", "Ethernet2/1")]  # the switch budget: 2
     assert [c for c in h.world.calls if c[0] == "set_port_admin"] == [
         ("set_port_admin", "leaf-g0-r0", "Ethernet1/1", False, 120),
         ("set_port_admin", "leaf-g0-r0", "Ethernet2/1", False, 120),
     ]
-    statuses = sorted((a.port, a.status) for a in h.state.actions())
+    statuses = sorted((a.port, a.status) for a in h.state.actions.all())
     assert [s for _, s in statuses] == ["done", "done"] + ["refused"] * 6
     assert all(o.verdict is not None and o.verdict.rule == "switch_budget" for o in outs[2:])
 
@@ -344,7 +346,7 @@ def test_many_flaps_on_one_leaf_stop_at_the_budget_and_escalate_once(
     assert "leaf-g0-r0 already has 2 ports held down (limit 2)" in esc.body["why_no_more_actions"]
     assert esc.recurrences == 5  # opened by the 3rd refusal, updated by the other 5
     # The refused actions point at the escalation; only the two ports taken down have their own tickets.
-    assert {a.ticket_id for a in h.state.actions("refused")} == {esc.id}
+    assert {a.ticket_id for a in h.state.actions.all("refused")} == {esc.id}
     assert sorted(t.port or "" for t in h.tickets("link_flap")) == ["Ethernet1/1", "Ethernet2/1"]
     assert all(o.ticket is not None and o.ticket.id == esc.id for o in outs[2:])
 
@@ -354,7 +356,7 @@ def test_resolving_the_escalation_brings_back_the_ports_it_names(make: Callable[
     ports = [Endpoint("leaf-g0-r0", f"Ethernet{i}/1") for i in range(1, 5)]
     run(report(h, *(flap(wide, p) for p in ports)))
     (esc,) = h.tickets("escalation")
-    held = {p["port"]: p["ticket_id"] for p in h.state.disabled_ports()}
+    held = {p["port"]: p["ticket_id"] for p in h.state.holds.all()}
     assert sorted(held) == ["Ethernet1/1", "Ethernet2/1"]
     assert esc.body["held_down_by_fabricd"] == ["Ethernet1/1", "Ethernet2/1"]  # in flight when it was written
     # An unrelated port of another switch, held down under its own ticket, stays down.
@@ -372,20 +374,20 @@ def test_resolving_the_escalation_brings_back_the_ports_it_names(make: Callable[
     assert sorted((c[2], c[3]) for c in h.world.calls if c[0] == "set_port_admin") == [
         ("Ethernet1/1", True), ("Ethernet2/1", True),
     ]  # fmt: skip
-    assert [(p["device"], p["port"]) for p in h.state.disabled_ports()] == [("leaf-g1-r0", "Ethernet1/1")]
+    assert [(p["device"], p["port"]) for p in h.state.holds.all()] == [("leaf-g1-r0", "Ethernet1/1")]
     for tid in held.values():
         assert tid is not None  # a port disabled by fabricd has its repair ticket
-        pt = h.state.ticket(tid)
+        pt = h.state.tickets.get(tid)
         assert pt is not None and (pt.status, pt.resolved_by) == ("resolved", f"alice (escalation {esc.id})")
         assert pt.body["status_note"].startswith("enabled leaf-g0-r0:Ethernet")
-    assert any(r["what"] == f"resolved ticket {held['Ethernet1/1']}" for r in h.state.audit_log())
+    assert any(r["what"] == f"resolved ticket {held['Ethernet1/1']}" for r in h.state.audit.entries())
 
 
 def test_budget_of_one_on_the_small_pod(make: Callable[..., Harness]) -> None:
     h = make(limits=SafetyLimits(max_down_per_switch=1))
     ports = [Endpoint("leaf-g0-r0", f"Ethernet{i}/1") for i in range(1, 5)]
     run(report(h, *(flap(h.fabric, p) for p in ports)))
-    assert [p["port"] for p in h.state.disabled_ports()] == ["Ethernet1/1"]
+    assert [p["port"] for p in h.state.holds.all()] == ["Ethernet1/1"]
     (esc,) = h.tickets("escalation")
     assert esc.body["faulty_ports"] == ["Ethernet1/1", "Ethernet2/1", "Ethernet3/1", "Ethernet4/1"]
     assert len(h.tickets()) == 2
@@ -418,7 +420,7 @@ def test_a_finding_while_a_finished_disable_closes_its_session_still_counts_that
     run(scenario())
     (out,) = late
     assert out.verdict is not None and (out.verdict.allowed, out.verdict.rule) == (False, "switch_budget")
-    assert [p["port"] for p in h.state.disabled_ports()] == ["Ethernet1/1"]
+    assert [p["port"] for p in h.state.holds.all()] == ["Ethernet1/1"]
     assert [c for c in h.world.calls if c[0] == "set_port_admin"] == [
         ("set_port_admin", "leaf-g0-r0", "Ethernet1/1", False, 120)
     ]
@@ -450,7 +452,7 @@ def test_the_switch_first_then_the_ticket_even_with_a_real_driver_thread(make: C
     class Recording(ThreadPoolExecutor):
         def submit(self, fn: Any, /, *args: Any, **kwargs: Any) -> Any:
             name = getattr(getattr(fn, "func", fn), "__name__", "?")  # a partial names its function
-            seen.append((name, len(h.state.tickets()), len(h.published)))
+            seen.append((name, len(h.state.tickets.all()), len(h.published)))
             return super().submit(fn, *args, **kwargs)
 
     h.rem.switch.actuator.connect = slow_connect  # type: ignore[method-assign,assignment]
@@ -469,7 +471,7 @@ def test_the_switch_first_then_the_ticket_even_with_a_real_driver_thread(make: C
     assert run(scenario()) == (1, 2)
     # connect began with the ticket recorded (same transaction as the action) but not yet handed to the backend
     assert seen[0] == ("_open_and_set", 1, 0)
-    assert [a.status for a in h.state.actions()] == ["done", "done"]
+    assert [a.status for a in h.state.actions.all()] == ["done", "done"]
 
 
 def test_a_batch_starts_every_switch_change_before_any_ticket_goes_out(make: Callable[..., Harness]) -> None:
@@ -507,19 +509,19 @@ def test_a_new_incident_waits_for_fresh_telemetry_from_the_switches_its_verdict_
     assert spine is not None
     f = flap(h.fabric, UPLINK)
     assert run(h.rem.incidents.on_findings([f], unsure={spine.device})) == []
-    assert h.state.findings() == [] and h.state.actions() == [] and h.world.calls == []
+    assert h.state.findings.all() == [] and h.state.actions.all() == [] and h.world.calls == []
     h.clock.advance(5)
     assert run(h.rem.incidents.on_findings([f], unsure={spine.device, "leaf-g1-r0"})) == []
     assert h.world.calls == []
     h.clock.advance(1)
     (out,) = run(settled(h, f, unsure={"leaf-g1-r0"}))  # the spine is back; leaf-g1-r0 is not its concern
-    assert out.action is not None and [a.status for a in h.state.actions()] == ["done"]
+    assert out.action is not None and [a.status for a in h.state.actions.all()] == ["done"]
     assert h.world.state(UPLINK) == "DOWN"
     # the incident is known now: the detector's next reports refresh it while the spine resyncs again, nothing new
     h.clock.advance(2)
     assert run(h.rem.incidents.on_findings([f], unsure={spine.device})) == []
-    (stored,) = h.state.findings()
-    assert stored["last_seen_ts"] == h.clock.now and len(h.state.actions()) == 1
+    (stored,) = h.state.findings.all()
+    assert stored["last_seen_ts"] == h.clock.now and len(h.state.actions.all()) == 1
 
 
 def test_a_switch_that_stays_quiet_holds_a_new_incident_for_the_bounded_wait_only(

@@ -35,7 +35,7 @@ def test_a_second_resolve_while_the_enable_runs_starts_no_second_enable(make: Ca
     h = make()
     run(report(h, flap(h.fabric, SERVER_PORT)))
     (t,) = h.tickets()
-    disable = h.state.actions()[0]
+    disable = h.state.actions.all()[0]
     h.world.calls.clear()
 
     async def resolve_twice() -> None:
@@ -47,7 +47,7 @@ def test_a_second_resolve_while_the_enable_runs_starts_no_second_enable(make: Ca
     assert [c for c in h.world.calls if c[0] == "set_port_admin"] == [
         ("set_port_admin", "leaf-g0-r0", "Ethernet1/1", True, 120)
     ]
-    enables = [a for a in h.state.actions() if a.op == "enable"]
+    enables = [a for a in h.state.actions.all() if a.op == "enable"]
     assert [(a.status, a.key) for a in enables] == [("done", f"enable:leaf-g0-r0:Ethernet1/1:after{disable.id}:try1")]
 
 
@@ -73,12 +73,12 @@ def test_resolve_brings_the_port_back_on_probation_and_a_new_flap_reopens(make: 
         ("confirm", "leaf-g0-r0"),
         ("close", "leaf-g0-r0"),
     ]
-    enable = h.state.actions()[0]
+    enable = h.state.actions.all()[0]
     assert (enable.op, enable.status, enable.ticket_id, enable.reason) == (
         "enable", "done", t.id, f"ticket {t.id} resolved by alice",
     )  # fmt: skip
-    assert h.state.disabled_ports() == []
-    assert h.state.probation("leaf-g0-r0", "Ethernet1/1", h.clock()) == t.id
+    assert h.state.holds.all() == []
+    assert h.state.holds.probation("leaf-g0-r0", "Ethernet1/1", h.clock()) == t.id
     t = ticket_of(h, t.id)
     assert t.status == "resolved" and t.body["status_note"] == "enabled leaf-g0-r0:Ethernet1/1"
 
@@ -92,9 +92,9 @@ def test_resolve_brings_the_port_back_on_probation_and_a_new_flap_reopens(make: 
     assert t.body["actions"][-2]["note"].startswith("disabling leaf-g0-r0:Ethernet1/1")
     assert t.body["status_note"] == "disabled leaf-g0-r0:Ethernet1/1"
     assert h.world.calls == SESSION_DISABLE
-    assert [(p["port"], p["ticket_id"]) for p in h.state.disabled_ports()] == [("Ethernet1/1", t.id)]
-    assert h.state.probation("leaf-g0-r0", "Ethernet1/1", h.clock()) is None
-    assert any(e["what"] == f"reopened ticket {t.id}" for e in h.state.audit_log())
+    assert [(p["port"], p["ticket_id"]) for p in h.state.holds.all()] == [("Ethernet1/1", t.id)]
+    assert h.state.holds.probation("leaf-g0-r0", "Ethernet1/1", h.clock()) is None
+    assert any(e["what"] == f"reopened ticket {t.id}" for e in h.state.audit.entries())
 
     # Repaired for good; a flap long after probation is a new fault with a new ticket.
     run(resolve())
@@ -115,10 +115,10 @@ def test_enable_that_does_not_come_up_is_still_confirmed(make: Callable[..., Har
         await h.rem.idle()
 
     run(resolve())
-    enable = h.state.actions()[0]
+    enable = h.state.actions.all()[0]
     assert (enable.op, enable.status) == ("enable", "done")
     assert enable.detail == "enabled leaf-g0-r0:Ethernet1/1 (it did not come up within 10 s)"
-    assert h.state.disabled_ports() == []
+    assert h.state.holds.all() == []
 
 
 # --- drain hook ----------------------------------------------------------------------------------------------
@@ -129,13 +129,13 @@ def test_drain_hook_runs_for_a_server_port(make: Callable[..., Harness], tmp_pat
     assert drained.read_text() == "gpu-g0-000 leaf-g0-r0:Ethernet1/1\n"
     (t,) = h.tickets()
     assert t.body["status_note"] == "drained gpu-g0-000; disabled leaf-g0-r0:Ethernet1/1"
-    assert h.state.is_disabled("leaf-g0-r0", "Ethernet1/1")
+    assert h.state.holds.is_held("leaf-g0-r0", "Ethernet1/1")
 
     # An uplink has no server behind it: no hook.
     h.clock.advance(10)
     run(report(h, flap(h.fabric, UPLINK, start_ts=h.clock.now)))
     assert drained.read_text() == "gpu-g0-000 leaf-g0-r0:Ethernet1/1\n"
-    assert h.state.is_disabled("leaf-g0-r0", "Ethernet5/1")
+    assert h.state.holds.is_held("leaf-g0-r0", "Ethernet5/1")
 
 
 def test_drain_hook_values_cannot_reach_the_shell(make: Callable[..., Harness], tmp_path: Path) -> None:
@@ -184,10 +184,10 @@ def test_hanging_drain_hook_is_killed(make: Callable[..., Harness], tmp_path: Pa
 def test_reconcile_completes_an_interrupted_action(make: Callable[..., Harness]) -> None:
     h = make()
     # What a crash between "running" and the driver call leaves behind.
-    t = h.state.create_ticket(FAULT, "link_flap", "leaf-g0-r0", "Ethernet1/1", "link flap", {"actions": []}, T0)
-    a = h.state.add_action("disable", "leaf-g0-r0", "Ethernet1/1", "auto", "running", "flap", T0, ticket_id=t.id)
+    t = h.state.tickets.create(FAULT, "link_flap", "leaf-g0-r0", "Ethernet1/1", "link flap", {"actions": []}, T0)
+    a = h.state.actions.add("disable", "leaf-g0-r0", "Ethernet1/1", "auto", "running", "flap", T0, ticket_id=t.id)
     # And a port fabricd held down (a minute ago) that someone brought back up while fabricd was down.
-    h.state.mark_disabled("leaf-g0-r1", "Ethernet2/1", 99, None, T0 - 60 * NS)
+    h.state.holds.hold("leaf-g0-r1", "Ethernet2/1", 99, None, T0 - 60 * NS)
 
     rem = h.restart()
     notes = run(rem.reconciler.reconcile())
@@ -201,7 +201,7 @@ def test_reconcile_completes_an_interrupted_action(make: Callable[..., Harness])
     assert h.world.keyed == {a.switch_key: "confirmed"}
     assert a.switch_key == f"fabricd_a{a.id}_{T0 & 0xFFFFFFFF:08x}"
     assert action_of(h, a.id).status == "done"
-    assert [(p["device"], p["port"], p["ticket_id"]) for p in h.state.disabled_ports()] == [
+    assert [(p["device"], p["port"], p["ticket_id"]) for p in h.state.holds.all()] == [
         ("leaf-g0-r0", "Ethernet1/1", t.id)
     ]
     assert ticket_of(h, t.id).body["status_note"] == "disabled leaf-g0-r0:Ethernet1/1"
@@ -224,8 +224,8 @@ def test_reconcile_takes_over_what_the_dead_fabricd_left_on_the_switch(
     # fabricd died after the commit (pending under its revert timer) or after the confirm, before recording it:
     # the next one never commits a second time; it confirms the pending commit, or records the confirmed one
     h = make()
-    t = h.state.create_ticket(FAULT, "link_flap", "leaf-g0-r0", "Ethernet1/1", "link flap", {"actions": []}, T0)
-    a = h.state.add_action("disable", "leaf-g0-r0", "Ethernet1/1", "auto", "running", "flap", T0, ticket_id=t.id)
+    t = h.state.tickets.create(FAULT, "link_flap", "leaf-g0-r0", "Ethernet1/1", "link flap", {"actions": []}, T0)
+    a = h.state.actions.add("disable", "leaf-g0-r0", "Ethernet1/1", "auto", "running", "flap", T0, ticket_id=t.id)
     h.world.oper[SERVER_PORT] = "DOWN"
     h.world.admin[SERVER_PORT] = False  # the dead fabricd's commit shut it
     h.world.keyed[a.switch_key] = left_on_switch
@@ -233,21 +233,21 @@ def test_reconcile_takes_over_what_the_dead_fabricd_left_on_the_switch(
     assert [c[0] for c in h.world.calls] == calls
     assert h.world.keyed == {a.switch_key: "confirmed"}
     assert action_of(h, a.id).status == "done"
-    assert [(p["device"], p["port"]) for p in h.state.disabled_ports()] == [("leaf-g0-r0", "Ethernet1/1")]
+    assert [(p["device"], p["port"]) for p in h.state.holds.all()] == [("leaf-g0-r0", "Ethernet1/1")]
     assert ticket_of(h, t.id).body["status_note"] == note
 
 
 def test_reconcile_completes_an_interrupted_enable(make: Callable[..., Harness]) -> None:
     h = make()
     h.world.oper[SERVER_PORT] = "DOWN"
-    t = h.state.create_ticket(FAULT, "link_flap", "leaf-g0-r0", "Ethernet1/1", "t", {}, T0)
-    h.state.mark_disabled("leaf-g0-r0", "Ethernet1/1", 1, t.id, T0)
-    a = h.state.add_action("enable", "leaf-g0-r0", "Ethernet1/1", "auto", "running", "resolved", T0, ticket_id=t.id)
+    t = h.state.tickets.create(FAULT, "link_flap", "leaf-g0-r0", "Ethernet1/1", "t", {}, T0)
+    h.state.holds.hold("leaf-g0-r0", "Ethernet1/1", 1, t.id, T0)
+    a = h.state.actions.add("enable", "leaf-g0-r0", "Ethernet1/1", "auto", "running", "resolved", T0, ticket_id=t.id)
     notes = run(h.restart().reconciler.reconcile())
     assert notes == [f"completing enable of leaf-g0-r0:Ethernet1/1 (action {a.id}) interrupted by a restart"]
     assert action_of(h, a.id).status == "done"
-    assert h.state.disabled_ports() == []
-    assert h.state.probation("leaf-g0-r0", "Ethernet1/1", T0) == t.id
+    assert h.state.holds.all() == []
+    assert h.state.holds.probation("leaf-g0-r0", "Ethernet1/1", T0) == t.id
 
 
 def test_two_findings_on_one_port_in_one_tick_act_once(make: Callable[..., Harness]) -> None:
@@ -257,7 +257,7 @@ def test_two_findings_on_one_port_in_one_tick_act_once(make: Callable[..., Harne
     corrupt = Finding(**{**f.__dict__, "kind": "link_corruption", "summary": "FCS errors 1e-6"})
     outs = run(report(h, f, corrupt))
     assert [c[0] for c in h.world.calls] == ["connect", "set_port_admin", "confirm", "close"]
-    (a,) = h.state.actions()
+    (a,) = h.state.actions.all()
     assert a.status == "done"
     assert outs[1].action is not None and outs[1].action.id == a.id
     assert outs[1].ticket is not None

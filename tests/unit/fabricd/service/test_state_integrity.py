@@ -16,8 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from fabricd.service.state import StateStore, WriteHealth
-from fabricd.service.state_db import StateError, set_aside
+from fabricd.service.state import StateError, StateStore, WriteHealth, set_aside
 
 T0 = 1_700_000_000_000_000_000
 
@@ -25,7 +24,7 @@ T0 = 1_700_000_000_000_000_000
 def _filled(path: Path, tickets: int = 400) -> None:
     s = StateStore(path)
     for i in range(tickets):
-        s.create_ticket(f"link_flap:x{i}", "link_flap", "leaf-g0-r0", f"Ethernet{i}/1", "t" * 200, {"n": i}, T0)
+        s.tickets.create(f"link_flap:x{i}", "link_flap", "leaf-g0-r0", f"Ethernet{i}/1", "t" * 200, {"n": i}, T0)
     s.close()
 
 
@@ -69,7 +68,7 @@ def test_new_state_sets_the_old_file_aside_and_starts_empty(tmp_path: Path) -> N
     assert kept == tmp_path / "state.db.set-aside-20231114T221320Z"
     assert kept.read_bytes() == original and not path.exists()
     s = StateStore(path)
-    assert s.tickets() == []
+    assert s.tickets.all() == []
     s.close()
     assert set_aside(tmp_path / "none.db") is None
 
@@ -77,7 +76,7 @@ def test_new_state_sets_the_old_file_aside_and_starts_empty(tmp_path: Path) -> N
 def test_state_files_are_private(tmp_path: Path) -> None:
     path = tmp_path / "state.db"
     s = StateStore(path, owner=True)
-    s.create_ticket("f", "link_flap", "d", "p", "t", {}, T0)
+    s.tickets.create("f", "link_flap", "d", "p", "t", {}, T0)
     for f in (path, tmp_path / "state.db-wal", tmp_path / "state.db.lock"):
         assert stat.S_IMODE(f.stat().st_mode) == 0o600, f
     s.close()
@@ -108,7 +107,7 @@ def test_write_failures_make_the_store_failing_and_log_once_a_minute(
     caplog.set_level(logging.ERROR, "fabricd.state")
     for _ in range(50):
         with pytest.raises(StateError):
-            s.create_ticket("f", "link_flap", "d", "p", "t", {}, T0)
+            s.tickets.create("f", "link_flap", "d", "p", "t", {}, T0)
     assert s.writes.failing and s.writes.failures == 50
     errors = [r for r in caplog.records if r.levelno == logging.ERROR]
     assert len(errors) == 1 and "state cannot be written (1 failed writes so far)" in errors[0].getMessage()
@@ -140,15 +139,15 @@ def test_an_immutable_state_file_is_refused_at_start(tmp_path: Path) -> None:
 def test_new_state_takes_the_lock_first_and_moves_nothing_under_a_running_service(tmp_path: Path) -> None:
     path = tmp_path / "state.db"
     running = StateStore(path, owner=True)
-    running.create_ticket("f", "link_flap", "d", "p", "t", {}, T0)
+    running.tickets.create("f", "link_flap", "d", "p", "t", {}, T0)
     with pytest.raises(StateError) as e:
         StateStore(path, owner=True, new_state=True, force=True)
     (line,) = str(e.value).splitlines()
     assert line.startswith(f"{path}: in use by another fabricd, pid {os.getpid()}")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["state.db", "state.db-shm", "state.db-wal", "state.db.lock"]
-    running.create_ticket("g", "link_flap", "d", "q", "t", {}, T0)  # still writing into the file at the path
+    running.tickets.create("g", "link_flap", "d", "q", "t", {}, T0)  # still writing into the file at the path
     running.close()
-    assert [t.fault for t in StateStore(path).tickets()] == ["g", "f"]
+    assert [t.fault for t in StateStore(path).tickets.all()] == ["g", "f"]
 
 
 def test_new_state_refuses_a_readable_file_unless_forced(tmp_path: Path) -> None:
@@ -161,10 +160,10 @@ def test_new_state_refuses_a_readable_file_unless_forced(tmp_path: Path) -> None
     assert "add --force to set it aside anyway" in line
     assert not list(tmp_path.glob("*set-aside*"))
     s = StateStore(path, owner=True, new_state=True, force=True)
-    assert s.tickets() == [] and s.started_empty and "set aside as" in s.started_empty
+    assert s.tickets.all() == [] and s.started_empty and "set aside as" in s.started_empty
     s.close()
     (kept,) = tmp_path.glob("state.db.set-aside-*Z")
-    assert len(StateStore(kept).tickets()) == 3
+    assert len(StateStore(kept).tickets.all()) == 3
 
 
 def test_new_state_sets_a_damaged_file_aside_without_force(tmp_path: Path) -> None:
@@ -174,7 +173,7 @@ def test_new_state_sets_a_damaged_file_aside_without_force(tmp_path: Path) -> No
     data[0:100] = b"\xa5" * 100
     path.write_bytes(bytes(data))
     s = StateStore(path, owner=True, new_state=True)
-    assert s.tickets() == []
+    assert s.tickets.all() == []
     s.close()
     (kept,) = tmp_path.glob("state.db.set-aside-*Z")
     assert kept.read_bytes() == bytes(data)
@@ -248,13 +247,13 @@ def test_a_schema_with_bytes_that_are_not_text_is_refused_in_one_line(tmp_path: 
     with pytest.raises(StateError, match="--new-state"):
         StateStore(path, owner=True)
     s = StateStore(path, owner=True, new_state=True)  # unreadable: set aside without --force
-    assert s.tickets() == []
+    assert s.tickets.all() == []
     s.close()
 
 
 def test_an_error_reading_rows_late_is_a_state_error(tmp_path: Path) -> None:
     s = StateStore(tmp_path / "state.db")
-    s.create_ticket("f", "link_flap", "d", "p", "t", {}, T0)
+    s.tickets.create("f", "link_flap", "d", "p", "t", {}, T0)
     result = s._db.execute("SELECT * FROM tickets")
     s._db.close()  # the connection gone between the statement and reading its rows
     with pytest.raises(StateError, match="fabricd acts only with its state written"):

@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from fabricd.service.state import StateStore, Ticket
-from fabricd.service.state_db import StateError
+from fabricd.service.state.db import StateError
 from tests.state_damage import apply_damage, damages
 from topology.fabric import Fabric
 from topology.model import Endpoint
@@ -55,12 +55,12 @@ def write(h: Harness, op: tuple[Any, ...], fabric: Fabric) -> None:
     if kind == "flap":
         run(report(h, flap(fabric, op[1], h.clock())))
     elif kind == "resolve":
-        if (t := h.state.ticket(op[1])) is not None and t.status == "open":
+        if (t := h.state.tickets.get(op[1])) is not None and t.status == "open":
             run(h.rem.requests.resolve(t.id, "alice"))
     elif kind == "token":
-        h.state.add_token(op[1], "viewer", f"hash-{op[1]}-{next(_tokens)}", h.clock(), "test")
+        h.state.access.add_token(op[1], "viewer", f"hash-{op[1]}-{next(_tokens)}", h.clock(), "test")
     elif kind == "mode":
-        h.state.set_mode(op[1], "alice", "test", h.clock())
+        h.state.mode.set(op[1], "alice", "test", h.clock())
     else:
         h.clock.advance(op[1])
 
@@ -89,11 +89,11 @@ def serve(store: StateStore, fabric: Fabric) -> None:
         except StateError as e:  # a pass that fails on the state: guarded (passes.py), the service goes on
             assert "\n" not in str(e)
     clock = h.clock
-    store.tickets("open"), store.tickets(), store.unsynced(), store.open_ticket_ids()
-    store.actions(), store.actions_in("running", "awaiting_approval"), store.disabled_ports()
-    store.findings("active", limit=100_000), store.finding_counts(), store.action_counts()
-    store.audit_log(), store.api_tokens(), store.mode_override(), store.quarantine.entries()
-    store.probation("leaf-g0-r0", "Ethernet1/1", clock()), store.token_by_hash("hash-alice")
+    store.tickets.all("open"), store.tickets.all(), store.tickets.unsynced(), store.tickets.open_ids()
+    store.actions.all(), store.actions.with_status("running", "awaiting_approval"), store.holds.all()
+    store.findings.all("active", limit=100_000), store.findings.counts(), store.actions.counts()
+    store.audit.entries(), store.access.tokens(), store.mode.override(), store.quarantine.entries()
+    store.holds.probation("leaf-g0-r0", "Ethernet1/1", clock()), store.access.token_by_hash("hash-alice")
 
 
 def harness(state: StateStore, fabric: Fabric) -> Harness:
@@ -114,8 +114,8 @@ def test_a_start_refuses_in_one_line_or_serves(
     for op in ops[:at]:
         write(h, op, small)
     if in_tx:
-        with h.state.tx():
-            h.state.audit(h.clock(), "half-done", "killed inside a transaction")
+        with h.state.transaction():
+            h.state.audit.record(h.clock(), "half-done", "killed inside a transaction")
             Crashed(live, image)
     else:
         Crashed(live, image)

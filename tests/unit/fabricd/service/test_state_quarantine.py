@@ -1,5 +1,5 @@
 """Row damage SQLite's checks miss (bytes that are not UTF-8, a body that is not JSON, a word in an integer column)
-is quarantined by the one decode layer (state_decode.py): the row stays in the file, every read leaves it out and
+is quarantined by the one decode layer (state/rows.py): the row stays in the file, every read leaves it out and
 none raises, it is logged once naming its table and id, and it leaves the quarantine once it decodes again."""
 
 from __future__ import annotations
@@ -19,21 +19,21 @@ T0 = 1_700_000_000_000_000_000
 
 def filled(path: Path) -> None:
     s = StateStore(path)
-    s.create_ticket("link_flap:a", "link_flap", "leaf-g0-r0", "Ethernet1/1", "title a", {"n": 1}, T0)
-    s.create_ticket("link_flap:b", "link_flap", "leaf-g0-r1", "Ethernet2/1", "title b", {"n": 2}, T0)
+    s.tickets.create("link_flap:a", "link_flap", "leaf-g0-r0", "Ethernet1/1", "title a", {"n": 1}, T0)
+    s.tickets.create("link_flap:b", "link_flap", "leaf-g0-r1", "Ethernet2/1", "title b", {"n": 2}, T0)
     for port in ("Ethernet1/1", "Ethernet2/1"):
-        a = s.add_action("disable", "leaf-g0-r0", port, "auto", "running", "flaps", T0, ticket_id=1)
-        s.finish_action(a.id, "done", T0, "down", 0)
+        a = s.actions.add("disable", "leaf-g0-r0", port, "auto", "running", "flaps", T0, ticket_id=1)
+        s.actions.finish(a.id, "done", T0, "down", 0)
     f = Finding(kind="link_flap", device="leaf-g0-r0", port="Ethernet1/1", devices=("leaf-g0-r0",),
                 ports=("leaf-g0-r0:Ethernet1/1",), start_ts=T0, detected_ts=T0, severity="warning", confidence=1.0,
                 summary="flaps", evidence={})  # fmt: skip
-    s.upsert_finding(f, "link_flap:a", T0)
-    s.upsert_finding(Finding(**{**f.__dict__, "port": "Ethernet2/1"}), "link_flap:b", T0)
-    s.add_token("alice", "viewer", "hash-a", T0, "test")
-    s.add_token("bob", "viewer", "hash-b", T0, "test")
-    s.set_mode("approve", "alice", "test", T0)
+    s.findings.record(f, "link_flap:a", T0)
+    s.findings.record(Finding(**{**f.__dict__, "port": "Ethernet2/1"}), "link_flap:b", T0)
+    s.access.add_token("alice", "viewer", "hash-a", T0, "test")
+    s.access.add_token("bob", "viewer", "hash-b", T0, "test")
+    s.mode.set("approve", "alice", "test", T0)
     for port in ("Ethernet3/1", "Ethernet4/1"):
-        s.add_drain("port", f"leaf-g0-r0:{port}", [f"leaf-g0-r0:{port}"], "optics", "alice", True, None, [], 0, T0)
+        s.drains.add("port", f"leaf-g0-r0:{port}", [f"leaf-g0-r0:{port}"], "optics", "alice", True, None, [], 0, T0)
     s.close()
 
 
@@ -53,7 +53,7 @@ CASES = [
         "tickets",
         "1",
         "column body: <9 bytes, not UTF-8>",
-        lambda s: [t.id for t in s.tickets()],
+        lambda s: [t.id for t in s.tickets.all()],
         [2],
     ),
     (
@@ -61,7 +61,7 @@ CASES = [
         "tickets",
         "1",
         "column body: not JSON",
-        lambda s: [t.id for t in s.unsynced()],
+        lambda s: [t.id for t in s.tickets.unsynced()],
         [2],
     ),
     (
@@ -69,7 +69,11 @@ CASES = [
         "tickets",
         "2",
         "column escalation: 'yes' is not an integer",
-        lambda s: (s.ticket(2), s.open_ticket("link_flap:b"), s.latest_ticket("link_flap:a") is not None),
+        lambda s: (
+            s.tickets.get(2),
+            s.tickets.open_for("link_flap:b"),
+            s.tickets.latest_for("link_flap:a") is not None,
+        ),
         (None, None, True),
     ),
     (
@@ -77,7 +81,7 @@ CASES = [
         "disabled_ports",
         "1",
         "column port: <5 bytes, not UTF-8>",
-        lambda s: [p["action_id"] for p in s.disabled_ports()],
+        lambda s: [p["action_id"] for p in s.holds.all()],
         [2],
     ),
     (
@@ -85,7 +89,7 @@ CASES = [
         "actions",
         "2",
         "column status: 'gone' is no action status",
-        lambda s: ([a.id for a in s.actions()], [a.id for a in s.actions_in("done")], s.action(2)),
+        lambda s: ([a.id for a in s.actions.all()], [a.id for a in s.actions.with_status("done")], s.actions.get(2)),
         ([1], [1], None),
     ),
     (
@@ -93,7 +97,7 @@ CASES = [
         "findings",
         "1",
         "column data: JSON list, not an object",
-        lambda s: [f["id"] for f in s.findings()],
+        lambda s: [f["id"] for f in s.findings.all()],
         [2],
     ),
     (
@@ -101,7 +105,11 @@ CASES = [
         "tokens",
         "1",
         "column user: <9 bytes, not UTF-8>",
-        lambda s: ([t.id for t in s.api_tokens()], s.token_by_hash("hash-a"), s.token_by_hash("hash-b") is not None),
+        lambda s: (
+            [t.id for t in s.access.tokens()],
+            s.access.token_by_hash("hash-a"),
+            s.access.token_by_hash("hash-b") is not None,
+        ),
         ([2], None, True),
     ),
     (
@@ -109,7 +117,7 @@ CASES = [
         "audit",
         "1",
         "column what: b'\\xff' is not text",
-        lambda s: len(s.audit_log()) == len(s._all("SELECT id FROM audit")) - 1,
+        lambda s: len(s.audit.entries()) == len(s.database.all("SELECT id FROM audit")) - 1,
         True,
     ),
     (
@@ -117,7 +125,7 @@ CASES = [
         "maintenance",
         "1",
         "column kind: 'rack' is none of switch, link, port",
-        lambda s: ([d.id for d in s.drains()], s.drain(1)),
+        lambda s: ([d.id for d in s.drains.all()], s.drains.get(1)),
         ([2], None),
     ),
     (
@@ -125,7 +133,7 @@ CASES = [
         "meta",
         "mode",
         "not [mode, actor, time]",
-        lambda s: s.mode_override(),
+        lambda s: s.mode.override(),
         None,
     ),
 ]
@@ -148,7 +156,7 @@ def test_a_row_that_cannot_be_decoded_is_quarantined_not_raised(
     assert read(s) == expected  # read again: still left out, logged once
     (line,) = [r.getMessage() for r in caplog.records]
     assert line.startswith(f"state: {table} row {row} cannot be decoded (") and "quarantined" in line
-    assert s.finding_counts() and s.action_counts()  # the /metrics counts read past it
+    assert s.findings.counts() and s.actions.counts()  # the /metrics counts read past it
     s.close()
 
 
@@ -159,7 +167,7 @@ def test_a_repaired_row_leaves_the_quarantine(tmp_path: Path) -> None:
     s = StateStore(path)
     assert [q.id for q in s.scan()] == ["1"]
     damage(path, """UPDATE tickets SET body = '{"n": 1}' WHERE id = 1""")  # the operator's repair
-    assert [t.id for t in s.tickets()] == [2, 1]
+    assert [t.id for t in s.tickets.all()] == [2, 1]
     assert s.quarantine.entries() == []
     s.close()
 
@@ -170,8 +178,8 @@ def test_damaged_labels_leave_the_metric_counts_but_not_the_rest(tmp_path: Path)
     damage(path, "UPDATE findings SET kind = X'FF' WHERE id = 1")
     damage(path, f"UPDATE actions SET op = {BAD_UTF8} WHERE id = 1")
     s = StateStore(path)
-    assert s.finding_counts() == {("link_flap", "active"): 1}
-    assert s.action_counts() == {("disable", "done"): 1}
+    assert s.findings.counts() == {("link_flap", "active"): 1}
+    assert s.actions.counts() == {("disable", "done"): 1}
     assert [q.id for q in s.scan()] == ["1"]  # the action (op is read); a finding's record is its data
     s.close()
 

@@ -14,7 +14,7 @@ import pytest
 
 from fabricd.service.config import load_config
 from fabricd.service.daemon import Service
-from fabricd.service.state_records import Ticket
+from fabricd.service.state.records import Ticket
 
 from .test_access import write
 
@@ -45,18 +45,18 @@ def test_two_hand_offs_of_one_version_at_once_send_it_once(tmp_path: Path, monke
     svc = Service(load_config(write(tmp_path), {}))
     try:
         backend = svc.tickets.backend = SlowBackend()
-        t = svc.state.create_ticket("f1", "link_flap", "leaf-g0-r0", "Ethernet1/1", "flap", {}, T0)
-        other = svc.state.create_ticket("f2", "link_flap", "leaf-g0-r0", "Ethernet2/1", "flap", {}, T0)
+        t = svc.state.tickets.create("f1", "link_flap", "leaf-g0-r0", "Ethernet1/1", "flap", {}, T0)
+        other = svc.state.tickets.create("f2", "link_flap", "leaf-g0-r0", "Ethernet2/1", "flap", {}, T0)
 
         async def both() -> None:
             await asyncio.gather(svc.publish(t), svc.publish(t), svc.publish(other))
 
         asyncio.run(both())
         assert sorted(backend.sent) == [(t.id, T0), (other.id, T0)]
-        assert [x.id for x in svc.state.unsynced()] == []
+        assert [x.id for x in svc.state.tickets.unsynced()] == []
         assert svc.tickets._handing == {}  # nothing kept per ticket once handed off
 
-        t = svc.state.update_ticket(t.id, T0 + 5, body={"more": 1})  # a new version is handed off again
+        t = svc.state.tickets.update(t.id, T0 + 5, body={"more": 1})  # a new version is handed off again
         asyncio.run(both())
         assert sorted(backend.sent) == [(t.id, T0), (t.id, T0 + 5), (other.id, T0)]
     finally:

@@ -115,7 +115,7 @@ def test_a_filter_narrows_the_findings(svc: Service) -> None:
         where = (f"{dev}:Ethernet1/1",)
         f = Finding(kind=kind, device=dev, port="Ethernet1/1", devices=(dev,), ports=where, start_ts=1,
                     detected_ts=1, severity="warning", confidence=1.0, summary=f"{kind} on {dev}")  # fmt: skip
-        svc.state.upsert_finding(f, f"{kind}:{dev}", 1)
+        svc.state.findings.record(f, f"{kind}:{dev}", 1)
     c = TestClient(create_app(svc))
     login(c, SERVICE_TOKEN)
     both = c.get("/ui/live").json()["findings"]
@@ -138,7 +138,7 @@ def test_admins_switch_the_mode_from_the_page(svc: Service) -> None:
     assert a.post("/ui/mode", data={"csrf": csrf, "mode": "auto", "reason": ""}).status_code == 400
     r = a.post("/ui/mode", data={"csrf": csrf, "mode": "approve", "reason": "night shift"}, follow_redirects=False)
     assert r.status_code == 303 and svc.remediation.requests.mode == "approve"
-    assert any(x["actor"] == "user:ada" and x["why"] == "night shift" for x in svc.state.audit_log())
+    assert any(x["actor"] == "user:ada" and x["why"] == "night shift" for x in svc.state.audit.entries())
 
 
 @pytest.mark.parametrize(
@@ -202,7 +202,7 @@ def test_live_revalidates_with_an_etag(svc: Service) -> None:
     assert first.status_code == 200 and first.headers["cache-control"] == "no-cache, private"
     same = c.get("/ui/live", headers={"If-None-Match": tag})
     assert same.status_code == 304 and same.content == b"" and same.headers["etag"] == tag
-    svc.state.audit(1, "something happened", "test", actor="t")  # the audit section changes
+    svc.state.audit.record(1, "something happened", "test", actor="t")  # the audit section changes
     changed = c.get("/ui/live", headers={"If-None-Match": tag})
     assert changed.status_code == 200 and changed.headers["etag"] != tag and "something happened" in changed.text
 
@@ -216,11 +216,11 @@ def test_a_page_session_outlives_a_restart_and_dies_with_its_token(svc: Service,
     again = TestClient(create_app(svc))
     again.cookies.update(c.cookies)
     assert again.get("/ui/live").status_code == 200
-    raw = svc.state._all("SELECT sid_hash FROM page_sessions")
+    raw = svc.state.database.all("SELECT sid_hash FROM page_sessions")
     assert len(raw) == 1 and c.cookies.get("fabricd_session") not in str(raw[0][0])  # kept hashed
     # revoking the token ends its sessions at once
-    (row,) = [t for t in svc.state.api_tokens() if t.user == "vera"]
-    assert svc.state.revoke_token(row.id, 1, "test")
+    (row,) = [t for t in svc.state.access.tokens() if t.user == "vera"]
+    assert svc.state.access.revoke_token(row.id, 1, "test")
     assert c.get("/ui/live").status_code == 401
     assert "API token" in c.get("/").text
 
