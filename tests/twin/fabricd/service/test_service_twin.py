@@ -6,7 +6,6 @@ import json
 import re
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -14,21 +13,15 @@ import pytest
 from fabricd.service.daemon import Service
 from lab.control_client import inject
 from lab.model import PortConfig
-from tests.conftest import EXAMPLES
 from tests.twin.lab.twin_thread import TwinThread
-from tests.twin.processes import admin_enabled
-from topology.spec import load_spec
+from tests.twin.processes import admin_enabled, twin_fixture
 
 from .service_thread import TOKEN, ServiceThread, wait_for, write_config
 
 SERVER_PORT = "leaf-g0-r0:Ethernet1/1"  # faces gpu-g0-000:nic0
 
 
-@pytest.fixture(scope="module")
-def twin(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TwinThread]:
-    t = TwinThread(load_spec(EXAMPLES / "small-pod.yaml"), tmp_path_factory.mktemp("twin")).start()
-    yield t
-    t.stop()
+twin = twin_fixture(scope="module")
 
 
 def test_flap_takes_the_port_down_and_files_a_ticket(twin: TwinThread, tmp_path: Path) -> None:
