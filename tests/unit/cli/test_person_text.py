@@ -189,3 +189,13 @@ def test_an_error_from_the_api_is_one_line_with_the_text_escaped(
     out, err = capsys.readouterr()
     assert code == 2 and out == ""
     assert err == f"fabricd: error: {API}/api/v1/tickets/6/resolve: HTTP 409: {SHOWN}\n"
+
+
+def test_jobs_show_a_job_named_by_its_owner_as_data(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    job = {"id": "j[/]1", "name": EVIL, "priority": None, "gpus": 8, "groups": [0], "rails": [0, 1], "gbps": 10.0,
+           "rail_imbalance": 0.0, "outliers": [], "attention": []}  # fmt: skip
+    code, out = run(monkeypatch, capsys, {"/api/v1/jobs": {"source": {"configured": True}, "jobs": [job]}}, "jobs")
+    assert code == 0
+    assert table_row(out, "j[/]1") == ["j[/]1", SHOWN, "-", "8", "0", "0,1", "10", "0 %", "-", "0"]
