@@ -9,8 +9,9 @@ from typing import Any
 
 import typer
 from rich.table import Table
+from rich.text import Text
 
-from fabricd.cli.output import EXIT_CLEAN, EXIT_FINDINGS, Format, console, emit_json
+from fabricd.cli.output import CELL_LIMIT, EXIT_CLEAN, EXIT_FINDINGS, Format, cell, console, emit_json, line, shown
 from fabricd.cli.service_cmd import ApiClient
 from fabricd.jobs.report import report
 from fabricd.telemetry import CounterStore, Ingestor, replay
@@ -87,27 +88,27 @@ def _print_all(rows: list[dict[str, Any]]) -> None:
     for r in rows:
         outl = ", ".join(f"{o['nic']} ({o['metric']})" for o in r["outliers"]) or "-"
         table.add_row(
-            r["id"], r["name"], str(r["priority"] or "-"), str(r["gpus"]), ",".join(map(str, r["groups"])),
+            cell(r["id"]), cell(r["name"]), cell(r["priority"] or "-"), str(r["gpus"]), ",".join(map(str, r["groups"])),
             ",".join(map(str, r["rails"])), f"{r['gbps']:.0f}", f"{r['rail_imbalance'] * 100:.0f} %",
-            f"[red]{outl}[/red]" if r["outliers"] else outl, str(len(r["attention"])),
+            Text(shown(outl, CELL_LIMIT), style="red" if r["outliers"] else ""), str(len(r["attention"])),
         )  # fmt: skip
     out.print(table)
 
 
 def _print_one(r: dict[str, Any]) -> None:
     out = console()
-    out.print(
-        f"[bold]{r['id']}[/bold] {r['name']}: {r['servers']} servers, {r['gpus']} GPUs, groups "
+    out.print(Text.assemble((shown(r["id"]), "bold"), line(
+        f" {r['name']}: {r['servers']} servers, {r['gpus']} GPUs, groups "
         f"{','.join(map(str, r['groups']))}, rails {','.join(map(str, r['rails']))}, {len(r['leaves'])} leaves"
         + (f", {len(r['spines'])} spines" if r["spines"] else "")
         + (f"; not in the fabric: {', '.join(r['unknown_nodes'])}" if r["unknown_nodes"] else "")
-    )
+    )))  # fmt: skip
     rails = ", ".join(f"rail {k}: {v:.0f} Gb/s" for k, v in r["per_rail_gbps"].items())
     out.print(f"traffic per rail: {rails} (imbalance {r['rail_imbalance'] * 100:.0f} %)", markup=False)
     if r["outliers"]:
         out.print("[red]slow node / rail[/red]:")
         for o in r["outliers"]:
-            out.print(f"  {o['nic']} on {o['port']}: {o['why']}", markup=False, highlight=False)
+            out.print(line(f"  {o['nic']} on {o['port']}: {o['why']}"))
     else:
         out.print("[green]no outlier among the job's ports[/green]")
     table = Table(header_style="bold", title="ports facing the job's NICs")
@@ -123,4 +124,4 @@ def _print_one(r: dict[str, Any]) -> None:
         )  # fmt: skip
     out.print(table)
     if r["unseen_ports"]:
-        out.print(f"no telemetry yet from: {', '.join(r['unseen_ports'])}", markup=False)
+        out.print(line(f"no telemetry yet from: {', '.join(r['unseen_ports'])}"))

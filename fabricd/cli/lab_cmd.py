@@ -292,6 +292,16 @@ def record(
     console().print(f"wrote {output}: {lines} updates from {len(names)} switches over {seconds:g} s")
 
 
+# The run's numbers that are not the schedule's: how long a mark and a hold may disagree (fabricd's mark scan is 5 min
+# by default: an hour is far past any reconcile), fabricd's own safety setting's range (safety.min_uplink_fraction),
+# a seed (a negative one would replay its positive twin), and a pid (0 or a negative one would signal a whole process
+# group; Linux's pid_max is at most 2^22).
+_GRACE = (0.0, 3600.0, True)
+_FRACTION = (0.0, 1.0, False)
+_SEED = (0, 2**63 - 1, True)
+_PID = (1, 2**22, True)
+
+
 @app.command("chaos")
 def chaos(
     spec: Path = typer.Option(..., "--spec", help="The fabric spec the twin (or your lab) was built from."),
@@ -345,9 +355,52 @@ def chaos(
     its API (docs/lab.md, "Chaos"). Exit 1 names each violation with its time and the seed."""
     from lab.chaos.observe import Api, ChaosError, Switches, read_inventory
     from lab.chaos.runner import Runner, Target
-    from lab.chaos.schedule import FAULT_KINDS, ChaosOptions, ScheduleError, make_schedule
+    from lab.chaos.schedule import (
+        FAULT_KINDS,
+        ChaosOptions,
+        ScheduleError,
+        check_without_fabric,
+        make_schedule,
+        out_of_range,
+    )
     from topology.blueprint import generate_blueprint
     from topology.fabric import Fabric
+
+    # every number first, before anything is loaded or made of it (a schedule's own: lab/chaos/schedule.py BOUNDS)
+    for option, value, bounds in (
+        ("grace", grace_s, _GRACE), ("min_uplink_fraction", min_uplink_fraction, _FRACTION),
+        ("seed", seed if seed is not None else 0, _SEED), *(("service_pid", pid, _PID) for pid in service_pid),
+    ):  # fmt: skip
+        if problem := out_of_range(option, value, bounds):
+            raise ChaosError(problem)
+    possible = ["twin_restart"] + (["pause", "gc_pause"] if service_cmd or service_pid or collector_cmd else [])
+    possible += ["kill"] if service_cmd or collector_cmd else []
+    possible += ["restart"] if restart else []
+    restarts = dict(r.split("=", 1) for r in restart if "=" in r)
+    if len(restarts) != len(restart) or not all(restarts.values()):
+        raise ChaosError("--restart: give NAME=COMMAND, e.g. bus='fabricd bus down --dir D; fabricd bus up --dir D'")
+    procs = tuple(x.strip() for x in process.split(",") if x.strip()) if process is not None else tuple(possible)
+    if process is not None and not procs:
+        raise ChaosError("--process names no process fault: use some of kill, pause, gc_pause, twin_restart, restart "
+                         "(or --process-per-min 0 for none)")  # fmt: skip
+    unable = [p for p in procs if p in ("kill", "pause", "gc_pause", "restart") and p not in possible]
+    if unable:
+        raise ChaosError(
+            f"--process {', '.join(unable)}: needs --service-cmd (kill), --service-pid (pauses) or --restart (restart)"
+        )
+    opts = ChaosOptions(
+        minutes=0.75 if smoke else minutes,
+        kinds=tuple(k.strip() for k in kinds.split(",") if k.strip()) if kinds is not None else FAULT_KINDS,
+        faults_per_min=16.0 if smoke else faults_per_min,
+        process_per_min=4.0 if smoke else process_per_min,
+        operator_per_min=4.0 if smoke else operator_per_min,
+        process_kinds=procs,
+        ports=tuple(port),
+    )
+    try:
+        check_without_fabric(opts)
+    except ScheduleError as e:
+        raise ChaosError(str(e)) from None
 
     fabric_spec = load_spec(spec)
     facts = FabricFacts.of(Fabric(generate_blueprint(fabric_spec)), fabric_spec.name)
@@ -360,27 +413,6 @@ def chaos(
         return
     if seed is None:
         seed = int.from_bytes(os.urandom(3), "big")
-    possible = ["twin_restart"] + (["pause", "gc_pause"] if service_cmd or service_pid or collector_cmd else [])
-    possible += ["kill"] if service_cmd or collector_cmd else []
-    possible += ["restart"] if restart else []
-    restarts = dict(r.split("=", 1) for r in restart if "=" in r)
-    if len(restarts) != len(restart) or not all(restarts.values()):
-        raise ChaosError("--restart: give NAME=COMMAND, e.g. bus='fabricd bus down --dir D; fabricd bus up --dir D'")
-    procs = tuple(x.strip() for x in process.split(",") if x.strip()) if process else tuple(possible)
-    unable = [p for p in procs if p in ("kill", "pause", "gc_pause", "restart") and p not in possible]
-    if unable:
-        raise ChaosError(
-            f"--process {', '.join(unable)}: needs --service-cmd (kill), --service-pid (pauses) or --restart (restart)"
-        )
-    opts = ChaosOptions(
-        minutes=0.75 if smoke else minutes,
-        kinds=tuple(k.strip() for k in kinds.split(",") if k.strip()) if kinds else FAULT_KINDS,
-        faults_per_min=16.0 if smoke else faults_per_min,
-        process_per_min=4.0 if smoke else process_per_min,
-        operator_per_min=4.0 if smoke else operator_per_min,
-        process_kinds=procs,
-        ports=tuple(port),
-    )
     try:
         schedule = make_schedule(seed, facts, opts)
     except ScheduleError as e:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import typer
 
-from fabricd.cli.output import EXIT_CLEAN, EXIT_FINDINGS, Format, console, emit_json
+from fabricd.cli.output import EXIT_CLEAN, EXIT_FINDINGS, Format, console, emit_json, line
 from fabricd.cli.service_cmd import _API, _CONFIG, _FMT, _TOKEN_ENV, ApiClient, _table
 
 
@@ -44,13 +44,13 @@ def drain_command(
     r = ApiClient(config, api, token_env).call("POST", "/api/v1/maintenance", body)
     out = console()
     d = r["drain"]
-    out.print(f"dry run: drain of {kind.value} {target} would take these steps (nothing changed):" if r["dry_run"]
-              else f"drain {d['id']} of {kind.value} {target}: {d['state']}")  # fmt: skip
+    out.print(line(f"dry run: drain of {kind.value} {target} would take these steps (nothing changed):"
+                   if r["dry_run"] else f"drain {d['id']} of {kind.value} {target}: {d['state']}"))  # fmt: skip
     jobs = r.get("jobs") or []
-    out.print(f"jobs whose traffic it carries: {', '.join(jobs) if jobs else 'none known'}", markup=False)
+    out.print(line(f"jobs whose traffic it carries: {', '.join(jobs) if jobs else 'none known'}"))
     for i, step in enumerate(r["steps"], 1):
         mark = "" if r["dry_run"] else (" (done)" if d is not None and i <= d["done"] else "")
-        out.print(f"  {i}. {step}{mark}", markup=False, highlight=False)
+        out.print(line(f"  {i}. {step}{mark}"))
 
 
 def undrain_command(
@@ -62,7 +62,7 @@ def undrain_command(
     """End a drain once its ports came back as the blueprint has them (up, facing their blueprint neighbour by
     LLDP, BGP established, counters clean); otherwise it stays drained and says what is wrong."""
     d = ApiClient(config, api, token_env).call("POST", "/api/v1/maintenance/undrain", {"target": target})
-    console().print(f"drain {d['id']} of {d['kind']} {d['target']}: {d['state']}", markup=False)
+    console().print(line(f"drain {d['id']} of {d['kind']} {d['target']}: {d['state']}"))
 
 
 def maintenance_command(

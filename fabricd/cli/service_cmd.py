@@ -14,8 +14,9 @@ import httpx
 import typer
 from pydantic import ValidationError
 from rich.table import Table
+from rich.text import Text
 
-from fabricd.cli.output import EXIT_CLEAN, EXIT_FINDINGS, Format, console, emit_json
+from fabricd.cli.output import EXIT_CLEAN, EXIT_FINDINGS, Format, cell, console, emit_json, line, shown
 from fabricd.service.config import TelemetrySettings, load_config, read_secret
 from topology.errors import FabricdError
 
@@ -110,7 +111,7 @@ class ApiClient:
                 msg = r.json().get("error") or r.text
             except ValueError:
                 msg = r.text
-            raise FabricdError(f"{self.base}{path}: HTTP {r.status_code}: {msg}")
+            raise FabricdError(f"{self.base}{path}: HTTP {r.status_code}: {shown(msg)}")
         return r.json()
 
 
@@ -121,58 +122,62 @@ def status_command(config: Path | None = _CONFIG, api: str | None = _API, token_
     if fmt is Format.json:
         emit_json(h)
     else:
-        tel = h["telemetry"]
         out = console()
+        # every line carries the service's words (and people's: reasons, names): as data, never markup
         colour = {"ok": "green", "failing": "red"}.get(h["status"], "yellow")
-        out.print(f"[{colour}]{h['status']}[/{colour}]  fabricd {h['version']}  mode {h['mode']}  up {h['uptime_s']} s")
-        state = h.get("state") or {}
-        if state and not state.get("writable", True):
-            out.print(f"state: cannot be written ({state['write_failures']} failed writes): {state['last_error']}; "
-                      "fabricd takes no action until it can", markup=False, highlight=False)  # fmt: skip
-        for line in quarantine_lines(state.get("quarantined") or []):
-            out.print(line, markup=False, highlight=False)
-        out.print(f"telemetry: {tel['synced']}/{tel['devices']} switches synced, {len(tel['stale'])} stale")
-        unheld = tel.get("unheld") or []  # bus mode: no collector streams them
-        if unheld:
-            out.print(f"  held by no collector ({len(unheld)}; start or check `fabricd collector`): "
-                      + ", ".join(unheld[:20]))  # fmt: skip
-        silent = [d for d in tel["stale"] if d not in set(unheld)]
-        if silent:
-            out.print("  stale: " + ", ".join(silent[:20]))
-        for line in coverage_lines(tel.get("coverage") or []):
-            out.print(line, markup=False, highlight=False)
-        det = h.get("detectors") or {}
-        if det.get("source") == "shards":
-            silent = det.get("silent_shards") or []
-            out.print(
-                f"detectors: {det['shards']} shard(s), "
-                + (f"silent: {', '.join(map(str, silent))} (their groups are unwatched)" if silent else "all reporting")
-            )
-        stale = h.get("stale_holds") or 0
-        up_again = f" ({stale} up again: reconciling)" if stale else ""
-        out.print(f"open tickets: {h['open_tickets']}   ports held down: {h['disabled_ports'] - stale}{up_again}")
-        for a in h.get("in_flight") or []:
-            note = f": {a['detail']}" if a.get("detail") else ""
-            out.print(f"  in flight: {a['op']} {a['port']} (action {a['action_id']}, {a['for_s']:g} s){note}",
-                      markup=False, highlight=False)  # fmt: skip
-        for r in h.get("to_reapply") or []:
-            out.print(
-                f"  to re-apply: {r['port']} (ticket {r['ticket_id'] or '-'}): the guard refuses ({r['rule']}): "
-                f"{r['reason']}; retried every pass",
-                markup=False, highlight=False,
-            )  # fmt: skip
-        for d in h.get("maintenance") or []:
-            late = " OVERRAN its --until" if d["overran"] else ""
-            what = f"maintenance: drain {d['id']} of {d['kind']} {d['target']}: {d['state']}{late}"
-            by = f" (step {d['step']}, by {d['actor']}: {d['reason']})" + (f": {d['detail']}" if d["detail"] else "")
-            out.print(what + by, markup=False, highlight=False)
-        ha = h.get("ha") or {}
-        if ha.get("enabled"):
-            if ha["role"] == "leader":
-                out.print(f"hot standby: {ha['instance']} is the leader and acts")
-            else:
-                out.print(f"hot standby: {ha['instance']} is a standby; the leader is {ha.get('leader') or 'none'}")
+        out.print(Text.assemble((shown(h["status"]), colour), line(f"  fabricd {h['version']}  mode {h['mode']}  up "
+                                                                   f"{h['uptime_s']} s")))  # fmt: skip
+        for text in status_lines(h):
+            out.print(line(text))
     raise typer.Exit(EXIT_CLEAN if h["status"] == "ok" else EXIT_FINDINGS)
+
+
+def status_lines(h: dict[str, Any]) -> list[str]:
+    """The health document after its first line, as `fabricd status` prints it."""
+    lines: list[str] = []
+    tel = h["telemetry"]
+    state = h.get("state") or {}
+    if state and not state.get("writable", True):
+        lines.append(f"state: cannot be written ({state['write_failures']} failed writes): {state['last_error']}; "
+                     "fabricd takes no action until it can")  # fmt: skip
+    lines += quarantine_lines(state.get("quarantined") or [])
+    lines.append(f"telemetry: {tel['synced']}/{tel['devices']} switches synced, {len(tel['stale'])} stale")
+    unheld = tel.get("unheld") or []  # bus mode: no collector streams them
+    if unheld:
+        lines.append(f"  held by no collector ({len(unheld)}; start or check `fabricd collector`): "
+                     + ", ".join(unheld[:20]))  # fmt: skip
+    silent = [d for d in tel["stale"] if d not in set(unheld)]
+    if silent:
+        lines.append("  stale: " + ", ".join(silent[:20]))
+    lines += coverage_lines(tel.get("coverage") or [])
+    det = h.get("detectors") or {}
+    if det.get("source") == "shards":
+        silent = det.get("silent_shards") or []
+        lines.append(
+            f"detectors: {det['shards']} shard(s), "
+            + (f"silent: {', '.join(map(str, silent))} (their groups are unwatched)" if silent else "all reporting")
+        )
+    stale = h.get("stale_holds") or 0
+    up_again = f" ({stale} up again: reconciling)" if stale else ""
+    lines.append(f"open tickets: {h['open_tickets']}   ports held down: {h['disabled_ports'] - stale}{up_again}")
+    for a in h.get("in_flight") or []:
+        note = f": {a['detail']}" if a.get("detail") else ""
+        lines.append(f"  in flight: {a['op']} {a['port']} (action {a['action_id']}, {a['for_s']:g} s){note}")
+    for r in h.get("to_reapply") or []:
+        lines.append(f"  to re-apply: {r['port']} (ticket {r['ticket_id'] or '-'}): the guard refuses ({r['rule']}): "
+                     f"{r['reason']}; retried every pass")  # fmt: skip
+    for d in h.get("maintenance") or []:
+        late = " OVERRAN its --until" if d["overran"] else ""
+        what = f"maintenance: drain {d['id']} of {d['kind']} {d['target']}: {d['state']}{late}"
+        lines.append(what + f" (step {d['step']}, by {d['actor']}: {d['reason']})"
+                     + (f": {d['detail']}" if d["detail"] else ""))  # fmt: skip
+    ha = h.get("ha") or {}
+    if ha.get("enabled"):
+        if ha["role"] == "leader":
+            lines.append(f"hot standby: {ha['instance']} is the leader and acts")
+        else:
+            lines.append(f"hot standby: {ha['instance']} is a standby; the leader is {ha.get('leader') or 'none'}")
+    return lines
 
 
 def quarantine_lines(entries: list[dict[str, str]]) -> list[str]:
@@ -242,14 +247,15 @@ def tickets_command(config: Path | None = _CONFIG, api: str | None = _API, token
             emit_json(t)
         else:
             out = console()
-            out.print(f"[bold]#{t['id']} {t['title']}[/bold]  ({t['status']}, {t['recurrences']} recurrences)")
+            out.print(Text.assemble((shown(f"#{t['id']} {t['title']}"), "bold"),
+                                    line(f"  ({t['status']}, {t['recurrences']} recurrences)")))  # fmt: skip
             body = t["body"]
             for key in ("status_note", "likely_repair", "likely_common_cause"):
                 if body.get(key):
-                    out.print(f"{key.replace('_', ' ')}: {body[key]}")
+                    out.print(line(f"{key.replace('_', ' ')}: {body[key]}"))
             for a in body.get("actions", []):
-                out.print(f"  action {a['action_id']} {a['op']} {a['port']}: {a['status']} - {a['note']}")
-            out.print_json(data=body.get("evidence", {}))
+                out.print(line(f"  action {a['action_id']} {a['op']} {a['port']}: {a['status']} - {a['note']}"))
+            out.print_json(data=body.get("evidence", {}), ensure_ascii=True)  # JSON escapes every control
         raise typer.Exit(EXIT_CLEAN)
     rows = client.call("GET", "/api/v1/tickets", **({"status": "open"} if open_only else {}))["tickets"]
     if fmt is Format.json:
@@ -278,7 +284,7 @@ def approve_command(
 ) -> None:
     """Approve an action waiting in `approve` mode; the guard checks again before it runs."""
     a = ApiClient(config, api, token_env).call("POST", f"/api/v1/actions/{action_id}/approve")
-    console().print(f"action {a['id']}: {a['status']} ({a['op']} {a['device']}:{a['port']})")
+    console().print(line(f"action {a['id']}: {a['status']} ({a['op']} {a['device']}:{a['port']})"))
 
 
 def reject_command(
@@ -290,7 +296,7 @@ def reject_command(
 ) -> None:
     """Reject an action waiting in `approve` mode: it never runs."""
     a = ApiClient(config, api, token_env).call("POST", f"/api/v1/actions/{action_id}/reject", {"reason": reason})
-    console().print(f"action {a['id']}: {a['status']} ({a['detail']})")
+    console().print(line(f"action {a['id']}: {a['status']} ({a['detail']})"))
 
 
 class Mode(StrEnum):
@@ -308,7 +314,7 @@ def mode_command(
 ) -> None:
     """Switch the running service's remediation mode now (admin); it holds across restarts until changed again."""
     r = ApiClient(config, api, token_env).call("POST", "/api/v1/mode", {"mode": mode.value, "reason": reason})
-    console().print(f"remediation mode: {r['mode']} (by {r['by']})")
+    console().print(line(f"remediation mode: {r['mode']} (by {r['by']})"))
 
 
 def release_command(
@@ -321,7 +327,7 @@ def release_command(
     """Give up fabricd's hold on a port that is up again (one the guard would not let fabricd take down again):
     fabricd stops re-applying it. A port still down comes back by resolving its ticket."""
     r = ApiClient(config, api, token_env).call("POST", "/api/v1/holds/release", {"port": port, "reason": reason})
-    console().print(f"{r['port']}: {r['note']}")
+    console().print(line(f"{r['port']}: {r['note']}"))
 
 
 def resolve_command(
@@ -332,7 +338,7 @@ def resolve_command(
 ) -> None:
     """Mark a repair done: the ticket closes and the ports it held down come back, on probation."""
     t = ApiClient(config, api, token_env).call("POST", f"/api/v1/tickets/{ticket_id}/resolve")
-    console().print(f"ticket {t['id']}: {t['status']}; held-down ports are being re-enabled")
+    console().print(line(f"ticket {t['id']}: {t['status']}; held-down ports are being re-enabled"))
 
 
 def _table(rows: list[dict[str, Any]], cols: tuple[str, ...]) -> None:
@@ -344,5 +350,5 @@ def _table(rows: list[dict[str, Any]], cols: tuple[str, ...]) -> None:
     for c in cols:
         table.add_column(c, overflow="fold")
     for r in rows:
-        table.add_row(*("" if r.get(c) is None else str(r.get(c)) for c in cols))
+        table.add_row(*(cell(r.get(c)) for c in cols))  # data: never markup, controls escaped, capped
     out.print(table)

@@ -12,7 +12,7 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
-from fabricd.cli.output import Format, console, emit_json
+from fabricd.cli.output import Format, cell, console, emit_json
 from fabricd.service.config import load_config
 from fabricd.service.state import StateStore, open_state
 from fabricd.service.surface.access import Role, new_token, token_hash, valid_user
@@ -73,7 +73,7 @@ def list_command(config: Path = _CONFIG, fmt: Format = typer.Option(Format.table
     for t in rows:
         when = time.strftime("%Y-%m-%d %H:%M", time.gmtime(t.created_ts / 1e9))
         gone = "" if t.revoked_ts is None else time.strftime("%Y-%m-%d %H:%M", time.gmtime(t.revoked_ts / 1e9))
-        table.add_row(str(t.id), t.user, t.role, when, t.created_by, gone)
+        table.add_row(str(t.id), cell(t.user), t.role, when, cell(t.created_by), gone)  # names people typed: data
     console().print(table)
 
 

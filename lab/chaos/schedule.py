@@ -104,18 +104,57 @@ class Schedule:
         return out
 
 
+# The range of each number of a run: (lowest, highest, lowest itself allowed). The schedule is made whole before the
+# run and kept in memory, so each is bounded (`--minutes inf` never began and grew ~40 MB/s; NaN fails every check):
+# a day is longer than any soak run docs/lab.md suggests; a fault a second keeps far more faults open than fabricd's
+# budgets let it act on (safety.max_down_fabric 8); a process fault (kill -9, a pause, a twin restart) takes fabricd
+# seconds to come back from, so more than one in 6 s leaves nothing running to judge, and operators likewise.
+BOUNDS: dict[str, tuple[float, float, bool]] = {
+    "minutes": (0.0, 1440.0, False),
+    "faults_per_min": (0.0, 60.0, True),
+    "process_per_min": (0.0, 10.0, True),
+    "operator_per_min": (0.0, 10.0, True),
+}
+
+
+def out_of_range(option: str, value: float, bounds: tuple[float, float, bool]) -> str | None:
+    """The one line that refuses `value` for --OPTION (its range named), or None when it lies in `bounds`."""
+    low, high, low_allowed = bounds
+    if (value >= low if low_allowed else value > low) and value <= high:
+        return None
+    least = f"at least {_number(low)}" if low_allowed else f"more than {_number(low)}"
+    return f"--{option.replace('_', '-')} {_number(value)}: must be {least} and at most {_number(high)}"
+
+
+def _number(x: float) -> str:
+    """As a person would write it: 1440, 0.75, inf, nan (and 1e9 whole)."""
+    if isinstance(x, int):
+        return str(x)
+    return str(int(x)) if x.is_integer() and abs(x) < 1e15 else f"{x:g}"
+
+
 def check_options(facts: FabricFacts, options: ChaosOptions) -> None:
+    check_without_fabric(options)
+    bad = [p for p in options.ports if p not in facts.peer or not facts.is_switch_port(p)]
+    if bad:
+        raise ScheduleError(f"port {', '.join(bad)} is not a cabled switch port of {facts.name} (device:port)")
+
+
+def check_without_fabric(options: ChaosOptions) -> None:
+    """What can be refused without the fabric, before anything is made of it: a number out of its range (BOUNDS),
+    no fault kind, an unknown one."""
+    for name, bounds in BOUNDS.items():
+        problem = out_of_range(name, getattr(options, name), bounds)
+        if problem:
+            raise ScheduleError(problem)
+    if not options.kinds:
+        raise ScheduleError(f"--kinds names no fault kind: use some of {', '.join(FAULT_KINDS)}")
     bad = [k for k in options.kinds if k not in FAULT_KINDS]
     if bad:
         raise ScheduleError(f"unknown fault kind {', '.join(bad)}: use some of {', '.join(FAULT_KINDS)}")
     bad = [k for k in options.process_kinds if k not in PROCESS_KINDS]
     if bad:
         raise ScheduleError(f"unknown process fault {', '.join(bad)}: use some of {', '.join(PROCESS_KINDS)}")
-    bad = [p for p in options.ports if p not in facts.peer or not facts.is_switch_port(p)]
-    if bad:
-        raise ScheduleError(f"port {', '.join(bad)} is not a cabled switch port of {facts.name} (device:port)")
-    if not options.minutes > 0:
-        raise ScheduleError(f"minutes must be more than 0, got {options.minutes:g}")
 
 
 def make_schedule(seed: int, facts: FabricFacts, options: ChaosOptions) -> Schedule:

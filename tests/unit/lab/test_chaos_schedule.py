@@ -72,7 +72,11 @@ def test_ports_restrict_the_link_faults() -> None:
             "port leaf-g0-r0:Ethernet99/1 is not a cabled switch port of small-pod",
         ),
         ({"ports": ("gpu-g0-000:nic0",)}, "port gpu-g0-000:nic0 is not a cabled switch port"),
-        ({"minutes": 0.0}, "minutes must be more than 0"),
+        ({"minutes": 0.0}, "--minutes 0: must be more than 0 and at most 1440"),
+        ({"minutes": float("inf")}, "--minutes inf: must be more than 0 and at most 1440"),
+        ({"faults_per_min": float("nan")}, "--faults-per-min nan: must be at least 0 and at most 60"),
+        ({"operator_per_min": -1.0}, "--operator-per-min -1: must be at least 0 and at most 10"),
+        ({"kinds": ()}, "--kinds names no fault kind: use some of link_flap, "),
     ],
 )
 def test_bad_options_are_refused_by_name(change: dict[str, Any], message: str) -> None:

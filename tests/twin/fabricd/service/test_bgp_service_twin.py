@@ -18,12 +18,12 @@ from lab.control_client import call, inject
 from tests.conftest import EXAMPLES
 from tests.twin.lab.real_daemons import MODES, REAL, START_S
 from tests.twin.lab.twin_thread import TwinThread
+from tests.twin.processes import admin_enabled
 from topology.load import load_fabric
 from topology.spec import load_spec
 from topology.underlay import Underlay
 
 from .service_thread import ServiceThread, wait_for, write_config
-from .test_service_twin import admin_enabled
 
 pytestmark = [pytest.mark.slow]
 LEAF = "leaf-g0-r0"

@@ -5,61 +5,41 @@ a lease TTL and an interval, and a flap after that is still found."""
 
 from __future__ import annotations
 
-import asyncio
 import os
-import signal
-import subprocess
-import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
+from nats.aio.client import Client as NATS
 
 from drivers.inventory import load_inventory
 from fabricd.bus import LocalBus
-from fabricd.service.config import BusSettings
 from fabricd.telemetry.collector import holders
 from lab.control_client import inject
-from tests.conftest import EXAMPLES, REPO, free_port
 from tests.twin.lab.twin_thread import TwinThread
-from topology.spec import load_spec
+from tests.twin.processes import (
+    bus_down,
+    bus_up,
+    collectors,
+    done_on,
+    fabricd,
+    free_port,
+    hot_pair,
+    on_bus,
+    twin_fixture,
+)
 
-from .service_thread import TOKEN, ServiceThread, wait_for, write_config
+from .service_thread import ServiceThread, wait_for, write_config
 
 pytestmark = [pytest.mark.distributed, pytest.mark.slow]
 LEASE_S = 2.0
-
-
-@pytest.fixture
-def twin(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TwinThread]:
-    t = TwinThread(load_spec(EXAMPLES / "small-pod.yaml"), tmp_path_factory.mktemp("collector-twin")).start()
-    yield t
-    t.stop()
+twin = twin_fixture()
 
 
 def owners(bus: LocalBus) -> dict[str, str]:
     """switch key -> collector, as the lease bucket says now."""
-
-    async def read() -> dict[str, str]:
-        from fabricd.bus import connect
-
-        nc = await connect(BusSettings(urls=[bus.url]), None, "test")
-        try:
-            return await holders(nc)
-        finally:
-            await nc.close()
-
-    return asyncio.run(read())
-
-
-def collector(name: str, config: Path, log: Path, *args: str) -> subprocess.Popen[bytes]:
-    args = args or ("--metrics-port", "0")
-    return subprocess.Popen(
-        [sys.executable, "-m", "fabricd", "collector", "--config", str(config), "--instance", name, *args],
-        cwd=REPO, env=os.environ.copy(), stdout=log.open("wb"), stderr=subprocess.STDOUT,
-    )  # fmt: skip
+    return on_bus(bus, holders)
 
 
 def bus_config(tmp_path: Path, twin: TwinThread, bus: LocalBus, max_age_s: int, **sections: object) -> Path:
@@ -68,24 +48,11 @@ def bus_config(tmp_path: Path, twin: TwinThread, bus: LocalBus, max_age_s: int, 
     return write_config(tmp_path, twin.inventory, bus={"urls": [bus.url]}, telemetry=telemetry, **sections)
 
 
-def stop(*procs: subprocess.Popen[bytes]) -> None:
-    """SIGTERM (after a SIGCONT: one may be paused) and wait; killed if it does not end within 10 s."""
-    for p in procs:
-        if p.poll() is None:
-            p.send_signal(signal.SIGCONT)
-            p.send_signal(signal.SIGTERM)
-            try:
-                p.wait(10)
-            except subprocess.TimeoutExpired:
-                p.kill()
-
-
 def test_collectors_share_the_switches_and_a_dead_ones_move(
     twin: TwinThread, nats_bus: LocalBus, tmp_path: Path
 ) -> None:
     config = bus_config(tmp_path, twin, nats_bus, 20)
-    procs = {n: collector(n, config, tmp_path / f"{n}.log") for n in ("c1", "c2")}
-    try:
+    with collectors(config, tmp_path, ("c1", "c2")) as procs:
         switches = len(load_inventory(twin.inventory).names)  # small-pod: 18
 
         def shares() -> list[int]:
@@ -101,8 +68,7 @@ def test_collectors_share_the_switches_and_a_dead_ones_move(
             inject(twin.state_dir, "link_flap", {"port": "leaf-g0-r0:Ethernet1/1", "count": 8, "period_s": 0.3})
             wait_for(lambda: [a["status"] for a in svc.get("/api/v1/actions")["actions"]] == ["done"], 30)
 
-            procs["c1"].send_signal(signal.SIGKILL)  # no goodbye: its leases just expire
-            procs["c1"].wait(10)
+            procs["c1"].kill()  # no goodbye: its leases just expire
             killed = time.monotonic()
             wait_for(lambda: set(owners(nats_bus).values()) == {"c2"} and len(owners(nats_bus)) == switches, 15,
                      every_s=0.1)  # fmt: skip
@@ -117,8 +83,6 @@ def test_collectors_share_the_switches_and_a_dead_ones_move(
             assert "fabricd_bus_lost_messages_total 0.0" in metrics
         finally:
             svc.stop()
-    finally:
-        stop(*procs.values())
 
 
 def test_three_collectors_two_services_any_one_killed(
@@ -126,62 +90,43 @@ def test_three_collectors_two_services_any_one_killed(
 ) -> None:
     """The whole picture on one machine: 3 collectors, 2 `fabricd run` (leader and standby) reading the bus and
     sharing PostgreSQL. Kill -9 a collector, then the leader: every fault is acted on once, one ticket each."""
-    from .test_ha import Instance, done_on
-
     config = bus_config(
         tmp_path, twin, nats_bus, 20, state={"url": postgres_url}, ha={"enabled": True, "lease_ttl_s": 2.0}
     )
-    procs = {n: collector(n, config, tmp_path / f"{n}.log") for n in ("c1", "c2", "c3")}
-    a = b = None
-    try:
+    with collectors(config, tmp_path, ("c1", "c2", "c3")) as procs:
         switches = len(load_inventory(twin.inventory).names)
         wait_for(lambda: len(owners(nats_bus)) == switches and set(owners(nats_bus).values()) == set(procs), 30)
-        a = Instance("a", config, tmp_path / "a.log")
-        wait_for(lambda: a is not None and a.role() == "leader", 60)
-        b = Instance("b", config, tmp_path / "b.log")
-        wait_for(lambda: b is not None and b.role() == "standby", 60)
+        with hot_pair(config, tmp_path) as (a, b):
+            faults = ["leaf-g0-r0:Ethernet1/1", "leaf-g1-r1:Ethernet2/1", "leaf-g0-r1:Ethernet3/1"]
+            inject(twin.state_dir, "link_flap", {"port": faults[0], "count": 8, "period_s": 0.3})
+            wait_for(lambda: done_on(a) == faults[:1], 30)
 
-        faults = ["leaf-g0-r0:Ethernet1/1", "leaf-g1-r1:Ethernet2/1", "leaf-g0-r1:Ethernet3/1"]
-        inject(twin.state_dir, "link_flap", {"port": faults[0], "count": 8, "period_s": 0.3})
-        wait_for(lambda: a is not None and done_on(a) == faults[:1], 30)
+            procs["c2"].kill()  # a collector dies
+            wait_for(lambda: len(owners(nats_bus)) == switches and set(owners(nats_bus).values()) == {"c1", "c3"}, 15)
+            inject(twin.state_dir, "link_flap", {"port": faults[1], "count": 8, "period_s": 0.3})
+            wait_for(lambda: done_on(a) == sorted(faults[:2]), 30)
 
-        procs["c2"].send_signal(signal.SIGKILL)  # a collector dies
-        procs["c2"].wait(10)
-        wait_for(lambda: len(owners(nats_bus)) == switches and set(owners(nats_bus).values()) == {"c1", "c3"}, 15)
-        inject(twin.state_dir, "link_flap", {"port": faults[1], "count": 8, "period_s": 0.3})
-        wait_for(lambda: a is not None and done_on(a) == sorted(faults[:2]), 30)
-
-        a.kill()  # the leader dies
-        wait_for(lambda: b is not None and b.role() == "leader", 10)
-        inject(twin.state_dir, "link_flap", {"port": faults[2], "count": 8, "period_s": 0.3})
-        wait_for(lambda: b is not None and done_on(b) == sorted(faults), 30)
-        time.sleep(2)
-        actions = b.get("/api/v1/actions")["actions"]
-        assert sorted(f"{x['device']}:{x['port']}" for x in actions) == sorted(faults)  # once each
-        tickets = b.get("/api/v1/tickets")["tickets"]
-        assert sorted(t["kind"] for t in tickets) == ["link_flap"] * 3
-    finally:
-        for inst in (a, b):
-            if inst is not None:
-                inst.kill()
-        stop(*procs.values())
+            a.kill()  # the leader dies
+            wait_for(lambda: b.role() == "leader", 10)
+            inject(twin.state_dir, "link_flap", {"port": faults[2], "count": 8, "period_s": 0.3})
+            wait_for(lambda: done_on(b) == sorted(faults), 30)
+            time.sleep(2)
+            actions = b.get("/api/v1/actions")["actions"]
+            assert sorted(f"{x['device']}:{x['port']}" for x in actions) == sorted(faults)  # once each
+            tickets = b.get("/api/v1/tickets")["tickets"]
+            assert sorted(t["kind"] for t in tickets) == ["link_flap"] * 3
 
 
 def kv_consumers(bus: LocalBus) -> int:
     """Consumers on the two lease buckets' streams now."""
 
-    async def read() -> int:
-        from fabricd.bus import connect
-        from fabricd.telemetry.collector import MEMBERS, SWITCHES
+    from fabricd.telemetry.collector import MEMBERS, SWITCHES
 
-        nc = await connect(BusSettings(urls=[bus.url]), None, "test")
-        try:
-            js = nc.jetstream()
-            return sum([(await js.stream_info(f"KV_{b}")).state.consumer_count for b in (SWITCHES, MEMBERS)])
-        finally:
-            await nc.close()
+    async def read(nc: NATS) -> int:
+        js = nc.jetstream()
+        return sum([(await js.stream_info(f"KV_{b}")).state.consumer_count for b in (SWITCHES, MEMBERS)])
 
-    return asyncio.run(read())
+    return on_bus(bus, read)
 
 
 def test_collectors_leave_no_consumers_behind_and_need_no_api_token(
@@ -193,8 +138,7 @@ def test_collectors_leave_no_consumers_behind_and_need_no_api_token(
     # names an API token in an unset variable: a collector serves no API and must not need it.
     config = bus_config(tmp_path, twin, nats_bus, 20, api={"token": {"env": "FABRICD_TEST_UNSET_TOKEN"}})
     os.environ.pop("FABRICD_TEST_UNSET_TOKEN", None)
-    procs = {n: collector(n, config, tmp_path / f"{n}.log") for n in ("c1", "c2", "c3")}
-    try:
+    with collectors(config, tmp_path, ("c1", "c2", "c3")) as procs:
         switches = len(load_inventory(twin.inventory).names)
         wait_for(lambda: len(owners(nats_bus)) == switches, 30)
         seen = []
@@ -203,9 +147,7 @@ def test_collectors_leave_no_consumers_behind_and_need_no_api_token(
             seen.append(kv_consumers(nats_bus))
             time.sleep(0.5)
         assert max(seen) <= 3 * 2 * 2, seen  # at most two listings in flight per collector, and one leftover each
-        assert all(p.poll() is None for p in procs.values()), [(tmp_path / f"{n}.log").read_text() for n in procs]
-    finally:
-        stop(*procs.values())
+        assert all(p.running() for p in procs.values()), [(tmp_path / f"{n}.log").read_text() for n in procs]
 
 
 def scraped(text: str, name: str, **labels: str) -> float:
@@ -225,9 +167,8 @@ def test_bus_mode_reports_its_own_health_and_a_late_service_knows_the_sync_state
     # itself does (FabricdTelemetryStale reads them), and each collector serves its own on a port of its own
     config = bus_config(tmp_path, twin, nats_bus, 5)
     ports = {"c1": free_port(), "c2": free_port()}
-    procs = {n: collector(n, config, tmp_path / f"{n}.log", "--metrics-port", str(port), "--metrics-host",
-                          "127.0.0.1") for n, port in ports.items()}  # fmt: skip
-    try:
+    with collectors(config, tmp_path, list(ports),
+                    lambda n: ("--metrics-port", str(ports[n]), "--metrics-host", "127.0.0.1")):  # fmt: skip
         names = load_inventory(twin.inventory).names
         wait_for(lambda: len(owners(nats_bus)) == len(names), 30)
         time.sleep(7)  # the collectors' sync messages age out of the stream
@@ -254,8 +195,6 @@ def test_bus_mode_reports_its_own_health_and_a_late_service_knows_the_sync_state
             assert held == len(names)
         finally:
             svc.stop()
-    finally:
-        stop(*procs.values())
 
 
 def _out_of_order(text: str) -> float:
@@ -288,46 +227,40 @@ def test_a_woken_collector_drops_its_backlog_and_health_tells_unheld_from_silent
     # collector's metrics listen on loopback unless told otherwise.
     config = bus_config(tmp_path, twin, nats_bus, 20)
     ports = {"c1": free_port(), "c2": free_port()}
-    procs = {n: collector(n, config, tmp_path / f"{n}.log", "--metrics-port", str(port)) for n, port in ports.items()}
     names = load_inventory(twin.inventory).names
-    try:
+    with collectors(config, tmp_path, list(ports), lambda n: ("--metrics-port", str(ports[n]))) as procs:
         wait_for(lambda: sorted(set(owners(nats_bus).values())) == ["c1", "c2"] and len(owners(nats_bus)) == len(names),
                  30)  # fmt: skip
         assert all(_listens_on_loopback_only(procs[n].pid, p) for n, p in ports.items())
         svc = ServiceThread(config).start(60)
         try:
             wait_for(lambda: svc.get("/api/v1/health")["telemetry"]["stale"] == [], 30)
-            procs["c1"].send_signal(signal.SIGSTOP)
+            procs["c1"].pause()
             wait_for(lambda: set(owners(nats_bus).values()) == {"c2"} and len(owners(nats_bus)) == len(names), 15)
             time.sleep(2)  # c1's streams keep arriving at its sockets, unread
             before = _out_of_order(httpx.get(svc.url + "/metrics", timeout=10).text)
-            procs["c1"].send_signal(signal.SIGCONT)
+            procs["c1"].wake()
             time.sleep(3)
             assert _out_of_order(httpx.get(svc.url + "/metrics", timeout=10).text) == before
             mine = httpx.get(f"http://127.0.0.1:{ports['c1']}/metrics", timeout=5).text
             assert scraped(mine, "fabricd_collector_dropped_unheld_total") > 0
 
             for p in procs.values():
-                p.send_signal(signal.SIGSTOP)  # every collector gone: the leases expire, nobody streams
+                p.pause()  # every collector gone: the leases expire, nobody streams
             wait_for(lambda: sorted(svc.get("/api/v1/health")["telemetry"]["unheld"]) == sorted(names), 15)
             text = httpx.get(svc.url + "/metrics", timeout=10).text
             assert all(scraped(text, "fabricd_bus_switch_held", device=n) == 0 for n in names)
-            status = subprocess.run(
-                [sys.executable, "-m", "fabricd", "status", "--api", svc.url], cwd=REPO,
-                env={**os.environ, "FABRICD_API_TOKEN": TOKEN}, capture_output=True, text=True, timeout=30,
-            )  # fmt: skip
+            status = fabricd("status", "--api", svc.url, token=True, timeout_s=30)
             assert f"held by no collector ({len(names)}; start or check `fabricd collector`)" in status.stdout, status
             assert "  stale:" not in status.stdout  # none is merely silent
             for p in procs.values():
-                p.send_signal(signal.SIGCONT)
+                p.wake()
             wait_for(lambda: svc.get("/api/v1/health")["telemetry"]["unheld"] == [], 15)
             wait_for(lambda: svc.get("/api/v1/health")["telemetry"]["stale"] == [], 15)
             assert scraped(httpx.get(svc.url + "/metrics", timeout=10).text, "fabricd_bus_switch_held",
                            device=names[0]) == 1  # fmt: skip
         finally:
             svc.stop()
-    finally:
-        stop(*procs.values())
 
 
 def test_a_restarted_bus_loses_the_stream_and_telemetry_comes_back(
@@ -336,16 +269,13 @@ def test_a_restarted_bus_loses_the_stream_and_telemetry_comes_back(
     # nats-server keeps no memory stream across a restart (chaos seed 3135: after two bus restarts the leader was
     # blind for three minutes, its ordered consumer waiting for the lost stream's next sequence number, and the
     # collectors publishing into nothing): the stream is made again and read from its start, within seconds
-    from fabricd.bus import start_local, stop_local
-
     config = bus_config(tmp_path, twin, nats_bus, 20)
-    proc = collector("c1", config, tmp_path / "c1.log")
-    try:
+    with collectors(config, tmp_path, ("c1",)):
         svc = ServiceThread(config).start(60)
         try:
             wait_for(lambda: svc.get("/api/v1/health")["telemetry"]["stale"] == [], 30)
-            stop_local(nats_bus.folder)
-            start_local(nats_bus.folder, port=int(nats_bus.url.rpartition(":")[2]))
+            bus_down(nats_bus)
+            bus_up(nats_bus)
             restarted = time.monotonic()
             time.sleep(2)  # every switch goes stale meanwhile (interval 0.5 s)
             wait_for(lambda: svc.get("/api/v1/health")["telemetry"]["stale"] == [], 20, every_s=0.2)
@@ -354,5 +284,3 @@ def test_a_restarted_bus_loses_the_stream_and_telemetry_comes_back(
             wait_for(lambda: [a["status"] for a in svc.get("/api/v1/actions")["actions"]] == ["done"], 30)
         finally:
             svc.stop()
-    finally:
-        stop(proc)

@@ -10,7 +10,6 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -20,20 +19,15 @@ from fabricd.service.actuator import DriverActuator
 from fabricd.service.state import StateStore
 from tests.conftest import REPO
 from tests.twin.lab.twin_thread import TwinThread
-from topology.spec import load_spec
+from tests.twin.processes import twin_fixture
 
-from .crash_child import KILLED, REVERT_S, SPEC, remediator
+from .crash_child import KILLED, REVERT_S, remediator
 
 pytestmark = [pytest.mark.slow]
 STEPS = ["decided", "committed", "confirmed", "recorded"]
 PORTS = {"eos": ("spine-r0-0", "Ethernet1/1"), "sonic": ("leaf-g0-r0", "Ethernet1/1")}
 
-
-@pytest.fixture(scope="module")
-def twin(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TwinThread]:
-    t = TwinThread(load_spec(SPEC), tmp_path_factory.mktemp("crash-twin")).start()
-    yield t
-    t.stop()
+twin = twin_fixture("small-sonic", scope="module")  # crash_child's SPEC: EOS spines, SONiC leaves
 
 
 def port_up(twin: TwinThread, device: str, port: str) -> bool | None:

@@ -13,16 +13,11 @@ from typing import Any
 import httpx
 import pytest
 import yaml
-from napalm import get_network_driver
 
-from drivers.inventory import load_inventory
 from fabricd.bus import LocalBus
 from tests.conftest import EXAMPLES
 from tests.twin.lab.twin_thread import TwinThread
-from topology.spec import load_spec
-
-from .service_thread import TOKEN, wait_for, write_config
-from .test_ha import TTL, Instance
+from tests.twin.processes import TTL, Fabricd, eos_driver, hot_pair, running_twin, wait_for, write_config
 
 pytestmark = [pytest.mark.distributed, pytest.mark.slow]
 SPINE = "spine-r0-0"
@@ -38,23 +33,11 @@ def spec(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def twin(spec: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[TwinThread]:
-    t = TwinThread(load_spec(spec), tmp_path_factory.mktemp("drain-ha-twin")).start()
-    yield t
-    t.stop()
+    with running_twin(spec, tmp_path_factory.mktemp("drain-ha-twin")) as t:
+        yield t
 
 
-def eos(twin: TwinThread, device: str) -> Any:
-    """napalm's eos driver over eAPI, as an engineer would look."""
-    access = load_inventory(twin.inventory).access(device)
-    drv = get_network_driver("eos")(
-        access.host, access.username, access.password.get_secret_value(),
-        optional_args={"transport": access.eapi.transport, "port": access.eapi.port},
-    )  # fmt: skip
-    drv.open()
-    return drv
-
-
-def drain_of(inst: Instance) -> dict[str, Any] | None:
+def drain_of(inst: Fabricd) -> dict[str, Any] | None:
     try:
         drains = inst.get("/api/v1/maintenance")["maintenance"]
     except httpx.HTTPError:
@@ -62,7 +45,7 @@ def drain_of(inst: Instance) -> dict[str, Any] | None:
     return drains[0] if drains else None
 
 
-def maintenance_actions(inst: Instance, drain_id: int) -> list[dict[str, Any]]:
+def maintenance_actions(inst: Fabricd, drain_id: int) -> list[dict[str, Any]]:
     actions = inst.get("/api/v1/actions")["actions"]
     return [a for a in actions if (a["key"] or "").startswith(f"maintenance:{drain_id}:")]
 
@@ -76,18 +59,9 @@ def test_a_leader_killed_mid_drain_the_standby_finishes_it_once(
     actions, and its resumed shut step finds them by their keys instead of adding new ones)."""
     config = write_config(tmp_path, twin.inventory, spec=str(spec), state={"url": postgres_url},
                           ha={"enabled": True, "lease_ttl_s": TTL}, bus={"urls": [nats_bus.url]})  # fmt: skip
-    a = Instance("a", config, tmp_path / "a.log")
-    b: Instance | None = None
-    try:
-        wait_for(lambda: a.role() == "leader", 60)
-        b = Instance("b", config, tmp_path / "b.log")
-        wait_for(lambda: b is not None and b.role() == "standby", 60)
-        r = httpx.post(
-            f"http://127.0.0.1:{a.port}/api/v1/maintenance",
-            headers={"Authorization": f"Bearer {TOKEN}"},
-            json={"kind": "switch", "target": SPINE, "reason": "NOS upgrade", "shut": True},
-            timeout=30,
-        )
+    with hot_pair(config, tmp_path) as (a, b):
+        r = a.post("/api/v1/maintenance", json={"kind": "switch", "target": SPINE, "reason": "NOS upgrade",
+                                                "shut": True})  # fmt: skip
         assert r.status_code == 200, r.text
         drain = r.json()["drain"]
         did, ports, steps = drain["id"], drain["ports"], drain["steps"]
@@ -102,8 +76,8 @@ def test_a_leader_killed_mid_drain_the_standby_finishes_it_once(
 
         wait_for(between_steps, 30, every_s=0.02)
         a.kill()  # kill -9 between two steps: nothing of it says goodbye
-        wait_for(lambda: b is not None and b.role() == "leader", 10, every_s=0.05)
-        d = wait_for(lambda: b is not None and (x := drain_of(b)) is not None and x["state"] == "drained" and x, 60)
+        wait_for(lambda: b.role() == "leader", 10, every_s=0.05)
+        d = wait_for(lambda: (x := drain_of(b)) is not None and x["state"] == "drained" and x, 60)
         assert d["done"] == len(steps) and d["id"] == did, d
 
         # each drained port shut by exactly one action of this drain, done (the old leader's, or the new one's)
@@ -120,13 +94,10 @@ def test_a_leader_killed_mid_drain_the_standby_finishes_it_once(
             device, _, port = p.partition(":")
             by_device.setdefault(device, []).append(port)
         for device, names in by_device.items():
-            drv = eos(twin, device)
-            try:
+            with eos_driver(twin, device) as drv:
                 rows = drv.get_interfaces()
                 if device == SPINE:
                     assert "      quiesce" in drv.get_config(retrieve="running")["running"]
-            finally:
-                drv.close()
             for port in names:
                 assert not rows[port]["is_enabled"], (device, port)
                 assert rows[port]["description"].endswith("maintenance]"), (device, port, rows[port]["description"])
@@ -138,7 +109,3 @@ def test_a_leader_killed_mid_drain_the_standby_finishes_it_once(
             f"drain {did} resumed at its next step"
         ]
         assert "a leads" in whats and "b leads" in whats
-    finally:
-        a.kill()
-        if b is not None:
-            b.kill()

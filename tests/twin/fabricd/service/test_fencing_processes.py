@@ -6,72 +6,33 @@ nothing to any switch and writes nothing to the state: the new leader's outcome 
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
-import sys
 import threading
 import time
-from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
 
-import httpx
 import pytest
 
 from fabricd.bus import LocalBus
 from lab.control_client import inject
-from tests.conftest import EXAMPLES, REPO, free_port
+from tests.conftest import EXAMPLES
 from tests.twin.lab.twin_thread import TwinThread
-from topology.spec import load_spec
+from tests.twin.processes import TTL, admin_enabled, hot_pair, receiver, twin_fixture, wait_for, write_config
 
-from .service_thread import TOKEN, wait_for, write_config
 from .test_bgp_service_twin import enabled
 from .test_jira_backend import TOKEN as JIRA_TOKEN
 from .test_jira_backend import USER as JIRA_USER
 from .test_jira_backend import FakeJira
-from .test_service_twin import admin_enabled
 
 pytestmark = [pytest.mark.distributed, pytest.mark.slow]
-TTL = 2.0
 PORT = "leaf-g0-r0:Ethernet1/1"
-
-
-@pytest.fixture
-def twin(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[TwinThread]:
-    """The twin of small-pod (every switch EOS), or of the spec a test names (`indirect` parametrization)."""
-    spec = getattr(request, "param", "small-pod")
-    t = TwinThread(load_spec(EXAMPLES / f"{spec}.yaml"), tmp_path_factory.mktemp("fence-twin")).start()
-    yield t
-    t.stop()
-
-
-class Proc:
-    def __init__(self, args: list[str], name: str, log: Path, env: dict[str, str] | None = None) -> None:
-        self.port = free_port()
-        env = {**os.environ, "FABRICD_API__PORT": str(self.port), "FABRICD_HA__INSTANCE": name, **(env or {})}
-        self.log = log
-        self.proc = subprocess.Popen([sys.executable, *args], cwd=REPO, env=env, stdout=log.open("w"),
-                                     stderr=subprocess.STDOUT)  # fmt: skip
-
-    def get(self, path: str) -> Any:
-        r = httpx.get(f"http://127.0.0.1:{self.port}{path}", headers={"Authorization": f"Bearer {TOKEN}"}, timeout=5)
-        r.raise_for_status()
-        return r.json()
-
-    def role(self) -> str | None:
-        try:
-            return str(self.get("/api/v1/health")["ha"]["role"])
-        except httpx.HTTPError:
-            return None
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGCONT)
-            self.proc.send_signal(signal.SIGKILL)
-            self.proc.wait(10)
+CHILD = "tests.twin.fabricd.service.paused_child"
+# the twin of small-pod (every switch EOS), or of the spec a test names (`indirect` parametrization)
+twin = twin_fixture()
 
 
 def calls(path: Path) -> list[dict[str, Any]]:
@@ -87,21 +48,14 @@ def test_a_paused_leader_woken_after_a_takeover_touches_nothing(
                           remediation={"mode": "auto", "revert_in_s": 60, "verify_timeout_s": 5})  # fmt: skip
     record = tmp_path / "calls.jsonl"
     device = PORT.split(":")[0]
-    a = Proc(["-m", "tests.twin.fabricd.service.paused_child", str(config), device, step, str(record)], "a",
-             tmp_path / "a.log")  # fmt: skip
-    b: Proc | None = None
-    try:
-        wait_for(lambda: a.role() == "leader", 60)
-        b = Proc(["-m", "fabricd", "run", "--config", str(config)], "b", tmp_path / "b.log")
-        wait_for(lambda: b is not None and b.role() == "standby", 60)
+    with hot_pair(config, tmp_path, a=["-m", CHILD, str(config), device, step, str(record)]) as (a, b):
         inject(twin.state_dir, "link_flap", {"port": PORT, "count": 8, "period_s": 0.3})
         wait_for(lambda: any(c["call"] == f"pause:{step}" for c in calls(record)), 30)
-        a.proc.send_signal(signal.SIGSTOP)  # the whole leader, parked between two switch calls
-        wait_for(lambda: Path(f"/proc/{a.proc.pid}/stat").read_text().split()[2] == "T", 5)  # stopped
+        a.pause()  # the whole leader, parked between two switch calls
         record.with_suffix(".go").touch()  # it goes on from there once woken
         # the standby takes the lease and finishes the action the paused leader began
-        wait_for(lambda: b is not None and b.role() == "leader", 15)
-        wait_for(lambda: b is not None and [x["status"] for x in b.get("/api/v1/actions")["actions"]] == ["done"], 30)
+        wait_for(lambda: b.role() == "leader", 15)
+        wait_for(lambda: [x["status"] for x in b.get("/api/v1/actions")["actions"]] == ["done"], 30)
         assert not admin_enabled(twin, device, PORT.split(":")[1])
         before = (b.get("/api/v1/actions")["actions"], b.get("/api/v1/ports/disabled")["ports"],
                   b.get("/api/v1/tickets")["tickets"])  # fmt: skip
@@ -112,7 +66,7 @@ def test_a_paused_leader_woken_after_a_takeover_touches_nothing(
         )
 
         woke = time.time()
-        a.proc.send_signal(signal.SIGCONT)
+        a.wake()
         wait_for(lambda: any(c["call"] == f"woke:{step}" for c in calls(record)), 10)
         time.sleep(3 * TTL)  # time for the old leader to do whatever it would
         late = [c for c in calls(record) if c["t"] >= woke and not c["call"].startswith(("woke:", "pause:"))]
@@ -125,10 +79,6 @@ def test_a_paused_leader_woken_after_a_takeover_touches_nothing(
         assert not admin_enabled(twin, device, PORT.split(":")[1])
         assert a.role() == "standby"  # it knows it is no longer the leader
         assert "fenced" in a.log.read_text() or "left to the leader" in a.log.read_text()
-    finally:
-        a.stop()
-        if b is not None:
-            b.stop()
 
 
 def _leader_row_holders(db: Any) -> set[int]:
@@ -166,34 +116,24 @@ def test_a_leader_paused_inside_a_fenced_write_neither_holds_the_takeover_nor_ta
 
     config = write_config(tmp_path, twin.inventory, state={"url": postgres_url}, bus={"urls": [nats_bus.url]},
                           ha={"enabled": True, "lease_ttl_s": TTL}, remediation={"mode": "observe"})  # fmt: skip
-    a = Proc(["-m", "fabricd", "run", "--config", str(config)], "a", tmp_path / "a.log")
-    b: Proc | None = None
-    try:
-        with psycopg.connect(postgres_url, autocommit=True) as db:
-            wait_for(lambda: a.role() == "leader", 60)
-            b = Proc(["-m", "fabricd", "run", "--config", str(config)], "b", tmp_path / "b.log")
-            wait_for(lambda: b is not None and b.role() == "standby", 60)
-            # a flapping port: the leader records the incident every detector pass, each a fenced write
-            inject(twin.state_dir, "link_flap", {"port": PORT, "count": 200, "period_s": 0.3})
-            session = _stop_inside_a_fenced_write(a.proc, db, 60)
-            stopped = time.monotonic()
-            wait_for(lambda: b is not None and b.role() == "leader", TTL + 3, every_s=0.05)
-            took = time.monotonic() - stopped
-            assert took < TTL + 1.5, f"the standby led {took:.2f} s after the leader stopped"
-            assert session not in _leader_row_holders(db)  # its stuck write was ended, nothing of it written
-            time.sleep(TTL)  # still paused: the new leader keeps its lease (nothing of it waits on the old one)
-            assert b.role() == "leader"
+    with hot_pair(config, tmp_path) as (a, b), psycopg.connect(postgres_url, autocommit=True) as db:
+        # a flapping port: the leader records the incident every detector pass, each a fenced write
+        inject(twin.state_dir, "link_flap", {"port": PORT, "count": 200, "period_s": 0.3})
+        session = _stop_inside_a_fenced_write(a.proc, db, 60)
+        stopped = time.monotonic()
+        wait_for(lambda: b.role() == "leader", TTL + 3, every_s=0.05)
+        took = time.monotonic() - stopped
+        assert took < TTL + 1.5, f"the standby led {took:.2f} s after the leader stopped"
+        assert session not in _leader_row_holders(db)  # its stuck write was ended, nothing of it written
+        time.sleep(TTL)  # still paused: the new leader keeps its lease (nothing of it waits on the old one)
+        assert b.role() == "leader"
 
-            a.proc.send_signal(signal.SIGCONT)
-            wait_for(lambda: a.role() == "standby", 10)
-            time.sleep(3 * TTL)  # time for the woken one to do whatever it would
-            assert (a.role(), b.role()) == ("standby", "leader")
-            leads = [e["what"] for e in b.get("/api/v1/audit?limit=1000")["audit"] if e["what"].endswith(" leads")]
-            assert leads == ["b leads", "a leads"], leads  # newest first: the lease changed hands once
-    finally:
-        a.stop()
-        if b is not None:
-            b.stop()
+        a.wake()
+        wait_for(lambda: a.role() == "standby", 10)
+        time.sleep(3 * TTL)  # time for the woken one to do whatever it would
+        assert (a.role(), b.role()) == ("standby", "leader")
+        leads = [e["what"] for e in b.get("/api/v1/audit?limit=1000")["audit"] if e["what"].endswith(" leads")]
+        assert leads == ["b leads", "a leads"], leads  # newest first: the lease changed hands once
 
 
 @pytest.mark.parametrize("twin", ["small-pod", "small-sonic"], indirect=True, ids=["eos", "sonic"])
@@ -218,25 +158,19 @@ def test_a_late_confirm_of_an_old_leader_finds_nothing_to_commit(
                           remediation={"mode": "auto", "revert_in_s": 60, "verify_timeout_s": 5})  # fmt: skip
     device, port = PORT.split(":")
     old_calls, new_calls = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
-    child = "tests.twin.fabricd.service.paused_child"
-    a = Proc(["-m", child, str(config), device, "confirming", str(old_calls)], "a", tmp_path / "a.log")
-    b: Proc | None = None
-    try:
-        wait_for(lambda: a.role() == "leader", 60)
-        b = Proc(["-m", child, str(config), device, "confirm", str(new_calls)], "b", tmp_path / "b.log")
-        wait_for(lambda: b is not None and b.role() == "standby", 60)
+    with hot_pair(config, tmp_path, a=["-m", CHILD, str(config), device, "confirming", str(old_calls)],
+                  b=["-m", CHILD, str(config), device, "confirm", str(new_calls)]) as (a, b):  # fmt: skip
         inject(twin.state_dir, "link_flap", {"port": PORT, "count": 8, "period_s": 0.3})
         wait_for(lambda: any(c["call"] == "pause:confirming" for c in calls(old_calls)), 30)
-        a.proc.send_signal(signal.SIGSTOP)
-        wait_for(lambda: Path(f"/proc/{a.proc.pid}/stat").read_text().split()[2] == "T", 5)
+        a.pause()
         old_calls.with_suffix(".go").touch()
-        wait_for(lambda: b is not None and b.role() == "leader", 15)
+        wait_for(lambda: b.role() == "leader", 15)
         wait_for(lambda: any(c["call"] == "pause:confirm" for c in calls(new_calls)), 30)
 
-        a.proc.send_signal(signal.SIGCONT)  # its commit request goes out now
+        a.wake()  # its commit request goes out now
         wait_for(lambda: [c["call"] for c in calls(old_calls) if c["call"].startswith("late-commit")], 10)
         new_calls.with_suffix(".go").touch()
-        wait_for(lambda: b is not None and [x["status"] for x in b.get("/api/v1/actions")["actions"]] != ["running"],
+        wait_for(lambda: [x["status"] for x in b.get("/api/v1/actions")["actions"]] != ["running"],
                  30)  # fmt: skip
         time.sleep(3 * TTL)  # reconcile passes: a port down with no record of it would be adopted again
         assert [c["call"] for c in calls(old_calls) if c["call"].startswith("late-commit")] == ["late-commit:refused"]
@@ -247,10 +181,6 @@ def test_a_late_confirm_of_an_old_leader_finds_nothing_to_commit(
         assert len(b.get("/api/v1/findings")["findings"]) == 1
         assert not enabled(twin, device, port)
         assert a.role() == "standby"
-    finally:
-        a.stop()
-        if b is not None:
-            b.stop()
 
 
 class HeldReceiver:
@@ -260,26 +190,16 @@ class HeldReceiver:
     def __init__(self) -> None:
         self.requests: list[tuple[float, str, int]] = []  # (time, Idempotency-Key, status answered)
         self.first_arrived, self.answer_first = threading.Event(), threading.Event()
-        receiver = self
+        self.server, self.url = receiver(self._answer)
 
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                self.rfile.read(int(self.headers["Content-Length"]))
-                first = not receiver.first_arrived.is_set()
-                if first:
-                    receiver.first_arrived.set()
-                    receiver.answer_first.wait(60)
-                status = 503 if first else 200
-                receiver.requests.append((time.time(), self.headers["Idempotency-Key"], status))
-                self.send_response(status)
-                self.end_headers()
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/tickets"
+    def _answer(self, request: BaseHTTPRequestHandler, body: bytes) -> int:
+        first = not self.first_arrived.is_set()
+        if first:
+            self.first_arrived.set()
+            self.answer_first.wait(60)
+        status = 503 if first else 200
+        self.requests.append((time.time(), request.headers["Idempotency-Key"], status))
+        return status
 
 
 def test_a_leader_paused_during_the_ticket_hand_off_sends_nothing_more_once_woken(
@@ -294,36 +214,28 @@ def test_a_leader_paused_during_the_ticket_hand_off_sends_nothing_more_once_woke
                           ha={"enabled": True, "lease_ttl_s": TTL}, remediation={"mode": "observe"},
                           tickets={"backend": "webhook", "sync_interval_s": 1,
                                    "webhook": {"url": hook.url, "retries": 3, "timeout_s": 60}})  # fmt: skip
-    a = Proc(["-m", "fabricd", "run", "--config", str(config)], "a", tmp_path / "a.log")
-    b: Proc | None = None
     try:
-        wait_for(lambda: a.role() == "leader", 60)
-        b = Proc(["-m", "fabricd", "run", "--config", str(config)], "b", tmp_path / "b.log")
-        wait_for(lambda: b is not None and b.role() == "standby", 60)
-        inject(twin.state_dir, "link_flap", {"port": PORT, "count": 8, "period_s": 0.3})
-        assert hook.first_arrived.wait(30)
-        a.proc.send_signal(signal.SIGSTOP)  # the leader, its delivery in flight
-        wait_for(lambda: Path(f"/proc/{a.proc.pid}/stat").read_text().split()[2] == "T", 5)
-        hook.answer_first.set()
-        wait_for(lambda: b is not None and b.role() == "leader", 15)
-        wait_for(lambda: any(status == 200 for _, _, status in hook.requests), 30)  # the new leader delivered it
-        wait_for(lambda: b is not None and not [t for t in b.get("/api/v1/tickets")["tickets"]
-                                                if t["synced_ts"] != t["updated_ts"]], 30)  # fmt: skip
-        delivered = list(hook.requests)
+        with hot_pair(config, tmp_path) as (a, b):
+            inject(twin.state_dir, "link_flap", {"port": PORT, "count": 8, "period_s": 0.3})
+            assert hook.first_arrived.wait(30)
+            a.pause()  # the leader, its delivery in flight
+            hook.answer_first.set()
+            wait_for(lambda: b.role() == "leader", 15)
+            wait_for(lambda: any(status == 200 for _, _, status in hook.requests), 30)  # the new leader delivered it
+            wait_for(lambda: not [t for t in b.get("/api/v1/tickets")["tickets"]
+                                  if t["synced_ts"] != t["updated_ts"]], 30)  # fmt: skip
+            delivered = list(hook.requests)
 
-        woke = time.time()
-        a.proc.send_signal(signal.SIGCONT)
-        time.sleep(3 * TTL)  # past the webhook's backoff: a retry would have come
-        late = [r for r in hook.requests if r[0] >= woke]
-        assert late == [], late  # nothing more from the woken leader (nor any redelivery by the new one)
-        assert hook.requests == delivered
-        taken = [key for _, key, status in hook.requests if status == 200]
-        assert taken and len(taken) == len(set(taken)), hook.requests  # each version taken once
-        assert a.role() == "standby"
+            woke = time.time()
+            a.wake()
+            time.sleep(3 * TTL)  # past the webhook's backoff: a retry would have come
+            late = [r for r in hook.requests if r[0] >= woke]
+            assert late == [], late  # nothing more from the woken leader (nor any redelivery by the new one)
+            assert hook.requests == delivered
+            taken = [key for _, key, status in hook.requests if status == 200]
+            assert taken and len(taken) == len(set(taken)), hook.requests  # each version taken once
+            assert a.role() == "standby"
     finally:
-        a.stop()
-        if b is not None:
-            b.stop()
         hook.answer_first.set()
         hook.server.shutdown()
 
@@ -377,38 +289,29 @@ def test_a_leader_paused_during_the_jira_hand_off_files_no_second_issue_once_wok
                                        "jira": {"url": jira.url, "project": "FAB", "username": JIRA_USER,
                                                 "token": {"file": str(jira_token)}}})  # fmt: skip
         old, new = f"localhost:{port}", f"127.0.0.1:{port}"  # one server, a name for each fabricd
-        a = Proc(["-m", "fabricd", "run", "--config", str(config)], "a", tmp_path / "a.log",
-                 {"FABRICD_TICKETS__JIRA__URL": f"http://{old}"})  # fmt: skip
-        b: Proc | None = None
         try:
-            wait_for(lambda: a.role() == "leader", 60)
-            b = Proc(["-m", "fabricd", "run", "--config", str(config)], "b", tmp_path / "b.log")
-            wait_for(lambda: b is not None and b.role() == "standby", 60)
-            inject(twin.state_dir, "link_flap", {"port": PORT, "count": 8, "period_s": 0.3})
-            assert jira.first_search.wait(30)
-            assert {host for _, host, _, _ in jira.seen} == {old}  # the look-up held is the leader's
-            a.proc.send_signal(signal.SIGSTOP)  # the leader, its look-up in flight
-            wait_for(lambda: Path(f"/proc/{a.proc.pid}/stat").read_text().split()[2] == "T", 5)
-            jira.answer_first.set()  # answered now: no issue yet (it waits in the stopped leader's socket)
-            wait_for(lambda: b is not None and b.role() == "leader", 15)
-            wait_for(lambda: len(jira.issues) == 1, 30)  # the new leader filed it
-            wait_for(lambda: b is not None and [t["external_ref"] for t in b.get("/api/v1/tickets")["tickets"]
-                                                if t["synced_ts"] == t["updated_ts"]] == ["FAB-1"], 30)  # fmt: skip
-            tickets = b.get("/api/v1/tickets")["tickets"]
+            with hot_pair(config, tmp_path, a_env={"FABRICD_TICKETS__JIRA__URL": f"http://{old}"}) as (a, b):
+                inject(twin.state_dir, "link_flap", {"port": PORT, "count": 8, "period_s": 0.3})
+                assert jira.first_search.wait(30)
+                assert {host for _, host, _, _ in jira.seen} == {old}  # the look-up held is the leader's
+                a.pause()  # the leader, its look-up in flight
+                jira.answer_first.set()  # answered now: no issue yet (it waits in the stopped leader's socket)
+                wait_for(lambda: b.role() == "leader", 15)
+                wait_for(lambda: len(jira.issues) == 1, 30)  # the new leader filed it
+                wait_for(lambda: [t["external_ref"] for t in b.get("/api/v1/tickets")["tickets"]
+                                  if t["synced_ts"] == t["updated_ts"]] == ["FAB-1"], 30)  # fmt: skip
+                tickets = b.get("/api/v1/tickets")["tickets"]
 
-            woke = time.time()
-            a.proc.send_signal(signal.SIGCONT)
-            time.sleep(3 * TTL)  # time for the woken one to do whatever it would
-            late = [r for r in jira.seen if r[0] >= woke and r[1] == old]
-            assert late == [], late  # not one request from the woken leader
-            creates = [(host, path) for _, host, method, path in jira.seen if method == "POST"]
-            assert creates == [(new, "/rest/api/2/issue")], creates  # one create, the new leader's; no comment
-            assert list(jira.issues) == ["FAB-1"]
-            assert b.get("/api/v1/tickets")["tickets"] == tickets  # nothing rewritten
-            assert a.role() == "standby"
-            assert "ticket hand-off stopped" in a.log.read_text()
+                woke = time.time()
+                a.wake()
+                time.sleep(3 * TTL)  # time for the woken one to do whatever it would
+                late = [r for r in jira.seen if r[0] >= woke and r[1] == old]
+                assert late == [], late  # not one request from the woken leader
+                creates = [(host, path) for _, host, method, path in jira.seen if method == "POST"]
+                assert creates == [(new, "/rest/api/2/issue")], creates  # one create, the new leader's; no comment
+                assert list(jira.issues) == ["FAB-1"]
+                assert b.get("/api/v1/tickets")["tickets"] == tickets  # nothing rewritten
+                assert a.role() == "standby"
+                assert "ticket hand-off stopped" in a.log.read_text()
         finally:
-            a.stop()
-            if b is not None:
-                b.stop()
             jira.answer_first.set()

@@ -9,10 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from fabricd.bus import LocalBus, start_local, stop_local
+from fabricd.bus import LocalBus
 from fabricd.service.config import BusSettings, HaSettings
 from fabricd.service.leader import Leadership
 from fabricd.service.state import StateStore
+from tests.twin.processes import bus_down, bus_up
 
 pytestmark = [pytest.mark.distributed, pytest.mark.slow]
 TTL = 1.5
@@ -153,10 +154,10 @@ def test_when_the_bus_itself_goes_away_nobody_acts_until_it_is_back(nats_bus: Lo
         stop = asyncio.Event()
         task = asyncio.create_task(a.run(stop))
         await until(a.acting, 5)
-        stop_local(nats_bus.folder)
+        bus_down(nats_bus)
         lost = await until(lambda: not a.acting(), TTL + 1)
         assert lost <= TTL * 2 / 3 + 0.6
-        start_local(nats_bus.folder, port=int(nats_bus.url.rsplit(":", 1)[1]))
+        bus_up(nats_bus)
         # back: either its key survived (the compare-and-set proves nobody else held the lease) or it expired
         # and a takes it anew
         await until(a.acting, 10)

@@ -15,11 +15,11 @@ from fabricd.cli import main as cli
 from lab.control_client import inject
 from tests.conftest import EXAMPLES
 from tests.twin.lab.twin_thread import TwinThread
+from tests.twin.processes import admin_enabled
 from topology.load import load_fabric
 from topology.spec import load_spec
 
 from .service_thread import TOKEN, ServiceThread, wait_for, write_config
-from .test_service_twin import admin_enabled
 
 TO_SPINE = ("leaf-g0-r0", "Ethernet5/1")  # faces spine-r0-0:Ethernet1/1
 

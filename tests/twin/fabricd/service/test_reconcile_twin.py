@@ -7,22 +7,20 @@ from __future__ import annotations
 import shutil
 import socket
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from napalm import get_network_driver
 
-from drivers.inventory import load_inventory
 from lab.control_client import inject
 from tests.conftest import EXAMPLES
 from tests.twin.lab.twin_thread import TwinThread
+from tests.twin.processes import eos_driver, fabricd, fabricd_run, free_port
 from topology.spec import load_spec
 
-from .service_thread import Daemon, ServiceThread, free_port, wait_for, write_config
+from .service_thread import ServiceThread, wait_for, write_config
 
 PORTS = ["leaf-g0-r0:Ethernet1/1", "leaf-g1-r2:Ethernet3/1", "leaf-g0-r3:Ethernet4/1"]
 
@@ -46,17 +44,9 @@ def twin(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Twin]:
 
 def interfaces(twin: TwinThread, device: str) -> dict[str, Any]:
     """napalm's get_interfaces over eAPI, as an engineer would look."""
-    access = load_inventory(twin.inventory).access(device)
-    drv = get_network_driver("eos")(
-        access.host, access.username, access.password.get_secret_value(),
-        optional_args={"transport": access.eapi.transport, "port": access.eapi.port},
-    )  # fmt: skip
-    drv.open()
-    try:
+    with eos_driver(twin, device) as drv:
         out: dict[str, Any] = drv.get_interfaces()
         return out
-    finally:
-        drv.close()
 
 
 def port_state(twin: TwinThread, ep: str) -> tuple[bool, str]:
@@ -157,16 +147,11 @@ def test_a_restart_that_clears_a_bgp_fault_reapplies_the_hold_on_fresh_state(twi
         svc.stop()
 
 
-def _fabricd(*args: str) -> subprocess.CompletedProcess[str]:
-    env_py = Path(sys.executable)
-    return subprocess.run([str(env_py), "-m", "fabricd", *args], capture_output=True, text=True, timeout=60)
-
-
 def test_an_emptied_state_is_refused_then_every_marked_port_adopted(twin: Twin, tmp_path: Path) -> None:
     port = free_port()
     cfg = write_config(tmp_path, twin.thread.inventory, api={"port": port})
     log = tmp_path / "fabricd.log"
-    d = Daemon(cfg, port, log)
+    d = fabricd_run(cfg, log, port=port).synced()
     try:
         flap_down(twin.thread, lambda: d.get("/api/v1/ports/disabled")["ports"], PORTS[:2])
         old = d.get("/api/v1/tickets")["tickets"]
@@ -176,7 +161,7 @@ def test_an_emptied_state_is_refused_then_every_marked_port_adopted(twin: Twin, 
     state.write_bytes(b"")  # the state lost; the switches still carry the marks
     for side in ("state.db-wal", "state.db-shm"):
         (tmp_path / side).unlink(missing_ok=True)
-    r = _fabricd("run", "--config", str(cfg))
+    r = fabricd("run", "--config", str(cfg))
     assert r.returncode == 2
     (line,) = r.stderr.strip().splitlines()
     assert line.endswith(
@@ -184,7 +169,7 @@ def test_an_emptied_state_is_refused_then_every_marked_port_adopted(twin: Twin, 
         "start with `fabricd run --new-state` (the file is kept beside it; fabricd then adopts what the switches "
         "say it did)"
     )
-    d = Daemon(cfg, port, log, "--new-state")
+    d = fabricd_run(cfg, log, "--new-state", port=port).synced()
     try:
         held = wait_for(lambda: d.get("/api/v1/ports/disabled")["ports"], 20)
         assert sorted(f"{p['device']}:{p['port']}" for p in held) == sorted(PORTS[:2])
@@ -216,7 +201,7 @@ def test_an_emptied_state_is_refused_then_every_marked_port_adopted(twin: Twin, 
 def test_corrupt_and_immutable_state_files_stop_fabricd_with_one_line(twin: Twin, tmp_path: Path) -> None:
     port = free_port()
     cfg = write_config(tmp_path, twin.thread.inventory, api={"port": port})
-    Daemon(cfg, port, tmp_path / "fabricd.log").stop()
+    fabricd_run(cfg, tmp_path / "fabricd.log", port=port).synced().stop()
     state = tmp_path / "state.db"
     fresh = tmp_path / "fresh"
     fresh.mkdir()
@@ -225,7 +210,7 @@ def test_corrupt_and_immutable_state_files_stop_fabricd_with_one_line(twin: Twin
     data = bytearray(state.read_bytes())
     data[40:140] = b"\xa5" * 100  # garbage in the header's fields
     state.write_bytes(bytes(data))
-    r = _fabricd("run", "--config", str(cfg))
+    r = fabricd("run", "--config", str(cfg))
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr
     assert str(state) in r.stderr and "--new-state" in r.stderr and "Traceback" not in r.stderr
     if shutil.which("chattr") is None:
@@ -233,7 +218,7 @@ def test_corrupt_and_immutable_state_files_stop_fabricd_with_one_line(twin: Twin
     if subprocess.run(["chattr", "+i", str(fresh / "state.db")], capture_output=True).returncode != 0:
         return  # a filesystem or container without immutable files: the unit test covers the message
     try:
-        r = _fabricd("run", "--config", str(cfg2))
+        r = fabricd("run", "--config", str(cfg2))
         assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr
         assert "cannot open the state database for writing (Operation not permitted)" in r.stderr
     finally:
@@ -243,12 +228,12 @@ def test_corrupt_and_immutable_state_files_stop_fabricd_with_one_line(twin: Twin
 def test_a_second_service_on_the_same_state_file_is_refused(twin: Twin, tmp_path: Path) -> None:
     port = free_port()
     cfg = write_config(tmp_path, twin.thread.inventory, api={"port": port})
-    d = Daemon(cfg, port, tmp_path / "fabricd.log")
+    d = fabricd_run(cfg, tmp_path / "fabricd.log", port=port).synced()
     try:
         other = tmp_path / "other"
         other.mkdir()
         cfg2 = write_config(other, twin.thread.inventory, api={"port": free_port()}, state=str(tmp_path / "state.db"))
-        r = _fabricd("run", "--config", str(cfg2))
+        r = fabricd("run", "--config", str(cfg2))
         assert r.returncode == 2
         (line,) = r.stderr.strip().splitlines()
         assert f"in use by another fabricd, pid {d.proc.pid} on {socket.gethostname()}" in line
@@ -268,7 +253,7 @@ def _rss_peak_kb(pid: int) -> int:
 def test_a_200_mb_chunked_upload_without_a_token_is_refused_early(twin: Twin, tmp_path: Path) -> None:
     port = free_port()
     cfg = write_config(tmp_path, twin.thread.inventory, api={"port": port})
-    d = Daemon(cfg, port, tmp_path / "fabricd.log")
+    d = fabricd_run(cfg, tmp_path / "fabricd.log", port=port).synced()
     try:
         before = _rss_peak_kb(d.proc.pid)
         chunk = b" " * (1 << 20)

@@ -14,11 +14,11 @@ import pytest
 from lab.control_client import call, inject
 from tests.conftest import EXAMPLES
 from tests.twin.lab.twin_thread import TwinThread
+from tests.twin.processes import admin_enabled
 from topology.spec import load_spec
 
 from .service_thread import ServiceThread, wait_for, write_config
 from .test_reconcile_twin import port_state
-from .test_service_twin import admin_enabled
 
 PORT = "leaf-g0-r0:Ethernet1/1"  # faces gpu-g0-000:nic0
 

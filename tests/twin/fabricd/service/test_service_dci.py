@@ -4,7 +4,6 @@ become findings and tickets (no port action: nothing to disable), and /metrics c
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -14,18 +13,14 @@ from fabricd.cli import main
 from lab.control_client import inject
 from tests.conftest import EXAMPLES
 from tests.twin.lab.twin_thread import TwinThread
-from topology.spec import load_spec
+from tests.twin.processes import twin_fixture
 
 from .service_thread import TOKEN, ServiceThread, wait_for, write_config
 
 LONG_HAUL = 'dci="campus-b",group="DCI campus-b long-haul ports"'
 
 
-@pytest.fixture(scope="module")
-def twin(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TwinThread]:
-    t = TwinThread(load_spec(EXAMPLES / "small-dci.yaml"), tmp_path_factory.mktemp("twin")).start()
-    yield t
-    t.stop()
+twin = twin_fixture("small-dci", scope="module")
 
 
 def gauge(text: str, name: str) -> float:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import re
 import shutil
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -16,7 +15,7 @@ from fabricd.cli import main
 from lab.control_client import inject
 from tests.conftest import EXAMPLES
 from tests.twin.lab.twin_thread import TwinThread
-from topology.spec import load_spec
+from tests.twin.processes import twin_fixture
 
 from .service_thread import TOKEN, ServiceThread, wait_for, write_config
 
@@ -24,11 +23,7 @@ B_PORT = "leaf-g0-r1:Ethernet3/1"  # faces gpu-g0-002:nic1, a rank of job-b
 B_RANK = "leaf-g0-r2:Ethernet4/1"  # faces gpu-g0-003:nic2, another
 
 
-@pytest.fixture(scope="module")
-def twin(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TwinThread]:
-    t = TwinThread(load_spec(EXAMPLES / "small-pod.yaml"), tmp_path_factory.mktemp("twin")).start()
-    yield t
-    t.stop()
+twin = twin_fixture(scope="module")
 
 
 def test_a_flap_names_the_job_it_hits_and_jobs_points_at_the_slow_rank(

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import sqlite3
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -14,33 +13,24 @@ import pytest
 
 from fabricd.service.state import StateStore
 from lab.control_client import inject
-from tests.conftest import EXAMPLES
 from tests.twin.lab.twin_thread import TwinThread
-from topology.spec import load_spec
+from tests.twin.processes import admin_enabled, fabricd_run, free_port, twin_fixture, wait_for, write_config
 
-from .service_thread import Daemon, free_port, wait_for, write_config
-from .test_service_twin import admin_enabled
-
-
-@pytest.fixture(scope="module")
-def twin(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TwinThread]:
-    t = TwinThread(load_spec(EXAMPLES / "small-pod.yaml"), tmp_path_factory.mktemp("twin")).start()
-    yield t
-    t.stop()
+twin = twin_fixture(scope="module")
 
 
 def test_killed_and_restarted_loses_nothing_and_duplicates_nothing(twin: TwinThread, tmp_path: Path) -> None:
     port = free_port()
     cfg = write_config(tmp_path, twin.inventory, api={"port": port})
     log = tmp_path / "fabricd.log"
-    d = Daemon(cfg, port, log)
+    d = fabricd_run(cfg, log, port=port).synced()
     try:
         inject(twin.state_dir, "link_flap", {"port": "leaf-g1-r2:Ethernet3/1", "count": 8, "period_s": 0.3})
         wait_for(lambda: d.get("/api/v1/ports/disabled")["ports"], 15)
         tickets = d.get("/api/v1/tickets")["tickets"]
     finally:
         d.kill()
-    d = Daemon(cfg, port, log)
+    d = fabricd_run(cfg, log, port=port).synced()
     try:
         assert d.get("/api/v1/tickets")["tickets"] == tickets  # same tickets, same versions, nothing new
         assert [(p["device"], p["port"]) for p in d.get("/api/v1/ports/disabled")["ports"]] == [
@@ -64,7 +54,7 @@ def test_half_done_action_is_completed_at_start(twin: TwinThread, tmp_path: Path
     state.close()  # as a crash between "running" and the switch call leaves it
     port = free_port()
     write_config(tmp_path, twin.inventory, api={"port": port})
-    d = Daemon(cfg, port, tmp_path / "fabricd.log")
+    d = fabricd_run(cfg, tmp_path / "fabricd.log", port=port).synced()
     try:
         wait_for(lambda: d.get("/api/v1/ports/disabled")["ports"], 15)
         (action,) = [x for x in d.get("/api/v1/actions")["actions"] if x["id"] == a.id]
@@ -105,7 +95,7 @@ def test_a_flap_that_ends_while_fabricd_is_down_is_ticketed_not_acted_on(
     api = free_port()
     cfg = write_config(tmp_path, twin.inventory, api={"port": api})
     log, state = tmp_path / "fabricd.log", tmp_path / "state.db"
-    d = Daemon(cfg, api, log)
+    d = fabricd_run(cfg, log, port=api).synced()
     try:
         before = wait_for(lambda: _remembered(state, device, port) is not None, 20)
     finally:
@@ -115,7 +105,7 @@ def test_a_flap_that_ends_while_fabricd_is_down_is_ticketed_not_acted_on(
         inject(twin.state_dir, "link_flap", {"port": f"{device}:{port}", "count": 8, "period_s": 0.3})
     time.sleep(8 * 0.3 + 1.5)  # the flap is over before fabricd is back
     restarted = time.time_ns()
-    d = Daemon(cfg, api, log)
+    d = fabricd_run(cfg, log, port=api).synced()
     try:
         fault = f"link_flap:gpu-g1-001:nic0--{device}:{port}"
 

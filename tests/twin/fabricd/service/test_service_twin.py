@@ -6,44 +6,22 @@ import json
 import re
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from napalm import get_network_driver
 
-from drivers.inventory import load_inventory
 from fabricd.service.daemon import Service
 from lab.control_client import inject
 from lab.model import PortConfig
-from tests.conftest import EXAMPLES
 from tests.twin.lab.twin_thread import TwinThread
-from topology.spec import load_spec
+from tests.twin.processes import admin_enabled, twin_fixture
 
 from .service_thread import TOKEN, ServiceThread, wait_for, write_config
 
 SERVER_PORT = "leaf-g0-r0:Ethernet1/1"  # faces gpu-g0-000:nic0
 
 
-@pytest.fixture(scope="module")
-def twin(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TwinThread]:
-    t = TwinThread(load_spec(EXAMPLES / "small-pod.yaml"), tmp_path_factory.mktemp("twin")).start()
-    yield t
-    t.stop()
-
-
-def admin_enabled(twin: TwinThread, device: str, port: str) -> bool:
-    """What eAPI says (napalm's eos driver, as an engineer would check)."""
-    access = load_inventory(twin.inventory).access(device)
-    drv = get_network_driver("eos")(
-        access.host, access.username, access.password.get_secret_value(),
-        optional_args={"transport": access.eapi.transport, "port": access.eapi.port},
-    )  # fmt: skip
-    drv.open()
-    try:
-        return bool(drv.get_interfaces()[port]["is_enabled"])
-    finally:
-        drv.close()
+twin = twin_fixture(scope="module")
 
 
 def test_flap_takes_the_port_down_and_files_a_ticket(twin: TwinThread, tmp_path: Path) -> None:

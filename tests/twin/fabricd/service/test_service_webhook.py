@@ -4,18 +4,15 @@ a receiver that was down gets the ticket at the next sync."""
 from __future__ import annotations
 
 import json
-import threading
-from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from lab.control_client import inject
-from tests.conftest import EXAMPLES
 from tests.twin.lab.twin_thread import TwinThread
-from topology.spec import load_spec
+from tests.twin.processes import receiver, twin_fixture
 
 from .service_thread import ServiceThread, wait_for, write_config
 
@@ -26,31 +23,17 @@ class Receiver:
     def __init__(self) -> None:
         self.posts: list[dict[str, Any]] = []
         self.failing = True  # down at first: the service must retry at the next sync
-        receiver = self
+        self.server, self.url = receiver(self._answer)
 
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                if receiver.failing:
-                    self.send_response(503)
-                else:
-                    receiver.posts.append({"headers": dict(self.headers), "body": body})
-                    self.send_response(200)
-                self.end_headers()
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/tickets"
+    def _answer(self, request: BaseHTTPRequestHandler, raw: bytes) -> int:
+        body = json.loads(raw)
+        if self.failing:
+            return 503
+        self.posts.append({"headers": dict(request.headers), "body": body})
+        return 200
 
 
-@pytest.fixture(scope="module")
-def twin(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TwinThread]:
-    t = TwinThread(load_spec(EXAMPLES / "small-pod.yaml"), tmp_path_factory.mktemp("twin")).start()
-    yield t
-    t.stop()
+twin = twin_fixture(scope="module")
 
 
 def test_tickets_reach_the_webhook_after_it_recovers(

@@ -21,9 +21,8 @@ from fabricd.service.config import load_config
 from fabricd.service.shard import ShardProcess
 from lab.control_client import inject
 from lab.model import PortConfig
-from tests.conftest import EXAMPLES
 from tests.twin.lab.twin_thread import TwinThread
-from topology.spec import load_spec
+from tests.twin.processes import running_twin
 
 from .service_thread import ServiceThread, wait_for, write_config
 
@@ -32,19 +31,18 @@ pytestmark = [pytest.mark.distributed]
 
 @pytest.fixture(scope="module")
 def twin(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TwinThread]:
-    t = TwinThread(load_spec(EXAMPLES / "small-pod.yaml"), tmp_path_factory.mktemp("shard-twin")).start()
-    done = threading.Event()
+    with running_twin("small-pod", tmp_path_factory.mktemp("shard-twin")) as t:
+        done = threading.Event()
 
-    def lossless() -> None:  # what `fabricd apply` of the default policy leaves on every switch port
-        for name, sw in t.process.twin.switches.items():
-            for port in sw.ports:
-                t.process.twin.set_port_config(name, port, PortConfig(pfc_enabled=True, no_drop=frozenset({3})))
-        done.set()
+        def lossless() -> None:  # what `fabricd apply` of the default policy leaves on every switch port
+            for name, sw in t.process.twin.switches.items():
+                for port in sw.ports:
+                    t.process.twin.set_port_config(name, port, PortConfig(pfc_enabled=True, no_drop=frozenset({3})))
+            done.set()
 
-    t.loop.call_soon_threadsafe(lossless)
-    assert done.wait(5)
-    yield t
-    t.stop()
+        t.loop.call_soon_threadsafe(lossless)
+        assert done.wait(5)
+        yield t
 
 
 class Shards:

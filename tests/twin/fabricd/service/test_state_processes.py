@@ -11,7 +11,6 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -20,22 +19,14 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from tests.conftest import EXAMPLES, REPO
+from tests.conftest import REPO
 from tests.state_damage import apply_damage, damages
 from tests.twin.lab.twin_thread import TwinThread
-from topology.spec import load_spec
-
-from .service_thread import TOKEN, free_port, write_config
+from tests.twin.processes import TOKEN, fabricd_run, free_port, twin_fixture, write_config
 
 pytestmark = [pytest.mark.slow]
 SERVE_S = 2.0  # how long a started service must keep serving
-
-
-@pytest.fixture(scope="module")
-def twin(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TwinThread]:
-    t = TwinThread(load_spec(EXAMPLES / "small-pod.yaml"), tmp_path_factory.mktemp("twin")).start()
-    yield t
-    t.stop()
+twin = twin_fixture(scope="module")
 
 
 def write_and_kill(state: Path, seed: int, after_s: float) -> None:
@@ -47,24 +38,6 @@ def write_and_kill(state: Path, seed: int, after_s: float) -> None:
     p.send_signal(signal.SIGKILL)
     _, err = p.communicate(timeout=20)
     assert p.returncode == -signal.SIGKILL, err.decode()[-2000:]  # it was still writing
-
-
-def start(cfg: Path, port: int, log: Path) -> tuple[subprocess.Popen[bytes], str]:
-    """`fabricd run`; returns once it exited or answers health ("exited" / "serving")."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("FABRICD_")}
-    proc = subprocess.Popen([sys.executable, "-m", "fabricd", "run", "--config", str(cfg)],
-                            stdout=subprocess.DEVNULL, stderr=log.open("wb"), env=env)  # fmt: skip
-    deadline = time.monotonic() + 40
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            return proc, "exited"
-        try:
-            httpx.get(f"http://127.0.0.1:{port}/api/v1/health", timeout=2)
-            return proc, "serving"
-        except httpx.HTTPError:
-            time.sleep(0.2)
-    proc.kill()
-    raise AssertionError(f"fabricd run neither exited nor served within 40 s: {log.read_text()[-2000:]}")
 
 
 def serves(proc: subprocess.Popen[bytes], port: int) -> None:
@@ -97,7 +70,8 @@ def test_a_start_after_kills_and_damage_exits_2_in_one_line_or_serves(
         write_and_kill(state, seed, after_s)
     apply_damage(state, damage)
     log = tmp / "fabricd.log"
-    proc, how = start(cfg, port, log)
+    d = fabricd_run(cfg, log, port=port)
+    proc, how = d.proc, d.started()
     event(how)
     try:
         if how == "exited":

@@ -6,14 +6,11 @@ service writes into."""
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import socket
 import sqlite3
 import subprocess
-import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -21,26 +18,11 @@ import pytest
 
 from fabricd.service.state import StateStore
 from lab.control_client import inject
-from tests.conftest import EXAMPLES
 from tests.twin.lab.twin_thread import TwinThread
-from topology.spec import load_spec
-
-from .service_thread import Daemon, free_port, wait_for, write_config
+from tests.twin.processes import fabricd, fabricd_run, free_port, twin_fixture, wait_for, write_config
 
 pytestmark = [pytest.mark.slow]
-
-
-@pytest.fixture(scope="module")
-def twin(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TwinThread]:
-    t = TwinThread(load_spec(EXAMPLES / "small-pod.yaml"), tmp_path_factory.mktemp("twin")).start()
-    yield t
-    t.stop()
-
-
-def fabricd(*args: str) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("FABRICD_")}
-    return subprocess.run([sys.executable, "-m", "fabricd", *args], capture_output=True, text=True, timeout=60,
-                          env=env)  # fmt: skip
+twin = twin_fixture(scope="module")
 
 
 def one_line(r: subprocess.CompletedProcess[str]) -> str:
@@ -53,7 +35,7 @@ def one_line(r: subprocess.CompletedProcess[str]) -> str:
 def test_new_state_beside_a_running_service_is_refused_and_moves_nothing(twin: TwinThread, tmp_path: Path) -> None:
     port = free_port()
     cfg = write_config(tmp_path, twin.inventory, api={"port": port})
-    d = Daemon(cfg, port, tmp_path / "fabricd.log")
+    d = fabricd_run(cfg, tmp_path / "fabricd.log", port=port).synced()
     try:
         other = tmp_path / "other"
         other.mkdir()
@@ -75,11 +57,11 @@ def test_new_state_beside_a_running_service_is_refused_and_moves_nothing(twin: T
 def test_new_state_on_a_readable_file_needs_force(twin: TwinThread, tmp_path: Path) -> None:
     port = free_port()
     cfg = write_config(tmp_path, twin.inventory, api={"port": port})
-    Daemon(cfg, port, tmp_path / "fabricd.log").stop()
+    fabricd_run(cfg, tmp_path / "fabricd.log", port=port).synced().stop()
     line = one_line(fabricd("run", "--config", str(cfg), "--new-state"))
     assert line.startswith(f"fabricd: error: {tmp_path / 'state.db'}: --new-state refused: this state file is readable")
     assert "add --force" in line and not list(tmp_path.glob("state.db.set-aside-*"))
-    d = Daemon(cfg, port, tmp_path / "fabricd.log", "--new-state", "--force")
+    d = fabricd_run(cfg, tmp_path / "fabricd.log", "--new-state", "--force", port=port).synced()
     assert d.stop() == 0
     assert len(list(tmp_path.glob("state.db.set-aside-*Z"))) == 1
 
@@ -89,7 +71,7 @@ def test_an_immutable_state_folder_is_named_by_both_starts(twin: TwinThread, tmp
     folder.mkdir()
     port = free_port()
     cfg = write_config(tmp_path, twin.inventory, api={"port": port}, state=str(folder / "state.db"))
-    Daemon(cfg, port, tmp_path / "fabricd.log").stop()
+    fabricd_run(cfg, tmp_path / "fabricd.log", port=port).synced().stop()
     if shutil.which("chattr") is None or subprocess.run(["chattr", "+i", str(folder)]).returncode != 0:
         pytest.skip("needs chattr +i (a filesystem and container that allow it)")
     try:
@@ -106,7 +88,7 @@ def test_a_deleted_state_file_with_marked_ports_says_the_state_started_empty(twi
     port = free_port()
     cfg = write_config(tmp_path, twin.inventory, api={"port": port})
     log = tmp_path / "fabricd.log"
-    d = Daemon(cfg, port, log)
+    d = fabricd_run(cfg, log, port=port).synced()
     ep = "leaf-g0-r1:Ethernet2/1"
     try:
         inject(twin.state_dir, "link_flap", {"port": ep, "count": 8, "period_s": 0.3})
@@ -115,7 +97,7 @@ def test_a_deleted_state_file_with_marked_ports_says_the_state_started_empty(twi
         assert d.stop() == 0
     for name in ("state.db", "state.db-wal", "state.db-shm"):
         (tmp_path / name).unlink(missing_ok=True)  # deleted; the switch still carries the mark
-    d = Daemon(cfg, port, log)
+    d = fabricd_run(cfg, log, port=port).synced()
     try:
         held = wait_for(lambda: d.get("/api/v1/ports/disabled")["ports"], 20)
         assert [f"{p['device']}:{p['port']}" for p in held] == [ep]
@@ -133,7 +115,7 @@ def test_rows_that_cannot_be_decoded_are_quarantined_and_the_service_serves(twin
     cfg = write_config(tmp_path, twin.inventory, api={"port": port})
     log = tmp_path / "fabricd.log"
     ep = "leaf-g1-r2:Ethernet3/1"
-    d = Daemon(cfg, port, log)
+    d = fabricd_run(cfg, log, port=port).synced()
     try:
         inject(twin.state_dir, "link_flap", {"port": ep, "count": 8, "period_s": 0.3})
         wait_for(lambda: ep in {f"{p['device']}:{p['port']}" for p in d.get("/api/v1/ports/disabled")["ports"]}, 30)
@@ -151,7 +133,7 @@ def test_rows_that_cannot_be_decoded_are_quarantined_and_the_service_serves(twin
     db.close()
     quarantined = {("disabled_ports", str(hold["action_id"])), ("tickets", str(hold["ticket_id"])),
                    ("tickets", str(other.id))}  # fmt: skip
-    d = Daemon(cfg, port, log)
+    d = fabricd_run(cfg, log, port=port).synced()
     try:
         # the port is down with fabricd's mark and its hold cannot be read: adopting it runs into its open ticket,
         # which cannot be read either; eight detector passes, the ticket sync and a scrape later it still serves

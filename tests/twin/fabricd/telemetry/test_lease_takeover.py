@@ -11,9 +11,9 @@ import pytest
 from nats.aio.client import Client as NATS
 from nats.js.kv import KeyValue
 
-from fabricd.bus import LocalBus, connect, kv_bucket
-from fabricd.service.config import BusSettings
+from fabricd.bus import LocalBus, kv_bucket
 from fabricd.telemetry.collector import SWITCHES, Collector, lease_key
+from tests.twin.processes import on_bus
 
 pytestmark = pytest.mark.distributed
 
@@ -29,15 +29,10 @@ def _collector(name: str) -> Collector:
 
 
 def _on_bucket(bus: LocalBus, ttl: float, body: Callable[[KeyValue], Awaitable[None]]) -> None:
-    async def run() -> None:
-        nc = await connect(BusSettings(urls=[bus.url]), None, "test")
-        try:
-            js = nc.jetstream()
-            await body(await kv_bucket(js, SWITCHES, ttl))
-        finally:
-            await nc.close()
+    async def run(nc: NATS) -> None:
+        await body(await kv_bucket(nc.jetstream(), SWITCHES, ttl))
 
-    asyncio.run(run())
+    on_bus(bus, run)
 
 
 def test_an_abandoned_lease_is_taken_with_the_revision_seen(nats_bus: LocalBus) -> None:

@@ -9,11 +9,8 @@ import os
 import pickle
 import re
 import signal
-import socket
-import subprocess
-import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -34,8 +31,8 @@ from fabricd.telemetry.worker_wire import Batch
 from fabricd.telemetry.workers import _Mirror, worker_of
 from lab.control_client import call, inject
 from lab.counters import COL
-from tests.twin.fabricd.service.service_thread import write_config
 from tests.twin.lab.twin_thread import TwinThread
+from tests.twin.processes import fabricd_run, wait_for, write_config
 from tests.unit.fabricd.telemetry import IF, T0, S, notification
 from topology.spec import FabricSpec
 
@@ -364,17 +361,10 @@ def _alive(pid: int) -> bool:
 
 def test_fabricd_run_with_workers_leaves_no_orphans(twin: TwinThread, tmp_path: Path) -> None:
     """`fabricd run --workers 2` streams every switch through two processes; SIGKILL of the service ends them."""
-    cfg = write_config(tmp_path, twin.inventory, api={"port": _free_port()})
-    url = f"http://127.0.0.1:{load_config(cfg, {}).api.port}"
+    cfg = write_config(tmp_path, twin.inventory)
     n = len(accesses(twin))
-    env = {k: v for k, v in os.environ.items() if not k.startswith("FABRICD_")}
-    log = tmp_path / "fabricd.log"
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "fabricd", "run", "--config", str(cfg), "--workers", "2"],
-        stdout=subprocess.DEVNULL,
-        stderr=log.open("ab"),
-        env=env,
-    )
+    d = fabricd_run(cfg, tmp_path / "fabricd.log", "--workers", "2")
+    url, proc, log = d.url, d.proc, d.log
     workers: list[int] = []
     try:
 
@@ -385,7 +375,7 @@ def test_fabricd_run_with_workers_leaves_no_orphans(twin: TwinThread, tmp_path: 
             except httpx.HTTPError:
                 return False
 
-        _wait(synced, 40)
+        wait_for(synced, 40)
         workers = [p for p in _children(proc.pid) if b"worker_main" in Path(f"/proc/{p}/cmdline").read_bytes()]
         assert len(workers) == 2
         secret = accesses(twin)[0].password.get_secret_value().encode()
@@ -395,20 +385,5 @@ def test_fabricd_run_with_workers_leaves_no_orphans(twin: TwinThread, tmp_path: 
         metrics = httpx.get(url + "/metrics", timeout=5).text
         assert 'fabricd_telemetry_worker_up{worker="1"} 1.0' in metrics
     finally:
-        proc.send_signal(signal.SIGKILL)
-        proc.wait(10)
-    _wait(lambda: not any(_alive(p) for p in workers), 10)  # they notice the closed socket and exit
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _wait(cond: Callable[[], bool], timeout_s: float) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not cond():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"condition not met within {timeout_s} s")
-        time.sleep(0.1)
+        d.kill()
+    wait_for(lambda: not any(_alive(p) for p in workers), 10)  # they notice the closed socket and exit
