@@ -166,6 +166,11 @@ def status_lines(h: dict[str, Any]) -> list[str]:
     for r in h.get("to_reapply") or []:
         lines.append(f"  to re-apply: {r['port']} (ticket {r['ticket_id'] or '-'}): the guard refuses ({r['rule']}): "
                      f"{r['reason']}; retried every pass")  # fmt: skip
+    floor = h.get("floor") or {}
+    for r in floor.get("returned") or []:
+        lines.append(f"  returned: {r['port']} (ticket {r['ticket_id'] or '-'}): {r['why']}")
+    for u in floor.get("under_floor") or []:
+        lines.append(f"  under its floor: {u['why']}")
     for d in h.get("maintenance") or []:
         late = " OVERRAN its --until" if d["overran"] else ""
         what = f"maintenance: drain {d['id']} of {d['kind']} {d['target']}: {d['state']}{late}"

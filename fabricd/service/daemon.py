@@ -146,6 +146,7 @@ class Service:
             UnderlayCollector(self.ingestor.snapshot, self.fabric),
             lambda: len(self.remediation.reconciler.to_reapply()),
             fabric=self.fabric,
+            floor=lambda: (len(self.remediation.floor.returned()), len(self.remediation.floor.stuck)),
         )
         self.api_port: int | None = None
         self.ready = asyncio.Event()

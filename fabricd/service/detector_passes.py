@@ -96,6 +96,8 @@ class DetectorPasses:
             return
         for note in await self.remediation.reconciler.reconcile_pass(now, self.unsure(now)):
             log.warning("reconcile: %s", note)
+        for note in await self.remediation.floor.keep(now, self.unsure(now)):
+            log.warning("floor: %s", note)
 
     async def flap_pass(self, now: int) -> list[Finding]:
         """link_flap on the oper-status events that landed since the last such pass, on its tick state (the next full

@@ -49,6 +49,16 @@ class RemediationSettings(_Strict):
     # with fabricd's mark and no record is adopted (fabricd/service/reconcile.py). Each pass also reconciles the
     # records with telemetry's admin states, which needs no scan.
     mark_scan_s: float = Field(300.0, ge=10)
+    # fabricd's own holds never keep a switch under safety.min_uplink_fraction (issue 49, CorrOpt's re-decision:
+    # shared/reference/congestion-tuning.md §6.1, §7 rule 11): held ports whose fault is over come back, the
+    # fewest and least harmful first (docs/operations.md, "Capacity floor").
+    keep_floor: bool = True
+    return_quiet_s: float = Field(60.0, ge=0, le=86400)  # a flap train quiet this long is over
+    # a corrupting link losing more than this is still faulty and is not returned: CorrOpt's lowest loss class
+    # reaches 9e-6 (congestion-tuning.md §6.1), so 1e-5 keeps the mildest corruption returnable
+    max_return_loss: float = Field(1e-5, ge=0, le=1)
+    # a returned port stays up at least this long before fabricd takes it down again (no flapping between the two)
+    min_up_s: float = Field(300.0, ge=0, le=86400)
     maintenance: MaintenanceSettings = MaintenanceSettings()
 
     @field_validator("drain_hook")

@@ -7,6 +7,7 @@ receives visible in its constructor. The parts, by job:
 - `reconciler` (reconciler.py): the records against the switches, every pass and on taking over;
 - `requests` (requests.py): what people ask: approve, reject, resolve, release, the mode;
 - `maintenance` (maintenance/drains.py): drains as plans of steps, through the port actions;
+- `floor` (floor.py): held ports given back (and taken again) so no switch stays under its capacity floor;
 - `holds` (holds.py): what is held and drained, and what the guard knows; `paper` (paperwork.py): tickets' notes.
 """
 
@@ -24,6 +25,7 @@ from ..maintenance.watch import DrainWatch
 from ..remediation_io import Actuator, PortView
 from ..state import StateStore, Ticket
 from .context import Context, Fence
+from .floor import FloorKeeper
 from .holds import Holds
 from .incidents import Incidents
 from .marks import Marks
@@ -46,6 +48,7 @@ class Remediation:
     reconciler: Reconciler
     requests: Requests
     maintenance: Maintenance
+    floor: FloorKeeper  # fabricd's holds never keep a switch under its floor (floor.py)
 
     async def idle(self) -> None:
         """Wait until every action and drain in flight has finished (tests, shutdown)."""
@@ -84,4 +87,5 @@ def build_remediation(
         reconciler=reconciler,
         requests=Requests(ctx, holds, actions, reconciler, paper),
         maintenance=Maintenance(ctx, holds, actions, switch, DrainWatch(ctx)),
+        floor=FloorKeeper(ctx, holds, actions, paper),
     )  # fmt: skip

@@ -125,6 +125,17 @@ class Actions:
         sql = "SELECT * FROM actions WHERE device = ? AND op = ? AND created_ts >= ? ORDER BY id"
         return self._db.records(CODEC, sql, (device, op, since_ts))
 
+    def keyed(self, prefix: str, status: ActionStatus | None = None) -> list[Action]:
+        """The actions whose key starts with `prefix` (the floor's returns: `return:`), oldest first."""
+        sql = "SELECT * FROM actions WHERE key LIKE ?" + (" AND status = ?" if status else "") + " ORDER BY id"
+        return self._db.records(CODEC, sql, (prefix.replace("%", "") + "%", *([status] if status else [])))
+
+    def latest_on(self, device: str, port: str, *statuses: ActionStatus) -> Action | None:
+        """The port's newest action (of these statuses, when given)."""
+        q = (" AND status IN (" + ",".join("?" * len(statuses)) + ")") if statuses else ""
+        sql = f"SELECT * FROM actions WHERE device = ? AND port = ?{q} ORDER BY id DESC LIMIT 1"
+        return self._db.record(CODEC, sql, (device, port, *statuses))
+
     def count(self, device: str, port: str, op: str, *, after_id: int) -> int:
         """How many `op` actions on the port were recorded after action `after_id`."""
         sql = "SELECT COUNT(*) FROM actions WHERE device = ? AND port = ? AND op = ? AND id > ?"

@@ -97,6 +97,10 @@ class Findings:
         sql = f"SELECT id, fault, status, last_seen_ts, data FROM findings{where} ORDER BY id DESC LIMIT ? OFFSET ?"
         return self._db.records(CODEC, sql, (*args, limit, offset))
 
+    def get(self, finding_id: int) -> StoredFinding | None:
+        return self._db.record(CODEC, "SELECT id, fault, status, last_seen_ts, data FROM findings WHERE id = ?",
+                               (finding_id,))  # fmt: skip
+
     def counts(self) -> dict[tuple[str, str], int]:
         return label_counts(self._db.all("SELECT kind, status, COUNT(*) AS n FROM findings GROUP BY kind, status"))
 

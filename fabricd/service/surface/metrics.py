@@ -99,6 +99,7 @@ def register(
     underlay: Collector | None = None,
     to_reapply: Callable[[], int] | None = None,
     fabric: Fabric | None = None,
+    floor: Callable[[], tuple[int, int]] | None = None,
 ) -> None:
     """Every service metric (the telemetry client registers its own): state, DR ports, jobs, the per-port
     counters when `ports` is given (api.port_metrics), and the capacity drains hold out of service when `fabric`
@@ -122,6 +123,8 @@ def register(
         registry.register(ToReapplyCollector(to_reapply))
     if fabric is not None:
         registry.register(DrainedCollector(state, fabric))
+    if floor is not None:
+        registry.register(FloorCollector(floor))
 
 
 class DrainedCollector(Collector):
@@ -159,6 +162,25 @@ class ToReapplyCollector(Collector):
             "fabricd_holds_to_reapply",
             "Held ports up again whose re-apply the guard refuses (retried every pass)",
             value=self.count(),
+        )
+
+
+class FloorCollector(Collector):
+    """The capacity floor over fabricd's own holds (remediation/floor.py): held ports given back to keep a switch's
+    uplink floor (up on their return), and switches under their floor that no return can restore."""
+
+    def __init__(self, counts: Callable[[], tuple[int, int]]) -> None:
+        self.counts = counts
+
+    def collect(self) -> Iterator[Metric]:
+        returned, under = self.counts()
+        yield GaugeMetricFamily(
+            "fabricd_floor_returned_ports", "Held ports returned to keep a switch's uplink floor", value=returned
+        )
+        yield GaugeMetricFamily(
+            "fabricd_floor_unrestorable_switches",
+            "Switches under their uplink floor whose held candidates are all still faulty",
+            value=under,
         )
 
 

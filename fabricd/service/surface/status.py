@@ -108,6 +108,11 @@ class ServiceStatus:
             "disabled_ports": len(self.state.holds.all()),
             "stale_holds": len(self.remediation.holds.stale_holds()),
             "to_reapply": self.remediation.reconciler.to_reapply(),
+            # issue 49: holds given back to keep a switch's uplink floor, and switches it cannot restore (the leader's)
+            "floor": {
+                "returned": [asdict(r) for r in self.remediation.floor.returned()],
+                "under_floor": [{"device": d, "why": why} for d, why in sorted(self.remediation.floor.stuck.items())],
+            },
             "in_flight": self.in_flight(),
             "maintenance": self.maintenance_status(),
             "ticket_backend": self.hand_off.backend.name,
