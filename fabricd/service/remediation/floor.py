@@ -64,8 +64,9 @@ class FloorKeeper:
         flight = {Endpoint(a.device, a.port) for a in self.state.actions.with_status("running", "awaiting_approval")}
         ours = set(mine) | {ep for ep in flight if ep not in drained}
         ends = ours | {peer for ep in ours if (peer := ctx.fabric.peer(ep.device, ep.port)) is not None}
-        lost: dict[Endpoint, Lost] = {ep: Lost.LINK_DOWN for ep in ctx.view.oper_down() if ep not in ends}
-        lost.update({ep: Lost.BGP_DOWN for ep in ctx.view.routed_down() if ep not in ends})
+        # a link down takes its BGP session with it: the link is named, not the session
+        lost: dict[Endpoint, Lost] = {ep: Lost.BGP_DOWN for ep in ctx.view.routed_down() if ep not in ends}
+        lost.update({ep: Lost.LINK_DOWN for ep in ctx.view.oper_down() if ep not in ends})
         lost.update({ep: Lost.DRAINED for ep in drained})
         miscabled = [f for f in self.state.findings.all("active", limit=100_000) if f.get("kind") == "miscabled"]
         held = [self._candidate(ep, p, now, ep in flight, miscabled) for ep, p in sorted(mine.items(), key=str)]
@@ -216,8 +217,15 @@ class FloorKeeper:
         ends = {str(ep)} | ({str(peer)} if peer is not None else set())
         for f in active:
             at = f"{f.get('device')}:{f.get('port')}"
-            if (at in ends or ends & set(f.get("ports") or [])) and int(f.get("last_seen_ts") or 0) > since:
-                return f
+            if not (at in ends or ends & set(f.get("ports") or [])) or int(f.get("last_seen_ts") or 0) <= since:
+                continue
+            # a flap finding goes on being reported while its dampening decays: only a flap since counts
+            evidence = f.get("evidence")
+            flaps = evidence.get("timeline") if isinstance(evidence, dict) else None
+            if f.get("kind") == "link_flap" and isinstance(flaps, list):
+                if not any(isinstance(t, int | float) and t > since for t in flaps):
+                    continue
+            return f
         return None
 
     def _clean(self, r: Action, now: int) -> None:
