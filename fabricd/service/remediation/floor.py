@@ -222,9 +222,12 @@ class FloorKeeper:
             # a flap finding goes on being reported while its dampening decays: only a flap since counts
             evidence = f.get("evidence")
             flaps = evidence.get("timeline") if isinstance(evidence, dict) else None
-            if f.get("kind") == "link_flap" and isinstance(flaps, list):
-                if not any(isinstance(t, int | float) and t > since for t in flaps):
-                    continue
+            if (
+                f.get("kind") == "link_flap"
+                and isinstance(flaps, list)
+                and not any(isinstance(t, int | float) and t > since for t in flaps)
+            ):
+                continue
             return f
         return None
 

@@ -38,6 +38,7 @@ def start(tmp: Path, twin: TwinThread) -> ServiceThread:
 def hold(svc: ServiceThread, twin: TwinThread) -> dict[str, Any]:
     wait_for(lambda: svc.get("/api/v1/health")["telemetry"]["synced"], 20)
     inject(twin.state_dir, "link_flap", {"port": f"{LEAF}:{HELD}", "count": 8, "period_s": 0.3})
+    a: dict[str, Any]
     (a,) = wait_for(lambda: actions(svc, op="disable", status="done"), 20)
     assert (a["device"], a["port"]) == (LEAF, HELD)
     assert not admin_enabled(twin, LEAF, HELD)
