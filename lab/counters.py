@@ -40,6 +40,13 @@ QUEUE_COUNTERS = ("transmit-pkts", "transmit-octets", "dropped-pkts", "ecn-marke
 WATCHDOG_COUNTERS = ("stuck-count", "recovery-count")
 
 
+# Counters real switches keep beyond the OpenConfig leaves above, filled by the congestion model (lab/congestion):
+# PFC pause time a port asked of its peer (SAI_PORT_STAT_PFC_<n>_TX_PAUSE_DURATION_US, ns here), CNPs a DR generated
+# on the port's behalf, and DLB flowlets started / moved to another member on a port's ECMP group (SAI ARS).
+PFC_TX_TIME = "pfc-on-total-tx-time"
+EXTRA_COUNTERS = ("cnp.sent", "ars.flowlets", "ars.reassignments")
+
+
 def _columns() -> tuple[str, ...]:
     cols = [f"if.{c}" for c in INTERFACE_COUNTERS]
     cols += [f"eth.{c}" for c in ETHERNET_COUNTERS]
@@ -47,6 +54,8 @@ def _columns() -> tuple[str, ...]:
     cols += [f"pfc{p}.{c}" for p in PRIORITIES for c in PFC_COUNTERS]
     cols += [f"q{q}.{c}" for q in PRIORITIES for c in QUEUE_COUNTERS]
     cols += [f"wd{q}.{c}" for q in PRIORITIES for c in WATCHDOG_COUNTERS]
+    cols += [f"pfc{p}.{PFC_TX_TIME}" for p in PRIORITIES]
+    cols += list(EXTRA_COUNTERS)
     return tuple(cols)
 
 

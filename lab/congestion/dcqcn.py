@@ -54,6 +54,8 @@ class Aggregate:
     nic: NicParams = CONNECTX
     duty: float = 1.0  # share of the time the flows have data (collective on/off phases, averaged)
     ingress_bps: float = 0.0  # the ingress port's speed, which caps what the aggregate delivers (0: no cap)
+    demand_bps: float = 0.0  # what each flow has to send when not held back (0: line rate)
+    start_bps: float = 0.0  # each flow's rate at the start (0: line rate, as DCQCN flows start [dcqcn15])
 
 
 @dataclass
@@ -152,6 +154,7 @@ def simulate(
     line = np.array([a.line_bps / 8 for a in aggs])  # bytes/s per flow
     duty = np.array([a.duty for a in aggs])
     port_cap = np.array([a.ingress_bps / 8 if a.ingress_bps > 0 else np.inf for a in aggs])
+    demand = np.array([a.demand_bps / 8 if a.demand_bps > 0 else a.line_bps / 8 for a in aggs])
     fb_steps = np.maximum(1, np.round(np.array([a.feedback_delay_s for a in aggs]) / dt_s)).astype(np.int64)
     hop_steps = np.maximum(1, np.round(np.array([a.hop_delay_s for a in aggs]) / dt_s)).astype(np.int64)
     hist = int(max(fb_steps.max(initial=1), hop_steps.max(initial=1))) + 1
@@ -169,8 +172,9 @@ def simulate(
     fresh = np.array([a.nic.alpha_before_cut for a in aggs], dtype=bool)
     alpha_decay = np.exp(-g / tau_a * dt_s)
 
-    rc = line.copy()  # no slow start: flows begin at line rate
-    rt = line.copy()
+    start = np.array([a.start_bps / 8 if a.start_bps > 0 else a.line_bps / 8 for a in aggs])
+    rc = np.minimum(start, line)  # no slow start: flows begin at line rate unless told
+    rt = rc.copy()
     alpha = _nic_array(aggs, "initial_alpha")
     q = np.zeros(nq)
     p_hist = np.zeros((hist, nq))
@@ -228,7 +232,9 @@ def simulate(
         rt = np.clip(rt, rc, line)
 
         # --- queues ---
-        send = np.minimum(flows * rc * duty, port_cap) * ~held  # bytes/s each aggregate puts on the wire
+        send = (
+            np.minimum(flows * np.minimum(rc, demand) * duty, port_cap) * ~held
+        )  # bytes/s each aggregate puts on the wire
         arr = np.bincount(qa, send, nq)
         srv = np.minimum(cap, arr + q / dt_s)
         q = q + (arr - srv) * dt_s
