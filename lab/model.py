@@ -127,6 +127,7 @@ class PauseSource:
 SHARES = np.array([QUEUE_SHARE.get(q, 0.0) for q in PRIORITIES])
 TRANSMIT_PKTS = [COL[f"q{q}.transmit-pkts"] for q in PRIORITIES]
 TRANSMIT_OCTETS = [COL[f"q{q}.transmit-octets"] for q in PRIORITIES]
+MAX_QUEUE_LEN = [COL[f"q{q}.max-queue-len"] for q in PRIORITIES]
 # Every column the traffic model sets (Twin._apply_traffic).
 TRAFFIC = sorted(
     {COL[c] for c in ("if.out-pkts", "if.out-unicast-pkts", "if.out-octets", "if.in-pkts", "if.in-unicast-pkts",
@@ -962,6 +963,8 @@ class Twin:
             for r in view.ingress_rows:
                 sw.pg_watermark[r, LOSSLESS] = max(sw.pg_watermark[r, LOSSLESS], out.pg_max_bytes)
                 sw.headroom_watermark[r, LOSSLESS] = max(sw.headroom_watermark[r, LOSSLESS], out.headroom_max_bytes)
+        for sw in self.switches.values():  # the OpenConfig gauge: no rate, its value in the base (lab/counters.py)
+            sw.base[:, MAX_QUEUE_LEN] = np.maximum(sw.base[:, MAX_QUEUE_LEN], sw.queue_watermark.astype(np.uint64))
 
     def _frame_error_rate(self, sw: Switch, row: int) -> float:
         """The share of frames a port receives corrupted: from a corruption fault, or from an optic losing more

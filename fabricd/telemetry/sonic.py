@@ -51,6 +51,7 @@ _PFC_LEAF = {
     "RX_PKTS": "pfc.in-frames",
     "TX_PKTS": "pfc.out-frames",
     "RX_PAUSE_DURATION_US": "pfc.pfc-on-total-rx-time",
+    "TX_PAUSE_DURATION_US": "pfc.pfc-on-total-tx-time",  # reference/congestion-tuning.md §3.1 [saiport]
 }
 QUEUE_COUNTERS: dict[str, str] = {
     "SAI_QUEUE_STAT_PACKETS": "queue.transmit-pkts",
@@ -250,8 +251,8 @@ def _port_fields() -> dict[str, tuple[str, str | None, int]]:
     out: dict[str, tuple[str, str | None, int]] = {f: (leaf, None, 1) for f, leaf in PORT_COUNTERS.items()}
     for p in range(8):
         for what, leaf in _PFC_LEAF.items():
-            # SONiC counts pause in microseconds, OpenConfig's pfc-on-total-rx-time in nanoseconds.
-            out[f"SAI_PORT_STAT_PFC_{p}_{what}"] = (leaf, str(p), 1000 if what == "RX_PAUSE_DURATION_US" else 1)
+            # SONiC counts pause in microseconds, OpenConfig's pfc-on-total-rx-time (and fabricd's tx) in nanoseconds.
+            out[f"SAI_PORT_STAT_PFC_{p}_{what}"] = (leaf, str(p), 1000 if what.endswith("_PAUSE_DURATION_US") else 1)
     return out
 
 

@@ -126,3 +126,33 @@ def test_allreduce_and_dci_bulk_run(small_blueprint: Cabling) -> None:
     assert len(ring.senders) == len(ring.receivers) > 2
     assert len(bulk.senders) == 8 and bulk.receivers == []
     assert [r.id for r in runner.clear(now_ns=clock.t)] == [ring.id, bulk.id]
+
+
+def test_switches_report_the_congestion_as_eos_and_sonic_name_it() -> None:
+    """An incast on a SONiC leaf: the queue's watermark in USER_WATERMARKS by the OID COUNTERS_QUEUE_NAME_MAP gives
+    `EthernetN:3`, the PG watermarks, and the port row's pause counters decode into fabricd's leaves; the same queue's
+    OpenConfig max-queue-len (what EOS serves) holds the same watermark."""
+    from fabricd.telemetry import sonic as fabricd_sonic
+    from lab import sonic_gnmi
+
+    cabling = complete_labels(generate_blueprint(load_spec(EXAMPLES / "small-sonic.yaml")))
+    clock = Clock()
+    twin = _twin(cabling, clock, ECN)
+    WorkloadRunner(twin).start("incast", {"port": ":".join(TARGET), "fan_in": 3}, clock.t)
+    clock.t += 10 * 10**9
+    twin.advance(clock.t)
+    sw = twin.switches[TARGET[0]]
+    row = sw.index[TARGET[1]]
+    [(_, names)] = sonic_gnmi.rows(twin, sw, "COUNTERS_DB", ["COUNTERS_QUEUE_NAME_MAP"], clock.t)
+    queue_oid = names["Ethernet0:3"]
+    [(path, wm)] = sonic_gnmi.rows(twin, sw, "COUNTERS_DB", ["USER_WATERMARKS", queue_oid], clock.t)
+    assert path == ["USER_WATERMARKS", queue_oid]
+    assert int(wm["SAI_QUEUE_STAT_SHARED_WATERMARK_BYTES"]) == int(sw.queue_watermark[row, 3]) > 0
+    assert sw.value(TARGET[1], "q3.max-queue-len", clock.t) == int(sw.queue_watermark[row, 3])
+    pgs = sonic_gnmi.rows(twin, sw, "COUNTERS_DB", ["PERSISTENT_WATERMARKS", "*"], clock.t)
+    assert max(int(r["SAI_INGRESS_PRIORITY_GROUP_STAT_SHARED_WATERMARK_BYTES"]) for _, r in pgs if len(r) == 2) > 0
+    with pytest.raises(sonic_gnmi.DbPathError, match="not a queue or priority-group OID"):
+        sonic_gnmi.rows(twin, sw, "COUNTERS_DB", ["USER_WATERMARKS", "oid:0x99"], clock.t)
+    [(path, port_row)] = sonic_gnmi.rows(twin, sw, "COUNTERS_DB", ["COUNTERS", "Ethernet0"], clock.t)
+    leaves = {(leaf, index) for _, leaf, index, _ in fabricd_sonic.decode("COUNTERS_DB", path, port_row)}
+    assert {("pfc.pfc-on-total-tx-time", "3"), ("pfc.pfc-on-total-rx-time", "3")} <= leaves
