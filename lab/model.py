@@ -24,8 +24,6 @@ from typing import Any
 
 import numpy as np
 
-from policies.policy import PfcPolicy
-from policies.tuning import FIBRE_M_PER_S, pfc_headroom
 from topology.fabric import Fabric
 from topology.model import TIER, Endpoint, Link, Role
 from topology.underlay import Underlay
@@ -34,6 +32,7 @@ from topology.units import NS
 from . import traffic
 from .bgp import Bgp, BgpMon
 from .congestion import CONNECTX, NicParams, QueueConfig
+from .congestion.params import FIBRE_M_PER_S, sonic_headroom
 from .congestion.ports import HotPort, Ingress, PortOutcome, Solver
 from .control_plane import ControlPlane
 from .counters import (
@@ -104,7 +103,7 @@ class PortConfig:
     watchdog_recovery_ns: int = 200_000_000
     description: str = ""  # shown by `show interfaces`; no effect on traffic
     # The ingress buffer of the port's lossless priority groups (SONiC BUFFER_PG -> BUFFER_PROFILE `xoff` and
-    # `dynamic_th`); 0 / None: the twin's default (lab/model.py default_headroom, SONiC's lossless dynamic_th -2).
+    # `dynamic_th`); 0 / None: the twin's default (lab/congestion/params.py sonic_headroom, dynamic_th -2).
     pg_headroom_bytes: int = 0
     pg_dynamic_th: int | None = None
 
@@ -891,9 +890,7 @@ class Twin:
         kmin, kmax, prob = cfg.ecn.get(LOSSLESS, (0, 0, 0))
         first = sw.config[ingresses[0].row]
         speed = int(sw.speeds[ingresses[0].row])
-        headroom = first.pg_headroom_bytes or default_headroom(
-            self._cable_m(sw.name, sw.ports[ingresses[0].row]), speed
-        )
+        headroom = first.pg_headroom_bytes or sonic_headroom(self._cable_m(sw.name, sw.ports[ingresses[0].row]), speed)
         dyn = first.pg_dynamic_th if first.pg_dynamic_th is not None else DEFAULT_DYNAMIC_TH
         kind = self.traffic.ports[list(self.switches).index(sw.name)].kind
         return QueueConfig(
@@ -1025,12 +1022,6 @@ class Twin:
     # --- convenience for faults and servers -----------------------------------------------------
     def ports_of_links(self, keys: Iterable[LinkKey]) -> list[Endpoint]:
         return [ep for key in keys for ep in key if self.is_switch(ep.device)]
-
-
-def default_headroom(length_m: float, speed_gbps: int) -> int:
-    """A PG's headroom where the config sets none (EOS: fabricd renders no buffer lines): SONiC's formula for the
-    cable, as fabricd's policy computes it (policies/tuning.py pfc_headroom, default PfcPolicy)."""
-    return pfc_headroom(length_m, speed_gbps, PfcPolicy())[0]
 
 
 def _lower_end(device: str, port: str, peer: Endpoint) -> tuple[str, str]:

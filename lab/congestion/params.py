@@ -115,3 +115,17 @@ def paper_switch(capacity_bps: float = 40e9) -> QueueConfig:
         xon_bytes=2 * 1500,
         buffer_bytes=12e6,
     )
+
+
+# SONiC's (Mellanox) headroom formula, as fabricd's policy computes it (policies/tuning.py pfc_headroom, default
+# PfcPolicy; the lab may not import policies): MTU + (MTU + cable both ways + peer response) with a 9216-byte MTU and
+# the peer's response 905 pause quanta of 64 bytes above 100G, 394 at 100G and below (reference domain.md).
+FIBRE_M_PER_S = 1.98e8
+MTU_BYTES = 9216
+
+
+def sonic_headroom(length_m: float, speed_gbps: float) -> int:
+    """The PFC headroom (bytes) a PG needs for its cable: what arrives after XOFF until the peer stops."""
+    cable = 2 * length_m * speed_gbps * 1e9 / FIBRE_M_PER_S / 8
+    peer = (905 if speed_gbps > 100 else 394) * 64
+    return int(MTU_BYTES + MTU_BYTES + cable + peer + 0.999999)

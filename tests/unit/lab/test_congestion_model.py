@@ -166,3 +166,14 @@ def test_reorders_exactly_when_the_flowlet_gap_is_below_the_path_skew() -> None:
     short, long = simulate_flowlets(delays, skew + 1e-6), simulate_flowlets(delays, 256e-6)
     assert long.flowlets == 0 and long.moves == 0
     assert long.imbalance > 0.2 > 0.05 > short.imbalance
+
+
+@pytest.mark.parametrize(("length_m", "speed"), [(3, 400), (30, 400), (120_000, 400), (100, 100), (2, 800)])
+def test_the_twins_default_headroom_is_the_policys_formula(length_m: float, speed: int) -> None:
+    """The lab may not import policies (test_layers), so it keeps its own copy of SONiC's headroom formula: the same
+    bytes as policies/tuning.py pfc_headroom with the default PfcPolicy."""
+    from lab.congestion.params import sonic_headroom
+    from policies.policy import PfcPolicy
+    from policies.tuning import pfc_headroom
+
+    assert sonic_headroom(length_m, speed) == pfc_headroom(length_m, speed, PfcPolicy())[0]
