@@ -49,6 +49,7 @@ def congestion_state(twin: Twin) -> dict[str, Any]:
             {"device": device, "port": port, "dr_cnp": view.dr_cnp} | dataclasses.asdict(view.outcome)
             for (device, port), view in sorted(twin.congested.items())
         ],
+        "flowlets": [{"device": device} | dataclasses.asdict(view) for device, view in sorted(twin.flowlets.items())],
     }
 
 

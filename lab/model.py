@@ -31,7 +31,7 @@ from topology.units import NS
 
 from . import traffic
 from .bgp import Bgp, BgpMon
-from .congestion import CONNECTX, NicParams, QueueConfig
+from .congestion import CONNECTX, FlowletResult, NicParams, QueueConfig, simulate_flowlets
 from .congestion.params import FIBRE_M_PER_S, sonic_headroom
 from .congestion.ports import HotPort, Ingress, PortOutcome, Solver
 from .control_plane import ControlPlane
@@ -166,6 +166,26 @@ class CongestionSettings:
     nic: NicParams = CONNECTX
     dr_cnp: frozenset[str] | None = None  # None: every EOS DR
     flowlet_gap_us: float = 256.0
+
+
+@dataclass(frozen=True)
+class FlowletView:
+    """A DLB switch's uplink ECMP group under the flowlet model: per second, flowlets begun, moved to another
+    member and reordered (packets a flow's new member delivered before its old one's), and each member's share."""
+
+    members: tuple[str, ...]
+    flowlets_ps: float
+    moves_ps: float
+    reorders_ps: float
+    shares: tuple[float, ...]
+    skew_us: float
+
+
+# The flowlet model's run per group: this many flows (at most) and messages each; flows of 1 MiB messages whose idle
+# times are uniform in [0, 2 x mean], the mean set by the group's load (a flow at load u idles (1 - u) / u of the
+# time). ASSUMPTIONS: the reference gives no message-size or idle-time distribution for collectives.
+FLOWLET_FLOWS, FLOWLET_MESSAGES = 64, 200
+FLOWLET_MESSAGE_BYTES = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -322,6 +342,9 @@ class Twin:
         self._cong_passes: dict[tuple[str, str], float] = {}  # a congested egress: share DCQCN lets through
         self._cong_drops: dict[tuple[str, str], float] = {}  # its headroom overflow / tail drops
         self._cong_pauses: list[PauseSource] = []  # XOFF its ingresses send upstream
+        self.dlb: set[str] = set()  # switches with DLB (flowlets) on their ECMP groups (EOS config)
+        self.flowlets: dict[str, FlowletView] = {}  # the flowlet model's answer per DLB switch (its uplink group)
+        self._flowlet_cache: dict[object, FlowletResult] = {}
         self.link_down: set[LinkKey] = set()
         self.flap_down: set[LinkKey] = set()
         self.pause_sources: dict[str, list[PauseSource]] = {}
@@ -427,6 +450,12 @@ class Twin:
                     out.add((s.peer.device, s.peer.port))
         return out
 
+    def set_dlb(self, device: str, on: bool) -> None:
+        """The switch load-balances its ECMP groups by flowlets (its config says so)."""
+        if (device in self.dlb) != on:
+            (self.dlb.add if on else self.dlb.discard)(device)
+            self.dirty = True
+
     def set_maintenance(self, device: str, on: bool) -> None:
         """The switch enters or leaves maintenance (its config says so): traffic moves off it, or back."""
         if (device in self.maintenance) != on:
@@ -486,6 +515,7 @@ class Twin:
             self._watch(paused, now)
             self._apply_ecn(paused)
             self._apply_congestion()
+            self._apply_flowlets()
             self._apply_physical()
         self.dirty = False
         self.links_dirty = False
@@ -924,6 +954,49 @@ class Twin:
                 if f > 1e-4 and hp.config.pfc:
                     sender = Endpoint(hp.device, sw.ports[ing.row])
                     self._cong_pauses.append(PauseSource(sender, LOSSLESS, min(1.0, f), propagate=f >= 0.99))
+
+    def _apply_flowlets(self) -> None:
+        """Each DLB switch's uplink group through the flowlet model (lab/congestion/flowlet.py): the members' one-way
+        cable delays give the skew, the group's load the flows and their idle times, the twin's gap the rest; the
+        answer (cached) sets the ARS counters of the members (`ars.flowlets`, `ars.reassignments`, split by share)."""
+        self.flowlets = {}
+        gap_s = self.congestion.flowlet_gap_us * 1e-6
+        for x, (name, sw) in enumerate(self.switches.items()):
+            if name not in self.dlb:
+                continue
+            rows = np.nonzero((self.traffic.ports[x].kind == traffic.Kind.UP) & sw.oper_up)[0]
+            if len(rows) < 2:
+                continue
+            delays = [round(self._cable_m(name, sw.ports[r]) / FIBRE_M_PER_S, 7) for r in rows]
+            sent = sw.rate[rows, COL["if.out-octets"]]
+            line = sw.speeds[rows] * 1e9 / 8
+            load = float(np.clip(sent.sum() / max(line.sum(), 1.0), 0.01, 0.99))
+            real_flows = max(len(rows), QPS_PER_NIC * round(float(sent.sum()) / max(float(line.max()), 1.0)))
+            flows = int(min(FLOWLET_FLOWS, real_flows))
+            busy_s = FLOWLET_MESSAGE_BYTES / float(line.max())
+            idle = round(busy_s * (1 - load) / load, 7)
+            key = (tuple(delays), gap_s, flows, idle)
+            got = self._flowlet_cache.get(key)
+            if got is None:
+                got = simulate_flowlets(delays, gap_s, flows, FLOWLET_MESSAGES, FLOWLET_MESSAGE_BYTES,
+                                        float(line.max()) * 8, (0.0, 2 * idle))  # fmt: skip
+                if len(self._flowlet_cache) > 256:
+                    self._flowlet_cache.clear()
+                self._flowlet_cache[key] = got
+            # per second, scaled from the model's flows to the group's (each flow's messages/s are the same)
+            per_s = real_flows / flows / max(got.duration_s, 1e-9)
+            shares = got.member_bytes / max(float(got.member_bytes.sum()), 1.0)
+            view = FlowletView(
+                tuple(sw.ports[r] for r in rows),
+                got.flowlets * per_s,
+                got.moves * per_s,
+                got.reorders * per_s,
+                tuple(float(v) for v in shares),
+                (max(delays) - min(delays)) * 1e6,
+            )
+            self.flowlets[name] = view
+            sw.rate[rows, COL["ars.flowlets"]] = view.flowlets_ps * shares
+            sw.rate[rows, COL["ars.reassignments"]] = view.moves_ps * shares
 
     def _reconcile(self) -> bool:
         """Correct the throttle of each congested queue that sends more or less than the model served (an upstream

@@ -156,3 +156,35 @@ def test_switches_report_the_congestion_as_eos_and_sonic_name_it() -> None:
     [(path, port_row)] = sonic_gnmi.rows(twin, sw, "COUNTERS_DB", ["COUNTERS", "Ethernet0"], clock.t)
     leaves = {(leaf, index) for _, leaf, index, _ in fabricd_sonic.decode("COUNTERS_DB", path, port_row)}
     assert {("pfc.pfc-on-total-tx-time", "3"), ("pfc.pfc-on-total-rx-time", "3")} <= leaves
+
+
+def test_flowlets_reorder_on_a_dlb_group_only_when_the_gap_is_below_its_skew(small_blueprint: Cabling) -> None:
+    """A leaf with DLB whose two uplinks differ by 3 km (15 us one way): SONiC's default 256 us gap never lets a flow
+    move (no reorder, the hash's placement stays); a 5 us gap moves flowlets and reorders some; the members' ARS
+    counters count the flowlets."""
+    import dataclasses as dc
+
+    leaf = "leaf-g0-r0"
+    far = {("spine-r0-0", leaf)}
+    links = [
+        dc.replace(lk, length_m=3030.0)
+        if (lk.a.device, lk.b.device) in far or (lk.b.device, lk.a.device) in far
+        else lk
+        for lk in small_blueprint.links
+    ]
+    clock = Clock()
+    twin = Twin(Fabric(complete_labels(dc.replace(small_blueprint, links=links))), clock=clock)
+    twin.set_dlb(leaf, True)
+    twin.advance(clock.t)
+    long_gap = twin.flowlets[leaf]
+    assert long_gap.skew_us == pytest.approx(15.15, rel=0.01)
+    assert long_gap.reorders_ps == 0 and long_gap.moves_ps == 0
+    twin.congestion.flowlet_gap_us = 5.0
+    twin.touch()
+    twin.advance(clock.t)
+    short_gap = twin.flowlets[leaf]
+    assert short_gap.reorders_ps > 0 and short_gap.moves_ps > short_gap.reorders_ps
+    sw = twin.switches[leaf]
+    rows = [sw.index[p] for p in short_gap.members]
+    assert sw.rate[rows, COL["ars.flowlets"]].sum() == pytest.approx(short_gap.flowlets_ps)
+    assert max(short_gap.shares) - min(short_gap.shares) < max(long_gap.shares) - min(long_gap.shares)
