@@ -12,8 +12,9 @@ from scratch) against the twin's encoder (cached path bytes, vectorised value en
     .venv/bin/python bench/bench_twin_gnmi.py --size small-pod --interval 1 --window 30 [--workload incast]
 
 `--workload incast`: the congestion model's cost (lab/congestion): a 3:1 incast on the first leaf's first server port,
-200 ms on / 300 ms off, so every phase edge recomputes the twin and the congested queues. The recompute figure is a
-full recompute after a change (`touch`), the mean of three, with the workload running if one is given.
+always on; `incast-phases`: the same 200 ms on / 300 ms off, so every phase edge recomputes the twin (4 a second).
+The recompute figure is a full recompute after a change (`touch`), the mean of three, with the workload running if one
+is given.
 """
 
 from __future__ import annotations
@@ -162,7 +163,8 @@ def _workload(twin: Twin, kind: str) -> None:
 
     leaf = next(n for n, sw in twin.switches.items() if sw.role.value == "leaf")
     port = twin.switches[leaf].ports[0]
-    WorkloadRunner(twin).start(kind, {"port": f"{leaf}:{port}", "fan_in": 3, "on_ms": 200, "off_ms": 300})
+    phases = {"on_ms": 200, "off_ms": 300} if kind == "incast-phases" else {}
+    WorkloadRunner(twin).start("incast", {"port": f"{leaf}:{port}", "fan_in": 3, **phases})
 
 
 def _recompute_s(twin: Twin) -> float:
@@ -230,7 +232,9 @@ def main() -> None:
     )
     ap.add_argument("--size", choices=("512", "small-pod"), default="512", help="the fabric (default 512 switches)")
     ap.add_argument("--interval", type=float, default=None, help="SAMPLE interval in seconds (default 10)")
-    ap.add_argument("--workload", choices=("incast",), default=None, help="run a workload (the congestion model)")
+    ap.add_argument(
+        "--workload", choices=("incast", "incast-phases"), default=None, help="run a workload (the congestion model)"
+    )
     args = ap.parse_args()
     quick = args.quick or args.smoke
     size, interval = ("quick", 2_000_000_000) if quick else (args.size, 10_000_000_000)

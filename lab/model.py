@@ -153,7 +153,8 @@ RECONCILE_TOLERANCE = 0.01
 RECONCILE_GAIN = 0.7
 # SONiC's lossless PG dynamic_th (drivers/sonic/render.py LOSSLESS_DYNAMIC_TH): alpha = 2^-2 of the free pool
 DEFAULT_DYNAMIC_TH = -2
-LOSSLESS = 3  # the RoCE class the model runs (QUEUE_SHARE: the lossless class carries almost everything)
+LOSSLESS = 3  # the RoCE class the model runs (QUEUE_SHARE: it carries almost everything; its watermark moves)
+LN_1000 = float(np.log(1000.0))
 
 
 @dataclass
@@ -334,6 +335,10 @@ class Twin:
                 for y in np.unique(t.peer[facing])
             ])  # fmt: skip
         self._flowed: dict[object, dict[str, np.ndarray]] = {}  # recent traffic inputs -> columns (a few)
+        # as many as hold a workload's on and off phases with their reconcile rounds on a small fabric, fewer on a big
+        # one (each is every port's traffic columns: ~9 MB at 512 switches)
+        total_ports = sum(len(sw.ports) for sw in self.switches.values())
+        self._flowed_max = max(4, min(16, 200_000 // max(total_ports, 1)))
         # Workloads laid over the traffic (lab/workloads.py): id -> record with `overlay`, `duty`, `on`
         self.workloads: dict[str, Any] = {}
         self.congestion = CongestionSettings()
@@ -342,6 +347,7 @@ class Twin:
         self._cong_passes: dict[tuple[str, str], float] = {}  # a congested egress: share DCQCN lets through
         self._cong_drops: dict[tuple[str, str], float] = {}  # its headroom overflow / tail drops
         self._cong_pauses: list[PauseSource] = []  # XOFF its ingresses send upstream
+        self._cables: dict[tuple[str, str], float] = {}  # (switch, port) -> its cable's length (m), as looked up
         self.dlb: set[str] = set()  # switches with DLB (flowlets) on their ECMP groups (EOS config)
         self.flowlets: dict[str, FlowletView] = {}  # the flowlet model's answer per DLB switch (its uplink group)
         self._flowlet_cache: dict[object, FlowletResult] = {}
@@ -834,7 +840,7 @@ class Twin:
             sw.rate[:, TRANSMIT_PKTS] = sent[:, None] * queues
             sw.rate[:, TRANSMIT_OCTETS] = loads.sent[:, None] * queues
             sw.rate[:, COL["fec.corrected-codewords"]] = sw.speeds * 1e9 * HEALTHY_PRE_FEC_BER * sw.oper_up
-        if len(self._flowed) >= 4:  # clean and congested solves of the last couple of states
+        if len(self._flowed) >= self._flowed_max:  # clean, congested and reconciled solves of the last few states
             self._flowed.pop(next(iter(self._flowed)))
         self._flowed[key] = {name: sw.rate[:, TRAFFIC].copy() for name, sw in self.switches.items()}
 
@@ -851,8 +857,13 @@ class Twin:
 
     # --- the congestion model (lab/congestion): congested lossless queues -------------------------
     def _cable_m(self, device: str, port: str) -> float:
-        link = self.fabric.link_of(device, port)
-        return float(link.length_m) if link is not None and link.length_m else DEFAULT_CABLE_M
+        got = self._cables.get((device, port))
+        if got is None:
+            link = self.fabric.link_of(device, port)
+            got = self._cables[(device, port)] = (
+                float(link.length_m) if link is not None and link.length_m else DEFAULT_CABLE_M
+            )
+        return got
 
     def dr_cnp(self, device: str) -> bool:
         """Does this switch generate CNPs for long-haul traffic it marks (CongestionSettings.dr_cnp)?"""
@@ -1016,10 +1027,10 @@ class Twin:
     def _apply_congestion(self) -> None:
         """The model's marks, watermarks and DR CNPs on the counters; queues below HOT_SHARE keep the burst
         model's marks, and their watermark is the burst depth's 99.9th percentile (ln 1000 x its exponential mean)."""
+        out_octets, wm_col = COL["if.out-octets"], MAX_QUEUE_LEN[LOSSLESS]
         for sw in self.switches.values():
-            util = sw.rate[:, COL["if.out-octets"]] * 8 / np.maximum(sw.speeds * 1e9, 1.0)
-            rho = np.minimum(util, HOT_SHARE)  # at and past HOT_SHARE the model's figure replaces this one
-            burst = BURST_BYTES * rho / (1 - rho) * np.log(1000.0) * sw.oper_up
+            rho = np.minimum(sw.rate[:, out_octets] * 8 / np.maximum(sw.speeds * 1e9, 1.0), HOT_SHARE)
+            burst = BURST_BYTES * LN_1000 * rho / (1 - rho) * sw.oper_up
             np.maximum(sw.queue_watermark[:, LOSSLESS], burst, out=sw.queue_watermark[:, LOSSLESS])
         for (device, port), view in self.congested.items():
             sw = self.switches[device]
@@ -1034,7 +1045,7 @@ class Twin:
                 sw.pg_watermark[r, LOSSLESS] = max(sw.pg_watermark[r, LOSSLESS], out.pg_max_bytes)
                 sw.headroom_watermark[r, LOSSLESS] = max(sw.headroom_watermark[r, LOSSLESS], out.headroom_max_bytes)
         for sw in self.switches.values():  # the OpenConfig gauge: no rate, its value in the base (lab/counters.py)
-            sw.base[:, MAX_QUEUE_LEN] = np.maximum(sw.base[:, MAX_QUEUE_LEN], sw.queue_watermark.astype(np.uint64))
+            sw.base[:, wm_col] = np.maximum(sw.base[:, wm_col], sw.queue_watermark[:, LOSSLESS].astype(np.uint64))
 
     def _frame_error_rate(self, sw: Switch, row: int) -> float:
         """The share of frames a port receives corrupted: from a corruption fault, or from an optic losing more

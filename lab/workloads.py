@@ -27,6 +27,7 @@ import numpy as np
 from topology.model import Device
 
 from . import traffic
+from .faults import number
 from .model import Twin
 
 KINDS = ("incast", "alltoall", "allreduce", "dci-bulk")
@@ -240,11 +241,4 @@ def _port(twin: Twin, nic: _Nic) -> str:
 
 
 def _number(params: dict[str, Any], key: str, default: float, low: float, high: float) -> float:
-    raw = params.get(key, default)
-    try:
-        value = float(raw)
-    except (TypeError, ValueError):
-        raise WorkloadError(f"{key} must be a number, got {raw!r}") from None
-    if not low <= value <= high:
-        raise WorkloadError(f"{key} must be between {low:g} and {high:g}, got {value:g}")
-    return value
+    return number(params, key, default, low, high, WorkloadError)

@@ -188,3 +188,25 @@ def test_flowlets_reorder_on_a_dlb_group_only_when_the_gap_is_below_its_skew(sma
     rows = [sw.index[p] for p in short_gap.members]
     assert sw.rate[rows, COL["ars.flowlets"]].sum() == pytest.approx(short_gap.flowlets_ps)
     assert max(short_gap.shares) - min(short_gap.shares) < max(long_gap.shares) - min(long_gap.shares)
+
+
+def test_a_dr_generates_cnps_for_the_long_haul_traffic_it_marks() -> None:
+    """dci-bulk on small-dci congests the DRs' long-haul ports; an EOS DR generates CNPs itself (CongestionSettings.
+    dr_cnp: seed 004's DR-CNP) and counts them; told not to, the CNPs come from the far receivers (none counted) and
+    the loop spans the long haul."""
+    cabling = complete_labels(generate_blueprint(load_spec(EXAMPLES / "small-dci.yaml")))
+    clock = Clock()
+    twin = _twin(cabling, clock, ECN)
+    WorkloadRunner(twin).start("dci-bulk", {"senders": 12}, clock.t)
+    long_haul = {(ep.device, ep.port) for eps in twin.dci_ports.values() for ep in eps}
+    hot = long_haul & twin.congested.keys()
+    assert hot and all(twin.congested[k].dr_cnp for k in hot)
+    device, port = sorted(hot)[0]
+    sw = twin.switches[device]
+    cnps = twin.congested[(device, port)].outcome.cnp_ps
+    assert cnps > 0 and sw.rate[sw.index[port], COL["cnp.sent"]] == pytest.approx(cnps)
+    twin.congestion.dr_cnp = frozenset()
+    twin.touch()
+    twin.advance(clock.t)
+    assert not twin.congested[(device, port)].dr_cnp
+    assert sw.rate[sw.index[port], COL["cnp.sent"]] == 0
