@@ -147,9 +147,10 @@ def test_long_haul_oscillates_with_end_to_end_cnp_and_settles_with_dr_cnp() -> N
 @pytest.mark.xfail(strict=True, reason="model gap: HPE's NIC profile alone does not settle a 120 km loop here")
 def test_long_haul_settles_with_the_hpe_nic_profile() -> None:
     """§1.2/§7 rule 7 [hpe]: RPG_TIME_RESET 5 ms, MIN_DEC_FAC 95, CLAMP_TGT_RATE 1 gave 100 % link use and no tail
-    drops at 50-500 km. The fluid model does not reproduce it (HPE's senders were window-limited to ~1 BDP per
-    client, which the model does not bound; and the byte counter of 32 KB, not the timer, drives the increases):
-    strict xfail so the day it does, this test says so."""
+    drops at 50-500 km. The fluid model does not reproduce it: with RT clamped at every CNP and only additive increase
+    (5 Mb/s per 32 KB byte-counter expiry; the model has no hyper-increase term) the senders recover from their cuts
+    over ~1 s and the link runs at ~26 %. A window of ~1 BDP per client (HPE's offered load) does not bind at line
+    rate, so it is not the missing piece. Strict xfail: the day the model settles here, this test says so."""
     floor, _, _ = _long_haul([(1.2e-3, LONG_HAUL)])
     assert floor[0] > 0.95
 
