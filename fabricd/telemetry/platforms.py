@@ -125,9 +125,6 @@ UNREAD: dict[str, dict[str, str]] = {
         "bgp.prefixes-received": "STATE_DB's NEIGH_STATE_TABLE holds a neighbour's state only",
         "ipv4.prefix-length": _PLANNED,
         "ipv4.ip": _PLANNED,
-        # watermarks live in USER_WATERMARKS/PERSISTENT_WATERMARKS keyed by queue OID (congestion-tuning.md §3.1): not
-        # read yet (it needs COUNTERS_QUEUE_NAME_MAP to name the OIDs)
-        "queue.max-queue-len": "SONiC keeps queue watermarks in USER_WATERMARKS by OID, which fabricd does not read",
     }
 }
 # Leaves a platform delivers late by design, whatever the release: what reads them is as late.
