@@ -252,9 +252,14 @@ def clear(
     state_dir: Path = STATE_DIR,
 ) -> None:
     """Clear one fault or all of them."""
-    cleared = _control(state_dir, "DELETE", f"/faults/{fault_id}" if fault_id else "/faults")
+    _clear(state_dir, "faults", "fault", fault_id)
+
+
+def _clear(state_dir: Path, collection: str, what: str, one: str | None) -> None:
+    """DELETE one record of the control API's collection (faults, workloads) or all of them, and say which."""
+    cleared = _control(state_dir, "DELETE", f"/{collection}/{one}" if one else f"/{collection}")
     console().print(
-        f"cleared {len(cleared)} fault(s)" + (f": {', '.join(r['id'] for r in cleared)}" if cleared else "")
+        f"cleared {len(cleared)} {what}(s)" + (f": {', '.join(r['id'] for r in cleared)}" if cleared else "")
     )
 
 
@@ -533,10 +538,7 @@ def workload_clear(
     state_dir: Path = STATE_DIR,
 ) -> None:
     """Stop one workload or all of them."""
-    cleared = _control(state_dir, "DELETE", f"/workloads/{workload_id}" if workload_id else "/workloads")
-    console().print(
-        f"cleared {len(cleared)} workload(s)" + (f": {', '.join(r['id'] for r in cleared)}" if cleared else "")
-    )
+    _clear(state_dir, "workloads", "workload", workload_id)
 
 
 @workload_app.command("list")
