@@ -9,6 +9,12 @@ Baseline, same run: encoding one switch's full sample the naive way (a protobuf 
 from scratch) against the twin's encoder (cached path bytes, vectorised value encoding).
 
     .venv/bin/python bench/bench_twin_gnmi.py [--quick] [--window S]
+    .venv/bin/python bench/bench_twin_gnmi.py --size small-pod --interval 1 --window 30 [--workload incast]
+
+`--workload incast`: the congestion model's cost (lab/congestion): a 3:1 incast on the first leaf's first server port,
+always on; `incast-phases`: the same 200 ms on / 300 ms off, so every phase edge recomputes the twin (4 a second).
+The recompute figure is a full recompute after a change (`touch`), the mean of three, with the workload running if one
+is given.
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ import multiprocessing as mp
 import os
 import platform
 import time
+from pathlib import Path
 from typing import Any
 
 import grpc
@@ -35,6 +42,7 @@ from topology.spec import FabricSpec
 
 CREDS = Credentials("admin", "bench")
 PATHS = ("/interfaces/interface/state/counters", "/interfaces/interface/ethernet", "/qos/interfaces")
+SMALL_POD = Path(__file__).resolve().parent.parent / "examples" / "small-pod.yaml"
 SIZES = {
     # 384 leaves (8 rails x 48 groups) + 128 spines = 512 switches, 36,864 ports
     "512": dict(name="b512", rails=8, aggregation_groups=48, servers_per_group=32, spines_per_rail=16),
@@ -142,10 +150,40 @@ def encode_rates(twin: Twin) -> tuple[float, float, int]:
 
 
 # --- twin process --------------------------------------------------------------------------------------
-async def run(size: str, interval_ns: int, window_s: float) -> dict[str, Any]:
+def _spec(size: str) -> FabricSpec:
+    if size == "small-pod":
+        from topology.spec import load_spec
+
+        return load_spec(SMALL_POD)
+    return FabricSpec.model_validate(SIZES[size])
+
+
+def _workload(twin: Twin, kind: str) -> None:
+    from lab.workloads import WorkloadRunner  # only where the code under test has workloads
+
+    leaf = next(n for n, sw in twin.switches.items() if sw.role.value == "leaf")
+    port = twin.switches[leaf].ports[0]
+    phases = {"on_ms": 200, "off_ms": 300} if kind == "incast-phases" else {}
+    WorkloadRunner(twin).start("incast", {"port": f"{leaf}:{port}", "fan_in": 3, **phases})
+
+
+def _recompute_s(twin: Twin) -> float:
+    times = []
+    for _ in range(3):
+        t = time.perf_counter()
+        twin.touch()
+        twin.advance()
+        times.append(time.perf_counter() - t)
+    return sum(times) / len(times)
+
+
+async def run(size: str, interval_ns: int, window_s: float, workload: str | None = None) -> dict[str, Any]:
     t0 = time.perf_counter()
-    twin = Twin(Fabric(generate_blueprint(FabricSpec.model_validate(SIZES[size]))))
+    twin = Twin(Fabric(generate_blueprint(_spec(size))))
     t1 = time.perf_counter()
+    if workload:
+        _workload(twin, workload)
+    recompute = _recompute_s(twin)
     eps = {n: DeviceEndpoints(n, ep.host, gnmi_port=0) for n, ep in allocate(list(twin.switches), "127.43.0.1").items()}
     servers = await start_gnmi_servers(twin, eps, CREDS)
     t2 = time.perf_counter()
@@ -170,6 +208,7 @@ async def run(size: str, interval_ns: int, window_s: float) -> dict[str, Any]:
         "switches": len(twin.switches),
         "ports": sum(len(s.ports) for s in twin.switches.values()),
         "twin_build_s": t1 - t0,
+        "recompute_s": recompute,
         "servers_start_s": t2 - t1,
         "subscribe_to_sync_s": sync_s,
         "offered_per_s": leaves / (interval_ns / 1e9),
@@ -191,16 +230,24 @@ def main() -> None:
     ap.add_argument(
         "--smoke", action="store_true", help="seconds on a tiny fabric: proves the bench still runs (a test runs it)"
     )
+    ap.add_argument("--size", choices=("512", "small-pod"), default="512", help="the fabric (default 512 switches)")
+    ap.add_argument("--interval", type=float, default=None, help="SAMPLE interval in seconds (default 10)")
+    ap.add_argument(
+        "--workload", choices=("incast", "incast-phases"), default=None, help="run a workload (the congestion model)"
+    )
     args = ap.parse_args()
     quick = args.quick or args.smoke
-    size, interval = ("quick", 2_000_000_000) if quick else ("512", 10_000_000_000)
-    r = asyncio.run(run(size, interval, (1.5 if args.smoke else 4.0) if quick else args.window))
+    size, interval = ("quick", 2_000_000_000) if quick else (args.size, 10_000_000_000)
+    if args.interval is not None:
+        interval = int(args.interval * 1e9)
+    r = asyncio.run(run(size, interval, (1.5 if args.smoke else 4.0) if quick else args.window, args.workload))
     print(f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}")
     print(f"fabric: {r['switches']} switches, {r['ports']} ports; SAMPLE every {interval / 1e9:.0f} s on all counters")
     rows = [
         ("startup: twin model", f"{r['twin_build_s']:.2f} s"),
         ("startup: gNMI servers", f"{r['servers_start_s']:.2f} s"),
         ("startup: total", f"{r['twin_build_s'] + r['servers_start_s']:.2f} s"),
+        ("recompute after a change (mean of 3)", f"{r['recompute_s']:.3f} s"),
         ("subscribe -> all sync_response", f"{r['subscribe_to_sync_s']:.2f} s"),
         ("offered load (leaves / interval)", f"{r['offered_per_s']:,.0f} updates/s"),
         (f"streamed to raw stub ({r['window_s']:.0f} s window)", f"{r['updates_per_s']:,.0f} updates/s"),

@@ -36,8 +36,18 @@ FEC_COUNTERS = ("corrected-codewords", "uncorrected-codewords")
 PFC_COUNTERS = ("in-frames", "out-frames", "pfc-on-total-rx-time")
 # /qos/interfaces/interface/output/queues/queue[name=Q]/state/<leaf>
 QUEUE_COUNTERS = ("transmit-pkts", "transmit-octets", "dropped-pkts", "ecn-marked-pkts", "wred-dropped-pkts")
+# ... and `max-queue-len` (bytes, the queue's watermark since boot [oc-qos]): a gauge kept in the counter's base with
+# no rate, so it only moves when the congestion model raises it (lab/model.py _apply_congestion)
+QUEUE_GAUGES = ("max-queue-len",)
 # .../ethernet/pfc/watchdog/tx-queues/tx-queue[index=Q][queue-type=UNICAST]/state/<leaf>
 WATCHDOG_COUNTERS = ("stuck-count", "recovery-count")
+
+
+# Counters real switches keep beyond the OpenConfig leaves above, filled by the congestion model (lab/congestion):
+# PFC pause time a port asked of its peer (SAI_PORT_STAT_PFC_<n>_TX_PAUSE_DURATION_US, ns here), CNPs a DR generated
+# on the port's behalf, and DLB flowlets started / moved to another member on a port's ECMP group (SAI ARS).
+PFC_TX_TIME = "pfc-on-total-tx-time"
+EXTRA_COUNTERS = ("cnp.sent", "ars.flowlets", "ars.reassignments")
 
 
 def _columns() -> tuple[str, ...]:
@@ -45,8 +55,10 @@ def _columns() -> tuple[str, ...]:
     cols += [f"eth.{c}" for c in ETHERNET_COUNTERS]
     cols += [f"fec.{c}" for c in FEC_COUNTERS]
     cols += [f"pfc{p}.{c}" for p in PRIORITIES for c in PFC_COUNTERS]
-    cols += [f"q{q}.{c}" for q in PRIORITIES for c in QUEUE_COUNTERS]
+    cols += [f"q{q}.{c}" for q in PRIORITIES for c in (*QUEUE_COUNTERS, *QUEUE_GAUGES)]
     cols += [f"wd{q}.{c}" for q in PRIORITIES for c in WATCHDOG_COUNTERS]
+    cols += [f"pfc{p}.{PFC_TX_TIME}" for p in PRIORITIES]
+    cols += list(EXTRA_COUNTERS)
     return tuple(cols)
 
 

@@ -175,6 +175,9 @@ class ConfigCursor:
 # --- the twin's port settings from the config ------------------------------------------------------
 
 
+DLB_LINE = "ip hardware fib load-balance distribution dynamic"
+
+
 def derive_port_config(root: Node, port: str, speed_gbps: float) -> PortConfig:
     iface = root.children.get(f"interface {port}")
     lines: dict[str, Node] = {}
@@ -436,6 +439,8 @@ class DeviceConfig:
             self.twin.touch()
         self.twin.set_maintenance(self.device, self._quiesced())
         self.twin.set_depreferred(self.device, self._depreferred())
+        # DLB on the switch's ECMP groups (drivers/eos/render.py renders it switch-wide, without a flowlet gap)
+        self.twin.set_dlb(self.device, any(k.startswith(DLB_LINE) for k in self.running.children))
         for port, speed, current in zip(sw.ports, sw.speeds, sw.config, strict=True):
             wanted = derive_port_config(self.running, port, float(speed))
             if wanted != current:

@@ -25,6 +25,20 @@ class FaultError(ValueError):
     """A fault request the twin cannot carry out (unknown kind, device or port, bad value)."""
 
 
+def number(
+    params: dict[str, Any], key: str, default: float, low: float, high: float, error: type[ValueError] = FaultError
+) -> float:
+    """`params[key]` (or `default`) as a number within [low, high], else `error` naming the key and the range."""
+    raw = params.get(key, default)
+    try:
+        value = float(raw)
+    except (TypeError, ValueError):
+        raise error(f"{key} must be a number, got {raw!r}") from None
+    if not low <= value <= high:
+        raise error(f"{key} must be between {low:g} and {high:g}, got {value:g}")
+    return value
+
+
 @dataclass
 class FaultRecord:
     id: str
@@ -133,14 +147,7 @@ class FaultInjector:
 
     @staticmethod
     def _number(params: dict[str, Any], key: str, default: float, low: float, high: float) -> float:
-        raw = params.get(key, default)
-        try:
-            value = float(raw)
-        except (TypeError, ValueError):
-            raise FaultError(f"{key} must be a number, got {raw!r}") from None
-        if not low <= value <= high:
-            raise FaultError(f"{key} must be between {low:g} and {high:g}, got {value:g}")
-        return value
+        return number(params, key, default, low, high)
 
     def _record(self, kind: str, params: dict[str, Any], now: int, eps: list[Endpoint]) -> FaultRecord:
         devices = sorted({e.device for e in eps})

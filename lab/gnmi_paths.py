@@ -28,6 +28,7 @@ from .counters import (
     PFC_COUNTERS,
     PRIORITIES,
     QUEUE_COUNTERS,
+    QUEUE_GAUGES,
     WATCHDOG_COUNTERS,
 )
 from .model import Switch, Twin
@@ -123,7 +124,7 @@ def _catalog() -> tuple[Leaf, ...]:
         for c in WATCHDOG_COUNTERS:
             counter("if", (eth, _e("pfc"), _e("watchdog"), _e("tx-queues"), txq, st, _e(c)), f"wd{q}.{c}")
     for q in PRIORITIES:
-        for c in QUEUE_COUNTERS:
+        for c in (*QUEUE_COUNTERS, *QUEUE_GAUGES):
             counter("qos", (_e("output"), _e("queues"), _e("queue", name=str(q)), st, _e(c)), f"q{q}.{c}")
     chan = (_e("transceiver"), _e("physical-channels"), _e("channel", index="0"), st)
     out.append(("xcvr", (*chan, _e("input-power"), _e("instant")), "rx-power", -1))

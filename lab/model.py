@@ -20,6 +20,7 @@ import zlib
 from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 import numpy as np
 
@@ -30,8 +31,12 @@ from topology.units import NS
 
 from . import traffic
 from .bgp import Bgp, BgpMon
+from .congestion import CONNECTX, FlowletResult, NicParams, QueueConfig, simulate_flowlets
+from .congestion.params import FIBRE_M_PER_S, sonic_headroom
+from .congestion.ports import HotPort, Ingress, PortOutcome, Solver
 from .control_plane import ControlPlane
 from .counters import (
+    BURST_BYTES,
     CODEWORD_BITS,
     COL,
     COLUMNS,
@@ -97,6 +102,10 @@ class PortConfig:
     watchdog_timeout_ns: int = 200_000_000
     watchdog_recovery_ns: int = 200_000_000
     description: str = ""  # shown by `show interfaces`; no effect on traffic
+    # The ingress buffer of the port's lossless priority groups (SONiC BUFFER_PG -> BUFFER_PROFILE `xoff` and
+    # `dynamic_th`); 0 / None: the twin's default (lab/congestion/params.py sonic_headroom, dynamic_th -2).
+    pg_headroom_bytes: int = 0
+    pg_dynamic_th: int | None = None
 
     def honours_pause(self, priority: int) -> bool:
         return self.pfc_enabled and priority in self.no_drop
@@ -117,12 +126,76 @@ class PauseSource:
 SHARES = np.array([QUEUE_SHARE.get(q, 0.0) for q in PRIORITIES])
 TRANSMIT_PKTS = [COL[f"q{q}.transmit-pkts"] for q in PRIORITIES]
 TRANSMIT_OCTETS = [COL[f"q{q}.transmit-octets"] for q in PRIORITIES]
+MAX_QUEUE_LEN = [COL[f"q{q}.max-queue-len"] for q in PRIORITIES]
 # Every column the traffic model sets (Twin._apply_traffic).
 TRAFFIC = sorted(
     {COL[c] for c in ("if.out-pkts", "if.out-unicast-pkts", "if.out-octets", "if.in-pkts", "if.in-unicast-pkts",
                       "if.in-octets", "if.out-discards", "q3.dropped-pkts", "fec.corrected-codewords")}
     | set(TRANSMIT_PKTS) | set(TRANSMIT_OCTETS)
 )  # fmt: skip
+
+
+# A port's egress whose offered load reaches this share of its line rate goes to the congestion model (lab/congestion):
+# below it the lossless queue only sees bursts (lab/counters.py ecn_mark_share), which a fluid model cannot show.
+HOT_SHARE = 0.98
+# RoCE queue pairs per NIC in an aggregate: Meta measured ~4 AllReduce QPs per GPU (reference §4 [meta24]).
+QPS_PER_NIC = 4
+# Per switch hop and NIC, what a packet and its CNP lose besides the cables (serialisation, pipeline, NIC turnaround):
+# ASSUMPTION, no figure in the reference; 1 us each way, 4 hops (NIC, leaf, spine, leaf, NIC).
+HOP_DELAY_S = 1e-6
+PATH_HOPS = 4
+DEFAULT_CABLE_M = 3.0  # a link with no length in the spec: a rack cable
+# Each congested queue is solved as if its ingresses brought what they would offer unthrottled; where flows cross
+# several congested queues the throttles compound, so they are corrected until each queue sends what the model
+# served (within RECONCILE_TOLERANCE), in at most this many more traffic solves.
+RECONCILE_ROUNDS = 4
+RECONCILE_TOLERANCE = 0.01
+RECONCILE_GAIN = 0.7
+# SONiC's lossless PG dynamic_th (drivers/sonic/render.py LOSSLESS_DYNAMIC_TH): alpha = 2^-2 of the free pool
+DEFAULT_DYNAMIC_TH = -2
+LOSSLESS = 3  # the RoCE class the model runs (QUEUE_SHARE: it carries almost everything; its watermark moves)
+LN_1000 = float(np.log(1000.0))
+
+
+@dataclass
+class CongestionSettings:
+    """The twin's congestion settings that no switch config holds (issue 51's tuning loop sets them): the NICs' DCQCN
+    parameters, which DRs generate CNPs for long-haul traffic (seed 004's DR-CNP; policies: EOS can, SONiC cannot),
+    and the flowlet inactivity gap of DLB groups (EOS renders DLB without a gap, SONiC ARS is not rendered: the
+    twin keeps SONiC's default 256 us, reference §4)."""
+
+    nic: NicParams = CONNECTX
+    dr_cnp: frozenset[str] | None = None  # None: every EOS DR
+    flowlet_gap_us: float = 256.0
+
+
+@dataclass(frozen=True)
+class FlowletView:
+    """A DLB switch's uplink ECMP group under the flowlet model: per second, flowlets begun, moved to another
+    member and reordered (packets a flow's new member delivered before its old one's), and each member's share."""
+
+    members: tuple[str, ...]
+    flowlets_ps: float
+    moves_ps: float
+    reorders_ps: float
+    shares: tuple[float, ...]
+    skew_us: float
+
+
+# The flowlet model's run per group: this many flows (at most) and messages each; flows of 1 MiB messages whose idle
+# times are uniform in [0, 2 x mean], the mean set by the group's load (a flow at load u idles (1 - u) / u of the
+# time). ASSUMPTIONS: the reference gives no message-size or idle-time distribution for collectives.
+FLOWLET_FLOWS, FLOWLET_MESSAGES = 64, 200
+FLOWLET_MESSAGE_BYTES = 1 << 20
+
+
+@dataclass(frozen=True)
+class CongestionView:
+    """What the model says about one congested egress queue (switch, port), for telemetry and `lab status`."""
+
+    outcome: PortOutcome
+    ingress_rows: tuple[int, ...]
+    dr_cnp: bool
 
 
 # The EOS release the twin plays unless told otherwise (`--eos-version`): a current one (eos_releases.py).
@@ -152,6 +225,11 @@ class Switch:
         self.rx_power = self.rx_power_nominal.copy()
         self.pre_fec_ber = np.full(n, HEALTHY_PRE_FEC_BER)
         self.config = [PortConfig() for _ in ports]
+        # Watermarks (bytes, highest since boot or clear): egress queues, ingress PGs (shared) and PG headroom used;
+        # the congestion model raises them (SAI *_WATERMARK_BYTES, OpenConfig max-queue-len)
+        self.queue_watermark = np.zeros((n, len(PRIORITIES)))
+        self.pg_watermark = np.zeros((n, len(PRIORITIES)))
+        self.headroom_watermark = np.zeros((n, len(PRIORITIES)))
         # SONiC: each port's CONFIG_DB alias (the config engine keeps it in step); sonic-gnmi keys its virtual
         # paths by it when the twin runs with aliases (Twin.sonic_aliases)
         self.aliases = [f"etp{i + 1}" for i in range(n)]
@@ -187,6 +265,9 @@ class Switch:
         self.t0[:] = now_ns
 
     def reset_counters(self, now_ns: int) -> None:
+        self.queue_watermark[:] = 0
+        self.pg_watermark[:] = 0
+        self.headroom_watermark[:] = 0
         self.base[:] = 0
         self.frac[:] = 0.0
         self.t0[:] = now_ns
@@ -253,7 +334,23 @@ class Twin:
                 (int(y), np.nonzero(facing & (t.peer == y))[0], t.peer_row[facing & (t.peer == y)])
                 for y in np.unique(t.peer[facing])
             ])  # fmt: skip
-        self._flowed: tuple[object, dict[str, np.ndarray]] | None = None  # the last traffic's inputs and columns
+        self._flowed: dict[object, dict[str, np.ndarray]] = {}  # recent traffic inputs -> columns (a few)
+        # as many as hold a workload's on and off phases with their reconcile rounds on a small fabric, fewer on a big
+        # one (each is every port's traffic columns: ~9 MB at 512 switches)
+        total_ports = sum(len(sw.ports) for sw in self.switches.values())
+        self._flowed_max = max(4, min(16, 200_000 // max(total_ports, 1)))
+        # Workloads laid over the traffic (lab/workloads.py): id -> record with `overlay`, `duty`, `on`
+        self.workloads: dict[str, Any] = {}
+        self.congestion = CongestionSettings()
+        self._solver = Solver()
+        self.congested: dict[tuple[str, str], CongestionView] = {}  # the model's last answer per (switch, port)
+        self._cong_passes: dict[tuple[str, str], float] = {}  # a congested egress: share DCQCN lets through
+        self._cong_drops: dict[tuple[str, str], float] = {}  # its headroom overflow / tail drops
+        self._cong_pauses: list[PauseSource] = []  # XOFF its ingresses send upstream
+        self._cables: dict[tuple[str, str], float] = {}  # (switch, port) -> its cable's length (m), as looked up
+        self.dlb: set[str] = set()  # switches with DLB (flowlets) on their ECMP groups (EOS config)
+        self.flowlets: dict[str, FlowletView] = {}  # the flowlet model's answer per DLB switch (its uplink group)
+        self._flowlet_cache: dict[object, FlowletResult] = {}
         self.link_down: set[LinkKey] = set()
         self.flap_down: set[LinkKey] = set()
         self.pause_sources: dict[str, list[PauseSource]] = {}
@@ -359,6 +456,12 @@ class Twin:
                     out.add((s.peer.device, s.peer.port))
         return out
 
+    def set_dlb(self, device: str, on: bool) -> None:
+        """The switch load-balances its ECMP groups by flowlets (its config says so)."""
+        if (device in self.dlb) != on:
+            (self.dlb.add if on else self.dlb.discard)(device)
+            self.dirty = True
+
     def set_maintenance(self, device: str, on: bool) -> None:
         """The switch enters or leaves maintenance (its config says so): traffic moves off it, or back."""
         if (device in self.maintenance) != on:
@@ -405,11 +508,20 @@ class Twin:
                 self.schedule(self._rates_owed, lambda _at: None, Recompute.RATES)
         else:
             self._rates_owed = None
-            self._rates()
-            paused, nic_paused = self._apply_pauses()
+            paused = self._flow(congestion=False)
+            hot = self._hot_ports()
+            if hot or self.congested:
+                self._solve_congestion(hot)
+                if self.congested:
+                    paused = self._flow(congestion=True)
+                    for _ in range(RECONCILE_ROUNDS):
+                        if not self._reconcile():
+                            break
+                        paused = self._flow(congestion=True)
             self._watch(paused, now)
-            self._apply_traffic(paused, nic_paused)
             self._apply_ecn(paused)
+            self._apply_congestion()
+            self._apply_flowlets()
             self._apply_physical()
         self.dirty = False
         self.links_dirty = False
@@ -417,6 +529,14 @@ class Twin:
             self.oper_events.append((now, device, port, up))
             for listener in self.listeners:
                 listener(device, port, up, now)
+
+    def _flow(self, congestion: bool) -> dict[QueueKey, float]:
+        """Rates from zero, pauses, traffic; with the congestion model's last answer (its throttles, drops and
+        XOFFs) or without it (what would be offered)."""
+        self._rates()
+        paused, nic_paused = self._apply_pauses(congestion)
+        self._apply_traffic(paused, nic_paused, congestion)
+        return paused
 
     def _ports_up(self, now: int) -> list[tuple[str, str, bool]]:
         """Each port's oper state from the admin states of both ends, reboots and cut links; the ports that
@@ -483,6 +603,9 @@ class Twin:
         frames = pause_frames_per_s(self.links.get(link_key(sender, receiver), 400.0)) * fraction
         if tx is not None:
             sw, row = tx
+            sw.rate[row, COL[f"pfc{priority}.pfc-on-total-tx-time"]] = min(
+                NS, sw.rate[row, COL[f"pfc{priority}.pfc-on-total-tx-time"]] + fraction * NS
+            )
             sw.rate[row, COL[f"pfc{priority}.out-frames"]] += frames
             sw.rate[row, COL["eth.out-mac-pause-frames"]] += frames
         if rx is None:
@@ -510,14 +633,14 @@ class Twin:
         link = self.fabric.link_of(ep.device, ep.port)
         return link.other(ep.device, ep.port) if link else None
 
-    def _apply_pauses(self) -> tuple[dict[QueueKey, float], dict[QueueKey, float]]:
+    def _apply_pauses(self, congestion: bool = False) -> tuple[dict[QueueKey, float], dict[QueueKey, float]]:
         """Pause frames from every source, spread along the fabric; returns each paused switch queue's paused
         fraction, and each paused NIC's (keyed by the switch port that pauses it). The traffic model turns them
         into what flows."""
         paused: dict[QueueKey, float] = {}
         nics: dict[QueueKey, float] = {}
         frontier: list[tuple[str, int, int]] = []  # (switch whose egress queue is stuck, priority, hop)
-        for sources in self.pause_sources.values():
+        for sources in [*self.pause_sources.values(), self._cong_pauses if congestion else []]:
             for src in sources:
                 if self._pause(src.sender, src.priority, src.fraction, paused) and src.propagate:
                     receiver = self.peer_of(src.sender)
@@ -630,7 +753,9 @@ class Twin:
         rails = [self.fabric.device(n).rail for n in names]
         return traffic.build(names, roles, rails, tables, sites, site_load)
 
-    def _apply_traffic(self, paused: dict[QueueKey, float], nic_paused: dict[QueueKey, float]) -> None:
+    def _apply_traffic(
+        self, paused: dict[QueueKey, float], nic_paused: dict[QueueKey, float], congestion: bool = False
+    ) -> None:
         """Every port's traffic from the one model (lab/traffic.py): in and out packets and octets, the queues'
         share of what a port sends (a paused queue sends its part only when unpaused) and egress drops. Most
         changes (an optic drifting, a watchdog timer, a description) leave every input the same: the last answer
@@ -645,9 +770,13 @@ class Twin:
             tuple(sorted(self.maintenance)),
             tuple(sorted(self.depreferred.items())),
             tuple((sw.name, row, self._frame_error_rate(sw, row)) for sw, row in self._receiving_errors()),
+            tuple((w, r.on, r.duty) for w, r in sorted(self.workloads.items())),
+            tuple(sorted(self._cong_passes.items())) if congestion else (),
+            tuple(sorted(self._cong_drops.items())) if congestion else (),
         )
-        if self._flowed is not None and self._flowed[0] == key:
-            for name, block in self._flowed[1].items():
+        cached = self._flowed.get(key)
+        if cached is not None:
+            for name, block in cached.items():
                 self.switches[name].rate[:, TRAFFIC] = block
             return
         names = self.traffic.names
@@ -677,10 +806,23 @@ class Twin:
             weight[node[device]][self.switches[device].index[port]] *= MAINTENANCE_WEIGHT
         for (device, port), share in self.egress_drops.items():
             drops[node[device]][self.switches[device].index[port]] = share
+        if congestion:
+            for (device, port), share in self._cong_passes.items():
+                passes[node[device]][self.switches[device].index[port]] *= share
+            for (device, port), share in self._cong_drops.items():
+                row = self.switches[device].index[port]
+                drops[node[device]][row] = 1 - (1 - drops[node[device]][row]) * (1 - share)
         for sw, row in self._receiving_errors():
             rx_errors[node[sw.name]][row] = self._frame_error_rate(sw, row)
         conditions = traffic.Conditions(up, weight, passes, nic_passes, drops, rx_errors)
-        for name, loads in zip(names, traffic.flow(self.traffic, conditions), strict=True):
+        flowed = traffic.flow(self.traffic, conditions)
+        for rec in self.workloads.values():  # each workload's overlay adds its loads (flow is linear in offers)
+            if rec.on:
+                for total, extra in zip(flowed, traffic.flow(rec.overlay, conditions), strict=True):
+                    total.offered += extra.offered * rec.duty
+                    total.sent += extra.sent * rec.duty
+                    total.received += extra.received * rec.duty
+        for name, loads in zip(names, flowed, strict=True):
             sw = self.switches[name]
             sent = loads.sent / FRAME_BYTES
             for column in ("if.out-pkts", "if.out-unicast-pkts"):
@@ -698,7 +840,9 @@ class Twin:
             sw.rate[:, TRANSMIT_PKTS] = sent[:, None] * queues
             sw.rate[:, TRANSMIT_OCTETS] = loads.sent[:, None] * queues
             sw.rate[:, COL["fec.corrected-codewords"]] = sw.speeds * 1e9 * HEALTHY_PRE_FEC_BER * sw.oper_up
-        self._flowed = (key, {name: sw.rate[:, TRAFFIC].copy() for name, sw in self.switches.items()})
+        if len(self._flowed) >= self._flowed_max:  # clean, congested and reconciled solves of the last few states
+            self._flowed.pop(next(iter(self._flowed)))
+        self._flowed[key] = {name: sw.rate[:, TRAFFIC].copy() for name, sw in self.switches.items()}
 
     def _apply_ecn(self, paused: dict[QueueKey, float]) -> None:
         """ECN marks where a queue passes its thresholds: each configured queue's depth follows its port's load
@@ -710,6 +854,198 @@ class Twin:
                     held = paused.get((sw.name, sw.ports[row], q), 0.0)
                     share = ecn_mark_share(float(util[row]), held, min_b, max_b, prob)
                     sw.rate[row, COL[f"q{q}.ecn-marked-pkts"]] = sw.rate[row, COL[f"q{q}.transmit-pkts"]] * share
+
+    # --- the congestion model (lab/congestion): congested lossless queues -------------------------
+    def _cable_m(self, device: str, port: str) -> float:
+        got = self._cables.get((device, port))
+        if got is None:
+            link = self.fabric.link_of(device, port)
+            got = self._cables[(device, port)] = (
+                float(link.length_m) if link is not None and link.length_m else DEFAULT_CABLE_M
+            )
+        return got
+
+    def dr_cnp(self, device: str) -> bool:
+        """Does this switch generate CNPs for long-haul traffic it marks (CongestionSettings.dr_cnp)?"""
+        sw = self.switches[device]
+        if sw.role is not Role.DR:
+            return False
+        chosen = self.congestion.dr_cnp
+        return sw.platform != "sonic" if chosen is None else device in chosen
+
+    def _hot_ports(self) -> list[HotPort]:
+        """Every up egress port offered at least HOT_SHARE of its line rate, with the ingresses feeding it (each
+        brings its received traffic's share of the ports it may go out of: valley-free, nothing from an up port goes
+        back up), their flows and feedback delays from the cables."""
+        out: list[HotPort] = []
+        for x, (name, sw) in enumerate(self.switches.items()):
+            offered = sw.rate[:, COL["if.out-octets"]] + sw.rate[:, COL["if.out-discards"]] * FRAME_BYTES
+            cap = sw.speeds * 1e9 / 8
+            hot = np.nonzero(sw.oper_up & (cap > 0) & (offered >= HOT_SHARE * cap))[0]
+            if not len(hot):
+                continue
+            kind = self.traffic.ports[x].kind
+            received = sw.rate[:, COL["if.in-octets"]] * sw.oper_up
+            is_up = kind == traffic.Kind.UP
+            den_up = float(offered[~is_up].sum())  # what arrives from above leaves by any port but up
+            den = float(offered.sum())
+            for h in hot.tolist():
+                share = np.where(is_up, 0.0 if is_up[h] else offered[h] / max(den_up, 1.0), offered[h] / max(den, 1.0))
+                contrib = received * share * (np.arange(len(sw.ports)) != h)
+                if contrib.sum() <= 0:
+                    continue
+                lossless = offered[h] * SHARES[LOSSLESS]
+                contrib *= lossless / contrib.sum()
+                ingresses = tuple(
+                    self._ingress(sw, x, h, int(r), float(contrib[r])) for r in np.nonzero(contrib > 0)[0]
+                )
+                capacity = cap[h] * SHARES[LOSSLESS]  # the other classes keep their small share of the line
+                out.append(HotPort(name, h, x, self._queue_config(sw, h, ingresses, capacity), ingresses))
+        return out
+
+    def _ingress(self, sw: Switch, x: int, h: int, r: int, bytes_s: float) -> Ingress:
+        kind = self.traffic.ports[x].kind
+        l_in, l_out = self._cable_m(sw.name, sw.ports[r]), self._cable_m(sw.name, sw.ports[h])
+        # a switch ingress: its senders are one more cable away (ASSUMPTION: one like it)
+        l_sender = l_in if kind[r] == traffic.Kind.SERVER else 2 * l_in
+        if kind[h] == traffic.Kind.REMOTE and self.dr_cnp(sw.name):
+            loop_m, hops = l_sender, PATH_HOPS // 2  # the DR sends the CNP back itself
+        else:
+            loop_m, hops = l_sender + l_out, PATH_HOPS
+        line = float(sw.speeds[r]) * 1e9
+        flows = QPS_PER_NIC * max(1, round(bytes_s * 8 / max(line, 1.0)))
+        return Ingress(
+            row=r,
+            bps=bytes_s * 8,
+            flows=flows,
+            line_bps=line,
+            port_bps=line,
+            feedback_delay_s=2 * loop_m / FIBRE_M_PER_S + 2 * hops * HOP_DELAY_S,
+            hop_delay_s=2 * l_in / FIBRE_M_PER_S + HOP_DELAY_S,
+        )
+
+    def _queue_config(self, sw: Switch, h: int, ingresses: tuple[Ingress, ...], capacity: float) -> QueueConfig:
+        """The queue as the switch's running config sets it: ECN on the egress queue, PFC and the PG buffer on the
+        ingresses (the first ingress's PG settings stand for all: one switch, one buffer template)."""
+        cfg = sw.config[h]
+        kmin, kmax, prob = cfg.ecn.get(LOSSLESS, (0, 0, 0))
+        first = sw.config[ingresses[0].row]
+        speed = int(sw.speeds[ingresses[0].row])
+        headroom = first.pg_headroom_bytes or sonic_headroom(self._cable_m(sw.name, sw.ports[ingresses[0].row]), speed)
+        dyn = first.pg_dynamic_th if first.pg_dynamic_th is not None else DEFAULT_DYNAMIC_TH
+        kind = self.traffic.ports[list(self.switches).index(sw.name)].kind
+        return QueueConfig(
+            capacity_bps=capacity * 8,
+            kmin_bytes=kmin,
+            kmax_bytes=kmax,
+            pmax=prob / 100,
+            ecn=LOSSLESS in cfg.ecn,
+            pfc=any(sw.config[i.row].honours_pause(LOSSLESS) for i in ingresses),
+            dynamic_alpha=2.0**dyn,
+            headroom_bytes=headroom,
+            dr_cnp=bool(kind[h] == traffic.Kind.REMOTE and self.dr_cnp(sw.name)),
+        )
+
+    def _solve_congestion(self, hot: list[HotPort]) -> None:
+        """Run the model over the congested queues (cached) and keep its throttles, drops and XOFFs for the next
+        traffic solve."""
+        outcomes = self._solver.solve(hot, self.congestion.nic)
+        self.congested, self._cong_passes, self._cong_drops, self._cong_pauses = {}, {}, {}, []
+        for hp, out in zip(hot, outcomes, strict=True):
+            sw = self.switches[hp.device]
+            key = (hp.device, sw.ports[hp.row])
+            self.congested[key] = CongestionView(out, tuple(i.row for i in hp.ingresses), hp.config.dr_cnp)
+            # the XOFFs below also hold back the upstream egresses (traffic.passes): count them once
+            held = sum(i.bps * (1 - f * SHARES[LOSSLESS]) for i, f in zip(hp.ingresses, out.paused, strict=True))
+            held_share = held / max(out.offered_bps, 1.0)
+            self._cong_passes[key] = min(1.0, out.served_bps / max(out.offered_bps, 1.0) / max(held_share, 1e-9))
+            if out.dropped_bps > 0:
+                self._cong_drops[key] = min(1.0, out.dropped_bps / max(out.offered_bps, 1.0))
+            for ing, f in zip(hp.ingresses, out.paused, strict=True):
+                if f > 1e-4 and hp.config.pfc:
+                    sender = Endpoint(hp.device, sw.ports[ing.row])
+                    self._cong_pauses.append(PauseSource(sender, LOSSLESS, min(1.0, f), propagate=f >= 0.99))
+
+    def _apply_flowlets(self) -> None:
+        """Each DLB switch's uplink group through the flowlet model (lab/congestion/flowlet.py): the members' one-way
+        cable delays give the skew, the group's load the flows and their idle times, the twin's gap the rest; the
+        answer (cached) sets the ARS counters of the members (`ars.flowlets`, `ars.reassignments`, split by share)."""
+        self.flowlets = {}
+        gap_s = self.congestion.flowlet_gap_us * 1e-6
+        for x, (name, sw) in enumerate(self.switches.items()):
+            if name not in self.dlb:
+                continue
+            rows = np.nonzero((self.traffic.ports[x].kind == traffic.Kind.UP) & sw.oper_up)[0]
+            if len(rows) < 2:
+                continue
+            delays = [round(self._cable_m(name, sw.ports[r]) / FIBRE_M_PER_S, 7) for r in rows]
+            sent = sw.rate[rows, COL["if.out-octets"]]
+            line = sw.speeds[rows] * 1e9 / 8
+            load = float(np.clip(sent.sum() / max(line.sum(), 1.0), 0.01, 0.99))
+            real_flows = max(len(rows), QPS_PER_NIC * round(float(sent.sum()) / max(float(line.max()), 1.0)))
+            flows = int(min(FLOWLET_FLOWS, real_flows))
+            busy_s = FLOWLET_MESSAGE_BYTES / float(line.max())
+            idle = round(busy_s * (1 - load) / load, 7)
+            key = (tuple(delays), gap_s, flows, idle)
+            got = self._flowlet_cache.get(key)
+            if got is None:
+                got = simulate_flowlets(delays, gap_s, flows, FLOWLET_MESSAGES, FLOWLET_MESSAGE_BYTES,
+                                        float(line.max()) * 8, (0.0, 2 * idle))  # fmt: skip
+                if len(self._flowlet_cache) > 256:
+                    self._flowlet_cache.clear()
+                self._flowlet_cache[key] = got
+            # per second, scaled from the model's flows to the group's (each flow's messages/s are the same)
+            per_s = real_flows / flows / max(got.duration_s, 1e-9)
+            shares = got.member_bytes / max(float(got.member_bytes.sum()), 1.0)
+            view = FlowletView(
+                tuple(sw.ports[r] for r in rows),
+                got.flowlets * per_s,
+                got.moves * per_s,
+                got.reorders * per_s,
+                tuple(float(v) for v in shares),
+                (max(delays) - min(delays)) * 1e6,
+            )
+            self.flowlets[name] = view
+            sw.rate[rows, COL["ars.flowlets"]] = view.flowlets_ps * shares
+            sw.rate[rows, COL["ars.reassignments"]] = view.moves_ps * shares
+
+    def _reconcile(self) -> bool:
+        """Correct the throttle of each congested queue that sends more or less than the model served (an upstream
+        queue already held its flows back, or was itself eased); True if any changed."""
+        changed = False
+        for key, view in self.congested.items():
+            sw = self.switches[key[0]]
+            sent = sw.rate[sw.index[key[1]], COL["if.out-octets"]] * 8 * SHARES[LOSSLESS]
+            target = view.outcome.served_bps
+            passes = self._cong_passes.get(key, 1.0)
+            if abs(sent - target) > target * RECONCILE_TOLERANCE and (sent > target or passes < 1.0):
+                # damped: the queues upstream and downstream of it are corrected in the same round
+                self._cong_passes[key] = min(1.0, passes * (target / max(sent, 1.0)) ** RECONCILE_GAIN)
+                changed = True
+        return changed
+
+    def _apply_congestion(self) -> None:
+        """The model's marks, watermarks and DR CNPs on the counters; queues below HOT_SHARE keep the burst
+        model's marks, and their watermark is the burst depth's 99.9th percentile (ln 1000 x its exponential mean)."""
+        out_octets, wm_col = COL["if.out-octets"], MAX_QUEUE_LEN[LOSSLESS]
+        for sw in self.switches.values():
+            rho = np.minimum(sw.rate[:, out_octets] * 8 / np.maximum(sw.speeds * 1e9, 1.0), HOT_SHARE)
+            burst = BURST_BYTES * LN_1000 * rho / (1 - rho) * sw.oper_up
+            np.maximum(sw.queue_watermark[:, LOSSLESS], burst, out=sw.queue_watermark[:, LOSSLESS])
+        for (device, port), view in self.congested.items():
+            sw = self.switches[device]
+            row, out = sw.index[port], view.outcome
+            if LOSSLESS in sw.config[row].ecn:  # the model's marks replace the burst formula's (util ~ 1 there)
+                marked = sw.rate[row, COL[f"q{LOSSLESS}.transmit-pkts"]] * out.mark_share
+                sw.rate[row, COL[f"q{LOSSLESS}.ecn-marked-pkts"]] = marked
+            if view.dr_cnp:
+                sw.rate[row, COL["cnp.sent"]] = out.cnp_ps
+            sw.queue_watermark[row, LOSSLESS] = max(sw.queue_watermark[row, LOSSLESS], out.queue_max_bytes)
+            for r in view.ingress_rows:
+                sw.pg_watermark[r, LOSSLESS] = max(sw.pg_watermark[r, LOSSLESS], out.pg_max_bytes)
+                sw.headroom_watermark[r, LOSSLESS] = max(sw.headroom_watermark[r, LOSSLESS], out.headroom_max_bytes)
+        for sw in self.switches.values():  # the OpenConfig gauge: no rate, its value in the base (lab/counters.py)
+            sw.base[:, wm_col] = np.maximum(sw.base[:, wm_col], sw.queue_watermark[:, LOSSLESS].astype(np.uint64))
 
     def _frame_error_rate(self, sw: Switch, row: int) -> float:
         """The share of frames a port receives corrupted: from a corruption fault, or from an optic losing more

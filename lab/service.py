@@ -44,6 +44,7 @@ from .sonic_releases import DEFAULT_RELEASE as DEFAULT_SONIC_RELEASE
 from .sonic_releases import release_of
 from .ssh_server import start_ssh_servers
 from .tls import self_signed
+from .workloads import WorkloadRunner
 
 USERNAME = "admin"
 
@@ -139,6 +140,7 @@ class TwinProcess:
         self.twin.bgpmon.silent = options.no_neigh_state
         self.sonic = SonicStore(self.twin, saved)  # the SONiC switches' CONFIG_DB (their SSH logins work on it)
         self.faults = FaultInjector(self.twin, on_reboot=self.configs.reboot)
+        self.workloads = WorkloadRunner(self.twin)
         self.probes: deque[dict[str, Any]] = deque(maxlen=50_000)
         self.prober = ProbeGenerator(self.twin)
         self.endpoints = allocate(sorted(self.twin.switches), options.base_address, options.port_offset)
@@ -167,7 +169,7 @@ class TwinProcess:
             closers.append(await start_ssh_servers(self.twin, self.configs, self.endpoints, creds, self.sonic))
             control_port = _free_port("127.0.0.1")
             info = {"fabric": self.spec.name, "pid": os.getpid(), "state_dir": str(state.resolve())}
-            app = build_app(self.twin, self.faults, password, self.probes, info)
+            app = build_app(self.twin, self.faults, password, self.probes, info, self.workloads)
             server = uvicorn.Server(
                 uvicorn.Config(app, host="127.0.0.1", port=control_port, log_level="warning", lifespan="off")
             )

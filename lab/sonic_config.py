@@ -209,6 +209,7 @@ def derive_port_config(db: Mapping[str, Any], name: str) -> PortConfig:
             int(wred.get("green_drop_probability", 100)),
         )
         ecn.update({q: thresholds for q in _indices(queues)})
+    headroom, dynamic_th = _lossless_pg(db, name, no_drop)
     return PortConfig(
         # SONiC's default admin status is down: a port is up only when the config says so.
         admin_up=port.get("admin_status", "down") == "up",
@@ -218,7 +219,26 @@ def derive_port_config(db: Mapping[str, Any], name: str) -> PortConfig:
         watchdog=bool(no_drop) and name in db.get("PFC_WD", {}),
         # what `show interfaces description`, APPL_DB PORT_TABLE and lldpd show: fabricd's mark lives here
         description=str(port.get("description", "")),
+        pg_headroom_bytes=headroom,
+        pg_dynamic_th=dynamic_th,
     )
+
+
+def _lossless_pg(db: Mapping[str, Any], name: str, no_drop: frozenset[int]) -> tuple[int, int | None]:
+    """(headroom bytes, dynamic_th) of the port's lossless PGs: BUFFER_PG `<port>|<pgs>` -> BUFFER_PROFILE `xoff`
+    and `dynamic_th` (what fabricd renders, drivers/sonic/render.py); (0, None) when none is bound."""
+    profiles = db.get("BUFFER_PROFILE", {})
+    for key, entry in db.get("BUFFER_PG", {}).items():
+        owner, _, pgs = key.partition("|")
+        profile = profiles.get(str(entry.get("profile", "")).strip("[]").split("|")[-1], {})
+        if owner != name or not no_drop.intersection(_indices(pgs)) or "xoff" not in profile:
+            continue
+        try:
+            dynamic = int(profile["dynamic_th"]) if "dynamic_th" in profile else None
+            return int(profile["xoff"]), dynamic
+        except ValueError:
+            return 0, None
+    return 0, None
 
 
 class SonicDevice:

@@ -25,7 +25,12 @@ from .sonic_config import lldp_port_descr, lldp_port_id, sonic_port, system_desc
 from .sonic_releases import serves_pfcwd, serves_rates
 
 TARGETS = frozenset({"COUNTERS_DB", "APPL_DB", "STATE_DB"})
-TABLES = {"COUNTERS_DB": ("COUNTERS", "RATES"), "APPL_DB": ("PORT_TABLE", "LLDP_ENTRY_TABLE"),
+# Watermark tables keyed by queue / PG OID, and the name maps that give each OID its `EthernetN:Q` (reference/
+# congestion-tuning.md §3.1, sonic-utilities watermarkstat). The twin clears no watermark on request: the USER and
+# PERSISTENT flavours hold the same values (highest since boot), PERIODIC too.
+WATERMARKS = ("USER_WATERMARKS", "PERSISTENT_WATERMARKS", "PERIODIC_WATERMARKS")
+NAME_MAPS = {"COUNTERS_QUEUE_NAME_MAP": "0x15", "COUNTERS_PG_NAME_MAP": "0x1a"}  # SAI object type of the OID
+TABLES = {"COUNTERS_DB": ("COUNTERS", "RATES", *WATERMARKS, *NAME_MAPS), "APPL_DB": ("PORT_TABLE", "LLDP_ENTRY_TABLE"),
           "STATE_DB": ("TRANSCEIVER_DOM_SENSOR", "NEIGH_STATE_TABLE")}  # fmt: skip
 LLDP = "LLDP_ENTRY_TABLE"  # APPL_DB: each port's LLDP neighbour, as lldp_syncd writes it from lldpd
 NEIGH = "NEIGH_STATE_TABLE"  # STATE_DB: each BGP neighbour's `state`, keyed by its address, as bgpmon writes it
@@ -61,6 +66,7 @@ def _port_row(c: np.ndarray) -> dict[str, str]:
         row[f"SAI_PORT_STAT_PFC_{p}_RX_PKTS"] = v(f"pfc{p}.in-frames")
         row[f"SAI_PORT_STAT_PFC_{p}_TX_PKTS"] = v(f"pfc{p}.out-frames")
         row[f"SAI_PORT_STAT_PFC_{p}_RX_PAUSE_DURATION_US"] = v(f"pfc{p}.pfc-on-total-rx-time") // 1000
+        row[f"SAI_PORT_STAT_PFC_{p}_TX_PAUSE_DURATION_US"] = v(f"pfc{p}.pfc-on-total-tx-time") // 1000
     return {k: str(n) for k, n in row.items()}
 
 
@@ -183,11 +189,50 @@ def keys(twin: Twin, sw: Switch, target: str) -> list[str]:
     return [sonic_port(p) for p in sw.ports]
 
 
+def oid(kind: str, row: int, index: int) -> str:
+    """A queue's or PG's SAI object id, stable per port row and index (a switch's OIDs are its own business)."""
+    return f"oid:{NAME_MAPS[kind]}{row * 8 + index + 1:012x}"
+
+
+def _oid_rows(sw: Switch, names: list[str], kind: str) -> dict[str, tuple[int, int]]:
+    return {oid(kind, r, i): (r, i) for r in range(len(names)) for i in PRIORITIES}
+
+
+def watermark_rows(twin: Twin, sw: Switch, table: str, key: str) -> list[Row]:
+    """`<FLAVOUR>_WATERMARKS/<oid>` (or `*`): a queue's shared watermark, a PG's shared and headroom (XOFF room)
+    watermarks, in bytes, as strings."""
+    names = keys(twin, sw, "COUNTERS_DB")
+    queues = _oid_rows(sw, names, "COUNTERS_QUEUE_NAME_MAP")
+    pgs = _oid_rows(sw, names, "COUNTERS_PG_NAME_MAP")
+    picked = [*queues, *pgs] if key == "*" else [key]
+    out: list[Row] = []
+    for k in picked:
+        if k in queues:
+            r, q = queues[k]
+            out.append(([table, k], {"SAI_QUEUE_STAT_SHARED_WATERMARK_BYTES": str(int(sw.queue_watermark[r, q]))}))
+        elif k in pgs:
+            r, g = pgs[k]
+            out.append(([table, k], {
+                "SAI_INGRESS_PRIORITY_GROUP_STAT_SHARED_WATERMARK_BYTES": str(int(sw.pg_watermark[r, g])),
+                "SAI_INGRESS_PRIORITY_GROUP_STAT_XOFF_ROOM_WATERMARK_BYTES": str(int(sw.headroom_watermark[r, g])),
+            }))  # fmt: skip
+        else:
+            raise DbPathError(f"{k} is not a queue or priority-group OID of this switch")
+    return out
+
+
 def rows(twin: Twin, sw: Switch, target: str, path: Sequence[str], now: int) -> list[Row]:
     """The (update path, row) pairs a DB path selects now; DbPathError if it selects nothing."""
+    if target == "COUNTERS_DB" and len(path) == 1 and path[0] in NAME_MAPS:  # one hash: "EthernetN:Q" -> OID
+        names = keys(twin, sw, target)
+        return [([path[0]], {f"{n}:{i}": oid(path[0], r, i) for r, n in enumerate(names) for i in PRIORITIES})]
+    if target == "COUNTERS_DB" and len(path) == 2 and path[0] in WATERMARKS:
+        return watermark_rows(twin, sw, path[0], path[1])
     if target not in TARGETS or len(path) not in (2, 3) or path[0] not in TABLES[target]:
         raise DbPathError(f"{target}: no table at /{'/'.join(path)}")
     sub = path[2] if len(path) == 3 else None
+    if path[0] in NAME_MAPS:
+        raise DbPathError(f"{target}: {path[0]} is one hash, read it whole")
     if (path[0] != "COUNTERS" and sub is not None) or sub not in (None, "Queues", "Pfcwd"):
         raise DbPathError(f"{target}: no virtual path {sub!r} under {path[0]}")
     if path[0] == "RATES" and not serves_rates(sw.os_version):

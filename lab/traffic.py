@@ -55,6 +55,13 @@ class Ports:
     peer_row: np.ndarray
     site: np.ndarray  # sink index of the far campus of a REMOTE port, -1 otherwise
     offered: np.ndarray  # SERVER: the NIC's offered load, bytes/s; REMOTE: the far campus's hash weight
+    # SERVER: how a switch spreads what arrives for its servers over them (None: as `offered`); a workload's overlay
+    # sets it to the NICs it targets (an incast's one port)
+    deliver: np.ndarray | None = None
+
+    @property
+    def receives(self) -> np.ndarray:
+        return self.offered if self.deliver is None else self.deliver
 
 
 @dataclass
@@ -244,8 +251,8 @@ def flow(s: Structure, c: Conditions) -> list[Loads]:
         own = s.sink_of[x]
         if own >= 0:
             m = (p.kind == Kind.SERVER) & c.up[x]
-            den[own] = float(p.offered[m].sum())
-            num[own] = float((p.offered[m] * c.passes[x][m]).sum())
+            den[own] = float(p.receives[m].sum())
+            num[own] = float((p.receives[m] * c.passes[x][m]).sum())
         m = (p.kind == Kind.REMOTE) & c.up[x]
         np.add.at(den, p.site[m], c.weight[x][m])
         np.add.at(num, p.site[m], c.weight[x][m] * c.passes[x][m])
@@ -317,7 +324,7 @@ def flow(s: Structure, c: Conditions) -> list[Loads]:
         own = s.sink_of[x]
         if own >= 0 and here[own] > 0:
             m = (p.kind == Kind.SERVER) & c.up[x]
-            w = p.offered[m] * c.passes[x][m]
+            w = p.receives[m] * c.passes[x][m]
             if w.sum() > 0:
                 offered = here[own] * w / w.sum()
                 loads[x].offered[m] += offered
@@ -331,3 +338,19 @@ def flow(s: Structure, c: Conditions) -> list[Loads]:
                 loads[x].offered[members] += offered
                 loads[x].sent[members] += offered * (1 - c.drops[x][members])
     return loads
+
+
+def overlay(s: Structure, sends: list[np.ndarray], share: np.ndarray, receives: list[np.ndarray]) -> Structure:
+    """A workload as its own structure over the same fabric: `sends[n]` what each SERVER row of switch n offers
+    (bytes/s), `share[n]` where switch n's servers send it (sums to 1 over sinks, far campuses included),
+    `receives[n]` the weights its SERVER rows take what arrives for them. Far campuses send nothing back. `flow` is
+    linear in what the servers offer, so the overlay's loads add to the base traffic's."""
+    ports = []
+    for p, out, into in zip(s.ports, sends, receives, strict=True):
+        server = p.kind == Kind.SERVER
+        ports.append(
+            Ports(p.kind, p.peer, p.peer_row, p.site, np.where(server, out, p.offered), np.where(server, into, 0.0))
+        )
+    return Structure(
+        s.names, s.tier, ports, s.sinks, s.sink_of, share, np.zeros(len(s.sinks)), dict.fromkeys(s.remote_load, 0.0)
+    )

@@ -252,9 +252,14 @@ def clear(
     state_dir: Path = STATE_DIR,
 ) -> None:
     """Clear one fault or all of them."""
-    cleared = _control(state_dir, "DELETE", f"/faults/{fault_id}" if fault_id else "/faults")
+    _clear(state_dir, "faults", "fault", fault_id)
+
+
+def _clear(state_dir: Path, collection: str, what: str, one: str | None) -> None:
+    """DELETE one record of the control API's collection (faults, workloads) or all of them, and say which."""
+    cleared = _control(state_dir, "DELETE", f"/{collection}/{one}" if one else f"/{collection}")
     console().print(
-        f"cleared {len(cleared)} fault(s)" + (f": {', '.join(r['id'] for r in cleared)}" if cleared else "")
+        f"cleared {len(cleared)} {what}(s)" + (f": {', '.join(r['id'] for r in cleared)}" if cleared else "")
     )
 
 
@@ -475,3 +480,128 @@ def _judge(run: Run, facts: FabricFacts, limits: Limits, grace_s: float, out: Pa
         seed = run.seed
         err_console().print(f"{len(violations)} violation(s), seed {seed}; replay with --seed {seed}", markup=False)
         raise typer.Exit(1)
+
+
+workload_app = typer.Typer(
+    help="Traffic patterns over the twin's steady traffic (docs/lab.md, Workloads): incast, alltoall, allreduce, "
+    "dci-bulk; the congestion model answers with marks, pauses and throttled rates."
+)
+app.add_typer(workload_app, name="workload")
+
+
+def _phases(on_ms: float | None, off_ms: float | None, message_kb: float | None) -> dict[str, Any]:
+    given = {"on_ms": on_ms, "off_ms": off_ms, "message_kb": message_kb}
+    return {k: v for k, v in given.items() if v is not None}
+
+
+ON_MS = typer.Option(None, "--on-ms", help="Collective phase: ms of sending (default 100).")
+OFF_MS = typer.Option(None, "--off-ms", help="Collective phase: ms of silence between sends (default 0: always on).")
+MESSAGE_KB = typer.Option(None, "--message-kb", help="Message size in KB (default 1024).")
+
+
+def _start(state_dir: Path, kind: str, params: dict[str, Any], fmt: Format) -> None:
+    record = _control(state_dir, "POST", "/workloads", {"kind": kind, "params": params})
+    if fmt == Format.json:
+        emit_json(record)
+    else:
+        console().print(f"started {record['id']}: {kind}, {len(record['senders'])} sender(s)")
+
+
+@workload_app.command("incast")
+def workload_incast(
+    port: str = typer.Option(..., "--port", help="switch:port facing the NIC everyone sends to."),
+    fan_in: int = typer.Option(8, "--fan-in", help="How many NICs send to it (same rail)."),
+    state_dir: Path = STATE_DIR,
+    on_ms: float | None = ON_MS,
+    off_ms: float | None = OFF_MS,
+    message_kb: float | None = MESSAGE_KB,
+    fmt: Format = typer.Option(Format.table, "--format"),
+) -> None:
+    """N NICs send at line rate to one NIC."""
+    _start(state_dir, "incast", {"port": port, "fan_in": fan_in, **_phases(on_ms, off_ms, message_kb)}, fmt)
+
+
+@workload_app.command("alltoall")
+def workload_alltoall(
+    rail: int = typer.Option(..., "--rail", help="Rail whose NICs all send to each other."),
+    state_dir: Path = STATE_DIR,
+    on_ms: float | None = ON_MS,
+    off_ms: float | None = OFF_MS,
+    message_kb: float | None = MESSAGE_KB,
+    fmt: Format = typer.Option(Format.table, "--format"),
+) -> None:
+    """Every NIC of a rail sends to every other one, evenly, at line rate in total."""
+    _start(state_dir, "alltoall", {"rail": rail, **_phases(on_ms, off_ms, message_kb)}, fmt)
+
+
+@workload_app.command("allreduce")
+def workload_allreduce(
+    group: str = typer.Option(..., "--group", help="Aggregation group(s), comma-separated: the ring's servers."),
+    state_dir: Path = STATE_DIR,
+    on_ms: float | None = ON_MS,
+    off_ms: float | None = OFF_MS,
+    message_kb: float | None = MESSAGE_KB,
+    fmt: Format = typer.Option(Format.table, "--format"),
+) -> None:
+    """A ring per rail over the groups' servers, each NIC sending to the next at line rate."""
+    _start(state_dir, "allreduce", {"group": group, **_phases(on_ms, off_ms, message_kb)}, fmt)
+
+
+@workload_app.command("dci-bulk")
+def workload_dci_bulk(
+    dci: str | None = typer.Option(None, "--dci", help="The far campus (default: the first)."),
+    senders: int = typer.Option(4, "--senders", help="How many NICs send across it at line rate."),
+    state_dir: Path = STATE_DIR,
+    on_ms: float | None = ON_MS,
+    off_ms: float | None = OFF_MS,
+    message_kb: float | None = MESSAGE_KB,
+    fmt: Format = typer.Option(Format.table, "--format"),
+) -> None:
+    """Bulk transfer to the far campus over the DCI's long-haul ports."""
+    params: dict[str, Any] = {"senders": senders, **_phases(on_ms, off_ms, message_kb)}
+    if dci is not None:
+        params["dci"] = dci
+    _start(state_dir, "dci-bulk", params, fmt)
+
+
+@workload_app.command("clear")
+def workload_clear(
+    workload_id: str | None = typer.Argument(None, help="Workload id (default: every active workload)."),
+    state_dir: Path = STATE_DIR,
+) -> None:
+    """Stop one workload or all of them."""
+    _clear(state_dir, "workloads", "workload", workload_id)
+
+
+@workload_app.command("list")
+def workload_list(state_dir: Path = STATE_DIR, fmt: Format = typer.Option(Format.table, "--format")) -> None:
+    """Every workload started since the twin started, and the queues the congestion model holds congested."""
+    log = _control(state_dir, "GET", "/workloads")
+    state = _control(state_dir, "GET", "/congestion")
+    if fmt == Format.json:
+        emit_json({"workloads": log, "congestion": state})
+        return
+    table = Table(title="workloads")
+    for col in ("id", "kind", "params", "senders", "start", "cleared"):
+        table.add_column(col)
+    for r in log:
+        params = " ".join(f"{k}={v}" for k, v in r["params"].items())
+        start = time.strftime("%H:%M:%S", time.localtime(r["start_ts"] / 1e9))
+        cleared = time.strftime("%H:%M:%S", time.localtime(r["cleared_ts"] / 1e9)) if r["cleared_ts"] else ""
+        table.add_row(r["id"], r["kind"], params, str(len(r["senders"])), start, cleared)
+    console().print(table)
+    queues = Table(title="congested queues (lossless class)")
+    for col in ("queue", "offered Gb/s", "served Gb/s", "marked", "queue KB", "watermark KB", "paused", "drops Gb/s"):
+        queues.add_column(col)
+    for q in state["queues"]:
+        queues.add_row(
+            f"{q['device']}:{q['port']}",
+            f"{q['offered_bps'] / 1e9:.0f}",
+            f"{q['served_bps'] / 1e9:.0f}",
+            f"{q['mark_share']:.2%}",
+            f"{q['queue_mean_bytes'] / 1e3:.0f}",
+            f"{q['queue_max_bytes'] / 1e3:.0f}",
+            f"{max(q['paused'], default=0):.1%}",
+            f"{q['dropped_bps'] / 1e9:.2f}",
+        )
+    console().print(queues)

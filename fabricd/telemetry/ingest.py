@@ -106,6 +106,7 @@ class Ingestor:
         self._shapes: dict[tuple[str, tuple[Elem, ...]], dict[bytes, int]] = {}
         self._sonic_codes: dict[tuple[int, str, str, str | None], int] = {}  # (device, port, leaf, index) -> code
         self._aliases: dict[int, dict[str, str]] = {}  # SONiC device -> alias -> port name (APPL_DB PORT_TABLE)
+        self._queue_oids: dict[int, dict[str, str]] = {}  # SONiC device -> queue OID -> "EthernetN:Q" (its name map)
         self._db_prefixes: set[bytes] = set()  # prefixes naming a SONiC database (the raw walker leaves them alone)
         # SONiC counters decoded from JSON go straight to the store at flush, not through TypedValue bytes:
         self._d_codes: list[int] = []  # packed (port row << 16 | code)
@@ -389,7 +390,10 @@ class Ingestor:
             before = n + direct
             if target == "APPL_DB" and len(path) == 2 and isinstance(alias := row.get("alias"), str) and alias:
                 self._aliases.setdefault(dev, {})[alias] = path[1]  # a vendor alias keys this port's counters
-            for port, leaf, index, value in sonic.decode(target, path, row, self._aliases.get(dev)):
+            if target == "COUNTERS_DB" and (names := sonic.queue_names(path, row)) is not None:
+                self._queue_oids[dev] = names  # the watermarks are keyed by these OIDs
+            rows = sonic.decode(target, path, row, self._aliases.get(dev), self._queue_oids.get(dev))
+            for port, leaf, index, value in rows:
                 key = (dev, port, leaf, index)
                 c = codes.get(key)
                 if c is None:

@@ -103,6 +103,10 @@ def _leaves() -> tuple[Leaf, ...]:
     prio = (eth, _e("pfc"), _e("priorities"), _e("priority", index=ANY), st)
     for c in ("in-frames", "out-frames", "pfc-on-total-rx-time", "rx-transitions", "dropped-pkts"):
         out.append(Leaf(f"pfc.{c}", "if", (*prio, _e(c)), Kind.COUNTER))
+    # PFC pause time a port asked of its peer (ns): SONiC's SAI_PORT_STAT_PFC_<n>_TX_PAUSE_DURATION_US. OpenConfig has
+    # no such leaf: its path here only names it, under a container no EOS subscription covers (never expected there)
+    no_oc = (*prio[:-1], _e("sonic-counters"))
+    out.append(Leaf("pfc.pfc-on-total-tx-time", "if", (*no_oc, _e("pfc-on-total-tx-time")), Kind.COUNTER))
     out.append(Leaf("pfc.pfc-on-max-rx-time", "if", (*prio, _e("pfc-on-max-rx-time")), Kind.GAUGE))
     txq = _e("tx-queue", index=ANY, queue_type="UNICAST")
     for c in ("stuck-count", "recovery-count"):
@@ -119,6 +123,8 @@ def _leaves() -> tuple[Leaf, ...]:
         *("ecn-marked-pkts", "wred-dropped-pkts"),
     ):
         out.append(Leaf(f"queue.{c}", "qos", (*queue, _e(c)), Kind.COUNTER))
+    # the queue's watermark in bytes (openconfig-qos max-queue-len, reference/congestion-tuning.md §3.2)
+    out.append(Leaf("queue.max-queue-len", "qos", (*queue, _e("max-queue-len")), Kind.GAUGE))
     chan = (_e("transceiver"), _e("physical-channels"), _e("channel", index=ANY), st)
     out.append(Leaf("optics.input-power", "xcvr", (*chan, _e("input-power"), _e("instant")), Kind.GAUGE))
     # openconfig-platform: a component's temperature (the transceiver module's, for "<port> transceiver")

@@ -51,6 +51,7 @@ _PFC_LEAF = {
     "RX_PKTS": "pfc.in-frames",
     "TX_PKTS": "pfc.out-frames",
     "RX_PAUSE_DURATION_US": "pfc.pfc-on-total-rx-time",
+    "TX_PAUSE_DURATION_US": "pfc.pfc-on-total-tx-time",  # reference/congestion-tuning.md §3.1 [saiport]
 }
 QUEUE_COUNTERS: dict[str, str] = {
     "SAI_QUEUE_STAT_PACKETS": "queue.transmit-pkts",
@@ -68,6 +69,12 @@ QUEUE_FIELDS = {**QUEUE_COUNTERS, **WATCHDOG_COUNTERS}  # a watchdog queue's row
 
 PORTS, QUEUES, WATCHDOG = "/COUNTERS/Ethernet*", "/COUNTERS/Ethernet*/Queues", "/COUNTERS/Ethernet*/Pfcwd"
 RATES = "/RATES/Ethernet*"  # 202411+: FEC_PRE_BER (reference/sonic-releases.md)
+# Queue watermarks (reference/congestion-tuning.md §3.1, watermarkstat): PERSISTENT_WATERMARKS (cleared only on
+# request, as OpenConfig's max-queue-len is the highest since boot) keyed by queue OID; COUNTERS_QUEUE_NAME_MAP names
+# each OID `EthernetN:Q` (subscribed first, so the map is known when the watermarks come)
+QUEUE_NAME_MAP = "/COUNTERS_QUEUE_NAME_MAP"
+WATERMARKS = "/PERSISTENT_WATERMARKS/*"
+WATERMARK_FIELD = "SAI_QUEUE_STAT_SHARED_WATERMARK_BYTES"
 PORT_TABLE = "/PORT_TABLE/Ethernet*"
 # APPL_DB: each port's LLDP neighbour, as lldp_syncd writes it from lldpd (reference/maintenance-lldp-bgp-state.md)
 LLDP = "/LLDP_ENTRY_TABLE/Ethernet*"
@@ -86,6 +93,8 @@ LEAVES: dict[str, frozenset[str]] = {
     QUEUES: frozenset({*QUEUE_COUNTERS.values(), *WATCHDOG_COUNTERS.values()}),
     WATCHDOG: frozenset(WATCHDOG_COUNTERS.values()),
     RATES: frozenset({"fec.pre-fec-ber"}),
+    QUEUE_NAME_MAP: frozenset(),
+    WATERMARKS: frozenset({"queue.max-queue-len"}),
     PORT_TABLE: frozenset({*STATUS.values(), "port.alias"}),
     LLDP: frozenset(LLDP_FIELDS.values()),
     DOM: frozenset({"optics.input-power", "optics.temperature"}),
@@ -108,6 +117,8 @@ def sonic_profile(sample_interval_s: float = 10.0, intervals: Mapping[str, float
         Subscription(LLDP, "on_change", target="APPL_DB"),
         Subscription(PORTS, "sample", ns("counters"), target="COUNTERS_DB"),
         Subscription(QUEUES, "sample", ns("pfc"), target="COUNTERS_DB"),
+        Subscription(QUEUE_NAME_MAP, "on_change", target="COUNTERS_DB"),
+        Subscription(WATERMARKS, "sample", ns("pfc"), target="COUNTERS_DB"),
         Subscription(RATES, "sample", ns("fec"), target="COUNTERS_DB"),
         Subscription(DOM, "sample", ns("optics"), target="STATE_DB"),
         Subscription(NEIGH, "on_change", target="STATE_DB"),
@@ -162,6 +173,8 @@ def known_path(target: str, path: Sequence[str]) -> bool:
         return len(path) == 2 and path[0] in ("PORT_TABLE", "LLDP_ENTRY_TABLE")
     if target == "STATE_DB":
         return len(path) == 2 and path[0] in ("TRANSCEIVER_DOM_SENSOR", "NEIGH_STATE_TABLE")
+    if target == "COUNTERS_DB" and (path == [QUEUE_NAME_MAP[1:]] or (len(path) == 2 and path[0] == WATERMARKS[1:-2])):
+        return True
     if target != "COUNTERS_DB" or len(path) not in (2, 3) or path[0] not in ("COUNTERS", "RATES"):
         return False
     return len(path) == 2 or (path[0] == "COUNTERS" and path[2] in ("Queues", "Pfcwd"))
@@ -174,12 +187,33 @@ def port_of_key(key: str, aliases: Mapping[str, str] | None = None) -> str | Non
     return topology_port(aliases.get(key, key) if aliases else key)
 
 
+def queue_names(path: Sequence[str], row: Mapping[str, object]) -> dict[str, str] | None:
+    """A COUNTERS_QUEUE_NAME_MAP row as OID -> `EthernetN:Q` (what decode needs for the watermarks); None otherwise."""
+    if list(path) != [QUEUE_NAME_MAP[1:]]:
+        return None
+    return {v: k for k, v in row.items() if isinstance(v, str)}
+
+
 def decode(
-    target: str, path: Sequence[str], row: Mapping[str, object], aliases: Mapping[str, str] | None = None
+    target: str,
+    path: Sequence[str],
+    row: Mapping[str, object],
+    aliases: Mapping[str, str] | None = None,
+    queues: Mapping[str, str] | None = None,
 ) -> Iterator[Row]:
     """One update of a SONiC DB path as fabricd leaves. Unknown fields are skipped (an ASIC's extra counters);
     a value that is not a counter is skipped too (the caller counts what it could not read). `aliases`: the switch's
-    alias -> name map, for a switch that keys its rows by aliases."""
+    alias -> name map, for a switch that keys its rows by aliases; `queues`: its queue OID -> `EthernetN:Q` map
+    (queue_names), for the watermark rows keyed by OID (none is read before the map has come)."""
+    if target == "COUNTERS_DB" and len(path) == 2 and path[0] == WATERMARKS[1:-2]:
+        name = (queues or {}).get(path[1], "")
+        key, _, queue = name.rpartition(":")
+        port = port_of_key(key, aliases) if queue.isdigit() else None
+        if port is not None and (n := _count(row.get(WATERMARK_FIELD))) is not None:
+            yield port, "queue.max-queue-len", queue, float(n)  # a gauge (bytes), not a counter
+        return
+    if len(path) < 2:  # COUNTERS_QUEUE_NAME_MAP: no leaf of its own (queue_names reads it)
+        return
     if target == "STATE_DB" and len(path) == 2 and path[0] == "NEIGH_STATE_TABLE":
         if (state := neighbour_state(row.get("state"))) is not None:
             yield path[1], "bgp.session-state", None, state
@@ -250,8 +284,8 @@ def _port_fields() -> dict[str, tuple[str, str | None, int]]:
     out: dict[str, tuple[str, str | None, int]] = {f: (leaf, None, 1) for f, leaf in PORT_COUNTERS.items()}
     for p in range(8):
         for what, leaf in _PFC_LEAF.items():
-            # SONiC counts pause in microseconds, OpenConfig's pfc-on-total-rx-time in nanoseconds.
-            out[f"SAI_PORT_STAT_PFC_{p}_{what}"] = (leaf, str(p), 1000 if what == "RX_PAUSE_DURATION_US" else 1)
+            # SONiC counts pause in microseconds, OpenConfig's pfc-on-total-rx-time (and fabricd's tx) in nanoseconds.
+            out[f"SAI_PORT_STAT_PFC_{p}_{what}"] = (leaf, str(p), 1000 if what.endswith("_PAUSE_DURATION_US") else 1)
     return out
 
 

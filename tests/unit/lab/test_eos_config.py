@@ -390,3 +390,14 @@ def test_a_drained_sessions_route_map_moves_the_links_traffic_and_back(
     assert rate(leaf, port) == pytest.approx(before_up, rel=1e-9)
     with pytest.raises(CliError, match="Incomplete command"):  # the twin wants permit/deny and a sequence number
         cli(twin, store, "configure", "route-map X", device=far.device)
+
+
+def test_dlb_in_the_config_turns_the_switchs_flowlets_on_and_off(store: ConfigStore, twin: Twin) -> None:
+    """`ip hardware fib load-balance distribution dynamic` (what fabricd renders for flowlet DLB) puts the switch's
+    ECMP groups under the flowlet model; `no` takes it off."""
+    cli(twin, store, "configure", "ip hardware fib load-balance distribution dynamic", "end")
+    twin.advance()
+    assert DEVICE in twin.dlb
+    cli(twin, store, "configure", "no ip hardware fib load-balance distribution dynamic", "end")
+    twin.advance()
+    assert DEVICE not in twin.dlb

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 from lab.model import Twin
-from lab.sonic_config import SonicStore, lldp_port_descr
+from lab.sonic_config import SonicStore, derive_port_config, lldp_port_descr
 from lab.sonic_gnmi import port_table
 from tests.conftest import EXAMPLES
 from topology.load import load_fabric
@@ -32,3 +32,24 @@ def test_a_patched_description_is_the_ports_description() -> None:
     dev.apply_patch(json.dumps([{"op": "remove", "path": f"/PORT/{SONIC}/description"}]), dry_run=False)
     assert twin.port_config(LEAF, PORT).description == ""
     assert lldp_port_descr(twin, Endpoint(LEAF, PORT)) == SONIC
+
+
+def test_the_lossless_pg_profile_sets_the_congestion_models_headroom_and_threshold() -> None:
+    """What fabricd renders (drivers/sonic/render.py): BUFFER_PG <port>|3-4 -> a profile with xoff (the headroom) and
+    dynamic_th; a PG that is not lossless, or no profile, leaves the twin's defaults."""
+    db = {
+        "PORT": {"Ethernet0": {"admin_status": "up"}, "Ethernet8": {"admin_status": "up"}},
+        "PORT_QOS_MAP": {"Ethernet0": {"pfc_enable": "3,4"}, "Ethernet8": {"pfc_enable": "3,4"}},
+        "BUFFER_PG": {
+            "Ethernet0|3-4": {"profile": "FABRICD_PG_LOSSLESS_100000"},
+            "Ethernet8|0": {"profile": "FABRICD_PG_LOSSY"},
+        },
+        "BUFFER_PROFILE": {
+            "FABRICD_PG_LOSSLESS_100000": {"xoff": "81568", "size": "100000", "dynamic_th": "-2"},
+            "FABRICD_PG_LOSSY": {"size": "0", "dynamic_th": "3"},
+        },
+    }
+    ours = derive_port_config(db, "Ethernet0")
+    assert (ours.pg_headroom_bytes, ours.pg_dynamic_th) == (81568, -2)
+    other = derive_port_config(db, "Ethernet8")
+    assert (other.pg_headroom_bytes, other.pg_dynamic_th) == (0, None)

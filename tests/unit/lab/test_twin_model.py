@@ -88,7 +88,8 @@ def test_a_burst_of_ports_going_down_costs_one_traffic_solve(twin: Twin, monkeyp
     real = twin._apply_traffic
 
     def counted(*a: Any) -> None:
-        solves.append(twin.now)
+        if not (len(a) > 2 and a[2]):  # the solve of what is offered; a congested queue adds one with its throttles
+            solves.append(twin.now)
         real(*a)
 
     monkeypatch.setattr(twin, "_apply_traffic", counted)

@@ -11,7 +11,15 @@ from pygnmi.spec.v080 import gnmi_pb2
 
 from fabricd.telemetry import CounterStore, Ingestor, Stat
 from fabricd.telemetry.platforms import plan, profiles, subscription_leaves
-from fabricd.telemetry.sonic import advertised_port, decode, frr_states, sonic_profile, topology_port
+from fabricd.telemetry.sonic import (
+    advertised_port,
+    decode,
+    frr_states,
+    known_path,
+    queue_names,
+    sonic_profile,
+    topology_port,
+)
 
 T0 = 1_700_000_000 * 10**9
 
@@ -136,6 +144,9 @@ def test_the_sonic_profile_and_its_plan() -> None:
         ("/TRANSCEIVER_DOM_SENSOR/Ethernet*", "STATE_DB", "sample"),
         ("/NEIGH_STATE_TABLE/*", "STATE_DB", "on_change"),
         ("/LLDP_ENTRY_TABLE/Ethernet*", "APPL_DB", "on_change"),
+        # queue watermarks by OID, and the map naming the OIDs (reference/congestion-tuning.md §3.1)
+        ("/COUNTERS_QUEUE_NAME_MAP", "COUNTERS_DB", "on_change"),
+        ("/PERSISTENT_WATERMARKS/*", "COUNTERS_DB", "sample"),
     }
     assert [s.sample_interval_ns for s in subs if s.path.endswith("Queues")] == [10**9]
     p = plan("sonic", "SONiC.202411.x", profiles(10.0)["sonic"])
@@ -308,3 +319,20 @@ def test_a_deleted_lldp_row_forgets_the_neighbour() -> None:
         i = snap.find(dev, port, leaf, index)
         assert i is None or not snap.text(i), (port, leaf)
     assert snap.stat(dev, Stat.DELETES) == 2
+
+
+def test_queue_watermarks_are_read_by_the_oid_the_name_map_gives() -> None:
+    """PERSISTENT_WATERMARKS/<oid> `SAI_QUEUE_STAT_SHARED_WATERMARK_BYTES` is the queue's max-queue-len (a gauge, as
+    EOS's OpenConfig leaf), once COUNTERS_QUEUE_NAME_MAP has named the OID; before it, or for another OID, nothing."""
+    names = queue_names(["COUNTERS_QUEUE_NAME_MAP"], {"Ethernet8:3": "oid:0x15000000000001c", "Ethernet8:4": "oid:0x2"})
+    assert names == {"oid:0x15000000000001c": "Ethernet8:3", "oid:0x2": "Ethernet8:4"}
+    row = {"SAI_QUEUE_STAT_SHARED_WATERMARK_BYTES": "1350000"}
+    path = ["PERSISTENT_WATERMARKS", "oid:0x15000000000001c"]
+    assert list(decode("COUNTERS_DB", path, row, None, names)) == [
+        ("Ethernet2/1", "queue.max-queue-len", "3", 1350000.0)
+    ]
+    assert list(decode("COUNTERS_DB", path, row)) == []
+    assert list(decode("COUNTERS_DB", ["PERSISTENT_WATERMARKS", "oid:0x9"], row, None, names)) == []
+    assert known_path("COUNTERS_DB", path) and known_path("COUNTERS_DB", ["COUNTERS_QUEUE_NAME_MAP"])
+    assert queue_names(["COUNTERS", "Ethernet8"], {}) is None
+    assert list(decode("COUNTERS_DB", ["COUNTERS_QUEUE_NAME_MAP"], {"Ethernet8:3": "oid:0x1"})) == []
