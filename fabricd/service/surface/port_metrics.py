@@ -52,6 +52,10 @@ COUNTERS = (
     PortCounter(
         "pfc.pfc-on-total-rx-time", True, "fabricd_port_pfc_paused_seconds", "Time paused by received PFC", 1e-9
     ),
+    # SONiC SAI_PORT_STAT_PFC_n_TX_PAUSE_DURATION_US, served in nanoseconds as pfc-on-total-tx-time (issue 50)
+    PortCounter(
+        "pfc.pfc-on-total-tx-time", True, "fabricd_port_pfc_pause_sent_seconds", "Time the port paused its peer", 1e-9
+    ),
     PortCounter("queue.ecn-marked-pkts", True, "fabricd_port_ecn_marked_packets", "Packets ECN-marked (lossless)"),
     PortCounter("queue.dropped-pkts", True, "fabricd_port_queue_dropped_packets", "Packets dropped (lossless queue)"),
 )
@@ -63,12 +67,21 @@ class PortGauge:
     name: str
     help: str
     worst: str  # several series per port (lanes): "min" or "max" of them
+    lossless: bool = False  # indexed by queue: the lossless one only
 
 
 GAUGES = (
     PortGauge("fec.pre-fec-ber", "fabricd_port_pre_fec_ber", "Pre-FEC bit error rate", "max"),
     PortGauge("optics.input-power", "fabricd_port_receive_power_dbm", "Receive power, the weakest lane (dBm)", "min"),
     PortGauge("optics.temperature", "fabricd_port_module_temperature_celsius", "Transceiver module temperature", "max"),
+    # OpenConfig max-queue-len (EOS) / SONiC PERSISTENT_WATERMARKS: the lossless queue's high-water mark (issue 50)
+    PortGauge(
+        "queue.max-queue-len",
+        "fabricd_port_queue_watermark_bytes",
+        "Lossless queue high-water mark",
+        "max",
+        lossless=True,
+    ),
 )
 PORT_SERIES = len(COUNTERS) + len(GAUGES) + 1  # + fabricd_port_up
 
@@ -104,7 +117,7 @@ def families(snapshot: Snapshot, fabric: Fabric, lossless: int = 3) -> Iterator[
         yield fam
     for g in GAUGES:
         fam_g = GaugeMetricFamily(g.name, g.help, labels=LABELS)
-        rows = snapshot.select(leaf=g.leaf)
+        rows = snapshot.select(leaf=g.leaf, index=str(lossless) if g.lossless else None)
         rows = rows[seen[rows]]
         worst: dict[int, float] = {}
         pick = min if g.worst == "min" else max

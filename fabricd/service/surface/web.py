@@ -76,13 +76,14 @@ def port_rows(snap: Snapshot, service: ServiceSurface, device: str) -> list[dict
     def rate(port: str, leaf: str, index: str | None = None) -> float | None:
         return snap.rate_of(device, port, leaf, index)
 
-    def gauge(port: str, leaf: str, worst: Any = min) -> float | None:
-        vals = [float(snap.gauge[i]) for i in snap.select(device=device, port=port, leaf=leaf).tolist()
+    def gauge(port: str, leaf: str, worst: Any = min, index: str | None = None) -> float | None:
+        vals = [float(snap.gauge[i]) for i in snap.select(device=device, port=port, leaf=leaf, index=index).tolist()
                 if snap.ts[i] != NEVER]  # fmt: skip
         return worst(vals) if vals else None
 
     held = {p["port"] for p in service.state.holds.all() if p["device"] == device}
     to_reapply = {r["port"]: r for r in service.remediation.reconciler.to_reapply()}
+    returned = {r.port: r.why for r in service.remediation.floor.returned()}  # given back to keep a floor
     lossless = str(service.lossless)
     bgp = {o.port: o.state for o in bgp_session.observe(snap, fabric=service.fabric)
            if o.device == device and o.port is not None}  # fmt: skip
@@ -97,6 +98,8 @@ def port_rows(snap: Snapshot, service: ServiceSurface, device: str) -> list[dict
         i = snap.find(device, port, "oper-status")
         rx, tx = rate(port, "if.in-octets"), rate(port, "if.out-octets")
         paused = rate(port, "pfc.pfc-on-total-rx-time", lossless)
+        pausing = rate(port, "pfc.pfc-on-total-tx-time", lossless)
+        watermark = gauge(port, "queue.max-queue-len", max, lossless)
         out.append(
             {
                 "port": port,
@@ -112,6 +115,11 @@ def port_rows(snap: Snapshot, service: ServiceSurface, device: str) -> list[dict
                 "rx_gbps": _fmt(None if rx is None else rx * 8 / 1e9),
                 "tx_gbps": _fmt(None if tx is None else tx * 8 / 1e9),
                 "paused": _fmt(None if paused is None else paused / 1e9 * 100, 1) + ("%" if paused is not None else ""),
+                "returned": returned.get(f"{device}:{port}", ""),
+                "pausing": _fmt(None if pausing is None else pausing / 1e9 * 100, 1)
+                + ("%" if pausing is not None else ""),
+                "ecn": _fmt(rate(port, "queue.ecn-marked-pkts", lossless), 1),
+                "queue_kb": _fmt(None if watermark is None else watermark / 1024, 1),
                 "fcs": _fmt(rate(port, "if.in-fcs-errors"), 1),
                 "ber": _fmt(gauge(port, "fec.pre-fec-ber", max), sci=True),
                 "power": _fmt(gauge(port, "optics.input-power", min), 1),

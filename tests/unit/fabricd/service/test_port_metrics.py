@@ -60,6 +60,9 @@ def test_counters_gauges_and_state(tmp_path: Path) -> None:
             (s, *a, "pfc.in-frames", "3", 40 + s),
             (s, *a, "pfc.in-frames", "0", 999),  # a lossy priority: not exported
             (s, *a, "pfc.pfc-on-total-rx-time", "3", 2_500_000_000),
+            (s, *a, "pfc.pfc-on-total-tx-time", "3", 1_500_000_000),
+            (s, *a, "queue.max-queue-len", "3", 65536 + s),
+            (s, *a, "queue.max-queue-len", "0", 999_999),  # a lossy queue: not exported
             (s, *a, "optics.input-power", "0", -2.0),
             (s, *a, "optics.input-power", "1", -4.5),
             (s, *a, "optics.temperature", None, 41.5),
@@ -73,6 +76,8 @@ def test_counters_gauges_and_state(tmp_path: Path) -> None:
     assert value == 1500 and labels == {"device": a[0], "port": a[1], "role": "leaf", "rail": "2", "group": "1"}
     assert got[("fabricd_port_pfc_receive_frames_total", *a)][0] == 41
     assert got[("fabricd_port_pfc_paused_seconds_total", *a)][0] == 2.5
+    assert got[("fabricd_port_pfc_pause_sent_seconds_total", *a)][0] == 1.5
+    assert got[("fabricd_port_queue_watermark_bytes", *a)][0] == 65537
     assert got[("fabricd_port_receive_power_dbm", *a)][0] == -4.5
     assert got[("fabricd_port_module_temperature_celsius", *a)][0] == 41.5
     assert got[("fabricd_port_up", *a)][0] == 1 and got[("fabricd_port_up", *b)][0] == 0
@@ -80,7 +85,7 @@ def test_counters_gauges_and_state(tmp_path: Path) -> None:
     assert got[("fabricd_port_up", *b)][1]["role"] == "spine" and got[("fabricd_port_up", *b)][1]["group"] == ""
     # one sample per (metric, port): the lossy priority and the second lane made none of their own
     names = [f.name for f in families(snap, FABRIC) for x in f.samples if x.labels["port"] == a[1]]
-    assert sorted(names) == sorted(set(names)) and len(names) == 6
+    assert sorted(names) == sorted(set(names)) and len(names) == 8
 
 
 def test_an_empty_store_still_names_every_family(tmp_path: Path) -> None:

@@ -260,3 +260,30 @@ def test_switch_page_shows_what_lldp_hears_and_each_sessions_state(svc: Service,
         f'fabricd_bgp_session_established{{device="leaf-g0-r0",group="0",peer_address="{s.peer_address}",'
         f'port="{s.local.port}",rail="0",role="leaf"}} 0.0'
     ) in metrics
+
+
+def test_switch_page_shows_the_lossless_queue_as_the_congestion_model_drives_it(svc: Service, tmp_path: Path) -> None:
+    """Issue 50: per port, the share of time it paused its peer (PFC sent), its ECN marks per second and the lossless
+    queue's high-water mark, from the counters switches stream (two samples a second apart)."""
+    from fabricd.telemetry import render, replay
+
+    ts = 1_700_000_000 * 10**9
+    lines = []
+    for k, (sent, marks) in enumerate([(0, 0), (400_000_000, 2500)]):
+        lines += [
+            (ts + k * 10**9, "pfc.pfc-on-total-tx-time", "3", sent),
+            (ts + k * 10**9, "queue.ecn-marked-pkts", "3", marks),
+            (ts + k * 10**9, "queue.max-queue-len", "3", 131072),
+            (ts + k * 10**9, "queue.max-queue-len", "0", 9_999_999),  # a lossy queue: not the one shown
+        ]
+    trace = tmp_path / "t.jsonl"
+    trace.write_text("".join(
+        json.dumps({"ts": t, "device": "leaf-g0-r0", "path": render("Ethernet1/1", leaf, ix), "value": v}) + "\n"
+        for t, leaf, ix, v in lines
+    ))  # fmt: skip
+    replay(trace, svc.ingestor)
+    c = TestClient(create_app(svc))
+    login(c, make(c, "vera", "viewer"))
+    page = c.get("/ui/switch/leaf-g0-r0").text
+    row = next(r for r in page.split("<tr") if "<td>Ethernet1/1</td>" in r)
+    assert "<td>40.0%</td><td>2500.0</td><td>128.0</td>" in row, row
