@@ -18,7 +18,7 @@ import logging
 from collections.abc import Collection
 from dataclasses import dataclass
 
-from fabricd.service.capacity_floor import Floor, Held, Lost, Stuck, flap_harm, restore
+from fabricd.service.capacity_floor import Floor, Held, Lost, Stuck, restore
 from topology.model import Endpoint
 from topology.units import NS
 
@@ -26,6 +26,8 @@ from ..cabling_check import miscabled_on
 from ..faults import LINK_KINDS
 from ..state import Action, ActionStatus, DisabledPort, StoredFinding, Ticket, fenced
 from .context import Context
+from .floor_facts import CHANGED, harm_of
+from .floor_swap import Swaps
 from .holds import Holds
 from .paperwork import Paperwork
 from .port_actions import PortActions
@@ -33,8 +35,6 @@ from .port_actions import PortActions
 log = logging.getLogger("fabricd.floor")
 RETURN = "return:"  # key prefix of the enables that give a hold back to keep a floor
 RETAKE = "retake:"  # key prefix of the disables that take a returned port down again
-# the actions that change (or will change) a port: a refused or observed one leaves it as it was
-CHANGED: tuple[ActionStatus, ...] = ("awaiting_approval", "running", "done")
 
 
 @dataclass(frozen=True)
@@ -46,8 +46,8 @@ class Returned:
 
 
 class FloorKeeper:
-    def __init__(self, ctx: Context, holds: Holds, actions: PortActions, paper: Paperwork) -> None:
-        self.ctx, self.holds, self.actions, self.paper = ctx, holds, actions, paper
+    def __init__(self, ctx: Context, holds: Holds, actions: PortActions, paper: Paperwork, swaps: Swaps) -> None:
+        self.ctx, self.holds, self.actions, self.paper, self.swaps = ctx, holds, actions, paper, swaps
         self.state = ctx.state
         self.stuck: dict[str, str] = {}  # switch -> why it stays under its floor (said once per reason)
         self._observed: set[str] = set()  # observe mode: returns already said
@@ -85,21 +85,8 @@ class FloorKeeper:
             return Held(ep, 0.0, pinned="its last enable found the wrong cable")
         action = self.state.actions.get(row["action_id"])
         found = self.state.findings.get(action.finding_id) if action and action.finding_id else None
-        if found is None:  # adopted, re-applied or begun without a finding: nothing says it is still faulty
-            return Held(ep, 0.0)
-        evidence = found.get("evidence")
-        evidence = evidence if isinstance(evidence, dict) else {}
-        if found.get("kind") == "link_corruption":
-            rate = evidence.get("loss_rate")
-            loss = float(rate) if isinstance(rate, int | float) else 0.0
-            return Held(ep, loss, faulty=loss > s.max_return_loss)
-        flaps = evidence.get("timeline")
-        timeline = [int(t) for t in flaps if isinstance(t, int | float)] if isinstance(flaps, list) else []
-        if not timeline:
-            return Held(ep, 0.0)
-        window = max((timeline[-1] - timeline[0]) / NS, 60.0)
-        quiet = (now - timeline[-1]) / NS
-        return Held(ep, flap_harm(len(timeline), window), faulty=quiet < s.return_quiet_s)
+        harm, faulty = harm_of(found, now, s)
+        return Held(ep, harm, faulty=faulty)
 
     # --- the pass ------------------------------------------------------------------------------------------------
     async def keep(self, now: int, unsure: Collection[str] = ()) -> list[str]:
@@ -125,6 +112,10 @@ class FloorKeeper:
                         spawn.append(a)
                         done.append(f"{r.port}: {r.why}")
                 done += self._say_stuck(decision.stuck, now)
+                if not decision.returns:  # one change at a time: swaps and takes once the floors hold
+                    for a in self.swaps.decide(now, floor, held, rows):
+                        spawn.append(a)
+                        done.append(f"{a.device}:{a.port}: {a.op} ({a.status}): {a.reason}")
                 for a, t in self._retake(now):
                     spawn.append(a)
                     done.append(f"{a.device}:{a.port}: {a.reason}")

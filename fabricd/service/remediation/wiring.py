@@ -26,6 +26,7 @@ from ..remediation_io import Actuator, PortView
 from ..state import StateStore, Ticket
 from .context import Context, Fence
 from .floor import FloorKeeper
+from .floor_swap import Swaps
 from .holds import Holds
 from .incidents import Incidents
 from .marks import Marks
@@ -87,5 +88,5 @@ def build_remediation(
         reconciler=reconciler,
         requests=Requests(ctx, holds, actions, reconciler, paper),
         maintenance=Maintenance(ctx, holds, actions, switch, DrainWatch(ctx)),
-        floor=FloorKeeper(ctx, holds, actions, paper),
+        floor=FloorKeeper(ctx, holds, actions, paper, Swaps(ctx, holds, paper)),
     )  # fmt: skip

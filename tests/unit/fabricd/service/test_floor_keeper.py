@@ -197,3 +197,60 @@ def test_a_returned_port_clean_for_its_probation_stays_up(make: Callable[..., Ha
         assert ticket_of(h, ticket).body["returned_clean"] == t.body["returned_clean"]  # once
 
     asyncio.run(go())
+
+
+def test_a_worse_newcomer_takes_the_held_ones_place(make: Callable[..., Harness]) -> None:
+    """Item 3: room to disable one uplink of four; a mild corruption came first and is held; a worse one arrives and
+    is refused by the guard: the mild one goes back up, the worse one down (CorrOpt: the set, not the order)."""
+
+    async def go() -> None:
+        h = make()
+        mild, worse = OTHER, HELD
+        (o1,) = await report(h, corruption(h, mild, 2e-6))
+        assert o1.action is not None and h.state.holds.is_held(mild.device, mild.port)
+        (o2,) = await report(h, corruption(h, worse, 4e-4, T0 + 5 * NS))
+        assert o2.action is not None and o2.action.status == "refused"
+        h.clock.advance(1)
+        done = await keep(h)
+        assert done == [f"{mild}: enable (running): returned to make room for {worse} (4.0e-04), whose fault costs "
+                        "more than this one's (2.0e-06; CorrOpt: the worse link goes down)"]  # fmt: skip
+        assert h.world.admin[mild] is True and not h.state.holds.is_held(mild.device, mild.port)
+        h.clock.advance(1)
+        done = await keep(h)  # the mild one is up: now the guard has room for the worse one
+        assert len(done) == 1 and done[0].startswith(f"{worse}: disable (running): the floor has room for it now")
+        assert h.world.admin[worse] is False and h.state.holds.is_held(worse.device, worse.port)
+        assert o2.ticket is not None and h.state.holds.all()[0]["ticket_id"] == o2.ticket.id
+        for _ in range(3):  # settled: no flapping between the two
+            h.clock.advance(60)
+            assert await keep(h) == []
+        assert h.world.admin[mild] is True
+
+    asyncio.run(go())
+
+
+def test_about_as_bad_newcomer_does_not_swap(make: Callable[..., Harness]) -> None:
+    async def go() -> None:
+        h = make()
+        await report(h, corruption(h, OTHER, 1e-4))
+        (o2,) = await report(h, corruption(h, HELD, 1.5e-4, T0 + 5 * NS))
+        assert o2.action is not None and o2.action.status == "refused"
+        assert await keep(h) == []
+        assert h.state.holds.is_held(OTHER.device, OTHER.port) and h.world.admin.get(HELD, True)
+
+    asyncio.run(go())
+
+
+def test_a_refused_newcomer_goes_down_once_capacity_is_back(make: Callable[..., Harness]) -> None:
+    async def go() -> None:
+        h = make()
+        h.world.routed_down.add(OTHER)
+        (o,) = await report(h, corruption(h, HELD, 1e-4))
+        assert o.action is not None and o.action.status == "refused"
+        assert await keep(h) == []  # still no room
+        h.world.routed_down.clear()
+        done = await keep(h)
+        assert len(done) == 1 and done[0].startswith(f"{HELD}: disable (running): the floor has room for it now")
+        assert h.world.admin[HELD] is False
+        assert await keep(h) == []
+
+    asyncio.run(go())
