@@ -424,20 +424,21 @@ def _why(s: Sample, ends: tuple[str, ...]) -> str:
 
 def _returnable(s: Sample, facts: FabricFacts, faults: Sequence[FaultRec], port: str) -> bool:
     """fabricd's hold on `port` (shut) could be given back: its link's other end is not shut, no fault of the
-    schedule is on the link now, and no miscable touched the link since the hold began (fabricd never returns a
-    port facing the wrong cable or with an open `miscabled` finding: AFTERMATH_S covers the finding's tail)."""
+    schedule is on the link now, and no miscable was on it in the last AFTERMATH_S (fabricd never returns a port
+    facing the wrong cable or with an open `miscabled` finding, which outlives the cable put right by a pass).
+    Not "since the hold began": seed 4902 on small-pod held leaf-g0-r1:Ethernet6/1 across a repair's wrong cable
+    (46-80 s) to the end of the run, and a hold the cable was put right under is as returnable as any."""
     ends = {port, facts.peer.get(port, "")}
     other = s.ports.get(facts.peer.get(port, ""))
     if other is not None and not other.admin_up:
         return False
-    since = s.held[port].since_s if s.held is not None and port in s.held else s.t
     for f in faults:
         if not ends & set(f.ports):
             continue
         if fault_active(f, s.t):
             return False
         cleared = f.cleared_s if f.cleared_s is not None else float("inf")
-        if f.kind == "miscable" and f.start_s <= s.t and cleared + AFTERMATH_S >= since:
+        if f.kind == "miscable" and f.start_s <= s.t < cleared + AFTERMATH_S:
             return False
     return True
 

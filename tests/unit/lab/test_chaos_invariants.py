@@ -536,6 +536,8 @@ TRAIN = fault("link_flap", U6, 0.0, 8.0, count=10, period_s=0.5)
 BGP5 = fault("bgp_down", U5, 18.0, None)
 INTERLEAVING = [(0.0, {}), (6.0, {"held": [U6]}), (18.0, {"held": [U6], "bgp_down": [U5]})]
 WHY_5_6 = f"missing: {U5} (BGP down), {U6} (held at {U6})"
+# a repair's wrong cable on Ethernet6/1 (swapped with another rail's uplink) from 1 s, put right at 5 s
+MISCABLE = replace(fault("miscable", U6, 1.0, 5.0), ports=(U6, "leaf-g1-r2:Ethernet7/1", FACTS.peer[U6]))
 
 
 @pytest.mark.parametrize(
@@ -557,8 +559,9 @@ WHY_5_6 = f"missing: {U5} (BGP down), {U6} (held at {U6})"
         (INTERLEAVING, [fault("link_down", FACTS.peer[U6], 0.0, None), BGP5], [], []),
         # a drained port is an operator's decision, never returned
         ([(0.0, {}), (6.0, {"drained": [U6]}), (18.0, {"drained": [U6], "bgp_down": [U5]})], [BGP5], [], []),
-        # a hold on a link a miscable touched (fabricd never returns a port facing the wrong cable)
-        (INTERLEAVING, [replace(fault("miscable", U6, 1.0, 5.0), ports=(U6, U7)), BGP5], [], []),
+        # a hold on a link with the wrong cable: never returned while it is, nor 30 s after (the finding's tail)
+        (INTERLEAVING, [MISCABLE, BGP5], [], []),
+        (INTERLEAVING, [replace(MISCABLE, cleared_s=None), BGP5], [], []),
         # short with no hold among the missing uplinks (one shut by hand, one BGP-down): nothing fabricd can give
         ([(0.0, {}), (18.0, {"shut": [U6], "bgp_down": [U5]})], [BGP5], [], []),
         # the held port's return would not restore the floor (2 of 4 with it back)
@@ -604,3 +607,11 @@ def test_capacity_held_is_in_the_run_check_and_the_report() -> None:
     assert [(v.t, v.where) for v in got] == [(28.0, LEAF)]
     assert "capacity_held" in INVARIANTS
     assert "| capacity_held | 1 |" in markdown(run, got, [], [], "small-pod")
+
+
+def test_capacity_held_judges_a_hold_the_cable_was_put_right_under_once_the_miscabled_tail_is_over() -> None:
+    """Seed 4902: a repair put the wrong cable back on a held port (46-80 s), the technician put it right, the port
+    stayed held: 30 s after the cable was right (35 s here) it is a hold like any other."""
+    got = capacity_held(timeline(INTERLEAVING, until=60.0), FACTS, Limits(), [MISCABLE, BGP5], [], grace_s=10.0)
+    assert [(v.t, v.where) for v in got] == [(45.0, LEAF)]
+    assert "for 25.0 s while fabricd holds leaf-g0-r1:Ethernet6/1," in got[0].detail
