@@ -30,6 +30,12 @@ class PortObs:
     def marked(self) -> bool:
         return has_mark(self.description)
 
+    @property
+    def mark_kind(self) -> str | None:
+        """The fault's kind fabricd's mark names (`maintenance` for a drain's shut), None without a mark."""
+        m = MARK.search(self.description)
+        return m.group(3) if m else None
+
 
 @dataclass(frozen=True)
 class Hold:

@@ -5,6 +5,7 @@ the chaos run's own events are the whole input."""
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
@@ -15,6 +16,7 @@ from .history import ActionRec, Event, FaultRec, FindingRec, Limits, Run, Sample
 
 INVARIANTS = (
     "capacity",
+    "capacity_held",
     "marks_records",
     "hold_released",
     "foreign_enable",
@@ -37,9 +39,15 @@ class Violation:
         return f"{self.invariant} at +{self.t - start_s:.1f}s (seed {seed}) {self.where}: {self.detail}"
 
 
-def _episodes(samples: list[Sample], check: Callable[[Sample], Iterable[str]]) -> dict[str, list[tuple[float, float]]]:
+def _episodes(
+    samples: list[Sample],
+    check: Callable[[Sample], Iterable[str]],
+    sees: Callable[[Sample, str], bool] | None = None,
+) -> dict[str, list[tuple[float, float]]]:
     """For each place, the stretches of time (first, last sample) during which `check` named it in every sample
-    that saw it. A sample that does not see the place (its switch or the API silent) neither ends nor extends one."""
+    that saw it. A sample that does not see the place (its switch or the API silent; `sees`, by default a port's)
+    neither ends nor extends one."""
+    sees = sees or _sees
     open_: dict[str, tuple[float, float]] = {}
     out: dict[str, list[tuple[float, float]]] = defaultdict(list)
     for s in samples:
@@ -48,7 +56,7 @@ def _episodes(samples: list[Sample], check: Callable[[Sample], Iterable[str]]) -
             first, _ = open_.get(where, (s.t, s.t))
             open_[where] = (first, s.t)
         for where in list(open_):
-            if where not in named and _sees(s, where):
+            if where not in named and sees(s, where):
                 out[where].append(open_.pop(where))
     for where, span in open_.items():
         out[where].append(span)
@@ -123,13 +131,17 @@ def outage_spans(events: Sequence[Event]) -> list[tuple[float, float]]:
     """When fabricd could not act on what it saw, merged: each process fault (a kill, a pause, a restart of the bus,
     the state or the twin; not a GC-length pause) from its start until its end (a restart's end includes the
     resync, RESYNC_S) plus FAILOVER_S."""
-    spans = sorted(
+    return _merged(
         (e.t, (e.end_s if e.end_s is not None else e.t) + FAILOVER_S)
         for e in events
         if e.what == "process" and e.kind in ("kill", "pause", "restart", "twin_restart")
     )
+
+
+def _merged(spans: Iterable[tuple[float, float]]) -> list[tuple[float, float]]:
+    """Spans of time, sorted, the overlapping ones made one (what `_due` takes)."""
     merged: list[tuple[float, float]] = []
-    for lo, hi in spans:
+    for lo, hi in sorted(spans):
         if merged and lo <= merged[-1][1]:
             merged[-1] = (merged[-1][0], max(merged[-1][1], hi))
         else:
@@ -364,6 +376,146 @@ def capacity(samples: list[Sample], facts: FabricFacts, limits: Limits) -> list[
             prev[p] = shut
         before = s
     return out
+
+
+# --- capacity_held: fabricd's own holds never keep a switch under its floor (issue 49) ----------------------------
+
+MAINTENANCE = "maintenance"  # the kind a drain's shut writes in fabricd's mark (docs/operations.md, maintenance)
+TRAINS = ("link_flap", "bgp_flap")  # faults whose flaps are over after `count` periods, cleared or not
+
+
+@dataclass(frozen=True)
+class Shortfall:
+    """A switch under its capacity floor in one sample, with fabricd holding ports whose return restores it."""
+
+    switch: str
+    kept: int  # uplinks not lost, of `total`
+    total: int
+    left_gbps: float
+    total_gbps: float
+    missing: tuple[tuple[str, str], ...]  # (uplink, why: drained | held at PORT | shut | down | BGP down)
+    returnable: tuple[str, ...]  # the fewest held ports whose return restores the floor
+
+
+def fault_active(f: FaultRec, t: float) -> bool:
+    """Whether the fault is on at `t`: begun and not cleared; a flap train only until its flaps are over (`count`
+    periods from its start: the twin clears it later, `lab/faults.py`)."""
+    end = f.cleared_s if f.cleared_s is not None else float("inf")
+    if f.kind in TRAINS:
+        with contextlib.suppress(KeyError, TypeError, ValueError):
+            end = min(end, f.start_s + float(f.params["count"]) * float(f.params["period_s"]))
+    return f.start_s <= t < end
+
+
+def _why(s: Sample, ends: tuple[str, ...]) -> str:
+    """Why a lost uplink is lost, as the guard counts it: a drain, fabricd's hold, a shutdown, the link, BGP."""
+    seen = {p: s.ports[p] for p in ends if p in s.ports}
+    if any(not o.admin_up and o.mark_kind == MAINTENANCE for o in seen.values()):
+        return "drained"
+    held = [p for p, o in seen.items() if not o.admin_up and s.held is not None and p in s.held]
+    if held:
+        return f"held at {held[0]}"
+    if any(not o.admin_up for o in seen.values()):
+        return "shut"
+    if any(not o.oper_up for o in seen.values()):
+        return "down"
+    return "BGP down"
+
+
+def _returnable(s: Sample, facts: FabricFacts, faults: Sequence[FaultRec], port: str) -> bool:
+    """fabricd's hold on `port` (shut) could be given back: its link's other end is not shut, no fault of the
+    schedule is on the link now, and no miscable was on it in the last AFTERMATH_S (fabricd never returns a port
+    facing the wrong cable or with an open `miscabled` finding, which outlives the cable put right by a pass).
+    Not "since the hold began": seed 4902 on small-pod held leaf-g0-r1:Ethernet6/1 across a repair's wrong cable
+    (46-80 s) to the end of the run, and a hold the cable was put right under is as returnable as any."""
+    ends = {port, facts.peer.get(port, "")}
+    other = s.ports.get(facts.peer.get(port, ""))
+    if other is not None and not other.admin_up:
+        return False
+    for f in faults:
+        if not ends & set(f.ports):
+            continue
+        if fault_active(f, s.t):
+            return False
+        cleared = f.cleared_s if f.cleared_s is not None else float("inf")
+        if f.kind == "miscable" and f.start_s <= s.t < cleared + AFTERMATH_S:
+            return False
+    return True
+
+
+def held_shortfalls(s: Sample, facts: FabricFacts, limits: Limits, faults: Sequence[FaultRec]) -> list[Shortfall]:
+    """Every switch under `min_uplink_fraction` of its uplink capacity in this sample (links down, BGP-down, drained
+    or held count lost, either end, as the guard counts them: fabricd/service/guard.py `_capacity`) for which fabricd
+    holds ports, either end of its missing uplinks, that could be given back (`_returnable`) and whose return, the
+    fastest links first, restores the floor: those ports, the fewest needed."""
+    if s.held is None:
+        return []
+    out = []
+    for sw, ups in facts.uplinks_of.items():
+        total = sum(facts.speed[u] for u in ups)
+        lost = [u for u in ups if _lost(s, facts, u)]
+        left = total - sum(facts.speed[u] for u in lost)
+        if not total or left / total >= limits.min_uplink_fraction:
+            continue
+        missing = tuple((u, _why(s, (u, facts.peer.get(u, "")))) for u in lost)
+        candidates = sorted(
+            ((u, why.removeprefix("held at ")) for u, why in missing if why.startswith("held at ")),
+            key=lambda c: (-facts.speed[c[0]], c[1]),
+        )
+        back: list[str] = []
+        restored = left
+        for u, port in candidates:
+            if restored / total >= limits.min_uplink_fraction:
+                break
+            if port not in s.to_reapply and _returnable(s, facts, faults, port):
+                back.append(port)
+                restored += facts.speed[u]
+        if back and restored / total >= limits.min_uplink_fraction:
+            out.append(Shortfall(sw, len(ups) - len(lost), len(ups), left, total, missing, tuple(back)))
+    return out
+
+
+def capacity_held(
+    samples: list[Sample],
+    facts: FabricFacts,
+    limits: Limits,
+    faults: Sequence[FaultRec],
+    events: Sequence[Event],
+    grace_s: float,
+) -> list[Violation]:
+    """No switch stays under `min_uplink_fraction` of its uplink capacity for longer than `grace_s` while fabricd
+    holds a port of one of its missing uplinks whose fault is over and whose return restores the floor
+    (`held_shortfalls`; issue 49: a flap train on leaf-g0-r1:Ethernet6/1 ended, fabricd held it, 12 s later
+    Ethernet5/1's BGP session went down, and the leaf stayed at 2 of 4 uplinks to the end of the run). Time while
+    fabricd could not act (`outage_spans`) or was in `observe` mode does not count towards the grace. A sample
+    without fabricd's holds (the API silent), or with the switch or one of its uplinks' far ends silent, neither
+    ends nor extends a spell."""
+    excused = _merged([*outage_spans(events), *observe_spans(events)])
+    found: dict[tuple[str, float], Shortfall] = {}
+
+    def short(s: Sample) -> Iterable[str]:
+        for x in held_shortfalls(s, facts, limits, faults):
+            found[(x.switch, s.t)] = x
+            yield x.switch
+
+    def sees(s: Sample, sw: str) -> bool:
+        far = {facts.peer.get(u, ":").split(":", 1)[0] for u in facts.uplinks_of.get(sw, ())}
+        return s.held is not None and not ({sw} | far) & s.unreachable
+
+    out = []
+    for sw, spans in _episodes(samples, short, sees).items():
+        for first, last in spans:
+            due = _due(first, last, grace_s, excused)
+            if due is None:
+                continue
+            x = next(found[(sw, s.t)] for s in samples if s.t >= due and (sw, s.t) in found)
+            missing = ", ".join(f"{u} ({why})" for u, why in x.missing)
+            out.append(Violation("capacity_held", due, sw,
+                                 f"{x.kept} of {x.total} uplinks ({x.left_gbps:g} of {x.total_gbps:g} Gb/s, "
+                                 f"{x.left_gbps / x.total_gbps:.0%} < {limits.min_uplink_fraction:.0%}) for "
+                                 f"{last - first:.1f} s while fabricd holds {', '.join(x.returnable)}, its fault "
+                                 f"over, whose return restores the floor; missing: {missing}"))  # fmt: skip
+    return sorted(out, key=lambda v: v.t)
 
 
 def wrong_neighbour(
@@ -707,6 +859,7 @@ def check(run: Run, facts: FabricFacts, limits: Limits, grace_s: float) -> list[
     """Every invariant over one run, in time order."""
     out = [
         *capacity(run.samples, facts, limits),
+        *capacity_held(run.samples, facts, limits, run.faults, run.events, grace_s),
         *marks_records(run.samples, grace_s, run.events),
         *hold_released(run.samples, run.events, grace_s),
         *foreign_enable(run.samples, run.actions, run.events),

@@ -7,6 +7,7 @@ import json
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -27,8 +28,11 @@ from lab.chaos.history import (
     sample_of,
 )
 from lab.chaos.invariants import (
+    INVARIANTS,
     budgets,
     capacity,
+    capacity_held,
+    check,
     convergence,
     detection,
     exactly_once,
@@ -37,6 +41,7 @@ from lab.chaos.invariants import (
     marks_records,
     wrong_neighbour,
 )
+from lab.chaos.report import markdown
 from tests.conftest import EXAMPLES
 from topology.blueprint import generate_blueprint
 from topology.fabric import Fabric
@@ -483,3 +488,130 @@ def test_a_storm_whose_nics_switch_port_is_shut_is_not_judged(shut_from: float, 
     scores, _, got = detection(r, FACTS)
     assert [(s.kind, s.judged) for s in scores] == [("pfc_storm", judged)]
     assert len(got) == judged
+
+
+# --- capacity_held (issue 49): a switch under its floor while fabricd holds a port whose fault is over -----------
+
+LEAF = "leaf-g0-r1"
+U5, U6, U7, U8 = FACTS.uplinks_of[LEAF]  # each 400 Gb/s to spine-r1-0 (5/1, 6/1) and spine-r1-1 (7/1, 8/1)
+FLAP_MARK = "[fabricd: down a4 t2 link_flap]"
+DRAIN_MARK = "[fabricd: down a5 t- maintenance]"
+
+
+def leaf(
+    t: float,
+    held: Sequence[str] = (),
+    drained: Sequence[str] = (),
+    bgp_down: Sequence[str] = (),
+    shut: Sequence[str] = (),
+    api: bool = True,
+    held_since: float = 6.0,
+) -> Sample:
+    """leaf-g0-r1's four uplinks, both ends: `held` shut with fabricd's mark and held, `drained` shut with a drain's
+    mark and held as maintenance (no ticket), `shut` shut by hand, `bgp_down` up with its session down."""
+    ports: dict[str, PortObs] = {}
+    for u in (U5, U6, U7, U8):
+        far = FACTS.peer[u]
+        off = {p for p in (u, far) if p in (*held, *drained, *shut)}
+        link_up = not off
+        for p in (u, far):
+            mark = FLAP_MARK if p in held else DRAIN_MARK if p in drained else ""
+            ports[p] = PortObs(p not in off, link_up, mark, None, link_up and u not in bgp_down)
+    holds = {p: Hold(4, 2, held_since) for p in held} | {p: Hold(5, None, held_since) for p in drained}
+    return Sample(t, ports, frozenset(), holds if api else None, frozenset({2}) if api else None)
+
+
+def timeline(changes: list[tuple[float, dict[str, Any]]], until: float = 40.0) -> list[Sample]:
+    """One sample a second from 0 to `until`, each as the last change at or before it says."""
+    return [leaf(float(t), **next(kw for at, kw in reversed(changes) if at <= t)) for t in range(int(until) + 1)]
+
+
+def fault(kind: str, port: str, start: float, cleared: float | None, **params: Any) -> FaultRec:
+    return FaultRec(f"f-{kind}", kind, (port, FACTS.peer[port]), (), start, cleared, {"port": port, **params})
+
+
+# The issue's interleaving: a flap train on Ethernet6/1 (10 flaps, 0.5 s apart: over at 5 s), fabricd holds it from
+# 6 s, Ethernet5/1's BGP session goes down 12 s later (18 s) and stays down: 2 of 4 uplinks, 50 % < 75 %.
+TRAIN = fault("link_flap", U6, 0.0, 8.0, count=10, period_s=0.5)
+BGP5 = fault("bgp_down", U5, 18.0, None)
+INTERLEAVING = [(0.0, {}), (6.0, {"held": [U6]}), (18.0, {"held": [U6], "bgp_down": [U5]})]
+WHY_5_6 = f"missing: {U5} (BGP down), {U6} (held at {U6})"
+# a repair's wrong cable on Ethernet6/1 (swapped with another rail's uplink) from 1 s, put right at 5 s
+MISCABLE = replace(fault("miscable", U6, 1.0, 5.0), ports=(U6, "leaf-g1-r2:Ethernet7/1", FACTS.peer[U6]))
+
+
+@pytest.mark.parametrize(
+    ("changes", "faults", "events", "expected"),
+    [
+        # the interleaving: due once the hold stayed the grace (10 s) past the BGP loss, for the rest of the run
+        (INTERLEAVING, [TRAIN, BGP5], [], [(28.0, f"for 22.0 s while fabricd holds {U6},", WHY_5_6)]),
+        # the hold alone keeps 3 of 4 (75 %): at the floor, not under it
+        (INTERLEAVING[:2], [TRAIN], [], []),
+        # a train whose clear never came is over once its flaps are (count x period)
+        (INTERLEAVING, [replace(TRAIN, cleared_s=None), BGP5], [], [(28.0, U6)]),
+        # the hold returns 6 s after the BGP loss, within the grace: 3 of 4 again
+        ([*INTERLEAVING, (24.0, {"bgp_down": [U5]})], [TRAIN, BGP5], [], []),
+        # the hold's fault still on (corrupting to the end): fabricd keeps it down rightly
+        (INTERLEAVING, [fault("link_corruption", U6, 0.0, None, rate=1e-5), BGP5], [], []),
+        # ... until the corruption clears at 25 s: the grace counts from then
+        (INTERLEAVING, [fault("link_corruption", U6, 0.0, 25.0, rate=1e-5), BGP5], [], [(35.0, "for 15.0 s")]),
+        # a fault of the schedule on the far end of the held link counts as on the link
+        (INTERLEAVING, [fault("link_down", FACTS.peer[U6], 0.0, None), BGP5], [], []),
+        # a drained port is an operator's decision, never returned
+        ([(0.0, {}), (6.0, {"drained": [U6]}), (18.0, {"drained": [U6], "bgp_down": [U5]})], [BGP5], [], []),
+        # a hold on a link with the wrong cable: never returned while it is, nor 30 s after (the finding's tail)
+        (INTERLEAVING, [MISCABLE, BGP5], [], []),
+        (INTERLEAVING, [replace(MISCABLE, cleared_s=None), BGP5], [], []),
+        # short with no hold among the missing uplinks (one shut by hand, one BGP-down): nothing fabricd can give
+        ([(0.0, {}), (18.0, {"shut": [U6], "bgp_down": [U5]})], [BGP5], [], []),
+        # the held port's return would not restore the floor (2 of 4 with it back)
+        ([(0.0, {}), (6.0, {"held": [U6]}), (18.0, {"held": [U6], "bgp_down": [U5], "shut": [U7]})], [TRAIN], [], []),
+        # the hold at the far end (the spine's port) is as much a hold on the leaf's uplink
+        (
+            [(0.0, {}), (6.0, {"held": [FACTS.peer[U6]]}), (18.0, {"held": [FACTS.peer[U6]], "bgp_down": [U5]})],
+            [TRAIN, BGP5], [], [(28.0, f"holds {FACTS.peer[U6]},", f"{U6} (held at {FACTS.peer[U6]})")],
+        ),
+        # two holds and a BGP loss seen at once (1 of 4): both are needed back, both named
+        (
+            [(0.0, {}), (18.0, {"held": [U6, U7], "bgp_down": [U5]})],
+            [TRAIN, BGP5], [], [(28.0, "1 of 4 uplinks (400 of 1600 Gb/s, 25% < 75%)", f"holds {U6}, {U7},")],
+        ),
+        # time fabricd could not act does not count: a kill at 20 s back at 23 s (+2 s takeover) moves it to 33 s
+        (INTERLEAVING, [TRAIN, BGP5], [Event(20.0, "process", "kill", "fabricd#0", "kill -9", 23.0)], [(33.0, U6)]),
+        # nor observe mode, in which fabricd touches no switch
+        (
+            INTERLEAVING, [TRAIN, BGP5],
+            [Event(15.0, "operator", "mode", "observe"), Event(30.0, "operator", "mode", "auto")], [(40.0, U6)],
+        ),
+        # the API silent for a while neither ends the spell nor extends it
+        ([*INTERLEAVING, (22.0, {"api": False}), (25.0, {"held": [U6], "bgp_down": [U5]})], [TRAIN, BGP5], [],
+         [(28.0, "for 22.0 s")]),
+    ],
+)  # fmt: skip
+def test_capacity_held(
+    changes: list[tuple[float, dict[str, Any]]],
+    faults: list[FaultRec],
+    events: list[Event],
+    expected: list[tuple[Any, ...]],
+) -> None:
+    got = capacity_held(timeline(changes), FACTS, Limits(), faults, events, grace_s=10.0)
+    assert [(v.t, v.where) for v in got] == [(e[0], LEAF) for e in expected]
+    for v, (_, *says) in zip(got, expected, strict=True):
+        assert all(s in v.detail for s in says), v.detail
+        assert v.invariant == "capacity_held"
+
+
+def test_capacity_held_is_in_the_run_check_and_the_report() -> None:
+    run = Run(1, 0.0, 40.0, settled_s=40.0, faults=[TRAIN, BGP5], samples=timeline(INTERLEAVING))
+    got = [v for v in check(run, FACTS, Limits(), grace_s=10.0) if v.invariant == "capacity_held"]
+    assert [(v.t, v.where) for v in got] == [(28.0, LEAF)]
+    assert "capacity_held" in INVARIANTS
+    assert "| capacity_held | 1 |" in markdown(run, got, [], [], "small-pod")
+
+
+def test_capacity_held_judges_a_hold_the_cable_was_put_right_under_once_the_miscabled_tail_is_over() -> None:
+    """Seed 4902: a repair put the wrong cable back on a held port (46-80 s), the technician put it right, the port
+    stayed held: 30 s after the cable was right (35 s here) it is a hold like any other."""
+    got = capacity_held(timeline(INTERLEAVING, until=60.0), FACTS, Limits(), [MISCABLE, BGP5], [], grace_s=10.0)
+    assert [(v.t, v.where) for v in got] == [(45.0, LEAF)]
+    assert "for 25.0 s while fabricd holds leaf-g0-r1:Ethernet6/1," in got[0].detail
