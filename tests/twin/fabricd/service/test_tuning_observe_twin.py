@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from fabricd.service.daemon import Service
 from fabricd.service.tuning_job import WHAT
 from fabricd.tuning.round import Round
 from lab.control_client import call
@@ -17,6 +18,10 @@ from .service_thread import ServiceThread, wait_for, write_config
 PORT = "leaf-g0-r0:Ethernet1/1"
 
 twin = twin_fixture(scope="module")
+
+
+def _last_round(s: Service) -> Round | None:
+    return None if s.tuning is None else s.tuning.last
 
 
 def test_observe_records_a_proposal_and_changes_nothing(twin: TwinThread, tmp_path: Path) -> None:
@@ -34,7 +39,7 @@ def test_observe_records_a_proposal_and_changes_nothing(twin: TwinThread, tmp_pa
         assert all(e["mode"] == "observe" and "would change" in str(e["why"]) for e in entries)
         # the incast's port was judged from the twin's counters (with the static intent its rules may stay clear:
         # bench_tuning finds nothing to change there); what was proposed is a group's flowlet gap or a port's ECN
-        last: Round = svc.on_loop(lambda s: s.tuning.last)
+        last: Round = svc.on_loop(_last_round)
         judged = {j.subject: j for j in last.judged}
         assert PORT in judged and {str(v.rule) for v in judged[PORT].verdicts} >= {"pfc_before_ecn", "marks_underused"}
         assert all(" -> " in str(e["why"]) for e in entries)
