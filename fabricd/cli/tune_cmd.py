@@ -1,6 +1,7 @@
 """`fabricd tune --spec S --trace T.jsonl`: judge the lossless queues of a recording and propose bounded changes to
 ECN, the flowlet gap and a DR's CNP (docs/tuning.md), as a `plan`-like diff, with NIC/NCCL advice for what a switch
-cannot set. Offline and read-only: nothing is applied. Exit 0 nothing to change, 1 proposals or advice, 2 trouble."""
+cannot set. `fabricd tune --config C` (or `--api URL`): the running service's last judged window. Read-only: nothing
+is applied. Exit 0 nothing to change, 1 proposals or advice, 2 trouble."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import typer
 from rich.table import Table
 
 from fabricd.cli.output import EXIT_CLEAN, EXIT_FINDINGS, Format, cell, console, emit_json, line
+from fabricd.cli.service_cmd import ApiClient
 from fabricd.tuning.observed import (
     DEFAULT_XOFF_BYTES,
     SampleLog,
@@ -28,9 +30,12 @@ from topology.load import load_fabric
 
 
 def tune_command(
-    spec: Path = typer.Option(..., "--spec", "-s", help="Fabric spec (YAML) the trace was recorded on."),
-    trace: Path = typer.Option(..., "--trace", "-t", help="Telemetry trace (JSON Lines, docs/formats.md)."),
-    cabling: Path | None = typer.Option(None, "--cabling", "-c", help="As-built cabling (default: blueprint)."),
+    spec: Path | None = typer.Option(None, "--spec", "-s", help="Offline: the fabric spec the trace was recorded on."),
+    trace: Path | None = typer.Option(None, "--trace", "-t", help="Offline: a telemetry trace (docs/formats.md)."),
+    config: Path | None = typer.Option(None, "--config", help="Live: fabricd.yaml of the running service."),
+    api: str | None = typer.Option(None, "--api", help="Live: service URL, e.g. http://127.0.0.1:8340."),
+    token_env: str = typer.Option("FABRICD_API_TOKEN", "--token-env", help="Env var with the API token (--api)."),
+    cabling: Path | None = typer.Option(None, "--cabling", help="Offline: as-built cabling (default: blueprint)."),
     policy: Path | None = typer.Option(None, "--policy", "-p", help="Policy file (its tuning: section)."),
     tick: float = typer.Option(1.0, "--tick", help="Seconds of trace time between samples."),
     window: float = typer.Option(
@@ -43,7 +48,33 @@ def tune_command(
     ),
     fmt: Format = typer.Option(Format.table, "--format", "-f", help="json for scripts, table for people."),
 ) -> None:
-    """What tuning would change, and why, from a recording."""
+    """What tuning would change, and why: from a recording, or the running service's last window."""
+    if spec is None and trace is None:
+        out = _live(config, api, token_env)
+    elif spec is None or trace is None:
+        raise FabricdError("offline needs both --spec and --trace (or neither, and --config or --api: the service)")
+    else:
+        out = _offline(spec, trace, cabling, policy, tick, window, xoff_bytes)
+    if fmt is Format.json:
+        emit_json(out)
+    else:
+        _print(out)
+    raise typer.Exit(EXIT_FINDINGS if out["proposals"] or out["recommendations"] else EXIT_CLEAN)
+
+
+def _live(config: Path | None, api: str | None, token_env: str) -> dict[str, Any]:
+    report = ApiClient(config, api, token_env).call("GET", "/api/v1/tuning")
+    if not report["enabled"]:
+        raise FabricdError("the service runs no tuning loop: set tuning.enabled: true in its fabricd.yaml")
+    if report["last"] is None:
+        raise FabricdError(f"the service has judged no window yet: the first ends {report['window_s']} s after start")
+    last: dict[str, Any] = report["last"]
+    return last
+
+
+def _offline(
+    spec: Path, trace: Path, cabling: Path | None, policy: Path | None, tick: float, window: float, xoff_bytes: int
+) -> dict[str, Any]:
     if not (tick > 0 and math.isfinite(tick)):
         raise FabricdError(f"--tick must be a positive number of seconds, got {tick}")
     if not (window >= 0 and math.isfinite(window)):
@@ -63,13 +94,7 @@ def tune_command(
             f"{trace}: no lossless queue or ECMP group of {spec} has samples (a trace of another fabric, or recorded "
             "without the qos/pfc subscriptions?)"
         )
-    r = judge_round(ports, groups, pol)
-    out = r.to_dict()
-    if fmt is Format.json:
-        emit_json(out)
-    else:
-        _print(out)
-    raise typer.Exit(EXIT_FINDINGS if out["proposals"] or out["recommendations"] else EXIT_CLEAN)
+    return judge_round(ports, groups, pol).to_dict()
 
 
 def _print(out: dict[str, Any]) -> None:
@@ -84,7 +109,7 @@ def _print(out: dict[str, Any]) -> None:
             t.add_row(*(cell(x) for x in (v["rule"], v["subject"], v["class"], v["why"], ev, v["source"])))
         con.print(t)
     if out["proposals"]:
-        con.print(line("proposed (offline: nothing is applied):"))
+        con.print(line("proposed (nothing is applied):"))
         for p in out["proposals"]:
             for d in p["diff"]:
                 con.print(line(d))

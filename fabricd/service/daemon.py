@@ -312,3 +312,10 @@ class Service:
 
     def topology_summary(self) -> dict[str, Any]:
         return self.status.topology_summary()
+
+    def tuning_report(self) -> dict[str, Any]:
+        """The tuning loop's settings and its last judged window (GET /api/v1/tuning, `fabricd tune --config`)."""
+        t = self.cfg.tuning
+        last = self.tuning.last if self.tuning is not None else None
+        return {"enabled": t.enabled, "mode": t.mode, "window_s": t.window_s,
+                "last": None if last is None else last.to_dict()}  # fmt: skip

@@ -4,8 +4,12 @@ what it would change; nothing changes on the switches or the twin's NICs."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
+import pytest
+
+from fabricd.cli import main
 from fabricd.service.daemon import Service
 from fabricd.service.tuning_job import WHAT
 from fabricd.tuning.round import Round
@@ -13,7 +17,7 @@ from lab.control_client import call
 from tests.twin.lab.twin_thread import TwinThread
 from tests.twin.processes import twin_fixture
 
-from .service_thread import ServiceThread, wait_for, write_config
+from .service_thread import TOKEN, ServiceThread, wait_for, write_config
 
 PORT = "leaf-g0-r0:Ethernet1/1"
 
@@ -24,7 +28,10 @@ def _last_round(s: Service) -> Round | None:
     return None if s.tuning is None else s.tuning.last
 
 
-def test_observe_records_a_proposal_and_changes_nothing(twin: TwinThread, tmp_path: Path) -> None:
+def test_observe_records_a_proposal_and_changes_nothing(
+    twin: TwinThread, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("FABRICD_API_TOKEN", TOKEN)
     cfg = write_config(tmp_path, twin.inventory, remediation={"mode": "observe"},
                        tuning={"enabled": True, "window_s": 4, "sample_s": 0.5})  # fmt: skip
     svc = ServiceThread(cfg).start()
@@ -43,6 +50,12 @@ def test_observe_records_a_proposal_and_changes_nothing(twin: TwinThread, tmp_pa
         judged = {j.subject: j for j in last.judged}
         assert PORT in judged and {str(v.rule) for v in judged[PORT].verdicts} >= {"pfc_before_ecn", "marks_underused"}
         assert all(" -> " in str(e["why"]) for e in entries)
+        # `fabricd tune --api`: the same last window, live
+        capsys.readouterr()
+        code = main(["tune", "--api", svc.url, "--format", "json"])
+        live = json.loads(capsys.readouterr().out)
+        assert code == (1 if live["proposals"] or live["recommendations"] else 0)
+        assert live["subjects"] > 0 and {"verdicts", "proposals", "notes"} <= live.keys()
         after = call(twin.state_dir, "GET", "/congestion")
         assert after["nic"] == before["nic"] and after.get("flowlet_gap_us") == before.get("flowlet_gap_us")
         assert not [e for e in svc.get("/api/v1/audit")["audit"] if "commit" in str(e["what"])]

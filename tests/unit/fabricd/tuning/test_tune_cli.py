@@ -69,3 +69,9 @@ def test_a_trace_of_another_fabric_is_refused(capsys: pytest.CaptureFixture[str]
     trace.write_text(json.dumps({"ts": 1, "device": "nosuch", "path": "/a", "value": 1}) + "\n")
     code, _, err = _tune(capsys, trace)
     assert code == 2 and "not a device of this fabric" in err and len(err.strip().splitlines()) == 1
+
+
+def test_offline_needs_both_spec_and_trace(capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["tune", "--spec", SPEC])
+    err = capsys.readouterr().err
+    assert code == 2 and "offline needs both --spec and --trace" in err and len(err.strip().splitlines()) == 1
