@@ -57,7 +57,7 @@ from .surface.server import api_server, started_port
 from .surface.status import ServiceStatus
 from .tickets import make_backend
 from .tickets.hand_off import TicketHandOff
-from .tuning_job import TuningJob
+from .tuning_job import TuningCollector, TuningJob
 
 log = logging.getLogger("fabricd.service")
 ACTION_THREADS = 16  # switch sessions in flight at once; the safety budgets keep real actions far fewer
@@ -154,6 +154,8 @@ class Service:
             fabric=self.fabric,
             floor=lambda: (len(self.remediation.floor.returned()), len(self.remediation.floor.stuck)),
         )
+        if self.tuning is not None:
+            self.registry.register(TuningCollector(self.tuning))
         self.api_port: int | None = None
         self.ready = asyncio.Event()
         self._stop = asyncio.Event()

@@ -8,9 +8,12 @@ from __future__ import annotations
 
 import hashlib
 import logging
-from collections.abc import Callable
+from collections import Counter
+from collections.abc import Callable, Iterator
 
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
 
 from fabricd.telemetry.snapshot import Snapshot
 from fabricd.tuning.observed import SampleLog, group_windows, lossless_ports, port_windows
@@ -89,3 +92,26 @@ class TuningJob:
             self.recorded.add(key)
             out.append(p)
         return out
+
+
+class TuningCollector(Collector):
+    """/metrics: what the last judged window found: subjects per fired rule and class, proposals per class (observe:
+    recorded, not applied), and the loop's recorded proposals since start."""
+
+    def __init__(self, job: TuningJob) -> None:
+        self.job = job
+
+    def collect(self) -> Iterator[Metric]:
+        fired = GaugeMetricFamily("fabricd_tuning_rule_fired_subjects", "Ports or groups on which a tuning rule "
+                                  "fired in the last judged window", labels=["rule", "port_class"])  # fmt: skip
+        props = GaugeMetricFamily("fabricd_tuning_proposals", "Proposals of the last judged window (observe: "
+                                  "recorded in the audit, not applied)", labels=["port_class"])  # fmt: skip
+        recorded = GaugeMetricFamily("fabricd_tuning_recorded", "Proposals the loop recorded since it started")
+        r = self.job.last
+        if r is not None:
+            for (rule, cls), n in sorted(Counter((str(v.rule), str(v.port_class)) for v in r.fired).items()):
+                fired.add_metric([rule, cls], n)
+            for cls, n in sorted(Counter(str(p.port_class) for p in r.proposals).items()):
+                props.add_metric([cls], n)
+        recorded.add_metric([], len(self.job.recorded))
+        yield from (fired, props, recorded)

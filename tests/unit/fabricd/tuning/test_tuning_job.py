@@ -7,10 +7,11 @@ import asyncio
 from pathlib import Path
 
 import pytest
+from prometheus_client import CollectorRegistry
 
 from fabricd.service.config import ServiceConfig
 from fabricd.service.state import StateStore
-from fabricd.service.tuning_job import WHAT, TuningJob
+from fabricd.service.tuning_job import WHAT, TuningCollector, TuningJob
 from fabricd.telemetry.snapshot import Snapshot
 from fabricd.tuning.observed import replay_samples
 from tests.conftest import REPO
@@ -58,3 +59,15 @@ def test_tuning_is_off_by_default_and_strict(tmp_path: Path) -> None:
         ServiceConfig(spec=tmp_path / "s.yaml", inventory=tmp_path / "i.yaml", tuning={"mode": "auto"})
     with pytest.raises(ValueError, match="windw_s"):
         ServiceConfig(spec=tmp_path / "s.yaml", inventory=tmp_path / "i.yaml", tuning={"windw_s": 5})
+
+
+def test_metrics_count_the_last_window(tmp_path: Path) -> None:
+    job, _ = _job(tmp_path)
+    registry = CollectorRegistry()
+    registry.register(TuningCollector(job))
+    assert registry.get_sample_value("fabricd_tuning_recorded") == 0
+    asyncio.run(job.round())
+    labels = {"rule": "pfc_before_ecn", "port_class": "server"}
+    assert registry.get_sample_value("fabricd_tuning_rule_fired_subjects", labels) == 1
+    assert registry.get_sample_value("fabricd_tuning_proposals", {"port_class": "server"}) == 1
+    assert registry.get_sample_value("fabricd_tuning_recorded") == 1
