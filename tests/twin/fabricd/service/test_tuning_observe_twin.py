@@ -5,8 +5,10 @@ what it would change; nothing changes on the switches or the twin's NICs."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
+import httpx
 import pytest
 
 from fabricd.cli import main
@@ -50,6 +52,8 @@ def test_observe_records_a_proposal_and_changes_nothing(
         judged = {j.subject: j for j in last.judged}
         assert PORT in judged and {str(v.rule) for v in judged[PORT].verdicts} >= {"pfc_before_ecn", "marks_underused"}
         assert all(" -> " in str(e["why"]) for e in entries)
+        metrics = httpx.get(svc.url + "/metrics", timeout=10).text
+        assert re.search(r"^fabricd_tuning_recorded [1-9]", metrics, re.M), metrics[-2000:]
         # `fabricd tune --api`: the same last window, live
         capsys.readouterr()
         code = main(["tune", "--api", svc.url, "--format", "json"])
