@@ -94,8 +94,8 @@ class SampleLog:
 
     def group_samples(self, device: str, members: Iterable[str]) -> tuple[GroupSample, ...]:
         """Per tick, the members' transmit-octets (ticks where a member has none are left out)."""
-        logs = [list(self.octets.get((device, m), ())) for m in members]
         names = list(members)
+        logs = [list(self.octets.get((device, m), ())) for m in names]
         out = []
         for row in zip(*logs, strict=False):
             if all(r.octets is not None for r in row):
