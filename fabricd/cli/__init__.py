@@ -36,6 +36,7 @@ from fabricd.cli.service_cmd import (
 from fabricd.cli.shard_cmd import shard_command
 from fabricd.cli.token_cmd import app as token_app
 from fabricd.cli.topology_cmd import app as topology_app
+from fabricd.cli.tune_cmd import tune_command
 from fabricd.cli.validate_cmd import validate_command
 from topology.errors import FabricdError
 
@@ -84,6 +85,7 @@ app.command("drain")(drain_command)
 app.command("undrain")(undrain_command)
 app.command("maintenance")(maintenance_command)
 app.command("place")(place_command)
+app.command("tune")(tune_command)
 app.add_typer(topology_app, name="topology")
 app.add_typer(lab_app, name="lab")
 app.add_typer(check_app, name="check")

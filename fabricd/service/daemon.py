@@ -57,6 +57,7 @@ from .surface.server import api_server, started_port
 from .surface.status import ServiceStatus
 from .tickets import make_backend
 from .tickets.hand_off import TicketHandOff
+from .tuning_job import TuningCollector, TuningJob
 
 log = logging.getLogger("fabricd.service")
 ACTION_THREADS = 16  # switch sessions in flight at once; the safety budgets keep real actions far fewer
@@ -128,6 +129,11 @@ class Service:
             cfg, clock, self.fabric, self.inventory, self.state, self.pool, self.remediation, self.tickets, self.ha,
             self.telemetry, self.job_source,
         )  # fmt: skip
+        self.tuning = (
+            TuningJob(cfg, clock, self.fabric, self.state, self.ingestor.snapshot, self.ha.acting)
+            if cfg.tuning.enabled
+            else None
+        )
         self.status = ServiceStatus(
             cfg, self.fabric, self.inventory, self.state, self.ingestor, self.telemetry, self.plans, self.os_versions,
             self.bgp_ssh, self.remediation, self.tickets, self.job_source, self.shards, self.ha, started,
@@ -148,6 +154,8 @@ class Service:
             fabric=self.fabric,
             floor=lambda: (len(self.remediation.floor.returned()), len(self.remediation.floor.stuck)),
         )
+        if self.tuning is not None:
+            self.registry.register(TuningCollector(self.tuning))
         self.api_port: int | None = None
         self.ready = asyncio.Event()
         self._stop = asyncio.Event()
@@ -207,6 +215,8 @@ class Service:
             if self.leadership is None:  # with a standby, the instance that takes the lease reconciles (_elected)
                 await guarded("reconcile at start", self.jobs.take_over())  # what fails is retried by every pass
             self.jobs.schedule(scheduler)
+            if self.tuning is not None:
+                self.tuning.schedule(scheduler)
             scheduler.start()
             if self.cfg.detectors.source == "shards":
                 tasks.append(asyncio.create_task(self.shards.run(self._stop), name="detectors"))
@@ -304,3 +314,10 @@ class Service:
 
     def topology_summary(self) -> dict[str, Any]:
         return self.status.topology_summary()
+
+    def tuning_report(self) -> dict[str, Any]:
+        """The tuning loop's settings and its last judged window (GET /api/v1/tuning, `fabricd tune --config`)."""
+        t = self.cfg.tuning
+        last = self.tuning.last if self.tuning is not None else None
+        return {"enabled": t.enabled, "mode": t.mode, "window_s": t.window_s,
+                "last": None if last is None else last.to_dict()}  # fmt: skip

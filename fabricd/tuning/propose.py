@@ -171,6 +171,10 @@ def _changes(w: PortWindow, e: _Ecn, dr: tuple[int, int, int] | None = None) -> 
 def _correction(w: PortWindow, b: PortBounds) -> Proposal | None:
     s = w.settings
     e = _Ecn(b, b.kmin.clamp(s.kmin_bytes), b.kmax.clamp(s.kmax_bytes), b.pmax.clamp(s.pmax_percent))
+    if s.kmin_bytes >= e.kmax:
+        # Kmax came down past the running Kmin: Kmin follows in the running ramp's proportion, not to Kmax - 1, which
+        # would collapse RED's ramp into a step at Kmax (fabricd's choice; bench_tuning's 120 km DR port showed it)
+        e.kmin = b.kmin.clamp(e.kmax * s.kmin_bytes // max(s.kmax_bytes, 1))
     e.ordered()
     dr = None
     if s.dr_cnp is not None and b.dr_cnp_min is not None and b.dr_cnp_max is not None:

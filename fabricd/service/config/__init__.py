@@ -5,8 +5,8 @@ override the file: `FABRICD_REMEDIATION__MODE=auto` sets `remediation.mode` (`__
 Secrets are never values in the file: `*_env` names an environment variable, `*_file` a 0600 file.
 
 One module per concern: base (the error, strict sections, secret references), telemetry (telemetry, detectors),
-jobs, remediation (remediation, safety, maintenance), tickets, api, ha (state, bus, ha), service (the whole file),
-secret (reading secrets) and load (the file, overrides, checks). Every name is importable from here.
+jobs, remediation (remediation, safety, maintenance), tickets, tuning, api, ha (state, bus, ha), service (the whole
+file), secret (reading secrets) and load (the file, overrides, checks). Every name is importable from here.
 """
 
 from __future__ import annotations
@@ -21,10 +21,12 @@ from .secret import read_secret
 from .service import ServiceConfig
 from .telemetry import DciDetectorSettings, DetectorSettings, OpticsTrendSettings, TelemetrySettings, max_workers
 from .tickets import JiraSettings, TicketSettings, WebhookSettings
+from .tuning import TuningSettings
 
 __all__ = [
     "ENV_PREFIX", "ApiSettings", "BusSettings", "ConfigError", "DciDetectorSettings", "DetectorSettings", "HaSettings",
     "JiraSettings", "JobSettings", "MaintenanceSettings", "OpticsTrendSettings", "RemediationSettings", "SafetyLimits",
     "SecretRef", "ServiceConfig", "SlurmRestSettings", "StateSettings", "TelemetrySettings", "TicketSettings",
-    "TlsSettings", "TrustedProxySettings", "WebhookSettings", "load_config", "max_workers", "read_secret",
+    "TlsSettings", "TrustedProxySettings", "TuningSettings", "WebhookSettings", "load_config", "max_workers",
+    "read_secret",
 ]  # fmt: skip

@@ -14,6 +14,7 @@ from .jobs import JobSettings
 from .remediation import RemediationSettings, SafetyLimits
 from .telemetry import DetectorSettings, TelemetrySettings
 from .tickets import TicketSettings
+from .tuning import TuningSettings
 
 
 class ServiceConfig(_Strict):
@@ -31,6 +32,7 @@ class ServiceConfig(_Strict):
     safety: SafetyLimits = Field(default_factory=SafetyLimits)
     tickets: TicketSettings = Field(default_factory=TicketSettings)
     api: ApiSettings = Field(default_factory=ApiSettings)
+    tuning: TuningSettings = Field(default_factory=TuningSettings)
     drift_interval_s: float = Field(900.0, gt=0)  # config drift check (plan against running)
     log_format: Literal["text", "json"] = "text"
     log_level: Literal["debug", "info", "warning", "error"] = "info"

@@ -261,6 +261,10 @@ def create_app(service: ServiceSurface) -> FastAPI:
                 return r.to_dict()
         raise HTTPException(404, f"no job {job_id}; list them with `fabricd jobs`")
 
+    @app.get("/api/v1/tuning", dependencies=[Depends(viewer)])
+    async def tuning() -> Any:
+        return service.tuning_report()
+
     @app.get("/api/v1/audit", dependencies=[Depends(viewer)])
     async def audit(limit: int = limit_q(200), offset: int = Query(0, ge=0, le=MAX_OFFSET)) -> Audit:
         return Audit(audit=service.state.audit.entries(limit, offset))

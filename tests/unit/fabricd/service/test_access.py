@@ -63,7 +63,7 @@ def make(client: TestClient, user: str, role: str) -> str:
 
 
 READS = ["/api/v1/findings", "/api/v1/actions", "/api/v1/tickets", "/api/v1/audit", "/api/v1/ports/disabled",
-         "/api/v1/topology/summary", "/api/v1/dci", "/api/v1/jobs"]  # fmt: skip
+         "/api/v1/topology/summary", "/api/v1/dci", "/api/v1/jobs", "/api/v1/tuning"]  # fmt: skip
 
 
 def test_roles_on_every_endpoint(client: tuple[TestClient, Service]) -> None:

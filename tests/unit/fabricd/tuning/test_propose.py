@@ -97,6 +97,8 @@ PORT = [
                  "pfc_before_ecn deferred: bounds first", id="ECN above XOFF: corrected in one step, rule waits"),
     pytest.param(port(kmin=9_000_000, kmax=10_000_000), [], {Knob.KMIN: (9_000_000, 6_000_000),
                  Knob.KMAX: (10_000_000, BOUND)}, None, None, "", id="both above: corrected even with no rule fired"),
+    pytest.param(port(kmin=5_000_000, kmax=10_000_000, xoff=9_000_000), [], {Knob.KMIN: (5_000_000, 2_375_000),
+                 Knob.KMAX: (10_000_000, 4_750_000)}, None, None, "", id="Kmax below Kmin: Kmin keeps its share"),
     pytest.param(port(pmax=0), [], {Knob.PMAX: (0, 1)}, None, None, "", id="Pmax 0 corrected to the class's 1"),
     pytest.param(port(headroom=1000), [fire(Rule.PFC_BEFORE_ECN)], {}, None, None, "not tuned: PFC headroom 1000 B",
                  id="headroom below physics: never tuned on top"),
