@@ -93,6 +93,17 @@ def admin_enabled(twin: TwinThread, device: str, port: str) -> bool:
         return bool(drv.get_interfaces()[port]["is_enabled"])
 
 
+def eos_sessions(twin: TwinThread, device: str) -> dict[str, str]:
+    """The switch's config sessions and their states (`show configuration sessions detail`; a session pending under
+    its commit timer is "pendingCommitTimer")."""
+    with eos_driver(twin, device) as drv:
+        data = drv.device.run_commands(["show configuration sessions detail"])[0]
+    out = {name: str(s.get("state", "")) for name, s in data.get("sessions", {}).items()}
+    if data.get("commitTimerSessionName"):
+        out[str(data["commitTimerSessionName"])] = "pendingCommitTimer"
+    return out
+
+
 # --- fabricd's config -----------------------------------------------------------------------------------------------
 def write_config(tmp: Path, inventory: Path, **sections: Any) -> Path:
     """fabricd.yaml for the small pod twin: fast ticks, API on a free port, token in a 0600 file. A section given

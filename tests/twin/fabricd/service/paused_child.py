@@ -8,7 +8,9 @@ its revert timer, not confirmed), `confirming` (inside the confirm, its deciding
 commit request, its check of the session sent; on SONiC the `mkdir` of the decision lock. The pause falls after every
 check fabricd makes, so the request goes out once woken; its outcome is recorded as `late-commit:ok` or
 `late-commit:refused`: on EOS whether the switch committed, on SONiC whether the confirm won the decision), `confirm`
-(the confirm is about to be called).
+(the confirm is about to be called), `request` (EOS: past every fence check, its first change request about to go
+out, `configure session fabricd_t<token>_a<N>_... / shutdown / description / commit timer`; recorded once woken as
+`late-request:ok` or `late-request:refused`).
 
 Run: python -m tests.twin.fabricd.service.paused_child CONFIG DEVICE STEP CALLS_FILE
 """
@@ -84,7 +86,10 @@ class PausingActuator(DriverActuator):
         # the marks scan at takeover connects too: the action's session is the one after it that commits
         # (a new leader resumes the old leader's action before its scan: `confirm` pauses in the first one)
         armed = device == DEVICE and not PausingActuator.paused and (STEP == "confirm" or _scanned(device))
-        if armed and STEP == "connected":
+        if armed and STEP == "request":
+            _pause_before_the_first_change(session)  # every session until one sends it (a sweep's sends none)
+            armed = False
+        elif armed and STEP == "connected":
             PausingActuator.paused = True
             pause("connected")
         elif armed:
@@ -113,6 +118,28 @@ def _pause_before_the_confirms_commit(session: Session) -> None:
             record("late-commit:refused", DEVICE)
             raise
         record("late-commit:ok", DEVICE)
+        return out
+
+    node.run_commands = run_commands
+
+
+def _pause_before_the_first_change(session: Session) -> None:
+    """EOS: park just before the eAPI request that commits a change under its revert timer, after every fence check
+    fabricd makes before it; record what the switch answered once woken."""
+    node = session._napalm.device  # type: ignore[attr-defined]  # napalm's pyeapi Node
+    send = node.run_commands
+
+    def run_commands(commands: list[str], *args: Any, **kwargs: Any) -> Any:
+        if PausingActuator.paused or not any(" commit timer " in c for c in commands):
+            return send(commands, *args, **kwargs)
+        PausingActuator.paused = True
+        pause("request")
+        try:
+            out = send(commands, *args, **kwargs)
+        except Exception:
+            record("late-request:refused", DEVICE)
+            raise
+        record("late-request:ok", DEVICE)
         return out
 
     node.run_commands = run_commands

@@ -102,9 +102,10 @@ def test_a_new_leader_ends_an_old_leaders_open_transaction_and_commits_under_its
     assert done is not None and done.status == "done" and done.token == 6
     calls = [c for c in world.touched() if c[0] in ("abort_stale", "resume", "set_port_admin")]
     # Not resumed (a late confirm of the old leader would still find it): ended with the rest of token 5's, and the
-    # step done again under the new leader's name.
+    # step done again under the new leader's name; then the reconcile pass's sweep asks every managed switch.
     assert calls[0] == ("abort_stale", SERVER_PORT.device, 6, ())
-    assert calls[1][0] == "set_port_admin" and len(calls) == 2
+    assert calls[1][0] == "set_port_admin" and "resume" not in [c[0] for c in calls]
+    assert {c[1] for c in calls[2:] if c[0] == "abort_stale"} == {d.name for d in h.fabric.switches()}
     assert other.switch_key not in world.keyed and a.switch_key not in world.keyed  # ended
     assert world.keyed[done.switch_key] == "confirmed" and done.switch_key.startswith("fabricd_t6_")
 
@@ -181,3 +182,62 @@ def test_a_superseded_leader_neither_clears_findings_nor_reports_an_overrun(
         "link_flap",
         "maintenance_overran",
     }
+
+
+LATE = "fabricd_t5_a9_0000abcd"  # a paused old leader's session, committed under its timer by its late request
+
+
+@pytest.mark.parametrize(
+    ("refusal", "blocked"),
+    [
+        (f"rejected the change: % Cannot commit: session {LATE} has a pending commit timer", True),
+        ("rejected the change: % Cannot commit: session fabricd_t6_a3_00000001 has a pending commit timer", False),
+        ("rejected the change: % Cannot commit: session fabricd_m2_1 has a pending commit timer", False),
+        ("rejected the change: % Invalid input", False),
+    ],
+)
+def test_a_refusal_is_an_older_leaders_only_when_it_names_an_older_token(refusal: str, blocked: bool) -> None:
+    from fabricd.service.remediation.switch import _blocked_by_older
+
+    assert _blocked_by_older(refusal, 6) is blocked
+
+
+def test_a_commit_refused_for_an_older_leaders_late_session_ends_it_and_is_retried_once(
+    make: Callable[..., Harness],
+) -> None:
+    """The old leader's late request lands between the new leader's check of the switch and its commit: EOS refuses
+    the commit naming that session. The new leader ends it and commits again: the action is done, nothing of the old
+    token is left (before, the action failed and the port stayed up)."""
+    from drivers.base import ConfigRejectedError
+
+    h = make()
+    state, world = h.state, h.world
+    assert state.leadership.claim("b", 6, T0)
+    refusal = ConfigRejectedError(
+        SERVER_PORT.device, f"rejected the change: % Cannot commit: session {LATE} has a pending commit timer"
+    )
+
+    def late_request() -> None:  # just after the check before the commit
+        world.keyed[LATE] = "pending"
+        world.fail["set_port_admin"] = refusal
+        world.hooks["abort_stale"] = lambda: world.fail.pop("set_port_admin")  # the timer ended: commits go again
+
+    world.hooks["abort_stale"] = late_request
+    rem = build_remediation(
+        h.fabric, state, RemediationSettings(mode="auto", verify_timeout_s=1.0), SafetyLimits(),
+        managed={SERVER_PORT.device}, actuator=FakeActuator(world), view=FakeView(world),
+        clock=Clock(), executor=InlineExecutor(), fence=lambda: None, token=lambda: 6,
+    )  # fmt: skip
+
+    async def go() -> None:
+        with fenced(6):
+            await rem.incidents.on_findings([flap(h.fabric, SERVER_PORT)])
+        await rem.idle()
+
+    run(go())
+    (a,) = state.actions.all()
+    assert (a.status, a.token) == ("done", 6), a.detail
+    touched = [c[0] for c in world.touched()]
+    assert touched[:4] == ["abort_stale", "set_port_admin", "abort_stale", "set_port_admin"], touched
+    assert LATE not in world.keyed and world.keyed[a.switch_key] == "confirmed"
+    assert world.admin[SERVER_PORT] is False
