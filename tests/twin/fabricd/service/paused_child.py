@@ -85,7 +85,9 @@ class PausingActuator(DriverActuator):
         session = super().connect(device)
         # the marks scan at takeover connects too: the action's session is the one after it that commits
         # (a new leader resumes the old leader's action before its scan: `confirm` pauses in the first one)
-        armed = device == DEVICE and not PausingActuator.paused and (STEP == "confirm" or _scanned(device))
+        # only an action's session (a leader's sweep of older leaders' transactions connects too, switch.py)
+        armed = (device == DEVICE and not PausingActuator.paused and (STEP == "confirm" or _scanned(device))
+                 and _for_an_action())  # fmt: skip
         if armed and STEP == "request":
             _pause_before_the_first_change(session)  # every session until one sends it (a sweep's sends none)
             armed = False
@@ -178,6 +180,16 @@ def _pause_before_the_confirms_decision(session: Session) -> None:
             del inner._decide
 
     inner.confirm = confirming
+
+
+def _for_an_action() -> bool:
+    """Called (through the actuator's connect) by a port action's connect-and-commit (switch.py)."""
+    frame = sys._getframe()
+    while frame is not None:
+        if frame.f_code.co_name == "_open_and_set":
+            return True
+        frame = frame.f_back  # type: ignore[assignment]
+    return False
 
 
 def _scanned(device: str) -> bool:
