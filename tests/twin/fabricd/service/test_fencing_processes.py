@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
 
+import httpx
 import pytest
 
 from fabricd.bus import LocalBus
@@ -143,6 +144,13 @@ def test_a_leader_paused_inside_a_fenced_write_neither_holds_the_takeover_nor_ta
         assert (a.role(), b.role()) == ("standby", "leader")
         leads = [e["what"] for e in b.get("/api/v1/audit?limit=1000")["audit"] if e["what"].endswith(" leads")]
         assert leads == ["b leads", "a leads"], leads  # newest first: the lease changed hands once
+        # Its write ended by the claim failed, and it writes nothing as a standby: it is not broken (before, it said
+        # `failing`, `state.writable: false` and exported fabricd_state_writable 0 as long as it stood by, and the
+        # critical alert FabricdStateUnwritable fired on a healthy standby).
+        health = a.get("/api/v1/health")
+        assert (health["status"], health["state"]["writable"], health["ha"]["role"]) == ("ok", True, "standby"), health
+        metrics = httpx.get(f"{a.url}/metrics", timeout=10).text
+        assert "\nfabricd_state_writable 1.0\n" in metrics
 
 
 @pytest.mark.parametrize("twin", ["small-pod", "small-sonic"], indirect=True, ids=["eos", "sonic"])
