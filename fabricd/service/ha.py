@@ -44,7 +44,7 @@ class HaRole:
         if lead is None:
             return None
         if not lead.acting():
-            return f"this instance ({lead.instance}) is a standby; the leader is {lead.holder or 'being elected'}"
+            return lead.why_not_acting()
         margin = self.cfg.ha.switch_call_margin_s
         if lead.valid_for() < margin:  # a call must end while the lease is certainly ours
             return f"the leader lease of {lead.instance} ends in {lead.valid_for():.2f} s (< {margin:g} s for a call)"

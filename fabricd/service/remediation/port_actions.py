@@ -68,6 +68,13 @@ class PortActions:
             if isinstance(e, FencedError):
                 self.ctx.fence.on_fenced(str(e))
         except Exception as e:
+            if (why := self.ctx.fence.why()) is not None:
+                # This instance no longer acts (a leader woken from a pause: its state session was ended by the new
+                # leader's claim, or its lease ran out): the error is the fence's doing, and the action is the
+                # leader's to finish. One line, no traceback, nothing written.
+                log.warning("action %d (%s %s:%s) left to the leader: this instance was fenced off (%s; %s: %s)",
+                            action.id, action.op, action.device, action.port, why, type(e).__name__, e)  # fmt: skip
+                return
             log.exception("action %d (%s %s:%s) failed unexpectedly", action.id, action.op, action.device, action.port)
             current = self.state.actions.get(action.id) or action
             if current.status != "running":

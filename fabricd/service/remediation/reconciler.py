@@ -56,9 +56,14 @@ class Reconciler:
         reconcile the records with what the fabric shows, as every pass does after."""
         ctx = self.ctx
         notes = []
+        token = ctx.fence.token()
         for a in self.state.actions.with_status("running"):
-            notes.append(f"completing {a.op} of {a.device}:{a.port} (action {a.id}) interrupted by a restart")
-            self.state.audit.record(ctx.clock(), f"resume action {a.id}", "interrupted by a restart", mode=a.mode,
+            # A leader's token differs from the one the action was begun under: taken over from the instance that
+            # led before (paused, cut off or dead), not a restart of this one.
+            how = ("taken over from the previous leader" + (f" (token {a.token})" if a.token is not None else "")
+                   if token is not None and a.token != token else "interrupted by a restart")  # fmt: skip
+            notes.append(f"completing {a.op} of {a.device}:{a.port} (action {a.id}) {how}")
+            self.state.audit.record(ctx.clock(), f"resume action {a.id}", how, mode=a.mode,
                                     action_id=a.id)  # fmt: skip
             self.actions.spawn(a, resumed=True)
         await ctx.tasks.idle()

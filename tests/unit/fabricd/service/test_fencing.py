@@ -4,8 +4,11 @@ frozen VM) that wakes after a new leader took over writes nothing and sends noth
 
 from __future__ import annotations
 
+import asyncio
+import logging
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -108,6 +111,9 @@ def test_a_new_leader_ends_an_old_leaders_open_transaction_and_commits_under_its
     assert {c[1] for c in calls[2:] if c[0] == "abort_stale"} == {d.name for d in h.fabric.switches()}
     assert other.switch_key not in world.keyed and a.switch_key not in world.keyed  # ended
     assert world.keyed[done.switch_key] == "confirmed" and done.switch_key.startswith("fabricd_t6_")
+    # audited as what happened: taken over from the leader before, not a restart
+    resumed = [(e["what"], e["why"]) for e in state.audit.entries() if e["what"] == f"resume action {a.id}"]
+    assert resumed == [(f"resume action {a.id}", "taken over from the previous leader (token 5)")], resumed
 
 
 def test_a_new_leader_that_ended_an_old_leaders_shut_marks_the_port_from_the_switchs_own_description(
@@ -241,3 +247,85 @@ def test_a_commit_refused_for_an_older_leaders_late_session_ends_it_and_is_retri
     assert touched[:4] == ["abort_stale", "set_port_admin", "abort_stale", "set_port_admin"], touched
     assert LATE not in world.keyed and world.keyed[a.switch_key] == "confirmed"
     assert world.admin[SERVER_PORT] is False
+
+
+def test_a_leader_fenced_off_inside_an_action_logs_one_warning_and_no_traceback(
+    make: Callable[..., Harness], caplog: pytest.LogCaptureFixture
+) -> None:
+    """Woken after a takeover inside its action, the old leader's next state write fails (its PostgreSQL session
+    was ended by the new leader's claim). The work is the new leader's: one WARNING that it was fenced off; before,
+    ERROR "action N ... failed unexpectedly" with a traceback, then "Task exception was never retrieved" for the
+    FencedError of recording it failed."""
+    from fabricd.service.state.db import StateError
+
+    h = make()
+    state, world = h.state, World()
+    assert state.leadership.claim("a", 5, T0)
+    token = [5]
+
+    def fence() -> str | None:
+        held = state.leadership.current()
+        return None if held is not None and held[1] == token[0] else f"fenced: the state names {held}"
+
+    rem = build_remediation(
+        h.fabric, state, RemediationSettings(mode="auto", verify_timeout_s=1.0), SafetyLimits(),
+        managed={d.name for d in h.fabric.switches()}, actuator=FakeActuator(world), view=FakeView(world),
+        clock=Clock(), executor=InlineExecutor(), fence=fence, token=lambda: token[0],
+    )  # fmt: skip
+
+    def paused_and_taken_over() -> None:
+        assert state.leadership.claim("b", 6, T0 + 1)
+        raise StateError("terminating connection due to administrator command")
+
+    world.hooks["set_port_admin"] = paused_and_taken_over
+
+    async def go() -> None:
+        await rem.incidents.on_findings([flap(h.fabric, SERVER_PORT)])
+        await rem.idle()
+        await asyncio.sleep(0)
+
+    with caplog.at_level("DEBUG"):
+        run(go())
+    loud = [(r.levelname, r.getMessage()) for r in caplog.records if r.levelno >= logging.ERROR]
+    assert loud == [], loud
+    said = [r.getMessage() for r in caplog.records if "left to the leader" in r.getMessage()]
+    assert len(said) == 1 and "fenced off" in said[0] and not any(r.exc_info for r in caplog.records), said
+    (a,) = state.actions.all()
+    assert a.status == "running"  # the new leader's to finish
+
+
+@pytest.mark.parametrize(
+    ("token", "claimed", "holder", "said"),
+    [
+        (None, None, "b", "this instance (a) is a standby; the leader is b"),
+        (None, None, "a", "this instance (a) is a standby; the leader is being elected"),  # its own stale name
+        (None, None, None, "this instance (a) is a standby; the leader is being elected"),
+        (
+            7,
+            None,
+            "a",
+            "this instance (a) holds the leader lease (token 7) but does not act until its token is"
+            " recorded in the state",
+        ),
+        (7, 7, "a", "the leader lease of this instance (a) was not renewed in time: it does not act"),
+    ],
+)
+def test_why_an_instance_does_not_act_names_another_leader_only(
+    token: int | None, claimed: int | None, holder: str | None, said: str
+) -> None:
+    from fabricd.service.config import HaSettings
+    from fabricd.service.leader import Leadership
+
+    async def never() -> Any:
+        raise AssertionError("no bus here")
+
+    async def claim(t: int) -> bool:
+        return True
+
+    async def elected(t: int) -> None:
+        return None
+
+    lead = Leadership(HaSettings(), never, elected, claim=claim, instance="a", clock=lambda: 100.0)
+    lead.token, lead._claimed, lead.holder = token, claimed, holder
+    assert not lead.acting()
+    assert lead.why_not_acting() == said
