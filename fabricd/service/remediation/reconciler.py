@@ -32,6 +32,7 @@ RESCAN_S = 5.0  # how often the marks of switches a scan skipped or could not re
 # leader's request already past its fence check goes out when it wakes, whenever that is; what it left there stays
 # at most this long plus a pass when no commit of this leader meets it first (switch.py, `_commit`).
 STALE_SWEEP_S = 5.0
+SWEEP_PARALLEL = 2  # switches swept at once: the action threads stay free for actions (a flap's disable waits for none)
 
 
 class ToReapply(TypedDict):
@@ -110,12 +111,15 @@ class Reconciler:
     async def _end_stale(self, devices: list[str], token: int) -> None:
         switch = self.actions.switch
 
+        slots = asyncio.Semaphore(SWEEP_PARALLEL)
+
         async def one(device: str) -> None:
             lock = switch.device_lock(device)
-            if lock.locked():
-                return  # a transaction of ours is under way there: its commit ends them first
-            async with lock:
-                ended = await switch.blocking(switch.end_stale, device, token)
+            async with slots:
+                if lock.locked():
+                    return  # a transaction of ours is under way there: its commit ends them first
+                async with lock:
+                    ended = await switch.blocking(switch.end_stale, device, token)
             if ended:
                 text = f"ended {', '.join(ended)}: a paused older leader's late request, which nobody owns"
                 with fenced(token):
