@@ -28,9 +28,12 @@ from .port_actions import PortActions
 
 log = logging.getLogger("fabricd.remediation")
 RESCAN_S = 5.0  # how often the marks of switches a scan skipped or could not read are tried again
-# How often a leader ends older leaders' transactions on every managed switch (one request per switch): a paused old
-# leader's request already past its fence check goes out when it wakes, whenever that is; what it left there stays
-# at most this long plus a pass when no commit of this leader meets it first (switch.py, `_commit`).
+# How often a leader ends older leaders' transactions on the switches where an older leader had an action under way
+# when this one took over (one request per switch): a paused old leader's request already past its fence check goes
+# out when it wakes, whenever that is; what it left there stays at most this long plus a pass when no commit of this
+# leader meets it first (switch.py, `_commit`). An action is recorded running before its switch is touched, so those
+# switches are the ones a late request of an old leader can reach (a drain's shift or a mark's rewrite elsewhere is
+# met by this leader's next commit there).
 STALE_SWEEP_S = 5.0
 SWEEP_PARALLEL = 2  # switches swept at once: the action threads stay free for actions (a flap's disable waits for none)
 
@@ -51,6 +54,7 @@ class Reconciler:
         self.state = ctx.state
         self._waiting: dict[Endpoint, int] = {}  # holds whose re-apply waits for fresh telemetry, since when
         self._swept: tuple[int | None, int] = (None, 0)  # (token, when) of the last sweep of older transactions
+        self._suspect: set[str] = set()  # switches where an older leader had an action under way at the takeover
 
     async def reconcile(self, stale: Collection[str] = ()) -> list[str]:
         """On taking over (a start, a new leader): finish what was half done, read the switches' marks, then
@@ -58,6 +62,8 @@ class Reconciler:
         ctx = self.ctx
         notes = []
         token = ctx.fence.token()
+        self._suspect = {a.device for a in self.state.actions.with_status("running") if token is not None
+                         and a.token != token}  # fmt: skip
         for a in self.state.actions.with_status("running"):
             # A leader's token differs from the one the action was begun under: taken over from the instance that
             # led before (paused, cut off or dead), not a restart of this one.
@@ -94,9 +100,9 @@ class Reconciler:
             return []
 
     def _sweep(self, now: int, stale: Collection[str]) -> None:
-        """A leader ends every older leader's transaction on its managed switches, at its first pass and every
-        `STALE_SWEEP_S` after (in the background: a pass does not wait on switches). Not in observe mode (fabricd
-        touches no switch), not alone (no token: there is no older leader)."""
+        """A leader ends every older leader's transaction on the switches an older leader had an action under way
+        on (`_suspect`), at its first pass and every `STALE_SWEEP_S` after (in the background: a pass does not wait
+        on switches). Not in observe mode (fabricd touches no switch), not alone (no token: no older leader)."""
         ctx = self.ctx
         token = ctx.fence.token()
         last_token, last = self._swept
@@ -105,7 +111,9 @@ class Reconciler:
         if last_token == token and now - last < STALE_SWEEP_S * NS:
             return
         self._swept = (token, now)
-        devices = [d.name for d in ctx.fabric.switches() if d.name in ctx.managed and d.name not in stale]
+        devices = [d.name for d in ctx.fabric.switches() if d.name in self._suspect and d.name not in stale]
+        if not devices:
+            return
         ctx.tasks.start(self._end_stale(devices, token))
 
     async def _end_stale(self, devices: list[str], token: int) -> None:

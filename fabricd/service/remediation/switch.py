@@ -142,6 +142,7 @@ class Switch:
         session = self.actuator.connect(device)
         session.guard = partial(self.ctx.fence.check, token)
         try:
+            self.ctx.fence.check(token)  # the connect may have taken long (or the process was paused in it)
             ended = session.abort_stale(token, ())
         except FencedOff:
             session.abandon()

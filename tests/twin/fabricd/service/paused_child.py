@@ -21,6 +21,7 @@ import asyncio
 import json
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -88,60 +89,39 @@ class PausingActuator(DriverActuator):
         # only an action's session (a leader's sweep of older leaders' transactions connects too, switch.py)
         armed = (device == DEVICE and not PausingActuator.paused and (STEP == "confirm" or _scanned(device))
                  and _for_an_action())  # fmt: skip
-        if armed and STEP == "request":
-            _pause_before_the_first_change(session)  # every session until one sends it (a sweep's sends none)
-            armed = False
+        if armed and STEP == "request":  # its change committed under the revert timer
+            PausingActuator.paused = True
+            _pause_before_the_request(session, "request", lambda c: " commit timer " in c, "late-request")
         elif armed and STEP == "connected":
             PausingActuator.paused = True
             pause("connected")
         elif armed:
             PausingActuator.paused = True
-            if STEP == "confirming" and hasattr(session, "_napalm"):
-                _pause_before_the_confirms_commit(session)
+            if STEP == "confirming" and hasattr(session, "_napalm"):  # `configure session X commit`
+                commit = lambda c: c.startswith("configure session") and c.endswith(" commit")  # noqa: E731
+                _pause_before_the_request(session, "confirming", commit, "late-commit")
             elif STEP == "confirming":
                 _pause_before_the_confirms_decision(session)
         return Recorded(session, device, armed)  # a Session by duck typing
 
 
-def _pause_before_the_confirms_commit(session: Session) -> None:
-    """EOS: park just before the eAPI request that commits a pending session (`configure session X commit`), after
-    whatever the driver asks before it; record what the switch answered once woken."""
+def _pause_before_the_request(session: Session, step: str, matches: Callable[[str], bool], outcome: str) -> None:
+    """EOS: park just before the first eAPI request with a command that `matches`, after whatever the driver asks
+    before it (its fence checks); record what the switch answered once woken (`<outcome>:ok` or `:refused`)."""
     node = session._napalm.device  # type: ignore[attr-defined]  # napalm's pyeapi Node
     send = node.run_commands
 
     def run_commands(commands: list[str], *args: Any, **kwargs: Any) -> Any:
-        if not any(c.startswith("configure session") and c.endswith(" commit") for c in commands):
+        if not any(matches(c) for c in commands):
             return send(commands, *args, **kwargs)
         node.run_commands = send  # once
-        pause("confirming")
+        pause(step)
         try:
             out = send(commands, *args, **kwargs)
         except Exception:
-            record("late-commit:refused", DEVICE)
+            record(f"{outcome}:refused", DEVICE)
             raise
-        record("late-commit:ok", DEVICE)
-        return out
-
-    node.run_commands = run_commands
-
-
-def _pause_before_the_first_change(session: Session) -> None:
-    """EOS: park just before the eAPI request that commits a change under its revert timer, after every fence check
-    fabricd makes before it; record what the switch answered once woken."""
-    node = session._napalm.device  # type: ignore[attr-defined]  # napalm's pyeapi Node
-    send = node.run_commands
-
-    def run_commands(commands: list[str], *args: Any, **kwargs: Any) -> Any:
-        if PausingActuator.paused or not any(" commit timer " in c for c in commands):
-            return send(commands, *args, **kwargs)
-        PausingActuator.paused = True
-        pause("request")
-        try:
-            out = send(commands, *args, **kwargs)
-        except Exception:
-            record("late-request:refused", DEVICE)
-            raise
-        record("late-request:ok", DEVICE)
+        record(f"{outcome}:ok", DEVICE)
         return out
 
     node.run_commands = run_commands
