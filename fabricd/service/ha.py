@@ -27,6 +27,8 @@ class HaRole:
             ha = cfg.ha
             self.leadership = Leadership(ha, lambda: connect_bus(cfg.bus, cfg.source, f"fabricd {instance}"),
                                          elected, claim=self._claim, instance=ha.instance)  # fmt: skip
+            # A standby writes nothing: its health says `failing` (and the alert fires) only when it must write.
+            state.writes.needed = self.acting
 
     def token(self) -> int | None:
         """The leader's fencing token now (None: acting alone, no standby)."""
@@ -42,7 +44,7 @@ class HaRole:
         if lead is None:
             return None
         if not lead.acting():
-            return f"this instance ({lead.instance}) is a standby; the leader is {lead.holder or 'being elected'}"
+            return lead.why_not_acting()
         margin = self.cfg.ha.switch_call_margin_s
         if lead.valid_for() < margin:  # a call must end while the lease is certainly ours
             return f"the leader lease of {lead.instance} ends in {lead.valid_for():.2f} s (< {margin:g} s for a call)"
@@ -60,7 +62,10 @@ class HaRole:
     async def _claim(self, token: int) -> bool:
         """This instance took the lease: record its fencing token, off the event loop (it keeps renewing the lease
         and answering the API meanwhile; the claim ends an old leader's stuck write, Leadership.claim)."""
-        return await asyncio.to_thread(self.state.leadership.claim, self.instance, token, self.clock())
+        won = await asyncio.to_thread(self.state.leadership.claim, self.instance, token, self.clock())
+        if won:
+            self.state.writes.ok()  # the claim was written: a write that failed in an earlier term is moot
+        return won
 
     def status(self) -> dict[str, Any]:
         lead = self.leadership

@@ -81,6 +81,17 @@ class Leadership:
         """Stop acting now (the state names a newer leader: this one was fenced off); a new lease may follow."""
         self._step_down(why)
 
+    def why_not_acting(self) -> str:
+        """Why this instance does not act now (asked when `acting()` is False), naming the leader only when it is
+        another instance."""
+        if self.token is None:
+            leader = self.holder if self.holder not in (None, self.instance) else "being elected"
+            return f"this instance ({self.instance}) is a standby; the leader is {leader}"
+        if self._claim is not None and self._claimed != self.token:
+            return (f"this instance ({self.instance}) holds the leader lease (token {self.token}) but does not act "
+                    "until its token is recorded in the state")  # fmt: skip
+        return f"the leader lease of this instance ({self.instance}) was not renewed in time: it does not act"
+
     def role(self) -> str:
         return "leader" if self.acting() else "standby"
 

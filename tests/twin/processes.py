@@ -93,6 +93,17 @@ def admin_enabled(twin: TwinThread, device: str, port: str) -> bool:
         return bool(drv.get_interfaces()[port]["is_enabled"])
 
 
+def eos_sessions(twin: TwinThread, device: str) -> dict[str, str]:
+    """The switch's config sessions and their states (`show configuration sessions detail`; a session pending under
+    its commit timer is "pendingCommitTimer")."""
+    with eos_driver(twin, device) as drv:
+        data = drv.device.run_commands(["show configuration sessions detail"])[0]
+    out = {name: str(s.get("state", "")) for name, s in data.get("sessions", {}).items()}
+    if data.get("commitTimerSessionName"):
+        out[str(data["commitTimerSessionName"])] = "pendingCommitTimer"
+    return out
+
+
 # --- fabricd's config -----------------------------------------------------------------------------------------------
 def write_config(tmp: Path, inventory: Path, **sections: Any) -> Path:
     """fabricd.yaml for the small pod twin: fast ticks, API on a free port, token in a 0600 file. A section given
@@ -245,7 +256,7 @@ def fabricd_run(config: Path, log: Path, *args: str, name: str | None = None, po
 def hot_pair(config: Path, folder: Path, a: Sequence[str] | None = None, b: Sequence[str] | None = None,
              a_env: dict[str, str] | None = None) -> Iterator[tuple[Fabricd, Fabricd]]:  # fmt: skip
     """Instances "a" then "b" on one HA config (`fabricd run`, or the argv given), logs a.log and b.log in
-    `folder`: yields once a leads and b stands by; both killed (-9) at the end."""
+    `folder`: yields once a leads and b stands by, knowing a leads; both killed (-9) at the end."""
     run = ["-m", "fabricd", "run", "--config", str(config)]
     first = Fabricd(a or run, folder / "a.log", name="a", env=a_env)
     second: Fabricd | None = None
@@ -253,6 +264,8 @@ def hot_pair(config: Path, folder: Path, a: Sequence[str] | None = None, b: Sequ
         wait_for(lambda: first.role() == "leader", 60)
         second = Fabricd(b or run, folder / "b.log", name="b")
         wait_for(lambda: second is not None and second.role() == "standby", 60)
+        # and has read the lease once (its health names the leader; under load the first read can come later)
+        wait_for(lambda: second is not None and second.get("/api/v1/health")["ha"]["leader"] == "a", 10)
         yield first, second
     finally:
         first.kill()

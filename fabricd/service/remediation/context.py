@@ -20,6 +20,7 @@ from topology.fabric import Fabric
 from ..config import RemediationSettings, SafetyLimits
 from ..remediation_io import PortView
 from ..state import FENCE, StateStore
+from ..state.db import FencedError
 
 log = logging.getLogger("fabricd.remediation")
 FENCE_WAIT_S = 1.0  # a leader whose lease is only close to its next renewal waits this long for it before a call
@@ -92,7 +93,18 @@ class Tasks:
     def start(self, work: Coroutine[Any, Any, None]) -> None:
         task: asyncio.Task[None] = asyncio.ensure_future(work)
         self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        task.add_done_callback(self._done)
+
+    def _done(self, task: asyncio.Task[None]) -> None:
+        """Its exception retrieved here (asyncio would log "Task exception was never retrieved" with a traceback):
+        one line when it is the fence's doing (this instance no longer acts), the traceback otherwise."""
+        self._tasks.discard(task)
+        if task.cancelled() or (e := task.exception()) is None:
+            return
+        if isinstance(e, FencedError | FencedOff):
+            log.warning("left to the leader: this instance was fenced off (%s)", e)
+        else:
+            log.error("remediation task failed: %s: %s", type(e).__name__, e, exc_info=e)
 
     async def idle(self) -> None:
         while self._tasks:

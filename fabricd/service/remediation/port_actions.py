@@ -31,7 +31,6 @@ class PortActions:
     def __init__(self, ctx: Context, switch: Switch, marks: Marks, paper: Paperwork) -> None:
         self.ctx, self.switch, self.marks, self.paper = ctx, switch, marks, paper
         self.state = ctx.state
-        self._cleaned: set[tuple[int, str]] = set()  # (token, switch): an old leader's transactions ended there
         self._underway: dict[int, asyncio.Event] = {}  # action id -> set once its first step is handed off
         self._commits = CommitsFirst()  # confirms wait while ports are being taken down
 
@@ -69,6 +68,13 @@ class PortActions:
             if isinstance(e, FencedError):
                 self.ctx.fence.on_fenced(str(e))
         except Exception as e:
+            if (why := self.ctx.fence.why()) is not None:
+                # This instance no longer acts (a leader woken from a pause: its state session was ended by the new
+                # leader's claim, or its lease ran out): the error is the fence's doing, and the action is the
+                # leader's to finish. One line, no traceback, nothing written.
+                log.warning("action %d (%s %s:%s) left to the leader: this instance was fenced off (%s; %s: %s)",
+                            action.id, action.op, action.device, action.port, why, type(e).__name__, e)  # fmt: skip
+                return
             log.exception("action %d (%s %s:%s) failed unexpectedly", action.id, action.op, action.device, action.port)
             current = self.state.actions.get(action.id) or action
             if current.status != "running":
@@ -118,26 +124,21 @@ class PortActions:
             # Connect and commit in one trip to the driver thread: each hop back to a busy loop costs latency.
             mark = None if up else self.marks.mark_for(action)
             token = FENCE.get()
-            clean: int | None = None  # end an older leader's transactions on the switch first (abort_stale)
-            if token is not None:
-                if resumed and action.token != token:
-                    # An old leader began it. Its transaction is never taken over (its late confirm would still find
-                    # it and commit it, and ours would then fail): it is ended with every other of an older token on
-                    # the switch, and the step is done again under this leader's own token-named transaction.
-                    action = self.state.actions.retoken(action.id, token)
-                    resumed, clean = False, token
-                elif (token, ep.device) not in self._cleaned:  # once per switch per leadership term
-                    clean = token
+            if token is not None and resumed and action.token != token:
+                # An old leader began it. Its transaction is never taken over (its late confirm would still find it
+                # and commit it, and ours would then fail): it is ended with every other of an older token on the
+                # switch before the commit (switch.py, `_commit`), and the step is done again under this leader's
+                # own token-named transaction.
+                action = self.state.actions.retoken(action.id, token)
+                resumed = False
             # The description the mark goes beside, as the switch streams it: not read on the action path. An enable
             # reads the switch's own (the driver does, described None): a disable moments ago may not have been
             # streamed yet, and a mark left behind would say fabricd holds a port that is up.
             described = None if up else ctx.view.description(ep.device, ep.port)
-            opened = switch.begin_admin_change(ep, up, action.switch_key, resumed, mark, clean, token, described)
+            opened = switch.begin_admin_change(ep, up, action.switch_key, resumed, mark, token, described)
             self._mark_underway(action.id)  # connect-and-commit is in the driver thread now
             with self._commits.commit() if not up else contextlib.nullcontext():
                 session, found = await opened
-            if clean is not None:
-                self._cleaned.add((clean, ep.device))
             committed = ctx.clock()
             seen = await ctx.view.wait_oper(ep.device, ep.port, up, timeout)
             await ctx.fence.wait()  # a leader paused while it waited (SIGSTOP, a frozen VM) may not touch it

@@ -4,6 +4,7 @@ steps: re-apply (through port_actions.py), propose, release, adopt, unmark."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Collection
 from dataclasses import replace
@@ -19,7 +20,7 @@ from ..faults import fault_key
 from ..reconcile import Hold, Observed, Reconcile, Refusal, Step, reconcile, refused_reapply
 from ..state import ActionStatus, fenced
 from ..state.db import FencedError
-from .context import Context
+from .context import Context, FencedOff
 from .holds import FRESH_WAIT_S, Holds
 from .marks import Marks
 from .paperwork import Paperwork
@@ -27,6 +28,14 @@ from .port_actions import PortActions
 
 log = logging.getLogger("fabricd.remediation")
 RESCAN_S = 5.0  # how often the marks of switches a scan skipped or could not read are tried again
+# How often a leader ends older leaders' transactions on the switches where an older leader had an action under way
+# when this one took over (one request per switch): a paused old leader's request already past its fence check goes
+# out when it wakes, whenever that is; what it left there stays at most this long plus a pass when no commit of this
+# leader meets it first (switch.py, `_commit`). An action is recorded running before its switch is touched, so those
+# switches are the ones a late request of an old leader can reach (a drain's shift or a mark's rewrite elsewhere is
+# met by this leader's next commit there).
+STALE_SWEEP_S = 5.0
+SWEEP_PARALLEL = 2  # switches swept at once: the action threads stay free for actions (a flap's disable waits for none)
 
 
 class ToReapply(TypedDict):
@@ -44,15 +53,24 @@ class Reconciler:
         self.ctx, self.holds, self.actions, self.marks, self.paper = ctx, holds, actions, marks, paper
         self.state = ctx.state
         self._waiting: dict[Endpoint, int] = {}  # holds whose re-apply waits for fresh telemetry, since when
+        self._swept: tuple[int | None, int] = (None, 0)  # (token, when) of the last sweep of older transactions
+        self._suspect: set[str] = set()  # switches where an older leader had an action under way at the takeover
 
     async def reconcile(self, stale: Collection[str] = ()) -> list[str]:
         """On taking over (a start, a new leader): finish what was half done, read the switches' marks, then
         reconcile the records with what the fabric shows, as every pass does after."""
         ctx = self.ctx
         notes = []
+        token = ctx.fence.token()
+        self._suspect = {a.device for a in self.state.actions.with_status("running") if token is not None
+                         and a.token != token}  # fmt: skip
         for a in self.state.actions.with_status("running"):
-            notes.append(f"completing {a.op} of {a.device}:{a.port} (action {a.id}) interrupted by a restart")
-            self.state.audit.record(ctx.clock(), f"resume action {a.id}", "interrupted by a restart", mode=a.mode,
+            # A leader's token differs from the one the action was begun under: taken over from the instance that
+            # led before (paused, cut off or dead), not a restart of this one.
+            how = ("taken over from the previous leader" + (f" (token {a.token})" if a.token is not None else "")
+                   if token is not None and a.token != token else "interrupted by a restart")  # fmt: skip
+            notes.append(f"completing {a.op} of {a.device}:{a.port} (action {a.id}) {how}")
+            self.state.audit.record(ctx.clock(), f"resume action {a.id}", how, mode=a.mode,
                                     action_id=a.id)  # fmt: skip
             self.actions.spawn(a, resumed=True)
         await ctx.tasks.idle()
@@ -73,12 +91,54 @@ class Reconciler:
         if again and marks.marks is not None and now - marks.scanned_ts >= RESCAN_S * NS:
             await marks.scan(only=again)
         observed = Observed(ctx.view.admin_up(), marks.marks, frozenset(stale))
+        self._sweep(now, stale)
         try:
             with fenced(ctx.fence.token()):
                 return await self._reconcile_pass(observed, now, ctx.settings.verify_timeout_s)
         except FencedError as e:
             ctx.fence.fenced_out(str(e))
             return []
+
+    def _sweep(self, now: int, stale: Collection[str]) -> None:
+        """A leader ends every older leader's transaction on the switches an older leader had an action under way
+        on (`_suspect`), at its first pass and every `STALE_SWEEP_S` after (in the background: a pass does not wait
+        on switches). Not in observe mode (fabricd touches no switch), not alone (no token: no older leader)."""
+        ctx = self.ctx
+        token = ctx.fence.token()
+        last_token, last = self._swept
+        if token is None or ctx.settings.mode == "observe" or ctx.fence.why() is not None:
+            return
+        if last_token == token and now - last < STALE_SWEEP_S * NS:
+            return
+        self._swept = (token, now)
+        devices = [d.name for d in ctx.fabric.switches() if d.name in self._suspect and d.name not in stale]
+        if not devices:
+            return
+        ctx.tasks.start(self._end_stale(devices, token))
+
+    async def _end_stale(self, devices: list[str], token: int) -> None:
+        switch = self.actions.switch
+
+        slots = asyncio.Semaphore(SWEEP_PARALLEL)
+
+        async def one(device: str) -> None:
+            lock = switch.device_lock(device)
+            async with slots:
+                if lock.locked():
+                    return  # a transaction of ours is under way there: its commit ends them first
+                async with lock:
+                    ended = await switch.blocking(switch.end_stale, device, token)
+            if ended:
+                text = f"ended {', '.join(ended)}: a paused older leader's late request, which nobody owns"
+                with fenced(token):
+                    self.state.audit.record(self.ctx.clock(), f"older leader's transactions on {device}", text)
+
+        results = await asyncio.gather(*(one(d) for d in devices), return_exceptions=True)
+        for device, r in zip(devices, results, strict=True):
+            if isinstance(r, FencedError | FencedOff):
+                return  # no longer the leader: the next one sweeps
+            if isinstance(r, BaseException):
+                log.warning("could not end older leaders' transactions on %s: %s", device, r)
 
     async def _reconcile_pass(self, observed: Observed, now: int, grace: float) -> list[str]:
         async with self.ctx.lock:

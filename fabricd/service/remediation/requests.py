@@ -190,6 +190,11 @@ class Requests:
             with self.state.transaction():
                 if self.state.actions.open_on(p["device"], p["port"]) is not None:
                     continue  # its enable is already under way (a second resolve, a retry)
+                held_for = self.state.actions.get(p["action_id"])
+                if held_for is not None and held_for.finding_id is not None:
+                    # The port comes back on probation: a flap from now on is a new incident, judged (decide
+                    # re-disables it and reopens the ticket), not a refresh of the one it was held for.
+                    self.state.findings.close(held_for.finding_id, now)
                 tries = self.state.actions.count(p["device"], p["port"], "enable", after_id=p["action_id"])
                 why = f"ticket {ticket_id} resolved by {actor}"
                 a = self.state.actions.add("enable", p["device"], p["port"], mode, "running", why, now,

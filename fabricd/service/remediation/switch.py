@@ -8,23 +8,34 @@ pending). The transaction around these calls (verify, confirm, roll back) is por
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import logging
+import re
 from collections.abc import Callable
 from concurrent.futures import Executor
 from functools import partial
 from typing import TypeVar, TypeVarTuple
 
-from drivers.base import PortMark, Resumed, Session
+from drivers.base import ConfigRejectedError, PortMark, Resumed, Session
 from drivers.marks import Mark
 from drivers.transaction import settle
 from topology.model import Endpoint
 
 from ..remediation_io import Actuator
+from ..state import FENCE
 from .context import Context, FencedOff
 
 log = logging.getLogger("fabricd.remediation")
 R = TypeVar("R")
 Ts = TypeVarTuple("Ts")
+# A transaction of a leader, by its name (records.py, `Action.switch_key`): the token is its first number.
+_LEADER_TRANSACTION = re.compile(r"\bfabricd_t(\d+)_")
+
+
+def _blocked_by_older(refusal: str, token: int) -> bool:
+    """The switch refused a commit naming a transaction of an older leader (EOS: "Cannot commit: session
+    fabricd_t<old>_... has a pending commit timer"): a paused leader's late request left it there."""
+    return any(int(m.group(1)) < token for m in _LEADER_TRANSACTION.finditer(refusal))
 
 
 class Switch:
@@ -38,7 +49,9 @@ class Switch:
         return asyncio.get_running_loop().run_in_executor(self.executor, fn, *args)
 
     async def blocking(self, fn: Callable[[*Ts], R], *args: *Ts) -> R:
-        return await self.submit(fn, *args)
+        """`fn` in a driver thread, in a copy of the caller's context: the leader's token (`FENCE`) is the one it
+        runs under there too (as `asyncio.to_thread` does)."""
+        return await self.submit(partial(contextvars.copy_context().run, fn, *args))
 
     def device_lock(self, device: str) -> asyncio.Lock:
         """The switch's lock: one transaction per switch at a time."""
@@ -48,45 +61,42 @@ class Switch:
         return self._device_locks.setdefault(device, asyncio.Lock())
 
     def begin_admin_change(
-        self, ep: Endpoint, up: bool, key: str, resumed: bool, mark: Mark | None, clean: int | None,
-        token: int | None, described: str | None,
+        self, ep: Endpoint, up: bool, key: str, resumed: bool, mark: Mark | None, token: int | None,
+        described: str | None,
     ) -> asyncio.Future[tuple[Session, Resumed]]:  # fmt: skip
         """`_open_and_set` handed to a driver thread now: connect and commit in one trip (each hop back to a busy
         loop costs latency)."""
-        return self.submit(self._open_and_set, ep, up, key, resumed, mark, clean, token, described)
+        return self.submit(self._open_and_set, ep, up, key, resumed, mark, token, described)
 
     def _open_and_set(
-        self, ep: Endpoint, up: bool, key: str, resumed: bool, mark: Mark | None = None, clean: int | None = None,
-        token: int | None = None, described: str | None = None,
+        self, ep: Endpoint, up: bool, key: str, resumed: bool, mark: Mark | None = None, token: int | None = None,
+        described: str | None = None,
     ) -> tuple[Session, Resumed]:  # fmt: skip
         """Blocking: a session with the admin-state change committed under the revert timer (closed on failure),
         and what a fabricd before this one left of it on the switch. The switch's transaction is named by the
         action (`key`): a resumed action (a restart, not a new leader) first looks for it, and takes over a commit
         still pending under its timer (confirmed or rolled back like a new one) or one already confirmed, instead
         of committing again (EOS refuses a second commit timer; a SONiC timer left behind would revert the new
-        commit). `clean`: end the transactions of leader tokens older than this one first. The fence is asked
-        before every request to the switch (`Session.guard`), inside a confirm or a rollback too."""
+        commit). A leader (`token`) ends the transactions of older tokens there before its commit (`_commit`).
+        The fence is asked before every request to the switch (`Session.guard`), inside a confirm or a rollback
+        too."""
         fence = self.ctx.fence
-        fence.check(token)  # before every switch call, in this thread too (FENCE is the loop's, not ours)
+        fence.check(token)  # before every switch call
         session = self.actuator.connect(ep.device)
         session.guard = partial(fence.check, token)
         try:
             fence.check(token)  # the connect may have taken long (or the process was paused in it)
-            if clean is not None:
-                # A new leader ends what an old one left open on this switch (by the token in its names) before it
-                # acts: a late command of the old leader then finds nothing to act on.
-                ended = session.abort_stale(clean, ())
-                if ended:
-                    log.warning("%s: ended an old leader's transactions %s", ep.device, ", ".join(ended))
-                    # Ending them reverted what they had committed, the old leader's mark too; telemetry may still
-                    # stream that mark, and the driver, told the port already carries the mark it is to set, would
-                    # leave the description out: the port shut unmarked. The switch's own description is read instead.
-                    described = None
             found = session.resume(key) if resumed else "none"
             if found == "none":
-                session.set_port_admin(
-                    ep.port, up, self.ctx.settings.revert_in_s, key=key, mark=mark, description=described
-                )
+
+                def commit(ended: bool) -> None:
+                    # Ending an old leader's transactions reverted what they had committed, its mark too; telemetry
+                    # may still stream that mark, and the driver, told the port already carries the mark it is to
+                    # set, would leave the description out: the port shut unmarked. The switch's own is read then.
+                    session.set_port_admin(ep.port, up, self.ctx.settings.revert_in_s, key=key, mark=mark,
+                                           description=None if ended else described)  # fmt: skip
+
+                self._commit(session, ep.device, token, commit)
         except FencedOff:
             session.abandon()
             raise
@@ -95,6 +105,56 @@ class Switch:
             session.close()
             raise
         return session, found
+
+    def _commit(self, session: Session, device: str, token: int | None, commit: Callable[[bool], None]) -> None:
+        """Blocking: `commit(ended)` of a leader, with every transaction of an older leader's token on the switch
+        ended first (`ended`: some were), and once more, then the commit retried once, when the switch refuses it
+        naming one. A paused old leader's request already past its fence check when it was paused goes out when
+        it wakes, at any moment: a session of its token committed under its timer there blocks every other commit
+        on EOS until the timer ends (and on SONiC its timer reverts the switch to its checkpoint when it ends). So
+        a late request costs at most one retry, and no change of it stays on the switch beyond the next commit or
+        the next sweep (`end_stale`). Without a token (one instance alone), there is no older leader."""
+        if token is None:
+            commit(False)
+            return
+        ended = self._end_stale_in(session, device, token)
+        try:
+            commit(ended)
+        except ConfigRejectedError as e:
+            if not _blocked_by_older(str(e), token):
+                raise
+            log.warning("%s: a commit was refused for an older leader's transaction (%s); ending it and retrying",
+                        device, e)  # fmt: skip
+            self._end_stale_in(session, device, token)
+            commit(True)
+
+    def _end_stale_in(self, session: Session, device: str, token: int) -> bool:
+        ended = session.abort_stale(token, ())
+        if ended:
+            log.warning("%s: ended an older leader's transactions %s", device, ", ".join(ended))
+        return bool(ended)
+
+    def end_stale(self, device: str, token: int) -> list[str]:
+        """Blocking: every transaction of a token older than `token` on the switch ended (uncommitted ones
+        discarded, ones pending under their revert timer rolled back): the sweep of a leader's reconcile passes,
+        for a paused old leader's late request that no commit of this leader has met."""
+        self.ctx.fence.check(token)
+        session = self.actuator.connect(device)
+        session.guard = partial(self.ctx.fence.check, token)
+        try:
+            self.ctx.fence.check(token)  # the connect may have taken long (or the process was paused in it)
+            ended = session.abort_stale(token, ())
+        except FencedOff:
+            session.abandon()
+            raise
+        except BaseException:
+            session.close()
+            raise
+        self.actuator.release(session)
+        if ended:
+            log.warning("%s: ended an older leader's transactions %s (a late request of a paused leader)", device,
+                        ", ".join(ended))  # fmt: skip
+        return ended
 
     async def settle(self, session: Session, keep: bool, fenced: bool = True) -> str:
         """Confirm (`keep`) or roll back the session's pending commit, in a driver thread, after asking the fence
@@ -114,7 +174,7 @@ class Switch:
     def rewrite_mark(self, ep: Endpoint, key: str, up: bool, mark: Mark | None, token: int | None) -> None:
         """Blocking: the port's present admin state committed again with its description's mark set (`mark`) or
         removed (None), under the revert timer, and confirmed."""
-        session, _ = self._open_and_set(ep, up, key, False, mark, None, token, None)
+        session, _ = self._open_and_set(ep, up, key, False, mark, token, None)
         try:
             settle(session, True)
         except BaseException:
@@ -136,16 +196,22 @@ class Switch:
 
     def shift(self, device: str, away: bool, key: str) -> None:
         """Blocking: the switch's traffic shifted away (or back), confirmed (a drain's step)."""
-        session = self.actuator.connect(device)
-        try:
-            session.shift_traffic(away, self.ctx.settings.revert_in_s, key=key)
-        finally:
-            self.actuator.release(session)
+        revert_in_s = self.ctx.settings.revert_in_s
+        self._shifted(device, key, lambda s, k: s.shift_traffic(away, revert_in_s, key=k))
 
     def shift_session(self, device: str, peer_address: str, asn: int, away: bool, key: str) -> None:
         """Blocking: one end of a drained link's BGP session de-preferred (or back), confirmed (a drain's step)."""
+        revert_in_s = self.ctx.settings.revert_in_s
+        self._shifted(device, key, lambda s, k: s.shift_session(peer_address, asn, away, revert_in_s, key=k))
+
+    def _shifted(self, device: str, key: str, shift: Callable[[Session, str], None]) -> None:
+        """A drain's shift committed and confirmed; a leader's named with its token (`fabricd_t<token>_...`, so a
+        newer leader knows it for an old leader's), older leaders' transactions ended first (`_commit`)."""
+        token = FENCE.get()  # the caller's, in this thread too (`submit` copies its context)
+        if token is not None:
+            key = f"fabricd_t{token}_{key.removeprefix('fabricd_')}"
         session = self.actuator.connect(device)
         try:
-            session.shift_session(peer_address, asn, away, self.ctx.settings.revert_in_s, key=key)
+            self._commit(session, device, token, lambda _ended: shift(session, key))
         finally:
             self.actuator.release(session)

@@ -12,7 +12,7 @@ import contextlib
 import logging
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
@@ -120,12 +120,16 @@ class WriteHealth:
     def __init__(self) -> None:
         self.failures = 0
         self.failing_since: float | None = None
+        # Must this instance write now? A hot standby need not (it records nothing): a write of its that failed
+        # when it led (its session ended by the new leader's claim) says nothing of the state it does not write.
+        self.needed: Callable[[], bool] = lambda: True
         self.last_error = ""
         self._logged = -1e18
 
     @property
     def failing(self) -> bool:
-        return self.failing_since is not None
+        """A write failed and none has succeeded since, and this instance must write (`needed`)."""
+        return self.failing_since is not None and self.needed()
 
     def failed(self, e: BaseException) -> None:
         self.failures += 1

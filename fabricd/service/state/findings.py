@@ -15,6 +15,21 @@ from .rows import Codec, RowError, integer, json_object, label_counts, new_id, s
 # Two reports of one fault whose onsets are this close are one incident (Findings.record): chaos seed 3131 and the
 # late-confirm failover test saw a new leader date a flap 0.3 s later than the old one and record it a second time.
 SAME_INCIDENT_NS = 10 * 1_000_000_000
+# The key of an incident closed by bringing its port back (`close`), with when: `<key>#closed:<ts>`. Its reports
+# from then on refresh nothing; one that shows the fault again after that time is a new incident.
+CLOSED = "#closed:"
+
+
+def _closed_ts(key: str) -> int | None:
+    head, sep, ts = key.rpartition(CLOSED)
+    return int(ts) if sep and head and ts.isdigit() else None
+
+
+def _again_since(f: Finding, ts: int) -> bool:
+    """The report shows the fault again after `ts`: a link flap's timeline has a flap after it. A finding without
+    a timeline cannot say so: its incident stays closed (a new episode is a new start_ts, a new incident anyway)."""
+    timeline = f.evidence.get("timeline")
+    return isinstance(timeline, list) and any(isinstance(t, int) and t > ts for t in timeline)
 
 
 def decode(row: Row) -> StoredFinding:
@@ -36,7 +51,9 @@ class Findings:
         self._db = database
 
     def record(self, f: Finding, fault: str, now: int) -> tuple[int, bool]:
-        """Store a finding (or refresh the same incident); returns (id, new)."""
+        """Store a finding (or refresh the same incident); returns (id, new). An incident closed by bringing its
+        port back (`close`) is not refreshed: its report is the old one (not new) unless it shows the fault again
+        since the close (a port on probation that flaps again: a new incident, which decide judges)."""
         key = json.dumps(list(f.key))
         data = json.dumps(f.to_dict(), sort_keys=True)
         with self._db.transaction() as db:
@@ -46,13 +63,17 @@ class Findings:
                 # own samples and may date it later (a flap period, a sync) than the instance that recorded it. Cleared
                 # too: an instance restarted without the incident's history cleared it, and the standby that takes
                 # over after it still sees it (chaos seed 3133: a BGP flap recorded twice, 67 s apart).
-                row = db.execute(
-                    "SELECT id, detected_ts FROM findings WHERE fault = ? AND kind = ?"
-                    " AND start_ts BETWEEN ? AND ? ORDER BY status = 'active' DESC, id DESC LIMIT 1",
+                rows = db.execute(
+                    "SELECT id, detected_ts, key FROM findings WHERE fault = ? AND kind = ?"
+                    " AND start_ts BETWEEN ? AND ? ORDER BY status = 'active' DESC, id DESC",
                     (fault, f.kind, f.start_ts - SAME_INCIDENT_NS, f.start_ts + SAME_INCIDENT_NS),
-                ).fetchone()
+                ).fetchall()
+                closed = {int(r["id"]): ts for r in rows if (ts := _closed_ts(str(r["key"]))) is not None}
+                row = next((r for r in rows if int(r["id"]) not in closed), None)
                 if row is not None:
                     db.execute("UPDATE findings SET key = ? WHERE id = ?", (key, row["id"]))
+                elif closed and not _again_since(f, max(closed.values())):
+                    return max(closed), False  # the closed incident reported on, nothing new since it was closed
             if row is not None:
                 # Detectors re-report an active incident every tick: keep when it was first detected.
                 first = row["detected_ts"] if isinstance(row["detected_ts"], int) else f.detected_ts
@@ -70,6 +91,18 @@ class Findings:
                  f.detected_ts, now, data),
             )  # fmt: skip
             return new_id(cur), True
+
+    def close(self, finding_id: int, now: int) -> None:
+        """The incident's port was brought back (its ticket resolved): cleared, and its key marked closed at `now`,
+        so that a report of the same flap train is no longer taken for it once it shows a flap after `now`
+        (`record`). Before, a port re-enabled while its finding was still reported (a dampened flap stays reported
+        for a minute or two after its last flap) flapped again unseen: the re-flap refreshed the old finding."""
+        with self._db.transaction() as db:
+            row = db.execute("SELECT key FROM findings WHERE id = ?", (finding_id,)).fetchone()
+            if row is None or _closed_ts(str(row["key"])) is not None:
+                return
+            db.execute("UPDATE findings SET key = ?, status = 'cleared' WHERE id = ?",
+                       (f"{row['key']}{CLOSED}{now}", finding_id))  # fmt: skip
 
     def has(self, f: Finding, fault: str) -> bool:
         """Whether this incident is recorded already (active or cleared, dated the same or a little apart, as

@@ -100,6 +100,6 @@ def _end_lockers(db: Db, holder: str) -> None:
         log.warning("claiming the lead: could not end the sessions holding the leader row (%s); waiting for the"
                     " server to end them", e)  # fmt: skip
         return
-    for pid, name, _ in rows:
+    for row in rows:  # a row unpacked would give its column names (it is a dict): read by name
         log.warning("claiming the lead for %s: ended PostgreSQL session %s (%s), stuck in a write holding the leader"
-                    " row", holder, pid, name or "unnamed")  # fmt: skip
+                    " row", holder, row["pid"], row["application_name"] or "unnamed")  # fmt: skip

@@ -8,7 +8,9 @@ its revert timer, not confirmed), `confirming` (inside the confirm, its deciding
 commit request, its check of the session sent; on SONiC the `mkdir` of the decision lock. The pause falls after every
 check fabricd makes, so the request goes out once woken; its outcome is recorded as `late-commit:ok` or
 `late-commit:refused`: on EOS whether the switch committed, on SONiC whether the confirm won the decision), `confirm`
-(the confirm is about to be called).
+(the confirm is about to be called), `request` (EOS: past every fence check, its first change request about to go
+out, `configure session fabricd_t<token>_a<N>_... / shutdown / description / commit timer`; recorded once woken as
+`late-request:ok` or `late-request:refused`).
 
 Run: python -m tests.twin.fabricd.service.paused_child CONFIG DEVICE STEP CALLS_FILE
 """
@@ -19,6 +21,7 @@ import asyncio
 import json
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -83,36 +86,42 @@ class PausingActuator(DriverActuator):
         session = super().connect(device)
         # the marks scan at takeover connects too: the action's session is the one after it that commits
         # (a new leader resumes the old leader's action before its scan: `confirm` pauses in the first one)
-        armed = device == DEVICE and not PausingActuator.paused and (STEP == "confirm" or _scanned(device))
-        if armed and STEP == "connected":
+        # only an action's session (a leader's sweep of older leaders' transactions connects too, switch.py)
+        armed = (device == DEVICE and not PausingActuator.paused and (STEP == "confirm" or _scanned(device))
+                 and _for_an_action())  # fmt: skip
+        if armed and STEP == "request":  # its change committed under the revert timer
+            PausingActuator.paused = True
+            _pause_before_the_request(session, "request", lambda c: " commit timer " in c, "late-request")
+        elif armed and STEP == "connected":
             PausingActuator.paused = True
             pause("connected")
         elif armed:
             PausingActuator.paused = True
-            if STEP == "confirming" and hasattr(session, "_napalm"):
-                _pause_before_the_confirms_commit(session)
+            if STEP == "confirming" and hasattr(session, "_napalm"):  # `configure session X commit`
+                commit = lambda c: c.startswith("configure session") and c.endswith(" commit")  # noqa: E731
+                _pause_before_the_request(session, "confirming", commit, "late-commit")
             elif STEP == "confirming":
                 _pause_before_the_confirms_decision(session)
         return Recorded(session, device, armed)  # a Session by duck typing
 
 
-def _pause_before_the_confirms_commit(session: Session) -> None:
-    """EOS: park just before the eAPI request that commits a pending session (`configure session X commit`), after
-    whatever the driver asks before it; record what the switch answered once woken."""
+def _pause_before_the_request(session: Session, step: str, matches: Callable[[str], bool], outcome: str) -> None:
+    """EOS: park just before the first eAPI request with a command that `matches`, after whatever the driver asks
+    before it (its fence checks); record what the switch answered once woken (`<outcome>:ok` or `:refused`)."""
     node = session._napalm.device  # type: ignore[attr-defined]  # napalm's pyeapi Node
     send = node.run_commands
 
     def run_commands(commands: list[str], *args: Any, **kwargs: Any) -> Any:
-        if not any(c.startswith("configure session") and c.endswith(" commit") for c in commands):
+        if not any(matches(c) for c in commands):
             return send(commands, *args, **kwargs)
         node.run_commands = send  # once
-        pause("confirming")
+        pause(step)
         try:
             out = send(commands, *args, **kwargs)
         except Exception:
-            record("late-commit:refused", DEVICE)
+            record(f"{outcome}:refused", DEVICE)
             raise
-        record("late-commit:ok", DEVICE)
+        record(f"{outcome}:ok", DEVICE)
         return out
 
     node.run_commands = run_commands
@@ -151,6 +160,16 @@ def _pause_before_the_confirms_decision(session: Session) -> None:
             del inner._decide
 
     inner.confirm = confirming
+
+
+def _for_an_action() -> bool:
+    """Called (through the actuator's connect) by a port action's connect-and-commit (switch.py)."""
+    frame = sys._getframe()
+    while frame is not None:
+        if frame.f_code.co_name == "_open_and_set":
+            return True
+        frame = frame.f_back  # type: ignore[assignment]
+    return False
 
 
 def _scanned(device: str) -> bool:

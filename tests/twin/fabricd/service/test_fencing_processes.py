@@ -15,13 +15,23 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
 
+import httpx
 import pytest
 
 from fabricd.bus import LocalBus
 from lab.control_client import inject
 from tests.conftest import EXAMPLES
 from tests.twin.lab.twin_thread import TwinThread
-from tests.twin.processes import TTL, admin_enabled, hot_pair, receiver, twin_fixture, wait_for, write_config
+from tests.twin.processes import (
+    TTL,
+    admin_enabled,
+    eos_sessions,
+    hot_pair,
+    receiver,
+    twin_fixture,
+    wait_for,
+    write_config,
+)
 
 from .test_bgp_service_twin import enabled
 from .test_jira_backend import TOKEN as JIRA_TOKEN
@@ -134,6 +144,13 @@ def test_a_leader_paused_inside_a_fenced_write_neither_holds_the_takeover_nor_ta
         assert (a.role(), b.role()) == ("standby", "leader")
         leads = [e["what"] for e in b.get("/api/v1/audit?limit=1000")["audit"] if e["what"].endswith(" leads")]
         assert leads == ["b leads", "a leads"], leads  # newest first: the lease changed hands once
+        # Its write ended by the claim failed, and it writes nothing as a standby: it is not broken (before, it said
+        # `failing`, `state.writable: false` and exported fabricd_state_writable 0 as long as it stood by, and the
+        # critical alert FabricdStateUnwritable fired on a healthy standby).
+        health = a.get("/api/v1/health")
+        assert (health["status"], health["state"]["writable"], health["ha"]["role"]) == ("ok", True, "standby"), health
+        metrics = httpx.get(f"{a.url}/metrics", timeout=10).text
+        assert "\nfabricd_state_writable 1.0\n" in metrics
 
 
 @pytest.mark.parametrize("twin", ["small-pod", "small-sonic"], indirect=True, ids=["eos", "sonic"])
@@ -181,6 +198,73 @@ def test_a_late_confirm_of_an_old_leader_finds_nothing_to_commit(
         assert len(b.get("/api/v1/findings")["findings"]) == 1
         assert not enabled(twin, device, port)
         assert a.role() == "standby"
+
+
+def _older_sessions(twin: TwinThread, device: str, token: int) -> dict[str, str]:
+    """The sessions of a token older than `token` on the switch, uncommitted or pending under a commit timer."""
+    return {
+        name: state for name, state in eos_sessions(twin, device).items()
+        if name.startswith("fabricd_t") and int(name[9:].split("_")[0]) < token and state != "completed"
+    }  # fmt: skip
+
+
+@pytest.mark.parametrize("woken", ["after-confirm", "between-commit-and-confirm", "gc-pause"])
+def test_a_late_request_of_a_paused_leader_leaves_nothing_on_the_switch(
+    woken: str, twin: TwinThread, nats_bus: LocalBus, postgres_url: str, tmp_path: Path
+) -> None:
+    """The leader is stopped after every fence check of its first action, its change request (`configure session
+    fabricd_t<old>_a1_... / shutdown / description / commit timer`) about to go out. The standby takes over and does
+    the action under its own token. The old leader is woken 15 s after it stopped, after the new leader confirmed
+    (its late session is then committed under its timer: before, every commit on that switch was refused for the
+    timer's 60 s, so the next disable there failed and the flapping port stayed up), or between the new leader's
+    commit and its confirm (its late commit refused, its session left uncommitted holding a shutdown and a mark:
+    before, it stayed). Afterwards no session of the old token is left on the switch (the new leader's sweep or its
+    next commit ended it), and the next flap on that switch is acted on: its port disabled. A GC-length stop (0.1 s,
+    within the lease) changes nothing: the leader's request goes out, its action is done, nothing is left pending."""
+    config = write_config(tmp_path, twin.inventory, state={"url": postgres_url}, bus={"urls": [nats_bus.url]},
+                          ha={"enabled": True, "lease_ttl_s": TTL},
+                          remediation={"mode": "auto", "revert_in_s": 60, "verify_timeout_s": 5})  # fmt: skip
+    device, port = PORT.split(":")
+    later = "Ethernet7/1"
+    old_calls, new_calls = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    b_argv = ["-m", CHILD, str(config), device, "confirm", str(new_calls)] if woken.startswith("between") else None
+    with hot_pair(config, tmp_path, a=["-m", CHILD, str(config), device, "request", str(old_calls)],
+                  b=b_argv) as (a, b):  # fmt: skip
+        inject(twin.state_dir, "link_flap", {"port": PORT, "count": 8, "period_s": 0.3})
+        wait_for(lambda: any(c["call"] == "pause:request" for c in calls(old_calls)), 30)
+        a.pause()
+        stopped = time.monotonic()
+        old_calls.with_suffix(".go").touch()
+        if woken == "gc-pause":
+            time.sleep(0.1)
+            a.wake()
+            leader = a
+        else:
+            wait_for(lambda: b.role() == "leader", 15)
+            leader = b
+        token = int(leader.get("/api/v1/health")["ha"]["token"])
+        if woken.startswith("between"):
+            wait_for(lambda: any(c["call"] == "pause:confirm" for c in calls(new_calls)), 30)
+        elif woken == "after-confirm":
+            wait_for(lambda: [x["status"] for x in b.get("/api/v1/actions")["actions"]] == ["done"], 30)
+            time.sleep(max(0.0, 15 - (time.monotonic() - stopped)))
+        if woken != "gc-pause":
+            a.wake()  # its change request goes out now
+        late = wait_for(lambda: [c["call"] for c in calls(old_calls) if c["call"].startswith("late-request")], 10)
+        # after the confirm the switch takes it (committed under its timer); before it, EOS refuses a second timer
+        assert late == ["late-request:refused" if woken.startswith("between") else "late-request:ok"]
+        if woken.startswith("between"):
+            new_calls.with_suffix(".go").touch()
+        wait_for(lambda: [x["status"] for x in leader.get("/api/v1/actions")["actions"]] == ["done"], 30)
+        # nothing of the old token stays on the switch: ended by the new leader's sweep (every 5 s)
+        wait_for(lambda: _older_sessions(twin, device, token) == {}, 12)
+        assert not admin_enabled(twin, device, port)
+
+        inject(twin.state_dir, "link_flap", {"port": f"{device}:{later}", "count": 8, "period_s": 0.3})
+        wait_for(lambda: [x["status"] for x in leader.get("/api/v1/actions")["actions"]] == ["done", "done"], 40)
+        assert not admin_enabled(twin, device, later)
+        assert _older_sessions(twin, device, token + 1) == {}  # nothing pending of any leader, this one's too
+        assert a.role() == ("leader" if woken == "gc-pause" else "standby")
 
 
 class HeldReceiver:

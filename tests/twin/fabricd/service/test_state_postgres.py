@@ -56,9 +56,12 @@ def test_a_session_the_server_ended_is_opened_again_but_never_inside_a_transacti
         s.close()
 
 
-def test_a_claim_ends_an_old_leaders_write_stuck_holding_the_leader_row(postgres_url: str) -> None:
+def test_a_claim_ends_an_old_leaders_write_stuck_holding_the_leader_row(
+    postgres_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
     """An old leader paused inside a fenced write (here: a transaction left open after its fence check) does not
-    hold the new leader's claim: its session is ended, nothing of its write is kept."""
+    hold the new leader's claim: its session is ended (logged with its pid and name), nothing of its write is
+    kept."""
     import time
 
     from fabricd.service.state import fenced
@@ -67,6 +70,7 @@ def test_a_claim_ends_an_old_leaders_write_stuck_holding_the_leader_row(postgres
     old, new = StateStore(url=postgres_url, name="fabricd old"), StateStore(url=postgres_url, name="fabricd new")
     try:
         assert old.leadership.claim("old", 5, 1)
+        pid = old.database.one("SELECT pg_backend_pid() AS pid")["pid"]  # type: ignore[index]
         stuck = fenced(5)
         stuck.__enter__()
         tx = old.transaction()
@@ -74,6 +78,9 @@ def test_a_claim_ends_an_old_leaders_write_stuck_holding_the_leader_row(postgres
         old.audit.record(2, "stuck", "never committed")
         began = time.monotonic()
         assert new.leadership.claim("new", 6, 3)
+        ended = [r.getMessage() for r in caplog.records if "ended PostgreSQL session" in r.getMessage()]
+        assert ended == [f"claiming the lead for new: ended PostgreSQL session {pid} (fabricd old), stuck in a write"
+                         " holding the leader row"], ended  # fmt: skip
         assert time.monotonic() - began < 2.0  # not the 5 s of the server's idle-in-transaction limit
         assert new.leadership.current() == ("new", 6)
         with pytest.raises(StateError, match="terminating connection"):  # the session is gone: the commit fails

@@ -4,8 +4,11 @@ frozen VM) that wakes after a new leader took over writes nothing and sends noth
 
 from __future__ import annotations
 
+import asyncio
+import logging
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -36,25 +39,29 @@ def test_a_write_under_a_superseded_token_writes_nothing(tmp_path: Path) -> None
     s.close()
 
 
+def _leader_a(h: Harness, world: World, on_fenced: Callable[[str], None] | None = None) -> Any:
+    """Remediation of instance a, leading under token 5 until the state names another token."""
+    assert h.state.leadership.claim("a", 5, T0)
+
+    def fence() -> str | None:
+        held = h.state.leadership.current()
+        return None if held is not None and held[1] == 5 else f"fenced: the state names {held}"
+
+    return build_remediation(
+        h.fabric, h.state, RemediationSettings(mode="auto", verify_timeout_s=1.0), SafetyLimits(),
+        managed={d.name for d in h.fabric.switches()}, actuator=FakeActuator(world), view=FakeView(world),
+        clock=Clock(), executor=InlineExecutor(), fence=fence, token=lambda: 5, on_fenced=on_fenced,
+    )  # fmt: skip
+
+
 def test_a_leader_fenced_off_mid_action_touches_neither_switch_nor_state(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, make: Callable[..., Harness]
 ) -> None:
     monkeypatch.setattr(context, "FENCE_WAIT_S", 0.05)
     h = make()
     state, world = h.state, World()
-    assert state.leadership.claim("a", 5, T0)
-    token = [5]
     fenced_out: list[str] = []
-
-    def fence() -> str | None:
-        held = state.leadership.current()
-        return None if held is not None and held[1] == token[0] else f"fenced: the state names {held}"
-
-    rem = build_remediation(
-        h.fabric, state, RemediationSettings(mode="auto", verify_timeout_s=1.0), SafetyLimits(),
-        managed={d.name for d in h.fabric.switches()}, actuator=FakeActuator(world), view=FakeView(world),
-        clock=Clock(), executor=InlineExecutor(), fence=fence, token=lambda: token[0], on_fenced=fenced_out.append,
-    )  # fmt: skip
+    rem = _leader_a(h, world, fenced_out.append)
 
     # the leader commits the shutdown, then is paused; meanwhile a new leader takes over (token 6)
     def new_leader() -> None:
@@ -102,11 +109,16 @@ def test_a_new_leader_ends_an_old_leaders_open_transaction_and_commits_under_its
     assert done is not None and done.status == "done" and done.token == 6
     calls = [c for c in world.touched() if c[0] in ("abort_stale", "resume", "set_port_admin")]
     # Not resumed (a late confirm of the old leader would still find it): ended with the rest of token 5's, and the
-    # step done again under the new leader's name.
+    # step done again under the new leader's name; then the reconcile pass's sweep asks the switch the old leader
+    # had actions under way on (a late request of it can reach no other).
     assert calls[0] == ("abort_stale", SERVER_PORT.device, 6, ())
-    assert calls[1][0] == "set_port_admin" and len(calls) == 2
+    assert calls[1][0] == "set_port_admin" and "resume" not in [c[0] for c in calls]
+    assert {c[1] for c in calls[2:] if c[0] == "abort_stale"} == {SERVER_PORT.device}
     assert other.switch_key not in world.keyed and a.switch_key not in world.keyed  # ended
     assert world.keyed[done.switch_key] == "confirmed" and done.switch_key.startswith("fabricd_t6_")
+    # audited as what happened: taken over from the leader before, not a restart
+    resumed = [(e["what"], e["why"]) for e in state.audit.entries() if e["what"] == f"resume action {a.id}"]
+    assert resumed == [(f"resume action {a.id}", "taken over from the previous leader (token 5)")], resumed
 
 
 def test_a_new_leader_that_ended_an_old_leaders_shut_marks_the_port_from_the_switchs_own_description(
@@ -181,3 +193,133 @@ def test_a_superseded_leader_neither_clears_findings_nor_reports_an_overrun(
         "link_flap",
         "maintenance_overran",
     }
+
+
+LATE = "fabricd_t5_a9_0000abcd"  # a paused old leader's session, committed under its timer by its late request
+
+
+@pytest.mark.parametrize(
+    ("refusal", "blocked"),
+    [
+        (f"rejected the change: % Cannot commit: session {LATE} has a pending commit timer", True),
+        ("rejected the change: % Cannot commit: session fabricd_t6_a3_00000001 has a pending commit timer", False),
+        ("rejected the change: % Cannot commit: session fabricd_m2_1 has a pending commit timer", False),
+        ("rejected the change: % Invalid input", False),
+    ],
+)
+def test_a_refusal_is_an_older_leaders_only_when_it_names_an_older_token(refusal: str, blocked: bool) -> None:
+    from fabricd.service.remediation.switch import _blocked_by_older
+
+    assert _blocked_by_older(refusal, 6) is blocked
+
+
+def test_a_commit_refused_for_an_older_leaders_late_session_ends_it_and_is_retried_once(
+    make: Callable[..., Harness],
+) -> None:
+    """The old leader's late request lands between the new leader's check of the switch and its commit: EOS refuses
+    the commit naming that session. The new leader ends it and commits again: the action is done, nothing of the old
+    token is left (before, the action failed and the port stayed up)."""
+    from drivers.base import ConfigRejectedError
+
+    h = make()
+    state, world = h.state, h.world
+    assert state.leadership.claim("b", 6, T0)
+    refusal = ConfigRejectedError(
+        SERVER_PORT.device, f"rejected the change: % Cannot commit: session {LATE} has a pending commit timer"
+    )
+
+    def late_request() -> None:  # just after the check before the commit
+        world.keyed[LATE] = "pending"
+        world.fail["set_port_admin"] = refusal
+        world.hooks["abort_stale"] = lambda: world.fail.pop("set_port_admin")  # the timer ended: commits go again
+
+    world.hooks["abort_stale"] = late_request
+    rem = build_remediation(
+        h.fabric, state, RemediationSettings(mode="auto", verify_timeout_s=1.0), SafetyLimits(),
+        managed={SERVER_PORT.device}, actuator=FakeActuator(world), view=FakeView(world),
+        clock=Clock(), executor=InlineExecutor(), fence=lambda: None, token=lambda: 6,
+    )  # fmt: skip
+
+    async def go() -> None:
+        with fenced(6):
+            await rem.incidents.on_findings([flap(h.fabric, SERVER_PORT)])
+        await rem.idle()
+
+    run(go())
+    (a,) = state.actions.all()
+    assert (a.status, a.token) == ("done", 6), a.detail
+    touched = [c[0] for c in world.touched()]
+    assert touched[:4] == ["abort_stale", "set_port_admin", "abort_stale", "set_port_admin"], touched
+    assert LATE not in world.keyed and world.keyed[a.switch_key] == "confirmed"
+    assert world.admin[SERVER_PORT] is False
+
+
+def test_a_leader_fenced_off_inside_an_action_logs_one_warning_and_no_traceback(
+    make: Callable[..., Harness], caplog: pytest.LogCaptureFixture
+) -> None:
+    """Woken after a takeover inside its action, the old leader's next state write fails (its PostgreSQL session
+    was ended by the new leader's claim). The work is the new leader's: one WARNING that it was fenced off; before,
+    ERROR "action N ... failed unexpectedly" with a traceback, then "Task exception was never retrieved" for the
+    FencedError of recording it failed."""
+    from fabricd.service.state.db import StateError
+
+    h = make()
+    state, world = h.state, World()
+    rem = _leader_a(h, world)
+
+    def paused_and_taken_over() -> None:
+        assert state.leadership.claim("b", 6, T0 + 1)
+        raise StateError("terminating connection due to administrator command")
+
+    world.hooks["set_port_admin"] = paused_and_taken_over
+
+    async def go() -> None:
+        await rem.incidents.on_findings([flap(h.fabric, SERVER_PORT)])
+        await rem.idle()
+        await asyncio.sleep(0)
+
+    with caplog.at_level("DEBUG"):
+        run(go())
+    loud = [(r.levelname, r.getMessage()) for r in caplog.records if r.levelno >= logging.ERROR]
+    assert loud == [], loud
+    said = [r.getMessage() for r in caplog.records if "left to the leader" in r.getMessage()]
+    assert len(said) == 1 and "fenced off" in said[0] and not any(r.exc_info for r in caplog.records), said
+    (a,) = state.actions.all()
+    assert a.status == "running"  # the new leader's to finish
+
+
+@pytest.mark.parametrize(
+    ("token", "claimed", "holder", "said"),
+    [
+        (None, None, "b", "this instance (a) is a standby; the leader is b"),
+        (None, None, "a", "this instance (a) is a standby; the leader is being elected"),  # its own stale name
+        (None, None, None, "this instance (a) is a standby; the leader is being elected"),
+        (
+            7,
+            None,
+            "a",
+            "this instance (a) holds the leader lease (token 7) but does not act until its token is"
+            " recorded in the state",
+        ),
+        (7, 7, "a", "the leader lease of this instance (a) was not renewed in time: it does not act"),
+    ],
+)
+def test_why_an_instance_does_not_act_names_another_leader_only(
+    token: int | None, claimed: int | None, holder: str | None, said: str
+) -> None:
+    from fabricd.service.config import HaSettings
+    from fabricd.service.leader import Leadership
+
+    async def never() -> Any:
+        raise AssertionError("no bus here")
+
+    async def claim(t: int) -> bool:
+        return True
+
+    async def elected(t: int) -> None:
+        return None
+
+    lead = Leadership(HaSettings(), never, elected, claim=claim, instance="a", clock=lambda: 100.0)
+    lead.token, lead._claimed, lead.holder = token, claimed, holder
+    assert not lead.acting()
+    assert lead.why_not_acting() == said

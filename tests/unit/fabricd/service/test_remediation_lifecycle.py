@@ -263,3 +263,42 @@ def test_two_findings_on_one_port_in_one_tick_act_once(make: Callable[..., Harne
     assert outs[1].ticket is not None
     assert outs[1].ticket.body["status_note"] == f"action {a.id} on leaf-g0-r0:Ethernet1/1 is already running"
     assert sorted(t.kind for t in h.tickets()) == ["link_corruption", "link_flap"]
+
+
+def test_a_port_on_probation_that_flaps_again_is_disabled_again_while_its_finding_is_still_reported(
+    make: Callable[..., Harness],
+) -> None:
+    """Resolved a minute after its flaps, while the dampened finding is still reported (the same flap train, the
+    same start), the port comes back; the detector goes on reporting that train: nothing happens. Then it flaps again
+    (a flap after the resolve in the train's timeline): a new incident, the port disabled again and its ticket
+    reopened. Before, the re-flap refreshed the still-active finding: no decision, the port stayed up."""
+    h = make(probation_s=3600)
+    first = flap(h.fabric, SERVER_PORT)
+    timeline = [T0 + i * NS // 2 for i in range(8)]
+    run(report(h, dataclasses.replace(first, evidence={**first.evidence, "timeline": timeline})))
+    (t,) = h.tickets()
+    h.clock.advance(60)
+
+    async def resolve() -> None:
+        await h.rem.requests.resolve(t.id, "alice")
+        await h.rem.idle()
+
+    run(resolve())
+    resolved_at = h.clock()
+    assert h.state.holds.probation(SERVER_PORT.device, SERVER_PORT.port, resolved_at) == t.id
+
+    # the same train, still reported (no flap since the resolve): the closed incident, nothing decided
+    h.clock.advance(5)
+    assert run(report(h, dataclasses.replace(first, evidence={**first.evidence, "timeline": timeline}))) == []
+    assert h.state.holds.all() == [] and len(h.state.findings.all()) == 1
+
+    # it flaps again: the train's timeline has flaps after the resolve
+    h.clock.advance(5)
+    again = [*timeline, resolved_at + 2 * NS, resolved_at + 3 * NS]
+    (out,) = run(report(h, dataclasses.replace(first, evidence={**first.evidence, "flaps": 10, "timeline": again})))
+    assert out is not None and out.ticket is not None and out.ticket.id == t.id
+    (t,) = h.tickets()
+    assert (t.status, t.recurrences) == ("open", 1)
+    assert [(p["port"], p["ticket_id"]) for p in h.state.holds.all()] == [(SERVER_PORT.port, t.id)]
+    assert [f["status"] for f in h.state.findings.all()] == ["active", "cleared"]
+    assert any(e["what"] == f"reopened ticket {t.id}" for e in h.state.audit.entries())
