@@ -307,15 +307,18 @@ def create_app(service: ServiceSurface) -> FastAPI:
             raise HTTPException(409, str(e)) from None
         return DrainPlanned(steps=p.steps, dry_run=p.dry_run, drain=p.drain, jobs=service.jobs_through(p.ports))
 
-    @app.post("/api/v1/maintenance/undrain")
+    @app.post("/api/v1/maintenance/undrain", status_code=202)
     async def undrain(body: UndrainRequest, who: Principal = Depends(operator)) -> DrainRecord:
-        """End a drain once its ports came back as the blueprint has them; otherwise it stays, and says why."""
+        """Begin to end a drain (it ends once its ports came back as the blueprint has them; otherwise it stays, and
+        says why): 202 at once with the drain, `undraining`, to poll at /api/v1/maintenance; a second request while
+        one is under way joins it (202, the same drain)."""
         try:
-            return await service.remediation.maintenance.undrain(body.target, who.actor)
+            d, _ = service.remediation.maintenance.begin_undrain(body.target, who.actor)
         except MaintenanceInputError as e:  # schema-valid but not possible: 404 names nothing known, else 409
             raise HTTPException(404 if isinstance(e, UnknownTargetError) else 409, str(e)) from None
         except ActionError as e:
             raise HTTPException(409, str(e)) from None
+        return d
 
     @app.post("/api/v1/actions/{action_id}/approve")
     async def approve(action_id: int = _id(), who: Principal = Depends(operator)) -> Action:

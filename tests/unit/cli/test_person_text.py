@@ -152,7 +152,7 @@ def test_a_ticket_shown_whole_prints_its_notes_and_evidence_as_data(
         (["mode", "observe", "--reason", EVIL], "/api/v1/mode", {"mode": "observe", "by": EVIL},
          f"remediation mode: observe (by {SHOWN})"),
         (["undrain", "d:p"], "/api/v1/maintenance/undrain",
-         {"id": 7, "kind": "port", "target": EVIL, "state": "ended"}, f"drain 7 of port {SHOWN}: ended"),
+         {"id": 7, "kind": "port", "target": EVIL, "state": "undrained"}, f"drain 7 of port {SHOWN}: undrained"),
     ],
     ids=["approve", "reject", "release", "resolve", "mode", "undrain"],
 )  # fmt: skip
