@@ -384,3 +384,15 @@ def test_an_undrain_left_under_way_is_finished_by_the_next_fabricd(h: Harness) -
         ("shift_session", "leaf-g0-r0", "10.0.0.0", False),
         ("shift_session", "spine-r0-0", "10.0.0.1", False),
     ]
+
+
+def test_a_port_drain_of_a_server_nic_shuts_its_leaf_port(h: Harness) -> None:
+    """Issue 54: `drain port gpu-g0-000:nic0` (a server's own NIC) reported drained with nothing shut. It is drained
+    as its link is: the leaf's port shut and held."""
+    d = drained_through(h, "port", "gpu-g0-000:nic0")
+    leaf = Endpoint("leaf-g0-r0", "Ethernet1/1")
+    assert d.state == "drained" and sorted(d.ports) == ["gpu-g0-000:nic0", str(leaf)]
+    assert [(c[1], c[2], c[3]) for c in h.world.touched() if c[0] == "set_port_admin"] == [
+        (leaf.device, leaf.port, False)
+    ]
+    assert {(p["device"], p["port"]) for p in h.state.holds.all()} == {(leaf.device, leaf.port)}
