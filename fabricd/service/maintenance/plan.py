@@ -141,7 +141,7 @@ def plan(fabric: Fabric, t: DrainTarget, *, shut: bool, threshold_bps: float, ti
 
 def left_behind(taken: Sequence[Step]) -> str:
     """What a drain's steps begun so far left on the switches (a stopped drain names it), or ''."""
-    shifted = [s.text.split(":", 1)[0] for s in taken if s.name in ("shift", "shift_session")]
+    shifted = [s.text.split(": ", 1)[0] for s in taken if s.name in ("shift", "shift_session")]
     shut = any(s.name == "shut" for s in taken)
     parts = shifted + (["its ports shut and held"] if shut else [])
     if not parts:
