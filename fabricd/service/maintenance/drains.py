@@ -358,8 +358,14 @@ class Maintenance:
             refused = "; ".join(problems)
             self.state.audit.record(now, f"undrain of drain {d.id} ({d.kind} {d.target}) refused", refused,
                                     actor=actor)  # fmt: skip
-        # the drain stays: its ports that are up go out of service again, as the drain had them
-        up = [p for p in self._switch_ports(_endpoints(d)) if not self.state.holds.is_held(p.device, p.port)]
+        # the drain stays: the ports it had shut that are up (this undrain's, or one a restart interrupted) go out of
+        # service again, as the drain had them (a switch drained without --shut shut none)
+        mine = f"{MAINTENANCE_KEY}{d.id}:down"
+        devices = {p.device for p in _endpoints(d)}
+        shut = {(a.device, a.port) for dev in devices for a in self.state.actions.on(dev, d.created_ts, "disable")
+                if (a.key or "").startswith(mine)}  # fmt: skip
+        up = [p for p in self._switch_ports(_endpoints(d))
+              if (p.device, p.port) in shut and not self.state.holds.is_held(p.device, p.port)]  # fmt: skip
         failed = await self._shut(d, tuple(up), again=True) if up else []
         if failed:
             refused += f"; and shutting them again failed: {'; '.join(failed)}"

@@ -45,6 +45,7 @@ from .api_models import (
     Tickets,
     Tokens,
 )
+from .person_text import OptionalText, Text
 from .surface import ServiceSurface
 
 MAX_BODY = 64 * 1024  # the API takes small JSON bodies only
@@ -76,32 +77,33 @@ ERRORS: dict[int | str, dict[str, Any]] = {
 }
 
 
+# Every person's text below is person_text.Text: stripped, no control character, not empty (400 naming the field)
 class ModeChange(BaseModel):
     mode: Literal["observe", "approve", "auto"]
-    reason: str = Field(min_length=1, max_length=500)
+    reason: Text = Field(min_length=1, max_length=500)
 
 
 class Rejection(BaseModel):
-    reason: str = Field(min_length=1, max_length=500)
+    reason: Text = Field(min_length=1, max_length=500)
 
 
 class HoldRelease(BaseModel):
-    port: str = Field(min_length=1, max_length=200, description="device:port")
-    reason: str = Field(min_length=1, max_length=500)
+    port: Text = Field(min_length=1, max_length=200, description="device:port")
+    reason: Text = Field(min_length=1, max_length=500)
 
 
 class DrainRequest(BaseModel):
     kind: Literal["switch", "link", "port"]
-    target: str = Field(min_length=1, max_length=200, description="a switch, or device:port")
-    reason: str = Field(min_length=1, max_length=500)
-    until: str | None = Field(None, max_length=64, description="ISO 8601, UTC unless zoned; past it: overran")
+    target: Text = Field(min_length=1, max_length=200, description="a switch, or device:port")
+    reason: Text = Field(min_length=1, max_length=500)
+    until: OptionalText = Field(None, max_length=64, description="ISO 8601, UTC unless zoned; past it: overran")
     shut: bool = False
     dry_run: bool = False
     force: bool = Field(False, description="admin only: drain even though the guard refuses (audited)")
 
 
 class UndrainRequest(BaseModel):
-    target: str = Field(min_length=1, max_length=200)
+    target: Text = Field(min_length=1, max_length=200)
 
 
 class BodyLimit:
