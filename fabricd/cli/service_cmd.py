@@ -337,8 +337,13 @@ def resolve_command(
     token_env: str = _TOKEN_ENV,
 ) -> None:
     """Mark a repair done: the ticket closes and the ports it held down come back, on probation."""
-    t = ApiClient(config, api, token_env).call("POST", f"/api/v1/tickets/{ticket_id}/resolve")
-    console().print(line(f"ticket {t['id']}: {t['status']}; held-down ports are being re-enabled"))
+    client = ApiClient(config, api, token_env)
+    t = client.call("POST", f"/api/v1/tickets/{ticket_id}/resolve")
+    # what the resolve set going: the enables of the ports the ticket holds down (none: it was resolved before)
+    running = client.call("GET", "/api/v1/actions", status="running")["actions"]
+    ports = [f"{a['device']}:{a['port']}" for a in running if a["op"] == "enable" and a["ticket_id"] == t["id"]]
+    back = f"re-enabling {', '.join(ports)}" if ports else "no port is held down under it: nothing to re-enable"
+    console().print(line(f"ticket {t['id']}: {t['status']}; {back}"))
 
 
 def _table(rows: list[dict[str, Any]], cols: tuple[str, ...]) -> None:

@@ -396,3 +396,14 @@ def test_a_port_drain_of_a_server_nic_shuts_its_leaf_port(h: Harness) -> None:
         (leaf.device, leaf.port, False)
     ]
     assert {(p["device"], p["port"]) for p in h.state.holds.all()} == {(leaf.device, leaf.port)}
+
+
+def test_releasing_a_drained_port_says_to_undrain(h: Harness) -> None:
+    """Issue 54: `fabricd release` of a maintenance hold said "resolve the ticket (ticket -)"; its way back is the
+    undrain."""
+    d = drained_through(h, "link", str(LEAF_UP))
+    with pytest.raises(ActionError) as e:
+        run(h.rem.requests.release_hold(LEAF_UP, "bob", "done"))
+    assert str(e.value) == (
+        f"{LEAF_UP} is down and held by drain {d.id} (link {LEAF_UP}): `fabricd undrain {LEAF_UP}` brings it back"
+    )
