@@ -25,19 +25,12 @@ from tests.twin.lab.twin_thread import TwinThread
 from tests.twin.processes import twin_fixture
 
 from .crash_child import DRAIN_LINK, DRAIN_STEPS, KILLED, UNDRAIN_STEPS, DrainView, remediator
+from .test_crash_recovery import port_up
 
 pytestmark = [pytest.mark.slow]
 SPINE_END = ("spine-r0-0", "Ethernet1/1")
 
 twin = twin_fixture("small-sonic", scope="module")  # crash_child's SPEC: EOS spines, SONiC leaves
-
-
-def port_up(twin: TwinThread, device: str, port: str) -> bool | None:
-    s = DriverActuator(load_inventory(twin.inventory), 15).connect(device)
-    try:
-        return s.interfaces_up().get(s.port_key(port))
-    finally:
-        s.close()
 
 
 def spine_config(twin: TwinThread) -> tuple[str, str]:

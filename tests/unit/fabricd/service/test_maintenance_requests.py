@@ -14,6 +14,7 @@ import pytest
 from fabricd.service.maintenance.drains import DrainRefusedError
 from fabricd.service.maintenance.plan import MaintenanceInputError
 from fabricd.service.remediation.errors import ActionError
+from fabricd.service.remediation.wiring import Remediation
 from fabricd.service.state import DrainRecord
 from topology.fabric import Fabric
 from topology.model import Endpoint
@@ -242,17 +243,18 @@ def test_a_restart_resumes_a_drain_where_it_was_recorded(h: Harness) -> None:
     ports = [str(SPINE_END)]
     d = h.state.drains.add("switch", "spine-r0-0", ports, "upgrade", "alice", False, None, steps, 1, T0)
     rem = h.restart()
-
-    async def go() -> list[int]:
-        ids = rem.maintenance.resume_drains()
-        await rem.idle()
-        return ids
-
-    assert run(go()) == [d.id]
+    assert run(resumed(rem)) == [d.id]
     again = h.state.drains.get(d.id)
     assert again is not None and (again.state, again.done) == ("drained", 4)
     assert shifts(h) == [("shift_traffic", "spine-r0-0", True)]
-    assert run(go()) == []  # nothing left: not taken twice
+    assert run(resumed(rem)) == []  # nothing left: not taken twice
+
+
+async def resumed(rem: Remediation) -> list[int]:
+    """What a new leader does at its start: the drains left between steps carried on, until idle."""
+    ids = rem.maintenance.resume_drains()
+    await rem.idle()
+    return ids
 
 
 def shifts(h: Harness) -> list[tuple[object, ...]]:
@@ -371,13 +373,7 @@ def test_an_undrain_left_under_way_is_finished_by_the_next_fabricd(h: Harness) -
         h.state.holds.drop(ep.device, ep.port)
         h.world.admin[ep], h.world.oper[ep] = True, "UP"
     rem = h.restart()
-
-    async def go() -> list[int]:
-        ids = rem.maintenance.resume_drains()
-        await rem.idle()
-        return ids
-
-    assert run(go()) == [d.id]
+    assert run(resumed(rem)) == [d.id]
     again = h.state.drains.get(d.id)
     assert again is not None and again.state == "undrained", again
     assert [c[:4] for c in h.world.touched() if c[0] == "shift_session"][-2:] == [

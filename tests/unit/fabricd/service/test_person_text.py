@@ -5,19 +5,16 @@ refused as empty is; the text log names it escaped, so a reason cannot forge a l
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
 
-from fabricd.service.config import load_config
 from fabricd.service.daemon import Service
 from fabricd.service.logs import TextFormatter
 from fabricd.service.surface.api import create_app
 from fabricd.service.surface.person_text import PersonTextError, check_text
 
-from .test_access import make, write
+from .test_access import make
 from .test_web import login
 
 CONTROL = "the control character (U+{:04X}); write it as plain text on one line"
@@ -35,16 +32,6 @@ def test_check_text(text: str, out: str) -> None:
         assert out in str(e.value) and "\n" not in str(e.value)
     else:
         assert check_text(text) == out
-
-
-@pytest.fixture
-def svc(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Service]:
-    monkeypatch.setenv("FABRICD_TEST_PW", "pw")
-    s = Service(load_config(write(tmp_path), {}))
-    try:
-        yield s
-    finally:
-        s.state.close()
 
 
 @pytest.mark.parametrize(
