@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from typing import Annotated
 
-from pydantic import AfterValidator
+from pydantic import AfterValidator, Field
 from pydantic_core import PydanticCustomError
 
 # C0 (NUL..US), DEL and C1 (U+0080..U+009F): what a terminal or a log reader may act on
@@ -49,5 +49,12 @@ def _pydantic_optional(value: str | None) -> str | None:
         raise PydanticCustomError("person_text", str(e)) from None
 
 
-Text = Annotated[str, AfterValidator(_pydantic)]  # a required text: a reason, a target, a port
-OptionalText = Annotated[str | None, AfterValidator(_pydantic_optional)]  # an --until: absent or blank is none
+# What the OpenAPI schema says of them (as strict as the check or stricter: no control character anywhere, and a
+# required text holds something besides whitespace)
+_PLAIN = r"[^\x00-\x1f\x7f-\x9f]*"
+Text = Annotated[
+    str, AfterValidator(_pydantic), Field(json_schema_extra={"pattern": rf"^{_PLAIN}[^\s\x00-\x1f\x7f-\x9f]{_PLAIN}$"})
+]  # a required text: a reason, a target, a port
+OptionalText = Annotated[
+    str | None, AfterValidator(_pydantic_optional), Field(json_schema_extra={"pattern": rf"^{_PLAIN}$"})
+]  # an --until: absent or blank is none
