@@ -148,7 +148,7 @@ def test_a_ticket_shown_whole_prints_its_notes_and_evidence_as_data(
         (["release", "d:p", "--reason", EVIL], "/api/v1/holds/release", {"port": "d:p", "note": EVIL},
          f"d:p: {SHOWN}"),
         (["resolve", "6"], "/api/v1/tickets/6/resolve", {"id": 6, "status": EVIL},
-         f"ticket 6: {SHOWN}; re-enabling d:{SHOWN}"),
+         f"ticket 6: {SHOWN}; held-down ports are being re-enabled: d:{SHOWN}"),
         (["mode", "observe", "--reason", EVIL], "/api/v1/mode", {"mode": "observe", "by": EVIL},
          f"remediation mode: observe (by {SHOWN})"),
         (["undrain", "d:p"], "/api/v1/maintenance/undrain",
@@ -161,7 +161,8 @@ def test_answers_to_requests_are_printed_as_data(
     answer: dict[str, Any], printed: str,
 ) -> None:  # fmt: skip
     running = {"actions": [{"op": "enable", "ticket_id": 6, "device": "d", "port": EVIL}]}
-    code, out = run(monkeypatch, capsys, {path: answer, "/api/v1/actions": running}, *args)
+    before = {"id": 6, "status": "open"}
+    code, out = run(monkeypatch, capsys, {path: answer, "/api/v1/actions": running, "/api/v1/tickets/6": before}, *args)
     assert code == 0
     assert out == printed + "\n"
 
@@ -169,9 +170,10 @@ def test_answers_to_requests_are_printed_as_data(
 def test_resolving_a_ticket_resolved_before_says_nothing_is_re_enabled(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    answers = {"/api/v1/tickets/6/resolve": {"id": 6, "status": "resolved"}, "/api/v1/actions": {"actions": []}}
+    resolved = {"id": 6, "status": "resolved"}
+    answers = {"/api/v1/tickets/6/resolve": resolved, "/api/v1/actions": {"actions": []}, "/api/v1/tickets/6": resolved}
     code, out = run(monkeypatch, capsys, answers, "resolve", "6")
-    assert (code, out) == (0, "ticket 6: resolved; no port is held down under it: nothing to re-enable\n")
+    assert (code, out) == (0, "ticket 6: resolved; it was resolved before and holds no port down: nothing re-enabled\n")
 
 
 def test_a_drain_echoes_its_target_and_steps_as_data(
