@@ -18,3 +18,13 @@ def drain_route_map(asn: int) -> list[str]:
         f"set community {GRACEFUL_SHUTDOWN} additive",
         "set as-path prepend " + " ".join([str(asn)] * PREPEND),
     ]
+
+
+def drain_map_used_by_others(running: str, peer_address: str) -> bool:
+    """Whether another BGP neighbour than `peer_address` still sends through the drain route map (the running
+    config's `neighbor X route-map FABRICD-DRAIN out` lines, EOS's and FRR's alike)."""
+    for line in running.splitlines():
+        w = line.split()
+        if len(w) == 5 and w[0] == "neighbor" and w[2] == "route-map" and w[3] == DRAIN_MAP and w[1] != peer_address:
+            return True
+    return False

@@ -26,6 +26,13 @@ class FrrPolicy:
     def depreferred(self) -> frozenset[str]:
         return frozenset(n for n, m in self.out.items() if self.maps.get(m, False))
 
+    def running_config(self) -> str:
+        """What `vtysh -c 'show running-config'` shows of it, in FRR's layout."""
+        lines = [f"route-map {name} permit 10" for name in sorted(self.maps)]
+        lines += [f"router bgp {self.asn}", " address-family ipv4 unicast"]
+        lines += [f"  neighbor {n} route-map {m} out" for n, m in sorted(self.out.items())]
+        return "\n".join(lines) + "\n"
+
     def run(self, commands: list[str]) -> tuple[str, str, int]:
         """One `vtysh -c ... -c ...`: each command in order, stopping at the first error, as vtysh does."""
         ctx: list[str] = []  # the modes entered: config, route-map NAME, bgp, af
@@ -55,6 +62,9 @@ class FrrPolicy:
             if w[2] == "permit":
                 self.maps.setdefault(w[1], False)
             ctx.append(f"route-map {w[1]} {w[2]}")
+            return ""
+        if mode == "config" and w[:2] == ["no", "route-map"] and len(w) in (3, 5):
+            self.maps.pop(w[2], None)  # FRR: `no route-map NAME [permit|deny N]` deletes it (our maps: one entry)
             return ""
         if mode == "config" and w[:2] == ["router", "bgp"] and len(w) == 3:
             if w[2] != str(self.asn):

@@ -238,6 +238,8 @@ def vtysh_command(twin: Twin, dev: SonicDevice, args: list[str]) -> Output:
             out += sonic_bgp.frr_summary(twin, dev.device)
         elif words in (["show", "bgp", "summary", "json"], ["show", "ip", "bgp", "summary", "json"]):
             out += sonic_bgp.frr_summary_json(twin, dev.device)
+        elif words == ["show", "running-config"]:
+            out += dev.frr_policy().running_config()
         else:
             return out, f"% Unknown command: {c}\n", 1
     return out, "", 0

@@ -24,7 +24,7 @@ from napalm.base.exceptions import (
 )
 
 from drivers.base import ConfigRejectedError, DriverError, PortMark, Resumed, UnreachableError
-from drivers.drain_policy import DRAIN_MAP, drain_route_map
+from drivers.drain_policy import DRAIN_MAP, drain_map_used_by_others, drain_route_map
 from drivers.eos.render import port_admin_lines
 from drivers.inventory import DeviceAccess
 from drivers.marks import Mark, parse_mark, with_mark, without_mark
@@ -222,8 +222,7 @@ class EosSession:
 
     def shift_traffic(self, away: bool, revert_in_s: int, *, key: str | None = None) -> None:
         # EOS maintenance mode: the System unit quiesced takes the switch out of its BGP peers' paths
-        self._commit_now(["maintenance", "unit System", "quiesce" if away else "no quiesce"], revert_in_s, key)
-        self.confirm()
+        self._shift(["maintenance", "unit System", "quiesce" if away else "no quiesce"], revert_in_s, key)
 
     def shift_session(
         self, peer_address: str, asn: int, away: bool, revert_in_s: int, *, key: str | None = None
@@ -232,7 +231,36 @@ class EosSession:
             lines = [*drain_route_map(asn), f"router bgp {asn}", f"neighbor {peer_address} route-map {DRAIN_MAP} out"]
         else:
             lines = [f"router bgp {asn}", f"no neighbor {peer_address} route-map {DRAIN_MAP} out"]
-        self._commit_now(lines, revert_in_s, key)
+            if not drain_map_used_by_others(self.running_config(), peer_address):
+                lines += [f"no {drain_route_map(asn)[0]}"]  # the definition the drain added goes with its last use
+        self._shift(lines, revert_in_s, key)
+
+    def _shift(self, lines: list[str], revert_in_s: int, key: str | None) -> None:
+        """A drain's step, committed and confirmed under config session `key`, resumable: a step taken again (a
+        fabricd killed in it, a new leader) looks for its session by name first. Pending under its timer: it is
+        this step's own change, confirmed now; completed, or loaded and never committed: the step is committed
+        again under a name of its own (`KEY_r2`, `KEY_r3`...; EOS refuses to enter a completed or pending session
+        again), which is harmless (maintenance mode and a route map are states, not toggles)."""
+        if key is None:
+            self._commit_now(lines, revert_in_s, None)
+            self.confirm()
+            return
+        try:
+            data = self._sessions()
+        except _FAILED as e:
+            raise self._fail(f"looking for config session {key}", e) from None
+        known = {str(n) for n in data.get("sessions", {})} | {str(data.get("commitTimerSessionName") or "")}
+        attempts = sorted((n for n in known if n == key or _is_attempt(n, key)), key=_attempt_number)
+        last = attempts[-1] if attempts else None
+        if last is not None and self._state_of(last, data) == "pendingCommitTimer":
+            self._napalm.config_session, self._pending = last, True
+            self.confirm()
+            return
+        if last is not None and self._state_of(last, data) == "pending":
+            with contextlib.suppress(*_FAILED):  # loaded, never committed: it would hold the config lock
+                self._run([f"configure session {last} abort"], encoding="text")
+        name = key if last is None else f"{key}_r{_attempt_number(last) + 1}"
+        self._commit_now(lines, revert_in_s, name)
         self.confirm()
 
     def _commit_now(self, lines: list[str], revert_in_s: int, key: str | None) -> None:
@@ -315,6 +343,17 @@ class EosSession:
 
 
 _LEADER_SESSION = re.compile(r"^fabricd_t(\d+)_")
+_ATTEMPT = re.compile(r"_r(\d+)$")
+
+
+def _is_attempt(name: str, key: str) -> bool:
+    """`name` is a later attempt of the step `key` (`KEY_r2`, ...)."""
+    return name.startswith(f"{key}_r") and _ATTEMPT.search(name) is not None and name[len(key) :].count("_") == 1
+
+
+def _attempt_number(name: str) -> int:
+    m = _ATTEMPT.search(name)
+    return int(m.group(1)) if m else 1
 
 
 def _clean(e: BaseException, access: DeviceAccess) -> str:

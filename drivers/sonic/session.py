@@ -41,7 +41,7 @@ from typing import Any
 from netmiko.exceptions import NetmikoBaseException
 
 from drivers.base import ConfigRejectedError, DriverError, PortMark, Resumed
-from drivers.drain_policy import DRAIN_MAP, drain_route_map
+from drivers.drain_policy import DRAIN_MAP, drain_map_used_by_others, drain_route_map
 from drivers.inventory import DeviceAccess
 from drivers.marks import Mark, parse_mark, with_mark, without_mark
 from drivers.sonic.patch import (
@@ -370,7 +370,11 @@ class SonicSession:
             cmds = ["configure terminal", *drain_route_map(asn), "exit", *bgp,
                     f"neighbor {peer_address} route-map {DRAIN_MAP} out", "end"]  # fmt: skip
         else:
-            cmds = ["configure terminal", *bgp, f"no neighbor {peer_address} route-map {DRAIN_MAP} out", "end"]
+            cmds = ["configure terminal", *bgp, f"no neighbor {peer_address} route-map {DRAIN_MAP} out"]
+            frr = self._ok("sudo -n vtysh -c 'show running-config'", "vtysh -c 'show running-config'")
+            if not drain_map_used_by_others(frr, peer_address):  # the definition goes with its last use
+                cmds += ["exit", "exit", f"no {drain_route_map(asn)[0]}"]
+            cmds += ["end"]
         what = f"drain policy on BGP neighbour {peer_address}" if away else f"BGP neighbour {peer_address} back"
         self._ok("sudo -n vtysh " + " ".join(f"-c {shlex.quote(c)}" for c in cmds), what)
 

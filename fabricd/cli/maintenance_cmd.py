@@ -9,8 +9,9 @@ from pathlib import Path
 
 import typer
 
-from fabricd.cli.output import EXIT_CLEAN, EXIT_FINDINGS, Format, console, emit_json, line
+from fabricd.cli.output import EXIT_CLEAN, EXIT_FINDINGS, Format, console, emit_json, line, shown
 from fabricd.cli.service_cmd import _API, _CONFIG, _FMT, _TOKEN_ENV, ApiClient, _table
+from topology.errors import FabricdError
 
 
 class Kind(StrEnum):
@@ -53,6 +54,10 @@ def drain_command(
         out.print(line(f"  {i}. {step}{mark}"))
 
 
+# an undrain checks LLDP, BGP and the counters while watched (tens of seconds); its ports' enables too
+_UNDRAIN_WAIT_S = 600.0
+
+
 def undrain_command(
     target: str = typer.Argument(..., help="What was drained: the switch's name, or device:port as drained."),
     config: Path | None = _CONFIG,
@@ -61,7 +66,18 @@ def undrain_command(
 ) -> None:
     """End a drain once its ports came back as the blueprint has them (up, facing their blueprint neighbour by
     LLDP, BGP established, counters clean); otherwise it stays drained and says what is wrong."""
-    d = ApiClient(config, api, token_env).call("POST", "/api/v1/maintenance/undrain", {"target": target})
+    client = ApiClient(config, api, token_env)
+    d = client.call("POST", "/api/v1/maintenance/undrain", {"target": target})
+    deadline = time.monotonic() + _UNDRAIN_WAIT_S
+    while d["state"] == "undraining" and time.monotonic() < deadline:  # the service answered at once: poll it
+        time.sleep(0.5)
+        d = next((x for x in client.call("GET", "/api/v1/maintenance")["maintenance"] if x["id"] == d["id"]), d)
+    if d["state"] == "undraining":
+        raise FabricdError(f"drain {d['id']} of {d['kind']} {d['target']} is still undraining after "
+                           f"{_UNDRAIN_WAIT_S:g} s; see `fabricd maintenance`")  # fmt: skip
+    if d["state"] != "undrained":
+        why = shown(str(d["detail"]).removeprefix("undrain refused: "))
+        raise FabricdError(f"{d['kind']} {d['target']} stays {d['state']}: {why}")
     console().print(line(f"drain {d['id']} of {d['kind']} {d['target']}: {d['state']}"))
 
 

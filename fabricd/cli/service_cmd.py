@@ -342,8 +342,23 @@ def resolve_command(
     token_env: str = _TOKEN_ENV,
 ) -> None:
     """Mark a repair done: the ticket closes and the ports it held down come back, on probation."""
-    t = ApiClient(config, api, token_env).call("POST", f"/api/v1/tickets/{ticket_id}/resolve")
-    console().print(line(f"ticket {t['id']}: {t['status']}; held-down ports are being re-enabled"))
+    client = ApiClient(config, api, token_env)
+    try:
+        before = client.call("GET", f"/api/v1/tickets/{ticket_id}")
+    except FabricdError:
+        before = {}  # the resolve itself says what is wrong
+    t = client.call("POST", f"/api/v1/tickets/{ticket_id}/resolve")
+    # what the resolve set going: the enables of the ports the ticket holds down (a fast one may be done already)
+    running = client.call("GET", "/api/v1/actions", status="running")["actions"]
+    mine = [a for a in running if a["op"] == "enable" and a["ticket_id"] == t["id"]]
+    ports = ", ".join(f"{a['device']}:{a['port']}" for a in mine)
+    if ports:
+        back = f"held-down ports are being re-enabled: {ports}"
+    elif before.get("status") == "resolved":
+        back = "it was resolved before and holds no port down: nothing re-enabled"
+    else:
+        back = "held-down ports are being re-enabled"
+    console().print(line(f"ticket {t['id']}: {t['status']}; {back}"))
 
 
 def _table(rows: list[dict[str, Any]], cols: tuple[str, ...]) -> None:

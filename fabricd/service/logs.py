@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import sys
 import time
 from collections.abc import Iterable
@@ -20,6 +21,24 @@ class JsonFormatter(logging.Formatter):
         if record.exc_info:
             out["exc"] = self.formatException(record.exc_info)
         return json.dumps(out)
+
+
+# C0, DEL, C1 and the Unicode line and paragraph separators: what could end a log line or drive a terminal
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+
+
+def escaped(text: str) -> str:
+    """Every control character written out as Python writes it (`\\n`, `\\x1b`): a person's text in a message
+    (a reason, a target) cannot start a line of its own or forge one."""
+    return _CONTROL.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), text)
+
+
+class TextFormatter(logging.Formatter):
+    """The readable format: one line per record whatever its message holds (a traceback still follows it)."""
+
+    def formatMessage(self, record: logging.LogRecord) -> str:
+        record.message = escaped(record.message)
+        return super().formatMessage(record)
 
 
 class RedactFilter(logging.Filter):
@@ -42,7 +61,7 @@ class RedactFilter(logging.Filter):
 def setup_logging(fmt: str, level: str, secrets: Iterable[str] = ()) -> None:
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(
-        JsonFormatter() if fmt == "json" else logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s")
+        JsonFormatter() if fmt == "json" else TextFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s")
     )
     handler.addFilter(RedactFilter(secrets))
     root = logging.getLogger()

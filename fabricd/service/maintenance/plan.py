@@ -34,7 +34,8 @@ from ..state.records import DrainKind, DrainRecord
 TargetKind = DrainKind
 DrainState = Literal["planned", "draining", "drained", "undraining", "undrained", "stopped"]
 # a drain in these states holds its ports out of service (the guard counts them, a second drain is refused)
-ACTIVE: tuple[DrainState, ...] = ("planned", "draining", "drained", "undraining")
+# (`stopped`: a step failed; what it shut and shifted stays so until an undrain brings it back)
+ACTIVE: tuple[DrainState, ...] = ("planned", "draining", "drained", "undraining", "stopped")
 OVERRAN = "maintenance_overran"  # the finding of a drain still active past its --until
 
 
@@ -101,7 +102,9 @@ def target(fabric: Fabric, kind: TargetKind, name: str) -> DrainTarget:
     # A link or port is not put in maintenance mode (it acts on the whole switch): its BGP session is drained at
     # both ends before the ports go down (each end de-prefers what it advertises over it, so neither sends there).
     # A server-facing port has no session: its traffic moves as the drain hook and the shut take it away.
-    ports = {ep} if kind == "port" else {link.a, link.b}
+    # A server's own NIC (`drain port gpu-g0-000:nic0`) is drained as its link is: only the leaf's end can be shut.
+    dev = fabric.get(ep.device)
+    ports = {ep} if kind == "port" and dev is not None and dev.is_switch else {link.a, link.b}
     underlay = Underlay(fabric)
     sessions = tuple(
         SessionEnd(end, s.peer_address, s.local_asn)
@@ -134,6 +137,16 @@ def plan(fabric: Fabric, t: DrainTarget, *, shut: bool, threshold_bps: float, ti
         steps.append(Step("hold", "hold them as maintenance (no fault ticket), reconciled like every hold"))
     steps.append(Step("drained", f"{t.kind} {t.name} drained"))
     return steps
+
+
+def left_behind(taken: Sequence[Step]) -> str:
+    """What a drain's steps begun so far left on the switches (a stopped drain names it), or ''."""
+    shifted = [s.text.split(": ", 1)[0] for s in taken if s.name in ("shift", "shift_session")]
+    shut = any(s.name == "shut" for s in taken)
+    parts = shifted + (["its ports shut and held"] if shut else [])
+    if not parts:
+        return ""
+    return f"left: {'; '.join(parts)}; `fabricd undrain` brings them back"
 
 
 def next_step(steps: Sequence[Step], done: int) -> Step | None:

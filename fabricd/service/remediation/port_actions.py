@@ -142,7 +142,11 @@ class PortActions:
             committed = ctx.clock()
             seen = await ctx.view.wait_oper(ep.device, ep.port, up, timeout)
             await ctx.fence.wait()  # a leader paused while it waited (SIGSTOP, a frozen VM) may not touch it
-            if up and seen and found != "confirmed" and (wrong := await self._wrong_cable(ep, committed)):
+            # LLDP heard since the enable began counts (not only since this commit): a resumed enable's port may
+            # have come up before a restart, and LLDP streams on change; what was heard before the port last went
+            # down was deleted with it (802.1AB), and that was before this enable was recorded.
+            heard_since = min(committed, action.created_ts)
+            if up and seen and found != "confirmed" and (wrong := await self._wrong_cable(ep, heard_since)):
                 # Back from repair on the wrong cable (or on one LLDP does not confirm): it goes down again (the
                 # revert), and the ticket says where.
                 how = await switch.settle(session, False)

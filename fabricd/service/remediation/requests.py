@@ -11,6 +11,7 @@ from topology.model import Endpoint
 
 from ..cabling_check import miscabled_on
 from ..decide import enable_key
+from ..maintenance.plan import ACTIVE
 from ..reconcile import Hold
 from ..state import Action, Ticket, fenced
 from .context import Context
@@ -124,6 +125,10 @@ class Requests:
                 if p is None:
                     raise UnknownIdError(f"fabricd holds no hold on {port}; list them with `fabricd status`")
                 if port not in self.holds.stale_holds():
+                    drain = next((d for d in self.state.drains.all(ACTIVE) if str(port) in d.ports), None)
+                    if drain is not None:  # a maintenance hold: its way back is the undrain
+                        raise ActionError(f"{port} is down and held by drain {drain.id} ({drain.kind} {drain.target}):"
+                                          f" `fabricd undrain {drain.target}` brings it back")  # fmt: skip
                     ticket = p["ticket_id"] or "-"
                     raise ActionError(
                         f"{port} is down and held by fabricd (ticket {ticket}): resolve the ticket to bring it back"

@@ -45,6 +45,7 @@ from .api_models import (
     Tickets,
     Tokens,
 )
+from .person_text import OptionalText, Text
 from .surface import ServiceSurface
 
 MAX_BODY = 64 * 1024  # the API takes small JSON bodies only
@@ -76,32 +77,33 @@ ERRORS: dict[int | str, dict[str, Any]] = {
 }
 
 
+# Every person's text below is person_text.Text: stripped, no control character, not empty (400 naming the field)
 class ModeChange(BaseModel):
     mode: Literal["observe", "approve", "auto"]
-    reason: str = Field(min_length=1, max_length=500)
+    reason: Text = Field(min_length=1, max_length=500)
 
 
 class Rejection(BaseModel):
-    reason: str = Field(min_length=1, max_length=500)
+    reason: Text = Field(min_length=1, max_length=500)
 
 
 class HoldRelease(BaseModel):
-    port: str = Field(min_length=1, max_length=200, description="device:port")
-    reason: str = Field(min_length=1, max_length=500)
+    port: Text = Field(min_length=1, max_length=200, description="device:port")
+    reason: Text = Field(min_length=1, max_length=500)
 
 
 class DrainRequest(BaseModel):
     kind: Literal["switch", "link", "port"]
-    target: str = Field(min_length=1, max_length=200, description="a switch, or device:port")
-    reason: str = Field(min_length=1, max_length=500)
-    until: str | None = Field(None, max_length=64, description="ISO 8601, UTC unless zoned; past it: overran")
+    target: Text = Field(min_length=1, max_length=200, description="a switch, or device:port")
+    reason: Text = Field(min_length=1, max_length=500)
+    until: OptionalText = Field(None, max_length=64, description="ISO 8601, UTC unless zoned; past it: overran")
     shut: bool = False
     dry_run: bool = False
     force: bool = Field(False, description="admin only: drain even though the guard refuses (audited)")
 
 
 class UndrainRequest(BaseModel):
-    target: str = Field(min_length=1, max_length=200)
+    target: Text = Field(min_length=1, max_length=200)
 
 
 class BodyLimit:
@@ -311,15 +313,18 @@ def create_app(service: ServiceSurface) -> FastAPI:
             raise HTTPException(409, str(e)) from None
         return DrainPlanned(steps=p.steps, dry_run=p.dry_run, drain=p.drain, jobs=service.jobs_through(p.ports))
 
-    @app.post("/api/v1/maintenance/undrain")
+    @app.post("/api/v1/maintenance/undrain", status_code=202)
     async def undrain(body: UndrainRequest, who: Principal = Depends(operator)) -> DrainRecord:
-        """End a drain once its ports came back as the blueprint has them; otherwise it stays, and says why."""
+        """Begin to end a drain (it ends once its ports came back as the blueprint has them; otherwise it stays, and
+        says why): 202 at once with the drain, `undraining`, to poll at /api/v1/maintenance; a second request while
+        one is under way joins it (202, the same drain)."""
         try:
-            return await service.remediation.maintenance.undrain(body.target, who.actor)
+            d, _ = service.remediation.maintenance.begin_undrain(body.target, who.actor)
         except MaintenanceInputError as e:  # schema-valid but not possible: 404 names nothing known, else 409
             raise HTTPException(404 if isinstance(e, UnknownTargetError) else 409, str(e)) from None
         except ActionError as e:
             raise HTTPException(409, str(e)) from None
+        return d
 
     @app.post("/api/v1/actions/{action_id}/approve")
     async def approve(action_id: int = _id(), who: Principal = Depends(operator)) -> Action:

@@ -36,6 +36,7 @@ from ..remediation.errors import ActionError
 from ..state import StoredFinding
 from .access import ANONYMOUS, Principal, Role, token_hash
 from .fabric_view import FabricView, build
+from .person_text import PersonTextError, check_text
 from .surface import ServiceSurface
 
 HERE = Path(__file__).resolve().parent
@@ -290,6 +291,7 @@ def mount(app: FastAPI, service: ServiceSurface) -> None:
 
     async def act(request: Request, action_id: int, csrf: str, reason: str | None) -> Response:
         s = checked(request, csrf, Role.operator)
+        reason = None if reason is None else _form_text("reason", reason)
         try:
             if reason is None:
                 a = await service.remediation.requests.approve(action_id, s.who.actor)
@@ -310,6 +312,7 @@ def mount(app: FastAPI, service: ServiceSurface) -> None:
         chosen = MODES.get(mode)
         if chosen is None or not reason.strip():
             raise HTTPException(400, "mode: observe, approve or auto, with a reason")
+        reason = _form_text("reason", reason)
         await service.remediation.requests.set_mode(chosen, s.who.actor, reason)
         return RedirectResponse("/", status_code=303)
 
@@ -322,3 +325,11 @@ def mount(app: FastAPI, service: ServiceSurface) -> None:
         action_id: int, request: Request, csrf: str = Form(""), reason: str = Form("", max_length=500)
     ) -> Response:
         return await act(request, action_id, csrf, reason)
+
+
+def _form_text(field: str, value: str) -> str:
+    """A person's text from a form, checked as the API checks its bodies (person_text.py): 400 naming the field."""
+    try:
+        return check_text(value)
+    except PersonTextError as e:
+        raise HTTPException(400, f"{field}: {e}") from None

@@ -11,6 +11,7 @@ from collections.abc import Iterator
 import pytest
 
 from drivers.base import DriverError, PortMark, Session, UnreachableError
+from drivers.eos.session import EosSession
 from drivers.inventory import load_inventory
 from drivers.marks import Mark
 from drivers.registry import get_driver
@@ -455,6 +456,54 @@ def test_one_sessions_traffic_shifted_away_and_back(twin: TwinThread, platform: 
         assert device not in tw.depreferred
         if platform == "eos":
             assert f"neighbor {session.peer_address} route-map" not in s.running_config()
+            assert "route-map FABRICD-DRAIN" not in s.running_config()  # its definition went with its last use
+        else:
+            assert isinstance(s, SonicSession)
+            assert "FABRICD-DRAIN" not in s._ok("vtysh -c 'show running-config'", "frr")
+    finally:
+        s.close()
+
+
+def test_the_drain_map_stays_while_another_session_uses_it(twin: TwinThread) -> None:
+    device = "spine-r0-0"
+    underlay = Underlay(FABRIC)
+    ends = [x for p in ("Ethernet1/1", "Ethernet2/1") if (x := underlay.session(device, p)) is not None]
+    assert len(ends) == 2
+    s = connect(twin, device)
+    try:
+        for n, e in enumerate(ends):
+            s.shift_session(e.peer_address, e.local_asn, True, revert_in_s=60, key=f"fabricd_m5_{n}")
+        s.shift_session(ends[0].peer_address, ends[0].local_asn, False, revert_in_s=60, key="fabricd_m5_back0")
+        assert "route-map FABRICD-DRAIN permit 10" in s.running_config()  # the other session still uses it
+        s.shift_session(ends[1].peer_address, ends[1].local_asn, False, revert_in_s=60, key="fabricd_m5_back1")
+        assert "route-map FABRICD-DRAIN" not in s.running_config()
+    finally:
+        s.close()
+
+
+@pytest.mark.parametrize("left", ["pending", "completed"])
+def test_a_shift_step_taken_again_finds_its_session_by_name(twin: TwinThread, left: str) -> None:
+    """EOS (issue 54): a drain's step a killed fabricd left pending under its timer is confirmed when taken again;
+    one it left completed is committed again under a name of its own. Before: "Cannot enter session fabricd_m17_2
+    (session is pending a commit timer)" / "(session is completed)"."""
+    device = "spine-r0-1"
+    s = connect(twin, device)
+    try:
+        key = f"fabricd_m17_{left}"
+        assert isinstance(s, EosSession)
+        s._commit_now(["maintenance", "unit System", "quiesce"], 60, key)  # the step as a killed fabricd left it
+        if left == "completed":
+            s.confirm()
+        s.close()
+        s = connect(twin, device)
+        s.shift_traffic(True, revert_in_s=60, key=key)  # the step taken again
+        assert in_maintenance(s)
+        assert isinstance(s, EosSession)
+        sessions = s._sessions()
+        assert sessions.get("commitTimerSessionName") in (None, ""), sessions
+        s.shift_traffic(False, revert_in_s=60, key=f"{key}_back")
+        s.shift_traffic(False, revert_in_s=60, key=f"{key}_back")  # an undrain taken again: its session completed
+        assert not in_maintenance(s)
     finally:
         s.close()
 

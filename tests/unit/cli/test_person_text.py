@@ -148,11 +148,11 @@ def test_a_ticket_shown_whole_prints_its_notes_and_evidence_as_data(
         (["release", "d:p", "--reason", EVIL], "/api/v1/holds/release", {"port": "d:p", "note": EVIL},
          f"d:p: {SHOWN}"),
         (["resolve", "6"], "/api/v1/tickets/6/resolve", {"id": 6, "status": EVIL},
-         f"ticket 6: {SHOWN}; held-down ports are being re-enabled"),
+         f"ticket 6: {SHOWN}; held-down ports are being re-enabled: d:{SHOWN}"),
         (["mode", "observe", "--reason", EVIL], "/api/v1/mode", {"mode": "observe", "by": EVIL},
          f"remediation mode: observe (by {SHOWN})"),
         (["undrain", "d:p"], "/api/v1/maintenance/undrain",
-         {"id": 7, "kind": "port", "target": EVIL, "state": "ended"}, f"drain 7 of port {SHOWN}: ended"),
+         {"id": 7, "kind": "port", "target": EVIL, "state": "undrained"}, f"drain 7 of port {SHOWN}: undrained"),
     ],
     ids=["approve", "reject", "release", "resolve", "mode", "undrain"],
 )  # fmt: skip
@@ -160,9 +160,20 @@ def test_answers_to_requests_are_printed_as_data(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], args: list[str], path: str,
     answer: dict[str, Any], printed: str,
 ) -> None:  # fmt: skip
-    code, out = run(monkeypatch, capsys, {path: answer}, *args)
+    running = {"actions": [{"op": "enable", "ticket_id": 6, "device": "d", "port": EVIL}]}
+    before = {"id": 6, "status": "open"}
+    code, out = run(monkeypatch, capsys, {path: answer, "/api/v1/actions": running, "/api/v1/tickets/6": before}, *args)
     assert code == 0
     assert out == printed + "\n"
+
+
+def test_resolving_a_ticket_resolved_before_says_nothing_is_re_enabled(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    resolved = {"id": 6, "status": "resolved"}
+    answers = {"/api/v1/tickets/6/resolve": resolved, "/api/v1/actions": {"actions": []}, "/api/v1/tickets/6": resolved}
+    code, out = run(monkeypatch, capsys, answers, "resolve", "6")
+    assert (code, out) == (0, "ticket 6: resolved; it was resolved before and holds no port down: nothing re-enabled\n")
 
 
 def test_a_drain_echoes_its_target_and_steps_as_data(

@@ -24,7 +24,7 @@ from drivers.inventory import load_inventory
 from drivers.marks import Mark
 from fabricd.detectors.finding import Finding
 from fabricd.service.actuator import DriverActuator
-from fabricd.service.config import RemediationSettings, SafetyLimits
+from fabricd.service.config import MaintenanceSettings, RemediationSettings, SafetyLimits
 from fabricd.service.remediation.wiring import Remediation, build_remediation
 from fabricd.service.remediation_io import Actuator
 from fabricd.service.state import StateStore, Ticket
@@ -87,19 +87,28 @@ class SwitchView:
             await asyncio.sleep(0.2)
 
 
+class DrainView(SwitchView):
+    """The same, for a drain: its ports fall quiet at once (the shift is the subject, not the traffic)."""
+
+    def out_rate_bps(self, device: str, port: str) -> float | None:
+        return 0.0
+
+
 def remediator(state: StateStore, inventory: Path, actuator: Actuator | None = None,
-               publish: Any = None) -> Remediation:  # fmt: skip
+               publish: Any = None, view: type[SwitchView] = SwitchView) -> Remediation:  # fmt: skip
     fabric = load_fabric(SPEC, None)[1]
     real = actuator or DriverActuator(load_inventory(inventory), timeout_s=15)
+    # a drain's checks short: the undrain's LLDP (not judged here) and its watch of the counters
+    quick = MaintenanceSettings(shift_timeout_s=5, lldp_wait_s=0.5, undrain_watch_s=0.2)
     return build_remediation(
         fabric,
         state,
-        RemediationSettings(mode="auto", verify_timeout_s=10.0, revert_in_s=REVERT_S),
+        RemediationSettings(mode="auto", verify_timeout_s=10.0, revert_in_s=REVERT_S, maintenance=quick),
         # the small lab has 2 uplinks per leaf: let one go, the guard is not the subject here
         SafetyLimits(min_uplink_fraction=0.25),
         managed={d.name for d in fabric.switches()},
         actuator=real,
-        view=SwitchView(real),
+        view=view(real),
         clock=lambda: T0 + time.monotonic_ns(),
         executor=ThreadPoolExecutor(max_workers=2),
         publish=publish,
@@ -176,5 +185,75 @@ def main(state_path: str, inventory: str, device: str, port: str, step: str) -> 
     sys.exit(0)  # not killed: the step was never reached
 
 
+# A drain's steps that reach a switch, and the undrain's (issue 54), each killed once the switch saw it and before the
+# state recorded it: a link between a SONiC leaf and an EOS spine, its BGP session de-preferred at the leaf (FRR,
+# at once), then at the spine (an EOS config session: committed under its timer, then confirmed), its ports shut
+# (the action path), and back in the undrain's order: the ports up, the leaf's session, the spine's.
+DRAIN_LINK = Endpoint("leaf-g0-r0", "Ethernet3/1")  # faces spine-r0-0:Ethernet1/1
+DRAIN_STEPS = ["shift_leaf", "shift_spine_committed", "shift_spine_confirmed", "shut"]
+UNDRAIN_STEPS = ["up", "back_leaf", "back_spine_committed", "back_spine_confirmed"]
+
+
+def _die_at(step: str) -> None:
+    """Patch the drivers of this process so it dies (os._exit) at `step`."""
+    from drivers.eos.session import EosSession
+    from drivers.sonic.session import SonicSession
+
+    back = step.startswith("back_")
+    sonic_shift, eos_confirm = SonicSession.shift_session, EosSession.confirm
+
+    def shift_session(self: SonicSession, peer_address: str, asn: int, away: bool, revert_in_s: int, *,
+                      key: str | None = None) -> None:  # fmt: skip
+        sonic_shift(self, peer_address, asn, away, revert_in_s, key=key)
+        if step in ("shift_leaf", "back_leaf") and away != back:
+            os._exit(KILLED)
+
+    def confirm(self: EosSession) -> None:
+        name = str(self._napalm.config_session or "")
+        ours = name.startswith("fabricd_m") and ("_back" in name) == back
+        if ours and step.endswith("_committed"):
+            os._exit(KILLED)
+        eos_confirm(self)
+        if ours and step.endswith("_confirmed"):
+            os._exit(KILLED)
+
+    SonicSession.shift_session = shift_session  # type: ignore[method-assign]
+    EosSession.confirm = confirm  # type: ignore[method-assign]
+    for cls in (SonicSession, EosSession):
+        admin = cls.set_port_admin
+
+        def set_port_admin(self: Any, port: str, up: bool, revert_in_s: int, *, _admin: Any = admin,
+                           **kw: Any) -> None:  # fmt: skip
+            _admin(self, port, up, revert_in_s, **kw)
+            if step == ("up" if up else "shut"):
+                os._exit(KILLED)
+
+        cls.set_port_admin = set_port_admin  # type: ignore[method-assign]
+
+
+def main_drain(state_path: str, inventory: str, step: str) -> None:
+    """`crash_child drain STATE INVENTORY STEP`: drain DRAIN_LINK (and, for an undrain's step, undrain it once
+    drained), dying at STEP."""
+    state = StateStore(Path(state_path))
+    rem = remediator(state, Path(inventory), view=DrainView)
+
+    async def run() -> None:
+        if step in UNDRAIN_STEPS:
+            await rem.maintenance.drain("link", str(DRAIN_LINK), "alice", "optic swap")
+            await rem.idle()
+            _die_at(step)
+            await rem.maintenance.undrain(str(DRAIN_LINK), "bob")
+        else:
+            _die_at(step)
+            await rem.maintenance.drain("link", str(DRAIN_LINK), "alice", "optic swap")
+        await rem.idle()
+
+    asyncio.run(run())
+    sys.exit(0)  # not killed: the step was never reached
+
+
 if __name__ == "__main__":
-    main(*sys.argv[1:6])
+    if sys.argv[1] == "drain":
+        main_drain(*sys.argv[2:5])
+    else:
+        main(*sys.argv[1:6])

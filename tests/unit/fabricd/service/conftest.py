@@ -1,4 +1,4 @@
-"""Fixtures of the service tests: fabrics and the remediator harness."""
+"""Fixtures of the service tests: fabrics, the remediator harness, and a service for the API and page tests (`svc`)."""
 
 from __future__ import annotations
 
@@ -8,13 +8,15 @@ from typing import Any
 
 import pytest
 
-from fabricd.service.config import SafetyLimits
+from fabricd.service.config import SafetyLimits, load_config
+from fabricd.service.daemon import Service
 from fabricd.service.state import StateStore, Ticket
 from tests.conftest import EXAMPLES
 from topology.fabric import Fabric
 from topology.load import load_fabric
 
 from .harness import Clock, Harness, World, make_remediator, pod_variant
+from .test_access import write
 
 
 @pytest.fixture(scope="module")
@@ -44,3 +46,13 @@ def make(tmp_path: Path, small: Fabric) -> Iterator[Callable[..., Harness]]:
     yield factory
     for s in stores:
         s.close()
+
+
+@pytest.fixture
+def svc(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Service]:
+    monkeypatch.setenv("FABRICD_TEST_PW", "pw")
+    s = Service(load_config(write(tmp_path), {}))
+    try:
+        yield s
+    finally:
+        s.state.close()

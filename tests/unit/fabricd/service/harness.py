@@ -53,6 +53,8 @@ class World:
     scans: list[str] = field(default_factory=list)  # switches whose marks were read, in order
     lldp: dict[Endpoint, Endpoint] = field(default_factory=dict)  # what LLDP hears on a port once it is up
     lldp_silent: set[Endpoint] = field(default_factory=set)  # ports LLDP is expected on that hear nothing now
+    # when LLDP last heard the neighbour (unset: a sample newer than any asked for); LLDP streams on change only
+    lldp_heard_ts: dict[Endpoint, int] = field(default_factory=dict)
     routed_down: set[Endpoint] = field(default_factory=set)  # ports whose BGP session is down (link up)
     descriptions: dict[Endpoint, str] = field(default_factory=dict)  # what telemetry streams of ports' descriptions
     described: list[str | None] = field(default_factory=list)  # the description each set_port_admin was handed
@@ -216,7 +218,10 @@ class FakeView:
         return Endpoint(device, port) in self.world.lldp or Endpoint(device, port) in self.world.lldp_silent
 
     async def lldp_neighbour(self, device: str, port: str, since_ns: int, timeout_s: float) -> Endpoint | None:
-        return self.world.lldp.get(Endpoint(device, port))
+        ep = Endpoint(device, port)
+        if self.world.lldp_heard_ts.get(ep, since_ns + 1) <= since_ns:
+            return None  # what was heard is older than asked for, and nothing changed since
+        return self.world.lldp.get(ep)
 
     async def wait_oper(self, device: str, port: str, up: bool, timeout_s: float) -> bool:
         self.world.waits.append((device, port, up, timeout_s))

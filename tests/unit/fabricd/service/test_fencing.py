@@ -231,7 +231,7 @@ def test_a_commit_refused_for_an_older_leaders_late_session_ends_it_and_is_retri
     def late_request() -> None:  # just after the check before the commit
         world.keyed[LATE] = "pending"
         world.fail["set_port_admin"] = refusal
-        world.hooks["abort_stale"] = lambda: world.fail.pop("set_port_admin")  # the timer ended: commits go again
+        world.hooks["abort_stale"] = lambda: world.fail.clear()  # the timer ended: commits go again
 
     world.hooks["abort_stale"] = late_request
     rem = build_remediation(

@@ -55,13 +55,16 @@ def test_drain_through_the_api(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
         r = c.post("/api/v1/maintenance/undrain", json={"target": "spine-r0-1"}, headers=op)
         assert r.status_code == 404 and r.json()["error"] == "spine-r0-1 is not drained; see `fabricd maintenance`"
         metrics = c.get("/metrics").text
-        assert 'fabricd_drains{state="draining"} 1.0' in metrics and "fabricd_drains_overran 0.0" in metrics
+        # no switch answers here: its first shift step may have failed already (stopped, still active)
+        state = c.get("/api/v1/maintenance", headers=viewer).json()["maintenance"][0]["state"]
+        assert state in ("draining", "stopped")
+        assert f'fabricd_drains{{state="{state}"}} 1.0' in metrics and "fabricd_drains_overran 0.0" in metrics
         # the link is out of service from both switches: the leaf's uplink, the spine's downlink (Gb/s as cabled)
         assert 'fabricd_drained_links{device="leaf-g0-r0",direction="uplink"} 1.0' in metrics
         assert 'fabricd_drained_capacity_gbps{device="leaf-g0-r0",direction="uplink"} 400.0' in metrics
         assert 'fabricd_drained_capacity_gbps{device="spine-r0-0",direction="downlink"} 400.0' in metrics
         (m,) = c.get("/api/v1/health").json()["maintenance"]
-        assert (m["target"], m["state"], m["overran"], m["actor"]) == ("leaf-g0-r0:Ethernet5/1", "draining", False,
+        assert (m["target"], m["state"], m["overran"], m["actor"]) == ("leaf-g0-r0:Ethernet5/1", state, False,
                                                                        "user:olga")  # fmt: skip
         # past its --until: overran, listed as such, never ended by fabricd
         svc.state._db.execute("UPDATE maintenance SET until_ts = 1")

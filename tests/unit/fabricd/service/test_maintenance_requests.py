@@ -5,6 +5,7 @@ rail (a spine drained leaves each of its leaves exactly 75 %)."""
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Callable
 
@@ -13,6 +14,7 @@ import pytest
 from fabricd.service.maintenance.drains import DrainRefusedError
 from fabricd.service.maintenance.plan import MaintenanceInputError
 from fabricd.service.remediation.errors import ActionError
+from fabricd.service.remediation.wiring import Remediation
 from fabricd.service.state import DrainRecord
 from topology.fabric import Fabric
 from topology.model import Endpoint
@@ -123,18 +125,21 @@ def test_already_drained_and_not_drained(h: Harness) -> None:
 
 
 def test_undrain_with_a_swapped_cable_stays_drained_and_names_the_cable(h: Harness) -> None:
-    d = run(h.rem.maintenance.drain("link", str(LEAF_UP), "alice", "optic swap")).drain
+    async def drained() -> DrainRecord | None:
+        p = await h.rem.maintenance.drain("link", str(LEAF_UP), "alice", "optic swap")
+        await h.rem.idle()
+        return p.drain
+
+    d = run(drained())
     assert d is not None
     wrong = Endpoint("spine-r0-0", "Ethernet2/1")  # the cable went back into the spine's next port
     h.world.lldp = {LEAF_UP: wrong, SPINE_END: Endpoint("leaf-g1-r0", "Ethernet5/1")}
     with pytest.raises(ActionError) as e:
         run(h.rem.maintenance.undrain(str(LEAF_UP), "bob"))
-    assert str(e.value).startswith(
-        "link leaf-g0-r0:Ethernet5/1 stays drained: leaf-g0-r0:Ethernet5/1 faces spine-r0-0:Ethernet2/1 by LLDP, the "
-        "blueprint has spine-r0-0:Ethernet1/1: move the cable back to spine-r0-0:Ethernet1/1"
-    )
+    assert str(e.value).startswith("link leaf-g0-r0:Ethernet5/1 stays drained: leaf-g0-r0:Ethernet5/1: ")
+    assert "came up facing spine-r0-0:Ethernet2/1" in str(e.value) and "(then undrain again)" in str(e.value)
     again = h.state.drains.get(d.id)
-    assert again is not None and again.state == "draining" and again.detail.startswith("undrain refused: ")
+    assert again is not None and again.state == "drained" and again.detail.startswith("undrain refused: ")
     assert LEAF_UP in h.rem.holds.drained_ports()
     assert any(a["what"] == f"undrain of drain {d.id} (link {LEAF_UP}) refused" and a["actor"] == "bob"
                for a in h.state.audit.entries())  # fmt: skip
@@ -181,8 +186,17 @@ def test_traffic_that_does_not_move_stops_the_drain_and_says_so(make: Callable[.
     h = make(four, maintenance={"shift_timeout_s": 0.01})  # remediation.maintenance in the config
     h.world.rates[SPINE_END] = 5e9
     d = drained_through(h, "switch", "spine-r0-0")
-    assert (d.state, d.done) == ("draining", 2)  # still counted by the guard: its traffic may have partly moved
-    assert d.detail == "stopped: traffic did not move away within 0.01 s: spine-r0-0:Ethernet1/1: 5e+09 b/s"
+    assert (d.state, d.done) == ("stopped", 2)  # still counted by the guard: its traffic may have partly moved
+    assert d.detail == (
+        "stopped: traffic did not move away within 0.01 s: spine-r0-0:Ethernet1/1: 5e+09 b/s; left: shift traffic "
+        "away from spine-r0-0; `fabricd undrain` brings them back"
+    )
+    assert SPINE_END in h.rem.holds.drained_ports()  # a stopped drain's ports stay counted
+    # a stopped drain is undrained as any other: the traffic comes back
+    h.world.lldp = {ep: p for ep in map(_ep, d.ports) if (p := h.fabric.peer(ep.device, ep.port)) is not None}
+    h.world.rates[SPINE_END] = 0.0
+    done = run(h.rem.maintenance.undrain("spine-r0-0", "bob"))
+    assert done.state == "undrained" and shifts(h)[-1] == ("shift_traffic", "spine-r0-0", False)
     assert any(a["what"] == f"drain {d.id} of switch spine-r0-0 stopped" for a in h.state.audit.entries())
 
 
@@ -229,17 +243,18 @@ def test_a_restart_resumes_a_drain_where_it_was_recorded(h: Harness) -> None:
     ports = [str(SPINE_END)]
     d = h.state.drains.add("switch", "spine-r0-0", ports, "upgrade", "alice", False, None, steps, 1, T0)
     rem = h.restart()
-
-    async def go() -> list[int]:
-        ids = rem.maintenance.resume_drains()
-        await rem.idle()
-        return ids
-
-    assert run(go()) == [d.id]
+    assert run(resumed(rem)) == [d.id]
     again = h.state.drains.get(d.id)
     assert again is not None and (again.state, again.done) == ("drained", 4)
     assert shifts(h) == [("shift_traffic", "spine-r0-0", True)]
-    assert run(go()) == []  # nothing left: not taken twice
+    assert run(resumed(rem)) == []  # nothing left: not taken twice
+
+
+async def resumed(rem: Remediation) -> list[int]:
+    """What a new leader does at its start: the drains left between steps carried on, until idle."""
+    ids = rem.maintenance.resume_drains()
+    await rem.idle()
+    return ids
 
 
 def shifts(h: Harness) -> list[tuple[object, ...]]:
@@ -314,3 +329,77 @@ def test_an_undrain_watches_the_counters_and_stays_drained_while_they_rise(
     h.world.errors_per_read = {}
     done = run(h.rem.maintenance.undrain(str(LEAF_UP), "bob"))
     assert done.state == "undrained" and h.world.state(LEAF_UP) == "UP" and h.state.holds.all() == []
+
+
+@pytest.mark.parametrize("n", [2, 20])
+def test_concurrent_undrains_of_one_drain_are_one_undrain(h: Harness, n: int) -> None:
+    """Issue 54: n undrains of one drain at once (a client that timed out and retried): the first begins it, the
+    others join it (the API answers each 202 with the drain's id); each port comes up once, the traffic comes back
+    once, nothing is shut again. Before: each brought the ports up, the others' LLDP checks failed, and each shut
+    them again."""
+    d = drained_through(h, "link", str(LEAF_UP))
+    h.world.lldp = {LEAF_UP: SPINE_END, SPINE_END: LEAF_UP}
+    before = len(h.world.touched())
+
+    async def all_at_once() -> tuple[list[bool], list[DrainRecord | BaseException]]:
+        begun = [h.rem.maintenance.begin_undrain(str(LEAF_UP), f"user{i}")[1] for i in range(n)]
+        ended = await asyncio.gather(*(h.rem.maintenance.undrain(str(LEAF_UP), f"user{i}") for i in range(n)),
+                                     return_exceptions=True)  # fmt: skip
+        await h.rem.idle()
+        return begun, list(ended)
+
+    begun, ended = run(all_at_once())
+    assert begun == [True] + [False] * (n - 1)
+    assert {x.state if isinstance(x, DrainRecord) else repr(x) for x in ended} == {"undrained"}
+    after = [c[:4] for c in h.world.touched()[before:] if c[0] in ("shift_session", "set_port_admin")]
+    assert sorted(after) == sorted([("set_port_admin", LEAF_UP.device, LEAF_UP.port, True),
+                                    ("set_port_admin", SPINE_END.device, SPINE_END.port, True),
+                                    ("shift_session", "leaf-g0-r0", "10.0.0.0", False),
+                                    ("shift_session", "spine-r0-0", "10.0.0.1", False)])  # fmt: skip
+    assert [a.op for a in h.state.actions.all() if a.op == "enable"] == ["enable", "enable"]
+    assert h.state.drains.get(d.id).state == "undrained"  # type: ignore[union-attr]
+    begun_audit = [a for a in h.state.audit.entries() if a["what"] == f"undrain of drain {d.id} (link {LEAF_UP}) begun"]
+    assert len(begun_audit) == 1
+
+
+def test_an_undrain_left_under_way_is_finished_by_the_next_fabricd(h: Harness) -> None:
+    """Issue 54: a fabricd killed during an undrain after its ports came back left the drain `drained` with the
+    ports up. The undrain is recorded (`undraining`) before a port comes up, so the next fabricd finishes it."""
+    d = drained_through(h, "link", str(LEAF_UP))
+    h.world.lldp = {LEAF_UP: SPINE_END, SPINE_END: LEAF_UP}
+    # what the killed one left: the drain recorded as undraining, the ports up and no longer held
+    h.state.drains.update(d.id, T0, state="undraining", detail="undrain by bob under way")
+    for ep in (LEAF_UP, SPINE_END):
+        h.state.holds.drop(ep.device, ep.port)
+        h.world.admin[ep], h.world.oper[ep] = True, "UP"
+    rem = h.restart()
+    assert run(resumed(rem)) == [d.id]
+    again = h.state.drains.get(d.id)
+    assert again is not None and again.state == "undrained", again
+    assert [c[:4] for c in h.world.touched() if c[0] == "shift_session"][-2:] == [
+        ("shift_session", "leaf-g0-r0", "10.0.0.0", False),
+        ("shift_session", "spine-r0-0", "10.0.0.1", False),
+    ]
+
+
+def test_a_port_drain_of_a_server_nic_shuts_its_leaf_port(h: Harness) -> None:
+    """Issue 54: `drain port gpu-g0-000:nic0` (a server's own NIC) reported drained with nothing shut. It is drained
+    as its link is: the leaf's port shut and held."""
+    d = drained_through(h, "port", "gpu-g0-000:nic0")
+    leaf = Endpoint("leaf-g0-r0", "Ethernet1/1")
+    assert d.state == "drained" and sorted(d.ports) == ["gpu-g0-000:nic0", str(leaf)]
+    assert [(c[1], c[2], c[3]) for c in h.world.touched() if c[0] == "set_port_admin"] == [
+        (leaf.device, leaf.port, False)
+    ]
+    assert {(p["device"], p["port"]) for p in h.state.holds.all()} == {(leaf.device, leaf.port)}
+
+
+def test_releasing_a_drained_port_says_to_undrain(h: Harness) -> None:
+    """Issue 54: `fabricd release` of a maintenance hold said "resolve the ticket (ticket -)"; its way back is the
+    undrain."""
+    d = drained_through(h, "link", str(LEAF_UP))
+    with pytest.raises(ActionError) as e:
+        run(h.rem.requests.release_hold(LEAF_UP, "bob", "done"))
+    assert str(e.value) == (
+        f"{LEAF_UP} is down and held by drain {d.id} (link {LEAF_UP}): `fabricd undrain {LEAF_UP}` brings it back"
+    )

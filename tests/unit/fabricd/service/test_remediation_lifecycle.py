@@ -11,6 +11,7 @@ import pytest
 
 from fabricd.detectors.finding import Finding
 from fabricd.service.state import Ticket
+from topology.model import Endpoint
 from topology.units import NS
 
 from .harness import (
@@ -248,6 +249,28 @@ def test_reconcile_completes_an_interrupted_enable(make: Callable[..., Harness])
     assert action_of(h, a.id).status == "done"
     assert h.state.holds.all() == []
     assert h.state.holds.probation("leaf-g0-r0", "Ethernet1/1", T0) == t.id
+
+
+def test_an_enable_killed_after_its_commit_is_judged_by_what_the_switch_shows(make: Callable[..., Harness]) -> None:
+    """Issue 54 (16 of 16 after kill -9 mid-enable): the repaired port came up before the restart and LLDP, which
+    streams on change, heard its neighbour then; the resumed enable wanted a sample newer than the restart ("no
+    LLDP neighbour heard ... within 5 s of it coming up"), rolled back and reopened the ticket. A port that is up
+    and whose LLDP since the enable began names the blueprint's neighbour is a completed repair."""
+    h = make()
+    t = h.state.tickets.create(FAULT, "link_flap", "leaf-g0-r0", "Ethernet1/1", "t", {}, T0)
+    h.state.holds.hold("leaf-g0-r0", "Ethernet1/1", 1, t.id, T0)
+    a = h.state.actions.add("enable", "leaf-g0-r0", "Ethernet1/1", "auto", "running", "resolved", T0, ticket_id=t.id)
+    # what the dead fabricd left: the port committed up under its revert timer, LLDP heard the server then
+    h.world.keyed[a.switch_key] = "pending"
+    h.world.admin[SERVER_PORT], h.world.oper[SERVER_PORT] = True, "UP"
+    h.world.lldp[SERVER_PORT] = Endpoint("gpu-g0-000", "nic0")
+    h.world.lldp_heard_ts[SERVER_PORT] = T0 + NS
+    h.clock.advance(60)  # the restart, a minute later: nothing changed on the port since
+    run(h.restart().reconciler.reconcile())
+    done = action_of(h, a.id)
+    assert done.status == "done", done.detail
+    assert h.world.admin[SERVER_PORT] is True and h.world.keyed[a.switch_key] == "confirmed"
+    assert h.state.holds.all() == [] and h.state.holds.probation("leaf-g0-r0", "Ethernet1/1", T0) == t.id
 
 
 def test_two_findings_on_one_port_in_one_tick_act_once(make: Callable[..., Harness]) -> None:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -52,16 +51,6 @@ def test_switch_health(
     assert v.rails == [0, 1, 2, 3] and v.groups == [0, 1]
     assert v.cells[(2, 1)].name == "leaf-g1-r2" and [s.name for s in v.spines[0]] == ["spine-r0-0", "spine-r0-1"]
     assert {s.role for s in v.top} == {"superspine"}
-
-
-@pytest.fixture
-def svc(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Service]:
-    monkeypatch.setenv("FABRICD_TEST_PW", "pw")
-    s = Service(load_config(write(tmp_path), {}))
-    try:
-        yield s
-    finally:
-        s.state.close()
 
 
 def login(c: TestClient, token: str) -> str:
