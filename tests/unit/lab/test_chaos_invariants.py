@@ -274,6 +274,31 @@ def test_convergence() -> None:
     assert got == ["not settled 2 s after the end: admin up, oper up, marked, not held", "audit ids missing: [2]"]
 
 
+def test_convergence_takes_a_held_uplinks_far_end_as_settled() -> None:
+    """Seed 4902, +661 s: fabricd refused the settle's resolve (409: the miscabled finding still open 2 s after the
+    cable was put right), so leaf-g0-r1:Ethernet7/1 stayed shut, marked and held with its ticket open, as convergence
+    allows; its far end, spine-r1-1:Ethernet1/1, up by hand and down by its link, was called not settled."""
+    leaf, spine = "leaf-g0-r1:Ethernet7/1", "spine-r1-1:Ethernet1/1"
+    assert FACTS.peer[leaf] == spine
+    far = PortObs(True, False, "", None)
+
+    def run(far_end: PortObs, tickets: frozenset[int]) -> list[str]:
+        s = Sample(101.0, {P: UP, leaf: SHUT, spine: far_end}, frozenset(), {leaf: Hold(5, 4, 50.0)}, tickets)
+        r = Run(1, 0.0, 90.0, settled_s=100.0, samples=[s], audit_ids=[1], audited_actions={1})
+        return [f"{v.where}: {v.detail}" for v in convergence(r, FACTS.peer)]
+
+    assert run(far, frozenset({4})) == []
+    # the ticket no longer open: the hold and its far end are both unsettled
+    assert run(far, frozenset()) == [
+        f"{leaf}: not settled 1 s after the end: admin down, oper down, marked, held, no open ticket",
+        f"{spine}: not settled 1 s after the end: admin up, oper down, no mark, not held",
+    ]
+    # the far end shut too (by hand, or marked) is not the hold's doing
+    assert run(PortObs(False, False, "", None), frozenset({4})) == [
+        f"{spine}: not settled 1 s after the end: admin down, oper down, no mark, not held"
+    ]
+
+
 def test_a_fault_fabricd_acted_on_is_still_judged_but_one_on_a_shut_port_is_not() -> None:
     flap = FaultRec("f2", "link_flap", (P, "gpu-g0-000:nic0"), ("leaf-g0-r0",), 10.0, 30.0, {"count": 8})
     found = FindingRec(3, "link_flap", "leaf-g0-r0", (P,), ("leaf-g0-r0",), 12.0, 13.0)
