@@ -382,6 +382,14 @@ def capacity(samples: list[Sample], facts: FabricFacts, limits: Limits) -> list[
 
 MAINTENANCE = "maintenance"  # the kind a drain's shut writes in fabricd's mark (docs/operations.md, maintenance)
 TRAINS = ("link_flap", "bgp_flap")  # faults whose flaps are over after `count` periods, cleared or not
+# What fabricd promises to give back (docs/operations.md, "Capacity floor", "Never returned"), with its defaults:
+# a port whose flap train ended less than `remediation.return_quiet_s` ago is still flapping ...
+RETURN_QUIET_S = 60.0
+# ... and a link measured corrupting above `remediation.max_return_loss` stays down: a shut port carries no frames,
+# so nothing shows fabricd its corruption ended (seed 4902, +288 s: held at 3.6e-05, cleared by the twin 0.5 s before
+# the hold, judged "over" 10 s after a second uplink went down)
+MAX_RETURN_LOSS = 1e-5
+CORRUPTION_WINDOW_S = 300.0  # link_corruption's window (docs/detectors.md): errors this old still made the finding
 
 
 @dataclass(frozen=True)
@@ -397,14 +405,19 @@ class Shortfall:
     returnable: tuple[str, ...]  # the fewest held ports whose return restores the floor
 
 
-def fault_active(f: FaultRec, t: float) -> bool:
-    """Whether the fault is on at `t`: begun and not cleared; a flap train only until its flaps are over (`count`
-    periods from its start: the twin clears it later, `lab/faults.py`)."""
+def fault_end(f: FaultRec) -> float:
+    """When the fault is over: its clear; a flap train's when its flaps are (`count` periods from its start: the twin
+    clears it later, `lab/faults.py`); never when neither came."""
     end = f.cleared_s if f.cleared_s is not None else float("inf")
     if f.kind in TRAINS:
         with contextlib.suppress(KeyError, TypeError, ValueError):
             end = min(end, f.start_s + float(f.params["count"]) * float(f.params["period_s"]))
-    return f.start_s <= t < end
+    return end
+
+
+def fault_active(f: FaultRec, t: float) -> bool:
+    """Whether the fault is on at `t`: begun and not over (`fault_end`)."""
+    return f.start_s <= t < fault_end(f)
 
 
 def _why(s: Sample, ends: tuple[str, ...]) -> str:
@@ -422,20 +435,37 @@ def _why(s: Sample, ends: tuple[str, ...]) -> str:
     return "BGP down"
 
 
+def still_faulty(f: FaultRec, t: float, held_since: float) -> bool:
+    """Whether fabricd, by its documented rules, still counts the fault faulty at `t` for a hold begun at
+    `held_since`: on (`fault_active`); a link flap train until RETURN_QUIET_S after its flaps; a corruption above
+    MAX_RETURN_LOSS for the rest of the hold when its errors were in the detector's window as the hold began."""
+    if fault_active(f, t):
+        return True
+    if f.kind == "link_flap":
+        return f.start_s <= t < fault_end(f) + RETURN_QUIET_S
+    if f.kind == "link_corruption":
+        rate = f.params.get("rate")
+        above = isinstance(rate, int | float) and rate > MAX_RETURN_LOSS
+        return above and f.start_s <= t and (f.cleared_s is None or f.cleared_s >= held_since - CORRUPTION_WINDOW_S)
+    return False
+
+
 def _returnable(s: Sample, facts: FabricFacts, faults: Sequence[FaultRec], port: str) -> bool:
     """fabricd's hold on `port` (shut) could be given back: its link's other end is not shut, no fault of the
-    schedule is on the link now, and no miscable was on it in the last AFTERMATH_S (fabricd never returns a port
-    facing the wrong cable or with an open `miscabled` finding, which outlives the cable put right by a pass).
-    Not "since the hold began": seed 4902 on small-pod held leaf-g0-r1:Ethernet6/1 across a repair's wrong cable
-    (46-80 s) to the end of the run, and a hold the cable was put right under is as returnable as any."""
+    schedule on the link is still faulty as fabricd counts it (`still_faulty`), and no miscable was on it in the
+    last AFTERMATH_S (fabricd never returns a port facing the wrong cable or with an open `miscabled` finding, which
+    outlives the cable put right by a pass). Not "since the hold began": seed 4902 on small-pod held
+    leaf-g0-r1:Ethernet6/1 across a repair's wrong cable (46-80 s) to the end of the run, and a hold the cable was
+    put right under is as returnable as any."""
     ends = {port, facts.peer.get(port, "")}
     other = s.ports.get(facts.peer.get(port, ""))
     if other is not None and not other.admin_up:
         return False
+    since = s.held[port].since_s if s.held is not None and port in s.held else s.t
     for f in faults:
         if not ends & set(f.ports):
             continue
-        if fault_active(f, s.t):
+        if still_faulty(f, s.t, since):
             return False
         cleared = f.cleared_s if f.cleared_s is not None else float("inf")
         if f.kind == "miscable" and f.start_s <= s.t < cleared + AFTERMATH_S:
@@ -567,30 +597,42 @@ def wrong_neighbour(
     return out
 
 
-def convergence(run: Run, window_s: float = 60.0) -> list[Violation]:
+def unsettled(s: Sample, peer: dict[str, str]) -> list[tuple[str, str]]:
+    """The ports of a sample that are neither up (unmarked) nor held with an open ticket (shut, marked, held), nor the
+    other end of such a hold (up by hand, down by its link: seed 4902, +661 s, the spine's end of a hold whose
+    settle resolve fabricd refused with 409 while its miscabled finding was still open), each with why."""
+    tickets = s.open_tickets or frozenset()
+
+    def kept(p: str) -> bool:
+        o, h = s.ports.get(p), (s.held or {}).get(p)
+        return o is not None and not o.admin_up and o.marked and h is not None and h.ticket_id in tickets
+
+    bad = []
+    for p, o in s.ports.items():
+        if o.admin_up and o.oper_up and not o.marked:
+            continue
+        if kept(p) or (o.admin_up and not o.marked and kept(peer.get(p, ""))):
+            continue
+        held = s.held is not None and p in s.held
+        ticket = held and s.held is not None and s.held[p].ticket_id in tickets
+        bad.append(
+            (
+                p,
+                f"admin {'up' if o.admin_up else 'down'}, oper {'up' if o.oper_up else 'down'}, "
+                f"{'marked' if o.marked else 'no mark'}, {'held' if held else 'not held'}"
+                f"{'' if ticket or not held else ', no open ticket'}",
+            )
+        )
+    return bad
+
+
+def convergence(run: Run, peer: dict[str, str] | None = None, window_s: float = 60.0) -> list[Violation]:
     """Once the schedule is over, its faults cleared and every ticket resolved, within `window_s` every port is up
-    or held with an open ticket (shut, marked, held), no hold is stale, no mark is stale; the audit log has no gap
-    and names every action that ran."""
+    or held with an open ticket (shut, marked, held) or the other end of such a hold (`unsettled`), no hold is
+    stale, no mark is stale; the audit log has no gap and names every action that ran."""
 
     def wrong(s: Sample) -> list[tuple[str, str]]:
-        bad = []
-        for p, o in s.ports.items():
-            if o.admin_up and o.oper_up and not o.marked:
-                continue
-            held = s.held is not None and p in s.held
-            tickets = s.open_tickets or frozenset()
-            ticket = held and s.held is not None and s.held[p].ticket_id in tickets
-            if not o.admin_up and o.marked and held and ticket:
-                continue
-            bad.append(
-                (
-                    p,
-                    f"admin {'up' if o.admin_up else 'down'}, oper {'up' if o.oper_up else 'down'}, "
-                    f"{'marked' if o.marked else 'no mark'}, {'held' if held else 'not held'}"
-                    f"{'' if ticket or not held else ', no open ticket'}",
-                )
-            )
-        return bad
+        return unsettled(s, peer or {})
 
     after = [s for s in run.samples if s.t >= run.settled_s]
     out: list[Violation] = []
@@ -867,6 +909,6 @@ def check(run: Run, facts: FabricFacts, limits: Limits, grace_s: float) -> list[
         *budgets(run.samples, run.actions, facts, limits),
         *wrong_neighbour(run.samples, facts, run.events, actions=run.actions),
         *detection(run, facts)[2],
-        *convergence(run),
+        *convergence(run, facts.peer),
     ]
     return sorted(out, key=lambda v: (v.t, v.invariant, v.where))

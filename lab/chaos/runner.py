@@ -24,6 +24,7 @@ from lab import control_client
 
 from .facts import FabricFacts
 from .history import Event, FaultRec, Run, Sample, sample_doc
+from .invariants import unsettled
 from .observe import Api, ChaosError, Switches, sample
 from .schedule import Repair, Schedule, Step
 
@@ -450,7 +451,7 @@ class Runner:
         while time.time() < self.run.settled_s + SETTLE_WINDOW_S:
             self._sample()
             s = self.run.samples[-1]
-            good = good + 1 if _settled(s) else 0
+            good = good + 1 if _settled(s, self.facts.peer) else 0
             if good >= 3:
                 break
             time.sleep(max(0.0, 1.0 - (time.time() - s.t)))
@@ -496,14 +497,7 @@ class Runner:
             self._event("collect", "failed", "api", str(e))
 
 
-def _settled(s: Sample) -> bool:
-    if s.held is None or s.open_tickets is None:
-        return False
-    for p, o in s.ports.items():
-        if o.admin_up and o.oper_up and not o.marked:
-            continue
-        h = s.held.get(p)
-        if not o.admin_up and o.marked and h is not None and h.ticket_id in s.open_tickets:
-            continue
+def _settled(s: Sample, peer: dict[str, str]) -> bool:
+    if s.held is None or s.open_tickets is None or unsettled(s, peer):
         return False
     return not any(p in s.ports and s.ports[p].admin_up for p in s.held)

@@ -274,6 +274,31 @@ def test_convergence() -> None:
     assert got == ["not settled 2 s after the end: admin up, oper up, marked, not held", "audit ids missing: [2]"]
 
 
+def test_convergence_takes_a_held_uplinks_far_end_as_settled() -> None:
+    """Seed 4902, +661 s: fabricd refused the settle's resolve (409: the miscabled finding still open 2 s after the
+    cable was put right), so leaf-g0-r1:Ethernet7/1 stayed shut, marked and held with its ticket open, as convergence
+    allows; its far end, spine-r1-1:Ethernet1/1, up by hand and down by its link, was called not settled."""
+    leaf, spine = "leaf-g0-r1:Ethernet7/1", "spine-r1-1:Ethernet1/1"
+    assert FACTS.peer[leaf] == spine
+    far = PortObs(True, False, "", None)
+
+    def run(far_end: PortObs, tickets: frozenset[int]) -> list[str]:
+        s = Sample(101.0, {P: UP, leaf: SHUT, spine: far_end}, frozenset(), {leaf: Hold(5, 4, 50.0)}, tickets)
+        r = Run(1, 0.0, 90.0, settled_s=100.0, samples=[s], audit_ids=[1], audited_actions={1})
+        return [f"{v.where}: {v.detail}" for v in convergence(r, FACTS.peer)]
+
+    assert run(far, frozenset({4})) == []
+    # the ticket no longer open: the hold and its far end are both unsettled
+    assert run(far, frozenset()) == [
+        f"{leaf}: not settled 1 s after the end: admin down, oper down, marked, held, no open ticket",
+        f"{spine}: not settled 1 s after the end: admin up, oper down, no mark, not held",
+    ]
+    # the far end shut too (by hand, or marked) is not the hold's doing
+    assert run(PortObs(False, False, "", None), frozenset({4})) == [
+        f"{spine}: not settled 1 s after the end: admin down, oper down, no mark, not held"
+    ]
+
+
 def test_a_fault_fabricd_acted_on_is_still_judged_but_one_on_a_shut_port_is_not() -> None:
     flap = FaultRec("f2", "link_flap", (P, "gpu-g0-000:nic0"), ("leaf-g0-r0",), 10.0, 30.0, {"count": 8})
     found = FindingRec(3, "link_flap", "leaf-g0-r0", (P,), ("leaf-g0-r0",), 12.0, 13.0)
@@ -530,9 +555,12 @@ def fault(kind: str, port: str, start: float, cleared: float | None, **params: A
     return FaultRec(f"f-{kind}", kind, (port, FACTS.peer[port]), (), start, cleared, {"port": port, **params})
 
 
-# The issue's interleaving: a flap train on Ethernet6/1 (10 flaps, 0.5 s apart: over at 5 s), fabricd holds it from
-# 6 s, Ethernet5/1's BGP session goes down 12 s later (18 s) and stays down: 2 of 4 uplinks, 50 % < 75 %.
-TRAIN = fault("link_flap", U6, 0.0, 8.0, count=10, period_s=0.5)
+# The issue's interleaving: a flap train on Ethernet6/1 (10 flaps, 0.5 s apart) that ended a minute ago (-55 s: quiet
+# for fabricd's return_quiet_s, 60 s, from 5 s), fabricd holds it from 6 s, Ethernet5/1's BGP session goes down 12 s
+# later (18 s) and stays down: 2 of 4 uplinks, 50 % < 75 %.
+TRAIN = fault("link_flap", U6, -60.0, -52.0, count=10, period_s=0.5)
+# a train that ended at 5 s: still flapping for fabricd (return_quiet_s) until 65 s
+RECENT = fault("link_flap", U6, 0.0, 8.0, count=10, period_s=0.5)
 BGP5 = fault("bgp_down", U5, 18.0, None)
 INTERLEAVING = [(0.0, {}), (6.0, {"held": [U6]}), (18.0, {"held": [U6], "bgp_down": [U5]})]
 WHY_5_6 = f"missing: {U5} (BGP down), {U6} (held at {U6})"
@@ -549,12 +577,21 @@ MISCABLE = replace(fault("miscable", U6, 1.0, 5.0), ports=(U6, "leaf-g1-r2:Ether
         (INTERLEAVING[:2], [TRAIN], [], []),
         # a train whose clear never came is over once its flaps are (count x period)
         (INTERLEAVING, [replace(TRAIN, cleared_s=None), BGP5], [], [(28.0, U6)]),
+        # a train that ended at 5 s is still flapping for fabricd until 65 s (return_quiet_s): none to 40 s ...
+        (INTERLEAVING, [RECENT, BGP5], [], []),
+        # ... due at 75 s, the grace counted from the end of the quiet time
+        ([*INTERLEAVING, (80.0, {"held": [U6], "bgp_down": [U5]})], [RECENT, BGP5], [], [(75.0, "for 15.0 s")]),
         # the hold returns 6 s after the BGP loss, within the grace: 3 of 4 again
         ([*INTERLEAVING, (24.0, {"bgp_down": [U5]})], [TRAIN, BGP5], [], []),
         # the hold's fault still on (corrupting to the end): fabricd keeps it down rightly
         (INTERLEAVING, [fault("link_corruption", U6, 0.0, None, rate=1e-5), BGP5], [], []),
         # ... until the corruption clears at 25 s: the grace counts from then
         (INTERLEAVING, [fault("link_corruption", U6, 0.0, 25.0, rate=1e-5), BGP5], [], [(35.0, "for 15.0 s")]),
+        # above max_return_loss (1e-5) fabricd keeps it down for the rest of the hold: a shut port shows no
+        # corruption, so nothing tells fabricd it ended (seed 4902, +288 s: 3.6e-05, cleared 0.5 s before the hold)
+        (INTERLEAVING, [fault("link_corruption", U6, 0.0, 5.5, rate=3.6e-5), BGP5], [], []),
+        # ... but a corruption out of the detector's window (300 s) when the hold began is not the hold's
+        (INTERLEAVING, [fault("link_corruption", U6, -400.0, -350.0, rate=3.6e-5), TRAIN, BGP5], [], [(28.0, U6)]),
         # a fault of the schedule on the far end of the held link counts as on the link
         (INTERLEAVING, [fault("link_down", FACTS.peer[U6], 0.0, None), BGP5], [], []),
         # a drained port is an operator's decision, never returned
@@ -594,7 +631,8 @@ def test_capacity_held(
     events: list[Event],
     expected: list[tuple[Any, ...]],
 ) -> None:
-    got = capacity_held(timeline(changes), FACTS, Limits(), faults, events, grace_s=10.0)
+    samples = timeline(changes, until=max(40.0, changes[-1][0]))
+    got = capacity_held(samples, FACTS, Limits(), faults, events, grace_s=10.0)
     assert [(v.t, v.where) for v in got] == [(e[0], LEAF) for e in expected]
     for v, (_, *says) in zip(got, expected, strict=True):
         assert all(s in v.detail for s in says), v.detail
