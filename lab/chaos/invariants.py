@@ -452,11 +452,11 @@ def still_faulty(f: FaultRec, t: float, held_since: float) -> bool:
 
 def _returnable(s: Sample, facts: FabricFacts, faults: Sequence[FaultRec], port: str) -> bool:
     """fabricd's hold on `port` (shut) could be given back: its link's other end is not shut, no fault of the
-    schedule on the link is still faulty as fabricd counts it (`still_faulty`), and no miscable was on it in the
-    last AFTERMATH_S (fabricd never returns a port facing the wrong cable or with an open `miscabled` finding, which
-    outlives the cable put right by a pass). Not "since the hold began": seed 4902 on small-pod held
-    leaf-g0-r1:Ethernet6/1 across a repair's wrong cable (46-80 s) to the end of the run, and a hold the cable was
-    put right under is as returnable as any."""
+    schedule on the link is still faulty as fabricd counts it (`still_faulty`), and no miscable was on it since the
+    hold began (or in the AFTERMATH_S before: an open `miscabled` finding outlives the cable put right by a pass).
+    fabricd never returns a port facing the wrong cable (docs/operations.md, "Capacity floor"): a repair that put
+    the wrong cable back pins the hold until a person resolves its ticket again, since a shut port's LLDP cannot
+    tell that the cable was put right (seed 4931: leaf-g1-r1:Ethernet5/1, its cable put right unseen at +73.9 s)."""
     ends = {port, facts.peer.get(port, "")}
     other = s.ports.get(facts.peer.get(port, ""))
     if other is not None and not other.admin_up:
@@ -468,7 +468,7 @@ def _returnable(s: Sample, facts: FabricFacts, faults: Sequence[FaultRec], port:
         if still_faulty(f, s.t, since):
             return False
         cleared = f.cleared_s if f.cleared_s is not None else float("inf")
-        if f.kind == "miscable" and f.start_s <= s.t < cleared + AFTERMATH_S:
+        if f.kind == "miscable" and f.start_s <= s.t and cleared + AFTERMATH_S > since:
             return False
     return True
 
