@@ -18,6 +18,8 @@ SAME_INCIDENT_NS = 10 * 1_000_000_000
 # The key of an incident closed by bringing its port back (`close`), with when: `<key>#closed:<ts>`. Its reports
 # from then on refresh nothing; one that shows the fault again after that time is a new incident.
 CLOSED = "#closed:"
+# Transitions after the close that make a flap again: the enable that brought the port back is one (up), a flap is two
+AGAIN_TRANSITIONS = 3
 
 
 def _closed_ts(key: str) -> int | None:
@@ -26,10 +28,12 @@ def _closed_ts(key: str) -> int | None:
 
 
 def _again_since(f: Finding, ts: int) -> bool:
-    """The report shows the fault again after `ts`: a link flap's timeline has a flap after it. A finding without
-    a timeline cannot say so: its incident stays closed (a new episode is a new start_ts, a new incident anyway)."""
+    """The report shows the fault again after `ts`: a link flap's timeline has a flap after it, a down and an up
+    (AGAIN_TRANSITIONS): the port coming back up from the close's own enable is one transition, not a flap. A finding
+    without a timeline cannot say so: its incident stays closed (a new episode is a new start_ts, a new incident)."""
     timeline = f.evidence.get("timeline")
-    return isinstance(timeline, list) and any(isinstance(t, int) and t > ts for t in timeline)
+    after = [t for t in timeline if isinstance(t, int) and t > ts] if isinstance(timeline, list) else []
+    return len(after) >= AGAIN_TRANSITIONS
 
 
 def decode(row: Row) -> StoredFinding:

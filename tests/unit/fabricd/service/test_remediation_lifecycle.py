@@ -315,9 +315,14 @@ def test_a_port_on_probation_that_flaps_again_is_disabled_again_while_its_findin
     assert run(report(h, dataclasses.replace(first, evidence={**first.evidence, "timeline": timeline}))) == []
     assert h.state.holds.all() == [] and len(h.state.findings.all()) == 1
 
-    # it flaps again: the train's timeline has flaps after the resolve
+    # the port coming back up from the resolve's enable is one transition in the train's timeline, not a flap
+    came_up = [*timeline, resolved_at + NS]
+    assert run(report(h, dataclasses.replace(first, evidence={**first.evidence, "timeline": came_up}))) == []
+    assert h.state.holds.all() == []
+
+    # it flaps again: the train's timeline has a flap (down, up) after the port came back
     h.clock.advance(5)
-    again = [*timeline, resolved_at + 2 * NS, resolved_at + 3 * NS]
+    again = [*came_up, resolved_at + 2 * NS, resolved_at + 3 * NS]
     (out,) = run(report(h, dataclasses.replace(first, evidence={**first.evidence, "flaps": 10, "timeline": again})))
     assert out is not None and out.ticket is not None and out.ticket.id == t.id
     (t,) = h.tickets()
