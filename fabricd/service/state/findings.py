@@ -103,10 +103,13 @@ class Findings:
         for a minute or two after its last flap) flapped again unseen: the re-flap refreshed the old finding."""
         with self._db.transaction() as db:
             row = db.execute("SELECT key FROM findings WHERE id = ?", (finding_id,)).fetchone()
-            if row is None or _closed_ts(str(row["key"])) is not None:
+            if row is None:
                 return
+            # closed again (a second resolve after a repair on the wrong cable): the close moves to now, so the
+            # transitions of the enable rolled back since are not taken for a flap
+            head = str(row["key"]).partition(CLOSED)[0]
             db.execute("UPDATE findings SET key = ?, status = 'cleared' WHERE id = ?",
-                       (f"{row['key']}{CLOSED}{now}", finding_id))  # fmt: skip
+                       (f"{head}{CLOSED}{now}", finding_id))  # fmt: skip
 
     def has(self, f: Finding, fault: str) -> bool:
         """Whether this incident is recorded already (active or cleared, dated the same or a little apart, as

@@ -116,12 +116,20 @@ def test_a_ticket_resolved_right_after_the_disable_leaves_no_mark_on_the_port(tw
         inject(twin.state_dir, "link_flap", {"port": PORT, "count": 8, "period_s": 0.3})
         wait_for(lambda: svc.get("/api/v1/ports/disabled")["ports"], 20, every_s=0.02)
         (t,) = svc.get("/api/v1/tickets")["tickets"]
+        (first,) = [a for a in svc.get("/api/v1/actions")["actions"] if a["op"] == "disable"]
         assert svc.post(f"/api/v1/tickets/{t['id']}/resolve").status_code == 200  # at once
-        wait_for(lambda: svc.get("/api/v1/ports/disabled")["ports"] == [], 30)
-        (enable,) = [a for a in svc.get("/api/v1/actions")["actions"] if a["op"] == "enable"]
-        assert enable["status"] == "done", enable
-        assert admin_enabled(twin, "leaf-g0-r0", "Ethernet1/1")
-        assert "[fabricd" not in port_state(twin, PORT)[1]
+
+        def enabled() -> list[dict[str, object]]:
+            return [a for a in svc.get("/api/v1/actions")["actions"] if a["op"] == "enable" and a["status"] == "done"]
+
+        (enable,) = wait_for(enabled, 30)
+        again = [a for a in svc.get("/api/v1/actions")["actions"] if a["op"] == "disable" and a["id"] > enable["id"]]
+        if not again:  # the train was over when the port came back: up, and no mark left
+            wait_for(lambda: svc.get("/api/v1/ports/disabled")["ports"] == [], 30)
+            assert admin_enabled(twin, "leaf-g0-r0", "Ethernet1/1")
+            assert "[fabricd" not in port_state(twin, PORT)[1]
+        else:  # the train still flapped the port back on probation (issue 53): down again under its new action
+            assert f"a{first['id']} " not in port_state(twin, PORT)[1]  # never the first disable's mark left
     finally:
         svc.stop()
 
