@@ -53,7 +53,7 @@ class FloorKeeper:
         self._observed: set[str] = set()  # observe mode: returns already said
 
     # --- the picture ---------------------------------------------------------------------------------------------
-    def picture(self, now: int) -> tuple[Floor, list[Held], dict[Endpoint, DisabledPort]]:
+    def picture(self, now: int, active: list[StoredFinding]) -> tuple[Floor, list[Held], dict[Endpoint, DisabledPort]]:
         """The capacity lost for other reasons and fabricd's holds as candidates (drains are an operator's: lost)."""
         ctx = self.ctx
         rows = self.state.holds.all()
@@ -68,7 +68,7 @@ class FloorKeeper:
         lost: dict[Endpoint, Lost] = {ep: Lost.BGP_DOWN for ep in ctx.view.routed_down() if ep not in ends}
         lost.update({ep: Lost.LINK_DOWN for ep in ctx.view.oper_down() if ep not in ends})
         lost.update({ep: Lost.DRAINED for ep in drained})
-        miscabled = [f for f in self.state.findings.all("active", limit=100_000) if f.get("kind") == "miscabled"]
+        miscabled = [f for f in active if f.get("kind") == "miscabled"]
         held = [self._candidate(ep, p, now, ep in flight, miscabled) for ep, p in sorted(mine.items(), key=str)]
         return Floor(lost, ctx.limits.min_uplink_fraction), held, mine
 
@@ -101,7 +101,8 @@ class FloorKeeper:
         tickets: list[Ticket] = []
         with fenced(ctx.fence.token()):
             async with ctx.lock:
-                floor, held, rows = self.picture(now)
+                active = self.state.findings.all("active", limit=100_000)  # read once a pass
+                floor, held, rows = self.picture(now, active)
                 decision = restore(ctx.fabric, floor, held)
                 for r in decision.returns:
                     peer = ctx.fabric.peer(r.port.device, r.port.port)
@@ -113,10 +114,10 @@ class FloorKeeper:
                         done.append(f"{r.port}: {r.why}")
                 done += self._say_stuck(decision.stuck, now)
                 if not decision.returns:  # one change at a time: swaps and takes once the floors hold
-                    for a in self.swaps.decide(now, floor, held, rows):
+                    for a in self.swaps.decide(now, floor, held, rows, active):
                         spawn.append(a)
                         done.append(f"{a.device}:{a.port}: {a.op} ({a.status}): {a.reason}")
-                for a, t in self._retake(now):
+                for a, t in self._retake(now, active):
                     spawn.append(a)
                     done.append(f"{a.device}:{a.port}: {a.reason}")
                     if t is not None:
@@ -140,10 +141,7 @@ class FloorKeeper:
                                    ticket_id=row["ticket_id"])  # fmt: skip
             return None
         with state.transaction():
-            if (
-                any(a.key == key for a in state.actions.keyed(key))
-                or state.actions.open_on(row["device"], row["port"]) is not None
-            ):
+            if state.actions.with_key(key) is not None or state.actions.open_on(row["device"], row["port"]) is not None:
                 return None  # returned before (a restart, another leader), or something is under way on it
             a = state.actions.add("enable", row["device"], row["port"], mode, "running", why, now,
                                   ticket_id=row["ticket_id"], key=key)  # fmt: skip
@@ -168,12 +166,12 @@ class FloorKeeper:
             del self.stuck[device]
         return out
 
-    def _retake(self, now: int) -> list[tuple[Action, Ticket | None]]:
+    def _retake(self, now: int, active: list[StoredFinding]) -> list[tuple[Action, Ticket | None]]:
         """Returned ports still (or again) faulty, once the floor allows and they have been up `min_up_s`."""
         ctx, state = self.ctx, self.state
         out: list[tuple[Action, Ticket | None]] = []
-        active = [f for f in state.findings.all("active", limit=100_000) if f.get("kind") in LINK_KINDS]
-        for r in state.actions.keyed(RETURN, "done"):
+        active = [f for f in active if f.get("kind") in LINK_KINDS]
+        for r in self._recent_returns(now):
             ep = Endpoint(r.device, r.port)
             latest = state.actions.latest_on(r.device, r.port, *CHANGED)
             if latest is None or latest.id != r.id or state.holds.is_held(r.device, r.port):
@@ -192,7 +190,7 @@ class FloorKeeper:
             why = f"returned to keep its switch's floor, still faulty ({fault.get('summary')}); the floor allows it now"
             with state.transaction():
                 key = f"{RETAKE}{ep}:after{r.id}"
-                if any(a.key == key for a in state.actions.keyed(key)):
+                if state.actions.with_key(key) is not None:
                     continue
                 a = state.actions.add("disable", r.device, r.port, mode, status, why, now,
                                       finding_id=fault.get("id"), ticket_id=r.ticket_id, key=key)  # fmt: skip
@@ -234,10 +232,16 @@ class FloorKeeper:
         self.state.tickets.update(t.id, now, body=body)
         self.state.audit.record(now, f"{r.device}:{r.port} clean after its return", why, ticket_id=t.id)
 
+    def _recent_returns(self, now: int) -> list[Action]:
+        """The returns done within two probations: older ones are ports like any other (a re-flap is a new incident,
+        their clean probation already noted), not read every pass as the history grows."""
+        since = now - int(2 * self.ctx.settings.probation_s * NS)
+        return self.state.actions.keyed(RETURN, "done", since_ts=since)
+
     def returned(self) -> list[Returned]:
         """Returned ports still up on their return (health, status, the page, /metrics)."""
         out = []
-        for r in self.state.actions.keyed(RETURN, "done"):
+        for r in self._recent_returns(self.ctx.clock()):
             latest = self.state.actions.latest_on(r.device, r.port, *CHANGED)
             if latest is not None and latest.id == r.id:
                 out.append(Returned(f"{r.device}:{r.port}", r.id, r.ticket_id, r.reason))

@@ -33,24 +33,25 @@ class Swaps:
         self.state = ctx.state
         self._observed: set[str] = set()
 
-    def newcomers(self, now: int) -> dict[Endpoint, tuple[Action, StoredFinding]]:
-        """Ports whose disable the guard refused, their fault still active, nothing done to them since."""
+    def newcomers(self, active: list[StoredFinding]) -> dict[Endpoint, tuple[Action, StoredFinding]]:
+        """Ports whose disable the guard refused, their fault still active, nothing done to them since (read through
+        the active findings: a handful, not the history of refusals)."""
+        links = {int(f["id"]): f for f in active if f.get("kind") in LINK_KINDS}
         out: dict[Endpoint, tuple[Action, StoredFinding]] = {}
-        for a in self.state.actions.with_status("refused", op="disable"):
-            found = self.state.findings.get(a.finding_id) if a.finding_id else None
-            if found is None or found.get("status") != "active" or found.get("kind") not in LINK_KINDS:
-                continue
+        for a in self.state.actions.of_findings(sorted(links), "refused", "disable"):
             latest = self.state.actions.latest_on(a.device, a.port, *CHANGED)
             if (latest is not None and latest.id > a.id) or self.state.holds.is_held(a.device, a.port):
                 continue
             if latest is not None and (latest.key or "").startswith(GIVEN):
                 continue  # given back by the floor: taken again only as floor.py's re-take says (min_up_s)
-            out[Endpoint(a.device, a.port)] = (a, found)  # the newest refusal of a port wins
+            out[Endpoint(a.device, a.port)] = (a, links[int(a.finding_id or 0)])  # the newest refusal of a port wins
         return out
 
-    def decide(self, now: int, floor: Floor, held: list[Held], rows: dict[Endpoint, DisabledPort]) -> list[Action]:
+    def decide(
+        self, now: int, floor: Floor, held: list[Held], rows: dict[Endpoint, DisabledPort], active: list[StoredFinding]
+    ) -> list[Action]:
         """The swaps and takes of this pass: actions to spawn (running), others recorded (approve, observe)."""
-        fresh = self.newcomers(now)
+        fresh = self.newcomers(active)
         if not fresh:
             return []
         settings = self.ctx.settings
@@ -90,7 +91,7 @@ class Swaps:
             return None
         status: ActionStatus = "awaiting_approval" if op == "disable" and mode == "approve" else "running"
         with state.transaction():
-            if any(a.key == key for a in state.actions.keyed(key)) or state.actions.open_on(ep.device, ep.port):
+            if state.actions.with_key(key) is not None or state.actions.open_on(ep.device, ep.port):
                 return None
             a = state.actions.add(op, ep.device, ep.port, mode, status, why, now, ticket_id=ticket_id,
                                   finding_id=finding_id, key=key)  # fmt: skip

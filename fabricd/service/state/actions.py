@@ -125,10 +125,23 @@ class Actions:
         sql = "SELECT * FROM actions WHERE device = ? AND op = ? AND created_ts >= ? ORDER BY id"
         return self._db.records(CODEC, sql, (device, op, since_ts))
 
-    def keyed(self, prefix: str, status: ActionStatus | None = None) -> list[Action]:
-        """The actions whose key starts with `prefix` (the floor's returns: `return:`), oldest first."""
-        sql = "SELECT * FROM actions WHERE key LIKE ?" + (" AND status = ?" if status else "") + " ORDER BY id"
-        return self._db.records(CODEC, sql, (prefix.replace("%", "") + "%", *([status] if status else [])))
+    def keyed(self, prefix: str, status: ActionStatus | None = None, since_ts: int = 0) -> list[Action]:
+        """The actions whose key starts with `prefix` (the floor's returns: `return:`) updated at or after
+        `since_ts`, oldest first."""
+        sql = "SELECT * FROM actions WHERE key LIKE ? AND updated_ts >= ?" + (" AND status = ?" if status else "")
+        args = (prefix.replace("%", "") + "%", since_ts, *([status] if status else []))
+        return self._db.records(CODEC, sql + " ORDER BY id", args)
+
+    def with_key(self, key: str) -> Action | None:
+        return self._db.record(CODEC, "SELECT * FROM actions WHERE key = ?", (key,))
+
+    def of_findings(self, finding_ids: list[int], status: ActionStatus, op: str) -> list[Action]:
+        """The `op` actions of these findings in `status`, oldest first."""
+        if not finding_ids:
+            return []
+        q = ",".join("?" * len(finding_ids))
+        sql = f"SELECT * FROM actions WHERE finding_id IN ({q}) AND status = ? AND op = ? ORDER BY id"
+        return self._db.records(CODEC, sql, (*finding_ids, status, op))
 
     def latest_on(self, device: str, port: str, *statuses: ActionStatus) -> Action | None:
         """The port's newest action (of these statuses, when given)."""
