@@ -21,7 +21,9 @@ from topology.fabric import Fabric
 
 from ..config import RemediationSettings, SafetyLimits
 from ..maintenance.drains import Maintenance
+from ..maintenance.undrain import Undrains
 from ..maintenance.watch import DrainWatch
+from ..maintenance.work import DrainWork
 from ..remediation_io import Actuator, PortView
 from ..state import StateStore, Ticket
 from .context import Context, Fence
@@ -87,6 +89,7 @@ def build_remediation(
         incidents=Incidents(ctx, holds, actions, paper),
         reconciler=reconciler,
         requests=Requests(ctx, holds, actions, reconciler, paper),
-        maintenance=Maintenance(ctx, holds, actions, switch, DrainWatch(ctx)),
+        maintenance=Maintenance(ctx, holds, work := DrainWork(ctx, actions, switch), watch := DrainWatch(ctx),
+                                Undrains(ctx, work, watch)),
         floor=FloorKeeper(ctx, holds, actions, paper, Swaps(ctx, holds, paper)),
     )  # fmt: skip
