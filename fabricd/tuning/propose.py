@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
 from policies.nccl_tuning import DEFAULT_QPS, QPS_PER_CONNECTION
@@ -187,6 +187,23 @@ def _correction(w: PortWindow, b: PortBounds) -> Proposal | None:
     return Proposal(w.subject, w.port_class, None, changes, f"brought into bounds: {named}", None, BOUNDS_SOURCE)
 
 
+def _dr_cnp_for_room(w: PortWindow, b: PortBounds, policy: Policy, pfc: PfcPolicy | None) -> Proposal | None:
+    """A long-haul port whose end-to-end loop leaves ECN no room below XOFF (one RTT at line rate is more than the
+    XOFF trigger: marks can never answer before PFC, §1.4 [dcqcn15]) on a DR that can send CNPs itself: turning those
+    on shortens the loop to the campus, ~50 us (domain.md "Long-haul DCI": end-to-end CNP over 100+ km arrives > 1 ms
+    late; draft-tian-ccwg-long-haul-cnp), the one change that makes room.
+    A correction like any other into bounds; the thresholds come into the campus loop's bounds the round after."""
+    dr = w.settings.dr_cnp
+    if dr is None or not dr.capable or dr.enabled:
+        return None
+    on = replace(w, settings=replace(w.settings, dr_cnp=replace(dr, enabled=True)))
+    if port_bounds(on, policy, pfc).infeasible:
+        return None  # not the loop's length (the headroom, a class range): DR CNPs would not make room
+    change = Change(Knob.DR_CNP, 0, 1, 0, 1)
+    why = f"brought into bounds: {b.infeasible}; with the DR's own CNPs the loop is a campus one"
+    return Proposal(w.subject, w.port_class, None, (change,), why, None, f"{BOUNDS_SOURCE}; domain.md Long-haul DCI")
+
+
 def _pmax_or_ramp(e: _Ecn, pmax_want: int, step: float, move: str, so: str) -> str:
     """Move Pmax toward `pmax_want`; at its bound widen the ramp instead (Kmax up): both change the marking slope."""
     before = e.pmax
@@ -228,8 +245,18 @@ def _port_rule(
         return _changes(w, e), why, Kpi.QUEUE_DELAY
     if v.rule is Rule.MARKS_UNDERUSED:
         e.kmin = e.move(Knob.KMIN, s.kmin_bytes, b.kmin.hi, b.kmin, step)
+        # Kmax follows in the running ramp's proportion: raising Kmin alone would squeeze the ramp into a step at a
+        # Kmax that may itself sit below what the loop needs (bench_tuning's DR port at 50 KB..1 MB: 88 % of line
+        # rate). The queue at DCQCN's fixed point moves linearly with the thresholds (§1.3), so scaling the ramp
+        # scales the queue that carries the link through a cut (HPE raised Kmin toward 0.75 x RTT, §1.4 [hpe]).
+        if e.kmin > s.kmin_bytes:
+            want = math.ceil(s.kmax_bytes * e.kmin / max(s.kmin_bytes, 1))
+            kmax = e.move(Knob.KMAX, s.kmax_bytes, want, b.kmax, step)
+            if kmax not in e.tried.get(Knob.KMAX, frozenset()):
+                e.kmax = kmax  # at its bound on a value tried without effect, Kmax stays: admit would hold it off
         e.ordered()
-        return _changes(w, e), "raise Kmin so senders stop backing off below line rate", Kpi.UNDERUSE
+        why = "raise the ramp (Kmin, Kmax with it) so senders stop backing off below line rate"
+        return _changes(w, e), why, Kpi.UNDERUSE
     return (), "", Kpi.THROUGHPUT
 
 
@@ -256,6 +283,8 @@ def propose_port(
     recs = tuple(r for v in verdicts if v.fired for r in recommendations(v, w, policy))
     b = port_bounds(w, policy, pfc)
     if b.infeasible:
+        if (fix := _dr_cnp_for_room(w, b, policy, pfc)) is not None:
+            return Advice(fix, recs, tuple(f"{w.subject}: {r} deferred: bounds first" for r in fired))
         return Advice(None, recs, (f"{w.subject}: not tuned: {b.infeasible}",) if fired else ())
     fix = _correction(w, b)
     if fix is not None:

@@ -50,8 +50,12 @@ SOURCE: Mapping[Rule, str] = {
 HANDLED_SHARE = 0.8
 # Rule 4: HPE's low-Kmin runs held 96-98 Gb/s of 100 (§1.4 [hpe]): below 98 % of line rate is that under-use.
 UNDERUSED_UTIL = 0.98
-# Rule 4: "queue watermark < Kmin + small": within a tenth of the ramp above Kmin (fabricd's choice).
-NEAR_KMIN_SHARE = 0.1
+# Rule 4: "queue watermark < Kmin + small" is read as "the queue peaks inside the marking ramp, below Kmax" (fabricd's
+# reading of "small"): an under-used link means the queue ran dry within the interval, so its peak is what it held
+# when the senders cut. Below Kmax the marks came from the ramp while the link still had room: the ramp sits too low
+# for the loop (the senders cannot answer sooner than one feedback delay, and a queue shallower than what the link
+# sends meanwhile drains dry after a cut; HPE's 0.5 -> 0.75 x RTT Kmin restored line rate, §1.4 [hpe]). At or
+# above Kmax every packet is marked: under-use there is the loop over-reacting to overload (oscillation's case).
 # Rule 5: the queue "grows" with fan-in when its mean at the upper half of fan-in is 1.5 x the lower half's, and
 # fan-in itself must vary 2 x to tell (fabricd's choices).
 FAN_IN_GROWTH = 1.5
@@ -239,14 +243,14 @@ def cnp_not_acted_on(w: PortWindow) -> Verdict:
 
 
 def marks_underused(w: PortWindow) -> Verdict:
-    """§7.4: marks while the link runs below line rate and the queue stays near Kmin: senders cut too much."""
+    """§7.4: marks while the link runs below line rate and the queue peaks inside the ramp (below Kmax): the ramp marks
+    before the queue can carry the link through the senders' cuts."""
     j = _judge(Rule.MARKS_UNDERUSED, w)
     m, tx, wm = marks(w), tx_bytes(w), queue_watermark(w)
     if (bad := j.missing(m, tx, wm)) is not None:
         return bad
     assert isinstance(m, Series) and isinstance(tx, Series) and isinstance(wm, Series)
     s, rate = w.settings, w.physics.bytes_per_s
-    near = s.kmin_bytes + NEAR_KMIN_SHARE * (s.kmax_bytes - s.kmin_bytes)
     marking, under_util, under_wm = 0, [], []
     for t, dt, dm in zip(m.t_s, m.dt_s, m.delta, strict=True):
         dtx, q = tx.at(t), wm.at(t)
@@ -254,19 +258,19 @@ def marks_underused(w: PortWindow) -> Verdict:
             continue
         marking += 1
         util = dtx / dt / rate
-        if util < UNDERUSED_UTIL and q < near:
+        if util < UNDERUSED_UTIL and q < s.kmax_bytes:
             under_util.append(util)
             under_wm.append(q)
     ev: dict[str, float] = {"marking_intervals": marking, "underused_intervals": len(under_util)}
-    ev["kmin_bytes"] = s.kmin_bytes
+    ev |= {"kmin_bytes": s.kmin_bytes, "kmax_bytes": s.kmax_bytes}
     if marking == 0:
         return j.clear("no ECN marks in the window", **ev)
     if len(under_util) < 2 or 2 * len(under_util) < marking:
-        return j.clear(f"{len(under_util)} of {marking} marking intervals under-used", **ev)
+        return j.clear(f"{len(under_util)} of {marking} marking intervals under-used with the queue below Kmax", **ev)
     ev |= {"utilisation": statistics.fmean(under_util), "queue_peak_bytes": max(under_wm)}
     return j.fired(
         f"marks in {marking} intervals, {len(under_util)} of them at {ev['utilisation']:.0%} of line rate with the "
-        f"queue at most {max(under_wm):.0f} B (Kmin {s.kmin_bytes} B): senders back off below the link",
+        f"queue at most {max(under_wm):.0f} B (ramp {s.kmin_bytes}..{s.kmax_bytes} B): senders back off below the link",
         **ev,
     )
 

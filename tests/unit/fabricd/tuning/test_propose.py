@@ -4,6 +4,7 @@ exact ConnectX names, and a property test that no proposal ever leaves its bound
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -102,13 +103,25 @@ PORT = [
     pytest.param(port(pmax=0), [], {Knob.PMAX: (0, 1)}, None, None, "", id="Pmax 0 corrected to the class's 1"),
     pytest.param(port(headroom=1000), [fire(Rule.PFC_BEFORE_ECN)], {}, None, None, "not tuned: PFC headroom 1000 B",
                  id="headroom below physics: never tuned on top"),
-    pytest.param(port(), [fire(Rule.MARKS_UNDERUSED)], {Knob.KMIN: (KMIN, 1_200_000)}, Rule.MARKS_UNDERUSED,
-                 Kpi.UNDERUSE, "", id="under-used: Kmin doubles"),
+    pytest.param(port(), [fire(Rule.MARKS_UNDERUSED)], {Knob.KMIN: (KMIN, 1_200_000), Knob.KMAX: (KMAX, BOUND)},
+                 Rule.MARKS_UNDERUSED, Kpi.UNDERUSE, "", id="under-used: Kmin doubles, Kmax follows to its bound"),
+    pytest.param(port(kmin=50_000, kmax=1_000_000), [fire(Rule.MARKS_UNDERUSED)],
+                 {Knob.KMIN: (50_000, 100_000), Knob.KMAX: (1_000_000, 2_000_000)}, Rule.MARKS_UNDERUSED,
+                 Kpi.UNDERUSE, "", id="under-used: the whole ramp doubles"),
     pytest.param(port(kmin=6_000_000, kmax=7_000_000), [fire(Rule.MARKS_UNDERUSED)], {}, None, None, "at their bounds",
                  id="under-used with Kmin at its class max"),
-    pytest.param(port(kmin=5_000_000, kmax=5_500_000), [fire(Rule.MARKS_UNDERUSED)],
-                 {Knob.KMIN: (5_000_000, 5_499_999)}, Rule.MARKS_UNDERUSED, Kpi.UNDERUSE, "",
-                 id="Kmin stops below Kmax"),
+    pytest.param(port(kmin=4_000_000, kmax=4_750_000, xoff=9_000_000), [fire(Rule.MARKS_UNDERUSED)],
+                 {Knob.KMIN: (4_000_000, 4_749_999)}, Rule.MARKS_UNDERUSED, Kpi.UNDERUSE, "",
+                 id="Kmax at its bound: Kmin stops below it"),
+    pytest.param(dci(dr=DR_OFF, pfc=True, xoff=15_739_477, headroom=70_000_000), [], {Knob.DR_CNP: (0, 1)}, None,
+                 None, "", id="long haul end-to-end, no room below XOFF: the DR's CNPs on, a correction"),
+    pytest.param(dci(dr=DR_OFF, pfc=True, xoff=15_739_477, headroom=70_000_000), [fire(Rule.MARKS_UNDERUSED)],
+                 {Knob.DR_CNP: (0, 1)}, None, None, "marks_underused deferred: bounds first",
+                 id="no room below XOFF: the correction first, the rule waits"),
+    pytest.param(dci(dr=DR_OFF, pfc=True, xoff=15_739_477, headroom=1000), [fire(Rule.MARKS_UNDERUSED)], {}, None,
+                 None, "not tuned: PFC headroom 1000 B", id="headroom below physics: DR CNPs would not help"),
+    pytest.param(dci(pfc=True, xoff=15_739_477, headroom=70_000_000), [fire(Rule.MARKS_UNDERUSED)], {}, None, None,
+                 "not tuned: no room for Kmax", id="no room below XOFF and no DR CNPs to turn on: not tuned"),
     pytest.param(port(), [fire(Rule.QUEUE_GROWS_WITH_FAN_IN)], {Knob.PMAX: (5, 10)}, Rule.QUEUE_GROWS_WITH_FAN_IN,
                  Kpi.QUEUE_DELAY, "", id="fan-in: Pmax doubles"),
     pytest.param(port(pmax=100), [fire(Rule.QUEUE_GROWS_WITH_FAN_IN)], {Knob.KMAX: (KMAX, BOUND)},
@@ -256,7 +269,7 @@ def _history(draw: st.DrawFn, n: int) -> list[int | None] | None:
 
 @st.composite
 def windows(draw: st.DrawFn) -> PortWindow:
-    cls = draw(st.sampled_from(list(PortClass)))
+    cls = draw(st.sampled_from([*PortClass, PortClass.DCI]))  # long haul twice: it has the most bounds
     n = draw(st.integers(0, 9))
     cols = {
         name: _history(draw, n)
@@ -267,7 +280,7 @@ def windows(draw: st.DrawFn) -> PortWindow:
     samples = tuple(Sample(t_s=float(i), **f) for i, f in enumerate(fields))
     size = st.integers(0, 300_000_000)
     dr = None
-    if cls is PortClass.DCI and draw(st.booleans()):
+    if cls is PortClass.DCI and draw(st.integers(0, 3)):
         dr = DrCnp(draw(st.booleans()), draw(st.booleans()), draw(size), draw(size))
     length = draw(st.floats(10_000, 500_000) if cls is PortClass.DCI else st.floats(1, 2000))
     speed = draw(st.sampled_from([100, 200, 400, 800]))
@@ -278,7 +291,9 @@ def windows(draw: st.DrawFn) -> PortWindow:
         kmin = draw(st.integers(us_bytes(c.kmin_us[0], speed), us_bytes(c.kmin_us[1], speed)))
         kmax = draw(st.integers(max(kmin + 1, us_bytes(c.kmax_us[0], speed)), us_bytes(c.kmax_us[1], speed)))
         pmax = draw(st.integers(1, 100))
-        xoff = kmax + math.ceil(speed * 1e9 / 8 * (85e-6 + 2 * length / 1.98e8)) + draw(st.integers(0, 10**7))
+        # room for the whole loop, or (half the time) only for a campus one: end-to-end CNP then leaves no room
+        rtt = 2 * length / 1.98e8 if draw(st.booleans()) else 0.0
+        xoff = kmax + math.ceil(speed * 1e9 / 8 * (85e-6 + rtt)) + draw(st.integers(0, 10**7))
         if dr is not None:
             lo = draw(st.integers(us_bytes(c.dr_cnp_us[0], speed), us_bytes(c.dr_cnp_us[1], speed) - 1))
             dr = DrCnp(dr.capable, dr.enabled, lo, draw(st.integers(lo + 1, us_bytes(c.dr_cnp_us[1], speed))))
@@ -322,6 +337,19 @@ def test_a_port_proposal_never_leaves_its_bounds(
     final = {Knob.KMIN: s.kmin_bytes, Knob.KMAX: s.kmax_bytes, Knob.PMAX: s.pmax_percent}
     final |= {c.knob: c.after for c in a.proposal.changes}
     speed, rate = w.physics.speed_gbps, w.physics.bytes_per_s
+    if port_bounds(w, policy).infeasible:
+        # only one way out of bounds that leave no room: the DR's own CNPs on (the campus loop makes room), alone
+        assert s.dr_cnp is not None and a.proposal.corrective
+        assert [(c.knob, c.before, c.after) for c in a.proposal.changes] == [(Knob.DR_CNP, 0, 1)]
+        on = replace(w, settings=replace(s, dr_cnp=replace(s.dr_cnp, enabled=True)))
+        assert port_bounds(on, policy).infeasible == ""
+        return
+    if s.dr_cnp is not None:  # a DR's own CNP thresholds: ordered, in the class's range, below XOFF by a campus loop
+        lo = final.get(Knob.DR_CNP_MIN, s.dr_cnp.min_bytes)
+        hi = final.get(Knob.DR_CNP_MAX, s.dr_cnp.max_bytes)
+        assert us_bytes(cls.dr_cnp_us[0], speed) <= lo < hi <= us_bytes(cls.dr_cnp_us[1], speed)
+        if s.pfc_enabled:
+            assert hi <= s.xoff_trigger_bytes - rate * 85e-6 + 1
     assert final[Knob.KMIN] < final[Knob.KMAX]
     assert us_bytes(cls.kmin_us[0], speed) <= final[Knob.KMIN] <= us_bytes(cls.kmin_us[1], speed)
     assert us_bytes(cls.kmax_us[0], speed) <= final[Knob.KMAX] <= us_bytes(cls.kmax_us[1], speed)
@@ -347,6 +375,32 @@ def test_a_port_proposal_never_leaves_its_bounds(
             ), c
 
 
+@settings(max_examples=100, deadline=None)
+@given(
+    length=st.floats(10_000, 500_000),
+    speed=st.sampled_from([100, 200, 400, 800]),
+    room=st.floats(0.0, 1.0),
+    extra=st.lists(st.sampled_from(list(Rule)), max_size=4),
+    tried=TRIED,
+)
+def test_a_long_haul_port_without_room_below_xoff_only_turns_the_drs_cnps_on(
+    length: float, speed: int, room: float, extra: list[Rule], tried: dict[Knob, frozenset[int]]
+) -> None:
+    """End-to-end CNP over the long haul with the XOFF trigger between one campus loop and one long-haul loop of line
+    rate above Kmax's floor: no threshold fits, and the only proposal is the DR's own CNPs on, whatever fired."""
+    rate = speed * 1e9 / 8
+    floor = us_bytes(POLICY.tuning.classes.dci.kmax_us[0], speed)
+    campus, loop = math.ceil(rate * 85e-6), math.ceil(rate * (85e-6 + 2 * length / 1.98e8))
+    xoff = floor + campus + 1 + int(room * (loop - campus - 2))
+    w = dci(dr=DR_OFF, pfc=True, xoff=xoff, headroom=pfc_headroom(length, speed, PfcPolicy())[0], speed=speed,
+            length=length)  # fmt: skip
+    assert port_bounds(w, POLICY).infeasible.startswith("no room for Kmax")
+    a = propose_port(w, [fire(r, w.subject, drops=1) for r in extra], POLICY, tried=tried)
+    assert changes(a) == {Knob.DR_CNP: (0, 1)} and a.proposal is not None and a.proposal.corrective
+    on = replace(w, settings=replace(w.settings, dr_cnp=replace(DR_OFF, enabled=True)))
+    assert port_bounds(on, POLICY).infeasible == ""
+
+
 @settings(max_examples=300, deadline=None)
 @given(
     gap=st.integers(0, 5000),
@@ -354,13 +408,22 @@ def test_a_port_proposal_never_leaves_its_bounds(
     mode=st.sampled_from(["off", "flowlet", "per-packet"]),
     fired=st.lists(st.sampled_from([Rule.REORDERS_SHORT_GAP, Rule.ECMP_IMBALANCE]), max_size=2),
     cls=st.sampled_from(list(PortClass)),
+    step=st.floats(1.1, 4.0),
+    tried=st.frozensets(st.integers(0, 5000), max_size=4),
+    oos=st.none() | st.lists(st.integers(0, 10**7), min_size=5, max_size=5),
+    drops=st.none() | st.lists(st.integers(0, 10), min_size=5, max_size=5),
 )
 def test_a_flowlet_proposal_stays_above_the_skew(
-    gap: int, paths: list[float], mode: str, fired: list[Rule], cls: PortClass
-) -> None:
-    g = group(flowlet_us=gap, paths=tuple(paths), mode=mode)  # type: ignore[arg-type]
+    gap: int, paths: list[float], mode: str, fired: list[Rule], cls: PortClass, step: float, tried: frozenset[int],
+    oos: list[int | None] | None, drops: list[int | None] | None,
+) -> None:  # fmt: skip
+    # random counter histories (resets included: a list need not rise) judged as well as random fired rules
+    g = group(flowlet_us=gap, paths=tuple(paths), mode=mode, oos=oos, drops=drops)  # type: ignore[arg-type]
     g = GroupWindow(g.device, g.group, cls, g.members, g.samples, g.mode, g.flowlet_us, g.path_lengths_m, 400)
-    a = propose_group(g, [*judge_group(g), *(fire(r, g.subject) for r in fired)], POLICY)
+    policy = Policy.model_validate({"tuning": {"max_step": step}})
+    # values "tried without effect" half the time one step either side of the gap: the search steps past them
+    near = tried | {round(gap * step), round(gap / step)} if tried else tried
+    a = propose_group(g, [*judge_group(g), *(fire(r, g.subject) for r in fired)], policy, tried={Knob.FLOWLET: near})
     if a.proposal is None:
         return
     (c,) = a.proposal.changes

@@ -79,7 +79,8 @@ def dci(samples: tuple[Sample, ...] = (), **kw: Any) -> PortWindow:
     kw.setdefault("pfc", False)
     kw.setdefault("kmin", 12_000_000)  # 0.2 x BDP (the policy's DCI default)
     kw.setdefault("kmax", 60_000_000)  # 1 x BDP
-    return port(samples, cls=PortClass.DCI, length=120_000.0, **kw)
+    kw.setdefault("length", 120_000.0)
+    return port(samples, cls=PortClass.DCI, **kw)
 
 
 def group(
