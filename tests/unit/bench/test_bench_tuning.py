@@ -34,7 +34,9 @@ DR = next(s for s in bench.SCENARIOS if s.name == "DCI 120 km bulk, DR-CNP")
     ("scenario", "start"),
     [
         pytest.param(INCAST, "static intent", id="incast 8:1 from the static intent"),
-        pytest.param(DR, "Kmin far too low", id="120 km DR port, converged from Kmin far too low"),
+        pytest.param(
+            DR, "Kmin far too low", id="120 km DR port, converged from Kmin far too low", marks=pytest.mark.slow
+        ),  # a dozen 2 ms long-haul model runs: CI runs it
     ],
 )
 def test_a_steady_workload_changes_nothing_for_30_minutes(scenario: object, start: str) -> None:

@@ -43,6 +43,7 @@ def test_closed_form_is_the_references_worked_example() -> None:
     assert twenty.p == pytest.approx(0.02, rel=0.05) and not twenty.interior and twenty.queue_bytes == 200_000
 
 
+@pytest.mark.slow  # a model run of a second or more: CI runs it, `pytest tests/unit -m "not slow"` not
 def test_fluid_model_settles_at_the_papers_fixed_point() -> None:
     """§1.3 [dcqcn15][ecn-delay][fluid-py]: N flows on one 40G bottleneck with the paper's constants (g 1/256, N 50 us,
     timers 55 us, B 10 MB, F 5, R_AI 40 Mbps; Kmin 5 KB, Kmax 200 KB, Pmax 1 %) settle at the fixed point of the
@@ -69,6 +70,7 @@ def test_fluid_model_settles_at_the_papers_fixed_point() -> None:
     assert interior == sorted(interior)
 
 
+@pytest.mark.slow
 def test_stability_depends_on_delay() -> None:
     """§1.3 CoNEXT'16 finding [ecn-delay]: DCQCN's stability depends on the flows and the feedback delay. The same
     8 flows that settle at 10 us oscillate across the whole RED ramp at 85 us (the delay [fluid-py] uses at 100G).
@@ -132,6 +134,7 @@ def _long_haul(nics: list[tuple[float, object]]) -> tuple[np.ndarray, np.ndarray
     return late.min(axis=0), r.queue_max_bytes / bdp, r
 
 
+@pytest.mark.slow
 def test_long_haul_oscillates_with_end_to_end_cnp_and_settles_with_dr_cnp() -> None:
     """§1.3 [hpe]: over 120 km with default NIC timers the senders keep rising for a whole RTT before a cut lands:
     the queue overshoots by about (offered - C) x RTT (3 BDP here, past the 2.5 x RTT buffer: drops) and the loop
@@ -144,6 +147,7 @@ def test_long_haul_oscillates_with_end_to_end_cnp_and_settles_with_dr_cnp() -> N
     assert floor[1] > 0.99 and r.dropped_bps[1] == 0  # type: ignore[attr-defined]
 
 
+@pytest.mark.slow
 @pytest.mark.xfail(strict=True, reason="model gap: HPE's NIC profile alone does not settle a 120 km loop here")
 def test_long_haul_settles_with_the_hpe_nic_profile() -> None:
     """§1.2/§7 rule 7 [hpe]: RPG_TIME_RESET 5 ms, MIN_DEC_FAC 95, CLAMP_TGT_RATE 1 gave 100 % link use and no tail

@@ -66,6 +66,7 @@ def test_an_incast_is_held_to_line_rate_and_marked(small_blueprint: Cabling) -> 
     assert _rate(after, twin, "if.out-octets") == pytest.approx(_rate(quiet, twin, "if.out-octets"), rel=1e-9)
 
 
+@pytest.mark.slow  # a model run of a second or more: CI runs it, `pytest tests/unit -m "not slow"` not
 def test_the_queue_answers_to_its_ecn_thresholds(small_blueprint: Cabling) -> None:
     """The same incast under fabricd's thresholds and under thresholds ten times higher: higher thresholds hold a
     deeper queue; with ECN off nothing is marked and only PFC is left."""
@@ -116,6 +117,7 @@ def test_collective_phases_switch_the_rates(small_blueprint: Cabling) -> None:
     assert on > base * 1.3 and off == pytest.approx(base, rel=1e-9) and again == pytest.approx(on, rel=1e-9)
 
 
+@pytest.mark.slow
 def test_allreduce_and_dci_bulk_run(small_blueprint: Cabling) -> None:
     dci = complete_labels(generate_blueprint(load_spec(EXAMPLES / "small-dci.yaml")))
     clock = Clock()
@@ -190,6 +192,7 @@ def test_flowlets_reorder_on_a_dlb_group_only_when_the_gap_is_below_its_skew(sma
     assert max(short_gap.shares) - min(short_gap.shares) < max(long_gap.shares) - min(long_gap.shares)
 
 
+@pytest.mark.slow
 def test_a_dr_generates_cnps_for_the_long_haul_traffic_it_marks() -> None:
     """dci-bulk on small-dci congests the DRs' long-haul ports; an EOS DR generates CNPs itself (CongestionSettings.
     dr_cnp: seed 004's DR-CNP) and counts them; told not to, the CNPs come from the far receivers (none counted) and
