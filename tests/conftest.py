@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import importlib.util
 import itertools
 import os
+import sys
 from collections.abc import Iterator
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
@@ -18,6 +21,18 @@ from topology.spec import FabricSpec, load_spec
 
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLES = REPO / "examples"
+
+
+def load_bench(name: str) -> ModuleType:
+    """bench/<name>.py as a module (bench/ is scripts, not a package), for tests of a bench's own pieces."""
+    spec = importlib.util.spec_from_file_location(name, REPO / "bench" / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up by name
+    spec.loader.exec_module(module)
+    return module
+
+
 DATA = REPO / "tests" / "data"  # golden configs, recorded traces and outputs, shared by unit and twin tests
 
 

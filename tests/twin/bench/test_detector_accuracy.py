@@ -4,8 +4,6 @@ recording from the twin through `fabricd detect`, so the bench cannot silently b
 from __future__ import annotations
 
 import asyncio
-import importlib.util
-import sys
 from dataclasses import asdict
 from pathlib import Path
 from types import ModuleType
@@ -13,24 +11,12 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import EXAMPLES, REPO
+from tests.conftest import EXAMPLES, load_bench
 from topology.fabric import Fabric
 from topology.labels import complete_labels
 from topology.model import Cabling
 
-
-def _load() -> ModuleType:
-    spec = importlib.util.spec_from_file_location(
-        "bench_detector_accuracy", REPO / "bench" / "bench_detector_accuracy.py"
-    )
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up by name
-    spec.loader.exec_module(module)
-    return module
-
-
-bench = _load()
+bench = load_bench("bench_detector_accuracy")
 
 
 @pytest.fixture(scope="module")

@@ -4,27 +4,13 @@ of a steady workload change nothing, and a change verified on a window whose wor
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from types import ModuleType
-
 import pytest
 
 from fabricd.tuning.kpis import Kpi
 from fabricd.tuning.verify import Decision, Result
-from tests.conftest import REPO
+from tests.conftest import load_bench
 
-
-def _load() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("bench_tuning", REPO / "bench" / "bench_tuning.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up by name
-    spec.loader.exec_module(module)
-    return module
-
-
-bench = _load()
+bench = load_bench("bench_tuning")
 SHORT = 1e-3  # 1 ms of simulated time per window (the long haul runs 40 feedback delays, 2 ms)
 INCAST = next(s for s in bench.SCENARIOS if s.name.startswith("incast 8:1"))
 DR = next(s for s in bench.SCENARIOS if s.name == "DCI 120 km bulk, DR-CNP")
