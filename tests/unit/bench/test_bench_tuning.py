@@ -36,7 +36,7 @@ def test_a_steady_workload_changes_nothing_for_30_minutes(scenario: object, star
 def test_the_steady_run_counts_changes_when_there_is_something_to_change() -> None:
     """The same function on the DR port still at "Kmin far too low" (not converged first): it tries changes."""
     plant, port = bench._setup(DR, SHORT)
-    assert bench.steady(bench.Loop.start(plant, bench.starts(plant, port)["Kmin far too low"]), minutes=10) > 0
+    assert bench.steady(bench.Loop.start(plant, bench.starts(plant, port)["Kmin far too low"]), minutes=5) > 0
 
 
 @pytest.mark.parametrize(
