@@ -34,12 +34,13 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from fabricd.tuning.from_intent import patch_intent, port_window
-from fabricd.tuning.inputs import PortWindow, Sample
+from fabricd.tuning.inputs import NicCounters, PortWindow, Sample
 from fabricd.tuning.kpis import port_kpis
 from fabricd.tuning.propose import propose_port
 from fabricd.tuning.rules import judge_port
 from fabricd.tuning.verify import Check, Decision, LedgerEntry, Result, admit, no_effect_values, verify
 from lab.congestion import PACKET_BYTES, Aggregate, QueueConfig, simulate
+from lab.congestion import Result as ModelResult
 from policies.intent import DeviceIntent, PortIntent, derive_intent
 from policies.policy import Policy
 from topology.load import load_fabric
@@ -156,39 +157,52 @@ class Plant:
         r = simulate([qc], aggs, run, dt_s=dt, trace_every=every)
         return self._window(port, r, run, cap), self._kpis(r, cap, load)
 
-    def _kpis(self, r: object, cap: float, load: float) -> Kpis:
-        q = r.trace_q[len(r.trace_q) // 2 :, 0]  # type: ignore[attr-defined]
+    def _kpis(self, r: ModelResult, cap: float, load: float) -> Kpis:
+        q = r.trace_q[len(r.trace_q) // 2 :, 0]
         offered = min(self.sc.offered * load * cap, cap)
         return Kpis(
-            pause=float(r.paused_share[0]),  # type: ignore[attr-defined]
+            pause=float(r.paused_share[0]),
             p99_us=float(np.percentile(q, 99)) / (cap / 8) * 1e6,
-            throughput=float(r.served_bps[0]) / offered,  # type: ignore[attr-defined]
-            marks_ps=float(r.marked_pps[0]),  # type: ignore[attr-defined]
-            drops_bps=float(r.dropped_bps[0]),  # type: ignore[attr-defined]
+            throughput=float(r.served_bps[0]) / offered,
+            marks_ps=float(r.marked_pps[0]),
+            drops_bps=float(r.dropped_bps[0]),
         )
 
-    def _window(self, port: PortIntent, r: object, run: float, cap: float) -> PortWindow:
+    def _window(self, port: PortIntent, r: ModelResult, run: float, cap: float) -> PortWindow:
         """The measured half as INTERVALS samples: served bytes and the queue's peak per interval from the model's
-        trace, marks, pause frames, pause time and drops at the window's average rates."""
-        served = r.trace_served[len(r.trace_served) // 2 :, 0]  # type: ignore[attr-defined]
-        q = r.trace_q[len(r.trace_q) // 2 :, 0]  # type: ignore[attr-defined]
+        trace, marks, pause frames, pause time, drops and CNPs at the window's average rates. The model's senders act
+        on every CNP they get (no priority with congestion control off): handled = sent, none ignored, so
+        `marking_but_pausing` and `cnp_not_acted_on` are judged. With DR CNPs the DR sends them (dr_cnp_sent) and the
+        receivers' own CNPs are not modelled (absent, not 0)."""
+        served = r.trace_served[len(r.trace_served) // 2 :, 0]
+        q = r.trace_q[len(r.trace_q) // 2 :, 0]
         parts = np.array_split(np.arange(len(served)), INTERVALS)
         span = run / 2 / INTERVALS
-        samples, tx = [Sample(0.0, 0, 0, 0, 0, 0, 0, 0, 0, 0, fan_in=self.sc.senders)], 0.0
+        dr = port.link_class == "dci" and port.cnp.source == "dr"
+        first = NicCounters(None if dr else 0, None if dr else 0, rp_cnp_handled=0, rp_cnp_ignored=0)
+        samples = [Sample(0.0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0 if dr else None, self.sc.senders, first)]
+        tx = 0.0
         for i, idx in enumerate(parts, 1):
             tx += float(served[idx].mean()) / 8 * span
+            marks = int(r.marked_pps[0] * span * i)
+            # at most one CNP per marked packet: the model counts CNPs from the senders' rates one feedback delay ago,
+            # which a paused sender was not sending at
+            cnps = min(marks, int(r.cnp_ps[0] * span * i))
+            nic = NicCounters(None if dr else marks, None if dr else cnps, rp_cnp_handled=cnps, rp_cnp_ignored=0)
             samples.append(
                 Sample(
                     t_s=i * span,
-                    ecn_marked_pkts=int(r.marked_pps[0] * span * i),  # type: ignore[attr-defined]
+                    ecn_marked_pkts=marks,
                     pfc_rx_pkts=0,
-                    pfc_tx_pkts=int(r.pause_frames_ps[0] * span * i),  # type: ignore[attr-defined]
+                    pfc_tx_pkts=int(r.pause_frames_ps[0] * span * i),
                     pfc_rx_pause_us=0,
-                    pfc_tx_pause_us=int(r.paused_share[0] * span * i * 1e6),  # type: ignore[attr-defined]
+                    pfc_tx_pause_us=int(r.paused_share[0] * span * i * 1e6),
                     queue_watermark_bytes=int(q[idx].max()),
                     tx_bytes=int(tx),
-                    drops=int(r.dropped_bps[0] / 8 / PACKET_BYTES * span * i),  # type: ignore[attr-defined]
+                    drops=int(r.dropped_bps[0] / 8 / PACKET_BYTES * span * i),
+                    dr_cnp_sent=cnps if dr else None,
                     fan_in=self.sc.senders,
+                    nic=nic,
                 )
             )
         buffer = int(2.5 * cap / 8 * 2 * port.length_m * 5e-9) if port.link_class == "dci" else None
