@@ -118,7 +118,8 @@ class Tuning:
         ended_ts: int | None = None, kpis_before: dict[str, float] | None = None,
         kpis_after: dict[str, float] | None = None, no_effect: bool | None = None,
     ) -> TuneRecord:  # fmt: skip
-        sets, args = ["status = ?", "why = ?"], [status, why]
+        sets: list[str] = ["status = ?", "why = ?"]
+        args: list[str | int] = [status, why]
         for col, v in (("applied_ts", applied_ts), ("ended_ts", ended_ts)):
             if v is not None:
                 sets.append(f"{col} = ?")
@@ -137,6 +138,9 @@ class Tuning:
 
     def get(self, tune_id: int) -> TuneRecord | None:
         return self._db.record(CODEC, "SELECT * FROM tuning WHERE id = ?", (tune_id,))
+
+    def with_key(self, key: str) -> TuneRecord | None:
+        return self._db.record(CODEC, "SELECT * FROM tuning WHERE key = ?", (key,))
 
     def of_action(self, action_id: int) -> TuneRecord | None:
         return self._db.record(CODEC, "SELECT * FROM tuning WHERE action_id = ?", (action_id,))
