@@ -24,9 +24,16 @@ class TuningSettings(_Strict):
     window_s: float = Field(300.0, ge=1, le=86400)
     sample_s: float = Field(30.0, gt=0, le=3600)
     verify_s: float | None = Field(None, ge=1, le=86400)  # the verify window after a change; default window_s
+    # Samples this long after a push are not in its verify window: counters streamed then may still be from before
+    # it, and a switch busy with a commit streams late (the twin showed one interval empty, the next doubled).
+    settle_s: float | None = Field(None, ge=0, le=3600)  # default 2 x sample_s
     revert_in_s: int = Field(300, ge=30, le=3600)  # as `fabricd apply --revert-in`
     xoff_bytes: int = Field(DEFAULT_XOFF_BYTES, gt=0)  # the ingress fill at which a port sends XOFF
 
     @property
     def verify_window_s(self) -> float:
         return self.window_s if self.verify_s is None else self.verify_s
+
+    @property
+    def settle_window_s(self) -> float:
+        return 2 * self.sample_s if self.settle_s is None else self.settle_s

@@ -62,13 +62,18 @@ class Changes:
             if rec.id in self._busy:
                 continue
             action = self.state.actions.get(rec.action_id) if rec.action_id is not None else None
-            w = self.window_of(rec.subject)
-            after = 0 if w is None or rec.applied_ts is None else len(since(w, rec.applied_ts / NS).samples)
-            step = next_step(rec.status, action.status if action else None, rec.applied_ts, self.clock(),
-                             self.settings.verify_window_s, after, self.need)  # fmt: skip
+            w, start = self.window_of(rec.subject), self._start(rec)
+            after = 0 if w is None or start is None else len(since(w, start).samples)
+            wait_s = self.settings.verify_window_s + self.settings.settle_window_s
+            step = next_step(rec.status, action.status if action else None, rec.applied_ts, self.clock(), wait_s,
+                             after, self.need)  # fmt: skip
             if step is not Step.WAIT:
                 self._busy.add(rec.id)
                 self.tasks.start(self._run(step, rec, action))
+
+    def _start(self, rec: TuneRecord) -> float | None:
+        """When the change's verify window starts (s): its push, and the settle time after it."""
+        return None if rec.applied_ts is None else rec.applied_ts / NS + self.settings.settle_window_s
 
     def spawn(self, action: Action) -> None:
         """`fabricd approve` approved a tune action (remediation/requests.py): apply it now."""
@@ -105,7 +110,12 @@ class Changes:
         before = kpis(w) if w is not None and len(w.samples) >= MIN_SAMPLES else kpis_of(rec.kpis_before)
         if rec.status != "applying":
             rec = self.state.tuning.update(rec.id, "applying", "pushing", kpis_before=kpis_doc(before))
-        result = await self.pusher.push(self._values(rec, after=True), self.fabric, rec.subject)
+        target = self._values(rec, after=True)
+        if not self.pusher.renders(self._values(rec, after=False), target, self.fabric, rec.subject):
+            why = "the switch's config has no line for this knob (its driver renders it the same either way)"
+            self._end(rec, action, "refused", why, action_status="refused")
+            return
+        result = await self.pusher.push(target, self.fabric, rec.subject)
         now = self.clock()
         if result.status not in ("applied", "unchanged"):
             why = f"push {result.status}: {result.error or '; '.join(result.steps)}; nothing stays on the switch"
@@ -119,8 +129,8 @@ class Changes:
                                 action_id=rec.action_id)  # fmt: skip
 
     async def _verify(self, rec: TuneRecord, action: Action | None) -> None:
-        w = self.window_of(rec.subject)
-        after = {} if w is None or rec.applied_ts is None else kpis(since(w, rec.applied_ts / NS))
+        w, start = self.window_of(rec.subject), self._start(rec)
+        after = {} if w is None or start is None else kpis(since(w, start))
         target = Kpi(rec.target) if rec.target else None
         check = verify(kpis_of(rec.kpis_before), after, target, self.policy)
         if check.decision is Decision.CONFIRM:

@@ -71,6 +71,17 @@ class Pusher:
         self.actuator, self.fence, self.lock, self.executor = actuator, fence, lock, executor
         self.options = ApplyOptions(revert_in_s=revert_in_s, check_gnmi=False)  # telemetry watches the streams
 
+    @staticmethod
+    def renders(before: Intent, after: Intent, fabric: Fabric, subject: str) -> bool:
+        """Does the change show in the switch's config? (EOS renders DLB without an inactivity gap, so a flowlet
+        gap proposal changes nothing there: it is refused, not pushed and "verified" on noise.)"""
+        device = subject.split(":", 1)[0]
+        old, new = before.device(device), after.device(device)
+        if old is None or new is None:
+            return False
+        driver = get_driver(new.platform)
+        return driver.render(old) != driver.render(new)
+
     async def push(self, intent: Intent, fabric: Fabric, subject: str) -> DeviceResult:
         """The subject's ports on its switch brought to `intent` (and the switch-wide lines fabricd renders)."""
         device = subject.split(":", 1)[0]
