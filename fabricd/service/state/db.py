@@ -124,7 +124,6 @@ CREATE TABLE IF NOT EXISTS tuning (
     port_class TEXT NOT NULL, rule TEXT, target TEXT, changes TEXT NOT NULL, reason TEXT NOT NULL, mode TEXT NOT NULL,
     status TEXT NOT NULL, why TEXT NOT NULL DEFAULT '', kpis_before TEXT NOT NULL, kpis_after TEXT NOT NULL,
     no_effect {big} NOT NULL DEFAULT 0, created_ts {big} NOT NULL, applied_ts {big}, ended_ts {big});
-CREATE INDEX IF NOT EXISTS tuning_created ON tuning(created_ts);
 CREATE TABLE IF NOT EXISTS leader (
     id {big} PRIMARY KEY CHECK (id = 1), holder TEXT NOT NULL, token {big} NOT NULL, since_ts {big} NOT NULL);
 """

@@ -31,7 +31,7 @@ from topology.units import NS
 
 from ..config import ServiceConfig
 from ..state import ActionStatus, StateStore, fenced
-from ..state.tuning import NewTune, TuneStatus
+from ..state.tuning import OPEN_TUNE, NewTune, TuneStatus
 from .changes import Changes, Window, kpis
 from .ledger import RAN, changes_doc, kpis_doc, ledger_of, proposal_key, values_of
 from .push import Pusher, not_in_intent, overlay
@@ -89,8 +89,10 @@ class TuningJob:
         if not self.acting():
             return
         self.samples.take(self.snapshot(), self.clock() / NS)
-        if self.settings.mode != "observe" or self.state.tuning.with_status("verifying", "rolling_back"):
-            self._judge_windows(self.running())
+        busy = {r.device for r in self.state.tuning.with_status(*OPEN_TUNE)}
+        if busy:  # the windows of the switches with a change under way only (this runs every sample)
+            running = self.running()
+            self._judge_windows(Intent(devices=[d for d in running.devices if d.device in busy]))
             self.changes.advance()
 
     async def round(self) -> list[Proposal]:
