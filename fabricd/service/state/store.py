@@ -136,9 +136,11 @@ class StateStore:
         return self.quarantine.entries()
 
     def prune(self, before_ts: int) -> int:
-        """Forget cleared findings, audit entries and probations older than `before_ts`, in one transaction."""
+        """Forget cleared findings, audit entries, probations and observe mode's tuning records older than
+        `before_ts`, in one transaction."""
         with self.transaction():
-            return self.findings.prune(before_ts) + self.audit.prune(before_ts) + self.holds.prune(before_ts)
+            return (self.findings.prune(before_ts) + self.audit.prune(before_ts) + self.holds.prune(before_ts)
+                    + self.tuning.prune(before_ts))  # fmt: skip
 
 
 def open_state(cfg: ServiceConfig, *, owner: bool = False, new_state: bool = False, force: bool = False) -> StateStore:

@@ -161,6 +161,12 @@ class Tuning:
         where = " WHERE status <> 'observed'" if applied_only else ""
         return self._db.records(CODEC, f"SELECT * FROM tuning{where} ORDER BY id DESC LIMIT ?", (limit,))
 
+    def prune(self, before_ts: int) -> int:
+        """Forget observe's records older than `before_ts` (StateStore.prune): the changes themselves stay, the
+        history of what was done."""
+        with self._db.transaction() as db:
+            return db.execute("DELETE FROM tuning WHERE status = 'observed' AND created_ts < ?", (before_ts,)).rowcount
+
     def counts(self) -> dict[str, int]:
         rows = self._db.all("SELECT status, COUNT(*) AS n FROM tuning GROUP BY status")
         return {r[0]: int(r[1]) for r in rows if isinstance(r[0], str)}

@@ -108,7 +108,8 @@ class Changes:
         # the last window before the push is the baseline (an approval may come long after the proposal)
         w = self.window_of(rec.subject)
         before = kpis(w) if w is not None and len(w.samples) >= MIN_SAMPLES else kpis_of(rec.kpis_before)
-        if rec.status != "applying":
+        resumed = rec.status == "applying"  # a push begun before (by a leader before this one, or before a restart)
+        if not resumed:
             rec = self.state.tuning.update(rec.id, "applying", "pushing", kpis_before=kpis_doc(before))
         target = self._values(rec, after=True)
         if not self.pusher.renders(self._values(rec, after=False), target, self.fabric, rec.subject):
@@ -118,6 +119,11 @@ class Changes:
         result = await self.pusher.push(target, self.fabric, rec.subject)
         now = self.clock()
         if result.status not in ("applied", "unchanged"):
+            if resumed and now - rec.created_ts < (self.settings.revert_in_s + self.settings.window_s) * NS:
+                # a commit the old leader left pending under its timer blocks ours (EOS) until the timer reverts
+                # it: tried again at the next sample, not refused
+                log.warning("tuning change %d: resumed push %s (%s); trying again", rec.id, result.status, result.error)
+                return
             why = f"push {result.status}: {result.error or '; '.join(result.steps)}; nothing stays on the switch"
             self._end(rec, action, "refused", why, action_status="failed")
             return

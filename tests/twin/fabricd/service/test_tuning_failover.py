@@ -2,8 +2,8 @@
 nats-server for the lease, a real PostgreSQL for the shared state, where the ledger records each step of a change
 before the next), the small-pod twin with the bad start of test_tuning_apply_twin.py (ECN above XOFF on a leaf's
 server ports) and an incast. The leader applies the correction in auto mode and is killed with -9 inside its verify
-window; the standby takes over, judges the window from its own samples and ends the change: applied once (one
-action, one push in the audit), verified by the new leader, the switch running what the ledger says."""
+window (or as soon as the change is recorded); the standby takes over and ends the change: applied once (one action,
+one push in the audit), verified by the new leader, the switch running what the ledger says."""
 
 from __future__ import annotations
 
@@ -34,24 +34,30 @@ def change(inst: Fabricd, *statuses: str) -> dict[str, Any] | None:
     return next((c for c in rows if c["subject"] == SUBJECT and c["status"] in statuses), None)
 
 
-def test_a_leader_killed_inside_the_verify_window_the_standby_ends_the_change_once(
-    twin: TwinThread, nats_bus: LocalBus, postgres_url: str, tmp_path: Path
+@pytest.mark.parametrize("kill_at", ["applying", "verifying"])
+def test_a_leader_killed_mid_change_the_standby_ends_it_once(
+    kill_at: str, twin: TwinThread, nats_bus: LocalBus, postgres_url: str, tmp_path: Path
 ) -> None:
+    """`verifying`: killed inside the verify window (the standby judges it from its own samples). `applying`: killed
+    as soon as the change is recorded (before, during or just after its push: the standby pushes again, which finds
+    it running if it had landed, or waits out a commit left pending under its timer)."""
     policy = bad_start(twin, tmp_path)
     bad = ecn_line(twin)
     config = write_config(tmp_path, twin.inventory, policy=str(policy), state={"url": postgres_url},
                           ha={"enabled": True, "lease_ttl_s": TTL}, bus={"urls": [nats_bus.url]},
                           remediation={"mode": "observe"}, telemetry={"interval_s": 0.1},
-                          tuning={**FAST, "mode": "auto", "verify_s": 6})  # fmt: skip
+                          tuning={**FAST, "mode": "auto", "verify_s": 6, "revert_in_s": 30})  # fmt: skip
     call(twin.state_dir, "POST", "/workloads", {"kind": "incast", "params": {"port": SUBJECT, "fan_in": 7}})
     try:
         with hot_pair(config, tmp_path) as (a, b):
-            c = wait_for(lambda: change(a, "verifying"), 60, every_s=0.05)
-            assert ecn_line(twin) != bad  # applied by a
+            states = ("applying", "verifying") if kill_at == "applying" else ("verifying",)
+            c = wait_for(lambda: change(a, *states), 60, every_s=0.02)
+            if kill_at == "verifying":
+                assert ecn_line(twin) != bad  # applied by a
             a.kill()  # inside its verify window: nothing of it says goodbye
             killed = time.time_ns()
             wait_for(lambda: b.role() == "leader", 10, every_s=0.05)
-            done = wait_for(lambda: change(b, "confirmed", "rolled_back"), 60, every_s=0.5)
+            done = wait_for(lambda: change(b, "confirmed", "rolled_back"), 90, every_s=0.5)
             assert done["id"] == c["id"] and done["ended_ts"] > killed, done  # ended by b, after a died
             assert done["status"] == "confirmed", done
             assert ecn_line(twin) != bad  # the switch runs what the ledger says

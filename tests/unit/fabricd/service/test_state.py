@@ -414,6 +414,7 @@ def test_the_tuning_ledger_is_keyed_and_keeps_its_kpis(store: StateStore) -> Non
     assert [x.key for x in store.tuning.since(T0 - S)] == ["k1"]
     assert [x.key for x in store.tuning.history(applied_only=True)] == ["k1"]
     assert store.tuning.counts() == {"confirmed": 1, "observed": 1}
+    assert store.prune(T0) == 1 and store.tuning.counts() == {"confirmed": 1}  # observe's old record, not the change
 
 
 def test_a_schema_6_file_gains_the_tuning_table(tmp_path: Path) -> None:
