@@ -51,6 +51,7 @@ class Changes:
         self.intent, self.fabric, self.fence, self.pusher, self.window_of = intent, fabric, fence, pusher, window_of
         self.tasks = Tasks()
         self._busy: set[int] = set()  # changes whose step runs now in this instance
+        self.fresh: set[int] = set()  # changes this instance recorded (auto): their first push is no resumed one
 
     @property
     def need(self) -> int:
@@ -108,7 +109,9 @@ class Changes:
         # the last window before the push is the baseline (an approval may come long after the proposal)
         w = self.window_of(rec.subject)
         before = kpis(w) if w is not None and len(w.samples) >= MIN_SAMPLES else kpis_of(rec.kpis_before)
-        resumed = rec.status == "applying"  # a push begun before (by a leader before this one, or before a restart)
+        # a push begun before (by a leader before this one, or before a restart) may have left a commit pending
+        resumed = rec.status == "applying" and rec.id not in self.fresh
+        self.fresh.discard(rec.id)
         if not resumed:
             rec = self.state.tuning.update(rec.id, "applying", "pushing", kpis_before=kpis_doc(before))
         target = self._values(rec, after=True)

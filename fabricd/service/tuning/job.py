@@ -155,4 +155,6 @@ class TuningJob:
                 note = f"; run `fabricd approve {action_id}` to apply it" if status == "awaiting_approval" else ""
                 self.state.audit.record(now, f"tuning proposed ({mode})", f"{diff} [key {key}]: {why}{note}",
                                         mode=mode, action_id=action_id)  # fmt: skip
+        if status == "applying":
+            self.changes.fresh.add(rec.id)
         log.info("tuning: %s %s (change %d)", p.subject, status, rec.id)

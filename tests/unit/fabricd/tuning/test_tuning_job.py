@@ -16,6 +16,7 @@ from fabricd.service.actuator import DriverActuator
 from fabricd.service.config import ServiceConfig
 from fabricd.service.remediation.context import Fence
 from fabricd.service.state import StateStore
+from fabricd.service.state.tuning import NewTune
 from fabricd.service.tuning import WHAT, TuningCollector, TuningJob
 from fabricd.service.tuning.push import Pusher
 from fabricd.telemetry.snapshot import Snapshot
@@ -26,7 +27,8 @@ from topology.load import load_fabric
 from . import synth_trace
 
 FABRIC = load_fabric(REPO / "examples" / "small-pod.yaml", None)[1]
-NOW = synth_trace.T0 + 10 * 1_000_000_000
+NS = 1_000_000_000
+NOW = synth_trace.T0 + 10 * NS
 
 
 def _job(tmp_path: Path, acting: bool = True, mode: str = "observe") -> tuple[TuningJob, StateStore]:
@@ -116,3 +118,29 @@ def test_auto_pushes_at_once_and_a_switch_out_of_reach_leaves_nothing_open(tmp_p
     a = state.actions.get(rec.action_id)
     assert a is not None and (a.op, a.status) == ("tune", "failed")
     assert [e["what"] for e in state.audit.entries()][:2] == ["tuning refused", "tuning proposed (auto)"]
+
+
+def test_a_push_left_half_done_is_tried_again_until_its_timer_has_run_out(tmp_path: Path) -> None:
+    # what a leader killed mid-push leaves: the change `applying`, its action running (a commit of it may still be
+    # pending under the switch's timer, which blocks a new one): the next leader pushes again, and only once the
+    # timer and a window have passed does a failing push end it as refused
+    job, state = _job(tmp_path, mode="auto")
+    change = {"knob": "ecn.min_bytes", "before": 600000, "after": 300000, "low": 1, "high": 10**7}
+    a = state.actions.add("tune", synth_trace.LEAF, "tuning x", "auto", "running", "Kmin down", NOW, key="tune:k")
+    subject = f"{synth_trace.LEAF}:{synth_trace.SERVER_PORT}"
+    new = NewTune("k", subject, synth_trace.LEAF, "server", "pfc_before_ecn", "pause_us_per_s", [change], "why",
+                  "auto", "applying", "auto mode: applying", {})  # fmt: skip
+    rec = state.tuning.add(new, NOW, action_id=a.id)
+
+    async def advance(at: int) -> None:
+        job.changes.clock = lambda: at
+        job.changes.advance()
+        await job.changes.tasks.idle()
+
+    asyncio.run(advance(NOW + 10 * NS))  # the switch is out of reach: left applying, tried again next time
+    got = state.tuning.get(rec.id)
+    assert got is not None and got.status == "applying"
+    asyncio.run(advance(NOW + (300 + 60 + 1) * NS))  # past the revert timer and a window
+    got = state.tuning.get(rec.id)
+    assert got is not None and got.status == "refused" and got.why.startswith("push unreachable")
+    assert (state.actions.get(a.id) or a).status == "failed"
