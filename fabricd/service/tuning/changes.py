@@ -18,12 +18,13 @@ from fabricd.tuning.verify import Decision, verify
 from policies.intent import Intent
 from policies.policy import TuningPolicy
 from topology.fabric import Fabric
+from topology.units import NS
 
 from ..config.tuning import TuningSettings
 from ..remediation.context import Fence, FencedOff, Tasks
 from ..state import Action, ActionStatus, FencedError, StateStore, fenced
 from ..state.tuning import TuneRecord, TuneStatus
-from .ledger import NS, RAN, Step, kpis_doc, kpis_of, next_step, values_of, with_values
+from .ledger import RAN, Step, kpis_doc, kpis_of, next_step, values_of, with_values
 from .push import Pusher, overlay
 
 log = logging.getLogger("fabricd.service")
@@ -105,7 +106,6 @@ class Changes:
         return overlay(self.intent, self.fabric, with_values(values_of(others), rec, after))
 
     async def _apply(self, rec: TuneRecord, action: Action | None) -> None:
-        now = self.clock()
         # the last window before the push is the baseline (an approval may come long after the proposal)
         w = self.window_of(rec.subject)
         before = kpis(w) if w is not None and len(w.samples) >= MIN_SAMPLES else kpis_of(rec.kpis_before)
@@ -130,8 +130,10 @@ class Changes:
             why = f"push {result.status}: {result.error or '; '.join(result.steps)}; nothing stays on the switch"
             self._end(rec, action, "refused", why, action_status="failed")
             return
-        what = f"{len(result.plan.commands) if result.plan else 0} commands" if result.status == "applied" else (
-            "already running (pushed before a restart or a takeover)")  # fmt: skip
+        if result.status == "applied":
+            what = f"{len(result.plan.commands) if result.plan else 0} commands"
+        else:  # the plan found the values running: pushed before a restart or a takeover (or by hand)
+            what = "already running" + (" (pushed before a restart or a takeover)" if resumed else "")
         verifying = f"applied ({what}); verifying {self.settings.verify_window_s:g} s"
         self.state.tuning.update(rec.id, "verifying", verifying, applied_ts=now)
         self.state.audit.record(now, "tuning applied", f"{_diff(rec)}: {what} [key {rec.key}]", mode=rec.mode,

@@ -12,10 +12,10 @@ from fabricd.tuning.inputs import PortClass
 from fabricd.tuning.kpis import Kpi
 from fabricd.tuning.propose import Change, Knob, Proposal
 from fabricd.tuning.verify import LedgerEntry, Result
+from topology.units import NS
 
 from ..state.tuning import TuneRecord, TuneStatus
 
-NS = 1_000_000_000
 _KPIS = frozenset(str(k) for k in Kpi)
 _RESULT: dict[TuneStatus, Result] = {
     "awaiting_approval": Result.PENDING,

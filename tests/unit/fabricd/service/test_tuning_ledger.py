@@ -6,9 +6,10 @@ from __future__ import annotations
 import pytest
 
 from fabricd.service.state.tuning import TuneRecord, TuneStatus
-from fabricd.service.tuning.ledger import NS, Step, ledger_of, next_step, values_of, with_values
+from fabricd.service.tuning.ledger import Step, ledger_of, next_step, values_of, with_values
 from fabricd.tuning.propose import Knob
 from fabricd.tuning.verify import Result
+from topology.units import NS
 
 T0 = 1_800_000_000 * NS
 KMIN = "ecn.min_bytes"
