@@ -112,6 +112,8 @@ class Changes:
         # a push begun before (by a leader before this one, or before a restart) may have left a commit pending
         resumed = rec.status == "applying" and rec.id not in self.fresh
         self.fresh.discard(rec.id)
+        if resumed and self._pending_may_remain(rec, action):
+            return  # asked again at the next sample
         if not resumed:
             rec = self.state.tuning.update(rec.id, "applying", "pushing", kpis_before=kpis_doc(before))
         target = self._values(rec, after=True)
@@ -123,8 +125,7 @@ class Changes:
         now = self.clock()
         if result.status not in ("applied", "unchanged"):
             if resumed and now - rec.created_ts < (self.settings.revert_in_s + self.settings.window_s) * NS:
-                # a commit the old leader left pending under its timer blocks ours (EOS) until the timer reverts
-                # it: tried again at the next sample, not refused
+                # the switch may still be busy with what the old leader left: tried again at the next sample
                 log.warning("tuning change %d: resumed push %s (%s); trying again", rec.id, result.status, result.error)
                 return
             why = f"push {result.status}: {result.error or '; '.join(result.steps)}; nothing stays on the switch"
@@ -138,6 +139,15 @@ class Changes:
         self.state.tuning.update(rec.id, "verifying", verifying, applied_ts=now)
         self.state.audit.record(now, "tuning applied", f"{_diff(rec)}: {what} [key {rec.key}]", mode=rec.mode,
                                 action_id=rec.action_id)  # fmt: skip
+
+    def _pending_may_remain(self, rec: TuneRecord, action: Action | None) -> bool:
+        """A push begun by a leader before this one may have left its commit pending under the switch's revert
+        timer: the running config shows it, but the timer takes it back unless that leader confirms (it cannot: it
+        is fenced off). Pushing now would find it "already running" and verify a change about to revert; so a
+        resumed push waits until the timer has run out (from when the push could begin: the change recorded, or
+        its action approved), and the plan then finds the change confirmed or gone."""
+        began = max(rec.created_ts, action.updated_ts if action is not None else 0)
+        return self.clock() < began + int((self.settings.revert_in_s + 2 * self.settings.sample_s) * NS)
 
     async def _verify(self, rec: TuneRecord, action: Action | None) -> None:
         w, start = self.window_of(rec.subject), self._start(rec)

@@ -122,8 +122,8 @@ def test_auto_pushes_at_once_and_a_switch_out_of_reach_leaves_nothing_open(tmp_p
 
 def test_a_push_left_half_done_is_tried_again_until_its_timer_has_run_out(tmp_path: Path) -> None:
     # what a leader killed mid-push leaves: the change `applying`, its action running (a commit of it may still be
-    # pending under the switch's timer, which blocks a new one): the next leader pushes again, and only once the
-    # timer and a window have passed does a failing push end it as refused
+    # pending under the switch's timer, shown by the running config until the timer takes it back): the next leader
+    # pushes again once that timer has run out, and only once a window more has passed does a failing push end it
     job, state = _job(tmp_path, mode="auto")
     change = {"knob": "ecn.min_bytes", "before": 600000, "after": 300000, "low": 1, "high": 10**7}
     a = state.actions.add("tune", synth_trace.LEAF, "tuning x", "auto", "running", "Kmin down", NOW, key="tune:k")
@@ -137,9 +137,13 @@ def test_a_push_left_half_done_is_tried_again_until_its_timer_has_run_out(tmp_pa
         job.changes.advance()
         await job.changes.tasks.idle()
 
-    asyncio.run(advance(NOW + 10 * NS))  # the switch is out of reach: left applying, tried again next time
+    asyncio.run(advance(NOW + 10 * NS))  # the old leader's commit may be pending for 300 s: not pushed before
+    got = state.tuning.get(rec.id)
+    assert got is not None and (got.status, got.why) == ("applying", "auto mode: applying")
+    asyncio.run(advance(NOW + 320 * NS))  # pushed: the switch is out of reach, left applying, tried again next time
     got = state.tuning.get(rec.id)
     assert got is not None and got.status == "applying"
+    assert state.audit.entries() == []
     asyncio.run(advance(NOW + (300 + 60 + 1) * NS))  # past the revert timer and a window
     got = state.tuning.get(rec.id)
     assert got is not None and got.status == "refused" and got.why.startswith("push unreachable")
