@@ -130,6 +130,18 @@ def apply_one(target: Target, options: ApplyOptions) -> DeviceResult:
     except DriverError as e:
         result.status, result.error = "failed", str(e)
         return result
+    try:
+        return apply_session(session, target, options, result)
+    finally:
+        session.close()
+
+
+def apply_session(
+    session: Session, target: Target, options: ApplyOptions, result: DeviceResult | None = None
+) -> DeviceResult:
+    """`apply_one` through a session the caller opened (and closes): the service's tuning pushes through its own,
+    fenced sessions (service/tuning/push.py)."""
+    result = result or DeviceResult(target.device, "unchanged")
     committed = False
     try:
         up_before = session.interfaces_up()
@@ -156,7 +168,6 @@ def apply_one(target: Target, options: ApplyOptions) -> DeviceResult:
     finally:
         if committed:
             _roll_back(session, result)
-        session.close()
     return result
 
 

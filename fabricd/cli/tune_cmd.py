@@ -1,7 +1,8 @@
 """`fabricd tune --spec S --trace T.jsonl`: judge the lossless queues of a recording and propose bounded changes to
 ECN, the flowlet gap and a DR's CNP (docs/tuning.md), as a `plan`-like diff, with NIC/NCCL advice for what a switch
 cannot set. `fabricd tune --config C` (or `--api URL`): the running service's last judged window. Read-only: nothing
-is applied. Exit 0 nothing to change, 1 proposals or advice, 2 trouble."""
+is applied. Exit 0 nothing to change, 1 proposals or advice, 2 trouble. `fabricd tune history`: the changes the
+service's loop recorded, applied, confirmed or rolled back (tune_history.py; exit 0)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from rich.table import Table
 
 from fabricd.cli.output import EXIT_CLEAN, EXIT_FINDINGS, Format, cell, console, emit_json, line
 from fabricd.cli.service_cmd import ApiClient
+from fabricd.cli.tune_history import print_history
 from fabricd.tuning.observed import (
     DEFAULT_XOFF_BYTES,
     SampleLog,
@@ -30,6 +32,7 @@ from topology.load import load_fabric
 
 
 def tune_command(
+    what: str | None = typer.Argument(None, help="history: the service's tuning changes (default: what it would do)."),
     spec: Path | None = typer.Option(None, "--spec", "-s", help="Offline: the fabric spec the trace was recorded on."),
     trace: Path | None = typer.Option(None, "--trace", "-t", help="Offline: a telemetry trace (docs/formats.md)."),
     config: Path | None = typer.Option(None, "--config", help="Live: fabricd.yaml of the running service."),
@@ -47,8 +50,18 @@ def tune_command(
         help="Ingress fill at which a port sends XOFF (default: SONiC dynamic_th -2 of the twin's lossless pool).",
     ),
     fmt: Format = typer.Option(Format.table, "--format", "-f", help="json for scripts, table for people."),
+    all_records: bool = typer.Option(False, "--all", help="history: observe mode's records too."),
+    limit: int = typer.Option(200, "--limit", help="history: at most this many, newest first."),
 ) -> None:
-    """What tuning would change, and why: from a recording, or the running service's last window."""
+    """What tuning would change, and why: from a recording, or the running service's last window; or `history`."""
+    if what is not None:
+        if what != "history":
+            raise FabricdError(f"'{what}' is no tune subcommand; use `fabricd tune history` (or no argument)")
+        if not 1 <= limit <= 10000:
+            raise FabricdError(f"--limit {limit}: use 1..10000")
+        query = {"limit": str(limit), **({} if all_records else {"changes": "true"})}
+        print_history(ApiClient(config, api, token_env).call("GET", "/api/v1/tuning/history", **query)["changes"], fmt)
+        raise typer.Exit(EXIT_CLEAN)
     if spec is None and trace is None:
         out = _live(config, api, token_env)
     elif spec is None or trace is None:

@@ -57,7 +57,8 @@ from .surface.server import api_server, started_port
 from .surface.status import ServiceStatus
 from .tickets import make_backend
 from .tickets.hand_off import TicketHandOff
-from .tuning_job import TuningCollector, TuningJob
+from .tuning import TuningCollector, TuningJob
+from .tuning.push import Pusher
 
 log = logging.getLogger("fabricd.service")
 ACTION_THREADS = 16  # switch sessions in flight at once; the safety budgets keep real actions far fewer
@@ -129,11 +130,13 @@ class Service:
             cfg, clock, self.fabric, self.inventory, self.state, self.pool, self.remediation, self.tickets, self.ha,
             self.telemetry, self.job_source,
         )  # fmt: skip
-        self.tuning = (
-            TuningJob(cfg, clock, self.fabric, self.state, self.ingestor.snapshot, self.ha.acting)
-            if cfg.tuning.enabled
-            else None
-        )
+        self.tuning = None
+        if cfg.tuning.enabled:
+            # a tuning change goes to the switch like remediation's: its sessions, its fence, its per-switch lock
+            push = Pusher(self.actuator, self.remediation.ctx.fence, self.remediation.switch.device_lock,
+                          cfg.tuning.revert_in_s, self.action_pool)  # fmt: skip
+            self.tuning = TuningJob(cfg, clock, self.fabric, self.state, self.ingestor.snapshot, self.ha.acting, push)
+            self.remediation.requests.spawners["tune"] = self.tuning.changes.spawn  # `fabricd approve` of a change
         self.status = ServiceStatus(
             cfg, self.fabric, self.inventory, self.state, self.ingestor, self.telemetry, self.plans, self.os_versions,
             self.bgp_ssh, self.remediation, self.tickets, self.job_source, self.shards, self.ha, started,
@@ -319,5 +322,10 @@ class Service:
         """The tuning loop's settings and its last judged window (GET /api/v1/tuning, `fabricd tune --config`)."""
         t = self.cfg.tuning
         last = self.tuning.last if self.tuning is not None else None
-        return {"enabled": t.enabled, "mode": t.mode, "window_s": t.window_s,
+        return {"enabled": t.enabled, "mode": t.mode, "window_s": t.window_s, "verify_s": t.verify_window_s,
                 "last": None if last is None else last.to_dict()}  # fmt: skip
+
+    def tuning_history(self, limit: int = 200, changes_only: bool = False) -> list[dict[str, Any]]:
+        """The tuning ledger, newest first (GET /api/v1/tuning/history, `fabricd tune history`): read from the state,
+        so a standby and an instance with the loop off answer too."""
+        return [r.to_dict() for r in self.state.tuning.history(limit, applied_only=changes_only)]

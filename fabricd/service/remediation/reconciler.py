@@ -65,6 +65,8 @@ class Reconciler:
         self._suspect = {a.device for a in self.state.actions.with_status("running") if token is not None
                          and a.token != token}  # fmt: skip
         for a in self.state.actions.with_status("running"):
+            if a.op == "tune":  # a tuning change: the tuning loop finishes its own (service/tuning/)
+                continue
             # A leader's token differs from the one the action was begun under: taken over from the instance that
             # led before (paused, cut off or dead), not a restart of this one.
             how = ("taken over from the previous leader" + (f" (token {a.token})" if a.token is not None else "")

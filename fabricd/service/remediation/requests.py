@@ -5,6 +5,7 @@ audited with its user."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Literal
 
 from topology.model import Endpoint
@@ -30,6 +31,8 @@ class Requests:
     ) -> None:
         self.ctx, self.holds, self.actions, self.reconciler, self.paper = ctx, holds, actions, reconciler, paper
         self.state = ctx.state
+        # who runs an approved action of another op than a port's (`tune`: the tuning loop, service/tuning/)
+        self.spawners: dict[str, Callable[[Action], None]] = {}
 
     async def approve(self, action_id: int, actor: str) -> Action:
         self.ctx.fence.leader_only()
@@ -48,6 +51,16 @@ class Requests:
     async def _approve(self, action_id: int, actor: str) -> Action:
         async with self.ctx.lock:
             a = self._proposed(action_id)
+            if a.op not in ("disable", "enable"):  # no port goes down: the guard has nothing to say
+                spawn = self.spawners.get(a.op)
+                if spawn is None:
+                    raise ActionError(f"action {action_id} ({a.op}) cannot run here: its loop is off (tuning.enabled)")
+                now = self.ctx.clock()
+                a = self.state.actions.set_status(a.id, "running", now, detail=f"approved by {actor}")
+                self.state.audit.record(now, f"approved action {a.id}", a.reason, mode=a.mode, actor=actor,
+                                        action_id=a.id)  # fmt: skip
+                spawn(a)
+                return a
             v = self.holds.guard(Endpoint(a.device, a.port))  # the fabric may have changed since it was proposed
             now = self.ctx.clock()
             if not v.allowed:

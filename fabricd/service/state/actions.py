@@ -29,8 +29,8 @@ _STATUSES = frozenset(get_args(ActionStatus))
 
 def decode(row: Row) -> Action:
     op, status = text(row, "op"), text(row, "status")
-    if op not in ("disable", "enable"):
-        raise RowError(f"column op: {show(op)} is neither disable nor enable")
+    if op not in ("disable", "enable", "tune"):
+        raise RowError(f"column op: {show(op)} is not disable, enable or tune")
     if status not in _STATUSES:
         raise RowError(f"column status: {show(status)} is no action status")
     return Action(

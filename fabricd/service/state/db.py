@@ -119,6 +119,11 @@ CREATE TABLE IF NOT EXISTS maintenance (
     updated_ts {big} NOT NULL);
 CREATE TABLE IF NOT EXISTS carrier_seen (
     device TEXT NOT NULL, port TEXT NOT NULL, value {big} NOT NULL, ts {big} NOT NULL, PRIMARY KEY (device, port));
+CREATE TABLE IF NOT EXISTS tuning (
+    id {pk}, key TEXT NOT NULL UNIQUE, action_id {big}, subject TEXT NOT NULL, device TEXT NOT NULL,
+    port_class TEXT NOT NULL, rule TEXT, target TEXT, changes TEXT NOT NULL, reason TEXT NOT NULL, mode TEXT NOT NULL,
+    status TEXT NOT NULL, why TEXT NOT NULL DEFAULT '', kpis_before TEXT NOT NULL, kpis_after TEXT NOT NULL,
+    no_effect {big} NOT NULL DEFAULT 0, created_ts {big} NOT NULL, applied_ts {big}, ended_ts {big});
 CREATE TABLE IF NOT EXISTS leader (
     id {big} PRIMARY KEY CHECK (id = 1), holder TEXT NOT NULL, token {big} NOT NULL, since_ts {big} NOT NULL);
 """

@@ -122,7 +122,7 @@ class ApiToken:
 @dataclass(frozen=True)
 class Action:
     id: int
-    op: str  # disable | enable
+    op: str  # disable | enable (a port's admin state) | tune (a tuning change, state/tuning.py)
     device: str
     port: str
     mode: str

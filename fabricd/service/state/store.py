@@ -19,7 +19,7 @@ from typing import Any
 
 from ..config import ServiceConfig, read_secret
 from ..leader import default_instance
-from . import access, actions, audit, carrier, drains, findings, holds, tickets
+from . import access, actions, audit, carrier, drains, findings, holds, tickets, tuning
 from .access import Access
 from .actions import Actions
 from .audit import Audit
@@ -33,19 +33,21 @@ from .leadership import Leadership
 from .mode import Mode
 from .rows import Codec, Quarantined
 from .tickets import Tickets
+from .tuning import Tuning
 
 log = logging.getLogger("fabricd.state")
 
 # 2: actions.key (idempotency); 3: actions.token (the fencing token of the leader that began it); 4: maintenance
 # (planned drains, maintenance.py: a new table, which the schema's CREATE TABLE IF NOT EXISTS adds to an older file);
 # 5: carrier_seen (each port's last carrier-transitions value, carrier_watch.py: a new table, added the same way);
-# 6: reapply_refused (the guard's refusals to re-apply a hold, remediation/reconciler.py: shared by every instance)
-SCHEMA_VERSION = 6
+# 6: reapply_refused (the guard's refusals to re-apply a hold, remediation/reconciler.py: shared by every instance);
+# 7: tuning (the tuning loop's ledger, state/tuning.py: a new table, added the same way; actions of op `tune`)
+SCHEMA_VERSION = 7
 
 # Every table's rows, decoded once at the start (scan): each repository's own codec.
 CODECS: tuple[Codec[Any], ...] = (
     tickets.CODEC, actions.CODEC, findings.CODEC, holds.HELD, access.CODEC, audit.CODEC, carrier.CODEC, drains.CODEC,
-    holds.REFUSED,
+    holds.REFUSED, tuning.CODEC,
 )  # fmt: skip
 
 
@@ -75,6 +77,7 @@ class StateStore:
         self.access = Access(self.database)
         self.mode = Mode(self.database)
         self.carrier = CarrierSeen(self.database)
+        self.tuning = Tuning(self.database)
         self._open_schema(str(path) if path is not None else "the state database")
 
     def _open_schema(self, where: str) -> None:
@@ -133,9 +136,11 @@ class StateStore:
         return self.quarantine.entries()
 
     def prune(self, before_ts: int) -> int:
-        """Forget cleared findings, audit entries and probations older than `before_ts`, in one transaction."""
+        """Forget cleared findings, audit entries, probations and observe mode's tuning records older than
+        `before_ts`, in one transaction."""
         with self.transaction():
-            return self.findings.prune(before_ts) + self.audit.prune(before_ts) + self.holds.prune(before_ts)
+            return (self.findings.prune(before_ts) + self.audit.prune(before_ts) + self.holds.prune(before_ts)
+                    + self.tuning.prune(before_ts))  # fmt: skip
 
 
 def open_state(cfg: ServiceConfig, *, owner: bool = False, new_state: bool = False, force: bool = False) -> StateStore:

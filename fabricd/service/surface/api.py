@@ -267,6 +267,12 @@ def create_app(service: ServiceSurface) -> FastAPI:
     async def tuning() -> Any:
         return service.tuning_report()
 
+    @app.get("/api/v1/tuning/history", dependencies=[Depends(viewer)])
+    async def tuning_history(limit: int = limit_q(200), changes: bool = False) -> Any:
+        """The tuning ledger, newest first: each change with its knobs before and after, mode, status and KPIs
+        before and after (`changes`: leave observe's records out)."""
+        return {"changes": service.tuning_history(limit, changes)}
+
     @app.get("/api/v1/audit", dependencies=[Depends(viewer)])
     async def audit(limit: int = limit_q(200), offset: int = Query(0, ge=0, le=MAX_OFFSET)) -> Audit:
         return Audit(audit=service.state.audit.entries(limit, offset))

@@ -33,7 +33,8 @@ from topology.model import Endpoint
 
 from ..maintenance.plan import overran
 from ..remediation.errors import ActionError
-from ..state import StoredFinding
+from ..state import Action, StoredFinding
+from ..state.tuning import TuneRecord
 from .access import ANONYMOUS, Principal, Role, token_hash
 from .fabric_view import FabricView, build
 from .person_text import PersonTextError, check_text
@@ -43,7 +44,7 @@ HERE = Path(__file__).resolve().parent
 COOKIE = "fabricd_session"
 SESSION_S = 12 * 3600
 MODES: dict[str, Literal["observe", "approve", "auto"]] = {"observe": "observe", "approve": "approve", "auto": "auto"}
-LIVE = ("grid", "approvals", "maintenance", "findings", "actions", "tickets", "audit")
+LIVE = ("grid", "approvals", "maintenance", "tuning", "findings", "actions", "tickets", "audit")
 
 
 @dataclass
@@ -63,6 +64,30 @@ def diff_lines(op: str, port: str) -> list[tuple[str, str, str]]:
     head, before = port_admin_lines(port, op != "enable")
     _, after = port_admin_lines(port, op == "enable")
     return [(head, head, "same"), (f"   {before}", "", "del"), ("", f"   {after}", "add")]
+
+
+def tune_diff(rec: TuneRecord | None) -> list[tuple[str, str, str]]:
+    """Side-by-side lines of a tuning change awaiting approval: each knob of the subject before and after."""
+    if rec is None:
+        return []
+    out = [(rec.subject, rec.subject, "same")]
+    for c in rec.changes:
+        out += [(f"   {c['knob']} {c['before']}", "", "del"), ("", f"   {c['knob']} {c['after']}", "add")]
+    return out
+
+
+def tuning_rows(records: list[TuneRecord]) -> list[dict[str, str]]:
+    """The tuning section: each change with its KPIs before and after (the target KPI first, then the guards)."""
+    out = []
+    for r in records:
+        keys = list(dict.fromkeys(k for k in (r.target, "pause_us_per_s", "throughput_bytes_per_s") if k))
+        out.append({
+            "id": str(r.id), "when": _when(r.created_ts), "subject": r.subject, "mode": r.mode, "status": r.status,
+            "change": "; ".join(f"{c['knob']} {c['before']} -> {c['after']}" for c in r.changes), "why": r.why,
+            "before": ", ".join(f"{k}={r.kpis_before[k]:.4g}" for k in keys if k in r.kpis_before),
+            "after": ", ".join(f"{k}={r.kpis_after[k]:.4g}" for k in keys if k in r.kpis_after),
+        })  # fmt: skip
+    return out
 
 
 def _fmt(x: float | None, digits: int = 2, sci: bool = False) -> str:
@@ -185,6 +210,9 @@ def mount(app: FastAPI, service: ServiceSurface) -> None:
             for d in service.state.drains.all(None, 20)
         ]  # fmt: skip
 
+    def diffs(a: Action) -> list[tuple[str, str, str]]:
+        return tune_diff(service.state.tuning.of_action(a.id)) if a.op == "tune" else diff_lines(a.op, a.port)
+
     def context(request: Request, who: Principal, csrf: str, flash: str = "") -> dict[str, Any]:
         q = request.query_params
         filters = {k: q.get(k, "active" if k == "status" else "")[:64] for k in ("kind", "device", "status", "job")}
@@ -205,7 +233,9 @@ def mount(app: FastAPI, service: ServiceSurface) -> None:
         pending = service.state.actions.with_status("awaiting_approval")
         return {
             "who": who, "csrf": csrf, "view": view(active), "findings": found, "filters": filters, "kinds": kinds,
-            "jobs": jobs, "pending": pending, "diffs": {a.id: diff_lines(a.op, a.port) for a in pending},
+            "jobs": jobs, "pending": pending, "diffs": {a.id: diffs(a) for a in pending},
+            "tuning": tuning_rows(service.state.tuning.history(20, applied_only=True)),
+            "tuning_on": service.cfg.tuning.enabled,
             "can_act": who.may(Role.operator), "actions": service.state.actions.all(limit=50),
             "tickets": service.state.tickets.all(limit=50), "audit": service.state.audit.entries(50), "flash": flash,
             "drains": drains(),

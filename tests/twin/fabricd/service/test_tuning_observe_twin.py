@@ -13,7 +13,7 @@ import pytest
 
 from fabricd.cli import main
 from fabricd.service.daemon import Service
-from fabricd.service.tuning_job import WHAT
+from fabricd.service.tuning import WHAT
 from fabricd.tuning.round import Round
 from lab.control_client import call
 from tests.twin.lab.twin_thread import TwinThread

@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 
 from fabricd.detectors.finding import Finding
-from fabricd.service.state import StateStore
+from fabricd.service.state import SCHEMA_VERSION, StateStore
 from fabricd.service.state.db import ConflictError, StateError
+from fabricd.service.state.tuning import NewTune, TuneStatus
 
 T0 = 1_700_000_000_000_000_000
 S = 1_000_000_000
@@ -55,10 +56,10 @@ def store(tmp_path: Path) -> Iterator[StateStore]:
 
 def test_wal_journal_and_schema(store: StateStore) -> None:
     if store.dialect != "sqlite":
-        assert scalar(store, "SELECT value FROM meta WHERE key = 'schema'") == "6"
+        assert scalar(store, "SELECT value FROM meta WHERE key = 'schema'") == str(SCHEMA_VERSION)
         return
     assert scalar(store, "PRAGMA journal_mode") == "wal"
-    assert scalar(store, "SELECT value FROM meta WHERE key = 'schema'") == "6"
+    assert scalar(store, "SELECT value FROM meta WHERE key = 'schema'") == str(SCHEMA_VERSION)
     assert store.path is not None and (store.path.parent / "state.db-wal").exists()
 
 
@@ -88,7 +89,7 @@ def test_a_schema_1_file_is_migrated_and_keeps_its_actions(tmp_path: Path) -> No
     db.close()
     s = StateStore(path)
     try:
-        assert scalar(s, "SELECT value FROM meta WHERE key = 'schema'") == "6"
+        assert scalar(s, "SELECT value FROM meta WHERE key = 'schema'") == str(SCHEMA_VERSION)
         old = s.actions.get(7)
         assert old is not None and old.status == "done" and old.key is None
         a = s.actions.add("disable", "leaf-1", "Ethernet2/1", "auto", "running", "flap", T0, key="k1")
@@ -119,7 +120,7 @@ def test_a_schema_4_file_gains_the_carrier_table(tmp_path: Path) -> None:
     db.close()
     s = StateStore(path)
     try:
-        assert scalar(s, "SELECT value FROM meta WHERE key = 'schema'") == "6"
+        assert scalar(s, "SELECT value FROM meta WHERE key = 'schema'") == str(SCHEMA_VERSION)
         s.carrier.save([("leaf-1", "Ethernet1/1", 7, T0)], T0, [])
         assert s.carrier.seen()[0] == {("leaf-1", "Ethernet1/1"): (7, T0)}
     finally:
@@ -391,3 +392,41 @@ def test_a_re_reported_incident_keeps_its_first_detection_time(tmp_path: Path) -
     assert (fid, new, new2) == (again, True, False)
     (row,) = store.findings.all()
     assert (row["detected_ts"], row["summary"], row["last_seen_ts"]) == (100, "y", 200)
+
+
+def _tune(key: str, status: TuneStatus = "applying") -> NewTune:
+    return NewTune(key, "leaf-1:Ethernet1/1", "leaf-1", "server", "pfc_before_ecn", "pause_us_per_s",
+                   [{"knob": "ecn.min_bytes", "before": 100, "after": 50, "low": 1, "high": 200}], "pauses, no marks",
+                   "auto", status, "", {"pause_us_per_s": 5000.0})  # fmt: skip
+
+
+def test_the_tuning_ledger_is_keyed_and_keeps_its_kpis(store: StateStore) -> None:
+    a = store.actions.add("tune", "leaf-1", "tuning leaf-1:Ethernet1/1", "auto", "running", "Kmin down", T0, key="t1")
+    t = store.tuning.add(_tune("k1"), T0, action_id=a.id)
+    assert store.tuning.add(_tune("k1"), T0 + S) == t  # the same proposal again: the row it has
+    assert store.actions.get(a.id) == a  # a tune action decodes like the port's own
+    t = store.tuning.update(t.id, "verifying", "applied", applied_ts=T0 + S)
+    assert (t.status, t.applied_ts, t.kpis_before) == ("verifying", T0 + S, {"pause_us_per_s": 5000.0})
+    t = store.tuning.update(t.id, "confirmed", "pause down", ended_ts=T0 + 2 * S, kpis_after={"pause_us_per_s": 0.0})
+    assert store.tuning.of_action(a.id) == t and t.kpis_after == {"pause_us_per_s": 0.0}
+    store.tuning.add(_tune("k2", "observed"), T0 - 3600 * S)
+    # the ledger admit reads: recent or still open; the history leaves observe's records out on request
+    assert [x.key for x in store.tuning.since(T0 - S)] == ["k1"]
+    assert [x.key for x in store.tuning.history(applied_only=True)] == ["k1"]
+    assert store.tuning.counts() == {"confirmed": 1, "observed": 1}
+    assert store.prune(T0) == 1 and store.tuning.counts() == {"confirmed": 1}  # observe's old record, not the change
+
+
+def test_a_schema_6_file_gains_the_tuning_table(tmp_path: Path) -> None:
+    path = tmp_path / "state.db"
+    StateStore(path).close()
+    db = sqlite3.connect(path)
+    db.executescript("DROP TABLE tuning; UPDATE meta SET value = '6' WHERE key = 'schema';")
+    db.commit()
+    db.close()
+    s = StateStore(path)
+    try:
+        assert scalar(s, "SELECT value FROM meta WHERE key = 'schema'") == str(SCHEMA_VERSION)
+        assert s.tuning.add(_tune("k1"), T0).status == "applying"
+    finally:
+        s.close()

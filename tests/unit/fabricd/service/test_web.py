@@ -3,6 +3,7 @@ session, CSRF on forms, roles, the live fragments, the switch page; the browser 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from pathlib import Path
@@ -12,6 +13,7 @@ from fastapi.testclient import TestClient
 
 from fabricd.service.config import load_config
 from fabricd.service.daemon import Service
+from fabricd.service.state.tuning import NewTune
 from fabricd.service.surface.api import create_app
 from fabricd.service.surface.fabric_view import build
 from tests.conftest import EXAMPLES
@@ -74,7 +76,8 @@ def test_login_page_session_and_grid(svc: Service) -> None:
     page = c.get("/").text
     assert 'data-device="leaf-g1-r3"' in page and "user:vera (viewer)" in page and "Nothing waits for approval" in page
     live = c.get("/ui/live").json()
-    assert set(live) == {"grid", "approvals", "maintenance", "findings", "actions", "tickets", "audit"}
+    assert set(live) == {"grid", "approvals", "maintenance", "tuning", "findings", "actions", "tickets", "audit"}
+    assert "No tuning change (the tuning loop is off: tuning.enabled)." in live["tuning"]
     assert "No planned maintenance." in live["maintenance"]
     assert "logged in to the page" in live["audit"] and "user:vera" in live["audit"]
     sw = c.get("/ui/switch/spine-r0-0").text
@@ -276,3 +279,32 @@ def test_switch_page_shows_the_lossless_queue_as_the_congestion_model_drives_it(
     page = c.get("/ui/switch/leaf-g0-r0").text
     row = next(r for r in page.split("<tr") if "<td>Ethernet1/1</td>" in r)
     assert "<td>40.0%</td><td>2500.0</td><td>128.0</td>" in row, row
+
+
+def test_a_tuning_change_on_the_page_and_in_the_history(svc: Service) -> None:
+    # what the tuning loop writes in approve mode (service/tuning/job.py), and one confirmed with its KPIs
+    a = svc.state.actions.add("tune", "leaf-g0-r0", "tuning leaf-g0-r0:Ethernet1/1", "approve", "awaiting_approval",
+                              "Kmin down", 1)  # fmt: skip
+    changes: list[dict[str, int | str]] = [{"knob": "ecn.min_bytes", "before": 600000, "after": 300000, "low": 1,
+                                            "high": 10**7}]  # fmt: skip
+    new = NewTune("k1", "leaf-g0-r0:Ethernet1/1", "leaf-g0-r0", "server", "pfc_before_ecn", "pause_us_per_s",
+                  changes, "pauses, no marks", "approve", "awaiting_approval", "waiting",
+                  {"pause_us_per_s": 5000.0})  # fmt: skip
+    svc.state.tuning.add(new, 1, action_id=a.id)
+    done = svc.state.tuning.add(dataclasses.replace(new, key="k2", status="applying"), 2)
+    svc.state.tuning.update(done.id, "confirmed", "target down", ended_ts=3, kpis_after={"pause_us_per_s": 12.5})
+    c = TestClient(create_app(svc))
+    csrf = login(c, make(c, "otto", "operator"))
+    page = c.get("/").text
+    tuning = page.split('aria-label="tuning"')[1].split("</section>")[0]
+    assert "ecn.min_bytes 600000 -&gt; 300000" in tuning and "confirmed" in tuning and "awaiting_approval" in tuning
+    assert "pause_us_per_s=5000" in tuning and "pause_us_per_s=12.5" in tuning  # before and after
+    approval = page.split(f'id="action-{a.id}"')[1].split("</article>")[0]
+    assert "ecn.min_bytes 600000" in approval and "ecn.min_bytes 300000" in approval  # the knobs as its diff
+    # approving it with the loop off: refused with the reason, nothing changes
+    r = c.post(f"/ui/actions/{a.id}/approve", data={"csrf": csrf})
+    assert "its loop is off (tuning.enabled)" in r.text
+    assert svc.state.actions.get(a.id).status == "awaiting_approval"  # type: ignore[union-attr]
+    bearer = {"Authorization": f"Bearer {SERVICE_TOKEN}"}
+    got = c.get("/api/v1/tuning/history", params={"changes": "true"}, headers=bearer)
+    assert [x["status"] for x in got.json()["changes"]] == ["confirmed", "awaiting_approval"]

@@ -43,8 +43,9 @@ def _log(pod: tuple[Fabric, Intent], trace: Path) -> SampleLog:
 def test_samples_are_the_store_at_each_tick_in_the_samples_units(pod: tuple[Fabric, Intent], tmp_path: Path) -> None:
     log = _log(pod, synth_trace.write(tmp_path / "t.jsonl", seconds=5))
     got = log.samples(synth_trace.LEAF, synth_trace.SERVER_PORT)
-    # records at T0 + 0.5 s .. 4.5 s; ticks at T0 + 1 s .. 5 s, each holding the record just before it
-    assert [s.t_s for s in got] == [synth_trace.T0 / 1e9 + k for k in range(1, 6)]
+    # records at T0 + 0.5 s .. 4.5 s; ticks at T0 + 1 s .. 5 s, each holding the record just before it, timed when
+    # the switch counted it (the record's timestamp, not the tick: a late stream is not less traffic)
+    assert [s.t_s for s in got] == [synth_trace.T0 / 1e9 + k - 0.5 for k in range(1, 6)]
     assert [s.pfc_tx_pause_us for s in got] == [200_000 * k for k in range(5)]  # ns in the store, us in a Sample
     assert [s.tx_bytes for s in got] == [synth_trace.TX_BPS * k for k in range(5)]
     assert got[-1].queue_watermark_bytes == 3_000_000 and got[-1].pfc_tx_pkts == 20_000

@@ -1,5 +1,7 @@
-"""The service's tuning loop in observe mode (fabricd/service/tuning_job.py): a window of samples from the telemetry
-store becomes one audit record per proposal, once per window, on the leader only; nothing else is written."""
+"""The service's tuning loop (fabricd/service/tuning/): in observe mode a window of samples from the telemetry store
+becomes one audit record per proposal, once per window, on the leader only; in approve mode a change waits as an
+action for `fabricd approve`; in auto mode it is pushed at once (here to a switch the inventory cannot reach: refused,
+nothing left open). The switch side is in the twin tests (tests/twin/fabricd/service/test_tuning_*_twin.py)."""
 
 from __future__ import annotations
 
@@ -9,9 +11,14 @@ from pathlib import Path
 import pytest
 from prometheus_client import CollectorRegistry
 
+from drivers.inventory import load_inventory
+from fabricd.service.actuator import DriverActuator
 from fabricd.service.config import ServiceConfig
+from fabricd.service.remediation.context import Fence
 from fabricd.service.state import StateStore
-from fabricd.service.tuning_job import WHAT, TuningCollector, TuningJob
+from fabricd.service.state.tuning import NewTune
+from fabricd.service.tuning import WHAT, TuningCollector, TuningJob
+from fabricd.service.tuning.push import Pusher
 from fabricd.telemetry.snapshot import Snapshot
 from fabricd.tuning.observed import replay_samples
 from tests.conftest import REPO
@@ -20,14 +27,18 @@ from topology.load import load_fabric
 from . import synth_trace
 
 FABRIC = load_fabric(REPO / "examples" / "small-pod.yaml", None)[1]
-NOW = synth_trace.T0 + 10 * 1_000_000_000
+NS = 1_000_000_000
+NOW = synth_trace.T0 + 10 * NS
 
 
-def _job(tmp_path: Path, acting: bool = True) -> tuple[TuningJob, StateStore]:
-    cfg = ServiceConfig(spec=REPO / "examples" / "small-pod.yaml", inventory=tmp_path / "inventory.yaml",
-                        tuning={"enabled": True, "window_s": 60})  # fmt: skip
+def _job(tmp_path: Path, acting: bool = True, mode: str = "observe") -> tuple[TuningJob, StateStore]:
+    inventory = tmp_path / "inventory.yaml"
+    inventory.write_text("devices: {}\n")  # no switch can be reached
+    cfg = ServiceConfig(spec=REPO / "examples" / "small-pod.yaml", inventory=inventory,
+                        tuning={"enabled": True, "window_s": 60, "mode": mode})  # fmt: skip
     state = StateStore(tmp_path / "state.db")
-    job = TuningJob(cfg, lambda: NOW, FABRIC, state, _no_snapshot, lambda: acting)
+    pusher = Pusher(DriverActuator(load_inventory(inventory)), Fence(), lambda _d: asyncio.Lock(), 300)
+    job = TuningJob(cfg, lambda: NOW, FABRIC, state, _no_snapshot, lambda: acting, pusher)
     replay_samples(synth_trace.write(tmp_path / "t.jsonl"), job.fabric, job.samples, 1.0)
     return job, state
 
@@ -56,7 +67,7 @@ def test_tuning_is_off_by_default_and_strict(tmp_path: Path) -> None:
     cfg = ServiceConfig(spec=tmp_path / "s.yaml", inventory=tmp_path / "i.yaml")
     assert cfg.tuning.enabled is False and cfg.tuning.mode == "observe"
     with pytest.raises(ValueError, match="mode"):
-        ServiceConfig(spec=tmp_path / "s.yaml", inventory=tmp_path / "i.yaml", tuning={"mode": "auto"})
+        ServiceConfig(spec=tmp_path / "s.yaml", inventory=tmp_path / "i.yaml", tuning={"mode": "yes"})
     with pytest.raises(ValueError, match="windw_s"):
         ServiceConfig(spec=tmp_path / "s.yaml", inventory=tmp_path / "i.yaml", tuning={"windw_s": 5})
 
@@ -71,3 +82,69 @@ def test_metrics_count_the_last_window(tmp_path: Path) -> None:
     assert registry.get_sample_value("fabricd_tuning_rule_fired_subjects", labels) == 1
     assert registry.get_sample_value("fabricd_tuning_proposals", {"port_class": "server"}) == 1
     assert registry.get_sample_value("fabricd_tuning_recorded") == 1
+
+
+def test_approve_records_the_change_as_an_action_awaiting_approval(tmp_path: Path) -> None:
+    job, state = _job(tmp_path, mode="approve")
+    (p,) = asyncio.run(job.round())
+    (rec,) = state.tuning.history()
+    assert (rec.subject, rec.status, rec.mode) == (p.subject, "awaiting_approval", "approve")
+    assert rec.rule == "pfc_before_ecn"
+    c = rec.changes[0]
+    assert (c["knob"], c["before"], c["after"]) == ("ecn.min_bytes", 600000, 300000)
+    assert rec.kpis_before["pause_us_per_s"] > 0  # the window it was judged on
+    assert rec.action_id is not None
+    a = state.actions.get(rec.action_id)
+    assert a is not None and (a.op, a.status, a.key) == ("tune", "awaiting_approval", f"tune:{rec.key}")
+    (e,) = [e for e in state.audit.entries() if e["what"] == "tuning proposed (approve)"]
+    assert f"fabricd approve {a.id}" in e["why"]
+    # the next round: the change still waits, nothing proposed again for the subject (one change at a time)
+    job.recorded.clear()
+    assert asyncio.run(job.round()) == []
+    assert len(state.tuning.history()) == 1
+
+
+def test_auto_pushes_at_once_and_a_switch_out_of_reach_leaves_nothing_open(tmp_path: Path) -> None:
+    job, state = _job(tmp_path, mode="auto")
+
+    async def round_and_changes() -> None:
+        await job.round()
+        await job.changes.tasks.idle()
+
+    asyncio.run(round_and_changes())
+    (rec,) = state.tuning.history()
+    assert rec.status == "refused" and rec.why.startswith("push unreachable:"), rec.why
+    assert rec.action_id is not None
+    a = state.actions.get(rec.action_id)
+    assert a is not None and (a.op, a.status) == ("tune", "failed")
+    assert [e["what"] for e in state.audit.entries()][:2] == ["tuning refused", "tuning proposed (auto)"]
+
+
+def test_a_push_left_half_done_is_tried_again_until_its_timer_has_run_out(tmp_path: Path) -> None:
+    # what a leader killed mid-push leaves: the change `applying`, its action running (a commit of it may still be
+    # pending under the switch's timer, shown by the running config until the timer takes it back): the next leader
+    # pushes again once that timer has run out, and only once a window more has passed does a failing push end it
+    job, state = _job(tmp_path, mode="auto")
+    change = {"knob": "ecn.min_bytes", "before": 600000, "after": 300000, "low": 1, "high": 10**7}
+    a = state.actions.add("tune", synth_trace.LEAF, "tuning x", "auto", "running", "Kmin down", NOW, key="tune:k")
+    subject = f"{synth_trace.LEAF}:{synth_trace.SERVER_PORT}"
+    new = NewTune("k", subject, synth_trace.LEAF, "server", "pfc_before_ecn", "pause_us_per_s", [change], "why",
+                  "auto", "applying", "auto mode: applying", {})  # fmt: skip
+    rec = state.tuning.add(new, NOW, action_id=a.id)
+
+    async def advance(at: int) -> None:
+        job.changes.clock = lambda: at
+        job.changes.advance()
+        await job.changes.tasks.idle()
+
+    asyncio.run(advance(NOW + 10 * NS))  # the old leader's commit may be pending for 300 s: not pushed before
+    got = state.tuning.get(rec.id)
+    assert got is not None and (got.status, got.why) == ("applying", "auto mode: applying")
+    asyncio.run(advance(NOW + 320 * NS))  # pushed: the switch is out of reach, left applying, tried again next time
+    got = state.tuning.get(rec.id)
+    assert got is not None and got.status == "applying"
+    assert state.audit.entries() == []
+    asyncio.run(advance(NOW + (300 + 60 + 1) * NS))  # past the revert timer and a window
+    got = state.tuning.get(rec.id)
+    assert got is not None and got.status == "refused" and got.why.startswith("push unreachable")
+    assert (state.actions.get(a.id) or a).status == "failed"
