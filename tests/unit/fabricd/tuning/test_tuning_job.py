@@ -125,7 +125,7 @@ def test_a_push_left_half_done_is_tried_again_until_its_timer_has_run_out(tmp_pa
     # pending under the switch's timer, shown by the running config until the timer takes it back): the next leader
     # pushes again once that timer has run out, and only once a window more has passed does a failing push end it
     job, state = _job(tmp_path, mode="auto")
-    change = {"knob": "ecn.min_bytes", "before": 600000, "after": 300000, "low": 1, "high": 10**7}
+    change: dict[str, int | str] = {"knob": "ecn.min_bytes", "before": 600000, "after": 300000, "low": 1, "high": 10**7}
     a = state.actions.add("tune", synth_trace.LEAF, "tuning x", "auto", "running", "Kmin down", NOW, key="tune:k")
     subject = f"{synth_trace.LEAF}:{synth_trace.SERVER_PORT}"
     new = NewTune("k", subject, synth_trace.LEAF, "server", "pfc_before_ecn", "pause_us_per_s", [change], "why",
