@@ -45,5 +45,5 @@ def test_a_leader_whose_event_loop_stalls_keeps_the_lease_and_one_wedged_for_goo
         bound = LOOP_STALL_TTLS * TTL
         wait_for(lambda: b.role() == "leader", bound + TTL + 10, every_s=0.1)
         took = time.monotonic() - wedged
-        assert bound <= took <= bound + TTL + 3, f"the standby led {took:.2f} s after the leader's loop stopped"
+        assert bound <= took <= bound + TTL + 5, f"the standby led {took:.2f} s after the leader's loop stopped"
         assert "the service's event loop has made no progress" in a.log.read_text()
