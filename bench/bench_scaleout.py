@@ -36,6 +36,7 @@ import platform
 import signal
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -106,6 +107,9 @@ def collector_main(
         loop = asyncio.get_running_loop()
         loop.add_signal_handler(signal.SIGTERM, stop.set)
         task = asyncio.create_task(c.run(stop))
+        on_loop, on_thread = Stalls(ttl), Stalls(ttl)
+        probe = asyncio.create_task(_loop_probe(on_loop, stop))
+        threading.Thread(target=_thread_probe, args=(on_thread, stop), daemon=True).start()
 
         def answer() -> None:
             while True:
@@ -115,14 +119,51 @@ def collector_main(
                     ctl.send((p.published, p.bytes) if p is not None else (0, 0))
                 elif cmd == "lost":
                     ctl.send(c.lost)
+                elif cmd == "stalls":
+                    ctl.send((on_loop.report(), on_thread.report()))
                 else:
                     loop.call_soon_threadsafe(stop.set)
                     return
 
         await loop.run_in_executor(None, answer)
         await task
+        probe.cancel()
 
     asyncio.run(main())
+
+
+class Stalls:
+    """How late a probe that wakes every PROBE_S woke (its process's or event loop's stalls): the longest, and when
+    (wall clock) each stall longer than a lease TTL began."""
+
+    def __init__(self, ttl: float) -> None:
+        self.ttl, self.longest = ttl, 0.0
+        self.over_ttl: list[float] = []
+
+    def saw(self, late: float) -> None:
+        self.longest = max(self.longest, late)
+        if late > self.ttl:
+            self.over_ttl.append(time.time() - late)
+
+    def report(self) -> tuple[float, list[float]]:
+        return self.longest, self.over_ttl
+
+
+PROBE_S = 0.05
+
+
+async def _loop_probe(stalls: Stalls, stop: asyncio.Event) -> None:
+    while not stop.is_set():
+        t = time.monotonic()
+        await asyncio.sleep(PROBE_S)
+        stalls.saw(time.monotonic() - t - PROBE_S)
+
+
+def _thread_probe(stalls: Stalls, stop: asyncio.Event) -> None:
+    while not stop.is_set():
+        t = time.monotonic()
+        time.sleep(PROBE_S)
+        stalls.saw(time.monotonic() - t - PROBE_S)
 
 
 async def _through_bus(
@@ -434,7 +475,7 @@ async def _soak(
     nc = await nats.connect(url)
     js = nc.jetstream()
     consumers, dark = [], 0
-    started = time.perf_counter()
+    started, began = time.perf_counter(), time.time()
     await asyncio.sleep(2 * LEASE_S)
     samples = 0
     while time.perf_counter() - started < minutes * 60:
@@ -448,11 +489,18 @@ async def _soak(
         samples += 1
         await asyncio.sleep(5.0)
     alive = sum(p.is_alive() for p, _ in procs)
-    lost = 0
+    lost, loop_longest, thread_longest = 0, 0.0, 0.0
+    loop_over: list[float] = []
+    thread_over: list[float] = []
     for p, parent in procs:
         if p.is_alive():
             parent.send("lost")
             lost += int(parent.recv())
+            parent.send("stalls")
+            (ll, lo), (tl, to) = parent.recv()
+            loop_longest, thread_longest = max(loop_longest, ll), max(thread_longest, tl)
+            loop_over += lo
+            thread_over += to
         parent.send("stop")
         p.join(15)
     for h in spinners:
@@ -460,7 +508,22 @@ async def _soak(
         h.join(5)
     await nc.close()
     return {"minutes": minutes, "collectors": n, "samples": samples, "max_consumers": max(consumers, default=0),
-            "dark_switch_samples": dark, "alive": alive, "hogs": hogs, "lost": lost}  # fmt: skip
+            "dark_switch_samples": dark, "alive": alive, "hogs": hogs, "lost": lost,
+            "loop_longest": loop_longest, "loop_over_ttl": _bursts(loop_over, began), "thread_longest": thread_longest,
+            "thread_over_ttl": _bursts(thread_over, began)}  # fmt: skip
+
+
+def _bursts(starts: list[float], began: float) -> list[tuple[int, int]]:
+    """Stall start times (wall clock, every collector's) grouped into bursts 5 s apart: [(seconds into the soak,
+    how many)]; one burst of many is the whole machine stopping, many small ones a steady starving."""
+    out: list[tuple[int, int]] = []
+    last = -1e18
+    for t in sorted(starts):
+        if t - last > 5:
+            out.append((int(t - began), 0))
+        out[-1] = (out[-1][0], out[-1][1] + 1)
+        last = t
+    return out
 
 
 def _free_port() -> int:
@@ -534,6 +597,10 @@ def main() -> None:
                   f"switch-samples; leases lost to another collector {r['lost']} (target 0: "
                   f"{'met' if r['lost'] == 0 else 'NOT met'}); collectors alive at the end "
                   f"{r['alive']}/{r['collectors']}")  # fmt: skip
+            print(f"stalls (a probe every {PROBE_S:g} s in each collector): its event loop longest "
+                  f"{r['loop_longest']:.2f} s, over the TTL {r['loop_over_ttl']} ([s into the soak, count], bursts"
+                  f" 5 s apart); a thread of the same process longest {r['thread_longest']:.2f} s, over the TTL "
+                  f"{r['thread_over_ttl']}")  # fmt: skip
             return
         direct = asyncio.run(_direct(accesses, interval, window))
         runs = {n: asyncio.run(_through_bus(accesses, bus.url, interval, window, n))

@@ -4,7 +4,7 @@ SONiC logs an SSH user into bash (`admin@leaf1:~$`), so netmiko drives it as `li
 lists (`;`, `&&`, `||`), background jobs (`&`, `$!`, `kill PID`), exit status (`$?`), redirections (`>`, `>>`,
 `2>`, `2>&1`, `<`), quoting, quoted heredocs (`cat > FILE <<'EOF'`), `nohup`, `sh -c`, `sleep` inside a
 background job (on the twin's clock, so a `sleep N; sudo config rollback X` job really fires), `sudo`,
-`mkdir`/`rmdir`/`rm`/`cat`/`echo`, and the SONiC commands of `sonic_commands`. Anything else is
+`mkdir`/`rmdir`/`rm`/`cat`/`echo`, `flock FILE COMMAND`, and the SONiC commands of `sonic_commands`. Anything else is
 `-bash: X: command not found` (127), never silently accepted.
 """
 
@@ -337,6 +337,14 @@ class SonicShell:
             if not root:
                 return "", "Root privileges are required for this operation\n", 1
             return config_command(self.dev, args, self._read)
+        if name == "flock":
+            # util-linux flock(1) [-o] FILE COMMAND...: COMMAND under an exclusive lock on FILE. The twin runs each
+            # line whole before the next (one event loop), so the lock holds by construction.
+            while args and args[0].startswith("-"):
+                args = args[2:] if args[0] in ("-w", "--timeout", "-E", "--conflict-exit-code") else args[1:]
+            if len(args) < 2:
+                return "", "flock: bad usage\nTry 'flock --help' for more information.\n", 64
+            return self._exec(args[1:], cmd, stdin, root)
         if name == "sh" and args[:1] == ["-c"] and len(args) > 1:
             try:
                 inner = parse(args[1])

@@ -88,6 +88,9 @@ class SonicSession:
         self._file = f"/tmp/{self._tag}.json"
         self._loaded = False
         self._pending: _Pending | None = None
+        # A leader's session, once it has raised the switch's fence to its token (`_raise_fence`): the token file
+        # every command it sends is checked against on the switch (`_fenced`).
+        self._fence: str | None = None
         # Interactive bash would expand `!` in heredoc lines (history expansion); switch it off for this login.
         try:
             self._run("set +H")
@@ -108,10 +111,11 @@ class SonicSession:
         `_upload`)."""
         if self.guard is not None:
             self.guard()
+        line = command if self._fence is None else _fenced(self._fence, command)
         try:
             out = str(
                 self._conn.send_command(
-                    f'{command}; echo "fabricd-rc=$?"',
+                    f'{line}; echo "fabricd-rc=$?"',
                     expect_string=self._prompt,
                     read_timeout=timeout_s or self._timeout,
                 )
@@ -122,6 +126,9 @@ class SonicSession:
         if not found:
             raise DriverError(self.device, f"'{command[:60]}' gave no exit status; is the login shell bash?")
         last = found[-1]
+        if self._fence is not None and _FENCED_OFF in out[: last.start()]:
+            raise DriverError(self.device, f"refused by the switch: a newer leader has raised its fence ({self._fence}"
+                              f" is gone); '{command.split(';')[0][:60]}' was not run")  # fmt: skip
         return int(last.group(1)), out[: last.start()].rstrip("\r\n")
 
     def _ok(self, command: str, what: str, timeout_s: float | None = None) -> str:
@@ -463,10 +470,16 @@ class SonicSession:
         return dict(sorted(found.items(), key=lambda kv: _attempt_number(kv[0])))
 
     def abort_stale(self, below: int, keep: Collection[str]) -> list[str]:
-        """An old leader's commits still pending under their timers (their pid files, /tmp/fabricd_t<token>_*.pid)
-        are rolled back now, as `resume` + `rollback` would for our own."""
+        """The switch's fence raised to `below` first (`_raise_fence`): from then on no command of an older leader
+        runs here, even one already past its own fence check when its leader was paused. Then an old leader's
+        commits still pending under their timers (their pid files, /tmp/fabricd_t<token>_*.pid) are rolled back,
+        as `resume` + `rollback` would for our own: each was begun before the fence rose, and so before any commit
+        of this leader here (this runs before each), so its checkpoint holds nothing of this leader's."""
         status, out = self._run("ls /tmp/ 2>/dev/null")
-        names = {m.group(0)[: -len(".pid")] for m in _STALE_PID.finditer(out)} if status == 0 else set()
+        if status != 0:
+            raise DriverError(self.device, f"could not list /tmp: {self._clean(_summary(out))}")
+        out = self._raise_fence(below, out)  # what /tmp holds once it rose: nothing older comes after
+        names = {m.group(0)[: -len(".pid")] for m in _STALE_PID.finditer(out)}
         ended = []
         for name in sorted({_ATTEMPT.sub("", n) for n in names}):  # a key's attempts: resume finds the last one
             token = int(name.split("_", 2)[1][1:])
@@ -476,6 +489,23 @@ class SonicSession:
                 self.rollback()
                 ended.append(name)
         return ended
+
+    def _raise_fence(self, token: int, listing: str) -> str:
+        """Make `token` the switch's leader token: the older leaders' token files go and this one's is written, in
+        one command under the lock every fenced command runs under (`_fenced`), so an older leader's command
+        already on its way either ran whole before this (and `abort_stale` ends what it left) or is refused. A
+        newer leader's file there: this session's leader is fenced off (its state guard says so too). Returns what /tmp
+        holds once it rose (listed under the same lock)."""
+        leads = {int(m.group(1)) for m in _LEAD.finditer(listing)}
+        if newer := [t for t in leads if t > token]:
+            raise DriverError(self.device, f"a newer leader (token {max(newer)}) has raised this switch's fence; this"
+                              f" leader's token is {token}: not acting here")  # fmt: skip
+        older = " ".join(_lead_file(t) for t in sorted(leads) if t < token)
+        script = (f"rm -f {older}; " if older else "") + f"echo {token} > {_lead_file(token)} && ls /tmp/"
+        self._fence = None
+        out = self._ok(f"flock -o {_FENCE_LOCK} sh -c {shlex.quote(script)}", "raising the switch's leader fence")
+        self._fence = _lead_file(token)
+        return out
 
     def abandon(self) -> None:
         """Disconnect without a word: a commit pending here is left to the switch's timer (or the new leader)."""
@@ -501,6 +531,26 @@ class SonicSession:
 
 
 _STALE_PID = re.compile(r"\bfabricd_t\d+_[A-Za-z0-9_]+\.pid\b")
+# The switch's fence (HA): the newest leader's token file, and the lock every fenced command and every raise runs
+# under (util-linux flock(1), on every SONiC image: Debian's essential util-linux). `-o`: a background job the
+# command starts (the revert timer) does not keep the lock. /tmp is tmpfs: after a reboot no leader's file is
+# there, so no command of any leader runs until one raises the fence again (before its next commit).
+_LEAD = re.compile(r"\bfabricd_lead_t(\d+)\b")
+_FENCE_LOCK = "/tmp/fabricd_lead.lock"
+_FENCED_OFF = "fabricd-fenced-off"
+
+
+def _lead_file(token: int) -> str:
+    return f"/tmp/fabricd_lead_t{token}"
+
+
+def _fenced(lead: str, command: str) -> str:
+    """`command` run only while `lead` (this leader's token file) is on the switch, checked under the fence's lock
+    so a raise cannot fall between the check and the command; a refusal prints _FENCED_OFF. The command runs in a
+    shell of its own, so its lists and background jobs (`... & echo $!`) mean what they meant alone."""
+    check = f"cat {lead} >/dev/null 2>&1"
+    script = f"{check} || echo {_FENCED_OFF}; {check} && sh -c {shlex.quote(command)}"
+    return f"flock -o {_FENCE_LOCK} sh -c {shlex.quote(script)}"
 
 
 def _pidfile(name: str) -> str:

@@ -13,15 +13,26 @@ Fencing: the revision at which an instance created the key grows with every new 
 to the shared state (`Leadership.claim`), and before every switch commit remediation checks that the
 state still names its token (`fence()`): an old leader that was only paused (a long GC, a frozen VM) and wakes up
 believing it leads is refused there, before it touches a switch.
+
+The lease is held by a thread of its own, with its own event loop and bus connection: a service whose event loop is
+blocked (a long transaction, a burst of work after a takeover, a slow callback) keeps renewing, since a renewal
+round costs a fraction of a millisecond of CPU. Before, the renewals ran on the service's loop, and any stall of
+it longer than two thirds of a TTL (0.4 s by default) lost the lease: once seen as a 1.5 s stall between a
+statement and its COMMIT about 10 s after a takeover (issue 53). A process that is paused (SIGSTOP, a frozen VM)
+stops every thread, this one too, so it loses the lease as before. A loop that makes no progress at all must not
+keep it either: the service's loop beats every sixth of a TTL, and the thread stops renewing (and does not take
+the lease) once it has not beaten for LOOP_STALL_TTLS lease TTLs.
 """
 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import logging
 import os
 import socket
+import threading
 import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
@@ -36,6 +47,10 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("fabricd.leader")
 KEY = "leader"
+# A service loop silent this many TTLs leads no more (3 s at the default 0.6 s lease): it answers no API and runs no
+# pass, and a standby takes over a TTL later. Five: well above the longest stall seen of a working service (1.5 s,
+# 2.5 TTLs: issue 53), so a stall of that kind keeps the lease.
+LOOP_STALL_TTLS = 5.0
 
 
 def default_instance() -> str:
@@ -65,8 +80,13 @@ class Leadership:
         self.holder: str | None = None  # who holds the lease, as last seen
         self._revision: int | None = None
         self._valid_until = 0.0
-        self._elected: asyncio.Task[None] | None = None
+        self._elected: asyncio.Future[None] | concurrent.futures.Future[None] | None = None
         self.changes = 0  # how many times this instance gained or lost the lease (tests, metrics)
+        # The service's loop, where the takeover runs (`_elect`), and when it last beat (`run`): the lease thread
+        # renews only while it beats (LOOP_STALL_TTLS).
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._beat = 0.0
+        self._changing = threading.Lock()  # the lease thread and the service's loop both take and drop the lead
 
     def acting(self) -> bool:
         """This instance leads (its token is in the state) and its lease cannot have ended yet."""
@@ -95,43 +115,72 @@ class Leadership:
     def role(self) -> str:
         return "leader" if self.acting() else "standby"
 
+    def loop_stalled_for(self) -> float:
+        """Seconds since the service's loop last beat (0 when it beat within a beat's interval)."""
+        return max(0.0, self._clock() - self._beat - self.ttl / 6)
+
     async def run(self, stop: asyncio.Event) -> None:
+        """Hold the lease (or wait for it) on a thread of its own until `stop` (or the task is cancelled: the lease
+        is then given up as by a dead process, left to expire); this coroutine only beats for the thread."""
+        self._loop = asyncio.get_running_loop()
+        self._beat = self._clock()
+        halt = threading.Event()
+        thread = threading.Thread(target=self._lease_thread, args=(halt,), name="leader-lease", daemon=True)
+        thread.start()
+        try:
+            while not stop.is_set() and thread.is_alive():
+                self._beat = self._clock()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(stop.wait(), self.ttl / 6)
+            if not stop.is_set():
+                log.error("the leader lease thread of %s ended unexpectedly: this instance stands down", self.instance)
+        finally:
+            halt.set()  # no renewal after this; the thread closes its bus connection and ends within a pause
+            self._step_down("stopping")
+            if self._elected is not None:
+                self._elected.cancel()
+
+    def _lease_thread(self, halt: threading.Event) -> None:
+        asyncio.run(self._lease(halt))
+
+    async def _lease(self, halt: threading.Event) -> None:
+        """The lease thread's loop: connect, hold or wait for the lease, and again after the bus fails."""
         backoff = Backoff(0.5, 5.0)
         nc: NATS | None = None
         try:
-            while not stop.is_set():
+            while not halt.is_set():
                 try:
                     if nc is None:
                         nc = await self._connect()
                     kv = await self._bucket(nc)
                     backoff.reset()
-                    await self._hold(kv, stop)
+                    await self._hold(kv, halt)
                 except Exception as e:  # noqa: BLE001 - the bus went away or refused: keep trying, never crash
                     self._expire_if_due()
                     log.warning("leader lease: %s (%s); retrying", type(e).__name__, str(e)[:200])
-                    with contextlib.suppress(TimeoutError):
-                        await asyncio.wait_for(stop.wait(), backoff.next())
+                    await _nap(halt, backoff.next())
         finally:
-            self._step_down("stopping")
             if nc is not None:
                 with contextlib.suppress(Exception):
                     await nc.close()
-            if self._elected is not None:
-                self._elected.cancel()
 
     async def _bucket(self, nc: NATS) -> KeyValue:
         from fabricd.bus import kv_bucket
 
         return await kv_bucket(nc.jetstream(timeout=max(1.0, self.ttl / 3)), self.settings.bucket, self.ttl)
 
-    async def _hold(self, kv: KeyValue, stop: asyncio.Event) -> None:
+    async def _hold(self, kv: KeyValue, halt: threading.Event) -> None:
         """Renew while leading, poll while standing by; returns (or raises) when the bus fails."""
         from nats.errors import TimeoutError as NatsTimeout
         from nats.js.errors import KeyNotFoundError, KeyWrongLastSequenceError
 
         me = self.instance.encode()
-        while not stop.is_set():
+        while not halt.is_set():
             sent = self._clock()
+            stalled = self.loop_stalled_for()
+            wedged = stalled >= LOOP_STALL_TTLS * self.ttl
+            if self.token is not None and wedged:
+                self._step_down(f"the service's event loop has made no progress for {stalled:.1f} s: not renewing")
             if self.token is not None:
                 try:
                     self._revision = await kv.update(KEY, me, last=self._revision)
@@ -146,23 +195,26 @@ class Leadership:
                     entry = await kv.get(KEY)
                     self.holder = (entry.value or b"").decode() or None
                 except KeyNotFoundError:
-                    try:
-                        rev = await kv.create(KEY, me)
-                    except KeyWrongLastSequenceError:
-                        pass  # another standby was faster
-                    else:
-                        self._take(rev, sent)
+                    if not wedged and not halt.is_set():  # a wedged service does not take what it cannot use
+                        try:
+                            rev = await kv.create(KEY, me)
+                        except KeyWrongLastSequenceError:
+                            pass  # another standby was faster
+                        else:
+                            self._take(rev, sent)
                 pause = min(0.05, self.ttl / 6)  # a KV read: twenty a second cost nothing, a takeover waits less
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), pause)
+            await _nap(halt, pause)
 
     def _take(self, revision: int, sent: float) -> None:
-        self.token = self._revision = revision
-        self._valid_until = sent + self.ttl * 2 / 3
-        self.holder = self.instance
-        self.changes += 1
+        with self._changing:
+            self.token = self._revision = revision
+            self._valid_until = sent + self.ttl * 2 / 3
+            self.holder = self.instance
+            self.changes += 1
         log.warning("leader lease taken by %s (fencing token %d): this instance acts now", self.instance, revision)
-        self._elected = asyncio.ensure_future(self._elect(revision))
+        assert self._loop is not None  # set by run() before the thread starts
+        # the takeover runs on the service's loop (it claims the token and starts the service's work there)
+        self._elected = asyncio.run_coroutine_threadsafe(self._elect(revision), self._loop)
 
     async def _elect(self, token: int) -> None:
         try:
@@ -182,10 +234,18 @@ class Leadership:
             self._step_down("the lease could not be renewed in time")
 
     def _step_down(self, why: str) -> None:
-        if self.token is None:
-            return
+        with self._changing:
+            if self.token is None:
+                return
+            self.token = self._revision = None
+            self._valid_until = 0.0
+            self.holder = None
+            self.changes += 1
         log.warning("leader lease lost by %s (%s): this instance no longer acts", self.instance, why)
-        self.token = self._revision = None
-        self._valid_until = 0.0
-        self.holder = None
-        self.changes += 1
+
+
+async def _nap(halt: threading.Event, seconds: float) -> None:
+    """Sleep on the lease thread's loop, ending early (within 50 ms) once `halt` is set."""
+    end = time.monotonic() + seconds
+    while not halt.is_set() and (left := end - time.monotonic()) > 0:
+        await asyncio.sleep(min(left, 0.05))

@@ -69,8 +69,8 @@ class HaSettings(_Strict):
     # The lease lives this long after the leader's last renewal (every third of it); a standby takes over within
     # it plus a twentieth of a second of polling. The leader stops acting a third of it before the lease can end.
     # 0.6 s: a dead or paused leader is replaced within a second (bench/bench_scaleout.py). Short leases are safe
-    # only with the fencing (docs/ha.md): a leader stalled longer than the TTL (a long GC, a starved CPU) loses the
-    # lease and is fenced off; a service whose event loop stalls that long wants a longer one.
+    # only with the fencing (docs/ha.md): a leader stalled longer than the TTL (a long GC, a frozen VM) loses the
+    # lease and is fenced off. A stall of the event loop alone does not: the lease has a thread of its own (leader.py).
     lease_ttl_s: float = Field(0.6, ge=0.5, le=60.0)
     bucket: str = Field("fabricd_leader", pattern=r"^[A-Za-z0-9_-]+$")
     # Before every switch call the leader's lease must still be certainly its own for this long (a call that takes

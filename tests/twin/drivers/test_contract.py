@@ -224,8 +224,8 @@ def test_a_new_leader_ends_an_old_leaders_pending_commit_by_its_token(
     new = connect(twin, device)
     try:
         assert up(new, port) is False
-        assert new.abort_stale(6, keep={"fabricd_t5_a1_00000001"}) == []  # the one it resumes is kept
         assert new.abort_stale(5, keep=()) == []  # not older than 5
+        assert new.abort_stale(6, keep={"fabricd_t5_a1_00000001"}) == []  # the one it resumes is kept
         assert new.abort_stale(6, keep=()) == ["fabricd_t5_a1_00000001"]
         assert up(new, port) is True  # rolled back
         assert new.resume("fabricd_t5_a1_00000001") == "none"
@@ -542,6 +542,41 @@ def test_a_key_committed_again_is_not_rolled_back_by_the_timer_of_its_decided_fi
                 other.set_port_admin(port, True, revert_in_s=60, key="fabricd_a9_00000009")
         finally:
             other.close()
+        new.confirm()
+        assert up(new, port) is True
+    finally:
+        old.abandon()
+        new.close()
+
+
+def test_a_sonic_command_of_an_older_leader_is_refused_by_the_switch_once_a_newer_leader_raised_its_fence(
+    twin: TwinThread,
+) -> None:
+    # SONiC only (EOS refuses a second commit timer by itself; its late request is ended by the new leader's commit or
+    # sweep). Leader 20 raises the switch's fence before its commit (abort_stale), as every leader's commit does; it
+    # is then paused past its own guard. Leader 21 raises the fence: the old leader's next command, already past every
+    # check fabricd makes, reaches the switch and is refused there: nothing of it runs, no timer, no pid file.
+    # (Before, its one command past the guard ran: a revert timer started under its token, which nobody owned.)
+    # Tokens above the other tests': the module's twin keeps the newest leader's token file.
+    _, device, port = CASES[1]
+    old, new = connect(twin, device), connect(twin, device)
+    try:
+        assert old.abort_stale(20, keep=()) == []
+        old.set_port_admin(port, False, revert_in_s=60, key="fabricd_t20_a1_00000001")
+        old.confirm()
+        assert new.abort_stale(21, keep=()) == []
+        with pytest.raises(DriverError, match="refused by the switch"):
+            old.set_port_admin(port, True, revert_in_s=60, key="fabricd_t20_a2_00000002")
+        again = connect(twin, device)  # nor can a new session of leader 20 raise the fence back
+        try:
+            with pytest.raises(DriverError, match=r"a newer leader \(token 21\)"):
+                again.abort_stale(20, keep=())
+        finally:
+            again.close()
+        assert up(new, port) is False  # the port stays as leader 20 left it when it still led
+        assert isinstance(new, SonicSession)
+        assert "fabricd_t20_a2" not in new._run("ls /tmp/")[1]  # no pid file, no lock of the refused commit
+        new.set_port_admin(port, True, revert_in_s=60, key="fabricd_t21_a3_00000003")
         new.confirm()
         assert up(new, port) is True
     finally:

@@ -88,6 +88,22 @@ def test_lists_status_and_unknown_commands(lab: tuple[Twin, Clock, SonicShell]) 
     assert sh(shell, "rmdir /tmp/l; rmdir /tmp/l")[1] == 1
 
 
+def test_flock_runs_its_command_and_a_fenced_command_runs_only_while_its_token_file_is_there(
+    lab: tuple[Twin, Clock, SonicShell],
+) -> None:
+    from drivers.sonic.session import _fenced  # the driver's own wrapping (a leader's fenced command)
+
+    _, _, shell = lab
+    assert sh(shell, "flock -o /tmp/l.lock echo hi") == ("hi\n", 0)
+    assert sh(shell, "flock /tmp/l.lock")[1] == 64  # no command: usage
+    timer = "nohup sh -c 'sleep 60; echo late > /tmp/late' >/dev/null 2>&1 </dev/null & echo \"pid=$!\""
+    assert sh(shell, _fenced("/tmp/fabricd_lead_t3", timer)) == ("fabricd-fenced-off\n", 1)  # no file: refused
+    assert sh(shell, "ls /tmp") == ("", 0)  # nothing ran, no job
+    sh(shell, "echo 3 > /tmp/fabricd_lead_t3")
+    out, status = sh(shell, _fenced("/tmp/fabricd_lead_t3", timer))
+    assert status == 0 and out.startswith("pid=") and int(out[4:]) in shell.host.jobs  # `$!` is the timer's pid
+
+
 def test_patch_is_all_or_nothing_and_validated(lab: tuple[Twin, Clock, SonicShell]) -> None:
     twin, _, shell = lab
     before = running(shell)

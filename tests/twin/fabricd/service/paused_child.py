@@ -10,7 +10,8 @@ check fabricd makes, so the request goes out once woken; its outcome is recorded
 `late-commit:refused`: on EOS whether the switch committed, on SONiC whether the confirm won the decision), `confirm`
 (the confirm is about to be called), `request` (EOS: past every fence check, its first change request about to go
 out, `configure session fabricd_t<token>_a<N>_... / shutdown / description / commit timer`; recorded once woken as
-`late-request:ok` or `late-request:refused`).
+`late-request:ok` or `late-request:refused`; SONiC: the command that starts the commit's revert timer, its checkpoint
+taken).
 
 Run: python -m tests.twin.fabricd.service.paused_child CONFIG DEVICE STEP CALLS_FILE
 """
@@ -89,9 +90,12 @@ class PausingActuator(DriverActuator):
         # only an action's session (a leader's sweep of older leaders' transactions connects too, switch.py)
         armed = (device == DEVICE and not PausingActuator.paused and (STEP == "confirm" or _scanned(device))
                  and _for_an_action())  # fmt: skip
-        if armed and STEP == "request":  # its change committed under the revert timer
+        if armed and STEP == "request" and hasattr(session, "_napalm"):  # its change under the revert timer
             PausingActuator.paused = True
             _pause_before_the_request(session, "request", lambda c: " commit timer " in c, "late-request")
+        elif armed and STEP == "request":
+            PausingActuator.paused = True
+            _pause_before_the_timer(session)
         elif armed and STEP == "connected":
             PausingActuator.paused = True
             pause("connected")
@@ -127,6 +131,27 @@ def _pause_before_the_request(session: Session, step: str, matches: Callable[[st
     node.run_commands = run_commands
 
 
+def _pause_before_the_timer(session: Session) -> None:
+    """SONiC: park just before the SSH command that starts the commit's revert timer and writes its pid file (the
+    request that makes a change pending: checkpoint taken, patch not yet applied), below the driver's guard, which
+    was asked for it already; record whether the switch ran it once woken (`late-request:ok`) or refused it
+    (`late-request:refused`: the switch's fence, drivers/sonic/session.py)."""
+    inner: Any = session  # a SonicSession: its connection is wrapped here
+    conn = inner._conn  # netmiko's connection: below the guard
+    send = conn.send_command
+
+    def send_command(command: str, *args: Any, **kwargs: Any) -> Any:
+        if "nohup sh -c" not in command:
+            return send(command, *args, **kwargs)
+        conn.send_command = send  # once
+        pause("request")
+        out = str(send(command, *args, **kwargs))
+        record("late-request:refused" if "fabricd-fenced-off" in out else "late-request:ok", DEVICE)
+        return out
+
+    conn.send_command = send_command
+
+
 def _pause_before_the_confirms_decision(session: Session) -> None:
     """SONiC: park inside the confirm just before the SSH command that decides the pending commit (`mkdir LOCK`, the
     atomic lock its revert timer and a new leader's rollback race for), below the driver's guard, which was asked
@@ -137,7 +162,9 @@ def _pause_before_the_confirms_decision(session: Session) -> None:
     send, decide, confirm = conn.send_command, inner._decide, inner.confirm
 
     def send_command(command: str, *args: Any, **kwargs: Any) -> Any:
-        if command.startswith("mkdir ") and ".decided;" in command:
+        # `mkdir LOCK` (sent as it is, or inside the switch's fence, `flock ... sh -c '... mkdir LOCK'`); not the
+        # revert timer's own `mkdir`, which the command that starts it carries
+        if "mkdir /tmp/" in command and ".decided" in command and "nohup" not in command:
             conn.send_command = send  # once
             pause("confirming")
         return send(command, *args, **kwargs)

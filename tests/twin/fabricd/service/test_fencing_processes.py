@@ -6,6 +6,7 @@ nothing to any switch and writes nothing to the state: the new leader's outcome 
 from __future__ import annotations
 
 import json
+import re
 import signal
 import subprocess
 import threading
@@ -18,6 +19,8 @@ from urllib.parse import unquote
 import httpx
 import pytest
 
+from drivers.inventory import load_inventory
+from drivers.registry import get_driver
 from fabricd.bus import LocalBus
 from lab.control_client import inject
 from tests.conftest import EXAMPLES
@@ -165,10 +168,11 @@ def test_a_late_confirm_of_an_old_leader_finds_nothing_to_commit(
     is woken: its request goes out and decides nothing. The new leader confirms: one action, done, one finding, the
     port down. (Before, on EOS, the new leader resumed the old session: the late request committed it, the new
     leader's confirm failed and recorded the action failed, and the port was adopted again: two actions and two
-    findings for one fault. On SONiC the new leader's rollback has freed the lock by then, so the late `mkdir` wins
-    it; what refuses the decision is the guard asked before the next command (the old leader finds itself fenced)
-    and, behind it, the pid-file check the lock is won only with: with neither, the late confirm won the decision
-    (`late-commit:ok`) and went on to `config save` the new leader's unconfirmed change.)"""
+    findings for one fault. On SONiC the new leader's rollback has freed the lock by then, so the late `mkdir` would
+    win it: the switch's fence refuses it now (the new leader raised it before its commit, drivers/sonic/session.py);
+    behind that, the guard asked before the next command and the pid-file check the lock is won only with refuse
+    the decision: with none of them, the late confirm won the decision (`late-commit:ok`) and went on to
+    `config save` the new leader's unconfirmed change.)"""
     spec = EXAMPLES / f"{twin.spec.name}.yaml"
     config = write_config(tmp_path, twin.inventory, spec=str(spec), state={"url": postgres_url},
                           bus={"urls": [nats_bus.url]}, ha={"enabled": True, "lease_ttl_s": TTL},
@@ -201,13 +205,23 @@ def test_a_late_confirm_of_an_old_leader_finds_nothing_to_commit(
 
 
 def _older_sessions(twin: TwinThread, device: str, token: int) -> dict[str, str]:
-    """The sessions of a token older than `token` on the switch, uncommitted or pending under a commit timer."""
-    return {
-        name: state for name, state in eos_sessions(twin, device).items()
-        if name.startswith("fabricd_t") and int(name[9:].split("_")[0]) < token and state != "completed"
-    }  # fmt: skip
+    """The transactions of a token older than `token` on the switch: EOS, its config sessions uncommitted or pending
+    under a commit timer; SONiC, its commits pending under their revert timer (a pid file in /tmp)."""
+    if twin.process.twin.switch(device).platform == "eos":
+        found = {name: state for name, state in eos_sessions(twin, device).items() if state != "completed"}
+    else:
+        access = load_inventory(twin.inventory).access(device)
+        session: Any = get_driver(access.platform).connect(access, timeout_s=15)  # over SSH, as an engineer would
+        try:
+            listing = session._run("ls /tmp/")[1]
+        finally:
+            session.close()
+        found = {m.group(1): "pending" for m in re.finditer(r"\b(fabricd_t\w+)\.pid\b", listing)}
+    return {name: state for name, state in found.items()
+            if name.startswith("fabricd_t") and int(name[9:].split("_")[0]) < token}  # fmt: skip
 
 
+@pytest.mark.parametrize("twin", ["small-pod", "small-sonic"], indirect=True, ids=["eos", "sonic"])
 @pytest.mark.parametrize("woken", ["after-confirm", "between-commit-and-confirm", "gc-pause"])
 def test_a_late_request_of_a_paused_leader_leaves_nothing_on_the_switch(
     woken: str, twin: TwinThread, nats_bus: LocalBus, postgres_url: str, tmp_path: Path
@@ -220,12 +234,21 @@ def test_a_late_request_of_a_paused_leader_leaves_nothing_on_the_switch(
     commit and its confirm (its late commit refused, its session left uncommitted holding a shutdown and a mark:
     before, it stayed). Afterwards no session of the old token is left on the switch (the new leader's sweep or its
     next commit ended it), and the next flap on that switch is acted on: its port disabled. A GC-length stop (0.1 s,
-    within the lease) changes nothing: the leader's request goes out, its action is done, nothing is left pending."""
-    config = write_config(tmp_path, twin.inventory, state={"url": postgres_url}, bus={"urls": [nats_bus.url]},
+    within the lease) changes nothing: the leader's request goes out, its action is done, nothing is left pending.
+    SONiC (leaf-g0-r0 of small-sonic): every command is its own request, each after the guard, so the late request
+    is one command: the one that starts the revert timer and writes its pid file, the checkpoint taken. The new
+    leader raised the switch's fence before its commit (drivers/sonic/session.py), so the switch refuses it, woken
+    before or after the new leader's confirm. (Before, it ran: a timer and pid file under the old token, which the
+    new leader's sweep then ended by rolling back to the old leader's checkpoint, taken before the new leader's
+    shutdown: the flapping port came back up, woken after the confirm as between the commit and the confirm.)"""
+    spec = EXAMPLES / f"{twin.spec.name}.yaml"
+    sonic = twin.spec.name == "small-sonic"
+    config = write_config(tmp_path, twin.inventory, spec=str(spec), state={"url": postgres_url},
+                          bus={"urls": [nats_bus.url]},
                           ha={"enabled": True, "lease_ttl_s": TTL},
                           remediation={"mode": "auto", "revert_in_s": 60, "verify_timeout_s": 5})  # fmt: skip
     device, port = PORT.split(":")
-    later = "Ethernet7/1"
+    later = "Ethernet2/1" if sonic else "Ethernet7/1"  # another port (on small-sonic's leaf, the other server's)
     old_calls, new_calls = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
     b_argv = ["-m", CHILD, str(config), device, "confirm", str(new_calls)] if woken.startswith("between") else None
     with hot_pair(config, tmp_path, a=["-m", CHILD, str(config), device, "request", str(old_calls)],
@@ -251,18 +274,20 @@ def test_a_late_request_of_a_paused_leader_leaves_nothing_on_the_switch(
         if woken != "gc-pause":
             a.wake()  # its change request goes out now
         late = wait_for(lambda: [c["call"] for c in calls(old_calls) if c["call"].startswith("late-request")], 10)
-        # after the confirm the switch takes it (committed under its timer); before it, EOS refuses a second timer
-        assert late == ["late-request:refused" if woken.startswith("between") else "late-request:ok"]
+        # EOS: after the confirm the switch takes it (committed under its timer); before it, EOS refuses a second
+        # timer. SONiC: the switch's fence refuses it once a newer leader has raised it.
+        refused = woken.startswith("between") or (sonic and woken != "gc-pause")
+        assert late == ["late-request:refused" if refused else "late-request:ok"]
         if woken.startswith("between"):
             new_calls.with_suffix(".go").touch()
         wait_for(lambda: [x["status"] for x in leader.get("/api/v1/actions")["actions"]] == ["done"], 30)
         # nothing of the old token stays on the switch: ended by the new leader's sweep (every 5 s)
         wait_for(lambda: _older_sessions(twin, device, token) == {}, 12)
-        assert not admin_enabled(twin, device, port)
+        assert not enabled(twin, device, port)
 
         inject(twin.state_dir, "link_flap", {"port": f"{device}:{later}", "count": 8, "period_s": 0.3})
         wait_for(lambda: [x["status"] for x in leader.get("/api/v1/actions")["actions"]] == ["done", "done"], 40)
-        assert not admin_enabled(twin, device, later)
+        assert not enabled(twin, device, later)
         assert _older_sessions(twin, device, token + 1) == {}  # nothing pending of any leader, this one's too
         assert a.role() == ("leader" if woken == "gc-pause" else "standby")
 
