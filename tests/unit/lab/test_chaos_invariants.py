@@ -187,6 +187,35 @@ def test_capacity_judges_what_fabricd_could_know() -> None:
     assert capacity(back, FACTS, Limits()) == []
 
 
+# seed 4902, +50 s: Ethernet8/1 (UPLINKS[3]) in a flap train, a 0.87 s period, its fourth down phase begun at 49.99 s
+TRAIN8 = FaultRec("f40", "link_flap", (UPLINKS[3],), ("leaf-g0-r0",), 47.38, None,
+                  {"count": 12, "period_s": 0.87, "down_s": 0.435})  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("faults", "decided", "violations"),
+    [
+        ([TRAIN8], 50.027, 0),  # 37 ms into the down phase: fabricd's telemetry could not have said it yet
+        ([TRAIN8], 49.30, 0),  # between two down phases: up as fabricd read it, later phases caught by the samples
+        ([TRAIN8], None, 0),  # no action to date the decision: the sample's time (50.5 s, between two phases)
+        ([replace(TRAIN8, params={"count": 12, "period_s": 4.0, "down_s": 3.5})], 50.027, 1),  # down 2.6 s: known
+        ([TRAIN8, FaultRec("f41", "link_down", (UPLINKS[3],), ("leaf-g0-r0",), 40.0, None)], 50.027, 1),  # the link
+        ([], 50.027, 1),  # no fault on the schedule: both samples' word stands
+    ],
+)  # fmt: skip
+def test_capacity_judges_a_flap_train_by_its_phase_at_the_decision(
+    faults: list[FaultRec], decided: float | None, violations: int
+) -> None:
+    """The samples a second apart read Ethernet8/1 down before and after fabricd shut Ethernet5/1 (two down phases
+    of its train); what fabricd could know is the train's phase at its decision (`TELEMETRY_LATENCY_S`)."""
+    base = {u: PortObs(True, True, bgp_up=True) for u in UPLINKS}
+    flapping = base | {UPLINKS[3]: PortObs(True, False, bgp_up=False)}
+    after = flapping | {UPLINKS[0]: SHUT}
+    acts = [] if decided is None else [ActionRec(5, "disable", UPLINKS[0], "done", 3, 2, decided, decided + 0.4)]
+    got = capacity([Sample(49.5, flapping), Sample(50.5, after)], FACTS, Limits(), faults, acts)
+    assert len(got) == violations, got
+
+
 def test_capacity_counts_a_bgp_down_uplink_lost() -> None:
     base = {u: PortObs(True, True, bgp_up=True) for u in UPLINKS} | {UPLINKS[3]: PortObs(True, True, bgp_up=False)}
     got = capacity([Sample(0.0, base), Sample(1.0, base | {UPLINKS[0]: SHUT})], FACTS, Limits())
