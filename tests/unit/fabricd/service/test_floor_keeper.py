@@ -10,7 +10,7 @@ from collections.abc import Callable
 
 from fabricd.detectors.finding import Finding
 from fabricd.service.config import SafetyLimits
-from fabricd.service.remediation.floor import RETAKE, RETURN
+from fabricd.service.remediation.floor import RETAKE, RETURN, STUCK_QUIET_S
 from topology.model import Endpoint
 from topology.units import NS
 
@@ -104,6 +104,35 @@ def test_still_flapping_is_kept_and_said_once(make: Callable[..., Harness]) -> N
         assert h.rem.floor.stuck == {LEAF: why}
         h.clock.advance(60)  # now quiet: it comes back, and the switch is no longer stuck
         assert len(await keep(h)) == 1 and h.rem.floor.stuck == {}
+
+    asyncio.run(go())
+
+
+def test_a_shortfall_toggling_with_a_flapping_uplink_is_said_once_a_spell(make: Callable[..., Harness]) -> None:
+    """OTHER's BGP session flaps: the leaf crosses its floor every few seconds. One audit line and one ticket note
+    for the spell (the old code said it again at each crossing); again once the leaf held its floor STUCK_QUIET_S."""
+
+    async def go() -> None:
+        h = make()
+        ticket = ticket_of(h, (await report(h, train(h, HELD)))[0].ticket.id)  # type: ignore[union-attr]
+        h.clock.advance(20)  # still flapping by return_quiet_s: kept down
+        why = "leaf-g0-r1 under its floor (2 of 4 uplinks, 50% < 75%): its candidate still faulty"
+        said = []
+        for _ in range(4):
+            h.world.routed_down.add(OTHER)
+            said += await keep(h)
+            assert h.rem.floor.stuck == {LEAF: why}
+            h.clock.advance(2)
+            h.world.routed_down.discard(OTHER)
+            said += await keep(h)
+            assert h.rem.floor.stuck == {}
+            h.clock.advance(2)
+        assert said == [why]
+        assert [e["why"] for e in h.state.audit.entries() if e["what"] == f"{LEAF} under its floor"] == [why]
+        assert ticket_of(h, ticket.id).body["notes"].count(why) == 1
+        h.clock.advance(STUCK_QUIET_S + 1)  # a new spell: said again (the train is quiet now: it goes back)
+        h.world.routed_down.add(OTHER)
+        assert len(await keep(h)) == 1 and returns(h) == [f"{HELD} done"]
 
     asyncio.run(go())
 
