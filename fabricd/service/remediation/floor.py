@@ -65,8 +65,13 @@ class FloorKeeper:
         up_again = self.holds.stale_holds(rows)
         mine = {Endpoint(p["device"], p["port"]): p for p in rows}
         mine = {ep: p for ep, p in mine.items() if ep not in drained and ep not in up_again}
-        flight = {Endpoint(a.device, a.port) for a in self.state.actions.with_status("running", "awaiting_approval")}
-        ours = set(mine) | {ep for ep in flight if ep not in drained}
+        under_way = self.state.actions.with_status("running", "awaiting_approval")
+        # a port being enabled (a return, a swap's, a repair's) is coming back: up for the floor, no candidate (the
+        # twin: two holds, room for one back, both returned: the second pass counted the first, still down, lost)
+        coming = {Endpoint(a.device, a.port) for a in under_way if a.op == "enable"}
+        flight = {Endpoint(a.device, a.port) for a in under_way} - coming
+        mine = {ep: p for ep, p in mine.items() if ep not in coming}
+        ours = set(mine) | coming | {ep for ep in flight if ep not in drained}
         ends = ours | {peer for ep in ours if (peer := ctx.fabric.peer(ep.device, ep.port)) is not None}
         # a link down takes its BGP session with it: the link is named, not the session
         lost: dict[Endpoint, Lost] = {ep: Lost.BGP_DOWN for ep in ctx.view.routed_down() if ep not in ends}

@@ -151,6 +151,26 @@ def test_corruption_lowest_loss_first(make: Callable[..., Harness]) -> None:
     asyncio.run(go())
 
 
+def test_a_return_under_way_counts_as_back(make: Callable[..., Harness]) -> None:
+    """Two holds, room for one back: a pass while the first return's enable is still under way does not return the
+    second (the twin did: the port being enabled, still down, counted lost)."""
+
+    async def go() -> None:
+        h = make(limits=SafetyLimits(min_uplink_fraction=0.5))
+        seven = Endpoint(LEAF, "Ethernet7/1")
+        await report(h, corruption(h, HELD, 8e-6), corruption(h, seven, 2e-6, T0 + NS))
+        h.world.routed_down.add(OTHER)
+        first = await h.rem.floor.keep(h.clock())  # its enable spawned, not yet run
+        assert [a.status for a in h.state.actions.keyed(RETURN)] == ["running"]
+        second = await h.rem.floor.keep(h.clock())
+        await h.rem.idle()
+        assert [*first, *second] == [f"{seven}: returned to keep leaf-g0-r1 at 2 of 4 uplinks (Ethernet5/1's BGP "
+                                     "session is down)"]  # fmt: skip
+        assert returns(h) == [f"{seven} done"] and h.state.holds.is_held(LEAF, HELD.port)
+
+    asyncio.run(go())
+
+
 def test_corruption_above_max_return_loss_stays_down(make: Callable[..., Harness]) -> None:
     async def go() -> None:
         h = make()
