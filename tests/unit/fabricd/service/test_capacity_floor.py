@@ -227,6 +227,24 @@ CHOOSE = [
         [],
         id="different leaves do not compete",
     ),
+    pytest.param(
+        [Held(up(5), 0.0), Held(ep("leaf-g0-r0:Ethernet5/1"), 1e-1), Held(ep("leaf-g1-r2:Ethernet7/1"), 6e-6)],
+        [up(5)],
+        0.75,
+        [up(5), ep("leaf-g0-r0:Ethernet5/1"), ep("leaf-g1-r2:Ethernet7/1")],
+        [ep("leaf-g0-r0:Ethernet5/1"), ep("leaf-g1-r2:Ethernet7/1")],
+        [],
+        id="a hold of no measured harm (adopted) is not given back for newcomers on other switches",
+    ),
+    pytest.param(
+        [Held(up(5), 1e-6), Held(up(6), 1e-3), Held(ep("leaf-g0-r0:Ethernet5/1"), 1e-1)],
+        [up(5)],
+        0.75,
+        [up(6), ep("leaf-g0-r0:Ethernet5/1")],
+        [up(6), ep("leaf-g0-r0:Ethernet5/1")],
+        [up(5)],
+        id="only the hold whose switch the worse newcomer needs is given back",
+    ),
 ]
 
 
