@@ -150,6 +150,12 @@ def test_budgets_per_switch_and_rate() -> None:
     got = budgets([], acts, FACTS, Limits())
     assert [(v.where, v.t, v.detail) for v in got] == [("rate", 600.0, "11 disables within an hour (limit 10)")]
     assert budgets([], acts[:10], FACTS, Limits()) == []
+    # the 11th an adoption: its port already shut with fabricd's mark in the sample before (a twin restart booted it
+    # from a saved config): fabricd shut nothing
+    port = acts[10].port
+    seen = [Sample(599.0, {port: SHUT}), Sample(601.0, {port: SHUT})]
+    assert budgets(seen, acts, FACTS, Limits()) == []
+    assert len(budgets([Sample(599.0, {port: UP}), Sample(601.0, {port: SHUT})], acts, FACTS, Limits())) == 1
 
 
 UPLINKS = FACTS.uplinks_of["leaf-g0-r0"]
