@@ -2,7 +2,7 @@
 test_floor_twin.py and with its helpers: two corrupting held uplinks and room to return one (the lowest loss rate comes
 back); a drained uplink (never returned; the shortfall it leaves is said); and a hot pair (two `fabricd run` on
 PostgreSQL and a NATS bus) whose leader is killed -9 as it returns the hold (the port comes back once: one enable
-action, one audit line, one ticket note, one `no shutdown` session on the switch)."""
+action, one audit line, one ticket note; the port up once on the switch)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ import pytest
 from fabricd.bus import LocalBus
 from lab.control_client import inject
 from tests.twin.lab.twin_thread import TwinThread
-from tests.twin.processes import TTL, Fabricd, admin_enabled, eos_sessions, hot_pair, twin_fixture
+from tests.twin.processes import TTL, Fabricd, admin_enabled, eos_driver, eos_sessions, hot_pair, twin_fixture
 
 from .service_thread import TOKEN, ServiceThread, wait_for
 from .test_floor_twin import HELD, LEAF, OTHER, actions, floor_config, start
@@ -26,6 +26,13 @@ SEVEN, EIGHT = "Ethernet7/1", "Ethernet8/1"
 HALF = {"min_uplink_fraction": 0.5}  # room for two holds on a leaf of four uplinks
 
 twin = twin_fixture()  # a twin of its own per test: each leaves ports shut and drained (it starts in 0.1 s)
+
+
+def came_up(twin: TwinThread) -> int:
+    """How often the held port's line protocol came up, as the switch logged it (`show logging`)."""
+    with eos_driver(twin, LEAF) as drv:
+        log = drv.device.run_commands(["show logging"], encoding="text")[0]["output"]
+    return int(log.count(f"Interface {HELD}, changed state to up"))
 
 
 def floor_of(svc: ServiceThread | Fabricd) -> dict[str, Any]:
@@ -95,14 +102,14 @@ def test_a_return_across_a_failover_happens_once(
     """A hot pair on shared state: the leader holds Ethernet6/1; another uplink's BGP session drops and the leader
     is killed -9 as soon as its return is recorded (its enable under way, or just done). The standby takes over and
     finishes what is under way instead of returning it again: one enable action (key return:...), done; one audit
-    line and one ticket note; one `no shutdown` config session of fabricd's on the switch since the hold."""
+    line and one ticket note; on the switch the port comes up once, its mark gone, no session of fabricd's left."""
     config = floor_config(tmp_path, twin, state={"url": postgres_url}, bus={"urls": [nats_bus.url]},
                           ha={"enabled": True, "lease_ttl_s": TTL})  # fmt: skip
     with hot_pair(config, tmp_path) as (a, b):
         inject(twin.state_dir, "link_flap", {"port": f"{LEAF}:{HELD}", "count": 8, "period_s": 0.3})
         (hold,) = wait_for(lambda: [x for x in a.get("/api/v1/actions")["actions"] if x["status"] == "done"], 30)
         assert (hold["device"], hold["port"], hold["op"]) == (LEAF, HELD, "disable")
-        before = set(eos_sessions(twin, LEAF))
+        ups = came_up(twin)
         inject(twin.state_dir, "bgp_down", {"port": f"{LEAF}:{OTHER}"})
         wait_for(lambda: [x for x in a.get("/api/v1/actions")["actions"] if x["op"] == "enable"], 20, every_s=0.02)
         a.kill()
@@ -118,6 +125,10 @@ def test_a_return_across_a_failover_happens_once(
         assert [e["what"] for e in audit if e["what"].startswith("returned ")] == [f"returned {LEAF}:{HELD}"]
         notes = b.get(f"/api/v1/tickets/{hold['ticket_id']}")["body"]["notes"]
         assert sum(why in n for n in notes) == 1, notes
-        # on the switch: one committed session of fabricd's since the hold (the enable), whoever committed it
-        new = {n: s for n, s in eos_sessions(twin, LEAF).items() if n not in before and n.startswith("fabricd_")}
-        assert [s for s in new.values() if s in ("completed", "pendingCommitTimer")] != [] and len(new) == 1, new
+        # on the switch: the port came up once since the hold (no enable, roll back and enable again), carries no
+        # mark of fabricd's, and no config session of fabricd's is left uncommitted or under its timer
+        assert came_up(twin) == ups + 1
+        with eos_driver(twin, LEAF) as drv:
+            assert "[fabricd:" not in drv.get_interfaces()[HELD]["description"]
+        left = {n: s for n, s in eos_sessions(twin, LEAF).items() if n.startswith("fabricd_") and s != "completed"}
+        assert left == {}, left
