@@ -241,6 +241,15 @@ def test_an_enable_fabricd_rolled_back_brought_nothing_back() -> None:
     assert len(wrong_neighbour(samples([SHUT, SHUT, *[WRONG] * 10]), FACTS, [], actions=[done])) == 1
 
 
+def test_a_miscable_begun_after_the_enable_is_not_the_enables() -> None:
+    """Seed 4931, +301 s: the port seen up at 2 s (its enable's cable check passed), a schedule's miscable on it
+    from 4.3 s: the wrong neighbour 3-10 s after is the later swap's, not the enable's. One begun before it is."""
+    swap = FaultRec("f34", "miscable", (P, "gpu-g0-000:nic0"), ("leaf-g0-r0",), 4.3, None)
+    states = samples([SHUT, SHUT, RIGHT, RIGHT, *[WRONG] * 8])
+    assert wrong_neighbour(states, FACTS, [], faults=[swap]) == []
+    assert len(wrong_neighbour(states, FACTS, [], faults=[replace(swap, start_s=1.5)])) == 1
+
+
 @pytest.mark.parametrize(
     ("after", "events", "n"),
     [
