@@ -10,7 +10,8 @@ per-ToR capacity constraint. Two decisions here:
   end): return the fewest held ports that restore every such floor, the least harmful first; never a port pinned
   down (its cable is wrong, an open `miscabled` finding) and never one still faulty (a flap train not yet quiet, a
   corruption above `max_return_loss`); when nothing returnable restores a floor, say so once per switch (`Stuck`).
-  Drains are an operator's decision and count as lost, never returned.
+  Drains are an operator's decision and count as lost, never returned; a switch a drain now leaves under its floor
+  is `Stuck` too (reported, not undone).
 - `choose`: CorrOpt's optimizer over a candidate set (held ports and faulty newcomers the guard refused for capacity):
   the feasible set to hold down that leaves the least loss on the links kept up, found by growing feasible sets
   from the singletons with every superset of an infeasible set pruned (capacity only falls as a set grows, so such a
@@ -160,7 +161,9 @@ def restore(fabric: Fabric, floor: Floor, held: Sequence[Held]) -> Restore:
     lost = frozenset(floor.lost)
     holds = frozenset(h.port for h in held)
     gone = lost | holds
-    ours = {d for h in held for d in _switches_of(fabric, h.port)}
+    # a drain is an operator's, never undone, but a switch it now leaves under its floor is reported (issue 49)
+    drains = [p for p, why in floor.lost.items() if why is Lost.DRAINED]
+    ours = {d for p in [*(h.port for h in held), *drains] for d in _switches_of(fabric, p)}
     short = _short(fabric, floor, ours, gone)
     if not short:
         return Restore((), ())
@@ -190,6 +193,7 @@ def restore(fabric: Fabric, floor: Floor, held: Sequence[Held]) -> Restore:
     stuck = []
     for dev in _short(fabric, floor, short, after):
         n_up, n, frac = _share(fabric, dev, after)
+        lost_text = _lost_text(fabric, floor, dev)
         left = [h for h in helps if h not in chosen and dev in _switches_of(fabric, h.port)]
         kinds = sorted({"pinned down: " + h.pinned if h.pinned else "still faulty" for h in left})
         what = {1: "its candidate", 2: "both candidates"}.get(len(left), f"all {len(left)} candidates")
@@ -197,7 +201,7 @@ def restore(fabric: Fabric, floor: Floor, held: Sequence[Held]) -> Restore:
             Stuck(
                 dev,
                 f"{dev} under its floor ({n_up} of {n} uplinks, {frac:.0%} < {floor.min_fraction:.0%}): "
-                + (f"{what} {', '.join(kinds)}" if left else "no hold of fabricd's left to return"),
+                + (f"{what} {', '.join(kinds)}" if left else f"no hold of fabricd's left to return ({lost_text})"),
             )
         )
     return Restore(tuple(returns), tuple(stuck))
@@ -250,6 +254,12 @@ def choose(fabric: Fabric, floor: Floor, candidates: Sequence[Held], held: froze
             if feasible(best | {c.port}):
                 best = best | {c.port}
     current = frozenset(p for p in held if p not in forced and p in harm)
+    # a hold that stays feasible beside the chosen set stays held: giving it back leaves more loss up, never less
+    # (a chaos replay: an adopted hold, of no measured harm, given back "to make room" for newcomers on five other
+    # switches, which the hourly rate had refused and went on refusing)
+    for p in sorted(current - best, key=lambda p: (-harm[p], str(p))):
+        if feasible(best | {p}):
+            best = best | {p}
     if loss_left(best) * SWAP_MARGIN > loss_left(current) - 1e-15:
         best = current  # not worth a change
     hold = best | forced

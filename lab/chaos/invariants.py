@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import math
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -286,6 +287,16 @@ def exactly_once(samples: list[Sample], actions: list[ActionRec]) -> list[Violat
     return out
 
 
+def _adopted(samples: list[Sample], a: ActionRec) -> bool:
+    """A disable recorded for a port that was already shut with fabricd's mark in the sample before it: fabricd
+    adopted what the switch showed (docs/operations.md, reconciliation), it shut nothing (seed 4932, +294 s: a twin
+    restart booted a port from a saved config holding fabricd's old shutdown; its adoption was counted an 11th disable
+    within the hour)."""
+    before = [s for s in samples if s.t < a.created_s]
+    o = before[-1].ports.get(a.port) if before else None
+    return o is not None and o.marked and not o.admin_up
+
+
 def budgets(samples: list[Sample], actions: list[ActionRec], facts: FabricFacts, limits: Limits) -> list[Violation]:
     """The ports fabricd holds down (its mark on a shut port) never pass the per-switch, per-rail and fabric
     budgets; its disables never pass the hourly rate."""
@@ -317,7 +328,11 @@ def budgets(samples: list[Sample], actions: list[ActionRec], facts: FabricFacts,
             result.append(
                 Violation("budgets", first, where, f"ports held down past the budget for {last - first:.1f} s")
             )
-    disables = sorted(a.created_s for a in actions if a.op == "disable" and a.status in ("done", "running"))
+    disables = sorted(
+        a.created_s
+        for a in actions
+        if a.op == "disable" and a.status in ("done", "running") and not _adopted(samples, a)
+    )
     for i, t in enumerate(disables):
         inside = [x for x in disables[: i + 1] if x > t - 3600]
         if len(inside) == limits.max_actions_per_hour + 1:
@@ -338,9 +353,59 @@ def _lost(s: Sample, facts: FabricFacts, port: str) -> bool:
     return False
 
 
-def capacity(samples: list[Sample], facts: FabricFacts, limits: Limits) -> list[Violation]:
+# How recent a loss fabricd's guard cannot be judged to have known when it decided: the twin sends an oper-status
+# change as it happens but BGP's state by comparing it once a second (lab/gnmi_server.py CHANGE_POLL_NS), and fabricd
+# acts on what its last pass read (detectors.tick_s 0.5 s in the runs). Seed 4902, +50 s: a floor take 37 ms after
+# the fourth down phase of a flap train on another uplink began; the sample after read 2 of 4.
+TELEMETRY_LATENCY_S = 1.0
+
+
+def _train_state(f: FaultRec, t: float) -> tuple[bool, float] | None:
+    """A flap train's state at `t` from its schedule (lab/faults.py: down `down_s`, default half, each `period_s`
+    from its start, `count` times): (down, when that phase began), or None when it is not running at `t`."""
+    if f.kind not in TRAINS or not fault_active(f, t):
+        return None
+    try:
+        period = float(f.params["period_s"])
+        down_s = float(f.params.get("down_s", period / 2))
+    except (KeyError, TypeError, ValueError):
+        return None
+    if period <= 0:
+        return None
+    began = f.start_s + math.floor((t - f.start_s) / period) * period
+    return (t - began < down_s, began if t - began < down_s else began + down_s)
+
+
+def _known_lost(u: str, facts: FabricFacts, faults: Sequence[FaultRec], decided: float) -> bool:
+    """Whether fabricd could know at `decided` that uplink `u`, lost in the samples around its shutdown, was lost:
+    not when the only fault on its link then is a flap train whose state at `decided` is up, or down for less than
+    TELEMETRY_LATENCY_S (the checker's samples, a second apart, may catch a later or just-begun down phase)."""
+    ends = {u, facts.peer.get(u, "")}
+    on = [f for f in faults if ends & set(f.ports) and fault_active(f, decided)]
+    states = [_train_state(f, decided) for f in on]
+    if not on or any(st is None for st in states):
+        return True  # no train, or another fault on the link: the samples' word stands
+    return any(down and decided - began >= TELEMETRY_LATENCY_S for down, began in (st for st in states if st))
+
+
+def _decided(actions: Sequence[ActionRec], link: set[str], lo: float, hi: float) -> float:
+    """When fabricd decided the shutdown the sample at `hi` shows: its disable's creation on either end of the link
+    since the sample before (`lo`, less a pass), else `hi`."""
+    ts = [a.created_s for a in actions if a.op == "disable" and a.port in link and lo - 1 <= a.created_s <= hi]
+    return max(ts) if ts else hi
+
+
+def capacity(
+    samples: list[Sample],
+    facts: FabricFacts,
+    limits: Limits,
+    faults: Sequence[FaultRec] = (),
+    actions: Sequence[ActionRec] = (),
+) -> list[Violation]:
     """When fabricd shuts a port (its mark appears on a shut port), no switch whose uplink that port's link is may
-    be left below min_uplink_fraction of its uplink capacity, counting links down or BGP-down as lost."""
+    be left below min_uplink_fraction of its uplink capacity, counting links down or BGP-down as lost, as far as
+    fabricd could know when it decided (lost in the sample before too; a flap train's phase at the decision from
+    the schedule: `_known_lost`)."""
     out = []
     prev: dict[str, bool] = {}
     before: Sample | None = None
@@ -357,10 +422,18 @@ def capacity(samples: list[Sample], facts: FabricFacts, limits: Limits) -> list[
                     link = {p, facts.peer.get(p)}
                     # what fabricd could know when it decided: an uplink lost since the sample before (seed 2718:
                     # a BGP flap 20 ms after the disable) is not counted against its decision
+                    decided = _decided(actions, {x for x in link if x}, before.t if before else s.t, s.t)
                     left = sum(
                         facts.speed[u]
                         for u in ups
-                        if not (_lost(s, facts, u) and (u in link or before is None or _lost(before, facts, u)))
+                        if not (
+                            _lost(s, facts, u)
+                            and (
+                                u in link
+                                or before is None
+                                or (_lost(before, facts, u) and _known_lost(u, facts, faults, decided))
+                            )
+                        )
                     )
                     if total and left / total < limits.min_uplink_fraction:
                         out.append(
@@ -555,10 +628,12 @@ def wrong_neighbour(
     settle_s: float = 3.0,
     window_s: float = 10.0,
     actions: Sequence[ActionRec] = (),
+    faults: Sequence[FaultRec] = (),
 ) -> list[Violation]:
     """A port fabricd brings back (its marked shutdown ends) never runs facing a neighbour other than the
     blueprint's: two samples in a row up, LLDP naming another neighbour, `settle_s` to `window_s` after the enable
-    (LLDP learns a new neighbour within about a second of link up; a cable swapped later is not the enable's). An
+    (LLDP learns a new neighbour within about a second of link up; a cable swapped later is not the enable's: nor
+    is a `miscable` of the schedule begun after the sample that saw the port up, seed 4931 +301 s, 2.3 s after). An
     enable that fabricd rolled back (its check of the cable failed) brought nothing back: the port was up only under
     test (seed 2718: fabricd killed with -9 during that test, the port stayed up on the wrong cable until the resumed
     enable rolled it back)."""
@@ -581,7 +656,8 @@ def wrong_neighbour(
             t0 = enabled_at.get(p)
             if t0 is None or not t0 + settle_s <= s.t <= t0 + window_s:
                 continue
-            wrong = o.admin_up and o.oper_up and o.neighbor is not None and o.neighbor != facts.peer.get(p)
+            later = any(f.kind == "miscable" and p in f.ports and f.start_s > t0 for f in faults)
+            wrong = not later and o.admin_up and o.oper_up and o.neighbor not in (None, facts.peer.get(p))
             streak[p] = streak[p] + 1 if wrong else 0
             if streak[p] == 2:
                 out.append(
@@ -900,14 +976,14 @@ def _explained(g: FindingRec, run: Run, facts: FabricFacts) -> bool:
 def check(run: Run, facts: FabricFacts, limits: Limits, grace_s: float) -> list[Violation]:
     """Every invariant over one run, in time order."""
     out = [
-        *capacity(run.samples, facts, limits),
+        *capacity(run.samples, facts, limits, run.faults, run.actions),
         *capacity_held(run.samples, facts, limits, run.faults, run.events, grace_s),
         *marks_records(run.samples, grace_s, run.events),
         *hold_released(run.samples, run.events, grace_s),
         *foreign_enable(run.samples, run.actions, run.events),
         *exactly_once(run.samples, run.actions),
         *budgets(run.samples, run.actions, facts, limits),
-        *wrong_neighbour(run.samples, facts, run.events, actions=run.actions),
+        *wrong_neighbour(run.samples, facts, run.events, actions=run.actions, faults=run.faults),
         *detection(run, facts)[2],
         *convergence(run, facts.peer),
     ]

@@ -35,6 +35,9 @@ from .port_actions import PortActions
 log = logging.getLogger("fabricd.floor")
 RETURN = "return:"  # key prefix of the enables that give a hold back to keep a floor
 RETAKE = "retake:"  # key prefix of the disables that take a returned port down again
+# A switch's shortfall is said once until it has been at its floor this long (fabricd's choice, not a published
+# figure: longer than a flap train's phases and a BGP flap's period, so one incident is one escalation).
+STUCK_QUIET_S = 60.0
 
 
 @dataclass(frozen=True)
@@ -49,7 +52,8 @@ class FloorKeeper:
     def __init__(self, ctx: Context, holds: Holds, actions: PortActions, paper: Paperwork, swaps: Swaps) -> None:
         self.ctx, self.holds, self.actions, self.paper, self.swaps = ctx, holds, actions, paper, swaps
         self.state = ctx.state
-        self.stuck: dict[str, str] = {}  # switch -> why it stays under its floor (said once per reason)
+        self.stuck: dict[str, str] = {}  # switch -> why it stays under its floor now
+        self._spell: dict[str, int] = {}  # switch -> the last pass it was under its floor, while its spell lasts
         self._observed: set[str] = set()  # observe mode: returns already said
 
     # --- the picture ---------------------------------------------------------------------------------------------
@@ -61,8 +65,13 @@ class FloorKeeper:
         up_again = self.holds.stale_holds(rows)
         mine = {Endpoint(p["device"], p["port"]): p for p in rows}
         mine = {ep: p for ep, p in mine.items() if ep not in drained and ep not in up_again}
-        flight = {Endpoint(a.device, a.port) for a in self.state.actions.with_status("running", "awaiting_approval")}
-        ours = set(mine) | {ep for ep in flight if ep not in drained}
+        under_way = self.state.actions.with_status("running", "awaiting_approval")
+        # a port being enabled (a return, a swap's, a repair's) is coming back: up for the floor, no candidate (the
+        # twin: two holds, room for one back, both returned: the second pass counted the first, still down, lost)
+        coming = {Endpoint(a.device, a.port) for a in under_way if a.op == "enable"}
+        flight = {Endpoint(a.device, a.port) for a in under_way} - coming
+        mine = {ep: p for ep, p in mine.items() if ep not in coming}
+        ours = set(mine) | coming | {ep for ep in flight if ep not in drained}
         ends = ours | {peer for ep in ours if (peer := ctx.fabric.peer(ep.device, ep.port)) is not None}
         # a link down takes its BGP session with it: the link is named, not the session
         lost: dict[Endpoint, Lost] = {ep: Lost.BGP_DOWN for ep in ctx.view.routed_down() if ep not in ends}
@@ -150,11 +159,19 @@ class FloorKeeper:
         return a
 
     def _say_stuck(self, stuck: tuple[Stuck, ...], now: int) -> list[str]:
+        """Each switch's shortfall said once a spell (audit, its holds' tickets); `stuck` is what holds now (health).
+        A spell ends once the switch has been at its floor STUCK_QUIET_S: a flapping uplink moves a floor across its
+        line every phase (seed 1 of the twin-restart replays: the same line audited every second)."""
         out = []
+        for device, last in list(self._spell.items()):
+            if now - last > STUCK_QUIET_S * NS:
+                del self._spell[device]
         for s in stuck:
-            if self.stuck.get(s.device) == s.why:
-                continue
+            said = s.device in self._spell
+            self._spell[s.device] = now
             self.stuck[s.device] = s.why
+            if said:
+                continue
             self.state.audit.record(now, f"{s.device} under its floor", s.why)
             for p in self.state.holds.all():
                 if p["device"] == s.device or (

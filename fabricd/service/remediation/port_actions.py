@@ -32,6 +32,7 @@ class PortActions:
         self.ctx, self.switch, self.marks, self.paper = ctx, switch, marks, paper
         self.state = ctx.state
         self._underway: dict[int, asyncio.Event] = {}  # action id -> set once its first step is handed off
+        self.live: set[int] = set()  # actions carried out by this process now (the reconciler resumes no other)
         self._commits = CommitsFirst()  # confirms wait while ports are being taken down
 
     def spawn(self, action: Action, resumed: bool = False) -> asyncio.Event:
@@ -39,6 +40,7 @@ class PortActions:
         it is underway: its first step handed to the driver thread or the drain hook, queued behind another action
         on the same switch, or ended. `resumed`: a fabricd before this one began it (see `Switch._open_and_set`)."""
         underway = self._underway[action.id] = asyncio.Event()
+        self.live.add(action.id)
         # The token it runs under is the one of the leader that starts it, even if that leader is paused and wakes
         # up after a new one took over: then every write and switch call of it is refused.
         self.ctx.tasks.start(self._carry_out(action, resumed, self.ctx.fence.token()))
@@ -54,6 +56,7 @@ class PortActions:
             with fenced(token):
                 await self._carry_out_inner(action, resumed)
         finally:
+            self.live.discard(action.id)
             self._mark_underway(action.id)
 
     async def _carry_out_inner(self, action: Action, resumed: bool) -> None:

@@ -35,6 +35,12 @@ RESCAN_S = 5.0  # how often the marks of switches a scan skipped or could not re
 # switches are the ones a late request of an old leader can reach (a drain's shift or a mark's rewrite elsewhere is
 # met by this leader's next commit there).
 STALE_SWEEP_S = 5.0
+# An action left `running` that no task of this leader carries out this long is resumed by its pass: one this very
+# leader left while it could not act for a moment (its lease renewal late under load: "left to the leader") and
+# then led on under the same token, with no takeover to resume it (a chaos run, seed 4940: a hold's re-apply and a
+# flap's disable stranded 100 s and 136 s, until the bus restart made a takeover). Longer than an action takes from
+# its record to its task (a pass, the lock).
+STRANDED_S = 5.0
 SWEEP_PARALLEL = 2  # switches swept at once: the action threads stay free for actions (a flap's disable waits for none)
 
 
@@ -96,10 +102,26 @@ class Reconciler:
         self._sweep(now, stale)
         try:
             with fenced(ctx.fence.token()):
-                return await self._reconcile_pass(observed, now, ctx.settings.verify_timeout_s)
+                resumed = self._resume_stranded(now)
+                return resumed + await self._reconcile_pass(observed, now, ctx.settings.verify_timeout_s)
         except FencedError as e:
             ctx.fence.fenced_out(str(e))
             return []
+
+    def _resume_stranded(self, now: int) -> list[str]:
+        """Running actions no task of this leader carries out for `STRANDED_S`: resumed as a takeover resumes them
+        (the switch's transaction of the action is looked for first)."""
+        if self.ctx.fence.why() is not None:
+            return []
+        out = []
+        for a in self.state.actions.with_status("running"):
+            if a.id in self.actions.live or now - a.updated_ts < STRANDED_S * NS:
+                continue
+            why = "left running while this instance could not act, no task carrying it out"
+            out.append(f"completing {a.op} of {a.device}:{a.port} (action {a.id}): {why}")
+            self.state.audit.record(now, f"resume action {a.id}", why, mode=a.mode, action_id=a.id)
+            self.actions.spawn(a, resumed=True)
+        return out
 
     def _sweep(self, now: int, stale: Collection[str]) -> None:
         """A leader ends every older leader's transaction on the switches an older leader had an action under way

@@ -150,6 +150,12 @@ def test_budgets_per_switch_and_rate() -> None:
     got = budgets([], acts, FACTS, Limits())
     assert [(v.where, v.t, v.detail) for v in got] == [("rate", 600.0, "11 disables within an hour (limit 10)")]
     assert budgets([], acts[:10], FACTS, Limits()) == []
+    # the 11th an adoption: its port already shut with fabricd's mark in the sample before (a twin restart booted it
+    # from a saved config): fabricd shut nothing
+    port = acts[10].port
+    seen = [Sample(599.0, {port: SHUT}), Sample(601.0, {port: SHUT})]
+    assert budgets(seen, acts, FACTS, Limits()) == []
+    assert len(budgets([Sample(599.0, {port: UP}), Sample(601.0, {port: SHUT})], acts, FACTS, Limits())) == 1
 
 
 UPLINKS = FACTS.uplinks_of["leaf-g0-r0"]
@@ -187,6 +193,35 @@ def test_capacity_judges_what_fabricd_could_know() -> None:
     assert capacity(back, FACTS, Limits()) == []
 
 
+# seed 4902, +50 s: Ethernet8/1 (UPLINKS[3]) in a flap train, a 0.87 s period, its fourth down phase begun at 49.99 s
+TRAIN8 = FaultRec("f40", "link_flap", (UPLINKS[3],), ("leaf-g0-r0",), 47.38, None,
+                  {"count": 12, "period_s": 0.87, "down_s": 0.435})  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("faults", "decided", "violations"),
+    [
+        ([TRAIN8], 50.027, 0),  # 37 ms into the down phase: fabricd's telemetry could not have said it yet
+        ([TRAIN8], 49.30, 0),  # between two down phases: up as fabricd read it, later phases caught by the samples
+        ([TRAIN8], None, 0),  # no action to date the decision: the sample's time (50.5 s, between two phases)
+        ([replace(TRAIN8, params={"count": 12, "period_s": 4.0, "down_s": 3.5})], 50.027, 1),  # down 2.6 s: known
+        ([TRAIN8, FaultRec("f41", "link_down", (UPLINKS[3],), ("leaf-g0-r0",), 40.0, None)], 50.027, 1),  # the link
+        ([], 50.027, 1),  # no fault on the schedule: both samples' word stands
+    ],
+)  # fmt: skip
+def test_capacity_judges_a_flap_train_by_its_phase_at_the_decision(
+    faults: list[FaultRec], decided: float | None, violations: int
+) -> None:
+    """The samples a second apart read Ethernet8/1 down before and after fabricd shut Ethernet5/1 (two down phases
+    of its train); what fabricd could know is the train's phase at its decision (`TELEMETRY_LATENCY_S`)."""
+    base = {u: PortObs(True, True, bgp_up=True) for u in UPLINKS}
+    flapping = base | {UPLINKS[3]: PortObs(True, False, bgp_up=False)}
+    after = flapping | {UPLINKS[0]: SHUT}
+    acts = [] if decided is None else [ActionRec(5, "disable", UPLINKS[0], "done", 3, 2, decided, decided + 0.4)]
+    got = capacity([Sample(49.5, flapping), Sample(50.5, after)], FACTS, Limits(), faults, acts)
+    assert len(got) == violations, got
+
+
 def test_capacity_counts_a_bgp_down_uplink_lost() -> None:
     base = {u: PortObs(True, True, bgp_up=True) for u in UPLINKS} | {UPLINKS[3]: PortObs(True, True, bgp_up=False)}
     got = capacity([Sample(0.0, base), Sample(1.0, base | {UPLINKS[0]: SHUT})], FACTS, Limits())
@@ -204,6 +239,15 @@ def test_an_enable_fabricd_rolled_back_brought_nothing_back() -> None:
     assert wrong_neighbour(samples([SHUT, SHUT, *[WRONG] * 10, SHUT]), FACTS, [], actions=[rolled]) == []
     done = ActionRec(9, "enable", P, "done", None, 6, 2.0, 3.0)
     assert len(wrong_neighbour(samples([SHUT, SHUT, *[WRONG] * 10]), FACTS, [], actions=[done])) == 1
+
+
+def test_a_miscable_begun_after_the_enable_is_not_the_enables() -> None:
+    """Seed 4931, +301 s: the port seen up at 2 s (its enable's cable check passed), a schedule's miscable on it
+    from 4.3 s: the wrong neighbour 3-10 s after is the later swap's, not the enable's. One begun before it is."""
+    swap = FaultRec("f34", "miscable", (P, "gpu-g0-000:nic0"), ("leaf-g0-r0",), 4.3, None)
+    states = samples([SHUT, SHUT, RIGHT, RIGHT, *[WRONG] * 8])
+    assert wrong_neighbour(states, FACTS, [], faults=[swap]) == []
+    assert len(wrong_neighbour(states, FACTS, [], faults=[replace(swap, start_s=1.5)])) == 1
 
 
 @pytest.mark.parametrize(

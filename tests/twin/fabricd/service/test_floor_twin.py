@@ -29,10 +29,15 @@ def actions(svc: ServiceThread, **match: Any) -> list[dict[str, Any]]:
     return [a for a in svc.get("/api/v1/actions")["actions"] if all(a.get(k) == v for k, v in match.items())]
 
 
-def start(tmp: Path, twin: TwinThread) -> ServiceThread:
-    # a flap train is over after 2 s of quiet, a returned port is up 2 s at least before it may go down again
-    remediation = {"return_quiet_s": 2, "min_up_s": 2}
-    return ServiceThread(write_config(tmp, twin.inventory, remediation=remediation)).start()
+def floor_config(tmp: Path, twin: TwinThread, **sections: Any) -> Path:
+    """fabricd.yaml for these tests: a flap train is over after 2 s of quiet, a returned port is up 2 s at least
+    before it may go down again; `sections` merged in (write_config)."""
+    remediation = {"return_quiet_s": 2, "min_up_s": 2, **sections.pop("remediation", {})}
+    return write_config(tmp, twin.inventory, remediation=remediation, **sections)
+
+
+def start(tmp: Path, twin: TwinThread, **sections: Any) -> ServiceThread:
+    return ServiceThread(floor_config(tmp, twin, **sections)).start()
 
 
 def hold(svc: ServiceThread, twin: TwinThread) -> dict[str, Any]:

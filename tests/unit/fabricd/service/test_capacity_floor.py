@@ -104,8 +104,11 @@ RESTORE = [
         [],
         [],
         [],
-        [],
-        id="drains alone: not ours to mend (the drain is reported elsewhere)",
+        [
+            "leaf-g0-r1 under its floor (2 of 4 uplinks, 50% < 75%): no hold of fabricd's left to return "
+            "(Ethernet5/1 is drained; Ethernet6/1 is drained)"
+        ],
+        id="drains alone: nothing of fabricd's to return, the shortfall reported, the drains not undone",
     ),
     pytest.param(
         {f"{LEAF}:Ethernet5/1": Lost.DRAINED},
@@ -122,6 +125,20 @@ RESTORE = [
         ["returned to keep leaf-g0-r1 at 1 of 4 uplinks (Ethernet5/1 is down; Ethernet6/1 is down)"],
         ["leaf-g0-r1 under its floor (1 of 4 uplinks, 25% < 75%): its candidate still faulty"],
         id="not enough: what can come back does, the rest is said",
+    ),
+    pytest.param(
+        {str(up(5)): Lost.BGP_DOWN, str(up(7)): Lost.DRAINED, str(up(8)): Lost.LINK_DOWN},
+        [Held(up(6), 0.0)],
+        [up(6)],
+        [
+            "returned to keep leaf-g0-r1 at 1 of 4 uplinks (Ethernet5/1's BGP session is down; Ethernet7/1 is drained; "
+            "Ethernet8/1 is down)"
+        ],
+        [
+            "leaf-g0-r1 under its floor (1 of 4 uplinks, 25% < 75%): no hold of fabricd's left to return "
+            "(Ethernet5/1's BGP session is down; Ethernet7/1 is drained; Ethernet8/1 is down)"
+        ],
+        id="a drain never returned: the hold goes back, not enough, the shortfall said naming the drain",
     ),
 ]
 
@@ -209,6 +226,24 @@ CHOOSE = [
         [ep("leaf-g0-r0:Ethernet5/1"), up(5)],
         [],
         id="different leaves do not compete",
+    ),
+    pytest.param(
+        [Held(up(5), 0.0), Held(ep("leaf-g0-r0:Ethernet5/1"), 1e-1), Held(ep("leaf-g1-r2:Ethernet7/1"), 6e-6)],
+        [up(5)],
+        0.75,
+        [up(5), ep("leaf-g0-r0:Ethernet5/1"), ep("leaf-g1-r2:Ethernet7/1")],
+        [ep("leaf-g0-r0:Ethernet5/1"), ep("leaf-g1-r2:Ethernet7/1")],
+        [],
+        id="a hold of no measured harm (adopted) is not given back for newcomers on other switches",
+    ),
+    pytest.param(
+        [Held(up(5), 1e-6), Held(up(6), 1e-3), Held(ep("leaf-g0-r0:Ethernet5/1"), 1e-1)],
+        [up(5)],
+        0.75,
+        [up(6), ep("leaf-g0-r0:Ethernet5/1")],
+        [up(6), ep("leaf-g0-r0:Ethernet5/1")],
+        [up(5)],
+        id="only the hold whose switch the worse newcomer needs is given back",
     ),
 ]
 

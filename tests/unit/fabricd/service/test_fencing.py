@@ -323,3 +323,52 @@ def test_why_an_instance_does_not_act_names_another_leader_only(
     lead.token, lead._claimed, lead.holder = token, claimed, holder
     assert not lead.acting()
     assert lead.why_not_acting() == said
+
+
+def test_an_action_its_own_leader_left_while_it_could_not_act_is_resumed_by_its_next_pass(
+    make: Callable[..., Harness], caplog: pytest.LogCaptureFixture
+) -> None:
+    """The leader's lease renewal came late under load just as an action began: the action was "left to the
+    leader" (still `running` in the state) and the lease renewed, the same token leading on, so no takeover resumed
+    it (chaos seed 4940: a re-apply and a disable stranded 100 s and 136 s). The leader's pass resumes an action no
+    task of its carries out once it is STRANDED_S old, and not before; in a moment it cannot act, nothing."""
+    from fabricd.service.remediation.reconciler import STRANDED_S
+
+    h = make()
+    state, world = h.state, World()
+    lagging = [True]
+    assert state.leadership.claim("a", 5, T0)
+    clock = Clock()
+    rem = build_remediation(
+        h.fabric, state, RemediationSettings(mode="auto", verify_timeout_s=1.0), SafetyLimits(),
+        managed={d.name for d in h.fabric.switches()}, actuator=FakeActuator(world), view=FakeView(world),
+        clock=clock, executor=InlineExecutor(),
+        fence=lambda: "the leader lease of this instance (a) was not renewed in time" if lagging[0] else None,
+        token=lambda: 5,
+    )  # fmt: skip
+
+    async def go() -> None:
+        with fenced(5):
+            a = state.actions.add("disable", SERVER_PORT.device, SERVER_PORT.port, "auto", "running", "flap",
+                                  clock())  # fmt: skip
+            with caplog.at_level("WARNING"):
+                rem.actions.spawn(a)
+                await rem.idle()
+        assert any("left to the leader" in r.getMessage() for r in caplog.records)
+        assert state.actions.get(a.id).status == "running"  # type: ignore[union-attr]
+        clock.advance(STRANDED_S + 1)
+        assert await rem.reconciler.reconcile_pass(clock()) == []  # still cannot act: nothing
+        lagging[0] = False  # the lease renewed: the same token leads on
+        clock.now = a.updated_ts + int((STRANDED_S - 1) * 1e9)
+        await rem.reconciler.reconcile_pass(clock())
+        await rem.idle()
+        assert state.actions.get(a.id).status == "running"  # type: ignore[union-attr]  # too young yet
+        clock.advance(2)
+        notes = await rem.reconciler.reconcile_pass(clock())
+        await rem.idle()
+        assert any(f"(action {a.id}): left running while this instance could not act" in n for n in notes), notes
+        assert state.actions.get(a.id).status == "done"  # type: ignore[union-attr]
+        assert world.admin[SERVER_PORT] is False
+        assert [e["what"] for e in state.audit.entries()].count(f"resume action {a.id}") == 1
+
+    run(go())

@@ -10,7 +10,7 @@ from collections.abc import Callable
 
 from fabricd.detectors.finding import Finding
 from fabricd.service.config import SafetyLimits
-from fabricd.service.remediation.floor import RETAKE, RETURN
+from fabricd.service.remediation.floor import RETAKE, RETURN, STUCK_QUIET_S
 from topology.model import Endpoint
 from topology.units import NS
 
@@ -108,6 +108,35 @@ def test_still_flapping_is_kept_and_said_once(make: Callable[..., Harness]) -> N
     asyncio.run(go())
 
 
+def test_a_shortfall_toggling_with_a_flapping_uplink_is_said_once_a_spell(make: Callable[..., Harness]) -> None:
+    """OTHER's BGP session flaps: the leaf crosses its floor every few seconds. One audit line and one ticket note
+    for the spell (the old code said it again at each crossing); again once the leaf held its floor STUCK_QUIET_S."""
+
+    async def go() -> None:
+        h = make()
+        ticket = ticket_of(h, (await report(h, train(h, HELD)))[0].ticket.id)  # type: ignore[union-attr]
+        h.clock.advance(20)  # still flapping by return_quiet_s: kept down
+        why = "leaf-g0-r1 under its floor (2 of 4 uplinks, 50% < 75%): its candidate still faulty"
+        said = []
+        for _ in range(4):
+            h.world.routed_down.add(OTHER)
+            said += await keep(h)
+            assert h.rem.floor.stuck == {LEAF: why}
+            h.clock.advance(2)
+            h.world.routed_down.discard(OTHER)
+            said += await keep(h)
+            assert h.rem.floor.stuck == {}
+            h.clock.advance(2)
+        assert said == [why]
+        assert [e["why"] for e in h.state.audit.entries() if e["what"] == f"{LEAF} under its floor"] == [why]
+        assert ticket_of(h, ticket.id).body["notes"].count(why) == 1
+        h.clock.advance(STUCK_QUIET_S + 1)  # a new spell: said again (the train is quiet now: it goes back)
+        h.world.routed_down.add(OTHER)
+        assert len(await keep(h)) == 1 and returns(h) == [f"{HELD} done"]
+
+    asyncio.run(go())
+
+
 def test_corruption_lowest_loss_first(make: Callable[..., Harness]) -> None:
     async def go() -> None:
         h = make(limits=SafetyLimits(min_uplink_fraction=0.5))
@@ -118,6 +147,26 @@ def test_corruption_lowest_loss_first(make: Callable[..., Harness]) -> None:
         assert await keep(h) == [f"{seven}: returned to keep leaf-g0-r1 at 2 of 4 uplinks (Ethernet5/1's BGP "
                                  "session is down)"]  # fmt: skip
         assert h.state.holds.is_held(LEAF, HELD.port)
+
+    asyncio.run(go())
+
+
+def test_a_return_under_way_counts_as_back(make: Callable[..., Harness]) -> None:
+    """Two holds, room for one back: a pass while the first return's enable is still under way does not return the
+    second (the twin did: the port being enabled, still down, counted lost)."""
+
+    async def go() -> None:
+        h = make(limits=SafetyLimits(min_uplink_fraction=0.5))
+        seven = Endpoint(LEAF, "Ethernet7/1")
+        await report(h, corruption(h, HELD, 8e-6), corruption(h, seven, 2e-6, T0 + NS))
+        h.world.routed_down.add(OTHER)
+        first = await h.rem.floor.keep(h.clock())  # its enable spawned, not yet run
+        assert [a.status for a in h.state.actions.keyed(RETURN)] == ["running"]
+        second = await h.rem.floor.keep(h.clock())
+        await h.rem.idle()
+        assert [*first, *second] == [f"{seven}: returned to keep leaf-g0-r1 at 2 of 4 uplinks (Ethernet5/1's BGP "
+                                     "session is down)"]  # fmt: skip
+        assert returns(h) == [f"{seven} done"] and h.state.holds.is_held(LEAF, HELD.port)
 
     asyncio.run(go())
 
