@@ -115,8 +115,8 @@ class Reconciler:
             return []
         out = []
         for a in self.state.actions.with_status("running"):
-            if a.id in self.actions.live or now - a.updated_ts < STRANDED_S * NS:
-                continue
+            if a.op == "tune" or a.id in self.actions.live or now - a.updated_ts < STRANDED_S * NS:
+                continue  # a tuning change runs for its verify window, owned by the tuning loop (service/tuning/)
             why = "left running while this instance could not act, no task carrying it out"
             out.append(f"completing {a.op} of {a.device}:{a.port} (action {a.id}): {why}")
             self.state.audit.record(now, f"resume action {a.id}", why, mode=a.mode, action_id=a.id)

@@ -351,6 +351,9 @@ def test_an_action_its_own_leader_left_while_it_could_not_act_is_resumed_by_its_
         with fenced(5):
             a = state.actions.add("disable", SERVER_PORT.device, SERVER_PORT.port, "auto", "running", "flap",
                                   clock())  # fmt: skip
+            # a tuning change in its verify window: running for minutes, no remediation task, the tuning loop's own
+            tune = state.actions.add("tune", SERVER_PORT.device, "tuning x", "auto", "running", "Kmin down", clock(),
+                                     key="tune:k")  # fmt: skip
             with caplog.at_level("WARNING"):
                 rem.actions.spawn(a)
                 await rem.idle()
@@ -370,5 +373,7 @@ def test_an_action_its_own_leader_left_while_it_could_not_act_is_resumed_by_its_
         assert state.actions.get(a.id).status == "done"  # type: ignore[union-attr]
         assert world.admin[SERVER_PORT] is False
         assert [e["what"] for e in state.audit.entries()].count(f"resume action {a.id}") == 1
+        assert not any(f"(action {tune.id})" in n for n in notes), notes  # left to the tuning loop
+        assert state.actions.get(tune.id).status == "running"  # type: ignore[union-attr]
 
     run(go())
