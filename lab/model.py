@@ -138,6 +138,7 @@ TRAFFIC = sorted(
 # A port's egress whose offered load reaches this share of its line rate goes to the congestion model (lab/congestion):
 # below it the lossless queue only sees bursts (lab/counters.py ecn_mark_share), which a fluid model cannot show.
 HOT_SHARE = 0.98
+HOT_MEMO = 16  # traffic states whose congested queues are remembered (a workload's phases flip between a few)
 # RoCE queue pairs per NIC in an aggregate: Meta measured ~4 AllReduce QPs per GPU (reference §4 [meta24]).
 QPS_PER_NIC = 4
 # Per switch hop and NIC, what a packet and its CNP lose besides the cables (serialisation, pipeline, NIC turnaround):
@@ -153,6 +154,8 @@ RECONCILE_TOLERANCE = 0.01
 RECONCILE_GAIN = 0.7
 # SONiC's lossless PG dynamic_th (drivers/sonic/render.py LOSSLESS_DYNAMIC_TH): alpha = 2^-2 of the free pool
 DEFAULT_DYNAMIC_TH = -2
+# plain ints: an IntEnum member looked up in a hot loop costs a class __getattr__ each time
+KIND_UP, KIND_SERVER, KIND_REMOTE = int(traffic.Kind.UP), int(traffic.Kind.SERVER), int(traffic.Kind.REMOTE)
 LOSSLESS = 3  # the RoCE class the model runs (QUEUE_SHARE: it carries almost everything; its watermark moves)
 LN_1000 = float(np.log(1000.0))
 
@@ -348,6 +351,11 @@ class Twin:
         self._cong_drops: dict[tuple[str, str], float] = {}  # its headroom overflow / tail drops
         self._cong_pauses: list[PauseSource] = []  # XOFF its ingresses send upstream
         self._cables: dict[tuple[str, str], float] = {}  # (switch, port) -> its cable's length (m), as looked up
+        self._cable_arrays: dict[int, np.ndarray] = {}  # switch number -> each row's cable length (m)
+        self._node = {name: x for x, name in enumerate(self.switches)}
+        self._traffic_key: object = None  # the inputs of the last traffic solve (_apply_traffic)
+        self._routes: tuple[object, traffic.Routes] | None = None  # the last routes, with the cables up they are for
+        self._hot_memo: dict[object, list[tuple[str, int, int, tuple[Ingress, ...], float]]] = {}
         self.dlb: set[str] = set()  # switches with DLB (flowlets) on their ECMP groups (EOS config)
         self.flowlets: dict[str, FlowletView] = {}  # the flowlet model's answer per DLB switch (its uplink group)
         self._flowlet_cache: dict[object, FlowletResult] = {}
@@ -774,6 +782,7 @@ class Twin:
             tuple(sorted(self._cong_passes.items())) if congestion else (),
             tuple(sorted(self._cong_drops.items())) if congestion else (),
         )
+        self._traffic_key = key
         cached = self._flowed.get(key)
         if cached is not None:
             for name, block in cached.items():
@@ -815,10 +824,13 @@ class Twin:
         for sw, row in self._receiving_errors():
             rx_errors[node[sw.name]][row] = self._frame_error_rate(sw, row)
         conditions = traffic.Conditions(up, weight, passes, nic_passes, drops, rx_errors)
-        flowed = traffic.flow(self.traffic, conditions)
+        if self._routes is None or self._routes[0] != key[0]:  # the routes follow the cables up (key[0]) only
+            self._routes = (key[0], traffic.routes(self.traffic, up))
+        flowed = traffic.flow(self.traffic, conditions, self._routes[1])
         for rec in self.workloads.values():  # each workload's overlay adds its loads (flow is linear in offers)
             if rec.on:
-                for total, extra in zip(flowed, traffic.flow(rec.overlay, conditions), strict=True):
+                extras = traffic.flow(rec.overlay, conditions, self._routes[1])
+                for total, extra in zip(flowed, extras, strict=True):
                     total.offered += extra.offered * rec.duty
                     total.sent += extra.sent * rec.duty
                     total.received += extra.received * rec.duty
@@ -873,11 +885,35 @@ class Twin:
         chosen = self.congestion.dr_cnp
         return sw.platform != "sonic" if chosen is None else device in chosen
 
+    def _cable_rows(self, x: int) -> np.ndarray:
+        """Each port's cable length (m) on switch number x, looked up once (cables do not change while the twin
+        runs)."""
+        got = self._cable_arrays.get(x)
+        if got is None:
+            sw = self.switches[self.traffic.names[x]]
+            got = self._cable_arrays[x] = np.array([self._cable_m(sw.name, port) for port in sw.ports])
+        return got
+
     def _hot_ports(self) -> list[HotPort]:
         """Every up egress port offered at least HOT_SHARE of its line rate, with the ingresses feeding it (each
         brings its received traffic's share of the ports it may go out of: valley-free, nothing from an up port goes
         back up), their flows and feedback delays from the cables."""
-        out: list[HotPort] = []
+        # the same traffic (a workload's phase seen before) feeds the same queues: only their config is read again
+        memo_key = (self._traffic_key, self.congestion.dr_cnp)
+        feeds = self._hot_memo.get(memo_key)
+        if feeds is None:
+            feeds = self._hot_feeds()
+            if len(self._hot_memo) >= HOT_MEMO:
+                self._hot_memo.pop(next(iter(self._hot_memo)))
+            self._hot_memo[memo_key] = feeds
+        out = []
+        for name, h, x, ingresses, capacity in feeds:
+            sw = self.switches[name]
+            out.append(HotPort(name, h, x, self._queue_config(sw, h, ingresses, capacity), ingresses))
+        return out
+
+    def _hot_feeds(self) -> list[tuple[str, int, int, tuple[Ingress, ...], float]]:
+        out: list[tuple[str, int, int, tuple[Ingress, ...], float]] = []
         for x, (name, sw) in enumerate(self.switches.items()):
             offered = sw.rate[:, COL["if.out-octets"]] + sw.rate[:, COL["if.out-discards"]] * FRAME_BYTES
             cap = sw.speeds * 1e9 / 8
@@ -886,42 +922,45 @@ class Twin:
                 continue
             kind = self.traffic.ports[x].kind
             received = sw.rate[:, COL["if.in-octets"]] * sw.oper_up
-            is_up = kind == traffic.Kind.UP
+            is_up = kind == KIND_UP
             den_up = float(offered[~is_up].sum())  # what arrives from above leaves by any port but up
             den = float(offered.sum())
             for h in hot.tolist():
                 share = np.where(is_up, 0.0 if is_up[h] else offered[h] / max(den_up, 1.0), offered[h] / max(den, 1.0))
-                contrib = received * share * (np.arange(len(sw.ports)) != h)
-                if contrib.sum() <= 0:
+                contrib = received * share
+                contrib[h] = 0.0
+                total = float(contrib.sum())
+                if total <= 0:
                     continue
-                lossless = offered[h] * SHARES[LOSSLESS]
-                contrib *= lossless / contrib.sum()
-                ingresses = tuple(
-                    self._ingress(sw, x, h, int(r), float(contrib[r])) for r in np.nonzero(contrib > 0)[0]
-                )
-                capacity = cap[h] * SHARES[LOSSLESS]  # the other classes keep their small share of the line
-                out.append(HotPort(name, h, x, self._queue_config(sw, h, ingresses, capacity), ingresses))
+                contrib *= offered[h] * SHARES[LOSSLESS] / total
+                ingresses = self._ingresses(sw, x, h, contrib)
+                capacity = float(cap[h] * SHARES[LOSSLESS])  # the other classes keep their small share of the line
+                out.append((name, h, x, ingresses, capacity))
         return out
 
-    def _ingress(self, sw: Switch, x: int, h: int, r: int, bytes_s: float) -> Ingress:
+    def _ingresses(self, sw: Switch, x: int, h: int, contrib: np.ndarray) -> tuple[Ingress, ...]:
+        """The ingresses bringing `contrib` (bytes/s per row) into egress h, their delays from the cables (one
+        vectorised pass over the rows: this runs at every recompute of a congested twin)."""
         kind = self.traffic.ports[x].kind
-        l_in, l_out = self._cable_m(sw.name, sw.ports[r]), self._cable_m(sw.name, sw.ports[h])
+        rows = np.nonzero(contrib > 0)[0]
+        cables = self._cable_rows(x)
+        l_in = cables[rows]
         # a switch ingress: its senders are one more cable away (ASSUMPTION: one like it)
-        l_sender = l_in if kind[r] == traffic.Kind.SERVER else 2 * l_in
-        if kind[h] == traffic.Kind.REMOTE and self.dr_cnp(sw.name):
+        l_sender = np.where(kind[rows] == KIND_SERVER, l_in, 2 * l_in)
+        if kind[h] == KIND_REMOTE and self.dr_cnp(sw.name):
             loop_m, hops = l_sender, PATH_HOPS // 2  # the DR sends the CNP back itself
         else:
-            loop_m, hops = l_sender + l_out, PATH_HOPS
-        line = float(sw.speeds[r]) * 1e9
-        flows = QPS_PER_NIC * max(1, round(bytes_s * 8 / max(line, 1.0)))
-        return Ingress(
-            row=r,
-            bps=bytes_s * 8,
-            flows=flows,
-            line_bps=line,
-            port_bps=line,
-            feedback_delay_s=2 * loop_m / FIBRE_M_PER_S + 2 * hops * HOP_DELAY_S,
-            hop_delay_s=2 * l_in / FIBRE_M_PER_S + HOP_DELAY_S,
+            loop_m, hops = l_sender + cables[h], PATH_HOPS
+        line = sw.speeds[rows] * 1e9
+        bps = contrib[rows] * 8
+        flows = QPS_PER_NIC * np.maximum(1, np.round(bps / np.maximum(line, 1.0)))
+        feedback = 2 * loop_m / FIBRE_M_PER_S + 2 * hops * HOP_DELAY_S
+        hop = 2 * l_in / FIBRE_M_PER_S + HOP_DELAY_S
+        return tuple(
+            Ingress(row=r, bps=b, flows=int(f), line_bps=li, port_bps=li, feedback_delay_s=fb, hop_delay_s=hd)
+            for r, b, f, li, fb, hd in zip(
+                rows.tolist(), bps.tolist(), flows.tolist(), line.tolist(), feedback.tolist(), hop.tolist(), strict=True
+            )
         )
 
     def _queue_config(self, sw: Switch, h: int, ingresses: tuple[Ingress, ...], capacity: float) -> QueueConfig:
@@ -933,7 +972,7 @@ class Twin:
         speed = int(sw.speeds[ingresses[0].row])
         headroom = first.pg_headroom_bytes or sonic_headroom(self._cable_m(sw.name, sw.ports[ingresses[0].row]), speed)
         dyn = first.pg_dynamic_th if first.pg_dynamic_th is not None else DEFAULT_DYNAMIC_TH
-        kind = self.traffic.ports[list(self.switches).index(sw.name)].kind
+        kind = self.traffic.ports[self._node[sw.name]].kind
         return QueueConfig(
             capacity_bps=capacity * 8,
             kmin_bytes=kmin,
@@ -943,7 +982,7 @@ class Twin:
             pfc=any(sw.config[i.row].honours_pause(LOSSLESS) for i in ingresses),
             dynamic_alpha=2.0**dyn,
             headroom_bytes=headroom,
-            dr_cnp=bool(kind[h] == traffic.Kind.REMOTE and self.dr_cnp(sw.name)),
+            dr_cnp=bool(kind[h] == KIND_REMOTE and self.dr_cnp(sw.name)),
         )
 
     def _solve_congestion(self, hot: list[HotPort]) -> None:
