@@ -29,7 +29,7 @@ from topology.model import TIER, Endpoint, Link, Role
 from topology.underlay import Underlay
 from topology.units import NS
 
-from . import traffic
+from . import nics, traffic
 from .bgp import Bgp, BgpMon
 from .congestion import CONNECTX, FlowletResult, NicParams, QueueConfig, simulate_flowlets
 from .congestion.params import FIBRE_M_PER_S, sonic_headroom
@@ -43,6 +43,7 @@ from .counters import (
     DR_UTILISATION,
     FRAME_BYTES,
     HEALTHY_PRE_FEC_BER,
+    NIC_COUNTERS,
     PRIORITIES,
     QUEUE_SHARE,
     dr_utilisation,
@@ -124,6 +125,7 @@ class PauseSource:
 
 # Each priority's share of a port's traffic (QUEUE_SHARE), and the columns of its queues' transmit counts.
 SHARES = np.array([QUEUE_SHARE.get(q, 0.0) for q in PRIORITIES])
+NIC_COLS = [COL[c] for c in NIC_COUNTERS]
 TRANSMIT_PKTS = [COL[f"q{q}.transmit-pkts"] for q in PRIORITIES]
 TRANSMIT_OCTETS = [COL[f"q{q}.transmit-octets"] for q in PRIORITIES]
 MAX_QUEUE_LEN = [COL[f"q{q}.max-queue-len"] for q in PRIORITIES]
@@ -356,6 +358,8 @@ class Twin:
         self._traffic_key: object = None  # the inputs of the last traffic solve (_apply_traffic)
         self._routes: tuple[object, traffic.Routes] | None = None  # the last routes, with the cables up they are for
         self._hot_memo: dict[object, list[tuple[str, int, int, tuple[Ingress, ...], float]]] = {}
+        self._nic_memo: dict[object, dict[tuple[int, int], np.ndarray]] = {}  # traffic state -> NIC counter rates
+        self._nic_rows: set[tuple[int, int]] = set()  # (switch number, row) whose NIC counters move now
         self.dlb: set[str] = set()  # switches with DLB (flowlets) on their ECMP groups (EOS config)
         self.flowlets: dict[str, FlowletView] = {}  # the flowlet model's answer per DLB switch (its uplink group)
         self._flowlet_cache: dict[object, FlowletResult] = {}
@@ -920,15 +924,8 @@ class Twin:
             hot = np.nonzero(sw.oper_up & (cap > 0) & (offered >= HOT_SHARE * cap))[0]
             if not len(hot):
                 continue
-            kind = self.traffic.ports[x].kind
-            received = sw.rate[:, COL["if.in-octets"]] * sw.oper_up
-            is_up = kind == KIND_UP
-            den_up = float(offered[~is_up].sum())  # what arrives from above leaves by any port but up
-            den = float(offered.sum())
             for h in hot.tolist():
-                share = np.where(is_up, 0.0 if is_up[h] else offered[h] / max(den_up, 1.0), offered[h] / max(den, 1.0))
-                contrib = received * share
-                contrib[h] = 0.0
+                contrib = self._feed(x, h, offered)
                 total = float(contrib.sum())
                 if total <= 0:
                     continue
@@ -937,6 +934,21 @@ class Twin:
                 capacity = float(cap[h] * SHARES[LOSSLESS])  # the other classes keep their small share of the line
                 out.append((name, h, x, ingresses, capacity))
         return out
+
+    def _feed(self, x: int, h: int, offered: np.ndarray | None = None) -> np.ndarray:
+        """What each ingress row of switch x brings to its egress h (bytes/s, unscaled: their received traffic's share
+        of the ports it may go out of; valley-free: nothing from an up port goes back up)."""
+        sw = self.switches[self.traffic.names[x]]
+        if offered is None:
+            offered = sw.rate[:, COL["if.out-octets"]] + sw.rate[:, COL["if.out-discards"]] * FRAME_BYTES
+        is_up = self.traffic.ports[x].kind == KIND_UP
+        received = sw.rate[:, COL["if.in-octets"]] * sw.oper_up
+        den_up = float(offered[~is_up].sum())  # what arrives from above leaves by any port but up
+        den = float(offered.sum())
+        share = np.where(is_up, 0.0 if is_up[h] else offered[h] / max(den_up, 1.0), offered[h] / max(den, 1.0))
+        contrib: np.ndarray = received * share
+        contrib[h] = 0.0
+        return contrib
 
     def _ingresses(self, sw: Switch, x: int, h: int, contrib: np.ndarray) -> tuple[Ingress, ...]:
         """The ingresses bringing `contrib` (bytes/s per row) into egress h, their delays from the cables (one
@@ -1067,6 +1079,7 @@ class Twin:
         """The model's marks, watermarks and DR CNPs on the counters; queues below HOT_SHARE keep the burst
         model's marks, and their watermark is the burst depth's 99.9th percentile (ln 1000 x its exponential mean)."""
         out_octets, wm_col = COL["if.out-octets"], MAX_QUEUE_LEN[LOSSLESS]
+        marked_by: dict[tuple[str, str], float] = {}  # what each congested queue marks (packets/s)
         for sw in self.switches.values():
             rho = np.minimum(sw.rate[:, out_octets] * 8 / np.maximum(sw.speeds * 1e9, 1.0), HOT_SHARE)
             burst = BURST_BYTES * LN_1000 * rho / (1 - rho) * sw.oper_up
@@ -1079,12 +1092,78 @@ class Twin:
                 sw.rate[row, COL[f"q{LOSSLESS}.ecn-marked-pkts"]] = marked
             if view.dr_cnp:
                 sw.rate[row, COL["cnp.sent"]] = out.cnp_ps
+            marked_by[(device, port)] = float(sw.rate[row, COL[f"q{LOSSLESS}.transmit-pkts"]] * out.mark_share)
             sw.queue_watermark[row, LOSSLESS] = max(sw.queue_watermark[row, LOSSLESS], out.queue_max_bytes)
             for r in view.ingress_rows:
                 sw.pg_watermark[r, LOSSLESS] = max(sw.pg_watermark[r, LOSSLESS], out.pg_max_bytes)
                 sw.headroom_watermark[r, LOSSLESS] = max(sw.headroom_watermark[r, LOSSLESS], out.headroom_max_bytes)
         for sw in self.switches.values():  # the OpenConfig gauge: no rate, its value in the base (lab/counters.py)
             sw.base[:, wm_col] = np.maximum(sw.base[:, wm_col], sw.queue_watermark[:, LOSSLESS].astype(np.uint64))
+        self._apply_nics(marked_by)
+
+    def _apply_nics(self, marked_by: dict[tuple[str, str], float]) -> None:
+        """The server NICs' DCQCN counters (lab/nics.py) from the congested queues' marks and CNPs, followed along the
+        traffic to the receivers (marks, the NP's CNPs) and back to the senders (the CNPs they act on); remembered per
+        traffic state (a workload's phases flip between a few)."""
+        if not self.congested and not self._nic_rows:
+            return
+        key = (self._traffic_key, tuple(sorted((k, v.outcome, v.dr_cnp) for k, v in self.congested.items())))
+        rates = self._nic_memo.get(key)
+        if rates is None:
+            rates = self._nic_rates(marked_by)
+            if len(self._nic_memo) >= HOT_MEMO:
+                self._nic_memo.pop(next(iter(self._nic_memo)))
+            self._nic_memo[key] = rates
+        for x, row in self._nic_rows:  # the last state's NICs, cleared
+            self.switches[self.traffic.names[x]].rate[row, NIC_COLS] = 0.0
+        for (x, row), values in rates.items():
+            self.switches[self.traffic.names[x]].rate[row, NIC_COLS] = values
+        self._nic_rows = set(rates)
+
+    def _nic_rates(self, marked_by: dict[tuple[str, str], float]) -> dict[tuple[int, int], np.ndarray]:
+        sws = list(self.switches.values())
+        fab = nics.Fabric(
+            server=[t.kind == KIND_SERVER for t in self.traffic.ports],
+            up=[t.kind == KIND_UP for t in self.traffic.ports],
+            peer=[t.peer for t in self.traffic.ports],
+            peer_row=[t.peer_row for t in self.traffic.ports],
+            sent=[sw.rate[:, COL["if.out-octets"]] for sw in sws],
+            feed=self._feed,
+        )
+        out: dict[tuple[int, int], np.ndarray] = {}
+
+        def add(where: dict[tuple[int, int], float], column: int, scale: float) -> None:
+            for k, v in where.items():
+                out.setdefault(k, np.zeros(len(NIC_COLS)))[column] += v * scale
+
+        for (device, port), view in self.congested.items():
+            x, row, o = self._node[device], self.switches[device].index[port], view.outcome
+            if not view.dr_cnp:  # the receivers see the marks and their NPs send the CNPs
+                to = nics.receivers(fab, x, row, 1.0)
+                add(to, 0, marked_by.get((device, port), 0.0))
+                add(to, 1, o.cnp_ps)
+            brought = dict(zip(view.ingress_rows, o.ingress_cnp_ps, strict=True))
+            add(nics.senders(fab, x, brought), 2, 1.0)
+        return out
+
+    def nic_counters(self, now_ns: int) -> list[dict[str, Any]]:
+        """Each server NIC the congestion model ever touched: its ConnectX DCQCN counters (cumulative, lab/nics.py),
+        with the leaf port it hangs off and its own name."""
+        out = []
+        for sw in self.switches.values():
+            x = self._node[sw.name]
+            rows = np.nonzero(self.traffic.ports[x].kind == KIND_SERVER)[0]
+            if not len(rows):
+                continue
+            values = sw.values(now_ns, rows)[:, NIC_COLS]
+            for r, v in zip(rows.tolist(), values.tolist(), strict=True):
+                if any(v):
+                    peer = self.peers.get((sw.name, sw.ports[r]))
+                    nic = f"{peer.device}:{peer.port}" if peer is not None else ""
+                    out.append(
+                        {"switch": sw.name, "port": sw.ports[r], "nic": nic} | dict(zip(nics.NAMES, v, strict=True))
+                    )
+        return out
 
     def _frame_error_rate(self, sw: Switch, row: int) -> float:
         """The share of frames a port receives corrupted: from a corruption fault, or from an optic losing more

@@ -79,6 +79,7 @@ class Result:
     first_xoff_s: np.ndarray  # first time an ingress crossed XOFF (inf: never)
     agg_rate_bps: np.ndarray  # per aggregate, mean sending rate (all its flows)
     agg_paused_share: np.ndarray  # per aggregate, share of time held in XOFF
+    agg_cnp_ps: np.ndarray  # per aggregate, CNPs/s its flows receive (each cuts a rate: rp_cnp_handled)
     trace_t: np.ndarray = field(default_factory=lambda: np.zeros(0))
     trace_q: np.ndarray = field(default_factory=lambda: np.zeros((0, 0)))  # (samples, queues)
     trace_served: np.ndarray = field(default_factory=lambda: np.zeros((0, 0)))  # bits/s per sample
@@ -324,6 +325,7 @@ def simulate(
         first_xoff_s=first_xoff,
         agg_rate_bps=acc_rate / m * 8,
         agg_paused_share=held_share,
+        agg_cnp_ps=cnps,
         trace_t=np.array(t_trace),
         trace_q=np.array(q_trace).reshape(len(q_trace), nq),
         trace_served=np.array(s_trace).reshape(len(s_trace), nq),

@@ -59,6 +59,7 @@ class PortOutcome:
     headroom_max_bytes: float
     cnp_ps: float
     paused: tuple[float, ...]  # per ingress (same order), the share of time it is held in XOFF
+    ingress_cnp_ps: tuple[float, ...] = ()  # per ingress, CNPs/s its senders receive
 
 
 class Solver:
@@ -131,6 +132,7 @@ def _run(ports: Sequence[HotPort], nic: NicParams) -> list[PortOutcome]:
                 headroom_max_bytes=float(r.headroom_max_bytes[j]),
                 cnp_ps=float(r.cnp_ps[j]),
                 paused=tuple(float(x) for x in np.asarray(r.agg_paused_share[k : k + n])),
+                ingress_cnp_ps=tuple(float(x) for x in np.asarray(r.agg_cnp_ps[k : k + n])),
             )
         )
         k += n

@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from lab import nics
 from lab.counters import COL
 from lab.model import PortConfig, Twin
 from lab.workloads import WorkloadError, WorkloadRunner
@@ -210,3 +211,76 @@ def test_a_dr_generates_cnps_for_the_long_haul_traffic_it_marks() -> None:
     twin.advance(clock.t)
     assert not twin.congested[(device, port)].dr_cnp
     assert sw.rate[sw.index[port], COL["cnp.sent"]] == 0
+
+
+def _nic_rates(twin: Twin) -> dict[tuple[str, str], dict[str, float]]:
+    """Each server port's NIC counter rates (per second) now."""
+    out = {}
+    for name, sw in twin.switches.items():
+        for row, port in enumerate(sw.ports):
+            v = {n: float(sw.rate[row, COL[f"nic.{n}"]]) for n in nics.NAMES}
+            if any(v.values()):
+                out[(name, port)] = v
+    return out
+
+
+def test_nics_count_the_marks_they_receive_and_the_cnps_they_act_on(small_blueprint: Cabling) -> None:
+    """§3.3 [mlx5-counters]: under an incast the receiving NIC counts the CE-marked packets and sends one CNP per
+    CNP the model gives its queue (np_cnp_sent); the senders act on every one of them (rp_cnp_handled, none
+    ignored: CC is on); only NICs on the incast's paths move. The counters are cumulative, as hw_counters are, and
+    served by the control API's `GET /congestion` (no switch serves a NIC's counters)."""
+    from lab.control import congestion_state
+
+    clock = Clock()
+    twin = _twin(small_blueprint, clock, ECN)
+    runner = WorkloadRunner(twin)
+    rec = runner.start("incast", {"port": ":".join(TARGET), "fan_in": 6}, clock.t)
+    view = twin.congested[TARGET]
+    rates = _nic_rates(twin)
+    target = rates[TARGET]
+    marked = {
+        k: twin.switches[k[0]].rate[twin.switches[k[0]].index[k[1]], COL["q3.ecn-marked-pkts"]] for k in twin.congested
+    }
+    # CE marks of every congested hop reach the receivers (the target's own queue's all reach it)
+    assert sum(r["np_ecn_marked_roce_packets"] for r in rates.values()) == pytest.approx(sum(marked.values()), rel=1e-6)
+    assert target["np_ecn_marked_roce_packets"] >= marked[TARGET] > 0
+    cnps = sum(v.outcome.cnp_ps for v in twin.congested.values() if not v.dr_cnp)
+    assert sum(r["np_cnp_sent"] for r in rates.values()) == pytest.approx(cnps, rel=1e-6)
+    assert target["np_cnp_sent"] >= view.outcome.cnp_ps * (1 - 1e-9) > 0
+    handled = {k: r["rp_cnp_handled"] for k, r in rates.items() if r["rp_cnp_handled"] > 0}
+    assert sum(handled.values()) == pytest.approx(cnps, rel=1e-6)  # every CNP reaches a sender
+    assert all(r["rp_cnp_ignored"] == 0 for r in rates.values())
+    senders = {twin.peers[k].device for k in handled}
+    assert {n.split(":")[0] for n in rec.senders} <= senders  # the workload's senders are cut (and base traffic)
+    clock.t += 10 * 10**9
+    twin.advance(clock.t)
+    state = {(n["switch"], n["port"]): n for n in congestion_state(twin)["nics"]}
+    assert state[TARGET]["np_cnp_sent"] == pytest.approx(10 * target["np_cnp_sent"], rel=0.01)
+    assert state[TARGET]["nic"] == "gpu-g0-000:nic0"
+    runner.clear(rec.id, clock.t)
+    assert not _nic_rates(twin)  # no congestion, no CNP
+    after = {(n["switch"], n["port"]): n for n in congestion_state(twin)["nics"]}
+    assert after[TARGET]["np_cnp_sent"] == state[TARGET]["np_cnp_sent"]  # cumulative: kept, not cleared
+
+
+def test_with_dr_cnp_the_senders_count_the_drs_cnps_and_no_receiver_does() -> None:
+    """DR-generated CNPs (lab/nics.py ASSUMPTION: the DR signals instead of marking CE): the local senders count them
+    as handled; no NIC counts CE marks or sends CNPs for the long-haul queues (their receivers are far away)."""
+    cabling = complete_labels(generate_blueprint(load_spec(EXAMPLES / "small-dci.yaml")))
+    clock = Clock()
+    twin = _twin(cabling, clock, ECN)
+    WorkloadRunner(twin).start("dci-bulk", {"senders": 12}, clock.t)
+    dr_cnps = sum(v.outcome.cnp_ps for v in twin.congested.values() if v.dr_cnp)
+    others = sum(v.outcome.cnp_ps for v in twin.congested.values() if not v.dr_cnp)
+    assert dr_cnps > 0
+    rates = _nic_rates(twin)
+    # the DR's CNPs all reach local senders; of the campus queues', those of senders on the far campus leave the twin
+    handled = sum(r["rp_cnp_handled"] for r in rates.values())
+    assert dr_cnps * (1 - 1e-9) <= handled <= (dr_cnps + others) * (1 + 1e-9)
+    assert sum(r["np_cnp_sent"] for r in rates.values()) <= others * (1 + 1e-9)
+    twin.congestion.dr_cnp = frozenset()  # told not to: the far receivers' CNPs (not in the twin) cut the senders
+    twin.touch()
+    twin.advance(clock.t)
+    assert not any(v.dr_cnp for v in twin.congested.values())
+    local = sum(r["np_cnp_sent"] for r in _nic_rates(twin).values())
+    assert local < sum(v.outcome.cnp_ps for v in twin.congested.values())
