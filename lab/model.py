@@ -235,6 +235,7 @@ class Switch:
         self.queue_watermark = np.zeros((n, len(PRIORITIES)))
         self.pg_watermark = np.zeros((n, len(PRIORITIES)))
         self.headroom_watermark = np.zeros((n, len(PRIORITIES)))
+        self.resets = 0  # counter resets (reboots, clears): what the twin applied to the watermarks before is gone
         # SONiC: each port's CONFIG_DB alias (the config engine keeps it in step); sonic-gnmi keys its virtual
         # paths by it when the twin runs with aliases (Twin.sonic_aliases)
         self.aliases = [f"etp{i + 1}" for i in range(n)]
@@ -270,6 +271,7 @@ class Switch:
         self.t0[:] = now_ns
 
     def reset_counters(self, now_ns: int) -> None:
+        self.resets += 1
         self.queue_watermark[:] = 0
         self.pg_watermark[:] = 0
         self.headroom_watermark[:] = 0
@@ -360,6 +362,9 @@ class Twin:
         self._hot_memo: dict[object, list[tuple[str, int, int, tuple[Ingress, ...], float]]] = {}
         self._nic_memo: dict[object, dict[tuple[int, int], np.ndarray]] = {}  # traffic state -> NIC counter rates
         self._nic_rows: set[tuple[int, int]] = set()  # (switch number, row) whose NIC counters move now
+        self._hot_key: object = None  # the traffic state the last hot ports were found in
+        self._solved: dict[object, list[PortOutcome]] = {}  # (hot key, configs, NIC knobs) -> the model's answer
+        self._watermarked: set[object] = set()  # traffic states whose watermarks are applied (since any reset)
         self.dlb: set[str] = set()  # switches with DLB (flowlets) on their ECMP groups (EOS config)
         self.flowlets: dict[str, FlowletView] = {}  # the flowlet model's answer per DLB switch (its uplink group)
         self._flowlet_cache: dict[object, FlowletResult] = {}
@@ -903,7 +908,7 @@ class Twin:
         brings its received traffic's share of the ports it may go out of: valley-free, nothing from an up port goes
         back up), their flows and feedback delays from the cables."""
         # the same traffic (a workload's phase seen before) feeds the same queues: only their config is read again
-        memo_key = (self._traffic_key, self.congestion.dr_cnp)
+        memo_key = self._hot_key = (self._traffic_key, self.congestion.dr_cnp)
         feeds = self._hot_memo.get(memo_key)
         if feeds is None:
             feeds = self._hot_feeds()
@@ -1000,7 +1005,15 @@ class Twin:
     def _solve_congestion(self, hot: list[HotPort]) -> None:
         """Run the model over the congested queues (cached) and keep its throttles, drops and XOFFs for the next
         traffic solve."""
-        outcomes = self._solver.solve(hot, self.congestion.nic)
+        # the same feeds (a phase seen before) under the same configs and NIC knobs: the same answer, without the
+        # solver's rounded key over every ingress
+        solve_key = (self._hot_key, tuple(hp.config for hp in hot), self.congestion.nic)
+        outcomes = self._solved.get(solve_key)
+        if outcomes is None:
+            outcomes = self._solver.solve(hot, self.congestion.nic)
+            if len(self._solved) >= HOT_MEMO:
+                self._solved.pop(next(iter(self._solved)))
+            self._solved[solve_key] = outcomes
         self.congested, self._cong_passes, self._cong_drops, self._cong_pauses = {}, {}, {}, []
         for hp, out in zip(hot, outcomes, strict=True):
             sw = self.switches[hp.device]
@@ -1080,7 +1093,10 @@ class Twin:
         model's marks, and their watermark is the burst depth's 99.9th percentile (ln 1000 x its exponential mean)."""
         out_octets, wm_col = COL["if.out-octets"], MAX_QUEUE_LEN[LOSSLESS]
         marked_by: dict[tuple[str, str], float] = {}  # what each congested queue marks (packets/s)
-        for sw in self.switches.values():
+        # watermarks only rise: a traffic state already applied since the last counter reset raises none of them again
+        state = (self._traffic_key, tuple(sw.resets for sw in self.switches.values()))
+        fresh = state not in self._watermarked
+        for sw in self.switches.values() if fresh else ():
             rho = np.minimum(sw.rate[:, out_octets] * 8 / np.maximum(sw.speeds * 1e9, 1.0), HOT_SHARE)
             burst = BURST_BYTES * LN_1000 * rho / (1 - rho) * sw.oper_up
             np.maximum(sw.queue_watermark[:, LOSSLESS], burst, out=sw.queue_watermark[:, LOSSLESS])
@@ -1097,8 +1113,12 @@ class Twin:
             for r in view.ingress_rows:
                 sw.pg_watermark[r, LOSSLESS] = max(sw.pg_watermark[r, LOSSLESS], out.pg_max_bytes)
                 sw.headroom_watermark[r, LOSSLESS] = max(sw.headroom_watermark[r, LOSSLESS], out.headroom_max_bytes)
-        for sw in self.switches.values():  # the OpenConfig gauge: no rate, its value in the base (lab/counters.py)
-            sw.base[:, wm_col] = np.maximum(sw.base[:, wm_col], sw.queue_watermark[:, LOSSLESS].astype(np.uint64))
+        if fresh:
+            for sw in self.switches.values():  # the OpenConfig gauge: no rate, its value in the base (lab/counters.py)
+                sw.base[:, wm_col] = np.maximum(sw.base[:, wm_col], sw.queue_watermark[:, LOSSLESS].astype(np.uint64))
+            if len(self._watermarked) >= 4 * HOT_MEMO:
+                self._watermarked.clear()
+            self._watermarked.add(state)
         self._apply_nics(marked_by)
 
     def _apply_nics(self, marked_by: dict[tuple[str, str], float]) -> None:
