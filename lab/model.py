@@ -368,6 +368,7 @@ class Twin:
         self.dlb: set[str] = set()  # switches with DLB (flowlets) on their ECMP groups (EOS config)
         self.flowlets: dict[str, FlowletView] = {}  # the flowlet model's answer per DLB switch (its uplink group)
         self._flowlet_cache: dict[object, FlowletResult] = {}
+        self._dlb_weights: dict[tuple[str, str], float] = {}  # DLB members' ECMP weights from the flowlet shares
         self.link_down: set[LinkKey] = set()
         self.flap_down: set[LinkKey] = set()
         self.pause_sources: dict[str, list[PauseSource]] = {}
@@ -526,6 +527,8 @@ class Twin:
         else:
             self._rates_owed = None
             paused = self._flow(congestion=False)
+            if (self.dlb or self._dlb_weights) and self._flowlet_groups():
+                paused = self._flow(congestion=False)  # the members carry the flowlet model's shares
             hot = self._hot_ports()
             if hot or self.congested:
                 self._solve_congestion(hot)
@@ -783,6 +786,7 @@ class Twin:
             tuple(sorted(paused.items())),
             tuple(sorted(nic_paused.items())),
             tuple(sorted(self.egress_scale.items())),
+            tuple(sorted(self._dlb_weights.items())),
             tuple(sorted(self.egress_drops.items())),
             tuple(sorted(self.maintenance)),
             tuple(sorted(self.depreferred.items())),
@@ -814,7 +818,7 @@ class Twin:
             drops.append(np.zeros(len(sw.ports)))
             rx_errors.append(np.zeros(len(sw.ports)))
         node = {name: i for i, name in enumerate(names)}
-        for (device, port), scale in self.egress_scale.items():
+        for (device, port), scale in [*self.egress_scale.items(), *self._dlb_weights.items()]:
             weight[node[device]][self.switches[device].index[port]] *= scale
         if self.maintenance:  # RFC 8326: paths through a switch in maintenance are least preferred, used only alone
             quiet = np.array([n in self.maintenance for n in names] + [False], dtype=bool)  # [-1]: not a switch
@@ -1030,11 +1034,14 @@ class Twin:
                     sender = Endpoint(hp.device, sw.ports[ing.row])
                     self._cong_pauses.append(PauseSource(sender, LOSSLESS, min(1.0, f), propagate=f >= 0.99))
 
-    def _apply_flowlets(self) -> None:
+    def _flowlet_groups(self) -> bool:
         """Each DLB switch's uplink group through the flowlet model (lab/congestion/flowlet.py): the members' one-way
-        cable delays give the skew, the group's load the flows and their idle times, the twin's gap the rest; the
-        answer (cached) sets the ARS counters of the members (`ars.flowlets`, `ars.reassignments`, split by share)."""
+        cable delays give the skew, the group's load the flows and their idle times, the twin's gap the rest. The
+        members' shares of the bytes become their ECMP weights in the traffic model (`_dlb_weights`), so the loads
+        the twin reports on the members are the shares the flowlet model gives (the group's total does not depend
+        on them: one pass settles). True if the weights changed (the traffic is solved again)."""
         self.flowlets = {}
+        weights: dict[tuple[str, str], float] = {}
         gap_s = self.congestion.flowlet_gap_us * 1e-6
         for x, (name, sw) in enumerate(self.switches.items()):
             if name not in self.dlb:
@@ -1070,6 +1077,18 @@ class Twin:
                 (max(delays) - min(delays)) * 1e6,
             )
             self.flowlets[name] = view
+            for r, share in zip(rows.tolist(), shares.tolist(), strict=True):
+                weights[(name, sw.ports[r])] = share * len(rows)  # x nominal: 1 each when even
+        changed = weights != self._dlb_weights
+        self._dlb_weights = weights
+        return changed
+
+    def _apply_flowlets(self) -> None:
+        """The DLB groups' ARS counters (`ars.flowlets`, `ars.reassignments`), split over the members by share."""
+        for name, view in self.flowlets.items():
+            sw = self.switches[name]
+            rows = [sw.index[p] for p in view.members]
+            shares = np.array(view.shares)
             sw.rate[rows, COL["ars.flowlets"]] = view.flowlets_ps * shares
             sw.rate[rows, COL["ars.reassignments"]] = view.moves_ps * shares
 

@@ -162,7 +162,8 @@ def test_switches_report_the_congestion_as_eos_and_sonic_name_it() -> None:
 def test_flowlets_reorder_on_a_dlb_group_only_when_the_gap_is_below_its_skew(small_blueprint: Cabling) -> None:
     """A leaf with DLB whose two uplinks differ by 3 km (15 us one way): SONiC's default 256 us gap never lets a flow
     move (no reorder, the hash's placement stays); a 5 us gap moves flowlets and reorders some; the members' ARS
-    counters count the flowlets."""
+    counters count the flowlets; the members' loads are the flowlet model's shares (its ECMP weights in the traffic
+    model), and the even hash split again once DLB is off."""
     import dataclasses as dc
 
     leaf = "leaf-g0-r0"
@@ -180,14 +181,30 @@ def test_flowlets_reorder_on_a_dlb_group_only_when_the_gap_is_below_its_skew(sma
     long_gap = twin.flowlets[leaf]
     assert long_gap.skew_us == pytest.approx(15.15, rel=0.01)
     assert long_gap.reorders_ps == 0 and long_gap.moves_ps == 0
+    # the members carry what the flowlet model gives them (their ECMP weights in the traffic model), uneven here
+    sw = twin.switches[leaf]
+    sent = sw.rate[[sw.index[p] for p in long_gap.members], COL["if.out-octets"]]
+    assert (sent / sent.sum()).tolist() == pytest.approx(list(long_gap.shares), rel=1e-9)
+    assert max(long_gap.shares) - min(long_gap.shares) > 0.05
     twin.congestion.flowlet_gap_us = 5.0
     twin.touch()
     twin.advance(clock.t)
     short_gap = twin.flowlets[leaf]
     assert short_gap.reorders_ps > 0 and short_gap.moves_ps > short_gap.reorders_ps
-    sw = twin.switches[leaf]
     rows = [sw.index[p] for p in short_gap.members]
     assert sw.rate[rows, COL["ars.flowlets"]].sum() == pytest.approx(short_gap.flowlets_ps)
+    sent = sw.rate[rows, COL["if.out-octets"]]
+    assert (sent / sent.sum()).tolist() == pytest.approx(list(short_gap.shares), rel=1e-9)
+    # every cable still carries to one end what the other sent
+    for a, b in twin.links:
+        if twin.is_switch(a.device) and twin.is_switch(b.device):
+            ra, rb = twin.switches[a.device].index[a.port], twin.switches[b.device].index[b.port]
+            got = twin.switches[b.device].rate[rb, COL["if.in-octets"]]
+            assert got == pytest.approx(twin.switches[a.device].rate[ra, COL["if.out-octets"]], rel=1e-9, abs=1)
+    twin.set_dlb(leaf, False)  # DLB off: the hash's even split again
+    twin.advance(clock.t)
+    sent = sw.rate[rows, COL["if.out-octets"]]
+    assert leaf not in twin.flowlets and sent.max() == pytest.approx(sent.min(), rel=1e-9)
     assert max(short_gap.shares) - min(short_gap.shares) < max(long_gap.shares) - min(long_gap.shares)
 
 
