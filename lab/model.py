@@ -77,11 +77,13 @@ MAINTENANCE_WEIGHT = 1e-9
 
 class Recompute(enum.Enum):
     """What a change needs redone: FULL (every rule), LINKS (ports up/down: the rates may follow RATES_LAG_NS
-    later), RATES (the deferred rates, if still owed)."""
+    later), RATES (the deferred rates, if still owed), TRAFFIC (only what is offered changed, a workload's phase: the
+    ports' states stand, the rates are solved again)."""
 
     FULL = "full"
     LINKS = "links"
     RATES = "rates"
+    TRAFFIC = "traffic"
 
 
 def link_key(a: Endpoint, b: Endpoint) -> LinkKey:
@@ -501,6 +503,8 @@ class Twin:
             if needs is Recompute.RATES:
                 if self._rates_owed == at:
                     self._recompute(at)
+            elif needs is Recompute.TRAFFIC:
+                self._recompute(at, ports=self.dirty or self.links_dirty)
             else:
                 self._recompute(at, defer=needs is Recompute.LINKS and not self.dirty)
         if self.dirty or self.links_dirty:
@@ -509,13 +513,14 @@ class Twin:
         return now
 
     # --- the rules -----------------------------------------------------------------------------
-    def _recompute(self, now: int, defer: bool = False) -> None:
+    def _recompute(self, now: int, defer: bool = False, ports: bool = True) -> None:
         """Bring every port's state and rates up to `now`. `defer`: only ports went up or down (or nothing
         changed), so the rates may follow at RATES_LAG_NS: until then every rate stands as it was, a consistent
-        picture of the moment before (one traffic solve for a burst of changes)."""
+        picture of the moment before (one traffic solve for a burst of changes). `ports` False: nothing but the
+        offered traffic changed (Recompute.TRAFFIC), the ports' states are not worked out again."""
         for sw in self.switches.values():
             sw.rebase(now)
-        changes = self._ports_up(now)
+        changes = self._ports_up(now) if ports else []
         if changes or self.bgp.dirty:
             sws = self.switches
             self.bgp.update(lambda d, p: bool(sws[d].oper_up[sws[d].index[p]]), now)

@@ -56,6 +56,9 @@ class Aggregate:
     ingress_bps: float = 0.0  # the ingress port's speed, which caps what the aggregate delivers (0: no cap)
     demand_bps: float = 0.0  # what each flow has to send when not held back (0: line rate)
     start_bps: float = 0.0  # each flow's rate at the start (0: line rate, as DCQCN flows start [dcqcn15])
+    # bytes each flow may have in flight (RDMA's outstanding work requests; 0: no limit): a flow then sends at most
+    # window / (feedback delay + its queue's delay), ACK-clocked as a window-limited sender is
+    window_bytes: float = 0.0
 
 
 @dataclass
@@ -156,6 +159,9 @@ def simulate(
     duty = np.array([a.duty for a in aggs])
     port_cap = np.array([a.ingress_bps / 8 if a.ingress_bps > 0 else np.inf for a in aggs])
     demand = np.array([a.demand_bps / 8 if a.demand_bps > 0 else a.line_bps / 8 for a in aggs])
+    win_bytes = np.array([a.window_bytes if a.window_bytes > 0 else np.inf for a in aggs])
+    windowed = bool(np.isfinite(win_bytes).any())
+    base_rtt = np.array([a.feedback_delay_s for a in aggs])
     fb_steps = np.maximum(1, np.round(np.array([a.feedback_delay_s for a in aggs]) / dt_s)).astype(np.int64)
     hop_steps = np.maximum(1, np.round(np.array([a.hop_delay_s for a in aggs]) / dt_s)).astype(np.int64)
     hist = int(max(fb_steps.max(initial=1), hop_steps.max(initial=1))) + 1
@@ -251,9 +257,10 @@ def simulate(
         rt = np.minimum(np.maximum(rt, rc), line)
 
         # --- queues ---
-        send = (
-            np.minimum(flows * np.minimum(rc, demand) * duty, port_cap) * ~held
-        )  # bytes/s each aggregate puts on the wire
+        per_flow = np.minimum(rc, demand)
+        if windowed:  # what a window lets out per round trip, the round trip stretched by the queue it waits in
+            per_flow = np.minimum(per_flow, win_bytes / (base_rtt + q[qa] / cap[qa]))
+        send = np.minimum(flows * per_flow * duty, port_cap) * ~held  # bytes/s each aggregate puts on the wire
         arr = np.bincount(qa, send, nq)
         srv = np.minimum(cap, arr + q / dt_s)
         q = q + (arr - srv) * dt_s
