@@ -185,10 +185,10 @@ def _time_recomputes(twin: Twin) -> list[float]:
     spent = [0.0]
     inner = twin._recompute
 
-    def timed(now: int, defer: bool = False) -> None:
+    def timed(*args: Any, **kwargs: Any) -> None:
         t = time.thread_time()
         try:
-            inner(now, defer)
+            inner(*args, **kwargs)
         finally:
             spent[0] += time.thread_time() - t
 
