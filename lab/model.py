@@ -142,6 +142,7 @@ TRAFFIC = sorted(
 # A port's egress whose offered load reaches this share of its line rate goes to the congestion model (lab/congestion):
 # below it the lossless queue only sees bursts (lab/counters.py ecn_mark_share), which a fluid model cannot show.
 HOT_SHARE = 0.98
+THROTTLED_MEMO_PORTS = 4096  # twins up to this many ports remember their throttled rates per state (Twin._throttled)
 HOT_MEMO = 16  # traffic states whose congested queues are remembered (a workload's phases flip between a few)
 # RoCE queue pairs per NIC in an aggregate: Meta measured ~4 AllReduce QPs per GPU (reference §4 [meta24]).
 QPS_PER_NIC = 4
@@ -367,6 +368,11 @@ class Twin:
         self._hot_key: object = None  # the traffic state the last hot ports were found in
         self._solved: dict[object, list[PortOutcome]] = {}  # (hot key, configs, NIC knobs) -> the model's answer
         self._watermarked: set[object] = set()  # traffic states whose watermarks are applied (since any reset)
+        self._solve_key: object = None
+        # (clean traffic, answer) -> every rate after the throttles, the pauses, the reconciled passes; kept only on a
+        # small twin (each entry is every port's rate row: ~100 kB at small-pod, ~70 MB at 512 switches)
+        self._throttled_memo: dict[object, tuple[list[np.ndarray], dict[QueueKey, float], dict[Any, float]]] = {}
+        self._throttled_max = HOT_MEMO if total_ports <= THROTTLED_MEMO_PORTS else 0
         self.dlb: set[str] = set()  # switches with DLB (flowlets) on their ECMP groups (EOS config)
         self.flowlets: dict[str, FlowletView] = {}  # the flowlet model's answer per DLB switch (its uplink group)
         self._flowlet_cache: dict[object, FlowletResult] = {}
@@ -538,11 +544,7 @@ class Twin:
             if hot or self.congested:
                 self._solve_congestion(hot)
                 if self.congested:
-                    paused = self._flow(congestion=True)
-                    for _ in range(RECONCILE_ROUNDS):
-                        if not self._reconcile():
-                            break
-                        paused = self._flow(congestion=True)
+                    paused = self._throttled()
             self._watch(paused, now)
             self._apply_ecn(paused)
             self._apply_congestion()
@@ -554,6 +556,31 @@ class Twin:
             self.oper_events.append((now, device, port, up))
             for listener in self.listeners:
                 listener(device, port, up, now)
+
+    def _throttled(self) -> dict[QueueKey, float]:
+        """The traffic under the model's throttles, reconciled (see _reconcile). The same clean traffic and the same
+        answer (a workload's phase seen before) give the same rates: on a small twin they are remembered whole."""
+        key = (self._traffic_key, self._solve_key)
+        got = self._throttled_memo.get(key)
+        if got is not None:
+            rates, paused, passes = got
+            for sw, r in zip(self.switches.values(), rates, strict=True):
+                sw.rate = r.copy()  # the rules after this one write into it
+            self._cong_passes = dict(passes)
+            self._traffic_key = ("throttled", key)  # what the rules after this one key their memories by
+            return dict(paused)
+        paused = self._flow(congestion=True)
+        for _ in range(RECONCILE_ROUNDS):
+            if not self._reconcile():
+                break
+            paused = self._flow(congestion=True)
+        if self._throttled_max:
+            if len(self._throttled_memo) >= self._throttled_max:
+                self._throttled_memo.pop(next(iter(self._throttled_memo)))
+            rates = [sw.rate.copy() for sw in self.switches.values()]
+            self._throttled_memo[key] = (rates, dict(paused), dict(self._cong_passes))
+        self._traffic_key = ("throttled", key)
+        return paused
 
     def _flow(self, congestion: bool) -> dict[QueueKey, float]:
         """Rates from zero, pauses, traffic; with the congestion model's last answer (its throttles, drops and
@@ -1016,7 +1043,7 @@ class Twin:
         traffic solve."""
         # the same feeds (a phase seen before) under the same configs and NIC knobs: the same answer, without the
         # solver's rounded key over every ingress
-        solve_key = (self._hot_key, tuple(hp.config for hp in hot), self.congestion.nic)
+        solve_key = self._solve_key = (self._hot_key, tuple(hp.config for hp in hot), self.congestion.nic)
         outcomes = self._solved.get(solve_key)
         if outcomes is None:
             outcomes = self._solver.solve(hot, self.congestion.nic)

@@ -117,6 +117,24 @@ def test_collective_phases_switch_the_rates(small_blueprint: Cabling) -> None:
     assert on > base * 1.3 and off == pytest.approx(base, rel=1e-9) and again == pytest.approx(on, rel=1e-9)
 
 
+def test_a_phase_seen_before_reads_as_when_first_solved(small_blueprint: Cabling) -> None:
+    """An incast switching 200 ms on / 300 ms off: the twin remembers what it derived per traffic state (the hot
+    queues, the model's answer, the throttled rates, the NICs' counters); every counter rate of the third on-phase is
+    the first's, and every congested queue's answer too, while only the offered traffic is recomputed at an edge."""
+    clock = Clock()
+    twin = _twin(small_blueprint, clock, ECN)
+    WorkloadRunner(twin).start("incast", {"port": ":".join(TARGET), "fan_in": 6, "on_ms": 200, "off_ms": 300}, clock.t)
+    first = {name: sw.rate.copy() for name, sw in twin.switches.items()}
+    answers = {k: v.outcome for k, v in twin.congested.items()}
+    solves = twin._solver.solves
+    twin.advance(clock.t + 250_000_000)
+    assert not twin.congested
+    twin.advance(clock.t + 1_050_000_000)  # on again, the third time
+    assert {k: v.outcome for k, v in twin.congested.items()} == answers and twin._solver.solves == solves
+    for name, sw in twin.switches.items():
+        assert np.array_equal(sw.rate, first[name]), name
+
+
 def test_allreduce_and_dci_bulk_run(small_blueprint: Cabling) -> None:
     dci = complete_labels(generate_blueprint(load_spec(EXAMPLES / "small-dci.yaml")))
     clock = Clock()
