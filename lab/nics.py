@@ -43,65 +43,52 @@ class Fabric:
 
 def receivers(f: Fabric, x: int, row: int, amount: float) -> dict[tuple[int, int], float]:
     """`amount` leaving switch x by `row`, spread over the server ports it ends at: {(switch, row): share}."""
-    out: dict[tuple[int, int], float] = {}
-    frontier = {x: _one(len(f.sent[x]), row, amount)}  # per switch: what leaves by each egress row
-    for _ in range(MAX_HOPS):
-        arriving: dict[int, np.ndarray] = {}
-        for y, leaving in frontier.items():
-            _collect(out, y, leaving * f.server[y])
-            onward = leaving * ~f.server[y] * (f.peer[y] >= 0)
-            for r in np.nonzero(onward)[0].tolist():
-                z = int(f.peer[y][r])
-                arriving.setdefault(z, np.zeros(len(f.sent[z])))[f.peer_row[y][r]] += onward[r]
-        frontier = {}
-        for z, came in arriving.items():
-            leaving = np.zeros(len(f.sent[z]))
-            for r in np.nonzero(came)[0].tolist():
-                # what came down from above leaves by any port but up; what came up may go anywhere but back
-                weights = f.sent[z] * (~f.up[z] if f.up[z][r] else 1.0)
-                weights[r] = 0.0
-                total = float(weights.sum())
-                if total > 0:
-                    leaving += came[r] * weights / total
-            frontier[z] = leaving
-        if not frontier:
-            break
-    return out
+
+    def onward(z: int, r: int) -> np.ndarray:
+        # what came down from above leaves by any port but up; what came up may go anywhere but back
+        weights: np.ndarray = f.sent[z] * (~f.up[z] if f.up[z][r] else 1.0)
+        weights[r] = 0.0
+        return weights
+
+    return _walk(f, x, {row: amount}, onward)
 
 
 def senders(f: Fabric, x: int, brought: dict[int, float]) -> dict[tuple[int, int], float]:
     """What each ingress row of switch x `brought` (an amount per row), traced back to the server ports it came in
     by: {(switch, row): share}."""
+    return _walk(f, x, brought, f.feed)
+
+
+def _walk(
+    f: Fabric, x: int, start: dict[int, float], spread: Callable[[int, int], np.ndarray]
+) -> dict[tuple[int, int], float]:
+    """Amounts on rows of switch x, carried hop by hop to the server ports they end at: an amount on a server row
+    stays there; on a switch row it crosses the cable to the far switch's row, where `spread(switch, row)` gives the
+    weights (unscaled) of that switch's rows it goes on by (receivers: the egresses; senders: the ingresses)."""
     out: dict[tuple[int, int], float] = {}
     frontier = {x: np.zeros(len(f.sent[x]))}
-    for r, a in brought.items():
+    for r, a in start.items():
         frontier[x][r] += a
     for _ in range(MAX_HOPS):
-        feeding: dict[int, np.ndarray] = {}  # per switch: the amount owed by what each of its egresses sent
-        for y, came in frontier.items():
-            _collect(out, y, came * f.server[y])
-            back = came * ~f.server[y] * (f.peer[y] >= 0)
-            for r in np.nonzero(back)[0].tolist():
+        crossed: dict[int, np.ndarray] = {}  # per far switch: what reached each of its rows
+        for y, here in frontier.items():
+            _collect(out, y, here * f.server[y])
+            away = here * ~f.server[y] * (f.peer[y] >= 0)
+            for r in np.nonzero(away)[0].tolist():
                 z = int(f.peer[y][r])
-                feeding.setdefault(z, np.zeros(len(f.sent[z])))[f.peer_row[y][r]] += back[r]
+                crossed.setdefault(z, np.zeros(len(f.sent[z])))[f.peer_row[y][r]] += away[r]
         frontier = {}
-        for z, owed in feeding.items():
-            came = np.zeros(len(f.sent[z]))
-            for e in np.nonzero(owed)[0].tolist():
-                fed = f.feed(z, e)
-                total = float(fed.sum())
+        for z, reached in crossed.items():
+            going = np.zeros(len(f.sent[z]))
+            for r in np.nonzero(reached)[0].tolist():
+                weights = spread(z, r)
+                total = float(weights.sum())
                 if total > 0:
-                    came += owed[e] * fed / total
-            frontier[z] = came
+                    going += reached[r] * weights / total
+            frontier[z] = going
         if not frontier:
             break
     return out
-
-
-def _one(n: int, row: int, amount: float) -> np.ndarray:
-    v = np.zeros(n)
-    v[row] = amount
-    return v
 
 
 def _collect(out: dict[tuple[int, int], float], x: int, values: np.ndarray) -> None:

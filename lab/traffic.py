@@ -216,10 +216,10 @@ class Routes:
 
     # The next hops of switch x over its cables `m` (up or down), per sink: the same for every flow under these
     # routes (they were worked out for one set of cables up, so `m` is the same at every call for one x).
-    def elig_up(self, x: int, peer: np.ndarray, m: np.ndarray) -> np.ndarray:
-        got = self._elig.get((x, True))
+    def elig(self, x: int, going_up: bool, peer: np.ndarray, m: np.ndarray) -> np.ndarray:
+        got = self._elig.get((x, going_up))
         if got is None:
-            got = self._elig[(x, True)] = self.next_up(x, peer[m])
+            got = self._elig[(x, going_up)] = (self.next_up if going_up else self.next_down)(x, peer[m])
         return got
 
     def peer_groups(self, x: int, going_up: bool, peers: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -230,12 +230,6 @@ class Routes:
             order = np.argsort(peers, kind="stable")
             targets, first = np.unique(peers[order], return_index=True)
             got = self._groups[(x, going_up)] = (order, first, targets)
-        return got
-
-    def elig_down(self, x: int, peer: np.ndarray, m: np.ndarray) -> np.ndarray:
-        got = self._elig.get((x, False))
-        if got is None:
-            got = self._elig[(x, False)] = self.next_down(x, peer[m])
         return got
 
 
@@ -304,7 +298,7 @@ def flow(s: Structure, c: Conditions, routed: Routes | None = None) -> list[Load
             num += np.bincount(p.site[m], c.weight[x][m] * c.passes[x][m], k)
         m = downs[x]
         if m.any():
-            elig = routes.elig_down(x, p.peer, m)
+            elig = routes.elig(x, False, p.peer, m)
             den += c.weight[x][m] @ elig
             num += (c.weight[x][m] * c.passes[x][m]) @ (elig * through[p.peer[m]])
         through[x] = np.where(down[x] & (den > 0), num / np.where(den > 0, den, 1.0), 0.0)
@@ -314,7 +308,7 @@ def flow(s: Structure, c: Conditions, routed: Routes | None = None) -> list[Load
         todo = reach[x] & ~down[x]
         if not m.any() or not todo.any():
             continue
-        elig = routes.elig_up(x, p.peer, m)
+        elig = routes.elig(x, True, p.peer, m)
         den = c.weight[x][m] @ elig
         num = (c.weight[x][m] * c.passes[x][m]) @ (elig * through[p.peer[m]])
         through[x] = np.where(todo & (den > 0), num / np.where(den > 0, den, 1.0), through[x])
@@ -379,7 +373,7 @@ def flow(s: Structure, c: Conditions, routed: Routes | None = None) -> list[Load
         m = ups[x]
         todo = reach[x] & ~down[x]
         if m.any() and (at[x] * todo).any():
-            send(x, m, routes.elig_up(x, p.peer, m), todo, True)
+            send(x, m, routes.elig(x, True, p.peer, m), todo, True)
     for x in order[::-1]:  # down: higher tiers first
         p = s.ports[x]
         here = at[x] * down[x]
@@ -387,7 +381,7 @@ def flow(s: Structure, c: Conditions, routed: Routes | None = None) -> list[Load
             continue
         m = downs[x]
         if m.any():
-            send(x, m, routes.elig_down(x, p.peer, m), down[x], False)
+            send(x, m, routes.elig(x, False, p.peer, m), down[x], False)
         own = s.sink_of[x]
         if own >= 0 and here[own] > 0:
             m = servers[x]
