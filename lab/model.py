@@ -142,7 +142,8 @@ TRAFFIC = sorted(
 # A port's egress whose offered load reaches this share of its line rate goes to the congestion model (lab/congestion):
 # below it the lossless queue only sees bursts (lab/counters.py ecn_mark_share), which a fluid model cannot show.
 HOT_SHARE = 0.98
-THROTTLED_MEMO_PORTS = 4096  # twins up to this many ports remember their throttled rates per state (Twin._throttled)
+# what the twin may hold of throttled rates per traffic state (Twin._throttled): a workload's two phases at 512 switches
+THROTTLED_MEMO_BYTES = 96 << 20
 HOT_MEMO = 16  # traffic states whose congested queues are remembered (a workload's phases flip between a few)
 # RoCE queue pairs per NIC in an aggregate: Meta measured ~4 AllReduce QPs per GPU (reference §4 [meta24]).
 QPS_PER_NIC = 4
@@ -369,10 +370,11 @@ class Twin:
         self._solved: dict[object, list[PortOutcome]] = {}  # (hot key, configs, NIC knobs) -> the model's answer
         self._watermarked: set[object] = set()  # traffic states whose watermarks are applied (since any reset)
         self._solve_key: object = None
-        # (clean traffic, answer) -> every rate after the throttles, the pauses, the reconciled passes; kept only on a
-        # small twin (each entry is every port's rate row: ~100 kB at small-pod, ~70 MB at 512 switches)
+        # (clean traffic, answer) -> every rate after the throttles, the pauses, the reconciled passes; as many as fit
+        # THROTTLED_MEMO_BYTES (each entry is every port's rate row: ~0.3 MB at small-pod, ~37 MB at 512 switches)
         self._throttled_memo: dict[object, tuple[list[np.ndarray], dict[QueueKey, float], dict[Any, float]]] = {}
-        self._throttled_max = HOT_MEMO if total_ports <= THROTTLED_MEMO_PORTS else 0
+        entry = sum(sw.rate.nbytes for sw in self.switches.values())
+        self._throttled_max = min(HOT_MEMO, THROTTLED_MEMO_BYTES // max(entry, 1))
         self.dlb: set[str] = set()  # switches with DLB (flowlets) on their ECMP groups (EOS config)
         self.flowlets: dict[str, FlowletView] = {}  # the flowlet model's answer per DLB switch (its uplink group)
         self._flowlet_cache: dict[object, FlowletResult] = {}
@@ -559,7 +561,7 @@ class Twin:
 
     def _throttled(self) -> dict[QueueKey, float]:
         """The traffic under the model's throttles, reconciled (see _reconcile). The same clean traffic and the same
-        answer (a workload's phase seen before) give the same rates: on a small twin they are remembered whole."""
+        answer (a workload's phase seen before) give the same rates: they are remembered whole, as many as fit."""
         key = (self._traffic_key, self._solve_key)
         got = self._throttled_memo.get(key)
         if got is not None:
