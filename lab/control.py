@@ -50,6 +50,8 @@ def congestion_state(twin: Twin) -> dict[str, Any]:
             for (device, port), view in sorted(twin.congested.items())
         ],
         "flowlets": [{"device": device} | dataclasses.asdict(view) for device, view in sorted(twin.flowlets.items())],
+        # the server NICs' ConnectX DCQCN counters (cumulative): no switch serves them (lab/nics.py)
+        "nics": twin.nic_counters(twin.now),
     }
 
 

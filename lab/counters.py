@@ -12,6 +12,8 @@ import zlib
 
 import numpy as np
 
+from .nics import NAMES as NIC_NAMES
+
 PRIORITIES = tuple(range(8))
 
 # /interfaces/interface/state/counters/<leaf>
@@ -48,6 +50,9 @@ WATCHDOG_COUNTERS = ("stuck-count", "recovery-count")
 # on the port's behalf, and DLB flowlets started / moved to another member on a port's ECMP group (SAI ARS).
 PFC_TX_TIME = "pfc-on-total-tx-time"
 EXTRA_COUNTERS = ("cnp.sent", "ars.flowlets", "ars.reassignments")
+# The DCQCN counters of the server NIC on a port's far end (ConnectX hw_counters names, lab/nics.py): no switch serves
+# them; the control API does (a real host's /sys/class/infiniband/.../hw_counters)
+NIC_COUNTERS = tuple(f"nic.{name}" for name in NIC_NAMES)
 
 
 def _columns() -> tuple[str, ...]:
@@ -59,6 +64,7 @@ def _columns() -> tuple[str, ...]:
     cols += [f"wd{q}.{c}" for q in PRIORITIES for c in WATCHDOG_COUNTERS]
     cols += [f"pfc{p}.{PFC_TX_TIME}" for p in PRIORITIES]
     cols += list(EXTRA_COUNTERS)
+    cols += list(NIC_COUNTERS)
     return tuple(cols)
 
 

@@ -29,7 +29,7 @@ from topology.model import TIER, Endpoint, Link, Role
 from topology.underlay import Underlay
 from topology.units import NS
 
-from . import traffic
+from . import nics, traffic
 from .bgp import Bgp, BgpMon
 from .congestion import CONNECTX, FlowletResult, NicParams, QueueConfig, simulate_flowlets
 from .congestion.params import FIBRE_M_PER_S, sonic_headroom
@@ -43,6 +43,7 @@ from .counters import (
     DR_UTILISATION,
     FRAME_BYTES,
     HEALTHY_PRE_FEC_BER,
+    NIC_COUNTERS,
     PRIORITIES,
     QUEUE_SHARE,
     dr_utilisation,
@@ -76,11 +77,13 @@ MAINTENANCE_WEIGHT = 1e-9
 
 class Recompute(enum.Enum):
     """What a change needs redone: FULL (every rule), LINKS (ports up/down: the rates may follow RATES_LAG_NS
-    later), RATES (the deferred rates, if still owed)."""
+    later), RATES (the deferred rates, if still owed), TRAFFIC (only what is offered changed, a workload's phase: the
+    ports' states stand, the rates are solved again)."""
 
     FULL = "full"
     LINKS = "links"
     RATES = "rates"
+    TRAFFIC = "traffic"
 
 
 def link_key(a: Endpoint, b: Endpoint) -> LinkKey:
@@ -124,6 +127,7 @@ class PauseSource:
 
 # Each priority's share of a port's traffic (QUEUE_SHARE), and the columns of its queues' transmit counts.
 SHARES = np.array([QUEUE_SHARE.get(q, 0.0) for q in PRIORITIES])
+NIC_COLS = [COL[c] for c in NIC_COUNTERS]
 TRANSMIT_PKTS = [COL[f"q{q}.transmit-pkts"] for q in PRIORITIES]
 TRANSMIT_OCTETS = [COL[f"q{q}.transmit-octets"] for q in PRIORITIES]
 MAX_QUEUE_LEN = [COL[f"q{q}.max-queue-len"] for q in PRIORITIES]
@@ -138,6 +142,9 @@ TRAFFIC = sorted(
 # A port's egress whose offered load reaches this share of its line rate goes to the congestion model (lab/congestion):
 # below it the lossless queue only sees bursts (lab/counters.py ecn_mark_share), which a fluid model cannot show.
 HOT_SHARE = 0.98
+# what the twin may hold of throttled rates per traffic state (Twin._throttled): a workload's two phases at 512 switches
+THROTTLED_MEMO_BYTES = 96 << 20
+HOT_MEMO = 16  # traffic states whose congested queues are remembered (a workload's phases flip between a few)
 # RoCE queue pairs per NIC in an aggregate: Meta measured ~4 AllReduce QPs per GPU (reference §4 [meta24]).
 QPS_PER_NIC = 4
 # Per switch hop and NIC, what a packet and its CNP lose besides the cables (serialisation, pipeline, NIC turnaround):
@@ -153,6 +160,8 @@ RECONCILE_TOLERANCE = 0.01
 RECONCILE_GAIN = 0.7
 # SONiC's lossless PG dynamic_th (drivers/sonic/render.py LOSSLESS_DYNAMIC_TH): alpha = 2^-2 of the free pool
 DEFAULT_DYNAMIC_TH = -2
+# plain ints: an IntEnum member looked up in a hot loop costs a class __getattr__ each time
+KIND_UP, KIND_SERVER, KIND_REMOTE = int(traffic.Kind.UP), int(traffic.Kind.SERVER), int(traffic.Kind.REMOTE)
 LOSSLESS = 3  # the RoCE class the model runs (QUEUE_SHARE: it carries almost everything; its watermark moves)
 LN_1000 = float(np.log(1000.0))
 
@@ -230,6 +239,7 @@ class Switch:
         self.queue_watermark = np.zeros((n, len(PRIORITIES)))
         self.pg_watermark = np.zeros((n, len(PRIORITIES)))
         self.headroom_watermark = np.zeros((n, len(PRIORITIES)))
+        self.resets = 0  # counter resets (reboots, clears): what the twin applied to the watermarks before is gone
         # SONiC: each port's CONFIG_DB alias (the config engine keeps it in step); sonic-gnmi keys its virtual
         # paths by it when the twin runs with aliases (Twin.sonic_aliases)
         self.aliases = [f"etp{i + 1}" for i in range(n)]
@@ -265,6 +275,7 @@ class Switch:
         self.t0[:] = now_ns
 
     def reset_counters(self, now_ns: int) -> None:
+        self.resets += 1
         self.queue_watermark[:] = 0
         self.pg_watermark[:] = 0
         self.headroom_watermark[:] = 0
@@ -348,9 +359,26 @@ class Twin:
         self._cong_drops: dict[tuple[str, str], float] = {}  # its headroom overflow / tail drops
         self._cong_pauses: list[PauseSource] = []  # XOFF its ingresses send upstream
         self._cables: dict[tuple[str, str], float] = {}  # (switch, port) -> its cable's length (m), as looked up
+        self._cable_arrays: dict[int, np.ndarray] = {}  # switch number -> each row's cable length (m)
+        self._node = {name: x for x, name in enumerate(self.switches)}
+        self._traffic_key: object = None  # the inputs of the last traffic solve (_apply_traffic)
+        self._routes: tuple[object, traffic.Routes] | None = None  # the last routes, with the cables up they are for
+        self._hot_memo: dict[object, list[tuple[str, int, int, tuple[Ingress, ...], float]]] = {}
+        self._nic_memo: dict[object, dict[tuple[int, int], np.ndarray]] = {}  # traffic state -> NIC counter rates
+        self._nic_rows: set[tuple[int, int]] = set()  # (switch number, row) whose NIC counters move now
+        self._hot_key: object = None  # the traffic state the last hot ports were found in
+        self._solved: dict[object, list[PortOutcome]] = {}  # (hot key, configs, NIC knobs) -> the model's answer
+        self._watermarked: set[object] = set()  # traffic states whose watermarks are applied (since any reset)
+        self._solve_key: object = None
+        # (clean traffic, answer) -> every rate after the throttles, the pauses, the reconciled passes; as many as fit
+        # THROTTLED_MEMO_BYTES (each entry is every port's rate row: ~0.3 MB at small-pod, ~37 MB at 512 switches)
+        self._throttled_memo: dict[object, tuple[list[np.ndarray], dict[QueueKey, float], dict[Any, float]]] = {}
+        entry = sum(sw.rate.nbytes for sw in self.switches.values())
+        self._throttled_max = min(HOT_MEMO, THROTTLED_MEMO_BYTES // max(entry, 1))
         self.dlb: set[str] = set()  # switches with DLB (flowlets) on their ECMP groups (EOS config)
         self.flowlets: dict[str, FlowletView] = {}  # the flowlet model's answer per DLB switch (its uplink group)
         self._flowlet_cache: dict[object, FlowletResult] = {}
+        self._dlb_weights: dict[tuple[str, str], float] = {}  # DLB members' ECMP weights from the flowlet shares
         self.link_down: set[LinkKey] = set()
         self.flap_down: set[LinkKey] = set()
         self.pause_sources: dict[str, list[PauseSource]] = {}
@@ -483,6 +511,8 @@ class Twin:
             if needs is Recompute.RATES:
                 if self._rates_owed == at:
                     self._recompute(at)
+            elif needs is Recompute.TRAFFIC:
+                self._recompute(at, ports=self.dirty or self.links_dirty)
             else:
                 self._recompute(at, defer=needs is Recompute.LINKS and not self.dirty)
         if self.dirty or self.links_dirty:
@@ -491,13 +521,14 @@ class Twin:
         return now
 
     # --- the rules -----------------------------------------------------------------------------
-    def _recompute(self, now: int, defer: bool = False) -> None:
+    def _recompute(self, now: int, defer: bool = False, ports: bool = True) -> None:
         """Bring every port's state and rates up to `now`. `defer`: only ports went up or down (or nothing
         changed), so the rates may follow at RATES_LAG_NS: until then every rate stands as it was, a consistent
-        picture of the moment before (one traffic solve for a burst of changes)."""
+        picture of the moment before (one traffic solve for a burst of changes). `ports` False: nothing but the
+        offered traffic changed (Recompute.TRAFFIC), the ports' states are not worked out again."""
         for sw in self.switches.values():
             sw.rebase(now)
-        changes = self._ports_up(now)
+        changes = self._ports_up(now) if ports else []
         if changes or self.bgp.dirty:
             sws = self.switches
             self.bgp.update(lambda d, p: bool(sws[d].oper_up[sws[d].index[p]]), now)
@@ -509,15 +540,13 @@ class Twin:
         else:
             self._rates_owed = None
             paused = self._flow(congestion=False)
+            if (self.dlb or self._dlb_weights) and self._flowlet_groups():
+                paused = self._flow(congestion=False)  # the members carry the flowlet model's shares
             hot = self._hot_ports()
             if hot or self.congested:
                 self._solve_congestion(hot)
                 if self.congested:
-                    paused = self._flow(congestion=True)
-                    for _ in range(RECONCILE_ROUNDS):
-                        if not self._reconcile():
-                            break
-                        paused = self._flow(congestion=True)
+                    paused = self._throttled()
             self._watch(paused, now)
             self._apply_ecn(paused)
             self._apply_congestion()
@@ -529,6 +558,31 @@ class Twin:
             self.oper_events.append((now, device, port, up))
             for listener in self.listeners:
                 listener(device, port, up, now)
+
+    def _throttled(self) -> dict[QueueKey, float]:
+        """The traffic under the model's throttles, reconciled (see _reconcile). The same clean traffic and the same
+        answer (a workload's phase seen before) give the same rates: they are remembered whole, as many as fit."""
+        key = (self._traffic_key, self._solve_key)
+        got = self._throttled_memo.get(key)
+        if got is not None:
+            rates, paused, passes = got
+            for sw, r in zip(self.switches.values(), rates, strict=True):
+                sw.rate = r.copy()  # the rules after this one write into it
+            self._cong_passes = dict(passes)
+            self._traffic_key = ("throttled", key)  # what the rules after this one key their memories by
+            return dict(paused)
+        paused = self._flow(congestion=True)
+        for _ in range(RECONCILE_ROUNDS):
+            if not self._reconcile():
+                break
+            paused = self._flow(congestion=True)
+        if self._throttled_max:
+            if len(self._throttled_memo) >= self._throttled_max:
+                self._throttled_memo.pop(next(iter(self._throttled_memo)))
+            rates = [sw.rate.copy() for sw in self.switches.values()]
+            self._throttled_memo[key] = (rates, dict(paused), dict(self._cong_passes))
+        self._traffic_key = ("throttled", key)
+        return paused
 
     def _flow(self, congestion: bool) -> dict[QueueKey, float]:
         """Rates from zero, pauses, traffic; with the congestion model's last answer (its throttles, drops and
@@ -766,6 +820,7 @@ class Twin:
             tuple(sorted(paused.items())),
             tuple(sorted(nic_paused.items())),
             tuple(sorted(self.egress_scale.items())),
+            tuple(sorted(self._dlb_weights.items())),
             tuple(sorted(self.egress_drops.items())),
             tuple(sorted(self.maintenance)),
             tuple(sorted(self.depreferred.items())),
@@ -774,6 +829,7 @@ class Twin:
             tuple(sorted(self._cong_passes.items())) if congestion else (),
             tuple(sorted(self._cong_drops.items())) if congestion else (),
         )
+        self._traffic_key = key
         cached = self._flowed.get(key)
         if cached is not None:
             for name, block in cached.items():
@@ -796,7 +852,7 @@ class Twin:
             drops.append(np.zeros(len(sw.ports)))
             rx_errors.append(np.zeros(len(sw.ports)))
         node = {name: i for i, name in enumerate(names)}
-        for (device, port), scale in self.egress_scale.items():
+        for (device, port), scale in [*self.egress_scale.items(), *self._dlb_weights.items()]:
             weight[node[device]][self.switches[device].index[port]] *= scale
         if self.maintenance:  # RFC 8326: paths through a switch in maintenance are least preferred, used only alone
             quiet = np.array([n in self.maintenance for n in names] + [False], dtype=bool)  # [-1]: not a switch
@@ -815,10 +871,13 @@ class Twin:
         for sw, row in self._receiving_errors():
             rx_errors[node[sw.name]][row] = self._frame_error_rate(sw, row)
         conditions = traffic.Conditions(up, weight, passes, nic_passes, drops, rx_errors)
-        flowed = traffic.flow(self.traffic, conditions)
+        if self._routes is None or self._routes[0] != key[0]:  # the routes follow the cables up (key[0]) only
+            self._routes = (key[0], traffic.routes(self.traffic, up))
+        flowed = traffic.flow(self.traffic, conditions, self._routes[1])
         for rec in self.workloads.values():  # each workload's overlay adds its loads (flow is linear in offers)
             if rec.on:
-                for total, extra in zip(flowed, traffic.flow(rec.overlay, conditions), strict=True):
+                extras = traffic.flow(rec.overlay, conditions, self._routes[1])
+                for total, extra in zip(flowed, extras, strict=True):
                     total.offered += extra.offered * rec.duty
                     total.sent += extra.sent * rec.duty
                     total.received += extra.received * rec.duty
@@ -873,55 +932,90 @@ class Twin:
         chosen = self.congestion.dr_cnp
         return sw.platform != "sonic" if chosen is None else device in chosen
 
+    def _cable_rows(self, x: int) -> np.ndarray:
+        """Each port's cable length (m) on switch number x, looked up once (cables do not change while the twin
+        runs)."""
+        got = self._cable_arrays.get(x)
+        if got is None:
+            sw = self.switches[self.traffic.names[x]]
+            got = self._cable_arrays[x] = np.array([self._cable_m(sw.name, port) for port in sw.ports])
+        return got
+
     def _hot_ports(self) -> list[HotPort]:
         """Every up egress port offered at least HOT_SHARE of its line rate, with the ingresses feeding it (each
         brings its received traffic's share of the ports it may go out of: valley-free, nothing from an up port goes
         back up), their flows and feedback delays from the cables."""
-        out: list[HotPort] = []
+        # the same traffic (a workload's phase seen before) feeds the same queues: only their config is read again
+        memo_key = self._hot_key = (self._traffic_key, self.congestion.dr_cnp)
+        feeds = self._hot_memo.get(memo_key)
+        if feeds is None:
+            feeds = self._hot_feeds()
+            if len(self._hot_memo) >= HOT_MEMO:
+                self._hot_memo.pop(next(iter(self._hot_memo)))
+            self._hot_memo[memo_key] = feeds
+        out = []
+        for name, h, x, ingresses, capacity in feeds:
+            sw = self.switches[name]
+            out.append(HotPort(name, h, x, self._queue_config(sw, h, ingresses, capacity), ingresses))
+        return out
+
+    def _hot_feeds(self) -> list[tuple[str, int, int, tuple[Ingress, ...], float]]:
+        out: list[tuple[str, int, int, tuple[Ingress, ...], float]] = []
         for x, (name, sw) in enumerate(self.switches.items()):
             offered = sw.rate[:, COL["if.out-octets"]] + sw.rate[:, COL["if.out-discards"]] * FRAME_BYTES
             cap = sw.speeds * 1e9 / 8
             hot = np.nonzero(sw.oper_up & (cap > 0) & (offered >= HOT_SHARE * cap))[0]
             if not len(hot):
                 continue
-            kind = self.traffic.ports[x].kind
-            received = sw.rate[:, COL["if.in-octets"]] * sw.oper_up
-            is_up = kind == traffic.Kind.UP
-            den_up = float(offered[~is_up].sum())  # what arrives from above leaves by any port but up
-            den = float(offered.sum())
             for h in hot.tolist():
-                share = np.where(is_up, 0.0 if is_up[h] else offered[h] / max(den_up, 1.0), offered[h] / max(den, 1.0))
-                contrib = received * share * (np.arange(len(sw.ports)) != h)
-                if contrib.sum() <= 0:
+                contrib = self._feed(x, h, offered)
+                total = float(contrib.sum())
+                if total <= 0:
                     continue
-                lossless = offered[h] * SHARES[LOSSLESS]
-                contrib *= lossless / contrib.sum()
-                ingresses = tuple(
-                    self._ingress(sw, x, h, int(r), float(contrib[r])) for r in np.nonzero(contrib > 0)[0]
-                )
-                capacity = cap[h] * SHARES[LOSSLESS]  # the other classes keep their small share of the line
-                out.append(HotPort(name, h, x, self._queue_config(sw, h, ingresses, capacity), ingresses))
+                contrib *= offered[h] * SHARES[LOSSLESS] / total
+                ingresses = self._ingresses(sw, x, h, contrib)
+                capacity = float(cap[h] * SHARES[LOSSLESS])  # the other classes keep their small share of the line
+                out.append((name, h, x, ingresses, capacity))
         return out
 
-    def _ingress(self, sw: Switch, x: int, h: int, r: int, bytes_s: float) -> Ingress:
+    def _feed(self, x: int, h: int, offered: np.ndarray | None = None) -> np.ndarray:
+        """What each ingress row of switch x brings to its egress h (bytes/s, unscaled: their received traffic's share
+        of the ports it may go out of; valley-free: nothing from an up port goes back up)."""
+        sw = self.switches[self.traffic.names[x]]
+        if offered is None:
+            offered = sw.rate[:, COL["if.out-octets"]] + sw.rate[:, COL["if.out-discards"]] * FRAME_BYTES
+        is_up = self.traffic.ports[x].kind == KIND_UP
+        received = sw.rate[:, COL["if.in-octets"]] * sw.oper_up
+        den_up = float(offered[~is_up].sum())  # what arrives from above leaves by any port but up
+        den = float(offered.sum())
+        share = np.where(is_up, 0.0 if is_up[h] else offered[h] / max(den_up, 1.0), offered[h] / max(den, 1.0))
+        contrib: np.ndarray = received * share
+        contrib[h] = 0.0
+        return contrib
+
+    def _ingresses(self, sw: Switch, x: int, h: int, contrib: np.ndarray) -> tuple[Ingress, ...]:
+        """The ingresses bringing `contrib` (bytes/s per row) into egress h, their delays from the cables (one
+        vectorised pass over the rows: this runs at every recompute of a congested twin)."""
         kind = self.traffic.ports[x].kind
-        l_in, l_out = self._cable_m(sw.name, sw.ports[r]), self._cable_m(sw.name, sw.ports[h])
+        rows = np.nonzero(contrib > 0)[0]
+        cables = self._cable_rows(x)
+        l_in = cables[rows]
         # a switch ingress: its senders are one more cable away (ASSUMPTION: one like it)
-        l_sender = l_in if kind[r] == traffic.Kind.SERVER else 2 * l_in
-        if kind[h] == traffic.Kind.REMOTE and self.dr_cnp(sw.name):
+        l_sender = np.where(kind[rows] == KIND_SERVER, l_in, 2 * l_in)
+        if kind[h] == KIND_REMOTE and self.dr_cnp(sw.name):
             loop_m, hops = l_sender, PATH_HOPS // 2  # the DR sends the CNP back itself
         else:
-            loop_m, hops = l_sender + l_out, PATH_HOPS
-        line = float(sw.speeds[r]) * 1e9
-        flows = QPS_PER_NIC * max(1, round(bytes_s * 8 / max(line, 1.0)))
-        return Ingress(
-            row=r,
-            bps=bytes_s * 8,
-            flows=flows,
-            line_bps=line,
-            port_bps=line,
-            feedback_delay_s=2 * loop_m / FIBRE_M_PER_S + 2 * hops * HOP_DELAY_S,
-            hop_delay_s=2 * l_in / FIBRE_M_PER_S + HOP_DELAY_S,
+            loop_m, hops = l_sender + cables[h], PATH_HOPS
+        line = sw.speeds[rows] * 1e9
+        bps = contrib[rows] * 8
+        flows = QPS_PER_NIC * np.maximum(1, np.round(bps / np.maximum(line, 1.0)))
+        feedback = 2 * loop_m / FIBRE_M_PER_S + 2 * hops * HOP_DELAY_S
+        hop = 2 * l_in / FIBRE_M_PER_S + HOP_DELAY_S
+        return tuple(
+            Ingress(row=r, bps=b, flows=int(f), line_bps=li, port_bps=li, feedback_delay_s=fb, hop_delay_s=hd)
+            for r, b, f, li, fb, hd in zip(
+                rows.tolist(), bps.tolist(), flows.tolist(), line.tolist(), feedback.tolist(), hop.tolist(), strict=True
+            )
         )
 
     def _queue_config(self, sw: Switch, h: int, ingresses: tuple[Ingress, ...], capacity: float) -> QueueConfig:
@@ -933,7 +1027,7 @@ class Twin:
         speed = int(sw.speeds[ingresses[0].row])
         headroom = first.pg_headroom_bytes or sonic_headroom(self._cable_m(sw.name, sw.ports[ingresses[0].row]), speed)
         dyn = first.pg_dynamic_th if first.pg_dynamic_th is not None else DEFAULT_DYNAMIC_TH
-        kind = self.traffic.ports[list(self.switches).index(sw.name)].kind
+        kind = self.traffic.ports[self._node[sw.name]].kind
         return QueueConfig(
             capacity_bps=capacity * 8,
             kmin_bytes=kmin,
@@ -943,13 +1037,21 @@ class Twin:
             pfc=any(sw.config[i.row].honours_pause(LOSSLESS) for i in ingresses),
             dynamic_alpha=2.0**dyn,
             headroom_bytes=headroom,
-            dr_cnp=bool(kind[h] == traffic.Kind.REMOTE and self.dr_cnp(sw.name)),
+            dr_cnp=bool(kind[h] == KIND_REMOTE and self.dr_cnp(sw.name)),
         )
 
     def _solve_congestion(self, hot: list[HotPort]) -> None:
         """Run the model over the congested queues (cached) and keep its throttles, drops and XOFFs for the next
         traffic solve."""
-        outcomes = self._solver.solve(hot, self.congestion.nic)
+        # the same feeds (a phase seen before) under the same configs and NIC knobs: the same answer, without the
+        # solver's rounded key over every ingress
+        solve_key = self._solve_key = (self._hot_key, tuple(hp.config for hp in hot), self.congestion.nic)
+        outcomes = self._solved.get(solve_key)
+        if outcomes is None:
+            outcomes = self._solver.solve(hot, self.congestion.nic)
+            if len(self._solved) >= HOT_MEMO:
+                self._solved.pop(next(iter(self._solved)))
+            self._solved[solve_key] = outcomes
         self.congested, self._cong_passes, self._cong_drops, self._cong_pauses = {}, {}, {}, []
         for hp, out in zip(hot, outcomes, strict=True):
             sw = self.switches[hp.device]
@@ -966,11 +1068,14 @@ class Twin:
                     sender = Endpoint(hp.device, sw.ports[ing.row])
                     self._cong_pauses.append(PauseSource(sender, LOSSLESS, min(1.0, f), propagate=f >= 0.99))
 
-    def _apply_flowlets(self) -> None:
+    def _flowlet_groups(self) -> bool:
         """Each DLB switch's uplink group through the flowlet model (lab/congestion/flowlet.py): the members' one-way
-        cable delays give the skew, the group's load the flows and their idle times, the twin's gap the rest; the
-        answer (cached) sets the ARS counters of the members (`ars.flowlets`, `ars.reassignments`, split by share)."""
+        cable delays give the skew, the group's load the flows and their idle times, the twin's gap the rest. The
+        members' shares of the bytes become their ECMP weights in the traffic model (`_dlb_weights`), so the loads
+        the twin reports on the members are the shares the flowlet model gives (the group's total does not depend
+        on them: one pass settles). True if the weights changed (the traffic is solved again)."""
         self.flowlets = {}
+        weights: dict[tuple[str, str], float] = {}
         gap_s = self.congestion.flowlet_gap_us * 1e-6
         for x, (name, sw) in enumerate(self.switches.items()):
             if name not in self.dlb:
@@ -1006,6 +1111,18 @@ class Twin:
                 (max(delays) - min(delays)) * 1e6,
             )
             self.flowlets[name] = view
+            for r, share in zip(rows.tolist(), shares.tolist(), strict=True):
+                weights[(name, sw.ports[r])] = share * len(rows)  # x nominal: 1 each when even
+        changed = weights != self._dlb_weights
+        self._dlb_weights = weights
+        return changed
+
+    def _apply_flowlets(self) -> None:
+        """The DLB groups' ARS counters (`ars.flowlets`, `ars.reassignments`), split over the members by share."""
+        for name, view in self.flowlets.items():
+            sw = self.switches[name]
+            rows = [sw.index[p] for p in view.members]
+            shares = np.array(view.shares)
             sw.rate[rows, COL["ars.flowlets"]] = view.flowlets_ps * shares
             sw.rate[rows, COL["ars.reassignments"]] = view.moves_ps * shares
 
@@ -1028,7 +1145,11 @@ class Twin:
         """The model's marks, watermarks and DR CNPs on the counters; queues below HOT_SHARE keep the burst
         model's marks, and their watermark is the burst depth's 99.9th percentile (ln 1000 x its exponential mean)."""
         out_octets, wm_col = COL["if.out-octets"], MAX_QUEUE_LEN[LOSSLESS]
-        for sw in self.switches.values():
+        marked_by: dict[tuple[str, str], float] = {}  # what each congested queue marks (packets/s)
+        # watermarks only rise: a traffic state already applied since the last counter reset raises none of them again
+        state = (self._traffic_key, tuple(sw.resets for sw in self.switches.values()))
+        fresh = state not in self._watermarked
+        for sw in self.switches.values() if fresh else ():
             rho = np.minimum(sw.rate[:, out_octets] * 8 / np.maximum(sw.speeds * 1e9, 1.0), HOT_SHARE)
             burst = BURST_BYTES * LN_1000 * rho / (1 - rho) * sw.oper_up
             np.maximum(sw.queue_watermark[:, LOSSLESS], burst, out=sw.queue_watermark[:, LOSSLESS])
@@ -1040,12 +1161,82 @@ class Twin:
                 sw.rate[row, COL[f"q{LOSSLESS}.ecn-marked-pkts"]] = marked
             if view.dr_cnp:
                 sw.rate[row, COL["cnp.sent"]] = out.cnp_ps
+            marked_by[(device, port)] = float(sw.rate[row, COL[f"q{LOSSLESS}.transmit-pkts"]] * out.mark_share)
             sw.queue_watermark[row, LOSSLESS] = max(sw.queue_watermark[row, LOSSLESS], out.queue_max_bytes)
             for r in view.ingress_rows:
                 sw.pg_watermark[r, LOSSLESS] = max(sw.pg_watermark[r, LOSSLESS], out.pg_max_bytes)
                 sw.headroom_watermark[r, LOSSLESS] = max(sw.headroom_watermark[r, LOSSLESS], out.headroom_max_bytes)
-        for sw in self.switches.values():  # the OpenConfig gauge: no rate, its value in the base (lab/counters.py)
-            sw.base[:, wm_col] = np.maximum(sw.base[:, wm_col], sw.queue_watermark[:, LOSSLESS].astype(np.uint64))
+        if fresh:
+            for sw in self.switches.values():  # the OpenConfig gauge: no rate, its value in the base (lab/counters.py)
+                sw.base[:, wm_col] = np.maximum(sw.base[:, wm_col], sw.queue_watermark[:, LOSSLESS].astype(np.uint64))
+            if len(self._watermarked) >= 4 * HOT_MEMO:
+                self._watermarked.clear()
+            self._watermarked.add(state)
+        self._apply_nics(marked_by)
+
+    def _apply_nics(self, marked_by: dict[tuple[str, str], float]) -> None:
+        """The server NICs' DCQCN counters (lab/nics.py) from the congested queues' marks and CNPs, followed along the
+        traffic to the receivers (marks, the NP's CNPs) and back to the senders (the CNPs they act on); remembered per
+        traffic state (a workload's phases flip between a few)."""
+        if not self.congested and not self._nic_rows:
+            return
+        key = (self._traffic_key, tuple(sorted((k, v.outcome, v.dr_cnp) for k, v in self.congested.items())))
+        rates = self._nic_memo.get(key)
+        if rates is None:
+            rates = self._nic_rates(marked_by)
+            if len(self._nic_memo) >= HOT_MEMO:
+                self._nic_memo.pop(next(iter(self._nic_memo)))
+            self._nic_memo[key] = rates
+        for x, row in self._nic_rows:  # the last state's NICs, cleared
+            self.switches[self.traffic.names[x]].rate[row, NIC_COLS] = 0.0
+        for (x, row), values in rates.items():
+            self.switches[self.traffic.names[x]].rate[row, NIC_COLS] = values
+        self._nic_rows = set(rates)
+
+    def _nic_rates(self, marked_by: dict[tuple[str, str], float]) -> dict[tuple[int, int], np.ndarray]:
+        sws = list(self.switches.values())
+        fab = nics.Fabric(
+            server=[t.kind == KIND_SERVER for t in self.traffic.ports],
+            up=[t.kind == KIND_UP for t in self.traffic.ports],
+            peer=[t.peer for t in self.traffic.ports],
+            peer_row=[t.peer_row for t in self.traffic.ports],
+            sent=[sw.rate[:, COL["if.out-octets"]] for sw in sws],
+            feed=self._feed,
+        )
+        out: dict[tuple[int, int], np.ndarray] = {}
+
+        def add(where: dict[tuple[int, int], float], column: int, scale: float) -> None:
+            for k, v in where.items():
+                out.setdefault(k, np.zeros(len(NIC_COLS)))[column] += v * scale
+
+        for (device, port), view in self.congested.items():
+            x, row, o = self._node[device], self.switches[device].index[port], view.outcome
+            if not view.dr_cnp:  # the receivers see the marks and their NPs send the CNPs
+                to = nics.receivers(fab, x, row, 1.0)
+                add(to, 0, marked_by.get((device, port), 0.0))
+                add(to, 1, o.cnp_ps)
+            brought = dict(zip(view.ingress_rows, o.ingress_cnp_ps, strict=True))
+            add(nics.senders(fab, x, brought), 2, 1.0)
+        return out
+
+    def nic_counters(self, now_ns: int) -> list[dict[str, Any]]:
+        """Each server NIC the congestion model ever touched: its ConnectX DCQCN counters (cumulative, lab/nics.py),
+        with the leaf port it hangs off and its own name."""
+        out = []
+        for sw in self.switches.values():
+            x = self._node[sw.name]
+            rows = np.nonzero(self.traffic.ports[x].kind == KIND_SERVER)[0]
+            if not len(rows):
+                continue
+            values = sw.values(now_ns, rows)[:, NIC_COLS]
+            for r, v in zip(rows.tolist(), values.tolist(), strict=True):
+                if any(v):
+                    peer = self.peers.get((sw.name, sw.ports[r]))
+                    nic = f"{peer.device}:{peer.port}" if peer is not None else ""
+                    out.append(
+                        {"switch": sw.name, "port": sw.ports[r], "nic": nic} | dict(zip(nics.NAMES, v, strict=True))
+                    )
+        return out
 
     def _frame_error_rate(self, sw: Switch, row: int) -> float:
         """The share of frames a port receives corrupted: from a corruption fault, or from an optic losing more

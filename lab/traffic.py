@@ -78,6 +78,12 @@ class Structure:
     gravity: np.ndarray = field(default_factory=lambda: np.zeros(0))
     remote_load: dict[int, float] = field(default_factory=dict)  # site sink -> bytes/s it sends (and receives)
 
+    @cached_property
+    def offsets(self) -> np.ndarray:
+        """Where each switch's rows start in an array of every port (the last entry: the number of ports)."""
+        out: np.ndarray = np.concatenate(([0], np.cumsum([len(p.kind) for p in self.ports]))).astype(np.int64)
+        return out
+
 
 @dataclass
 class Conditions:
@@ -186,6 +192,8 @@ class Routes:
 
     down: np.ndarray
     dist: np.ndarray
+    _elig: dict[tuple[int, bool], np.ndarray] = field(default_factory=dict, repr=False)
+    _groups: dict[tuple[int, bool], tuple[np.ndarray, np.ndarray, np.ndarray]] = field(default_factory=dict, repr=False)
 
     @cached_property
     def reach(self) -> np.ndarray:
@@ -205,6 +213,24 @@ class Routes:
     def next_up(self, x: int, peers: np.ndarray) -> np.ndarray:
         out: np.ndarray = (self.dist[peers] == self.dist[x] - 1) & (self.dist[x] < FAR)
         return out
+
+    # The next hops of switch x over its cables `m` (up or down), per sink: the same for every flow under these
+    # routes (they were worked out for one set of cables up, so `m` is the same at every call for one x).
+    def elig(self, x: int, going_up: bool, peer: np.ndarray, m: np.ndarray) -> np.ndarray:
+        got = self._elig.get((x, going_up))
+        if got is None:
+            got = self._elig[(x, going_up)] = (self.next_up if going_up else self.next_down)(x, peer[m])
+        return got
+
+    def peer_groups(self, x: int, going_up: bool, peers: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """x's cables (up or down) grouped by far switch: the order that sorts them, where each group starts, and its
+        switch (np.add.reduceat over these adds what parallel cables carry to one peer)."""
+        got = self._groups.get((x, going_up))
+        if got is None:
+            order = np.argsort(peers, kind="stable")
+            targets, first = np.unique(peers[order], return_index=True)
+            got = self._groups[(x, going_up)] = (order, first, targets)
+        return got
 
 
 def _routes(s: Structure, up: list[np.ndarray]) -> Routes:
@@ -229,18 +255,31 @@ def _routes(s: Structure, up: list[np.ndarray]) -> Routes:
     return Routes(np.minimum(down, FAR), np.minimum(dist, FAR))
 
 
-def flow(s: Structure, c: Conditions) -> list[Loads]:
-    """What every port offers, sends and receives under `c` (bytes/s)."""
+# Kind as plain ints for the loops below: an IntEnum member looked up by name costs a class __getattr__ each time
+_UP, _DOWN, _SERVER, _REMOTE = int(Kind.UP), int(Kind.DOWN), int(Kind.SERVER), int(Kind.REMOTE)
+
+
+def routes(s: Structure, up: list[np.ndarray]) -> Routes:
+    """The routes over the cables `up`: pass the same to several `flow` calls under the same cables (a workload's
+    overlay, the congestion model's passes) and they are worked out once."""
+    return _routes(s, up)
+
+
+def flow(s: Structure, c: Conditions, routed: Routes | None = None) -> list[Loads]:
+    """What every port offers, sends and receives under `c` (bytes/s). `routed`: `routes(s, c.up)` if known."""
     n, k = len(s.names), len(s.sinks)
-    routes = _routes(s, c.up)
+    routes = routed if routed is not None else _routes(s, c.up)
     down, reach = routes.goes_down, routes.reach
     order = np.argsort(s.tier, kind="stable")
     c = _weigh_toward_dcis(s, c)
+    ups = [(p.kind == _UP) & u for p, u in zip(s.ports, c.up, strict=True)]
+    downs = [(p.kind == _DOWN) & u for p, u in zip(s.ports, c.up, strict=True)]
+    servers = [(p.kind == _SERVER) & u for p, u in zip(s.ports, c.up, strict=True)]
+    remotes = [(p.kind == _REMOTE) & u for p, u in zip(s.ports, c.up, strict=True)]
     site_weight: dict[int, float] = {}  # each far campus spreads what it sends over every long-haul port up
     for x in range(n):
         p = s.ports[x]
-        m = (p.kind == Kind.REMOTE) & c.up[x]
-        for row in np.nonzero(m)[0]:
+        for row in np.nonzero(remotes[x])[0]:
             site_weight[int(p.site[row])] = site_weight.get(int(p.site[row]), 0.0) + float(p.offered[row])
     # through[x, d]: the share of traffic at x for d that gets through to d: weighted over x's next hops of each one's
     # pass factor times what gets through beyond it. Down first (lower tiers first), then up (higher first).
@@ -250,41 +289,49 @@ def flow(s: Structure, c: Conditions) -> list[Loads]:
         num, den = np.zeros(k), np.zeros(k)
         own = s.sink_of[x]
         if own >= 0:
-            m = (p.kind == Kind.SERVER) & c.up[x]
+            m = servers[x]
             den[own] = float(p.receives[m].sum())
             num[own] = float((p.receives[m] * c.passes[x][m]).sum())
-        m = (p.kind == Kind.REMOTE) & c.up[x]
-        np.add.at(den, p.site[m], c.weight[x][m])
-        np.add.at(num, p.site[m], c.weight[x][m] * c.passes[x][m])
-        m = (p.kind == Kind.DOWN) & c.up[x]
+        m = remotes[x]
         if m.any():
-            elig = routes.next_down(x, p.peer[m])
+            den += np.bincount(p.site[m], c.weight[x][m], k)
+            num += np.bincount(p.site[m], c.weight[x][m] * c.passes[x][m], k)
+        m = downs[x]
+        if m.any():
+            elig = routes.elig(x, False, p.peer, m)
             den += c.weight[x][m] @ elig
             num += (c.weight[x][m] * c.passes[x][m]) @ (elig * through[p.peer[m]])
         through[x] = np.where(down[x] & (den > 0), num / np.where(den > 0, den, 1.0), 0.0)
     for x in order[::-1]:
         p = s.ports[x]
-        m = (p.kind == Kind.UP) & c.up[x]
+        m = ups[x]
         todo = reach[x] & ~down[x]
         if not m.any() or not todo.any():
             continue
-        elig = routes.next_up(x, p.peer[m])
+        elig = routes.elig(x, True, p.peer, m)
         den = c.weight[x][m] @ elig
         num = (c.weight[x][m] * c.passes[x][m]) @ (elig * through[p.peer[m]])
         through[x] = np.where(todo & (den > 0), num / np.where(den > 0, den, 1.0), through[x])
 
-    loads = [Loads(np.zeros(len(p.kind)), np.zeros(len(p.kind)), np.zeros(len(p.kind))) for p in s.ports]
+    # every port's received bytes in one flat array (each switch's Loads.received a view of its rows): what a cable
+    # delivers lands on the far end's row by one indexed add instead of a Python loop over the cables
+    offsets = s.offsets
+    received = np.zeros(int(offsets[-1]))
+    rx_errors = np.concatenate(c.rx_errors) if c.rx_errors else np.zeros(0)
+    loads = [
+        Loads(np.zeros(len(p.kind)), np.zeros(len(p.kind)), received[offsets[x] : offsets[x + 1]])
+        for x, p in enumerate(s.ports)
+    ]
     at = np.zeros((n, k))  # traffic at each switch, by destination
     for x in range(n):
         p = s.ports[x]
         if s.sink_of[x] >= 0:  # its servers: each NIC sends what its paths let through
-            m = (p.kind == Kind.SERVER) & c.up[x]
+            m = servers[x]
             dest = s.share[x] * reach[x] * through[x]
             offered = p.offered[m] * c.nic_passes[x][m]
             loads[x].received[m] = offered * dest.sum()
             at[x] += float((offered * (1 - c.rx_errors[x][m])).sum()) * dest
-        m = (p.kind == Kind.REMOTE) & c.up[x]
-        for row in np.nonzero(m)[0]:  # the far campus: its load over the long-haul ports up, by its hash
+        for row in np.nonzero(remotes[x])[0]:  # the far campus: its load over the long-haul ports up, by its hash
             site = int(p.site[row])
             share = p.offered[row] / site_weight[site]
             dest = s.gravity * reach[x] * through[x]
@@ -292,44 +339,60 @@ def flow(s: Structure, c: Conditions) -> list[Loads]:
             loads[x].received[row] = arriving * dest.sum()
             at[x] += arriving * (1 - c.rx_errors[x][row]) * dest
 
-    def send(x: int, m: np.ndarray, elig: np.ndarray, todo: np.ndarray) -> None:
+    def send(x: int, m: np.ndarray, elig: np.ndarray, todo: np.ndarray, going_up: bool) -> None:
         p = s.ports[x]
-        weights = (c.weight[x][m] * c.passes[x][m])[:, None] * elig * through[p.peer[m]]
+        here = at[x] * todo
+        nz = np.nonzero(here)[0]
+        peers = p.peer[m]
+        cols: np.ndarray | None = None
+        if 2 * len(nz) < len(here):  # a workload's overlay goes to a few sinks: only their columns
+            cols = nz
+            elig, here = elig[:, cols], here[cols]
+            ahead = through[peers[:, None], cols]
+        else:
+            ahead = through[peers]
+        weights = (c.weight[x][m] * c.passes[x][m])[:, None] * elig * ahead
         total = weights.sum(axis=0)
-        amounts = weights * np.where(total > 0, at[x] * todo / np.where(total > 0, total, 1.0), 0.0)
+        amounts = weights * np.where(total > 0, here / np.where(total > 0, total, 1.0), 0.0)
         offered = amounts.sum(axis=1)
         kept = 1 - c.drops[x][m]
         loads[x].offered[m] += offered
         loads[x].sent[m] += offered * kept
-        peers, rows, arrive = p.peer[m], p.peer_row[m], kept.copy()
-        for i, (peer, row) in enumerate(zip(peers, rows, strict=True)):
-            loads[peer].received[row] += offered[i] * kept[i]
-            arrive[i] *= 1 - c.rx_errors[peer][row]  # frames arriving corrupted are discarded there
-        np.add.at(at, peers, amounts * arrive[:, None])
+        far = offsets[peers] + p.peer_row[m]  # each cable's far row: distinct, so a plain indexed add
+        received[far] += offered * kept
+        arrive = kept * (1 - rx_errors[far])  # frames arriving corrupted are discarded there
+        order, first, targets = routes.peer_groups(x, going_up, peers)  # parallel cables to one peer add up
+        added = np.add.reduceat((amounts * arrive[:, None])[order], first, axis=0)
+        if cols is None:
+            at[targets] += added
+        else:
+            at[targets[:, None], cols] += added
 
     for x in order:  # up: lower tiers first, so each switch has everything its lower tier sent it
         p = s.ports[x]
-        m = (p.kind == Kind.UP) & c.up[x]
+        m = ups[x]
         todo = reach[x] & ~down[x]
         if m.any() and (at[x] * todo).any():
-            send(x, m, routes.next_up(x, p.peer[m]), todo)
+            send(x, m, routes.elig(x, True, p.peer, m), todo, True)
     for x in order[::-1]:  # down: higher tiers first
         p = s.ports[x]
         here = at[x] * down[x]
         if not here.any():
             continue
-        m = (p.kind == Kind.DOWN) & c.up[x]
+        m = downs[x]
         if m.any():
-            send(x, m, routes.next_down(x, p.peer[m]), down[x])
+            send(x, m, routes.elig(x, False, p.peer, m), down[x], False)
         own = s.sink_of[x]
         if own >= 0 and here[own] > 0:
-            m = (p.kind == Kind.SERVER) & c.up[x]
+            m = servers[x]
             w = p.receives[m] * c.passes[x][m]
             if w.sum() > 0:
                 offered = here[own] * w / w.sum()
                 loads[x].offered[m] += offered
                 loads[x].sent[m] += offered * (1 - c.drops[x][m])
-        m = (p.kind == Kind.REMOTE) & c.up[x]
+        m = remotes[x]
+        if not m.any():
+            continue
         for site in set(p.site[m].tolist()):
             members = m & (p.site == site)
             w = c.weight[x][members] * c.passes[x][members]

@@ -28,7 +28,7 @@ from topology.model import Device
 
 from . import traffic
 from .faults import number
-from .model import Twin
+from .model import Recompute, Twin
 
 KINDS = ("incast", "alltoall", "allreduce", "dci-bulk")
 # Phases shorter than this are averaged into a duty cycle instead of switched (ASSUMPTION: the twin's rates are read
@@ -139,12 +139,11 @@ class WorkloadRunner:
         def edge(t: int) -> None:
             if rec.cleared_ns is not None:
                 return
-            rec.on = on
-            self.twin.touch()
+            rec.on = on  # only the offered traffic changes: the twin solves the rates again, not the ports
             length = rec.params["on_ms"] if on else rec.params["off_ms"]
             self._phase(rec, t + int(length * 1e6), on=not on)
 
-        self.twin.schedule(at, edge)
+        self.twin.schedule(at, edge, Recompute.TRAFFIC)
 
     # --- kinds ---------------------------------------------------------------------------------
     def _dev(self, nic: _Nic) -> Device:

@@ -107,6 +107,7 @@ class Ingestor:
         self._sonic_codes: dict[tuple[int, str, str, str | None], int] = {}  # (device, port, leaf, index) -> code
         self._aliases: dict[int, dict[str, str]] = {}  # SONiC device -> alias -> port name (APPL_DB PORT_TABLE)
         self._queue_oids: dict[int, dict[str, str]] = {}  # SONiC device -> queue OID -> "EthernetN:Q" (its name map)
+        self._pg_oids: dict[int, dict[str, str]] = {}  # SONiC device -> priority-group OID -> "EthernetN:PG"
         self._db_prefixes: set[bytes] = set()  # prefixes naming a SONiC database (the raw walker leaves them alone)
         # SONiC counters decoded from JSON go straight to the store at flush, not through TypedValue bytes:
         self._d_codes: list[int] = []  # packed (port row << 16 | code)
@@ -392,7 +393,11 @@ class Ingestor:
                 self._aliases.setdefault(dev, {})[alias] = path[1]  # a vendor alias keys this port's counters
             if target == "COUNTERS_DB" and (names := sonic.queue_names(path, row)) is not None:
                 self._queue_oids[dev] = names  # the watermarks are keyed by these OIDs
-            rows = sonic.decode(target, path, row, self._aliases.get(dev), self._queue_oids.get(dev))
+            if target == "COUNTERS_DB" and (names := sonic.pg_names(path, row)) is not None:
+                self._pg_oids[dev] = names
+            rows = sonic.decode(
+                target, path, row, self._aliases.get(dev), self._queue_oids.get(dev), self._pg_oids.get(dev)
+            )
             for port, leaf, index, value in rows:
                 key = (dev, port, leaf, index)
                 c = codes.get(key)

@@ -125,6 +125,12 @@ def _leaves() -> tuple[Leaf, ...]:
         out.append(Leaf(f"queue.{c}", "qos", (*queue, _e(c)), Kind.COUNTER))
     # the queue's watermark in bytes (openconfig-qos max-queue-len, reference/congestion-tuning.md §3.2)
     out.append(Leaf("queue.max-queue-len", "qos", (*queue, _e("max-queue-len")), Kind.GAUGE))
+    # an ingress priority group's watermarks in bytes: shared buffer, and headroom (XOFF room) used (SONiC
+    # PERSISTENT_WATERMARKS by PG OID, reference/congestion-tuning.md §3.1). OpenConfig has no such leaf: the path
+    # only names it, under a container no EOS subscription covers (never expected there)
+    pg = (_e("input"), _e("sonic-priority-groups"), _e("priority-group", index=ANY), st)
+    for c in ("shared-watermark", "headroom-watermark"):
+        out.append(Leaf(f"pg.{c}", "qos", (*pg, _e(c)), Kind.GAUGE))
     chan = (_e("transceiver"), _e("physical-channels"), _e("channel", index=ANY), st)
     out.append(Leaf("optics.input-power", "xcvr", (*chan, _e("input-power"), _e("instant")), Kind.GAUGE))
     # openconfig-platform: a component's temperature (the transceiver module's, for "<port> transceiver")

@@ -75,6 +75,13 @@ RATES = "/RATES/Ethernet*"  # 202411+: FEC_PRE_BER (reference/sonic-releases.md)
 QUEUE_NAME_MAP = "/COUNTERS_QUEUE_NAME_MAP"
 WATERMARKS = "/PERSISTENT_WATERMARKS/*"
 WATERMARK_FIELD = "SAI_QUEUE_STAT_SHARED_WATERMARK_BYTES"
+# Ingress priority-group watermarks (same tables, same section): the PG's shared-buffer high-water mark and how much
+# of its headroom (XOFF room) it ever used, keyed by PG OID, which COUNTERS_PG_NAME_MAP names `EthernetN:PG`
+PG_NAME_MAP = "/COUNTERS_PG_NAME_MAP"
+PG_WATERMARK_FIELDS = {
+    "SAI_INGRESS_PRIORITY_GROUP_STAT_SHARED_WATERMARK_BYTES": "pg.shared-watermark",
+    "SAI_INGRESS_PRIORITY_GROUP_STAT_XOFF_ROOM_WATERMARK_BYTES": "pg.headroom-watermark",
+}
 PORT_TABLE = "/PORT_TABLE/Ethernet*"
 # APPL_DB: each port's LLDP neighbour, as lldp_syncd writes it from lldpd (reference/maintenance-lldp-bgp-state.md)
 LLDP = "/LLDP_ENTRY_TABLE/Ethernet*"
@@ -94,7 +101,8 @@ LEAVES: dict[str, frozenset[str]] = {
     WATCHDOG: frozenset(WATCHDOG_COUNTERS.values()),
     RATES: frozenset({"fec.pre-fec-ber"}),
     QUEUE_NAME_MAP: frozenset(),
-    WATERMARKS: frozenset({"queue.max-queue-len"}),
+    PG_NAME_MAP: frozenset(),
+    WATERMARKS: frozenset({"queue.max-queue-len", *PG_WATERMARK_FIELDS.values()}),
     PORT_TABLE: frozenset({*STATUS.values(), "port.alias"}),
     LLDP: frozenset(LLDP_FIELDS.values()),
     DOM: frozenset({"optics.input-power", "optics.temperature"}),
@@ -118,6 +126,7 @@ def sonic_profile(sample_interval_s: float = 10.0, intervals: Mapping[str, float
         Subscription(PORTS, "sample", ns("counters"), target="COUNTERS_DB"),
         Subscription(QUEUES, "sample", ns("pfc"), target="COUNTERS_DB"),
         Subscription(QUEUE_NAME_MAP, "on_change", target="COUNTERS_DB"),
+        Subscription(PG_NAME_MAP, "on_change", target="COUNTERS_DB"),
         Subscription(WATERMARKS, "sample", ns("pfc"), target="COUNTERS_DB"),
         Subscription(RATES, "sample", ns("fec"), target="COUNTERS_DB"),
         Subscription(DOM, "sample", ns("optics"), target="STATE_DB"),
@@ -173,7 +182,8 @@ def known_path(target: str, path: Sequence[str]) -> bool:
         return len(path) == 2 and path[0] in ("PORT_TABLE", "LLDP_ENTRY_TABLE")
     if target == "STATE_DB":
         return len(path) == 2 and path[0] in ("TRANSCEIVER_DOM_SENSOR", "NEIGH_STATE_TABLE")
-    if target == "COUNTERS_DB" and (path == [QUEUE_NAME_MAP[1:]] or (len(path) == 2 and path[0] == WATERMARKS[1:-2])):
+    maps = ([QUEUE_NAME_MAP[1:]], [PG_NAME_MAP[1:]])
+    if target == "COUNTERS_DB" and (list(path) in maps or (len(path) == 2 and path[0] == WATERMARKS[1:-2])):
         return True
     if target != "COUNTERS_DB" or len(path) not in (2, 3) or path[0] not in ("COUNTERS", "RATES"):
         return False
@@ -189,9 +199,25 @@ def port_of_key(key: str, aliases: Mapping[str, str] | None = None) -> str | Non
 
 def queue_names(path: Sequence[str], row: Mapping[str, object]) -> dict[str, str] | None:
     """A COUNTERS_QUEUE_NAME_MAP row as OID -> `EthernetN:Q` (what decode needs for the watermarks); None otherwise."""
-    if list(path) != [QUEUE_NAME_MAP[1:]]:
+    return _oid_names(path, row, QUEUE_NAME_MAP)
+
+
+def pg_names(path: Sequence[str], row: Mapping[str, object]) -> dict[str, str] | None:
+    """A COUNTERS_PG_NAME_MAP row as OID -> `EthernetN:PG` (the PG watermarks' keys); None otherwise."""
+    return _oid_names(path, row, PG_NAME_MAP)
+
+
+def _oid_names(path: Sequence[str], row: Mapping[str, object], table: str) -> dict[str, str] | None:
+    if list(path) != [table[1:]]:
         return None
     return {v: k for k, v in row.items() if isinstance(v, str)}
+
+
+def _named(names: Mapping[str, str] | None, oid: str, aliases: Mapping[str, str] | None) -> tuple[str, str] | None:
+    """(topology port, queue or PG number) of an OID its name map names `EthernetN:K`; None if unknown."""
+    key, _, index = (names or {}).get(oid, "").rpartition(":")
+    port = port_of_key(key, aliases) if index.isdigit() else None
+    return None if port is None else (port, index)
 
 
 def decode(
@@ -200,19 +226,24 @@ def decode(
     row: Mapping[str, object],
     aliases: Mapping[str, str] | None = None,
     queues: Mapping[str, str] | None = None,
+    pgs: Mapping[str, str] | None = None,
 ) -> Iterator[Row]:
     """One update of a SONiC DB path as fabricd leaves. Unknown fields are skipped (an ASIC's extra counters);
     a value that is not a counter is skipped too (the caller counts what it could not read). `aliases`: the switch's
     alias -> name map, for a switch that keys its rows by aliases; `queues`: its queue OID -> `EthernetN:Q` map
-    (queue_names), for the watermark rows keyed by OID (none is read before the map has come)."""
+    (queue_names), for the watermark rows keyed by OID (none is read before the map has come); `pgs`: the same for its
+    ingress priority groups (pg_names)."""
     if target == "COUNTERS_DB" and len(path) == 2 and path[0] == WATERMARKS[1:-2]:
-        name = (queues or {}).get(path[1], "")
-        key, _, queue = name.rpartition(":")
-        port = port_of_key(key, aliases) if queue.isdigit() else None
-        if port is not None and (n := _count(row.get(WATERMARK_FIELD))) is not None:
-            yield port, "queue.max-queue-len", queue, float(n)  # a gauge (bytes), not a counter
+        # watermarks are gauges (bytes), not counters
+        if (named_queue := _named(queues, path[1], aliases)) is not None:
+            if (n := _count(row.get(WATERMARK_FIELD))) is not None:
+                yield named_queue[0], "queue.max-queue-len", named_queue[1], float(n)
+        elif (pg := _named(pgs, path[1], aliases)) is not None:
+            for field, leaf in PG_WATERMARK_FIELDS.items():
+                if (n := _count(row.get(field))) is not None:
+                    yield pg[0], leaf, pg[1], float(n)
         return
-    if len(path) < 2:  # COUNTERS_QUEUE_NAME_MAP: no leaf of its own (queue_names reads it)
+    if len(path) < 2:  # the name maps: no leaf of their own (queue_names, pg_names read them)
         return
     if target == "STATE_DB" and len(path) == 2 and path[0] == "NEIGH_STATE_TABLE":
         if (state := neighbour_state(row.get("state"))) is not None:

@@ -64,6 +64,7 @@ def sample_of(snap: Snapshot, device: str, port: str, priority: int, t_s: float)
         pfc_rx_pause_us=_ns_to_us(_int(snap, device, port, "pfc.pfc-on-total-rx-time", p)),
         pfc_tx_pause_us=_ns_to_us(_int(snap, device, port, "pfc.pfc-on-total-tx-time", p)),
         queue_watermark_bytes=_int(snap, device, port, "queue.max-queue-len", p),
+        pg_watermark_bytes=_int(snap, device, port, "pg.shared-watermark", p),  # SONiC only (the port as ingress)
         tx_bytes=_int(snap, device, port, "queue.transmit-octets", p),
         drops=_int(snap, device, port, "queue.dropped-pkts", p),
     )

@@ -56,6 +56,9 @@ class Aggregate:
     ingress_bps: float = 0.0  # the ingress port's speed, which caps what the aggregate delivers (0: no cap)
     demand_bps: float = 0.0  # what each flow has to send when not held back (0: line rate)
     start_bps: float = 0.0  # each flow's rate at the start (0: line rate, as DCQCN flows start [dcqcn15])
+    # bytes each flow may have in flight (RDMA's outstanding work requests; 0: no limit): a flow then sends at most
+    # window / (feedback delay + its queue's delay), ACK-clocked as a window-limited sender is
+    window_bytes: float = 0.0
 
 
 @dataclass
@@ -79,6 +82,7 @@ class Result:
     first_xoff_s: np.ndarray  # first time an ingress crossed XOFF (inf: never)
     agg_rate_bps: np.ndarray  # per aggregate, mean sending rate (all its flows)
     agg_paused_share: np.ndarray  # per aggregate, share of time held in XOFF
+    agg_cnp_ps: np.ndarray  # per aggregate, CNPs/s its flows receive (each cuts a rate: rp_cnp_handled)
     trace_t: np.ndarray = field(default_factory=lambda: np.zeros(0))
     trace_q: np.ndarray = field(default_factory=lambda: np.zeros((0, 0)))  # (samples, queues)
     trace_served: np.ndarray = field(default_factory=lambda: np.zeros((0, 0)))  # bits/s per sample
@@ -155,6 +159,9 @@ def simulate(
     duty = np.array([a.duty for a in aggs])
     port_cap = np.array([a.ingress_bps / 8 if a.ingress_bps > 0 else np.inf for a in aggs])
     demand = np.array([a.demand_bps / 8 if a.demand_bps > 0 else a.line_bps / 8 for a in aggs])
+    win_bytes = np.array([a.window_bytes if a.window_bytes > 0 else np.inf for a in aggs])
+    windowed = bool(np.isfinite(win_bytes).any())
+    base_rtt = np.array([a.feedback_delay_s for a in aggs])
     fb_steps = np.maximum(1, np.round(np.array([a.feedback_delay_s for a in aggs]) / dt_s)).astype(np.int64)
     hop_steps = np.maximum(1, np.round(np.array([a.hop_delay_s for a in aggs]) / dt_s)).astype(np.int64)
     hist = int(max(fb_steps.max(initial=1), hop_steps.max(initial=1))) + 1
@@ -200,41 +207,60 @@ def simulate(
     s_trace: list[np.ndarray] = []
     refresh_s = PAUSE_QUANTA * 512 / np.maximum(line * 8, 1.0) / 2  # a held PG refreshes its XOFF at half its time
 
+    # constants of the loop, folded once (the loop runs thousands of steps over small arrays: numpy's per-call cost
+    # is most of its time, so fewer calls per step is what makes it cheaper)
+    span = np.maximum(kmax - kmin, 1.0)
+    pmax_on, marks_all = np.where(ecn, pmax, 0.0), ecn.astype(np.float64)
+    inv_b = 1.0 / np.maximum(b_pkts, 1e-12)
+    fb_stage = f_stage * b_pkts
+    ai_dt = r_ai * dt_s
+    dt_tau = dt_s / tau
+    no_p = np.zeros(na)
+
     for step in range(steps):
         t = step * dt_s
         slot = step % hist
-        p = red(q, kmin, kmax, pmax, ecn)
+        # RED/ECN (`red` above, inlined)
+        p = np.where(q > kmax, marks_all, np.minimum(np.maximum(q - kmin, 0.0) / span, 1.0) * pmax_on)
         p_hist[slot] = p
         rc_hist[slot] = rc
         xoff_hist[slot] = xoff
-        pd = p_hist[(step - fb_steps) % hist, qa] if step else np.zeros(na)
-        rd = rc_hist[(step - fb_steps) % hist, idx]
+        ago = (step - fb_steps) % hist
+        pd = p_hist[ago, qa] if step else no_p
+        rd = rc_hist[ago, idx]
         held = xoff_hist[(step - hop_steps) % hist, idx]
         rpk = rd / packet_bytes  # packets/s one feedback delay ago
+        tr = t_reset * rpk
 
         # --- reaction point (per flow); lp = log(1 - p), so (1 - p)^x = exp(x lp) ---
-        lp = np.log1p(-np.minimum(pd, 1 - 1e-12))
-        cnp_win = -np.expm1(tau * rpk * lp)
-        alpha_target = -np.expm1(tau_a * rpk * lp)
-        alpha = alpha_target + (alpha - alpha_target) * alpha_decay
-        tr = t_reset * rpk
-        bb = _expiry(pd, -b_pkts * lp, b_pkts)
-        dd = _expiry(pd, -tr * lp, tr)
-        cc = bb * np.exp(f_stage * b_pkts * lp)
-        ee = dd * np.exp(f_stage * tr * lp)
-        cut = np.minimum(np.where(fresh, (1 - g) * alpha + g, alpha) / 2, max_cut)
-        reset = np.where(clamp, 1.0, dd / np.maximum(bb + dd, 1e-30))
-        gap = rt - rc
-        rt = rc + gap * np.exp(-cnp_win / tau * reset * dt_s) + r_ai * rpk * (cc + ee) * dt_s
-        rc = rc * np.exp(-cut * cnp_win / tau * dt_s)
+        if pd.any():
+            lp = np.log1p(-np.minimum(pd, 1 - 1e-12))
+            cnp_win = -np.expm1(tau * rpk * lp)
+            alpha_target = -np.expm1(tau_a * rpk * lp)
+            alpha = alpha_target + (alpha - alpha_target) * alpha_decay
+            bb = _expiry(pd, -b_pkts * lp, b_pkts)
+            dd = _expiry(pd, -tr * lp, tr)
+            cc = bb * np.exp(fb_stage * lp)
+            ee = dd * np.exp(f_stage * tr * lp)
+            cut = np.minimum(np.where(fresh, (1 - g) * alpha + g, alpha) / 2, max_cut)
+            reset = np.where(clamp, 1.0, dd / np.maximum(bb + dd, 1e-30))
+            rt = rc + (rt - rc) * np.exp(-cnp_win * reset * dt_tau) + ai_dt * rpk * (cc + ee)
+            rc = rc * np.exp(-cut * cnp_win * dt_tau)
+        else:  # nothing marked one feedback delay ago: no CNP, every counter expires at its unmarked rate (1/n)
+            alpha = alpha * alpha_decay
+            cnp_win = no_p
+            bb = inv_b
+            dd = 1.0 / np.maximum(tr, 1e-12)
+            rt = rt + ai_dt * rpk * (bb + dd)
         rc = rt - (rt - rc) * np.exp(-rpk * (bb + dd) / 2 * dt_s)
-        rc = np.clip(rc, min_rate, line)
-        rt = np.clip(rt, rc, line)
+        rc = np.minimum(np.maximum(rc, min_rate), line)
+        rt = np.minimum(np.maximum(rt, rc), line)
 
         # --- queues ---
-        send = (
-            np.minimum(flows * np.minimum(rc, demand) * duty, port_cap) * ~held
-        )  # bytes/s each aggregate puts on the wire
+        per_flow = np.minimum(rc, demand)
+        if windowed:  # what a window lets out per round trip, the round trip stretched by the queue it waits in
+            per_flow = np.minimum(per_flow, win_bytes / (base_rtt + q[qa] / cap[qa]))
+        send = np.minimum(flows * per_flow * duty, port_cap) * ~held  # bytes/s each aggregate puts on the wire
         arr = np.bincount(qa, send, nq)
         srv = np.minimum(cap, arr + q / dt_s)
         q = q + (arr - srv) * dt_s
@@ -306,6 +332,7 @@ def simulate(
         first_xoff_s=first_xoff,
         agg_rate_bps=acc_rate / m * 8,
         agg_paused_share=held_share,
+        agg_cnp_ps=cnps,
         trace_t=np.array(t_trace),
         trace_q=np.array(q_trace).reshape(len(q_trace), nq),
         trace_served=np.array(s_trace).reshape(len(s_trace), nq),

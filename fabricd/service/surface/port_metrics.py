@@ -82,6 +82,21 @@ GAUGES = (
         "max",
         lossless=True,
     ),
+    # SONiC PERSISTENT_WATERMARKS of the lossless ingress priority group (issue 50; EOS streams no such leaf)
+    PortGauge(
+        "pg.shared-watermark",
+        "fabricd_port_pg_watermark_bytes",
+        "Lossless ingress priority group's shared-buffer high-water mark",
+        "max",
+        lossless=True,
+    ),
+    PortGauge(
+        "pg.headroom-watermark",
+        "fabricd_port_pg_headroom_watermark_bytes",
+        "Lossless ingress priority group's headroom (XOFF room) high-water mark",
+        "max",
+        lossless=True,
+    ),
 )
 PORT_SERIES = len(COUNTERS) + len(GAUGES) + 1  # + fabricd_port_up
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from lab import nics
 from lab.counters import COL
 from lab.model import PortConfig, Twin
 from lab.workloads import WorkloadError, WorkloadRunner
@@ -117,6 +118,24 @@ def test_collective_phases_switch_the_rates(small_blueprint: Cabling) -> None:
     assert on > base * 1.3 and off == pytest.approx(base, rel=1e-9) and again == pytest.approx(on, rel=1e-9)
 
 
+def test_a_phase_seen_before_reads_as_when_first_solved(small_blueprint: Cabling) -> None:
+    """An incast switching 200 ms on / 300 ms off: the twin remembers what it derived per traffic state (the hot
+    queues, the model's answer, the throttled rates, the NICs' counters); every counter rate of the third on-phase is
+    the first's, and every congested queue's answer too, while only the offered traffic is recomputed at an edge."""
+    clock = Clock()
+    twin = _twin(small_blueprint, clock, ECN)
+    WorkloadRunner(twin).start("incast", {"port": ":".join(TARGET), "fan_in": 6, "on_ms": 200, "off_ms": 300}, clock.t)
+    first = {name: sw.rate.copy() for name, sw in twin.switches.items()}
+    answers = {k: v.outcome for k, v in twin.congested.items()}
+    solves = twin._solver.solves
+    twin.advance(clock.t + 250_000_000)
+    assert not twin.congested
+    twin.advance(clock.t + 1_050_000_000)  # on again, the third time
+    assert {k: v.outcome for k, v in twin.congested.items()} == answers and twin._solver.solves == solves
+    for name, sw in twin.switches.items():
+        assert np.array_equal(sw.rate, first[name]), name
+
+
 @pytest.mark.slow
 def test_allreduce_and_dci_bulk_run(small_blueprint: Cabling) -> None:
     dci = complete_labels(generate_blueprint(load_spec(EXAMPLES / "small-dci.yaml")))
@@ -163,7 +182,8 @@ def test_switches_report_the_congestion_as_eos_and_sonic_name_it() -> None:
 def test_flowlets_reorder_on_a_dlb_group_only_when_the_gap_is_below_its_skew(small_blueprint: Cabling) -> None:
     """A leaf with DLB whose two uplinks differ by 3 km (15 us one way): SONiC's default 256 us gap never lets a flow
     move (no reorder, the hash's placement stays); a 5 us gap moves flowlets and reorders some; the members' ARS
-    counters count the flowlets."""
+    counters count the flowlets; the members' loads are the flowlet model's shares (its ECMP weights in the traffic
+    model), and the even hash split again once DLB is off."""
     import dataclasses as dc
 
     leaf = "leaf-g0-r0"
@@ -181,14 +201,30 @@ def test_flowlets_reorder_on_a_dlb_group_only_when_the_gap_is_below_its_skew(sma
     long_gap = twin.flowlets[leaf]
     assert long_gap.skew_us == pytest.approx(15.15, rel=0.01)
     assert long_gap.reorders_ps == 0 and long_gap.moves_ps == 0
+    # the members carry what the flowlet model gives them (their ECMP weights in the traffic model), uneven here
+    sw = twin.switches[leaf]
+    sent = sw.rate[[sw.index[p] for p in long_gap.members], COL["if.out-octets"]]
+    assert (sent / sent.sum()).tolist() == pytest.approx(list(long_gap.shares), rel=1e-9)
+    assert max(long_gap.shares) - min(long_gap.shares) > 0.05
     twin.congestion.flowlet_gap_us = 5.0
     twin.touch()
     twin.advance(clock.t)
     short_gap = twin.flowlets[leaf]
     assert short_gap.reorders_ps > 0 and short_gap.moves_ps > short_gap.reorders_ps
-    sw = twin.switches[leaf]
     rows = [sw.index[p] for p in short_gap.members]
     assert sw.rate[rows, COL["ars.flowlets"]].sum() == pytest.approx(short_gap.flowlets_ps)
+    sent = sw.rate[rows, COL["if.out-octets"]]
+    assert (sent / sent.sum()).tolist() == pytest.approx(list(short_gap.shares), rel=1e-9)
+    # every cable still carries to one end what the other sent
+    for a, b in twin.links:
+        if twin.is_switch(a.device) and twin.is_switch(b.device):
+            ra, rb = twin.switches[a.device].index[a.port], twin.switches[b.device].index[b.port]
+            got = twin.switches[b.device].rate[rb, COL["if.in-octets"]]
+            assert got == pytest.approx(twin.switches[a.device].rate[ra, COL["if.out-octets"]], rel=1e-9, abs=1)
+    twin.set_dlb(leaf, False)  # DLB off: the hash's even split again
+    twin.advance(clock.t)
+    sent = sw.rate[rows, COL["if.out-octets"]]
+    assert leaf not in twin.flowlets and sent.max() == pytest.approx(sent.min(), rel=1e-9)
     assert max(short_gap.shares) - min(short_gap.shares) < max(long_gap.shares) - min(long_gap.shares)
 
 
@@ -213,3 +249,76 @@ def test_a_dr_generates_cnps_for_the_long_haul_traffic_it_marks() -> None:
     twin.advance(clock.t)
     assert not twin.congested[(device, port)].dr_cnp
     assert sw.rate[sw.index[port], COL["cnp.sent"]] == 0
+
+
+def _nic_rates(twin: Twin) -> dict[tuple[str, str], dict[str, float]]:
+    """Each server port's NIC counter rates (per second) now."""
+    out = {}
+    for name, sw in twin.switches.items():
+        for row, port in enumerate(sw.ports):
+            v = {n: float(sw.rate[row, COL[f"nic.{n}"]]) for n in nics.NAMES}
+            if any(v.values()):
+                out[(name, port)] = v
+    return out
+
+
+def test_nics_count_the_marks_they_receive_and_the_cnps_they_act_on(small_blueprint: Cabling) -> None:
+    """§3.3 [mlx5-counters]: under an incast the receiving NIC counts the CE-marked packets and sends one CNP per
+    CNP the model gives its queue (np_cnp_sent); the senders act on every one of them (rp_cnp_handled, none
+    ignored: CC is on); only NICs on the incast's paths move. The counters are cumulative, as hw_counters are, and
+    served by the control API's `GET /congestion` (no switch serves a NIC's counters)."""
+    from lab.control import congestion_state
+
+    clock = Clock()
+    twin = _twin(small_blueprint, clock, ECN)
+    runner = WorkloadRunner(twin)
+    rec = runner.start("incast", {"port": ":".join(TARGET), "fan_in": 6}, clock.t)
+    view = twin.congested[TARGET]
+    rates = _nic_rates(twin)
+    target = rates[TARGET]
+    marked = {
+        k: twin.switches[k[0]].rate[twin.switches[k[0]].index[k[1]], COL["q3.ecn-marked-pkts"]] for k in twin.congested
+    }
+    # CE marks of every congested hop reach the receivers (the target's own queue's all reach it)
+    assert sum(r["np_ecn_marked_roce_packets"] for r in rates.values()) == pytest.approx(sum(marked.values()), rel=1e-6)
+    assert target["np_ecn_marked_roce_packets"] >= marked[TARGET] > 0
+    cnps = sum(v.outcome.cnp_ps for v in twin.congested.values() if not v.dr_cnp)
+    assert sum(r["np_cnp_sent"] for r in rates.values()) == pytest.approx(cnps, rel=1e-6)
+    assert target["np_cnp_sent"] >= view.outcome.cnp_ps * (1 - 1e-9) > 0
+    handled = {k: r["rp_cnp_handled"] for k, r in rates.items() if r["rp_cnp_handled"] > 0}
+    assert sum(handled.values()) == pytest.approx(cnps, rel=1e-6)  # every CNP reaches a sender
+    assert all(r["rp_cnp_ignored"] == 0 for r in rates.values())
+    senders = {twin.peers[k].device for k in handled}
+    assert {n.split(":")[0] for n in rec.senders} <= senders  # the workload's senders are cut (and base traffic)
+    clock.t += 10 * 10**9
+    twin.advance(clock.t)
+    state = {(n["switch"], n["port"]): n for n in congestion_state(twin)["nics"]}
+    assert state[TARGET]["np_cnp_sent"] == pytest.approx(10 * target["np_cnp_sent"], rel=0.01)
+    assert state[TARGET]["nic"] == "gpu-g0-000:nic0"
+    runner.clear(rec.id, clock.t)
+    assert not _nic_rates(twin)  # no congestion, no CNP
+    after = {(n["switch"], n["port"]): n for n in congestion_state(twin)["nics"]}
+    assert after[TARGET]["np_cnp_sent"] == state[TARGET]["np_cnp_sent"]  # cumulative: kept, not cleared
+
+
+def test_with_dr_cnp_the_senders_count_the_drs_cnps_and_no_receiver_does() -> None:
+    """DR-generated CNPs (lab/nics.py ASSUMPTION: the DR signals instead of marking CE): the local senders count them
+    as handled; no NIC counts CE marks or sends CNPs for the long-haul queues (their receivers are far away)."""
+    cabling = complete_labels(generate_blueprint(load_spec(EXAMPLES / "small-dci.yaml")))
+    clock = Clock()
+    twin = _twin(cabling, clock, ECN)
+    WorkloadRunner(twin).start("dci-bulk", {"senders": 12}, clock.t)
+    dr_cnps = sum(v.outcome.cnp_ps for v in twin.congested.values() if v.dr_cnp)
+    others = sum(v.outcome.cnp_ps for v in twin.congested.values() if not v.dr_cnp)
+    assert dr_cnps > 0
+    rates = _nic_rates(twin)
+    # the DR's CNPs all reach local senders; of the campus queues', those of senders on the far campus leave the twin
+    handled = sum(r["rp_cnp_handled"] for r in rates.values())
+    assert dr_cnps * (1 - 1e-9) <= handled <= (dr_cnps + others) * (1 + 1e-9)
+    assert sum(r["np_cnp_sent"] for r in rates.values()) <= others * (1 + 1e-9)
+    twin.congestion.dr_cnp = frozenset()  # told not to: the far receivers' CNPs (not in the twin) cut the senders
+    twin.touch()
+    twin.advance(clock.t)
+    assert not any(v.dr_cnp for v in twin.congested.values())
+    local = sum(r["np_cnp_sent"] for r in _nic_rates(twin).values())
+    assert local < sum(v.outcome.cnp_ps for v in twin.congested.values())

@@ -103,6 +103,9 @@ def test_fabricd_streams_a_sonic_leaf_next_to_an_eos_spine(twin: TwinThread) -> 
                 assert snap.find(name, "Ethernet1/1", "queue.transmit-pkts", 3) is not None
                 # the lossless queue's watermark: EOS's max-queue-len, SONiC's PERSISTENT_WATERMARKS by its OID
                 assert snap.find(name, "Ethernet1/1", "queue.max-queue-len", 3) is not None
+                # the lossless PG's watermarks: SONiC's PERSISTENT_WATERMARKS by PG OID; EOS streams none
+                for leaf in ("pg.shared-watermark", "pg.headroom-watermark"):
+                    assert (snap.find(name, "Ethernet1/1", leaf, 3) is not None) == (name == LEAF)
                 assert snap.select(device=name, port="Ethernet1/1", leaf="optics.input-power").size > 0
             assert c.state(LEAF).rejected == () and c.state(LEAF).attempts == 1
             fault = inject(twin.state_dir, "link_down", {"port": f"{LEAF}:Ethernet3/1"})

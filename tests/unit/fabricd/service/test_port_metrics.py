@@ -63,6 +63,9 @@ def test_counters_gauges_and_state(tmp_path: Path) -> None:
             (s, *a, "pfc.pfc-on-total-tx-time", "3", 1_500_000_000),
             (s, *a, "queue.max-queue-len", "3", 65536 + s),
             (s, *a, "queue.max-queue-len", "0", 999_999),  # a lossy queue: not exported
+            (s, *a, "pg.shared-watermark", "3", 30_000 + s),
+            (s, *a, "pg.headroom-watermark", "3", 9_000),
+            (s, *a, "pg.shared-watermark", "0", 777),  # a lossy PG: not exported
             (s, *a, "optics.input-power", "0", -2.0),
             (s, *a, "optics.input-power", "1", -4.5),
             (s, *a, "optics.temperature", None, 41.5),
@@ -78,6 +81,8 @@ def test_counters_gauges_and_state(tmp_path: Path) -> None:
     assert got[("fabricd_port_pfc_paused_seconds_total", *a)][0] == 2.5
     assert got[("fabricd_port_pfc_pause_sent_seconds_total", *a)][0] == 1.5
     assert got[("fabricd_port_queue_watermark_bytes", *a)][0] == 65537
+    assert got[("fabricd_port_pg_watermark_bytes", *a)][0] == 30_001
+    assert got[("fabricd_port_pg_headroom_watermark_bytes", *a)][0] == 9_000
     assert got[("fabricd_port_receive_power_dbm", *a)][0] == -4.5
     assert got[("fabricd_port_module_temperature_celsius", *a)][0] == 41.5
     assert got[("fabricd_port_up", *a)][0] == 1 and got[("fabricd_port_up", *b)][0] == 0
@@ -85,7 +90,7 @@ def test_counters_gauges_and_state(tmp_path: Path) -> None:
     assert got[("fabricd_port_up", *b)][1]["role"] == "spine" and got[("fabricd_port_up", *b)][1]["group"] == ""
     # one sample per (metric, port): the lossy priority and the second lane made none of their own
     names = [f.name for f in families(snap, FABRIC) for x in f.samples if x.labels["port"] == a[1]]
-    assert sorted(names) == sorted(set(names)) and len(names) == 8
+    assert sorted(names) == sorted(set(names)) and len(names) == 10
 
 
 def test_an_empty_store_still_names_every_family(tmp_path: Path) -> None:

@@ -16,6 +16,7 @@ from fabricd.telemetry.sonic import (
     decode,
     frr_states,
     known_path,
+    pg_names,
     queue_names,
     sonic_profile,
     topology_port,
@@ -146,6 +147,7 @@ def test_the_sonic_profile_and_its_plan() -> None:
         ("/LLDP_ENTRY_TABLE/Ethernet*", "APPL_DB", "on_change"),
         # queue watermarks by OID, and the map naming the OIDs (reference/congestion-tuning.md §3.1)
         ("/COUNTERS_QUEUE_NAME_MAP", "COUNTERS_DB", "on_change"),
+        ("/COUNTERS_PG_NAME_MAP", "COUNTERS_DB", "on_change"),
         ("/PERSISTENT_WATERMARKS/*", "COUNTERS_DB", "sample"),
     }
     assert [s.sample_interval_ns for s in subs if s.path.endswith("Queues")] == [10**9]
@@ -336,3 +338,29 @@ def test_queue_watermarks_are_read_by_the_oid_the_name_map_gives() -> None:
     assert known_path("COUNTERS_DB", path) and known_path("COUNTERS_DB", ["COUNTERS_QUEUE_NAME_MAP"])
     assert queue_names(["COUNTERS", "Ethernet8"], {}) is None
     assert list(decode("COUNTERS_DB", ["COUNTERS_QUEUE_NAME_MAP"], {"Ethernet8:3": "oid:0x1"})) == []
+
+
+def test_pg_watermarks_are_read_by_the_oid_the_pg_name_map_gives() -> None:
+    """PERSISTENT_WATERMARKS/<pg oid>: the PG's shared and XOFF-room (headroom) watermarks (reference/congestion-
+    tuning.md §3.1, SAI_INGRESS_PRIORITY_GROUP_STAT_*_WATERMARK_BYTES) once COUNTERS_PG_NAME_MAP named the OID; a
+    queue OID in the same table stays a queue watermark; an OID neither map names, nothing."""
+    pgs = pg_names(["COUNTERS_PG_NAME_MAP"], {"Ethernet8:3": "oid:0x1a0000000000030"})
+    assert pgs == {"oid:0x1a0000000000030": "Ethernet8:3"}
+    queues = queue_names(["COUNTERS_QUEUE_NAME_MAP"], {"Ethernet8:3": "oid:0x15000000000001c"})
+    row = {
+        "SAI_INGRESS_PRIORITY_GROUP_STAT_SHARED_WATERMARK_BYTES": "41000",
+        "SAI_INGRESS_PRIORITY_GROUP_STAT_XOFF_ROOM_WATERMARK_BYTES": "12288",
+    }
+    path = ["PERSISTENT_WATERMARKS", "oid:0x1a0000000000030"]
+    assert list(decode("COUNTERS_DB", path, row, None, queues, pgs)) == [
+        ("Ethernet2/1", "pg.shared-watermark", "3", 41000.0),
+        ("Ethernet2/1", "pg.headroom-watermark", "3", 12288.0),
+    ]
+    assert list(decode("COUNTERS_DB", path, row, None, queues)) == []  # before the PG map came
+    q_row = {"SAI_QUEUE_STAT_SHARED_WATERMARK_BYTES": "5"}
+    q_path = ["PERSISTENT_WATERMARKS", "oid:0x15000000000001c"]
+    assert list(decode("COUNTERS_DB", q_path, q_row, None, queues, pgs)) == [
+        ("Ethernet2/1", "queue.max-queue-len", "3", 5.0)
+    ]
+    assert known_path("COUNTERS_DB", ["COUNTERS_PG_NAME_MAP"])
+    assert pg_names(["COUNTERS_QUEUE_NAME_MAP"], {}) is None
