@@ -7,12 +7,13 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import math
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from .facts import FabricFacts
-from .history import ActionRec, Event, FaultRec, FindingRec, Limits, Run, Sample
+from .history import ActionRec, Event, FaultRec, FindingRec, Limits, Run, Sample, TuneRec
 
 INVARIANTS = (
     "capacity",
@@ -25,6 +26,9 @@ INVARIANTS = (
     "wrong_neighbour",
     "detection",
     "convergence",
+    "tuning_once",
+    "tuning_settled",
+    "tuning_audited",
 )
 
 
@@ -897,6 +901,55 @@ def _explained(g: FindingRec, run: Run, facts: FabricFacts) -> bool:
     return False
 
 
+# --- tuning (issue 51): with a workload running and tuning.mode auto, the ledger as the run ended ---------------
+_PUSHING = ("applying", "rolling_back")  # a push or a roll back under way: seconds, unless left half done
+_ENDED = ("confirmed", "rolled_back")
+
+
+def tuning_once(tuning: Sequence[TuneRec]) -> list[Violation]:
+    """Never two tuning changes open on one subject at once (`admit` refuses a proposal for a subject with a change
+    pending, across restarts and failovers: docs/tuning.md): a change is open from its record to its end."""
+    out = []
+    last: dict[str, TuneRec] = {}
+    for t in sorted(tuning, key=lambda t: (t.created_s, t.id)):
+        prev = last.get(t.subject)
+        if prev is not None and t.created_s < _end(prev):
+            out.append(Violation("tuning_once", t.created_s, t.subject,
+                                 f"change {t.id} opened while change {prev.id} was {prev.status}"))  # fmt: skip
+        if prev is None or _end(t) > _end(prev):
+            last[t.subject] = t
+    return out
+
+
+def _end(t: TuneRec) -> float:
+    return math.inf if t.ended_s is None else t.ended_s  # still open when the run ended
+
+
+def tuning_settled(tuning: Sequence[TuneRec], settled_s: float) -> list[Violation]:
+    """No push of a tuning change begun before the settle is still under way when the run ends: a change left
+    `applying` or `rolling_back` is a push a restart or failover lost (a new leader resumes it on its first pass).
+    `verifying` is not one: its verify window may outlast the settle."""
+    return [
+        Violation("tuning_settled", t.applied_s or t.created_s, t.subject, f"change {t.id} left {t.status}")
+        for t in tuning
+        if t.status in _PUSHING and (t.applied_s or t.created_s) < settled_s
+    ]
+
+
+def tuning_audited(tuning: Sequence[TuneRec], audited_actions: set[int]) -> list[Violation]:
+    """Every tuning change that ran and ended (confirmed or rolled back) is in the audit under its action."""
+    return [
+        Violation(
+            "tuning_audited",
+            t.ended_s or t.created_s,
+            t.subject,
+            f"change {t.id} {t.status} but action {t.action_id} is not in the audit",
+        )
+        for t in tuning
+        if t.status in _ENDED and t.action_id is not None and t.action_id not in audited_actions
+    ]
+
+
 def check(run: Run, facts: FabricFacts, limits: Limits, grace_s: float) -> list[Violation]:
     """Every invariant over one run, in time order."""
     out = [
@@ -910,5 +963,8 @@ def check(run: Run, facts: FabricFacts, limits: Limits, grace_s: float) -> list[
         *wrong_neighbour(run.samples, facts, run.events, actions=run.actions),
         *detection(run, facts)[2],
         *convergence(run, facts.peer),
+        *tuning_once(run.tuning),
+        *tuning_settled(run.tuning, run.settled_s),
+        *tuning_audited(run.tuning, run.audited_actions),
     ]
     return sorted(out, key=lambda v: (v.t, v.invariant, v.where))

@@ -23,7 +23,7 @@ from topology.errors import FabricdError
 
 from . import sonic_show
 from .facts import FabricFacts
-from .history import ActionRec, FindingRec, Hold, Limits, PortObs, Sample
+from .history import ActionRec, FindingRec, Hold, Limits, PortObs, Sample, TuneRec
 
 NS = 1e9
 
@@ -410,6 +410,16 @@ class Api:
             if len(page) < 200:
                 break
         return [e["id"] for e in out], {e["action_id"] for e in out if e.get("action_id") is not None}
+
+    def tuning(self) -> list[TuneRec]:
+        """The tuning ledger's changes (observe's records left out), oldest first."""
+        doc = self.get("/api/v1/tuning/history", limit=1000, changes="true")["changes"]
+        return sorted(
+            (TuneRec(c["id"], c["subject"], c["status"], c["action_id"], c["created_ts"] / NS,
+                     None if c["applied_ts"] is None else c["applied_ts"] / NS,
+                     None if c["ended_ts"] is None else c["ended_ts"] / NS) for c in doc),
+            key=lambda t: t.id,
+        )  # fmt: skip
 
     def limits(self, min_uplink_fraction: float) -> Limits:
         """The guard's limits as /metrics publishes them (fabricd_remediation_budget_limit)."""

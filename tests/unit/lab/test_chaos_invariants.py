@@ -22,6 +22,7 @@ from lab.chaos.history import (
     PortObs,
     Run,
     Sample,
+    TuneRec,
     load_run,
     run_doc,
     sample_doc,
@@ -39,6 +40,9 @@ from lab.chaos.invariants import (
     foreign_enable,
     hold_released,
     marks_records,
+    tuning_audited,
+    tuning_once,
+    tuning_settled,
     wrong_neighbour,
 )
 from lab.chaos.report import markdown
@@ -653,3 +657,76 @@ def test_capacity_held_accepts_a_hold_a_wrong_cable_was_put_back_under_until_it_
     facing the wrong cable, docs/operations.md "Capacity floor"), so the shortfall is not a held one."""
     got = capacity_held(timeline(INTERLEAVING, until=60.0), FACTS, Limits(), [MISCABLE, BGP5], [], grace_s=10.0)
     assert got == []
+
+
+# --- tuning (issue 51) -------------------------------------------------------------------------------------------
+S1, S2 = "leaf-g0-r0:Ethernet1/1", "leaf-g0-r0:Ethernet1/2"
+
+
+def tune(id: int, status: str, created: float, ended: float | None, subject: str = S1, action: int | None = None,
+         applied: float | None = None) -> TuneRec:  # fmt: skip
+    return TuneRec(id, subject, status, action if action is not None else 100 + id, created, applied, ended)
+
+
+# ledger -> (time, subject) of each tuning_once violation
+ONCE = [
+    ([], []),
+    ([tune(1, "confirmed", 10, 20), tune(2, "rolled_back", 20, 30)], []),  # one after the other
+    ([tune(1, "confirmed", 10, 20), tune(2, "verifying", 15, None)], [(15, S1)]),  # opened while 1 was open
+    ([tune(1, "verifying", 10, None), tune(2, "applying", 50, None)], [(50, S1)]),  # 1 never ended
+    ([tune(1, "verifying", 10, None), tune(2, "applying", 12, None, subject=S2)], []),  # other subjects: fine
+    ([tune(1, "refused", 10, 10), tune(2, "confirmed", 10, 40)], []),  # a refusal ends as it is recorded
+    # three on one subject: the third is judged against the one open longest
+    ([tune(1, "confirmed", 10, 50), tune(2, "rolled_back", 20, 30), tune(3, "confirmed", 40, 60)],
+     [(20, S1), (40, S1)]),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("ledger", "expected"), ONCE)
+def test_tuning_once(ledger: list[TuneRec], expected: list[tuple[float, str]]) -> None:
+    got = tuning_once(ledger)
+    assert [(v.t, v.where) for v in got] == expected
+    assert all(v.invariant == "tuning_once" and "opened while change" in v.detail for v in got)
+
+
+# ledger, settled at 100 -> ids of the changes left mid-push
+SETTLED = [
+    ([tune(1, "applying", 50, None)], [1]),  # a push begun before the settle, never finished
+    ([tune(1, "rolling_back", 50, None, applied=60)], [1]),
+    ([tune(1, "applying", 101, None)], []),  # begun after the settle: may still be under way
+    ([tune(1, "verifying", 50, None, applied=55)], []),  # its verify window may outlast the settle
+    ([tune(1, "confirmed", 50, 90), tune(2, "rolled_back", 60, 95), tune(3, "refused", 70, 70)], []),
+]
+
+
+@pytest.mark.parametrize(("ledger", "expected"), SETTLED)
+def test_tuning_settled(ledger: list[TuneRec], expected: list[int]) -> None:
+    got = tuning_settled(ledger, settled_s=100.0)
+    assert [v.detail.split()[1] for v in got] == [str(i) for i in expected]
+    assert all(v.invariant == "tuning_settled" and " left " in v.detail for v in got)
+
+
+# ledger, audited actions -> ids of the changes the audit misses
+AUDITED = [
+    ([tune(1, "confirmed", 10, 20, action=7)], {7}, []),
+    ([tune(1, "confirmed", 10, 20, action=7)], set(), [1]),
+    ([tune(1, "rolled_back", 10, 20, action=7), tune(2, "verifying", 30, None, action=8)], {9}, [1]),  # open: not yet
+    ([tune(1, "refused", 10, 10, action=7)], set(), []),  # never ran
+]
+
+
+@pytest.mark.parametrize(("ledger", "audited", "expected"), AUDITED)
+def test_tuning_audited(ledger: list[TuneRec], audited: set[int], expected: list[int]) -> None:
+    got = tuning_audited(ledger, audited)
+    assert [v.detail.split()[1] for v in got] == [str(i) for i in expected]
+
+
+def test_tuning_is_in_the_run_check_the_report_and_the_saved_run(tmp_path: Path) -> None:
+    run = Run(1, 0.0, 40.0, settled_s=40.0, tuning=[tune(1, "confirmed", 10, 20), tune(2, "applying", 15, None)])
+    got = [v for v in check(run, FACTS, Limits(), grace_s=10.0) if v.invariant.startswith("tuning")]
+    assert sorted(v.invariant for v in got) == ["tuning_audited", "tuning_once", "tuning_settled"]
+    assert {"tuning_once", "tuning_settled", "tuning_audited"} <= set(INVARIANTS)
+    assert "| tuning_once | 1 |" in markdown(run, got, [], [], "small-pod")
+    (tmp_path / "history.jsonl").write_text("")
+    (tmp_path / "run.json").write_text(json.dumps(run_doc(run, Limits())))
+    assert load_run(tmp_path)[0].tuning == run.tuning
