@@ -114,6 +114,7 @@ class TuneRec:
     created_s: float
     applied_s: float | None
     ended_s: float | None
+    changes: tuple[tuple[str, int, int], ...] = ()  # (knob, before, after), knobs named as the intent's fields
 
 
 @dataclass(frozen=True)
@@ -140,6 +141,8 @@ class Run:
     audited_actions: set[int] = field(default_factory=set)
     tuning: list[TuneRec] = field(default_factory=list)  # with tuning on in fabricd (a run with --workload)
     workloads: list[str] = field(default_factory=list)  # the twin's workloads the run started
+    # after the settle, the ECN values each tuned port's switch runs (EOS running config; knob -> value)
+    running: dict[str, dict[str, int]] = field(default_factory=dict)
 
 
 # --- on disk: history.jsonl (a sample a line, written as the run goes) and run.json (the rest, at the end) ---------
@@ -172,7 +175,7 @@ def run_doc(run: Run, limits: Limits) -> dict[str, Any]:
         "actions": [asdict(a) for a in run.actions], "findings": [asdict(f) for f in run.findings],
         "faults": [asdict(f) for f in run.faults], "events": [asdict(e) for e in run.events],
         "audit_ids": run.audit_ids, "audited_actions": sorted(run.audited_actions), "limits": asdict(limits),
-        "tuning": [asdict(t) for t in run.tuning], "workloads": run.workloads,
+        "tuning": [asdict(t) for t in run.tuning], "workloads": run.workloads, "running": run.running,
     }  # fmt: skip
 
 
@@ -188,6 +191,8 @@ def load_run(folder: Path) -> tuple[Run, Limits]:
     run.events = [Event(**e) for e in doc["events"]]
     run.audit_ids = doc["audit_ids"]
     run.audited_actions = set(doc["audited_actions"])
-    run.tuning = [TuneRec(**t) for t in doc.get("tuning", [])]  # runs saved before tuning was collected have none
+    run.tuning = [TuneRec(**{**t, "changes": tuple(tuple(c) for c in t.get("changes", ()))})
+                  for t in doc.get("tuning", [])]  # fmt: skip  # runs saved before tuning was collected have none
     run.workloads = doc.get("workloads", [])
+    run.running = doc.get("running", {})
     return run, Limits(**doc["limits"])

@@ -29,6 +29,7 @@ INVARIANTS = (
     "tuning_once",
     "tuning_settled",
     "tuning_audited",
+    "tuning_running",
 )
 
 
@@ -950,6 +951,40 @@ def tuning_audited(tuning: Sequence[TuneRec], audited_actions: set[int]) -> list
     ]
 
 
+def _same(knob: str, want: int, got: int) -> bool:
+    """Thresholds as EOS keeps them: in kbytes (drivers/eos/render.py `_kbytes`), at least 1."""
+    if knob.endswith("_bytes"):
+        return max(1, round(want / 1000)) * 1000 == got
+    return want == got
+
+
+def tuning_running(tuning: Sequence[TuneRec], running: dict[str, dict[str, int]], at_s: float) -> list[Violation]:
+    """After the settle, a port whose tuning changes all ended runs the ledger's last word on each knob: the value
+    after its last confirmed change, or before its last rolled-back one (a restart, a failover or a twin restart lost
+    nothing the ledger calls done). Ports with a change still open, and knobs not read, are not judged."""
+    out = []
+    for subject, got in sorted(running.items()):
+        mine = sorted((t for t in tuning if t.subject == subject), key=lambda t: t.id)
+        if any(t.status not in (*_ENDED, "refused") for t in mine):
+            continue
+        want: dict[str, tuple[int, TuneRec]] = {}
+        for t in mine:
+            if t.status in _ENDED:
+                for knob, before, after in t.changes:
+                    want[knob] = (after if t.status == "confirmed" else before, t)
+        for knob, (value, t) in sorted(want.items()):
+            if knob in got and not _same(knob, value, got[knob]):
+                out.append(
+                    Violation(
+                        "tuning_running",
+                        at_s,
+                        subject,
+                        f"{knob} runs {got[knob]}, the ledger says {value} (change {t.id} {t.status})",
+                    )
+                )
+    return out
+
+
 def check(run: Run, facts: FabricFacts, limits: Limits, grace_s: float) -> list[Violation]:
     """Every invariant over one run, in time order."""
     out = [
@@ -966,5 +1001,6 @@ def check(run: Run, facts: FabricFacts, limits: Limits, grace_s: float) -> list[
         *tuning_once(run.tuning),
         *tuning_settled(run.tuning, run.settled_s),
         *tuning_audited(run.tuning, run.audited_actions),
+        *tuning_running(run.tuning, run.running, run.settled_s),
     ]
     return sorted(out, key=lambda v: (v.t, v.invariant, v.where))

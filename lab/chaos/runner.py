@@ -516,6 +516,9 @@ class Runner:
             self.run.tuning = self.t.api.tuning()
         except (httpx.HTTPError, ValueError, KeyError) as e:  # an older fabricd without the tuning API
             self._event("collect", "failed", "tuning", str(e))
+        for subject in sorted({t.subject for t in self.run.tuning}):
+            if subject in self.facts.peer and (got := self.t.switches.ecn(subject)) is not None:
+                self.run.running[subject] = got
 
 
 WORKLOADS = ("incast", "alltoall", "allreduce", "dci-bulk")

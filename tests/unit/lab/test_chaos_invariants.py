@@ -42,9 +42,11 @@ from lab.chaos.invariants import (
     marks_records,
     tuning_audited,
     tuning_once,
+    tuning_running,
     tuning_settled,
     wrong_neighbour,
 )
+from lab.chaos.observe import ecn_of
 from lab.chaos.report import markdown
 from tests.conftest import EXAMPLES
 from topology.blueprint import generate_blueprint
@@ -664,8 +666,9 @@ S1, S2 = "leaf-g0-r0:Ethernet1/1", "leaf-g0-r0:Ethernet1/2"
 
 
 def tune(id: int, status: str, created: float, ended: float | None, subject: str = S1, action: int | None = None,
-         applied: float | None = None) -> TuneRec:  # fmt: skip
-    return TuneRec(id, subject, status, action if action is not None else 100 + id, created, applied, ended)
+         applied: float | None = None, kmin: tuple[int, int] | None = None) -> TuneRec:  # fmt: skip
+    changes = () if kmin is None else (("ecn.min_bytes", *kmin),)
+    return TuneRec(id, subject, status, action if action is not None else 100 + id, created, applied, ended, changes)
 
 
 # ledger -> (time, subject) of each tuning_once violation
@@ -722,11 +725,48 @@ def test_tuning_audited(ledger: list[TuneRec], audited: set[int], expected: list
 
 
 def test_tuning_is_in_the_run_check_the_report_and_the_saved_run(tmp_path: Path) -> None:
-    run = Run(1, 0.0, 40.0, settled_s=40.0, tuning=[tune(1, "confirmed", 10, 20), tune(2, "applying", 15, None)])
+    ledger = [tune(1, "confirmed", 10, 20, kmin=(600_000, 700_000)), tune(2, "applying", 15, None, subject=S2),
+              tune(3, "verifying", 16, None, subject=S2)]  # fmt: skip
+    run = Run(1, 0.0, 40.0, settled_s=40.0, tuning=ledger, running={S1: {"ecn.min_bytes": 600_000}})
     got = [v for v in check(run, FACTS, Limits(), grace_s=10.0) if v.invariant.startswith("tuning")]
-    assert sorted(v.invariant for v in got) == ["tuning_audited", "tuning_once", "tuning_settled"]
-    assert {"tuning_once", "tuning_settled", "tuning_audited"} <= set(INVARIANTS)
+    assert sorted(v.invariant for v in got) == ["tuning_audited", "tuning_once", "tuning_running", "tuning_settled"]
+    assert {"tuning_once", "tuning_settled", "tuning_audited", "tuning_running"} <= set(INVARIANTS)
     assert "| tuning_once | 1 |" in markdown(run, got, [], [], "small-pod")
     (tmp_path / "history.jsonl").write_text("")
     (tmp_path / "run.json").write_text(json.dumps(run_doc(run, Limits())))
     assert load_run(tmp_path)[0].tuning == run.tuning
+
+
+# ledger of S1, what its switch runs -> the violation's detail (None: none)
+RUNNING = [
+    ([tune(1, "confirmed", 10, 20, kmin=(600_000, 700_000))], 700_000, None),
+    ([tune(1, "confirmed", 10, 20, kmin=(600_000, 700_000))], 600_000,
+     "ecn.min_bytes runs 600000, the ledger says 700000 (change 1 confirmed)"),  # a restart lost the confirmed value
+    ([tune(1, "confirmed", 10, 20, kmin=(600_000, 700_400))], 700_000, None),  # EOS keeps kbytes
+    ([tune(1, "confirmed", 10, 20, kmin=(600_000, 700_000)), tune(2, "rolled_back", 30, 40, kmin=(700_000, 800_000))],
+     700_000, None),  # rolled back to the confirmed value
+    ([tune(1, "rolled_back", 30, 40, kmin=(600_000, 800_000))], 800_000,
+     "ecn.min_bytes runs 800000, the ledger says 600000 (change 1 rolled_back)"),  # a roll back that did not land
+    ([tune(1, "confirmed", 10, 20, kmin=(600_000, 700_000)), tune(2, "verifying", 30, None, kmin=(700_000, 800_000))],
+     800_000, None),  # a change still open: not judged
+    ([tune(1, "confirmed", 10, 20, kmin=(600_000, 700_000)), tune(2, "refused", 30, 30, kmin=(700_000, 800_000))],
+     700_000, None),  # a refusal never ran
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("ledger", "runs", "detail"), RUNNING)
+def test_tuning_running(ledger: list[TuneRec], runs: int, detail: str | None) -> None:
+    got = tuning_running(ledger, {S1: {"ecn.min_bytes": runs, "ecn.max_bytes": 9_000_000}}, at_s=50.0)
+    assert [v.detail for v in got] == ([] if detail is None else [detail])
+    assert all((v.invariant, v.where, v.t) == ("tuning_running", S1, 50.0) for v in got)
+
+
+@pytest.mark.parametrize(
+    ("config", "values"),
+    [("interface Ethernet1/1\n   tx-queue 3\n      random-detect ecn minimum-threshold 604 kbytes maximum-threshold "
+      "6000 kbytes max-mark-probability 5\n", {"ecn.min_bytes": 604_000, "ecn.max_bytes": 6_000_000,
+                                                 "ecn.max_probability": 5}),
+     ("interface Ethernet1/1\n   no shutdown\n", None)],
+)  # fmt: skip
+def test_ecn_of_reads_the_running_line(config: str, values: dict[str, int] | None) -> None:
+    assert ecn_of(config) == values
