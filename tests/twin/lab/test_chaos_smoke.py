@@ -142,11 +142,12 @@ def test_smoke_with_a_workload_and_tuning_auto(twin: TwinChild, tmp_path: Path) 
     assert r.returncode in (0, 1), r.stdout[-3000:] + r.stderr[-3000:]
     assert "workload start incast" in r.stdout
     text = (report / "report.md").read_text()
-    for name in ("tuning_once", "tuning_settled", "tuning_audited"):
+    for name in ("tuning_once", "tuning_settled", "tuning_audited", "tuning_running"):
         assert f"| {name} |" in text
     run = json.loads((report / "run.json").read_text())
     assert run["workloads"] and run["workloads"][0].endswith(" incast")
     assert run["tuning"], "the loop made no change from the bad start"  # the ledger was collected
+    assert set(run["running"]) <= {c["subject"] for c in run["tuning"]} and run["running"]  # tuned ports read back
     assert not any(v for v in text.splitlines() if v.startswith("- tuning_")), text
 
 
