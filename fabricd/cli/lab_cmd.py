@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import os
 import shutil
@@ -355,6 +356,9 @@ def chaos(
     recheck: Path | None = typer.Option(
         None, "--recheck", help="Check a finished run's report folder again (its history.jsonl, run.json); no run."
     ),
+    tuning_revert_in: float = typer.Option(
+        300.0, "--tuning-revert-in", help="fabricd's tuning.revert_in_s: how long a resumed tuning push may wait."
+    ),
     workload: list[str] = typer.Option(
         [],
         "--workload",
@@ -464,7 +468,7 @@ def chaos(
     runner = Runner(schedule, facts, target, lambda line: console().print(line, markup=False, highlight=False))
     try:
         run = runner.execute(out / "history.jsonl")
-        limits = client.limits(min_uplink_fraction)
+        limits = dataclasses.replace(client.limits(min_uplink_fraction), tuning_revert_s=tuning_revert_in)
     finally:
         runner.stop_service()
         switches.close()

@@ -124,6 +124,9 @@ class Limits:
     max_down_per_rail: int = 4
     max_down_fabric: int = 8
     max_actions_per_hour: int = 10
+    # fabricd's tuning.revert_in_s: a push resumed after a kill or failover waits this long for the old leader's
+    # revert timer before it runs again (docs/tuning.md), so a change may stay `applying` as long after its start
+    tuning_revert_s: float = 300.0
 
 
 @dataclass

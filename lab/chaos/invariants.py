@@ -926,14 +926,15 @@ def _end(t: TuneRec) -> float:
     return math.inf if t.ended_s is None else t.ended_s  # still open when the run ended
 
 
-def tuning_settled(tuning: Sequence[TuneRec], settled_s: float) -> list[Violation]:
-    """No push of a tuning change begun before the settle is still under way when the run ends: a change left
-    `applying` or `rolling_back` is a push a restart or failover lost (a new leader resumes it on its first pass).
-    `verifying` is not one: its verify window may outlast the settle."""
+def tuning_settled(tuning: Sequence[TuneRec], settled_s: float, end_s: float, wait_s: float) -> list[Violation]:
+    """No push of a tuning change begun before the settle is still under way when the run ends (`end_s`, the last
+    sample), unless it began less than `wait_s` (fabricd's tuning.revert_in_s) before: a push a new leader resumes
+    waits for the old leader's revert timer first. One left `applying` or `rolling_back` longer is a push a restart or
+    failover lost. `verifying` is not one: its verify window may outlast the settle."""
     return [
         Violation("tuning_settled", t.applied_s or t.created_s, t.subject, f"change {t.id} left {t.status}")
         for t in tuning
-        if t.status in _PUSHING and (t.applied_s or t.created_s) < settled_s
+        if t.status in _PUSHING and (t.applied_s or t.created_s) < min(settled_s, end_s - wait_s)
     ]
 
 
@@ -999,7 +1000,7 @@ def check(run: Run, facts: FabricFacts, limits: Limits, grace_s: float) -> list[
         *detection(run, facts)[2],
         *convergence(run, facts.peer),
         *tuning_once(run.tuning),
-        *tuning_settled(run.tuning, run.settled_s),
+        *tuning_settled(run.tuning, run.settled_s, run.samples[-1].t if run.samples else 0.0, limits.tuning_revert_s),
         *tuning_audited(run.tuning, run.audited_actions),
         *tuning_running(run.tuning, run.running, run.settled_s),
     ]

@@ -692,10 +692,11 @@ def test_tuning_once(ledger: list[TuneRec], expected: list[tuple[float, str]]) -
     assert all(v.invariant == "tuning_once" and "opened while change" in v.detail for v in got)
 
 
-# ledger, settled at 100 -> ids of the changes left mid-push
+# ledger, settled at 100, the run ended at 150, revert timer 60 s -> ids of the changes left mid-push
 SETTLED = [
     ([tune(1, "applying", 50, None)], [1]),  # a push begun before the settle, never finished
     ([tune(1, "rolling_back", 50, None, applied=60)], [1]),
+    ([tune(1, "applying", 95, None)], []),  # within 60 s of the end: may be a resumed push waiting for the old leader's revert timer
     ([tune(1, "applying", 101, None)], []),  # begun after the settle: may still be under way
     ([tune(1, "verifying", 50, None, applied=55)], []),  # its verify window may outlast the settle
     ([tune(1, "confirmed", 50, 90), tune(2, "rolled_back", 60, 95), tune(3, "refused", 70, 70)], []),
@@ -704,7 +705,7 @@ SETTLED = [
 
 @pytest.mark.parametrize(("ledger", "expected"), SETTLED)
 def test_tuning_settled(ledger: list[TuneRec], expected: list[int]) -> None:
-    got = tuning_settled(ledger, settled_s=100.0)
+    got = tuning_settled(ledger, settled_s=100.0, end_s=150.0, wait_s=60.0)
     assert [v.detail.split()[1] for v in got] == [str(i) for i in expected]
     assert all(v.invariant == "tuning_settled" and " left " in v.detail for v in got)
 
@@ -727,8 +728,16 @@ def test_tuning_audited(ledger: list[TuneRec], audited: set[int], expected: list
 def test_tuning_is_in_the_run_check_the_report_and_the_saved_run(tmp_path: Path) -> None:
     ledger = [tune(1, "confirmed", 10, 20, kmin=(600_000, 700_000)), tune(2, "applying", 15, None, subject=S2),
               tune(3, "verifying", 16, None, subject=S2)]  # fmt: skip
-    run = Run(1, 0.0, 40.0, settled_s=40.0, tuning=ledger, running={S1: {"ecn.min_bytes": 600_000}})
-    got = [v for v in check(run, FACTS, Limits(), grace_s=10.0) if v.invariant.startswith("tuning")]
+    run = Run(
+        1,
+        0.0,
+        40.0,
+        settled_s=40.0,
+        tuning=ledger,
+        running={S1: {"ecn.min_bytes": 600_000}},
+        samples=samples([UP] * 80),
+    )
+    got = [v for v in check(run, FACTS, Limits(tuning_revert_s=30), grace_s=10.0) if v.invariant.startswith("tuning")]
     assert sorted(v.invariant for v in got) == ["tuning_audited", "tuning_once", "tuning_running", "tuning_settled"]
     assert {"tuning_once", "tuning_settled", "tuning_audited", "tuning_running"} <= set(INVARIANTS)
     assert "| tuning_once | 1 |" in markdown(run, got, [], [], "small-pod")
