@@ -696,7 +696,7 @@ def test_tuning_once(ledger: list[TuneRec], expected: list[tuple[float, str]]) -
 SETTLED = [
     ([tune(1, "applying", 50, None)], [1]),  # a push begun before the settle, never finished
     ([tune(1, "rolling_back", 50, None, applied=60)], [1]),
-    ([tune(1, "applying", 95, None)], []),  # within 60 s of the end: may be a resumed push waiting for the old leader's revert timer
+    ([tune(1, "applying", 95, None)], []),  # within 60 s of the end: a resumed push may wait
     ([tune(1, "applying", 101, None)], []),  # begun after the settle: may still be under way
     ([tune(1, "verifying", 50, None, applied=55)], []),  # its verify window may outlast the settle
     ([tune(1, "confirmed", 50, 90), tune(2, "rolled_back", 60, 95), tune(3, "refused", 70, 70)], []),
