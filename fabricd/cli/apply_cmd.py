@@ -17,6 +17,7 @@ from drivers.inventory import load_inventory
 from fabricd.cli.inputs import selected_switches
 from fabricd.cli.output import EXIT_CLEAN, EXIT_FINDINGS, EXIT_TROUBLE, console, emit_json, err_console
 from fabricd.cli.plan_cmd import print_plans
+from fabricd.cli.tuned import CONFIG, WITHOUT, tuned
 from fabricd.rollout import ApplyOptions, DeviceResult, apply_all, plan_all, targets
 from policies.intent import derive_intent
 from policies.policy import load_policy
@@ -36,6 +37,8 @@ def apply_command(
     revert_in: int = typer.Option(300, "--revert-in", help="Seconds before an unconfirmed commit reverts by itself."),
     batch: int = typer.Option(4, "--batch", help="Devices pushed in parallel after the canary."),
     fmt: str = typer.Option("text", "--format", "-f", help="text for people, json for scripts."),
+    config: Path | None = CONFIG,
+    without_tuning: bool = WITHOUT,
 ) -> None:
     """Push the intended lossless config: canary first, then batches; verify, confirm, or roll back."""
     if fmt not in ("text", "json"):
@@ -46,6 +49,7 @@ def apply_command(
         raise FabricdError(f"--batch {batch}: push at least one device at a time")
     fabric_spec, fabric = load_fabric(spec, cabling)
     intent = derive_intent(fabric, fabric_spec, load_policy(policy), selected_switches(fabric, device))
+    intent = tuned(intent, fabric, config, without_tuning, fmt)
     items = targets(intent.devices, load_inventory(inventory))
     plans = plan_all(items)
     if fmt == "text":

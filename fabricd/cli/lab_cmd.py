@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import os
 import shutil
@@ -355,11 +356,20 @@ def chaos(
     recheck: Path | None = typer.Option(
         None, "--recheck", help="Check a finished run's report folder again (its history.jsonl, run.json); no run."
     ),
+    tuning_revert_in: float = typer.Option(
+        300.0, "--tuning-revert-in", help="fabricd's tuning.revert_in_s: how long a resumed tuning push may wait."
+    ),
+    workload: list[str] = typer.Option(
+        [],
+        "--workload",
+        help="A twin workload running the whole run: incast, alltoall, allreduce, dci-bulk "
+        "(repeatable; for fabricd's tuning loop, tuning.mode auto in its fabricd.yaml; docs/lab.md).",
+    ),
 ) -> None:
     """Faults, repairs, operators and process faults at once; then check fabricd's promises from the switches and
     its API (docs/lab.md, "Chaos"). Exit 1 names each violation with its time and the seed."""
     from lab.chaos.observe import Api, ChaosError, Switches, read_inventory
-    from lab.chaos.runner import Runner, Target
+    from lab.chaos.runner import WORKLOADS, Runner, Target
     from lab.chaos.schedule import (
         FAULT_KINDS,
         ChaosOptions,
@@ -371,6 +381,9 @@ def chaos(
     from topology.blueprint import generate_blueprint
     from topology.fabric import Fabric
 
+    unknown = [w for w in workload if w not in WORKLOADS]
+    if unknown:
+        raise ChaosError(f"--workload {', '.join(unknown)}: unknown; use {', '.join(WORKLOADS)}")
     # every number first, before anything is loaded or made of it (a schedule's own: lab/chaos/schedule.py BOUNDS)
     for option, value, bounds in (
         ("grace", grace_s, _GRACE), ("min_uplink_fraction", min_uplink_fraction, _FRACTION),
@@ -445,7 +458,7 @@ def chaos(
     switches = Switches(read_inventory(state_dir / "inventory.yaml"), facts)
     target = Target(
         state_dir, spec, client, switches, list(service_cmd), list(service_pid), out / "fabricd.log", restarts,
-        list(collector_cmd),
+        list(collector_cmd), list(workload),
     )  # fmt: skip
     steps = len(schedule.steps)
     console().print(f"chaos on {facts.name}, seed {seed}: {steps} steps over {opts.minutes:g} min; report in {out}")
@@ -455,7 +468,7 @@ def chaos(
     runner = Runner(schedule, facts, target, lambda line: console().print(line, markup=False, highlight=False))
     try:
         run = runner.execute(out / "history.jsonl")
-        limits = client.limits(min_uplink_fraction)
+        limits = dataclasses.replace(client.limits(min_uplink_fraction), tuning_revert_s=tuning_revert_in)
     finally:
         runner.stop_service()
         switches.close()

@@ -17,6 +17,7 @@ from drivers.plan_cache import OfflinePlanner, PlanCache, default_cache_dir, pau
 from drivers.registry import get_driver
 from fabricd.cli.inputs import selected_switches
 from fabricd.cli.output import EXIT_CLEAN, EXIT_FINDINGS, EXIT_TROUBLE, console, emit_json, err_console
+from fabricd.cli.tuned import CONFIG, WITHOUT, tuned
 from fabricd.rollout import plan_all, targets
 from policies.intent import DeviceIntent, derive_intent
 from policies.policy import load_policy
@@ -39,6 +40,8 @@ def plan_command(
         None, "--cache-dir", help="Offline plan cache folder (default: $XDG_CACHE_HOME/fabricd or ~/.cache/fabricd)."
     ),
     no_cache: bool = typer.Option(False, "--no-cache", help="Offline: plan every switch afresh, store nothing."),
+    config: Path | None = CONFIG,
+    without_tuning: bool = WITHOUT,
 ) -> None:
     """Dry run: what would change on each switch, as a unified diff and the exact EOS commands."""
     if fmt not in ("text", "json"):
@@ -54,6 +57,7 @@ def plan_command(
     with paused_gc() if running_dir is not None else nullcontext():
         fabric_spec, fabric = load_fabric(spec, cabling)
         intent = derive_intent(fabric, fabric_spec, load_policy(policy), selected_switches(fabric, device))
+        intent = tuned(intent, fabric, config, without_tuning, fmt)
         plans: list[DevicePlan] = []
         with Progress(console=err_console(), transient=True, disable=len(intent.devices) < 20) as progress:
             task = progress.add_task("planning", total=len(intent.devices))

@@ -14,7 +14,7 @@ from fabricd.cli.output import Format, cell, console, emit_json, line
 NS = 1_000_000_000
 
 
-def _when(ts: int | None) -> str:
+def when(ts: int | None) -> str:
     return "-" if ts is None else time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(ts / NS))
 
 
@@ -38,7 +38,7 @@ def print_history(changes: list[dict[str, Any]], fmt: Format) -> None:
         # the KPI the change is judged by first, then the guards
         keys = [k for k in (c["target"], "pause_us_per_s", "throughput_bytes_per_s", "drops_per_s") if k]
         keys = list(dict.fromkeys(keys))
-        row = (c["id"], _when(c["created_ts"]), c["subject"], diff, c["mode"], c["status"],
+        row = (c["id"], when(c["created_ts"]), c["subject"], diff, c["mode"], c["status"],
                _kpis(c["kpis_before"], keys), _kpis(c["kpis_after"], keys), c["why"])  # fmt: skip
         t.add_row(*(cell(x) for x in row))
     con.print(t)

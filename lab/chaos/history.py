@@ -104,12 +104,29 @@ class Event:
 
 
 @dataclass(frozen=True)
+class TuneRec:
+    """One change of fabricd's tuning ledger (GET /api/v1/tuning/history?changes=true), as the run ended."""
+
+    id: int
+    subject: str  # device:port or device:group
+    status: str  # awaiting_approval, applying, verifying, rolling_back, confirmed, rolled_back, refused
+    action_id: int | None
+    created_s: float
+    applied_s: float | None
+    ended_s: float | None
+    changes: tuple[tuple[str, int, int], ...] = ()  # (knob, before, after), knobs named as the intent's fields
+
+
+@dataclass(frozen=True)
 class Limits:
     min_uplink_fraction: float = 0.75
     max_down_per_switch: int = 2
     max_down_per_rail: int = 4
     max_down_fabric: int = 8
     max_actions_per_hour: int = 10
+    # fabricd's tuning.revert_in_s: a push resumed after a kill or failover waits this long for the old leader's
+    # revert timer before it runs again (docs/tuning.md), so a change may stay `applying` as long after its start
+    tuning_revert_s: float = 300.0
 
 
 @dataclass
@@ -125,6 +142,10 @@ class Run:
     events: list[Event] = field(default_factory=list)
     audit_ids: list[int] = field(default_factory=list)
     audited_actions: set[int] = field(default_factory=set)
+    tuning: list[TuneRec] = field(default_factory=list)  # with tuning on in fabricd (a run with --workload)
+    workloads: list[str] = field(default_factory=list)  # the twin's workloads the run started
+    # after the settle, the ECN values each tuned port's switch runs (EOS running config; knob -> value)
+    running: dict[str, dict[str, int]] = field(default_factory=dict)
 
 
 # --- on disk: history.jsonl (a sample a line, written as the run goes) and run.json (the rest, at the end) ---------
@@ -157,6 +178,7 @@ def run_doc(run: Run, limits: Limits) -> dict[str, Any]:
         "actions": [asdict(a) for a in run.actions], "findings": [asdict(f) for f in run.findings],
         "faults": [asdict(f) for f in run.faults], "events": [asdict(e) for e in run.events],
         "audit_ids": run.audit_ids, "audited_actions": sorted(run.audited_actions), "limits": asdict(limits),
+        "tuning": [asdict(t) for t in run.tuning], "workloads": run.workloads, "running": run.running,
     }  # fmt: skip
 
 
@@ -172,4 +194,8 @@ def load_run(folder: Path) -> tuple[Run, Limits]:
     run.events = [Event(**e) for e in doc["events"]]
     run.audit_ids = doc["audit_ids"]
     run.audited_actions = set(doc["audited_actions"])
+    run.tuning = [TuneRec(**{**t, "changes": tuple(tuple(c) for c in t.get("changes", ()))})
+                  for t in doc.get("tuning", [])]  # fmt: skip  # runs saved before tuning was collected have none
+    run.workloads = doc.get("workloads", [])
+    run.running = doc.get("running", {})
     return run, Limits(**doc["limits"])

@@ -23,7 +23,7 @@ from topology.errors import FabricdError
 
 from . import sonic_show
 from .facts import FabricFacts
-from .history import ActionRec, FindingRec, Hold, Limits, PortObs, Sample
+from .history import ActionRec, FindingRec, Hold, Limits, PortObs, Sample, TuneRec
 
 NS = 1e9
 
@@ -142,6 +142,23 @@ class SonicSsh:
             self.client = None
 
 
+_ECN = re.compile(
+    r"random-detect ecn minimum-threshold (\d+) kbytes maximum-threshold (\d+) kbytes"
+    r"(?: max-mark-probability (\d+))?"
+)
+
+
+def ecn_of(config: str) -> dict[str, int] | None:
+    """An interface's `random-detect ecn` line as the intent's knobs (bytes to the kbyte EOS keeps)."""
+    m = _ECN.search(config)
+    if m is None:
+        return None
+    out = {"ecn.min_bytes": int(m.group(1)) * 1000, "ecn.max_bytes": int(m.group(2)) * 1000}
+    if m.group(3) is not None:
+        out["ecn.max_probability"] = int(m.group(3))
+    return out
+
+
 class Switches:
     """Every switch, as its operator reads it, once a sample: EOS over eAPI (kept-alive HTTPS, one request of three
     show commands), SONiC over SSH (one kept-open connection, three show commands as exec requests). A switch that
@@ -185,6 +202,25 @@ class Switches:
             raise ChaosError(f"{device}: eAPI error {doc['error'].get('message', doc['error'])}")
         result: list[dict[str, Any]] = doc["result"]
         return result
+
+    def ecn(self, port: str) -> dict[str, int] | None:
+        """The lossless queue's ECN values a port runs (EOS: its running config's `random-detect ecn` line, thresholds
+        in kbytes read as bytes), as the intent's knobs; None when not read (not EOS, no answer, no such line)."""
+        device, name = port.split(":", 1)
+        if device not in self.access:
+            return None
+        body = {
+            "jsonrpc": "2.0",
+            "method": "runCmds",
+            "id": "chaos",
+            "params": {"version": 1, "cmds": [f"show running-config interfaces {name}"], "format": "text"},
+        }
+        try:
+            r = self.clients[device].post(self.access[device].url, json=body)
+            text = str(r.json()["result"][0]["output"])
+        except (httpx.HTTPError, ValueError, KeyError, IndexError):
+            return None
+        return ecn_of(text)
 
     def fetch(self, device: str) -> list[Any] | None:
         """The switch's three answers (eAPI's JSON, or SONiC's show text), None when it does not answer. A SONiC
@@ -410,6 +446,17 @@ class Api:
             if len(page) < 200:
                 break
         return [e["id"] for e in out], {e["action_id"] for e in out if e.get("action_id") is not None}
+
+    def tuning(self) -> list[TuneRec]:
+        """The tuning ledger's changes (observe's records left out), oldest first."""
+        doc = self.get("/api/v1/tuning/history", limit=1000, changes="true")["changes"]
+        return sorted(
+            (TuneRec(c["id"], c["subject"], c["status"], c["action_id"], c["created_ts"] / NS,
+                     None if c["applied_ts"] is None else c["applied_ts"] / NS,
+                     None if c["ended_ts"] is None else c["ended_ts"] / NS,
+                     tuple((str(x["knob"]), int(x["before"]), int(x["after"])) for x in c["changes"])) for c in doc),
+            key=lambda t: t.id,
+        )  # fmt: skip
 
     def limits(self, min_uplink_fraction: float) -> Limits:
         """The guard's limits as /metrics publishes them (fabricd_remediation_budget_limit)."""

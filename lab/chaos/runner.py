@@ -50,6 +50,9 @@ class Target:
     restarts: dict[str, str] = field(default_factory=dict)  # name -> a shell command that restarts it (the bus...)
     # `fabricd collector` commands: processes the run starts and kills, pauses and restarts as it does the services
     collector_cmds: list[str] = field(default_factory=list)
+    # twin workloads (lab/workloads.py kinds) running through the whole run, started again after a twin restart: the
+    # congestion fabricd's tuning loop (tuning.mode auto in its fabricd.yaml) acts on while the faults go on
+    workloads: list[str] = field(default_factory=list)
 
 
 class Runner:
@@ -129,6 +132,7 @@ class Runner:
         self.history = history.open("w") if history else None
         try:
             self.start_services()
+            self._start_workloads()
             self.run.start_s = t0 = time.time()
             for i, pid in enumerate(self.pids):  # just started: blind until synced, as after a restart
                 if self._cmd(i) is not None and pid is not None:
@@ -288,9 +292,20 @@ class Runner:
         self.incarnation += 1
         time.sleep(down_s)
         self._start_twin()
+        self._start_workloads()  # the twin's workloads ended with it
         self._event(
             "process", "twin_restart", "twin", f"pid {pid} stopped, down {down_s:g} s", time.time() + RESYNC_S, stopped
         )
+
+    def _start_workloads(self) -> None:
+        for kind in self.t.workloads:
+            try:
+                rec = control_client.call(self.t.state_dir, "POST", "/workloads",
+                                          {"kind": kind, "params": workload_params(kind, self.facts)})  # fmt: skip
+            except control_client.LabControlError as e:
+                raise ChaosError(f"--workload {kind}: the twin refused it: {e}") from None
+            self.run.workloads.append(f"{rec['id']} {kind}")
+            self._event("workload", "start", kind, f"{rec['id']}, {len(rec['senders'])} sender(s)")
 
     def _start_twin(self) -> None:
         inv = self.t.state_dir / "inventory.yaml"
@@ -435,6 +450,8 @@ class Runner:
         self.timers = []
         with contextlib.suppress(control_client.LabControlError):
             control_client.call(self.t.state_dir, "DELETE", "/faults")
+            if self.t.workloads:
+                control_client.call(self.t.state_dir, "DELETE", "/workloads")
         self.wrong.clear()
         # and the ports shut by hand and opened again: an operator's `no shutdown` is not saved, so a twin restart
         # after fabricd saved the switch's config (with the shutdown in it) boots them shut (seed 4932: shut at
@@ -501,6 +518,24 @@ class Runner:
             self.run.audit_ids, self.run.audited_actions = self.t.api.audit()
         except (httpx.HTTPError, ValueError, KeyError) as e:
             self._event("collect", "failed", "api", str(e))
+        try:
+            self.run.tuning = self.t.api.tuning()
+        except (httpx.HTTPError, ValueError, KeyError) as e:  # an older fabricd without the tuning API
+            self._event("collect", "failed", "tuning", str(e))
+        for subject in sorted({t.subject for t in self.run.tuning}):
+            if subject in self.facts.peer and (got := self.t.switches.ecn(subject)) is not None:
+                self.run.running[subject] = got
+
+
+WORKLOADS = ("incast", "alltoall", "allreduce", "dci-bulk")
+
+
+def workload_params(kind: str, facts: FabricFacts) -> dict[str, object]:
+    """What `--workload KIND` starts: as `fabricd lab workload KIND` with its defaults (rail 0, group 0, the first
+    DCI); an incast into the first server-facing port from 7 NICs (enough to fill it past XOFF on the small pod)."""
+    if kind == "incast":
+        return {"port": facts.server_ports[0], "fan_in": 7}
+    return {}
 
 
 def _settled(s: Sample, peer: dict[str, str]) -> bool:

@@ -103,6 +103,60 @@ def test_smoke_kills_and_pauses_a_collector_too(twin: TwinChild, nats_bus: Local
     assert len(samples) >= 40
 
 
+def test_smoke_with_a_workload_and_tuning_auto(twin: TwinChild, tmp_path: Path) -> None:
+    """Issue 51: chaos with an incast running and fabricd's tuning loop in auto from a bad start (ECN thresholds
+    above XOFF on the incast's leaf, pushed with `fabricd apply`): the run starts the workload, collects the tuning
+    ledger and checks the tuning invariants with the rest."""
+    import yaml
+
+    from fabricd.cli import main
+    from tests.conftest import free_port
+
+    policy = tmp_path / "policy.yaml"
+    bad = {"ecn": {"min_us": 250.0, "max_us": 300.0}}  # as tests/twin/fabricd/service/test_tuning_apply_twin.py
+    policy.write_text(yaml.safe_dump({"overrides": [{"match": {"device": "leaf-g0-r0", "link_class": "server"},
+                                                      "set": bad}]}))  # fmt: skip
+    spec = str(EXAMPLES / "small-pod.yaml")
+    assert main(["apply", "--spec", spec, "--inventory", str(twin.inventory), "--policy", str(policy), "--device",
+                 "leaf-g0-r0", "--yes", "--revert-in", "60", "--format", "json"]) == 1  # fmt: skip
+    port = free_port()
+    fast = {"enabled": True, "mode": "auto", "window_s": 4, "sample_s": 0.5, "verify_s": 4, "settle_s": 2,
+            "revert_in_s": 60}  # fmt: skip
+    cfg = write_config(tmp_path, twin.inventory, api={"port": port}, policy=str(policy), tuning=fast)
+    report = tmp_path / "report"
+    r = chaos(
+        twin,
+        tmp_path,
+        "--smoke",
+        "--seed",
+        str(SEED),
+        "--api",
+        f"http://127.0.0.1:{port}",
+        "--report",
+        str(report),
+        "--workload",
+        "incast",
+        "--service-cmd",
+        f"{sys.executable} -m fabricd run --config {cfg}",
+    )
+    assert r.returncode in (0, 1), r.stdout[-3000:] + r.stderr[-3000:]
+    assert "workload start incast" in r.stdout
+    text = (report / "report.md").read_text()
+    for name in ("tuning_once", "tuning_settled", "tuning_audited", "tuning_running"):
+        assert f"| {name} |" in text
+    run = json.loads((report / "run.json").read_text())
+    assert run["workloads"] and run["workloads"][0].endswith(" incast")
+    assert run["tuning"], "the loop made no change from the bad start"  # the ledger was collected
+    assert set(run["running"]) <= {c["subject"] for c in run["tuning"]} and run["running"]  # tuned ports read back
+    assert not any(v for v in text.splitlines() if v.startswith("- tuning_")), text
+
+
+def test_unknown_workload_is_one_line(twin: TwinChild, tmp_path: Path) -> None:
+    r = chaos(twin, tmp_path, "--workload", "stampede", "--minutes", "1", timeout=60)
+    assert r.returncode == 2
+    assert r.stderr.strip() == "fabricd: error: --workload stampede: unknown; use incast, alltoall, allreduce, dci-bulk"
+
+
 def test_no_service_is_one_line(twin: TwinChild, tmp_path: Path) -> None:
     from tests.conftest import free_port
 

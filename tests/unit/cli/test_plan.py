@@ -97,3 +97,58 @@ def test_text_shows_the_diff_or_the_commands_unless_asked_for_both(
 def test_an_unknown_show_is_a_one_line_error(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     assert main(["plan", "--spec", SMALL, "--running-dir", str(tmp_path), "--show", "all"]) == 2
     assert "--show 'all' is unknown; use diff, commands, both" in capsys.readouterr().err
+
+
+def _ledger(tmp_path: Path, kmin_from: int, kmin_to: int) -> Path:
+    """A service config whose state holds one confirmed change of leaf-g0-r0:Ethernet1/1's Kmin."""
+    from fabricd.service.config import load_config
+    from fabricd.service.state import open_state
+    from fabricd.service.state.tuning import NewTune
+
+    cfg = tmp_path / "fabricd.yaml"
+    cfg.write_text(f"spec: {SMALL}\ninventory: inventory.yaml\nstate:\n  path: {tmp_path / 'state.db'}\n")
+    state = open_state(load_config(cfg, {}), owner=True)
+    change: list[dict[str, int | str]] = [
+        {"knob": "ecn.min_bytes", "before": kmin_from, "after": kmin_to, "low": 1, "high": 10**8}
+    ]
+    new = NewTune("k1", "leaf-g0-r0:Ethernet1/1", "leaf-g0-r0", "server", "pfc_before_ecn", "pause_us_per_s",
+                  change, "why", "auto", "verifying", "", {})  # fmt: skip
+    rec = state.tuning.add(new, 1)
+    state.tuning.update(rec.id, "confirmed", "better", applied_ts=2, ended_ts=1_800_000_000 * 10**9)
+    state.close()
+    return cfg
+
+
+def test_plan_keeps_confirmed_tuning_and_says_so(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    spec = load_spec(SMALL)
+    intent = derive_intent(Fabric(generate_blueprint(spec)), spec, Policy(), set(DEVICES))
+    for dev in intent.devices:  # the switches run the intent with the tuned Kmin
+        (tmp_path / f"{dev.device}.cfg").write_text(UNRELATED + render(dev))
+    leaf = intent.device("leaf-g0-r0")
+    assert leaf is not None
+    base = next(p.ecn.min_bytes for p in leaf.ports if p.port == "Ethernet1/1")
+    cfg = _ledger(tmp_path, base, base + 4000)
+    args = ["plan", "--spec", SMALL, "--running-dir", str(tmp_path), "--device", "leaf-g0-r0"]
+
+    assert main([*args, "--config", str(cfg)]) == 1  # the running configs lack the tuned value: it is planned
+    out = capsys.readouterr().out
+    assert (f"tuning: leaf-g0-r0:Ethernet1/1 ecn.min_bytes {base + 4000} (intent {base}): kept from tuning change 1, "
+            "confirmed 2027-01-15 08:00:00 UTC") in out  # fmt: skip
+    assert main([*args, "--config", str(cfg), "--format", "json"]) == 1  # json: the data on stdout, the note on stderr
+    captured = capsys.readouterr()
+    assert "kept from tuning change 1" in captured.err
+    commands = json.loads(captured.out)["devices"][0]["commands"]
+    want = f"random-detect ecn minimum-threshold {(base + 4000) // 1000} kbytes"
+    assert any(c.strip().startswith(want) for c in commands), commands  # the tuned value is what the plan pushes
+
+    assert main([*args, "--config", str(cfg), "--without-tuning"]) == 0  # the bare intent is what runs
+    out = capsys.readouterr().out
+    assert f"ecn.min_bytes {base + 4000} -> {base} (intent): reverts tuning change 1" in out
+
+    assert main(args) == 0
+    assert "tuning: tuned values are not known (no --config)" in capsys.readouterr().out
+
+
+def test_without_tuning_needs_the_config(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    assert main(["plan", "--spec", SMALL, "--running-dir", str(tmp_path), "--without-tuning"]) == 2
+    assert "--without-tuning needs --config" in capsys.readouterr().err

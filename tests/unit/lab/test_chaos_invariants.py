@@ -22,6 +22,7 @@ from lab.chaos.history import (
     PortObs,
     Run,
     Sample,
+    TuneRec,
     load_run,
     run_doc,
     sample_doc,
@@ -39,8 +40,13 @@ from lab.chaos.invariants import (
     foreign_enable,
     hold_released,
     marks_records,
+    tuning_audited,
+    tuning_once,
+    tuning_running,
+    tuning_settled,
     wrong_neighbour,
 )
+from lab.chaos.observe import ecn_of
 from lab.chaos.report import markdown
 from tests.conftest import EXAMPLES
 from topology.blueprint import generate_blueprint
@@ -697,3 +703,123 @@ def test_capacity_held_accepts_a_hold_a_wrong_cable_was_put_back_under_until_it_
     facing the wrong cable, docs/operations.md "Capacity floor"), so the shortfall is not a held one."""
     got = capacity_held(timeline(INTERLEAVING, until=60.0), FACTS, Limits(), [MISCABLE, BGP5], [], grace_s=10.0)
     assert got == []
+
+
+# --- tuning (issue 51) -------------------------------------------------------------------------------------------
+S1, S2 = "leaf-g0-r0:Ethernet1/1", "leaf-g0-r0:Ethernet1/2"
+
+
+def tune(id: int, status: str, created: float, ended: float | None, subject: str = S1, action: int | None = None,
+         applied: float | None = None, kmin: tuple[int, int] | None = None) -> TuneRec:  # fmt: skip
+    changes = () if kmin is None else (("ecn.min_bytes", *kmin),)
+    return TuneRec(id, subject, status, action if action is not None else 100 + id, created, applied, ended, changes)
+
+
+# ledger -> (time, subject) of each tuning_once violation
+ONCE = [
+    ([], []),
+    ([tune(1, "confirmed", 10, 20), tune(2, "rolled_back", 20, 30)], []),  # one after the other
+    ([tune(1, "confirmed", 10, 20), tune(2, "verifying", 15, None)], [(15, S1)]),  # opened while 1 was open
+    ([tune(1, "verifying", 10, None), tune(2, "applying", 50, None)], [(50, S1)]),  # 1 never ended
+    ([tune(1, "verifying", 10, None), tune(2, "applying", 12, None, subject=S2)], []),  # other subjects: fine
+    ([tune(1, "refused", 10, 10), tune(2, "confirmed", 10, 40)], []),  # a refusal ends as it is recorded
+    # three on one subject: the third is judged against the one open longest
+    ([tune(1, "confirmed", 10, 50), tune(2, "rolled_back", 20, 30), tune(3, "confirmed", 40, 60)],
+     [(20, S1), (40, S1)]),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("ledger", "expected"), ONCE)
+def test_tuning_once(ledger: list[TuneRec], expected: list[tuple[float, str]]) -> None:
+    got = tuning_once(ledger)
+    assert [(v.t, v.where) for v in got] == expected
+    assert all(v.invariant == "tuning_once" and "opened while change" in v.detail for v in got)
+
+
+# ledger, settled at 100, the run ended at 150, revert timer 60 s -> ids of the changes left mid-push
+SETTLED = [
+    ([tune(1, "applying", 50, None)], [1]),  # a push begun before the settle, never finished
+    ([tune(1, "rolling_back", 50, None, applied=60)], [1]),
+    ([tune(1, "applying", 95, None)], []),  # within 60 s of the end: a resumed push may wait
+    ([tune(1, "applying", 101, None)], []),  # begun after the settle: may still be under way
+    ([tune(1, "verifying", 50, None, applied=55)], []),  # its verify window may outlast the settle
+    ([tune(1, "confirmed", 50, 90), tune(2, "rolled_back", 60, 95), tune(3, "refused", 70, 70)], []),
+]
+
+
+@pytest.mark.parametrize(("ledger", "expected"), SETTLED)
+def test_tuning_settled(ledger: list[TuneRec], expected: list[int]) -> None:
+    got = tuning_settled(ledger, settled_s=100.0, end_s=150.0, wait_s=60.0)
+    assert [v.detail.split()[1] for v in got] == [str(i) for i in expected]
+    assert all(v.invariant == "tuning_settled" and " left " in v.detail for v in got)
+
+
+# ledger, audited actions -> ids of the changes the audit misses
+AUDITED = [
+    ([tune(1, "confirmed", 10, 20, action=7)], {7}, []),
+    ([tune(1, "confirmed", 10, 20, action=7)], set(), [1]),
+    ([tune(1, "rolled_back", 10, 20, action=7), tune(2, "verifying", 30, None, action=8)], {9}, [1]),  # open: not yet
+    ([tune(1, "refused", 10, 10, action=7)], set(), []),  # never ran
+]
+
+
+@pytest.mark.parametrize(("ledger", "audited", "expected"), AUDITED)
+def test_tuning_audited(ledger: list[TuneRec], audited: set[int], expected: list[int]) -> None:
+    got = tuning_audited(ledger, audited)
+    assert [v.detail.split()[1] for v in got] == [str(i) for i in expected]
+
+
+def test_tuning_is_in_the_run_check_the_report_and_the_saved_run(tmp_path: Path) -> None:
+    ledger = [tune(1, "confirmed", 10, 20, kmin=(600_000, 700_000)), tune(2, "applying", 15, None, subject=S2),
+              tune(3, "verifying", 16, None, subject=S2)]  # fmt: skip
+    run = Run(
+        1,
+        0.0,
+        40.0,
+        settled_s=40.0,
+        tuning=ledger,
+        running={S1: {"ecn.min_bytes": 600_000}},
+        samples=samples([UP] * 80),
+    )
+    got = [v for v in check(run, FACTS, Limits(tuning_revert_s=30), grace_s=10.0) if v.invariant.startswith("tuning")]
+    assert sorted(v.invariant for v in got) == ["tuning_audited", "tuning_once", "tuning_running", "tuning_settled"]
+    assert {"tuning_once", "tuning_settled", "tuning_audited", "tuning_running"} <= set(INVARIANTS)
+    assert "| tuning_once | 1 |" in markdown(run, got, [], [], "small-pod")
+    (tmp_path / "history.jsonl").write_text("")
+    (tmp_path / "run.json").write_text(json.dumps(run_doc(run, Limits())))
+    assert load_run(tmp_path)[0].tuning == run.tuning
+
+
+# ledger of S1, what its switch runs -> the violation's detail (None: none)
+RUNNING = [
+    ([tune(1, "confirmed", 10, 20, kmin=(600_000, 700_000))], 700_000, None),
+    ([tune(1, "confirmed", 10, 20, kmin=(600_000, 700_000))], 600_000,
+     "ecn.min_bytes runs 600000, the ledger says 700000 (change 1 confirmed)"),  # a restart lost the confirmed value
+    ([tune(1, "confirmed", 10, 20, kmin=(600_000, 700_400))], 700_000, None),  # EOS keeps kbytes
+    ([tune(1, "confirmed", 10, 20, kmin=(600_000, 700_000)), tune(2, "rolled_back", 30, 40, kmin=(700_000, 800_000))],
+     700_000, None),  # rolled back to the confirmed value
+    ([tune(1, "rolled_back", 30, 40, kmin=(600_000, 800_000))], 800_000,
+     "ecn.min_bytes runs 800000, the ledger says 600000 (change 1 rolled_back)"),  # a roll back that did not land
+    ([tune(1, "confirmed", 10, 20, kmin=(600_000, 700_000)), tune(2, "verifying", 30, None, kmin=(700_000, 800_000))],
+     800_000, None),  # a change still open: not judged
+    ([tune(1, "confirmed", 10, 20, kmin=(600_000, 700_000)), tune(2, "refused", 30, 30, kmin=(700_000, 800_000))],
+     700_000, None),  # a refusal never ran
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("ledger", "runs", "detail"), RUNNING)
+def test_tuning_running(ledger: list[TuneRec], runs: int, detail: str | None) -> None:
+    got = tuning_running(ledger, {S1: {"ecn.min_bytes": runs, "ecn.max_bytes": 9_000_000}}, at_s=50.0)
+    assert [v.detail for v in got] == ([] if detail is None else [detail])
+    assert all((v.invariant, v.where, v.t) == ("tuning_running", S1, 50.0) for v in got)
+
+
+@pytest.mark.parametrize(
+    ("config", "values"),
+    [("interface Ethernet1/1\n   tx-queue 3\n      random-detect ecn minimum-threshold 604 kbytes maximum-threshold "
+      "6000 kbytes max-mark-probability 5\n", {"ecn.min_bytes": 604_000, "ecn.max_bytes": 6_000_000,
+                                                 "ecn.max_probability": 5}),
+     ("interface Ethernet1/1\n   no shutdown\n", None)],
+)  # fmt: skip
+def test_ecn_of_reads_the_running_line(config: str, values: dict[str, int] | None) -> None:
+    assert ecn_of(config) == values
