@@ -3,7 +3,7 @@ tune` prints and what a service loop would admit, apply and verify (docs/tuning.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -93,6 +93,37 @@ def _proposal(p: Proposal) -> dict[str, Any]:
 def _rec(r: Recommendation) -> dict[str, Any]:
     return {"rule": str(r.rule), "name": r.name, "default": r.default, "value": r.value, "how": list(r.how),
             "reason": r.reason}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Skipped:
+    """A subject not judged this round, and why (the fault open on it)."""
+
+    subject: str
+    why: str
+
+
+def without_faults(
+    ports: Sequence[PortWindow], groups: Sequence[GroupWindow], faulted: Mapping[str, str]
+) -> tuple[list[PortWindow], list[GroupWindow], list[Skipped]]:
+    """The subjects to judge: none with a fault open on it. `faulted` maps "device:port" to the fault on it (an
+    active finding naming that port or its link's other end). A fault's counters are the fault's, not the load's: a
+    PFC storm's pauses are no congestion an ECN threshold could cure, a flapping, corrupting or held link carries
+    no steady load, and a change verified across a fault would be judged by the fault. A group is skipped when any
+    of its members is."""
+    keep_p, keep_g, skipped = [], [], []
+    for w in ports:
+        if (why := faulted.get(w.subject)) is not None:
+            skipped.append(Skipped(w.subject, why))
+        else:
+            keep_p.append(w)
+    for g in groups:
+        hit = [faulted[f"{g.device}:{m}"] for m in g.members if f"{g.device}:{m}" in faulted]
+        if hit:
+            skipped.append(Skipped(g.subject, hit[0]))
+        else:
+            keep_g.append(g)
+    return keep_p, keep_g, skipped
 
 
 def judge_round(

@@ -21,7 +21,7 @@ from fabricd.telemetry.snapshot import Snapshot
 from fabricd.tuning.inputs import GroupWindow, PortWindow
 from fabricd.tuning.observed import SampleLog, group_windows, lossless_ports, port_windows
 from fabricd.tuning.propose import Proposal
-from fabricd.tuning.round import Round, judge_round
+from fabricd.tuning.round import Round, Skipped, judge_round, without_faults
 from fabricd.tuning.verify import admit, no_effect_values
 from policies.intent import Intent, derive_intent
 from policies.policy import load_policy
@@ -62,6 +62,7 @@ class TuningJob:
         self.samples = SampleLog(ports, self.policy.lossless_priorities[0], max(keep, 4))
         self.recorded: set[str] = set()
         self.last: Round | None = None
+        self.skipped: list[Skipped] = []  # the last round's subjects left alone for a fault open on them
         self._windows: dict[str, Window] = {}
         self.changes = Changes(s, self.policy.tuning, state, clock, self.intent, fabric, pusher.fence, pusher,
                                self._windows.get)  # fmt: skip
@@ -102,6 +103,10 @@ class TuningJob:
             return []
         now = self.clock()
         ports, groups = self._judge_windows(self.running())
+        ports, groups, self.skipped = without_faults(ports, groups, self.faulted())
+        if self.skipped:
+            log.info("tuning: %d subjects not judged for a fault open on them (%s: %s)", len(self.skipped),
+                     self.skipped[0].subject, self.skipped[0].why)  # fmt: skip
         records = self.state.tuning.since(now - int(max(HOLD_S, self.policy.tuning.holdoff_minutes * 60) * NS))
         ledger = ledger_of(records)
         tuning = self.policy.tuning
@@ -124,6 +129,18 @@ class TuningJob:
                 ledger = ledger_of(self.state.tuning.since(now - int(HOLD_S * NS)))  # this one counts now
                 out.append(p)
         self.changes.advance()
+        return out
+
+    def faulted(self) -> dict[str, str]:
+        """Every port an active finding names, and its link's other end: "device:port" -> the fault."""
+        out: dict[str, str] = {}
+        for f in self.state.findings.all("active", limit=100_000):
+            why = f"{f.get('kind', 'fault')} finding {f.get('id')}"
+            for ep in f.get("ports") or []:
+                device, _, port = ep.partition(":")
+                out.setdefault(ep, why)
+                if port and (peer := self.fabric.peer(device, port)) is not None:
+                    out.setdefault(f"{peer.device}:{peer.port}", why)
         return out
 
     def _record(self, p: Proposal, key: str, now: int) -> None:

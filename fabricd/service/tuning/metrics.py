@@ -26,6 +26,10 @@ class TuningCollector(Collector):
                                     "refused)", labels=["status"])  # fmt: skip
         applied = GaugeMetricFamily("fabricd_tuning_applied", "Tuning changes applied to a switch (being verified, "
                                     "confirmed or rolled back)")  # fmt: skip
+        skipped = GaugeMetricFamily("fabricd_tuning_skipped_subjects", "Ports or groups the last round left unjudged "
+                                    "for a fault open on them (an active finding on the port or its link's other "
+                                    "end)")  # fmt: skip
+        skipped.add_metric([], len(self.job.skipped))
         r = self.job.last
         if r is not None:
             for (rule, cls), n in sorted(Counter((str(v.rule), str(v.port_class)) for v in r.fired).items()):
@@ -37,4 +41,4 @@ class TuningCollector(Collector):
         for status, n in sorted(counts.items()):
             changes.add_metric([status], n)
         applied.add_metric([], sum(counts.get(s, 0) for s in ("verifying", "rolling_back", "confirmed", "rolled_back")))
-        yield from (fired, props, recorded, changes, applied)
+        yield from (fired, props, recorded, changes, applied, skipped)

@@ -148,3 +148,24 @@ def test_a_push_left_half_done_is_tried_again_until_its_timer_has_run_out(tmp_pa
     got = state.tuning.get(rec.id)
     assert got is not None and got.status == "refused" and got.why.startswith("push unreachable")
     assert (state.actions.get(a.id) or a).status == "failed"
+
+
+def test_a_port_with_a_fault_open_at_its_link_s_other_end_is_not_judged(tmp_path: Path) -> None:
+    """A PFC storm from the NIC behind the leaf's server port (an active finding naming only the NIC's end): the
+    round records nothing for that port and says why; once the finding clears, the same window's proposal is."""
+    from fabricd.detectors.finding import Finding
+
+    job, state = _job(tmp_path)
+    peer = FABRIC.peer(synth_trace.LEAF, synth_trace.SERVER_PORT)
+    assert peer is not None
+    nic = f"{peer.device}:{peer.port}"
+    storm = Finding("pfc_storm", peer.device, peer.port, (peer.device,), (nic,), NOW - NS, NOW, "critical", 0.9,
+                    "storm", priority=3)  # fmt: skip
+    fid, _ = state.findings.record(storm, "storm", NOW)
+    assert asyncio.run(job.round()) == []
+    subject = f"{synth_trace.LEAF}:{synth_trace.SERVER_PORT}"
+    assert [(s.subject, s.why) for s in job.skipped] == [(subject, f"pfc_storm finding {fid}")]
+    assert not [e for e in state.audit.entries() if e["what"] == WHAT]
+    state.findings.close(fid, NOW)
+    (p,) = asyncio.run(job.round())
+    assert p.subject == subject and job.skipped == []
