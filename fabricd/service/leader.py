@@ -9,10 +9,13 @@ gone.
 The leader counts its lease as lost two thirds of a TTL after the last renewal it sent (a third before the
 bus can let anyone else have it), so two instances never both believe they lead.
 
-Fencing: the revision at which an instance created the key grows with every new leader. The new leader writes it
-to the shared state (`Leadership.claim`), and before every switch commit remediation checks that the
+Fencing: the revision at which an instance created the key grows with every new leader. The new leader writes its
+token to the shared state (`Leadership.claim`), and before every switch commit remediation checks that the
 state still names its token (`fence()`): an old leader that was only paused (a long GC, a frozen VM) and wakes up
-believing it leads is refused there, before it touches a switch.
+believing it leads is refused there, before it touches a switch. The token is the revision under the bucket's
+creation time (`fencing_token`): a bucket made anew (the bus's store lost, the bucket deleted) counts its
+revisions from 1 again, and a bare revision would then be below the token the state and the switches' fences still
+hold, so no new leader could act until an operator cleared both.
 
 The lease is held by a thread of its own, with its own event loop and bus connection: a service whose event loop is
 blocked (a long transaction, a burst of work after a takeover, a slow callback) keeps renewing, since a renewal
@@ -53,6 +56,20 @@ KEY = "leader"
 LOOP_STALL_TTLS = 5.0
 
 
+TOKEN_EPOCH_S = 1_700_000_000  # bucket creation times count from here (2023-11-14): 2**31 s of them fit a bigint
+
+
+def fencing_token(bucket_created_s: float | None, revision: int) -> int:
+    """A leader's fencing token: the lease bucket's creation time (whole seconds since TOKEN_EPOCH_S) above the
+    revision at which it took the lease (32 bits: 27 years of renewals at five a second). Tokens of one bucket order
+    as their revisions; every token of a bucket made later is larger than any of an earlier one. A bus that does not
+    say when the bucket was made gives the bare revision."""
+    if not 0 < revision < 1 << 32:
+        raise ValueError(f"a lease revision out of range: {revision}")
+    epoch = max(0, int(bucket_created_s or 0) - TOKEN_EPOCH_S)
+    return (epoch << 32) | revision
+
+
 def default_instance() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
 
@@ -76,7 +93,8 @@ class Leadership:
         self._claim = claim
         self._claimed: int | None = None
         self.ttl = settings.lease_ttl_s
-        self.token: int | None = None  # the revision at which this instance took the lease (its fencing token)
+        self.token: int | None = None  # this instance's fencing token while it leads (`fencing_token`)
+        self._bucket_created: float | None = None  # the lease bucket's creation time (unix s), read on each connect
         self.holder: str | None = None  # who holds the lease, as last seen
         self._revision: int | None = None
         self._valid_until = 0.0
@@ -167,7 +185,11 @@ class Leadership:
     async def _bucket(self, nc: NATS) -> KeyValue:
         from fabricd.bus import kv_bucket
 
-        return await kv_bucket(nc.jetstream(timeout=max(1.0, self.ttl / 3)), self.settings.bucket, self.ttl)
+        js = nc.jetstream(timeout=max(1.0, self.ttl / 3))
+        kv = await kv_bucket(js, self.settings.bucket, self.ttl)
+        created = (await js.stream_info(f"KV_{self.settings.bucket}")).created
+        self._bucket_created = created.timestamp() if created is not None else None
+        return kv
 
     async def _hold(self, kv: KeyValue, halt: threading.Event) -> None:
         """Renew while leading, poll while standing by; returns (or raises) when the bus fails."""
@@ -206,15 +228,16 @@ class Leadership:
             await _nap(halt, pause)
 
     def _take(self, revision: int, sent: float) -> None:
+        token = fencing_token(self._bucket_created, revision)
         with self._changing:
-            self.token = self._revision = revision
+            self.token, self._revision = token, revision
             self._valid_until = sent + self.ttl * 2 / 3
             self.holder = self.instance
             self.changes += 1
-        log.warning("leader lease taken by %s (fencing token %d): this instance acts now", self.instance, revision)
+        log.warning("leader lease taken by %s (fencing token %d): this instance acts now", self.instance, token)
         assert self._loop is not None  # set by run() before the thread starts
         # the takeover runs on the service's loop (it claims the token and starts the service's work there)
-        self._elected = asyncio.run_coroutine_threadsafe(self._elect(revision), self._loop)
+        self._elected = asyncio.run_coroutine_threadsafe(self._elect(token), self._loop)
 
     async def _elect(self, token: int) -> None:
         try:

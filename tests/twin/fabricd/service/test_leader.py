@@ -179,3 +179,65 @@ def test_the_fencing_token_only_moves_forward(postgres_url: str, tmp_path: Path)
             assert [e["what"] for e in store.audit.entries()] == ["b leads", "a leads"]
         finally:
             store.close()
+
+
+def test_a_lease_bucket_made_anew_still_gives_a_newer_token(nats_bus: LocalBus, tmp_path: Path) -> None:
+    """The bus lost its store (here: the bucket deleted): revisions count from 1 again, and a bare revision would be
+    below the token the state holds, so no instance could claim the lead. The token carries the bucket's creation
+    time above the revision."""
+    store = StateStore(tmp_path / "state.db")
+
+    async def scenario() -> None:
+        from fabricd.bus import connect
+
+        elected: list[tuple[str, int]] = []
+        where = BusSettings(urls=[nats_bus.url])
+
+        def claiming(name: str) -> Leadership:
+            async def on_elected(token: int) -> None:
+                elected.append((name, token))
+
+            async def claim(token: int) -> bool:
+                return store.leadership.claim(name, token, int(time.time()))
+
+            return Leadership(HA, lambda: connect(where, None, name), on_elected, claim=claim, instance=name)
+
+        from fabricd.bus import kv_bucket
+
+        nc = await connect(where, None, "test")
+        try:  # a bucket that has seen leaders before: a takes the lease at a later revision
+            kv = await kv_bucket(nc.jetstream(), HA.bucket, HA.lease_ttl_s)
+            for _ in range(10):
+                await kv.put("earlier", b"x")
+        finally:
+            await nc.close()
+        a = claiming("a")
+        stop_a = asyncio.Event()
+        ta = asyncio.create_task(a.run(stop_a))
+        await until(a.acting, 5)
+        token_a = a.token
+        assert token_a is not None and store.leadership.current() == ("a", token_a)
+        assert token_a & 0xFFFFFFFF > 10
+        stop_a.set()
+        await ta
+        await asyncio.sleep(1.1)  # creation times are whole seconds: the new bucket's is a later one
+        nc = await connect(where, None, "test")
+        try:
+            await nc.jetstream().delete_key_value(HA.bucket)
+        finally:
+            await nc.close()
+        b = claiming("b")
+        stop_b = asyncio.Event()
+        tb = asyncio.create_task(b.run(stop_b))
+        await until(b.acting, 5)
+        assert b.token is not None and b.token > token_a
+        assert b.token & 0xFFFFFFFF < 10  # the revision did start again
+        assert store.leadership.current() == ("b", b.token)
+        assert elected == [("a", token_a), ("b", b.token)]
+        stop_b.set()
+        await tb
+
+    try:
+        asyncio.run(scenario())
+    finally:
+        store.close()
