@@ -245,12 +245,20 @@ async def _owners(url: str) -> dict[str, str]:
 
 
 async def _collector_failover(
-    accesses: list[DeviceAccess], url: str, interval_s: float, kills: int, sig: signal.Signals
+    accesses: list[DeviceAccess],
+    url: str,
+    interval_s: float,
+    kills: int,
+    sig: signal.Signals,
+    breakdown: list[tuple[float, float, float]],
 ) -> list[float]:
     """`kills` times: one of two collectors gets `sig` (SIGKILL: dead; SIGSTOP: paused, then woken and stopped once
     measured). Each time, the gap: the longest a switch went without a message on the stream, from the last one
     before the signal to the first after (its lease expiring, another collector claiming it, the stream and the
-    first samples), the worst switch of the round."""
+    first samples), the worst switch of the round. `breakdown` gets, per round, the worst gap's parts: the signal
+    after the switch's last message (the sample phase), every lease held by the survivor after the signal (the
+    TTL, the watch, the claim round; as this bench's poll sees it), the first message after that (the new stream's
+    connect and first values, and how late the survivor's process runs); zeros when the worst gap was a later one."""
     import nats
 
     ctx = mp.get_context("spawn")
@@ -294,16 +302,20 @@ async def _collector_failover(
             if len(owners) == total and set(owners.values()) == {"survivor"}:
                 break
             await asyncio.sleep(0.02)
+        owned = time.perf_counter()  # seen by this poll (every 0.02 s plus a KV listing): a little after the take
         await asyncio.sleep(3 * interval_s)  # the moved switches' first samples
-        worst = 0.0
+        worst, parts = 0.0, (0.0, 0.0, 0.0)
         for stamps in arrivals.values():
             before = [t for t in stamps if t < t0]
             after = [t for t in stamps if t >= t0]
             last = before[-1] if before else t0 - interval_s
             if after:
                 gaps = [after[0] - last] + [b - a for a, b in itertools.pairwise(after)]
-                worst = max(worst, max(gaps))
+                if max(gaps) > worst:
+                    worst = max(gaps)
+                    parts = (t0 - last, owned - t0, after[0] - owned) if gaps[0] == worst else (0.0, 0.0, 0.0)
         times.append(worst)
+        breakdown.append(parts)
         if sig == signal.SIGSTOP:
             os.kill(victim.pid, signal.SIGCONT)  # woken: its leases are gone, it stops streaming them
             await asyncio.sleep(ttl)
@@ -546,6 +558,7 @@ def main() -> None:
     ap.add_argument("--window", type=float, default=8.0, help="seconds measured per run")
     ap.add_argument("--kills", type=int, default=10, help="kills per failover measurement")
     ap.add_argument("--collectors", default="1,2,4", help="collector counts to run")
+    ap.add_argument("--failover-only", action="store_true", help="only the collector failovers (not the default)")
     ap.add_argument("--quick", action="store_true", help="a 16-switch fabric, 3 s windows, 3 kills (smoke test)")
     ap.add_argument(
         "--smoke", action="store_true", help="seconds on a tiny fabric: proves the bench still runs (a test runs it)"
@@ -602,13 +615,17 @@ def main() -> None:
                   f" 5 s apart); a thread of the same process longest {r['thread_longest']:.2f} s, over the TTL "
                   f"{r['thread_over_ttl']}")  # fmt: skip
             return
-        direct = asyncio.run(_direct(accesses, interval, window))
+        nothing: dict[str, Any] = {"rate": float("nan"), "lags": []}
+        direct = nothing if args.failover_only else asyncio.run(_direct(accesses, interval, window))
         runs = {n: asyncio.run(_through_bus(accesses, bus.url, interval, window, n))
-                for n in (int(x) for x in args.collectors.split(","))}  # fmt: skip
-        coll = asyncio.run(_collector_failover(accesses, bus.url, interval, kills, signal.SIGKILL))
-        coll_stop = asyncio.run(_collector_failover(accesses, bus.url, interval, kills, signal.SIGSTOP))
-        lead = asyncio.run(_leader_failover(bus.url, kills))
-        lead_stop = asyncio.run(_leader_paused(bus.url, kills))
+                for n in (int(x) for x in args.collectors.split(",")) if not args.failover_only}  # fmt: skip
+        parts: dict[str, list[tuple[float, float, float]]] = {"kill -9": [], "SIGSTOP": []}
+        coll = asyncio.run(_collector_failover(accesses, bus.url, interval, kills, signal.SIGKILL, parts["kill -9"]))
+        coll_stop = asyncio.run(
+            _collector_failover(accesses, bus.url, interval, kills, signal.SIGSTOP, parts["SIGSTOP"])
+        )
+        lead = [] if args.failover_only else asyncio.run(_leader_failover(bus.url, kills))
+        lead_stop = [] if args.failover_only else asyncio.run(_leader_paused(bus.url, kills))
     finally:
         stop_local(folder)
         parent.send("stop")
@@ -628,6 +645,12 @@ def main() -> None:
         print(f"collector failover, {what} of 1 of 2 (lease {LEASE_S:g} s, {kills} times): longest gap of a switch "
               f"on the stream p50 {_pct(xs, 50):.2f} s, p99 {_pct(xs, 99):.2f} s (target p99 <= 2 s: "
               f"{'met' if _pct(xs, 99) <= 2 else 'NOT met'})")  # fmt: skip
+        split = [p for p in parts[what] if any(p)]
+        if split:
+            print("  its worst gaps, in parts (p50 / max): the last message before the signal "
+                  f"{_pct([p[0] for p in split], 50):.2f} / {max(p[0] for p in split):.2f} s, the take "
+                  f"{_pct([p[1] for p in split], 50):.2f} / {max(p[1] for p in split):.2f} s, the first message "
+                  f"after it {_pct([p[2] for p in split], 50):.2f} / {max(p[2] for p in split):.2f} s")  # fmt: skip
     for what, xs in (("kill -9", lead), ("SIGSTOP", lead_stop)):
         print(f"leader failover, {what} (lease {LEADER_S:g} s, {kills} times): standby acts after p50 "
               f"{_pct(xs, 50):.2f} s, p99 {_pct(xs, 99):.2f} s (target p99 <= 1 s: "

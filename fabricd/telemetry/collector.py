@@ -8,7 +8,8 @@ knows how many are alive and takes its fair share, ceil(switches / collectors), 
 beyond that, so a collector that joins gets work. Every collector watches both buckets (`lease_view.py`): a
 collector that dies or is cut off stops renewing, and a TTL after its last renewal was seen the others take its
 switches over with a compare-and-set on that revision (or create them, should the bus have expired them first),
-within a claim round (CLAIM_EVERY_S), then the first values (a ONCE call on connect).
+at that instant (a collector wakes for the next lapse its views foresee, else every CLAIM_EVERY_S), then the first
+values (a ONCE call on connect).
 
 The gNMI side is the service's own `TelemetryClient` (same subscriptions, reconnects, sample phases). Instead of
 decoding, `BusPublisher` hands each switch's raw SubscribeResponses to the bus every few milliseconds, on the
@@ -47,6 +48,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("fabricd.collector")
 SWITCHES, MEMBERS = "fabricd_switches", "fabricd_collectors"
 CLAIM_EVERY_S = 0.1  # how often a collector looks for free switches: in its watched views, no call on the bus
+LAPSE_MARGIN_S = 0.002  # woken this long after a lease's lapse instant, so the view counts it abandoned
 LEASE_CALLS = 256  # KV calls in flight at once in a lease round: one round trip each, so 4k leases take ~16 of them
 PUBLISH_EVERY_S = 0.005  # batching window: a flap's oper-status event waits at most this long on the collector
 STREAM_CHECK_S = 1.0  # how often collectors and bus readers make sure the telemetry stream still exists
@@ -316,7 +318,11 @@ class Collector:
                 self.client.set_owned(list(self.mine))
                 if self._held_g is not None:
                     self._held_g.set(len(self.mine))
-                wait = max(0.02, min(self.ttl / 3, CLAIM_EVERY_S) - (time.monotonic() - started))
+                now = time.monotonic()
+                wait = min(self.ttl / 3, CLAIM_EVERY_S) - (now - started)
+                # A holder's lease (or a member) lapsing before the next round: wake just past that instant.
+                lapse = min(held.next_lapse(now), alive.next_lapse(now)) + LAPSE_MARGIN_S - now
+                wait = max(0.005 if lapse < wait else 0.02, min(wait, lapse))
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(stop.wait(), wait)
         finally:

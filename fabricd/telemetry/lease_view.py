@@ -50,6 +50,12 @@ class LeaseView:
         The bus may have expired them already (then the take fails and a create succeeds)."""
         return {k: rev for k, (rev, t) in self.seen.items() if now - t >= self.ttl}
 
+    def next_lapse(self, now: float) -> float:
+        """When the next key seen live becomes abandoned (a TTL after it was seen), or +inf: a collector waits for
+        that instant rather than for its next claim round, so a dead holder's switches are taken when they can be,
+        not up to a round later."""
+        return min((t + self.ttl for _, t in self.seen.values() if t + self.ttl > now), default=float("inf"))
+
     def fresh(self, now: float, within: float) -> bool:
         """The watch delivered something within `within`: a collector renews its own member key every third of a
         TTL, so a watch on the member bucket that went quiet longer is broken (the bus restarted, a slow consumer)

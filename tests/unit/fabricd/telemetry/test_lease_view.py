@@ -54,3 +54,22 @@ def test_a_watch_that_went_quiet_is_not_fresh() -> None:
 @pytest.mark.parametrize(("operation", "op"), [(None, Op.PUT), ("DEL", Op.DELETE), ("PURGE", Op.DELETE)])
 def test_nats_operations(operation: str | None, op: Op) -> None:
     assert op_of(operation) is op
+
+
+@pytest.mark.parametrize(
+    ("events", "now", "lapse"),
+    [
+        pytest.param([], 0.0, float("inf"), id="empty bucket: nothing to wait for"),
+        pytest.param([("a", 1, Op.PUT, 0.0)], 0.3, 1.0, id="a TTL after it was seen"),
+        pytest.param([("a", 1, Op.PUT, 0.0), ("b", 4, Op.PUT, 0.5)], 0.6, 1.0, id="the sooner of two"),
+        pytest.param([("a", 1, Op.PUT, 0.0), ("b", 4, Op.PUT, 0.5)], 1.2, 1.5, id="one lapsed already: the next"),
+        pytest.param([("a", 1, Op.PUT, 0.0), ("a", 2, Op.PUT, 0.4)], 0.5, 1.4, id="renewed: from the renewal"),
+        pytest.param([("a", 1, Op.PUT, 0.0), ("a", 2, Op.DELETE, 0.2)], 0.3, float("inf"), id="given back: none"),
+    ],
+)  # fmt: skip
+def test_when_the_next_lease_lapses(events: list[tuple[str, int, Op, float]], now: float, lapse: float) -> None:
+    v = view(*events)
+    assert v.next_lapse(now) == lapse
+    if lapse != float("inf"):
+        after = lapse + 1e-9  # float: 0.4 + 1.0 - 0.4 < 1.0 (why the collector wakes LAPSE_MARGIN_S after)
+        assert v.abandoned(after) and not set(v.abandoned(now)) >= set(v.abandoned(after))
