@@ -126,6 +126,12 @@ def without_faults(
     return keep_p, keep_g, skipped
 
 
+def fault_on(window: PortWindow | GroupWindow, faulted: Mapping[str, str]) -> str | None:
+    """The fault open on a subject (`without_faults`'s rule: the port, or any member of the group), or None."""
+    _, _, skipped = without_faults(*(([window], []) if isinstance(window, PortWindow) else ([], [window])), faulted)
+    return skipped[0].why if skipped else None
+
+
 def judge_round(
     ports: Sequence[PortWindow],
     groups: Sequence[GroupWindow],

@@ -107,6 +107,7 @@ class LedgerEntry:
     result: Result
     corrective: bool = False
     no_effect: bool = False  # rolled back for want of an effect, harmless (Check.no_effect)
+    refused: bool = False  # never applied (a person said no, or the push failed): held off as a rolled back one
 
 
 @dataclass(frozen=True)
@@ -160,8 +161,9 @@ def admit(p: Proposal, ledger: Sequence[LedgerEntry], now_s: float, tuning: Tuni
                 if old.knob != c.knob:
                     continue
                 if e.result is Result.ROLLED_BACK and old.after == c.after:
+                    ended = "refused" if e.refused else "rolled back"
                     return Admission(
-                        False, f"{c.knob} -> {c.after} was rolled back {(now_s - e.at_s) / 60:.0f} min ago (hold-off)"
+                        False, f"{c.knob} -> {c.after} was {ended} {(now_s - e.at_s) / 60:.0f} min ago (hold-off)"
                     )
                 if e.result is Result.CONFIRMED and _sign(old) * _sign(c) < 0:
                     return Admission(

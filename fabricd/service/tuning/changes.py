@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from fabricd.tuning.inputs import GroupWindow, PortWindow
 from fabricd.tuning.kpis import Kpi, group_kpis, port_kpis
+from fabricd.tuning.round import fault_on
 from fabricd.tuning.verify import Decision, verify
 from policies.intent import Intent
 from policies.policy import TuningPolicy
@@ -47,9 +48,13 @@ class Changes:
     def __init__(
         self, settings: TuningSettings, policy: TuningPolicy, state: StateStore, clock: Callable[[], int],
         intent: Intent, fabric: Fabric, fence: Fence, pusher: Pusher, window_of: Callable[[str], Window | None],
+        faulted: Callable[[], Mapping[str, str]] = dict,
     ) -> None:  # fmt: skip
+        """`faulted`: "device:port" -> the fault open on it now (TuningJob.faulted), read once a pass while a change
+        is being verified."""
         self.settings, self.policy, self.state, self.clock = settings, policy, state, clock
         self.intent, self.fabric, self.fence, self.pusher, self.window_of = intent, fabric, fence, pusher, window_of
+        self.faulted = faulted
         self.tasks = Tasks()
         self._busy: set[int] = set()  # changes whose step runs now in this instance
         self.fresh: set[int] = set()  # changes this instance recorded (auto): their first push is no resumed one
@@ -60,18 +65,23 @@ class Changes:
 
     def advance(self) -> None:
         """Start the next step of every open change that has one (each change one step at a time)."""
+        faulted: Mapping[str, str] | None = None
         for rec in self.state.tuning.with_status("awaiting_approval", "applying", "verifying", "rolling_back"):
             if rec.id in self._busy:
                 continue
             action = self.state.actions.get(rec.action_id) if rec.action_id is not None else None
             w, start = self.window_of(rec.subject), self._start(rec)
             after = 0 if w is None or start is None else len(since(w, start).samples)
+            fault = None
+            if rec.status == "verifying" and w is not None:
+                faulted = self.faulted() if faulted is None else faulted
+                fault = fault_on(w, faulted)
             wait_s = self.settings.verify_window_s + self.settings.settle_window_s
             step = next_step(rec.status, action.status if action else None, rec.applied_ts, self.clock(), wait_s,
-                             after, self.need)  # fmt: skip
+                             after, self.need, fault)  # fmt: skip
             if step is not Step.WAIT:
                 self._busy.add(rec.id)
-                self.tasks.start(self._run(step, rec, action))
+                self.tasks.start(self._run(step, rec, action, fault))
 
     def _start(self, rec: TuneRecord) -> float | None:
         """When the change's verify window starts (s): its push, and the settle time after it."""
@@ -84,10 +94,15 @@ class Changes:
             self._busy.add(rec.id)
             self.tasks.start(self._run(Step.APPLY, rec, action))
 
-    async def _run(self, step: Step, rec: TuneRecord, action: Action | None) -> None:
+    async def _run(self, step: Step, rec: TuneRecord, action: Action | None, fault: str | None = None) -> None:
         try:
             with fenced(self.fence.token()):
-                if step is Step.REFUSE:
+                if step is Step.ABANDON:
+                    why = (f"{fault} opened on {rec.subject} while the change was verified: not judged across a "
+                           "fault; rolled back to the values before")  # fmt: skip
+                    rec = self.state.tuning.update(rec.id, "rolling_back", why)
+                    await self._roll_back(rec, action, why)
+                elif step is Step.REFUSE:
                     self._end(rec, action, "refused", f"not applied: action {rec.action_id} {action and action.status}")
                 elif step is Step.APPLY:
                     await self._apply(rec, action)

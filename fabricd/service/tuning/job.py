@@ -65,7 +65,7 @@ class TuningJob:
         self.skipped: list[Skipped] = []  # the last round's subjects left alone for a fault open on them
         self._windows: dict[str, Window] = {}
         self.changes = Changes(s, self.policy.tuning, state, clock, self.intent, fabric, pusher.fence, pusher,
-                               self._windows.get)  # fmt: skip
+                               self._windows.get, self.faulted)  # fmt: skip
 
     def schedule(self, scheduler: AsyncIOScheduler) -> None:
         scheduler.add_job(self.sample, "interval", seconds=self.settings.sample_s, id="tuning-sample")

@@ -58,7 +58,7 @@ def ledger_of(records: Iterable[TuneRecord]) -> list[LedgerEntry]:
     for r in records:
         if r.status in _RESULT:
             out.append(LedgerEntry(r.created_ts / NS, r.subject, PortClass(r.port_class), changes_of(r),
-                                   _RESULT[r.status], r.rule is None, r.no_effect))  # fmt: skip
+                                   _RESULT[r.status], r.rule is None, r.no_effect, r.status == "refused"))  # fmt: skip
     return out
 
 
@@ -96,15 +96,18 @@ class Step(StrEnum):
     VERIFY = "verify"  # judge the verify window: confirm or roll back
     ROLL_BACK = "roll_back"  # push the values before it (a roll back left half done)
     REFUSE = "refuse"  # its action was rejected or cancelled: it never runs
+    ABANDON = "abandon"  # a fault opened on it while verified: not judged across the fault, rolled back
 
 
 def next_step(
     status: TuneStatus, action_status: str | None, applied_ts: int | None, now: int, verify_s: float,
-    samples_after: int, need: int,
+    samples_after: int, need: int, fault: str | None = None,
 ) -> Step:  # fmt: skip
     """`samples_after`: samples of the subject taken since the change was applied; `need`: how many a verify window
     holds. The window is judged once `verify_s` has passed and it is full, or, if samples stay missing (a switch not
-    streaming), at twice `verify_s` with what there is (verify rolls back what it cannot measure)."""
+    streaming), at twice `verify_s` with what there is (verify rolls back what it cannot measure). `fault`: one open
+    on the subject now (`round.fault_on`): a change being verified is then rolled back at once, its window being the
+    fault's counters as much as the change's."""
     if status == "awaiting_approval":
         if action_status in ("cancelled", "refused", "failed"):
             return Step.REFUSE
@@ -113,6 +116,8 @@ def next_step(
         return Step.APPLY
     if status == "rolling_back":
         return Step.ROLL_BACK
+    if status == "verifying" and fault is not None:
+        return Step.ABANDON
     if status == "verifying" and applied_ts is not None:
         waited = (now - applied_ts) / NS
         if waited >= 2 * verify_s or (waited >= verify_s and samples_after >= need):

@@ -63,5 +63,25 @@ def test_values_follow_the_ledger_in_order() -> None:
 def test_what_admit_sees_of_each_status(status: TuneStatus, result: Result | None) -> None:
     # observe's records are no change; a refused value (rejected, or a failed push) is held off like a rolled back one
     got = ledger_of([rec(1, status, 100, 50)])
+    assert [e.refused for e in got] == ([] if result is None else [status == "refused"])
     assert [e.result for e in got] == ([] if result is None else [result])
     assert all(e.at_s == T0 / NS + 1 and e.changes[0].after == 50 for e in got)
+
+
+@pytest.mark.parametrize(
+    ("status", "applied_s", "samples", "step"),
+    [
+        ("verifying", 5, 10, Step.ABANDON),  # before its window has passed
+        ("verifying", 10, 4, Step.ABANDON),  # even when the window is full: it is the fault's too
+        ("applying", None, 0, Step.APPLY),  # not yet applied: the push goes on (the next round judges nothing)
+        ("rolling_back", 30, 9, Step.ROLL_BACK),
+        ("awaiting_approval", None, 0, Step.WAIT),
+    ],
+)  # fmt: skip
+def test_a_fault_open_on_the_subject_abandons_only_a_change_being_verified(
+    status: TuneStatus, applied_s: int | None, samples: int, step: Step
+) -> None:
+    now = T0 + 100 * NS
+    applied = None if applied_s is None else now - applied_s * NS
+    action = "awaiting_approval" if status == "awaiting_approval" else "running"
+    assert next_step(status, action, applied, now, 10.0, samples, 4, "pfc_storm finding 7") is step

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from fabricd.tuning.round import Skipped, without_faults
+from fabricd.tuning.round import Skipped, fault_on, without_faults
 
 from . import windows as w
 
@@ -32,3 +32,17 @@ def test_a_subject_with_a_fault_open_on_it_is_not_judged(
     assert [p.subject for p in kept_p] == ports
     assert [g.subject for g in kept_g] == groups
     assert out == skipped
+
+
+@pytest.mark.parametrize(
+    ("faulted", "port", "group"),
+    [
+        ({}, None, None),
+        ({"leaf-1:Ethernet1/1": "pfc_storm finding 7"}, "pfc_storm finding 7", "pfc_storm finding 7"),
+        ({"leaf-1:Ethernet2/1": "link_flap finding 3"}, None, "link_flap finding 3"),
+    ],
+    ids=["nothing open", "on the port (a member too)", "on another member only"],
+)  # fmt: skip
+def test_the_fault_on_one_subject(faulted: dict[str, str], port: str | None, group: str | None) -> None:
+    assert fault_on(PORT, faulted) == port
+    assert fault_on(GROUP, faulted) == group

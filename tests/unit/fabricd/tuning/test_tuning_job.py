@@ -169,3 +169,38 @@ def test_a_port_with_a_fault_open_at_its_link_s_other_end_is_not_judged(tmp_path
     state.findings.close(fid, NOW)
     (p,) = asyncio.run(job.round())
     assert p.subject == subject and job.skipped == []
+
+
+def test_a_fault_that_opens_while_a_change_is_verified_rolls_it_back(tmp_path: Path) -> None:
+    """A change being verified when a PFC storm opens at its port's other end: its window is the storm's counters as
+    much as the change's, so it is not judged at all but rolled back at once, and the ledger says why (here the
+    switch is out of reach: the roll back stays to be pushed again, `rolling_back`)."""
+    from fabricd.detectors.finding import Finding
+
+    job, state = _job(tmp_path, mode="auto")
+    change: dict[str, int | str] = {"knob": "ecn.min_bytes", "before": 600000, "after": 300000, "low": 1, "high": 10**7}
+    a = state.actions.add("tune", synth_trace.LEAF, "tuning x", "auto", "running", "Kmin down", NOW, key="tune:k")
+    subject = f"{synth_trace.LEAF}:{synth_trace.SERVER_PORT}"
+    new = NewTune("k", subject, synth_trace.LEAF, "server", "pfc_before_ecn", "pause_us_per_s", [change], "why",
+                  "auto", "verifying", "applied; verifying", {})  # fmt: skip
+    rec = state.tuning.add(new, NOW - NS, action_id=a.id)
+    state.tuning.update(rec.id, "verifying", "applied; verifying", applied_ts=NOW - NS)
+
+    async def round_and_changes() -> None:
+        await job.round()
+        await job.changes.tasks.idle()
+
+    asyncio.run(round_and_changes())  # nothing open: the change waits for its verify window
+    got = state.tuning.get(rec.id)
+    assert got is not None and got.status == "verifying"
+    peer = FABRIC.peer(synth_trace.LEAF, synth_trace.SERVER_PORT)
+    assert peer is not None
+    storm = Finding("pfc_storm", peer.device, peer.port, (peer.device,), (f"{peer.device}:{peer.port}",), NOW - NS,
+                    NOW, "critical", 0.9, "storm", priority=3)  # fmt: skip
+    fid, _ = state.findings.record(storm, "storm", NOW)
+    asyncio.run(round_and_changes())
+    got = state.tuning.get(rec.id)
+    assert got is not None and got.status == "rolling_back"
+    assert got.why == (f"pfc_storm finding {fid} opened on {subject} while the change was verified: not judged "
+                       "across a fault; rolled back to the values before")  # fmt: skip
+    assert len(state.tuning.history()) == 1  # nothing new proposed for the subject meanwhile

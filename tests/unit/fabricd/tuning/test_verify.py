@@ -152,6 +152,8 @@ ADMIT = [
                  id="another class still has budget"),
     pytest.param(prop(), [entry(30, 600_000, 300_000, Result.ROLLED_BACK)], False,
                  "ecn.min_bytes -> 300000 was rolled back 30 min ago", id="no return to a rolled-back value"),
+    pytest.param(prop(), [replace(entry(30, 600_000, 300_000, Result.ROLLED_BACK), refused=True)], False,
+                 "ecn.min_bytes -> 300000 was refused 30 min ago", id="a refused value is held off, and says so"),
     pytest.param(prop(), [entry(61, 600_000, 300_000, Result.ROLLED_BACK)], True, "", id="after the hold-off it may"),
     pytest.param(prop(after=250_000), [entry(30, 600_000, 300_000, Result.ROLLED_BACK)], True, "",
                  id="another value may be tried"),
