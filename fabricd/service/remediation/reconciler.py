@@ -18,7 +18,7 @@ from topology.units import NS
 
 from ..faults import fault_key
 from ..reconcile import Hold, Observed, Reconcile, Refusal, Step, reconcile, refused_reapply
-from ..state import ActionStatus, fenced
+from ..state import PORT_OPS, ActionStatus, fenced
 from ..state.db import FencedError
 from .context import Context, FencedOff
 from .holds import FRESH_WAIT_S, Holds
@@ -71,7 +71,7 @@ class Reconciler:
         self._suspect = {a.device for a in self.state.actions.with_status("running") if token is not None
                          and a.token != token}  # fmt: skip
         for a in self.state.actions.with_status("running"):
-            if a.op == "tune":  # a tuning change: the tuning loop finishes its own (service/tuning/)
+            if a.op not in PORT_OPS:  # not a port action: its own loop finishes it (a tuning change: service/tuning/)
                 continue
             # A leader's token differs from the one the action was begun under: taken over from the instance that
             # led before (paused, cut off or dead), not a restart of this one.
@@ -115,7 +115,7 @@ class Reconciler:
             return []
         out = []
         for a in self.state.actions.with_status("running"):
-            if a.op == "tune" or a.id in self.actions.live or now - a.updated_ts < STRANDED_S * NS:
+            if a.op not in PORT_OPS or a.id in self.actions.live or now - a.updated_ts < STRANDED_S * NS:
                 continue  # a tuning change runs for its verify window, owned by the tuning loop (service/tuning/)
             why = "left running while this instance could not act, no task carrying it out"
             out.append(f"completing {a.op} of {a.device}:{a.port} (action {a.id}): {why}")

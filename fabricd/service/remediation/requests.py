@@ -14,7 +14,7 @@ from ..cabling_check import miscabled_on
 from ..decide import enable_key
 from ..maintenance.plan import ACTIVE
 from ..reconcile import Hold
-from ..state import Action, Ticket, fenced
+from ..state import PORT_OPS, Action, Ticket, fenced
 from .context import Context
 from .errors import ActionError, UnknownIdError
 from .holds import Holds
@@ -51,7 +51,7 @@ class Requests:
     async def _approve(self, action_id: int, actor: str) -> Action:
         async with self.ctx.lock:
             a = self._proposed(action_id)
-            if a.op not in ("disable", "enable"):  # no port goes down: the guard has nothing to say
+            if a.op not in PORT_OPS:  # no port goes down: the guard has nothing to say; its own loop runs it
                 spawn = self.spawners.get(a.op)
                 if spawn is None:
                     raise ActionError(f"action {action_id} ({a.op}) cannot run here: its loop is off (tuning.enabled)")

@@ -6,6 +6,7 @@ from .db import ConflictError, FencedError, LockTimeoutError, StateError
 from .fence import FENCE, fenced
 from .records import (
     OPEN_ACTION,
+    PORT_OPS,
     Action,
     ActionStatus,
     ApiToken,
@@ -25,6 +26,7 @@ from .store import SCHEMA_VERSION, StateStore, open_state
 __all__ = [
     "FENCE",
     "OPEN_ACTION",
+    "PORT_OPS",
     "SCHEMA_VERSION",
     "Action",
     "ActionStatus",

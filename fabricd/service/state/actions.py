@@ -10,7 +10,7 @@ from .database import Database
 from .db import Row
 from .fence import FENCE
 from .holds import Holds
-from .records import OPEN_ACTION, Action, ActionStatus
+from .records import OPEN_ACTION, OPS, Action, ActionStatus
 from .rows import (
     Codec,
     RowError,
@@ -29,8 +29,8 @@ _STATUSES = frozenset(get_args(ActionStatus))
 
 def decode(row: Row) -> Action:
     op, status = text(row, "op"), text(row, "status")
-    if op not in ("disable", "enable", "tune"):
-        raise RowError(f"column op: {show(op)} is not disable, enable or tune")
+    if op not in OPS:
+        raise RowError(f"column op: {show(op)} is not {', '.join(sorted(OPS))}")
     if status not in _STATUSES:
         raise RowError(f"column status: {show(status)} is no action status")
     return Action(

@@ -17,6 +17,12 @@ ActionStatus = Literal[
     "awaiting_approval", "running", "done", "failed", "rolled_back", "refused", "observed", "cancelled"
 ]
 OPEN_ACTION: tuple[ActionStatus, ...] = ("awaiting_approval", "running")
+# Who carries an action out, by its op: a port's admin state is remediation's (its port actions, resumed by its
+# reconciler after a restart or a takeover, judged by the guard at approval); a tuning change is the tuning loop's
+# (service/tuning/: it finishes its own from the tuning ledger, over its verify window).
+PORT_OPS = frozenset({"disable", "enable"})
+TUNING_OPS = frozenset({"tune"})
+OPS = PORT_OPS | TUNING_OPS
 
 
 class JobRefDoc(TypedDict):
