@@ -83,8 +83,11 @@ class Session(Protocol):
         """The switch's name for a fabricd port name (cabling names like Ethernet4/1 are SONiC's Ethernet24)."""
         ...
 
-    def load(self, commands: list[str]) -> str:
-        """Load a merge candidate; returns the device-side diff. Raises ConfigRejectedError."""
+    def load(self, commands: list[str], *, key: str | None = None) -> str:
+        """Load a merge candidate; returns the device-side diff. Raises ConfigRejectedError. `key` names the
+        transaction on the switch (an EOS config session; a SONiC checkpoint and its revert timer, at the commit
+        that follows): a leader's name (`fabricd_t<token>_...`) lets a newer leader find and end it
+        (`abort_stale`). None: the driver's own name."""
         ...
 
     def commit(self, revert_in_s: int) -> None:

@@ -137,10 +137,11 @@ def apply_one(target: Target, options: ApplyOptions) -> DeviceResult:
 
 
 def apply_session(
-    session: Session, target: Target, options: ApplyOptions, result: DeviceResult | None = None
-) -> DeviceResult:
+    session: Session, target: Target, options: ApplyOptions, result: DeviceResult | None = None,
+    *, key: str | None = None,
+) -> DeviceResult:  # fmt: skip
     """`apply_one` through a session the caller opened (and closes): the service's tuning pushes through its own,
-    fenced sessions (service/tuning/push.py)."""
+    fenced sessions (service/tuning/push.py), their transaction named `key` (`Session.load`)."""
     result = result or DeviceResult(target.device, "unchanged")
     committed = False
     try:
@@ -149,7 +150,7 @@ def apply_session(
         result.plan = plan
         if not plan.changed:
             return result
-        result.device_diff = session.load(plan.commands)
+        result.device_diff = session.load(plan.commands, key=key)
         result.steps.append("candidate loaded")
         session.commit(options.revert_in_s)
         committed = True

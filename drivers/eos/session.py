@@ -104,7 +104,9 @@ class EosSession:
             raise self._fail("show interfaces", e) from None
         return {name: bool(info["is_up"]) for name, info in interfaces.items()}
 
-    def load(self, commands: list[str]) -> str:
+    def load(self, commands: list[str], *, key: str | None = None) -> str:
+        if key is not None and self._napalm.config_session is None:
+            self._napalm.config_session = key  # napalm opens `configure session <config_session>` when one is set
         try:
             self._call(self._napalm.load_merge_candidate, config="\n".join(commands))
         except (MergeConfigException, ReplaceConfigException) as e:

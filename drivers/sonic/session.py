@@ -87,6 +87,7 @@ class SonicSession:
         self._commits = 0
         self._file = f"/tmp/{self._tag}.json"
         self._loaded = False
+        self._load_key: str | None = None  # the name load() was given for the commit that follows
         self._pending: _Pending | None = None
         # A leader's session, once it has raised the switch's fence to its token (`_raise_fence`): the token file
         # every command it sends is checked against on the switch (`_fenced`).
@@ -169,8 +170,9 @@ class SonicSession:
         return {r["Interface"]: r.get("Oper", "") == "up" for r in rows if "Interface" in r}
 
     # --- the transaction ------------------------------------------------------------------------------------
-    def load(self, commands: list[str]) -> str:
-        """Upload the plan's patch and have the switch dry-run it; returns what the updater says it would do."""
+    def load(self, commands: list[str], *, key: str | None = None) -> str:
+        """Upload the plan's patch and have the switch dry-run it; returns what the updater says it would do.
+        `key`: the name of the commit that follows (its checkpoint and revert timer), unless it names its own."""
         if self._pending is not None:
             raise DriverError(self.device, "a commit is still pending; confirm or roll it back first")
         try:
@@ -183,7 +185,7 @@ class SonicSession:
             with suppress(DriverError):
                 self.discard()
             raise ConfigRejectedError(self.device, f"refused the patch: {self._clean(_summary(out))}")
-        self._loaded = True
+        self._loaded, self._load_key = True, key
         return "\n".join(line for line in out.splitlines() if line.strip() != "** DRY RUN EXECUTION **") + "\n"
 
     def _upload(self, patch: list[Op]) -> None:
@@ -212,6 +214,7 @@ class SonicSession:
         """Checkpoint, arm the switch's revert timer, apply. A refused apply is rolled back here and then."""
         if not self._loaded:
             raise DriverError(self.device, "nothing loaded to commit")
+        key = key if key is not None else self._load_key
         self._commits += 1
         # A key is committed again only after resume() found nothing pending under it, but a decided commit's timer
         # may still sleep (its decider died before stopping it): a new attempt never reuses a name the switch still

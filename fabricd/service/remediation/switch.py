@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import logging
-import re
 from collections.abc import Callable
 from concurrent.futures import Executor
 from functools import partial
@@ -24,18 +23,11 @@ from topology.model import Endpoint
 from ..remediation_io import Actuator
 from ..state import FENCE
 from .context import Context, FencedOff
+from .older_leaders import blocked_by_older, end_older
 
 log = logging.getLogger("fabricd.remediation")
 R = TypeVar("R")
 Ts = TypeVarTuple("Ts")
-# A transaction of a leader, by its name (records.py, `Action.switch_key`): the token is its first number.
-_LEADER_TRANSACTION = re.compile(r"\bfabricd_t(\d+)_")
-
-
-def _blocked_by_older(refusal: str, token: int) -> bool:
-    """The switch refused a commit naming a transaction of an older leader (EOS: "Cannot commit: session
-    fabricd_t<old>_... has a pending commit timer"): a paused leader's late request left it there."""
-    return any(int(m.group(1)) < token for m in _LEADER_TRANSACTION.finditer(refusal))
 
 
 class Switch:
@@ -117,22 +109,16 @@ class Switch:
         if token is None:
             commit(False)
             return
-        ended = self._end_stale_in(session, device, token)
+        ended = end_older(session, device, token)
         try:
             commit(ended)
         except ConfigRejectedError as e:
-            if not _blocked_by_older(str(e), token):
+            if not blocked_by_older(str(e), token):
                 raise
             log.warning("%s: a commit was refused for an older leader's transaction (%s); ending it and retrying",
                         device, e)  # fmt: skip
-            self._end_stale_in(session, device, token)
+            end_older(session, device, token)
             commit(True)
-
-    def _end_stale_in(self, session: Session, device: str, token: int) -> bool:
-        ended = session.abort_stale(token, ())
-        if ended:
-            log.warning("%s: ended an older leader's transactions %s", device, ", ".join(ended))
-        return bool(ended)
 
     def end_stale(self, device: str, token: int) -> list[str]:
         """Blocking: every transaction of a token older than `token` on the switch ended (uncommitted ones

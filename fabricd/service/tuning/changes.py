@@ -127,7 +127,7 @@ class Changes:
         # a push begun before (by a leader before this one, or before a restart) may have left a commit pending
         resumed = rec.status == "applying" and rec.id not in self.fresh
         self.fresh.discard(rec.id)
-        if resumed and self._pending_may_remain(rec, action):
+        if resumed and self.fence.token() is None and self._pending_may_remain(rec, action):
             return  # asked again at the next sample
         if not resumed:
             rec = self.state.tuning.update(rec.id, "applying", "pushing", kpis_before=kpis_doc(before))
@@ -160,7 +160,9 @@ class Changes:
         timer: the running config shows it, but the timer takes it back unless that leader confirms (it cannot: it
         is fenced off). Pushing now would find it "already running" and verify a change about to revert; so a
         resumed push waits until the timer has run out (from when the push could begin: the change recorded, or
-        its action approved), and the plan then finds the change confirmed or gone."""
+        its action approved), and the plan then finds the change confirmed or gone. Only without HA: a leader names
+        its pushes with its token and ends every older leader's transaction on the switch before its own push
+        (push.py, remediation/older_leaders.py), so a new leader pushes at once."""
         began = max(rec.created_ts, action.updated_ts if action is not None else 0)
         return self.clock() < began + int((self.settings.revert_in_s + 2 * self.settings.sample_s) * NS)
 

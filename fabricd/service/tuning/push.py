@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import logging
 from collections.abc import Callable, Mapping
 from concurrent.futures import Executor
 from functools import partial
@@ -27,7 +28,10 @@ from policies.intent import DeviceIntent, Intent, PortIntent
 from topology.fabric import Fabric
 
 from ..remediation.context import Fence, FencedOff
+from ..remediation.older_leaders import blocked_by_older, end_older, leader_key
 from ..remediation_io import Actuator
+
+log = logging.getLogger("fabricd.service")
 
 
 def subject_ports(dev: DeviceIntent, fabric: Fabric, subject: str) -> list[PortIntent]:
@@ -109,7 +113,16 @@ class Pusher:
             return DeviceResult(dev.device, "unreachable", error=str(e))
         session.guard = partial(self.fence.check, token)
         try:
-            result = apply_session(session, target, self.options)
+            if token is None:  # one instance alone: no older leader
+                result = apply_session(session, target, self.options)
+            else:  # a leader: its transaction named with its token, older leaders' ended first (older_leaders.py)
+                end_older(session, dev.device, token)
+                result = apply_session(session, target, self.options, key=leader_key(token, "tune"))
+                if result.status in ("rejected", "failed") and blocked_by_older(result.error or "", token):
+                    log.warning("%s: a tuning push was refused for an older leader's transaction (%s); ending it and "
+                                "retrying", dev.device, result.error)  # fmt: skip
+                    end_older(session, dev.device, token)
+                    result = apply_session(session, target, self.options, key=leader_key(token, "tune"))
         except FencedOff:
             session.abandon()  # the new leader decides what is left; the switch's timer reverts a pending commit
             raise

@@ -582,3 +582,37 @@ def test_a_sonic_command_of_an_older_leader_is_refused_by_the_switch_once_a_newe
     finally:
         old.abandon()
         new.close()
+
+
+@pytest.mark.parametrize(("platform", "device", "port"), CASES, ids=[c[0] for c in CASES])
+def test_a_loaded_change_named_by_a_leaders_key_left_pending_is_ended_by_a_newer_leader(
+    twin: TwinThread, platform: str, device: str, port: str
+) -> None:
+    # A tuning push (a plan's commands loaded, committed under the timer) named with its leader's token, and that
+    # leader paused before confirming: the next leader ends it by the token in its name, as it ends a port action's.
+    from fabricd.service.tuning.push import overlay
+    from fabricd.tuning.propose import Knob
+    from policies.intent import derive_intent
+    from policies.policy import load_policy
+    from topology.spec import load_spec as spec_of
+
+    driver = get_driver(platform)
+    intent = derive_intent(FABRIC, spec_of(SPEC), load_policy(None), {device})
+    changed = overlay(intent, FABRIC, {f"{device}:{port}": {Knob.KMIN: 123_456}})
+    (dev,) = [d for d in changed.devices if d.device == device]
+    old = connect(twin, device)
+    before = old.running_config()
+    plan = driver.plan(device, before, driver.render(dev), {p.port for p in dev.ports})
+    assert plan.error is None and plan.changed
+    old.load(plan.commands, key="fabricd_t5_tune_a1b2c3")
+    old.commit(60)
+    old.abandon()  # the paused leader: not a word more
+    new = connect(twin, device)
+    try:
+        assert new.running_config() != before  # committed, pending under its timer
+        assert new.abort_stale(5, keep=()) == []  # not older than 5
+        assert new.abort_stale(6, keep=()) == ["fabricd_t5_tune_a1b2c3"]
+        assert new.running_config() == before  # rolled back
+        assert new.abort_stale(6, keep=()) == []
+    finally:
+        new.close()

@@ -208,9 +208,9 @@ LATE = "fabricd_t5_a9_0000abcd"  # a paused old leader's session, committed unde
     ],
 )
 def test_a_refusal_is_an_older_leaders_only_when_it_names_an_older_token(refusal: str, blocked: bool) -> None:
-    from fabricd.service.remediation.switch import _blocked_by_older
+    from fabricd.service.remediation.older_leaders import blocked_by_older
 
-    assert _blocked_by_older(refusal, 6) is blocked
+    assert blocked_by_older(refusal, 6) is blocked
 
 
 def test_a_commit_refused_for_an_older_leaders_late_session_ends_it_and_is_retried_once(
