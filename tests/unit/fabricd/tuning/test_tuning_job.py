@@ -15,8 +15,8 @@ from drivers.inventory import load_inventory
 from fabricd.service.actuator import DriverActuator
 from fabricd.service.config import ServiceConfig
 from fabricd.service.remediation.context import Fence
-from fabricd.service.state import StateStore
-from fabricd.service.state.tuning import NewTune
+from fabricd.service.state import Action, StateStore
+from fabricd.service.state.tuning import NewTune, TuneRecord, TuneStatus
 from fabricd.service.tuning import WHAT, TuningCollector, TuningJob
 from fabricd.service.tuning.push import Pusher
 from fabricd.telemetry.snapshot import Snapshot
@@ -41,6 +41,17 @@ def _job(tmp_path: Path, acting: bool = True, mode: str = "observe") -> tuple[Tu
     job = TuningJob(cfg, lambda: NOW, FABRIC, state, _no_snapshot, lambda: acting, pusher)
     replay_samples(synth_trace.write(tmp_path / "t.jsonl"), job.fabric, job.samples, 1.0)
     return job, state
+
+
+def _open_change(state: StateStore, status: TuneStatus, why: str, at: int) -> tuple[TuneRecord, Action]:
+    """A change left open by a leader before (Kmin 600,000 -> 300,000 on the synthetic leaf's server port), with its
+    running `tune` action."""
+    change: dict[str, int | str] = {"knob": "ecn.min_bytes", "before": 600000, "after": 300000, "low": 1, "high": 10**7}
+    a = state.actions.add("tune", synth_trace.LEAF, "tuning x", "auto", "running", "Kmin down", at, key="tune:k")
+    subject = f"{synth_trace.LEAF}:{synth_trace.SERVER_PORT}"
+    new = NewTune("k", subject, synth_trace.LEAF, "server", "pfc_before_ecn", "pause_us_per_s", [change], "why",
+                  "auto", status, why, {})  # fmt: skip
+    return state.tuning.add(new, at, action_id=a.id), a
 
 
 def _no_snapshot() -> Snapshot:
@@ -125,12 +136,7 @@ def test_a_push_left_half_done_is_tried_again_until_its_timer_has_run_out(tmp_pa
     # pending under the switch's timer, shown by the running config until the timer takes it back): the next leader
     # pushes again once that timer has run out, and only once a window more has passed does a failing push end it
     job, state = _job(tmp_path, mode="auto")
-    change: dict[str, int | str] = {"knob": "ecn.min_bytes", "before": 600000, "after": 300000, "low": 1, "high": 10**7}
-    a = state.actions.add("tune", synth_trace.LEAF, "tuning x", "auto", "running", "Kmin down", NOW, key="tune:k")
-    subject = f"{synth_trace.LEAF}:{synth_trace.SERVER_PORT}"
-    new = NewTune("k", subject, synth_trace.LEAF, "server", "pfc_before_ecn", "pause_us_per_s", [change], "why",
-                  "auto", "applying", "auto mode: applying", {})  # fmt: skip
-    rec = state.tuning.add(new, NOW, action_id=a.id)
+    rec, a = _open_change(state, "applying", "auto mode: applying", NOW)
 
     async def advance(at: int) -> None:
         job.changes.clock = lambda: at
@@ -178,13 +184,9 @@ def test_a_fault_that_opens_while_a_change_is_verified_rolls_it_back(tmp_path: P
     from fabricd.detectors.finding import Finding
 
     job, state = _job(tmp_path, mode="auto")
-    change: dict[str, int | str] = {"knob": "ecn.min_bytes", "before": 600000, "after": 300000, "low": 1, "high": 10**7}
-    a = state.actions.add("tune", synth_trace.LEAF, "tuning x", "auto", "running", "Kmin down", NOW, key="tune:k")
-    subject = f"{synth_trace.LEAF}:{synth_trace.SERVER_PORT}"
-    new = NewTune("k", subject, synth_trace.LEAF, "server", "pfc_before_ecn", "pause_us_per_s", [change], "why",
-                  "auto", "verifying", "applied; verifying", {})  # fmt: skip
-    rec = state.tuning.add(new, NOW - NS, action_id=a.id)
+    rec, _ = _open_change(state, "verifying", "applied; verifying", NOW - NS)
     state.tuning.update(rec.id, "verifying", "applied; verifying", applied_ts=NOW - NS)
+    subject = rec.subject
 
     async def round_and_changes() -> None:
         await job.round()
