@@ -30,6 +30,6 @@ def exported(tmp_path: Path) -> set[str]:
     ha = {"enabled": True, "role": "leader", "instance": "ctl-a"}  # with ha.enabled
     metrics.register(registry, StateStore(tmp_path / "s.db"), DciPortsState(), lambda: [], ports, lambda: [],
                      lambda: ha, lambda: {}, lambda: {0: 1.0}, UnderlayCollector(store.snapshot, fabric),
-                     fabric=fabric)  # fmt: skip
+                     fabric=fabric, loop_stalls=lambda: (0, 0.0))  # fmt: skip
     # the families themselves, so that one with no sample yet (an empty store) still counts as exported
     return {m.name + sfx for m in registry.collect() for sfx in SUFFIXES.get(m.type, ("",))}

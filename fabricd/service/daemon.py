@@ -44,6 +44,7 @@ from .detector_passes import DetectorPasses
 from .ha import HaRole
 from .leader import Leadership, default_instance
 from .leader_jobs import LeaderJobs
+from .loop_watch import LoopWatch
 from .passes import configured_detectors, guarded, telemetry_source
 from .port_view import TelemetryPortView
 from .remediation.wiring import build_remediation
@@ -141,6 +142,7 @@ class Service:
             cfg, self.fabric, self.inventory, self.state, self.ingestor, self.telemetry, self.plans, self.os_versions,
             self.bgp_ssh, self.remediation, self.tickets, self.job_source, self.shards, self.ha, started,
         )  # fmt: skip
+        self.loop_watch = LoopWatch()
         ports = PortCollector(self.ingestor.snapshot, self.fabric, first) if cfg.api.port_metrics else None
         service_metrics.register(
             self.registry,
@@ -156,6 +158,7 @@ class Service:
             lambda: len(self.remediation.reconciler.to_reapply()),
             fabric=self.fabric,
             floor=lambda: (len(self.remediation.floor.returned()), len(self.remediation.floor.stuck)),
+            loop_stalls=lambda: (self.loop_watch.stalls, self.loop_watch.longest),
         )
         if self.tuning is not None:
             self.registry.register(TuningCollector(self.tuning))
@@ -201,6 +204,7 @@ class Service:
         tasks = [
             asyncio.create_task(self.telemetry.run(), name="telemetry"),
             asyncio.create_task(self._server.serve(), name="api"),
+            asyncio.create_task(self.loop_watch.run(self._stop), name="loop-watch"),
         ]
         if self.leadership is not None:
             tasks.append(asyncio.create_task(self.leadership.run(self._stop), name="leader-lease"))

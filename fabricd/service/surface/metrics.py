@@ -100,6 +100,7 @@ def register(
     to_reapply: Callable[[], int] | None = None,
     fabric: Fabric | None = None,
     floor: Callable[[], tuple[int, int]] | None = None,
+    loop_stalls: Callable[[], tuple[int, float]] | None = None,
 ) -> None:
     """Every service metric (the telemetry client registers its own): state, DR ports, jobs, the per-port
     counters when `ports` is given (api.port_metrics), and the capacity drains hold out of service when `fabric`
@@ -125,6 +126,22 @@ def register(
         registry.register(DrainedCollector(state, fabric))
     if floor is not None:
         registry.register(FloorCollector(floor))
+    if loop_stalls is not None:
+        registry.register(LoopStallCollector(loop_stalls))
+
+
+class LoopStallCollector(Collector):
+    """The service's event loop stalls (loop_watch.py): how many, and the longest."""
+
+    def __init__(self, stalls: Callable[[], tuple[int, float]]) -> None:
+        self.stalls = stalls
+
+    def collect(self) -> Iterator[Metric]:
+        n, longest = self.stalls()
+        yield CounterMetricFamily("fabricd_event_loop_stalls", "Times the service's event loop ran one callback a "
+                                  "second or more (the log names where)", value=n)  # fmt: skip
+        yield GaugeMetricFamily("fabricd_event_loop_stall_longest_seconds", "The longest event loop stall since the "
+                                "start", value=longest)  # fmt: skip
 
 
 class DrainedCollector(Collector):
