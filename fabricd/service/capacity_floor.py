@@ -28,6 +28,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from itertools import combinations
+from weakref import WeakKeyDictionary
 
 from topology.fabric import Fabric
 from topology.model import Endpoint, Link
@@ -110,8 +111,19 @@ class Choice:
     loss_left: float  # Σ harm of the candidates left up with `hold`
 
 
+# Per fabric (the blueprint lives as long as the service), each switch's uplinks and each port's switches: the
+# optimizer asks for them once per subset it examines (a chaos run: 1-2.5 s stalls of the service's loop when they
+# were recomputed every time, found by loop_watch.py).
+_UPLINKS: WeakKeyDictionary[Fabric, dict[str, list[Link]]] = WeakKeyDictionary()
+_SWITCHES: WeakKeyDictionary[Fabric, dict[Endpoint, list[str]]] = WeakKeyDictionary()
+
+
 def _uplinks(fabric: Fabric, device: str) -> list[Link]:
-    return [lk for lk in fabric.links_of(device) if is_uplink(fabric, device, lk)]
+    known = _UPLINKS.setdefault(fabric, {})
+    ups = known.get(device)
+    if ups is None:
+        ups = known[device] = [lk for lk in fabric.links_of(device) if is_uplink(fabric, device, lk)]
+    return ups
 
 
 def _down(link: Link, gone: Iterable[Endpoint] | frozenset[Endpoint]) -> bool:
@@ -129,6 +141,14 @@ def _share(fabric: Fabric, device: str, gone: frozenset[Endpoint]) -> tuple[int,
 
 def _switches_of(fabric: Fabric, port: Endpoint) -> list[str]:
     """The switches whose uplink capacity this port's link is part of (the lower end of a leaf-spine link)."""
+    known = _SWITCHES.setdefault(fabric, {})
+    found = known.get(port)
+    if found is None:
+        found = known[port] = _switches_of_link(fabric, port)
+    return found
+
+
+def _switches_of_link(fabric: Fabric, port: Endpoint) -> list[str]:
     link = fabric.link_of(port.device, port.port)
     if link is None:
         return []
@@ -153,6 +173,26 @@ def _lost_text(fabric: Fabric, floor: Floor, device: str) -> str:
         if why is not None:
             parts.append(_LOST_TEXT[why].format(port=mine.port))
     return "; ".join(parts)
+
+
+def _groups(fabric: Fabric, candidates: Sequence[Held]) -> list[list[Held]]:
+    """The candidates in groups that share a switch (directly or through others), each in the given order."""
+    parent: dict[str, str] = {}
+
+    def root(x: str) -> str:
+        while parent.setdefault(x, x) != x:
+            parent[x] = parent[parent[x]]
+            x = parent[x]
+        return x
+
+    for c in candidates:
+        first, *rest = _switches_of(fabric, c.port) or [f"port {c.port}"]
+        for other in rest:
+            parent[root(other)] = root(first)
+    out: dict[str, list[Held]] = {}
+    for c in candidates:
+        out.setdefault(root((_switches_of(fabric, c.port) or [f"port {c.port}"])[0]), []).append(c)
+    return list(out.values())
 
 
 def restore(fabric: Fabric, floor: Floor, held: Sequence[Held]) -> Restore:
@@ -227,32 +267,41 @@ def choose(fabric: Fabric, floor: Floor, candidates: Sequence[Held], held: froze
     def loss_left(chosen: frozenset[Endpoint]) -> float:
         return total - sum(harm[p] for p in chosen | forced)
 
+    def held_down(chosen: frozenset[Endpoint]) -> float:
+        return sum(harm[p] for p in chosen)
+
+    # The floors of different switches are independent: candidates that share no switch never constrain each other,
+    # so the best set is the union of each group's best (loss is additive), and each group is small (a switch's
+    # contenders) where the fabric-wide search would grow with 2^candidates.
     best = frozenset[Endpoint]()
-    seen = 0
-    frontier = [frozenset[Endpoint]()]
-    infeasible: set[frozenset[Endpoint]] = set()
-    while frontier and seen < MAX_SUBSETS:
-        nxt: dict[frozenset[Endpoint], None] = {}
-        for base in frontier:
-            for c in free:
-                if c.port in base:
-                    continue
-                grown = base | {c.port}
-                if grown in nxt or any(bad <= grown for bad in infeasible):
-                    continue
-                seen += 1
-                if feasible(grown):
-                    nxt[grown] = None
-                    if loss_left(grown) < loss_left(best) - 1e-15:
-                        best = grown
-                else:
-                    infeasible.add(grown)
-        frontier = list(nxt)
-    if seen >= MAX_SUBSETS:  # greedy: the most harmful first, each kept if still feasible
-        best = frozenset()
-        for c in free:
-            if feasible(best | {c.port}):
-                best = best | {c.port}
+    for group in _groups(fabric, free):
+        found = frozenset[Endpoint]()
+        seen = 0
+        frontier = [frozenset[Endpoint]()]
+        infeasible: set[frozenset[Endpoint]] = set()
+        while frontier and seen < MAX_SUBSETS:
+            nxt: dict[frozenset[Endpoint], None] = {}
+            for base in frontier:
+                for c in group:
+                    if c.port in base:
+                        continue
+                    grown = base | {c.port}
+                    if grown in nxt or any(bad <= grown for bad in infeasible):
+                        continue
+                    seen += 1
+                    if feasible(grown):
+                        nxt[grown] = None
+                        if held_down(grown) > held_down(found) + 1e-15:
+                            found = grown
+                    else:
+                        infeasible.add(grown)
+            frontier = list(nxt)
+        if seen >= MAX_SUBSETS:  # greedy: the most harmful first, each kept if still feasible
+            found = frozenset()
+            for c in group:
+                if feasible(found | {c.port}):
+                    found = found | {c.port}
+        best = best | found
     current = frozenset(p for p in held if p not in forced and p in harm)
     # a hold that stays feasible beside the chosen set stays held: giving it back leaves more loss up, never less
     # (a chaos replay: an adopted hold, of no measured harm, given back "to make room" for newcomers on five other
