@@ -135,6 +135,7 @@ class _Device:
     phase_ns: int | None = None  # SAMPLE subscriptions go at monotonic ns = phase mod interval; None: at once
     children: tuple[Any, Any, Any] | None = None  # (connected gauge, reconnects counter, last-lag gauge)
     owned: asyncio.Event = field(default_factory=asyncio.Event)  # this client streams it (see set_owned)
+    warm: Any = None  # a channel opened while another collector streams it (`warm_standby`), for its next stream
 
 
 RELEASED = "released"  # the cancel reason of a stream whose device another collector now owns
@@ -173,15 +174,19 @@ class TelemetryClient:
         on_lag: Callable[[str, float], None] | None = None,
         log: logging.Logger | None = None,
         owned: Sequence[str] | None = None,
+        warm_standby: bool = False,
     ) -> None:
         """`owned`: the devices to stream now (None: every one); `set_owned` changes it while running (a collector
-        streams the switches it holds a lease on)."""
+        streams the switches it holds a lease on). `warm_standby`: keep a connected channel (no call on it) to every
+        device not owned, so that a stream taken over begins with its calls, not with the connection (a collector
+        taking over a dead one's switches, dozens at once: the TCP, HTTP/2 and TLS handshakes out of the way)."""
         if backoff_cap_s is None:  # retried within one interval of coming back (never more than 30 s)
             backoff_cap_s = max(backoff_base_s, min(30.0, interval_s))
         if interval_s <= 0 or backoff_base_s <= 0 or backoff_cap_s < backoff_base_s:
             raise ValueError("interval_s and backoff_base_s must be > 0 and backoff_cap_s >= backoff_base_s")
         self.ingestor = ingestor
         self.store = ingestor.store
+        self.warm_standby = warm_standby
         self.interval_ns = int(interval_s * 1e9)
         self.metrics = metrics
         self.clock = clock
@@ -339,6 +344,11 @@ class TelemetryClient:
             for t in tasks:
                 t.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
+            for d in self._devices.values():
+                if d.warm is not None:
+                    channel, d.warm = d.warm, None
+                    with contextlib.suppress(Exception):
+                        await channel.close()
             self.ingestor.flush()
             self._running = False
             self._done.set()
@@ -391,6 +401,9 @@ class TelemetryClient:
                 await asyncio.wait_for(self._closing.wait(), d.first_delay)
         while not self._closing.is_set():
             if not d.owned.is_set():
+                if self.warm_standby and d.warm is None:
+                    d.warm = open_channel(d.access)
+                    d.warm.get_state(try_to_connect=True)  # connects now; no call is made on it until ours
                 closing = asyncio.ensure_future(self._closing.wait())
                 owned = asyncio.ensure_future(d.owned.wait())
                 try:
@@ -453,7 +466,8 @@ class TelemetryClient:
         access = d.access
         assert d.requests
         store = self.store
-        async with open_channel(access) as channel:
+        warm, d.warm = d.warm, None  # a channel connected while another collector streamed it (warm_standby)
+        async with warm or open_channel(access) as channel:
             metadata = (("username", access.username), ("password", access.password.get_secret_value()))
             calls = [
                 channel.stream_stream(SUBSCRIBE, request_serializer=None, response_deserializer=None)(metadata=metadata)

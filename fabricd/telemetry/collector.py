@@ -203,6 +203,7 @@ class Collector:
         max_age_s: float,
         max_bytes: int,
         registry: CollectorRegistry | None = None,
+        warm_standby: bool = True,
     ) -> None:
         """`registry`: where the collector's own metrics go (`fabricd collector --metrics-port` serves it): the
         switches it holds, failed lease rounds, bus publish errors, and its TelemetryClient's metrics (streams
@@ -230,6 +231,9 @@ class Collector:
         self._connect = connect
         self.instance, self.profile, self.interval_s = instance, profile, interval_s
         self.ttl, self.max_age_s, self.max_bytes = lease_ttl_s, max_age_s, max_bytes
+        # A connected channel to every switch another collector streams: a takeover begins with the calls
+        # (TelemetryClient's warm_standby; off only to measure what it saves, bench_scaleout --cold-standby).
+        self.warm_standby = warm_standby
         self.mine: dict[str, int] = {}  # switch -> revision of our lease key
         self.client: TelemetryClient | None = None
         self.publisher: BusPublisher | None = None
@@ -249,7 +253,7 @@ class Collector:
             self.client = TelemetryClient(
                 self.accesses, self.publisher, profile=self.profile, interval_s=self.interval_s,
                 heartbeat_s=self.max_age_s / 2, owned=[], log=log,
-                metrics=self._metrics,
+                metrics=self._metrics, warm_standby=self.warm_standby,
             )  # fmt: skip
             tasks = [
                 asyncio.create_task(self.client.run(), name="gnmi"),

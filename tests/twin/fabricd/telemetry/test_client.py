@@ -605,3 +605,36 @@ def test_a_switch_back_after_a_long_refusal_is_retried_within_one_interval(twin:
             assert back_at - (dropped + blocked) <= interval + 1.0, back_at - dropped
 
     asyncio.run(go())
+
+
+def test_a_warm_standby_holds_a_connected_channel_and_streams_on_it_when_it_takes_the_device() -> None:
+    """A collector's client (`warm_standby`) keeps a connected channel, with no call on it, to a device another
+    collector streams; taking the device over, its calls go on that channel; given back, a new one is warmed."""
+    calls: list[str] = []
+
+    async def subscribe(requests: AsyncIterator[bytes], context: grpc.aio.ServicerContext[bytes, bytes]) -> None:
+        calls.append(context.peer())
+        async for _ in requests:  # a device that says nothing (the test looks at the channel, not at data)
+            pass
+
+    async def go() -> None:
+        async with local_gnmi(subscribe) as gnmi:
+            dev = local_device("leaf-w", gnmi)
+            c = TelemetryClient([dev], Ingestor(CounterStore()), profile=LIGHT, interval_s=1.0, owned=[],
+                                warm_standby=True, connect_spread_s=0)  # fmt: skip
+            d = c._devices["leaf-w"]
+            async with running(c):
+                await until(lambda: d.warm is not None and d.warm.get_state() is grpc.ChannelConnectivity.READY, 5)
+                warm = d.warm
+                await asyncio.sleep(0.3)
+                assert calls == []  # connected, nothing asked of the device
+                c.set_owned(["leaf-w"])
+                await until(lambda: len(calls) >= 2, 5)  # the ON_CHANGE call and the SAMPLE one (or its ONCE)
+                assert d.warm is None and warm.get_state() is grpc.ChannelConnectivity.READY
+                assert len(set(calls)) == 1  # every call from one client port: the one warm connection
+                c.set_owned([])
+                await until(lambda: d.warm is not None and d.warm is not warm, 5)
+                assert warm.get_state() is grpc.ChannelConnectivity.SHUTDOWN  # the stream ran on it, and closed it
+            assert d.warm is None  # closed with the client
+
+    asyncio.run(go())
