@@ -72,6 +72,7 @@ def hours_in(ts: object) -> float:
     return (ts - T0) / NS / H
 
 
+@pytest.mark.slow  # several seconds: CI runs it, `pytest tests/unit -m "not slow"` does not
 def test_a_gradual_fault_is_predicted_hours_before_the_link_fails(small_fabric: Fabric, tmp_path: Path) -> None:
     # 0.25 dB/h from hour 2: the twin's link starts to lose frames past 6 dB, at hour 26
     # the failing optic's leaf only (the healthy day below watches two leaves for false predictions)
@@ -88,10 +89,12 @@ def test_a_gradual_fault_is_predicted_hours_before_the_link_fails(small_fabric: 
     assert {f["kind"] for f in found} == {"predicted_failure", "link_corruption"}
 
 
+@pytest.mark.slow  # several seconds: CI runs it, `pytest tests/unit -m "not slow"` does not
 def test_a_healthy_day_with_temperature_wander_raises_nothing(small_fabric: Fabric, tmp_path: Path) -> None:
     assert run(small_fabric, tmp_path, 26, []) == []
 
 
+@pytest.mark.slow  # several seconds: CI runs it, `pytest tests/unit -m "not slow"` does not
 def test_a_repaired_optic_clears(small_fabric: Fabric, tmp_path: Path) -> None:
     clock = [T0]
     twin = Twin(small_fabric, clock=lambda: clock[0])
@@ -138,6 +141,7 @@ def test_a_rising_pre_fec_ber_alone_is_predicted(small_fabric: Fabric, tmp_path:
     assert "pre-FEC BER rises 0.10 decades/h" in f.summary
 
 
+@pytest.mark.slow  # several seconds: CI runs it, `pytest tests/unit -m "not slow"` does not
 def test_a_module_warming_toward_its_alarm_is_predicted(small_fabric: Fabric, tmp_path: Path) -> None:
     # power and BER steady; the module warms 2 C/h from hour 2 (a failing laser cooler): 70 C is reached ~hour 19
     found = run(

@@ -33,6 +33,7 @@ def service(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Service
         svc.state.close()
 
 
+@pytest.mark.slow  # several seconds: CI runs it, `pytest tests/unit -m "not slow"` does not
 def test_no_5xx_and_answers_match_the_schema(service: Service) -> None:
     api = schemathesis.openapi.from_asgi("/openapi.json", create_app(service))
     results = list(api.get_all_operations())

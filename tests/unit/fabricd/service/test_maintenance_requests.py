@@ -182,6 +182,7 @@ def test_a_spine_drain_is_carried_out_step_by_step(h: Harness) -> None:
     assert done.state == "undrained" and shifts(h)[-1] == ("shift_traffic", "spine-r0-0", False)
 
 
+@pytest.mark.slow  # several seconds: CI runs it, `pytest tests/unit -m "not slow"` does not
 def test_traffic_that_does_not_move_stops_the_drain_and_says_so(make: Callable[..., Harness], four: Fabric) -> None:
     h = make(four, maintenance={"shift_timeout_s": 0.01})  # remediation.maintenance in the config
     h.world.rates[SPINE_END] = 5e9
