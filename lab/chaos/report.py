@@ -7,9 +7,10 @@ from __future__ import annotations
 from collections import Counter
 from pathlib import Path
 
+from .detection import FindingScore, KindScore
 from .facts import FabricFacts
 from .history import Run
-from .invariants import INVARIANTS, FindingScore, KindScore, Violation
+from .violation import INVARIANTS, Violation
 
 
 def _pct(x: float | None) -> str:

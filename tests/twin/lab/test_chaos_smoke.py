@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from fabricd.bus import LocalBus
-from lab.chaos.invariants import INVARIANTS
+from lab.chaos.violation import INVARIANTS
 from tests.conftest import EXAMPLES, REPO
 from tests.twin.fabricd.service.service_thread import write_config
 from tests.twin.lab.twin_child import TwinChild

@@ -11,6 +11,8 @@ from typing import Any
 
 import pytest
 
+from lab.chaos.capacity import capacity, capacity_held
+from lab.chaos.detection import detection
 from lab.chaos.facts import FabricFacts
 from lab.chaos.history import (
     ActionRec,
@@ -29,25 +31,19 @@ from lab.chaos.history import (
     sample_of,
 )
 from lab.chaos.invariants import (
-    INVARIANTS,
     budgets,
-    capacity,
-    capacity_held,
     check,
     convergence,
-    detection,
     exactly_once,
     foreign_enable,
     hold_released,
     marks_records,
-    tuning_audited,
-    tuning_once,
-    tuning_running,
-    tuning_settled,
     wrong_neighbour,
 )
 from lab.chaos.observe import ecn_of
 from lab.chaos.report import markdown
+from lab.chaos.tuning_checks import tuning_audited, tuning_once, tuning_running, tuning_settled
+from lab.chaos.violation import INVARIANTS
 from tests.conftest import EXAMPLES
 from topology.blueprint import generate_blueprint
 from topology.fabric import Fabric
