@@ -110,6 +110,8 @@ def _hidden(f: FaultRec, run: Run, facts: FabricFacts, deadline: float) -> bool:
                 return True
     if f.kind.startswith(("bgp_", "pfc_")) and _link_changed(f, run, facts, lo, hi):
         return True
+    if f.kind == "link_flap" and _visible_flaps(f, run, facts) < FLAPS_TO_FIND:
+        return True
     ports, _ = _footprint(f, facts)
     for e in run.events:  # an operator shut its port while the detector had it to find: nothing left to see
         if e.what == "operator" and e.kind == "shut_by_hand" and e.where in ports and lo <= e.t <= hi:
@@ -117,6 +119,26 @@ def _hidden(f: FaultRec, run: Run, facts: FabricFacts, deadline: float) -> bool:
     # its port (or the switch's end of a NIC's link: a storm's NIC is no switch port) shut when it began
     before = [s for s in run.samples if f.start_s - 2 <= s.t <= f.start_s + 0.5]
     return any(p in s.ports and not s.ports[p].admin_up for s in before[-1:] for p in ports)
+
+
+FLAPS_TO_FIND = 5  # link_flap's threshold: five flaps within 10 s are a finding, four are not (docs/detectors.md)
+
+
+def _visible_flaps(f: FaultRec, run: Run, facts: FabricFacts) -> int:
+    """The flaps of a link_flap train its link could show: not those that fell while a link_down of the same link held
+    it down (seed 4961, HA: a 7-flap train begun 11 s into a link_down of its link, which cleared after the last
+    flap had begun: not one flap to see)."""
+    count, period = int(f.params.get("count", 0)), float(f.params.get("period_s", 0.0))
+    ports, _ = _footprint(f, facts)
+    held = [
+        (g.start_s, g.cleared_s if g.cleared_s is not None else float("inf"))
+        for g in run.faults
+        if g is not f
+        and g.kind == "link_down"
+        and (set(g.ports) | {facts.peer[p] for p in g.ports if p in facts.peer}) & ports
+    ]
+    flaps = (f.start_s + k * period for k in range(count))
+    return sum(1 for t in flaps if not any(lo <= t < hi for lo, hi in held))
 
 
 HAND_CHANGES = ("shut_by_hand", "no_shut_by_hand", "enable_held")  # an operator's shut or no shut of a port

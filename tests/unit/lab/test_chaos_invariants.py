@@ -396,6 +396,26 @@ def test_a_windowed_detector_explains_its_tail(kind: str, detected: float, expla
     assert [(p.kind, p.explained) for p in precision] == [(kind, int(explained))]
 
 
+@pytest.mark.parametrize(
+    ("down", "judged"),
+    [
+        ((5.0, 13.9), 0),  # seed 4961 (HA): every flap of the train fell while a link_down held the link down
+        ((5.0, 11.5), 0),  # 4 flaps left to see (a finding needs 5)
+        ((5.0, 11.0), 1),  # 5 left: judged
+        ((20.0, 30.0), 1),  # after the train
+    ],
+)
+def test_a_flap_train_hidden_under_a_link_down_of_its_link_is_not_judged(
+    down: tuple[float, float], judged: int
+) -> None:
+    flap = FaultRec("f117", "link_flap", (P, "gpu-g0-000:nic0"), ("leaf-g0-r0",), 10.0, 15.5,
+                    {"count": 7, "period_s": 0.73, "down_s": 0.365})  # fmt: skip
+    link_down = FaultRec("f113", "link_down", ("gpu-g0-000:nic0",), ("leaf-g0-r0",), *down)  # its far end's name
+    scores, _, got = detection(run_with([flap, link_down], []), FACTS)
+    assert [(s.kind, s.judged) for s in scores if s.kind == "link_flap"] == [("link_flap", judged)]
+    assert len(got) == judged  # nothing found in the run: a judged train is a miss
+
+
 def test_corruption_on_a_port_that_goes_down_is_not_judged() -> None:
     """Seed 3132 (HA): corruption on a port that went down 0.6 s later for 21 s: no frames, nothing to find
     (docs/detectors.md: a down port is not counted, nor 10 s after an oper-status change)."""
