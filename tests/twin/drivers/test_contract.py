@@ -590,6 +590,7 @@ def test_a_loaded_change_named_by_a_leaders_key_left_pending_is_ended_by_a_newer
 ) -> None:
     # A tuning push (a plan's commands loaded, committed under the timer) named with its leader's token, and that
     # leader paused before confirming: the next leader ends it by the token in its name, as it ends a port action's.
+    # (Tokens above the module's earlier tests': a SONiC switch keeps the highest leader fence it was shown.)
     from fabricd.service.tuning.push import overlay
     from fabricd.tuning.propose import Knob
     from policies.intent import derive_intent
@@ -604,15 +605,15 @@ def test_a_loaded_change_named_by_a_leaders_key_left_pending_is_ended_by_a_newer
     before = old.running_config()
     plan = driver.plan(device, before, driver.render(dev), {p.port for p in dev.ports})
     assert plan.error is None and plan.changed
-    old.load(plan.commands, key="fabricd_t5_tune_a1b2c3")
+    old.load(plan.commands, key="fabricd_t9005_tune_a1b2c3")
     old.commit(60)
     old.abandon()  # the paused leader: not a word more
     new = connect(twin, device)
     try:
         assert new.running_config() != before  # committed, pending under its timer
-        assert new.abort_stale(5, keep=()) == []  # not older than 5
-        assert new.abort_stale(6, keep=()) == ["fabricd_t5_tune_a1b2c3"]
+        assert new.abort_stale(9005, keep=()) == []  # not older than 9005
+        assert new.abort_stale(9006, keep=()) == ["fabricd_t9005_tune_a1b2c3"]
         assert new.running_config() == before  # rolled back
-        assert new.abort_stale(6, keep=()) == []
+        assert new.abort_stale(9006, keep=()) == []
     finally:
         new.close()
