@@ -480,11 +480,12 @@ def chaos(
 
 def _judge(run: Run, facts: FabricFacts, limits: Limits, grace_s: float, out: Path) -> None:
     """Check a run, write report.md and timeline.png into `out`, print the report; exit 1 on any violation."""
-    from lab.chaos import invariants as inv
     from lab.chaos import report as rep
+    from lab.chaos.detection import detection
+    from lab.chaos.invariants import check
 
-    violations = inv.check(run, facts, limits, grace_s)
-    scores, precision, _ = inv.detection(run, facts)
+    violations = check(run, facts, limits, grace_s)
+    scores, precision, _ = detection(run, facts)
     text = rep.markdown(run, violations, scores, precision, facts.name)
     (out / "report.md").write_text(text)
     rep.timeline(run, facts, out / "timeline.png")
