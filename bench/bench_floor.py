@@ -19,8 +19,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from fabricd.service import capacity_floor
-from fabricd.service.capacity_floor import Floor, Held, Lost, choose
-from fabricd.service.guard import is_uplink
+from fabricd.service.capacity_floor import Floor, Held, Lost, choose, uplink_ends
 from topology.fabric import Fabric
 from topology.load import load_fabric
 from topology.model import Endpoint
@@ -28,22 +27,10 @@ from topology.model import Endpoint
 REPO = Path(__file__).resolve().parent.parent
 
 
-def uplinks(fabric: Fabric) -> list[Endpoint]:
-    out = []
-    for d in fabric.devices():
-        if d.is_switch:
-            out += [
-                lk.a if lk.a.device == d.name else lk.b
-                for lk in fabric.links_of(d.name)
-                if is_uplink(fabric, d.name, lk)
-            ]
-    return sorted(out, key=str)
-
-
 def case(fabric: Fabric, n: int, seed: int) -> tuple[Floor, list[Held], frozenset[Endpoint]]:
     """N candidates on random uplinks (a third of them held), two other uplinks lost, floor 75 %."""
     rng = random.Random(seed)
-    ports = uplinks(fabric)
+    ports = uplink_ends(fabric)
     rng.shuffle(ports)
     cands = [Held(p, rng.random() * 0.01) for p in ports[:n]]
     lost = {ports[n]: Lost.BGP_DOWN, ports[n + 1]: Lost.LINK_DOWN}
@@ -76,7 +63,7 @@ def main() -> None:
     seeds = 1 if args.smoke else args.seeds
     fabric = load_fabric(Path(args.spec), None)[1]
     print(f"machine: {platform.machine()}, Python {platform.python_version()}; {Path(args.spec).name}: "
-          f"{len(uplinks(fabric))} uplink ends; worst of {seeds} seeds")  # fmt: skip
+          f"{len(uplink_ends(fabric))} uplink ends; worst of {seeds} seeds")  # fmt: skip
     print(f"{'candidates':>10} {'choose':>10} {'one group':>10} {'ratio':>8}  same loss left")
     for n in sizes:
         ours, base, same = 0.0, 0.0, True

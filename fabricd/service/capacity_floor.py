@@ -185,14 +185,23 @@ def _groups(fabric: Fabric, candidates: Sequence[Held]) -> list[list[Held]]:
             x = parent[x]
         return x
 
-    for c in candidates:
-        first, *rest = _switches_of(fabric, c.port) or [f"port {c.port}"]
+    keys = [_switches_of(fabric, c.port) or [f"port {c.port}"] for c in candidates]
+    for first, *rest in keys:
         for other in rest:
             parent[root(other)] = root(first)
     out: dict[str, list[Held]] = {}
-    for c in candidates:
-        out.setdefault(root((_switches_of(fabric, c.port) or [f"port {c.port}"])[0]), []).append(c)
+    for c, key in zip(candidates, keys, strict=True):
+        out.setdefault(root(key[0]), []).append(c)
     return list(out.values())
+
+
+def uplink_ends(fabric: Fabric) -> list[Endpoint]:
+    """Every switch's own end of each of its uplinks, sorted (what the optimizer's candidates are drawn from)."""
+    ends = []
+    for d in fabric.devices():
+        if d.is_switch:
+            ends += [lk.a if lk.a.device == d.name else lk.b for lk in _uplinks(fabric, d.name)]
+    return sorted(ends, key=str)
 
 
 def restore(fabric: Fabric, floor: Floor, held: Sequence[Held]) -> Restore:

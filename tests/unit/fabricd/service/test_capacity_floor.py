@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fabricd.service.capacity_floor import Floor, Held, Lost, choose, flap_harm, restore
+from fabricd.service.capacity_floor import Floor, Held, Lost, choose, flap_harm, restore, uplink_ends
 from tests.conftest import EXAMPLES
 from topology.fabric import Fabric
 from topology.load import load_fabric
@@ -308,21 +308,7 @@ def test_restore_is_minimal_and_restores(lost: set[int], held: list[tuple[int, f
         assert back == free and got.stuck
 
 
-def _uplink_ports() -> list[Endpoint]:
-    from fabricd.service.guard import is_uplink
-
-    out = []
-    for d in FABRIC.devices():
-        if d.is_switch:
-            out += [
-                lk.a if lk.a.device == d.name else lk.b
-                for lk in FABRIC.links_of(d.name)
-                if is_uplink(FABRIC, d.name, lk)
-            ]
-    return sorted(out, key=str)
-
-
-UPLINKS = _uplink_ports()
+UPLINKS = uplink_ends(FABRIC)
 
 
 @settings(max_examples=150, deadline=None)
