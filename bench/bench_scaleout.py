@@ -288,6 +288,52 @@ async def _owners(url: str) -> dict[str, str]:
         await nc.close()
 
 
+class Arrivals:
+    """When each switch's messages reached this bench (perf_counter), by subject, for the gaps of a failover."""
+
+    def __init__(self) -> None:
+        self.stamps: dict[str, list[float]] = {}
+
+    def saw(self, subject: str, at: float) -> None:
+        self.stamps.setdefault(subject, []).append(at)
+
+    def sent_since(self, t: float) -> int:
+        """How many switches sent something after `t`."""
+        return sum(1 for ts in self.stamps.values() if ts and ts[-1] > t)
+
+    def forget_before(self, t: float) -> None:
+        """Drop what came before `t`, but each switch's last message before it: a gap is measured from the switch's
+        real last message. (Clearing everything before the signal made every switch's last message a whole interval
+        old: a switch that never moved, whose sample was just due, read as a 2 s gap.)"""
+        for subject, ts in self.stamps.items():
+            keep = [x for x in ts if x >= t]
+            earlier = [x for x in ts if x < t]
+            self.stamps[subject] = earlier[-1:] + keep
+
+    def worst_gap(self, t0: float, owned: float, end: float) -> tuple[float, tuple[float, float, float]]:
+        """The longest a switch went without a message, from its last one before the signal (`t0`) to `end` (when
+        the round was judged; a switch silent since is a gap up to then), and that gap's parts (the signal after its
+        last message, `owned` (every lease taken) after the signal, its first message after that); zeros for the
+        parts when the worst gap was a later one. A switch with nothing before the signal is not judged (the bench
+        waited an interval after every switch had sent: there is none)."""
+        worst, parts = 0.0, (0.0, 0.0, 0.0)
+        for stamps in self.stamps.values():
+            before = [t for t in stamps if t < t0]
+            after = [t for t in stamps if t0 <= t <= end]
+            if not before:
+                continue
+            last = before[-1]
+            if not after:
+                if end - last > worst:
+                    worst, parts = end - last, (t0 - last, owned - t0, end - owned)
+                continue
+            gaps = [after[0] - last] + [b - a for a, b in itertools.pairwise(after)] + [end - after[-1]]
+            if max(gaps) > worst:
+                worst = max(gaps)
+                parts = (t0 - last, owned - t0, after[0] - owned) if gaps[0] == worst else (0.0, 0.0, 0.0)
+        return worst, parts
+
+
 async def _collector_failover(
     accesses: list[DeviceAccess],
     url: str,
@@ -310,11 +356,11 @@ async def _collector_failover(
     addresses = {a.name: (a.host, a.gnmi.port or 0) for a in accesses}
     total = len(accesses)
     times: list[float] = []
-    arrivals: dict[str, list[float]] = {}
+    arrivals = Arrivals()
     nc = await nats.connect(url)
 
     async def seen(msg: Any) -> None:
-        arrivals.setdefault(msg.subject, []).append(time.perf_counter())
+        arrivals.saw(msg.subject, time.perf_counter())
 
     sub = await nc.subscribe("fabricd.tm.>", cb=seen)
 
@@ -332,25 +378,16 @@ async def _collector_failover(
         victim, _ = start(f"victim{k}")
         settled = await watch.until({"survivor", f"victim{k}"}, total, 0.05)  # both hold a share
         # the victim's share was handed over from the survivor just now: that gap is
-        while len({s for s, ts in arrivals.items() if ts[-1] > settled}) < total:  # not the failover measured
+        while arrivals.sent_since(settled) < total:  # not the failover measured
             assert time.perf_counter() - settled < 30, "a switch sent nothing under its new collector"
             await asyncio.sleep(0.02)
         await asyncio.sleep(interval_s)  # every switch has sent under its current collector
-        arrivals.clear()
+        arrivals.forget_before(settled)
         os.kill(victim.pid, sig)
         t0 = time.perf_counter()
         owned = await watch.until({"survivor"}, total)  # as the watch delivers the last take (within ~5 ms)
         await asyncio.sleep(3 * interval_s)  # the moved switches' first samples
-        worst, parts = 0.0, (0.0, 0.0, 0.0)
-        for stamps in arrivals.values():
-            before = [t for t in stamps if t < t0]
-            after = [t for t in stamps if t >= t0]
-            last = before[-1] if before else t0 - interval_s
-            if after:
-                gaps = [after[0] - last] + [b - a for a, b in itertools.pairwise(after)]
-                if max(gaps) > worst:
-                    worst = max(gaps)
-                    parts = (t0 - last, owned - t0, after[0] - owned) if gaps[0] == worst else (0.0, 0.0, 0.0)
+        worst, parts = arrivals.worst_gap(t0, owned, time.perf_counter())
         times.append(worst)
         breakdown.append(parts)
         if sig == signal.SIGSTOP:
