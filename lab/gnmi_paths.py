@@ -13,6 +13,7 @@ one protobuf object per update. State leaves (strings, doubles) are few and enco
 
 from __future__ import annotations
 
+import functools
 import json
 import struct
 from collections.abc import Iterable, Sequence
@@ -251,11 +252,18 @@ def _match(pat: Sequence[Elem], tmpl: Sequence[Elem], port: Constraint = None) -
 
 def match(elems: Sequence[Elem]) -> list[tuple[int, Constraint]]:
     """Catalog codes a path selects, each with its port constraint (independent of the switch)."""
+    return list(_catalog_match(tuple(elems)))
+
+
+@functools.lru_cache(maxsize=4096)
+def _catalog_match(elems: tuple[Elem, ...]) -> tuple[tuple[int, Constraint], ...]:
+    """`match`, remembered: every collector asks each switch the same few paths, and walking them against the whole
+    catalog was half of what a subscription cost the twin (a takeover subscribes dozens of switches at once)."""
     out: list[tuple[int, Constraint]] = []
     for leaf in CATALOG:
         for c in dict.fromkeys(_match(elems, TREES[leaf.tree] + leaf.rel)):
             out.append((leaf.code, c))
-    return out
+    return tuple(out)
 
 
 def addresses(twin: Twin, sw: Switch) -> dict[int, tuple[str, str]]:

@@ -532,9 +532,17 @@ class DeviceService:
             else frozenset(zip(changed_plan.rows.tolist(), changed_plan.codes.tolist(), strict=True)),
         )
 
-    def _full(self, req: Request) -> list[bytes]:
+    def _full(self, req: Request, sent: dict[int, bytes] | None = None) -> list[bytes]:
+        """Every leaf's value now. `sent`: what a stream's ON_CHANGE compare starts from; the changed leaves' groups
+        go out through it, so it holds what was sent (one encoding, not a second pass to fill it)."""
         now = self.hub.twin.advance()
-        return [msg for plan in req.all_plans() for msg in plan.sample(now, req.json_ietf)]
+        out = []
+        for plan in req.all_plans():
+            if sent is not None and plan is req.changed:
+                out += plan.changes(now, req.json_ietf, sent)
+            else:
+                out += plan.sample(now, req.json_ietf)
+        return out
 
     async def _poll(self, req: Request, it: AsyncIterator[Any]) -> AsyncIterator[bytes]:
         for msg in self._full(req):
@@ -549,18 +557,18 @@ class DeviceService:
 
     async def _stream(self, stream: Stream) -> AsyncIterator[bytes]:
         req, loop = stream.req, asyncio.get_running_loop()
+        sent: dict[int, bytes] = {}  # what `changed` last sent, by group
         if not req.updates_only:
-            for msg in self._full(req):
+            for msg in self._full(req, sent):  # fills `sent` with what it sends
                 yield msg
+        elif req.changed is not None:  # updates_only: what is there now is what a change is judged against
+            req.changed.changes(self.hub.twin.advance(), req.json_ietf, sent)
         yield gp.SYNC_RESPONSE
         start = loop.time()
         due = {i: start + i / 1e9 for i in req.sampled}
         hb_s = req.heartbeat_ns / 1e9
         next_hb = start + hb_s if hb_s and (req.watched or req.changed) else float("inf")
-        sent: dict[int, bytes] = {}  # what `changed` last sent, by group
         next_change = start + CHANGE_POLL_NS / 1e9 if req.changed is not None else float("inf")
-        if req.changed is not None:  # what the full update just sent (or, updates_only, what is there to change)
-            req.changed.changes(self.hub.twin.now, req.json_ietf, sent)
         while True:
             wake = min([*due.values(), next_hb, next_change])
             try:
