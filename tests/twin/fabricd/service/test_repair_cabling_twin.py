@@ -7,6 +7,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -21,6 +22,7 @@ from .service_thread import ServiceThread, wait_for, write_config
 from .test_reconcile_twin import port_state
 
 PORT = "leaf-g0-r0:Ethernet1/1"  # faces gpu-g0-000:nic0
+SETTLE_S = 2.0  # no new action for this long: what a flap train did has been judged and acted on
 
 
 @pytest.fixture
@@ -28,6 +30,20 @@ def twin(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TwinThread]:
     t = TwinThread(load_spec(EXAMPLES / "small-pod.yaml"), tmp_path_factory.mktemp("repair-twin")).start()
     yield t
     t.stop()
+
+
+def quiet_actions(svc: ServiceThread) -> list[dict[str, Any]]:
+    """The actions once none has been added or changed status for SETTLE_S (at most 30 s)."""
+    seen, since, deadline = None, time.monotonic(), time.monotonic() + 30
+    while time.monotonic() < deadline:
+        actions = svc.get("/api/v1/actions")["actions"]
+        now_seen = [(a["id"], a["status"]) for a in actions]
+        if now_seen != seen:
+            seen, since = now_seen, time.monotonic()
+        elif time.monotonic() - since >= SETTLE_S and all(a["status"] == "done" for a in actions):
+            return list(actions)
+        time.sleep(0.1)
+    raise AssertionError(f"the actions did not settle in 30 s: {seen}")
 
 
 def resolve_once_the_cable_is_right(svc: ServiceThread, ticket_id: int) -> None:
@@ -114,6 +130,7 @@ def test_a_ticket_resolved_right_after_the_disable_leaves_no_mark_on_the_port(tw
     svc = ServiceThread(write_config(tmp_path, twin.inventory)).start()
     try:
         inject(twin.state_dir, "link_flap", {"port": PORT, "count": 8, "period_s": 0.3})
+        train_over = time.monotonic() + 8 * 0.3
         wait_for(lambda: svc.get("/api/v1/ports/disabled")["ports"], 20, every_s=0.02)
         (t,) = svc.get("/api/v1/tickets")["tickets"]
         (first,) = [a for a in svc.get("/api/v1/actions")["actions"] if a["op"] == "disable"]
@@ -123,12 +140,22 @@ def test_a_ticket_resolved_right_after_the_disable_leaves_no_mark_on_the_port(tw
             return [a for a in svc.get("/api/v1/actions")["actions"] if a["op"] == "enable" and a["status"] == "done"]
 
         (enable,) = wait_for(enabled, 30)
-        again = [a for a in svc.get("/api/v1/actions")["actions"] if a["op"] == "disable" and a["id"] > enable["id"]]
+        # Which way it went is known once the train is over and what it did on probation judged, not at the enable:
+        # flaps while the enable waited for its confirm re-disable the port just after it is done (seen 0.12-0.24 s
+        # after). So: past the train, and no new action for SETTLE_S.
+        time.sleep(max(0.0, train_over - time.monotonic()))
+        actions = quiet_actions(svc)
+        again = [a for a in actions if a["op"] == "disable" and a["id"] > enable["id"]]
         if not again:  # the train was over when the port came back: up, and no mark left
             wait_for(lambda: svc.get("/api/v1/ports/disabled")["ports"] == [], 30)
             assert admin_enabled(twin, "leaf-g0-r0", "Ethernet1/1")
             assert "[fabricd" not in port_state(twin, PORT)[1]
         else:  # the train still flapped the port back on probation (issue 53): down again under its new action
+            wait_for(
+                lambda: [p["action_id"] for p in svc.get("/api/v1/ports/disabled")["ports"]] == [again[-1]["id"]], 30
+            )
+            assert not admin_enabled(twin, "leaf-g0-r0", "Ethernet1/1")
+            assert f"a{again[-1]['id']} " in port_state(twin, PORT)[1]
             assert f"a{first['id']} " not in port_state(twin, PORT)[1]  # never the first disable's mark left
     finally:
         svc.stop()
